@@ -1,0 +1,195 @@
+//! `mailseal demo`: the whole tour on a temporary store. It grows as profiles land.
+
+use super::{CliResult, Failure};
+use crate::dispatch::Dispatcher;
+use crate::envelope::{next_event, Envelope, Kind, Operation};
+use crate::error::{Classify, ExitCode};
+use crate::keystore::{DirectoryStore, KeyStore};
+use crate::message::{Attachment, Limits, MailA2aMessage};
+use crate::replay::{MemoryReplayStore, ReplayKey, ReplayStore};
+use crate::seal::{OpenPolicy, Opener};
+
+const ALICE_CERT: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/alice.sign.crt");
+const ALICE_KEY: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/alice.sign.key");
+const BOB_CERT: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/bob.sign.crt");
+const CA_RSA: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/ca.rsa.crt");
+
+fn fail(step: &str, e: impl std::fmt::Display) -> Failure {
+    Failure::new(ExitCode::Other, format!("demo: {step}: {e}"))
+}
+
+fn step(n: u32, text: &str) {
+    println!("\n[{n}] {text}");
+}
+
+pub(super) fn run() -> CliResult {
+    let dir = tempfile::tempdir().map_err(|e| fail("temporary store", e))?;
+    println!(
+        "mailseal demo: MailA2A messages end to end, store in {}",
+        dir.path().display()
+    );
+
+    step(1, "key store: import the RFC 9216 sample identities");
+    let store = DirectoryStore::open(dir.path().join("store")).map_err(|e| fail("store", e))?;
+    for (name, bytes, trusted) in [
+        ("ca.rsa.crt", CA_RSA, true),
+        ("alice.sign.crt", ALICE_CERT, false),
+        ("alice.sign.key", ALICE_KEY, false),
+        ("bob.sign.crt", BOB_CERT, false),
+    ] {
+        store
+            .import(bytes, name, trusted)
+            .map_err(|e| fail(name, e))?;
+    }
+    for e in store.list().map_err(|e| fail("list", e))? {
+        println!(
+            "    {} {:<12} {:<7} secret={:<5} {}",
+            &e.fingerprint[..16],
+            e.kind.to_string(),
+            e.algorithm.to_string(),
+            e.has_private_key,
+            e.emails.join(",")
+        );
+    }
+
+    step(2, "compose a message/send request with a cid: attachment");
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "demo-request-1");
+    env.set("correlationId", "demo-exchange-1");
+    env.set("idempotencyKey", "demo-effect-1");
+    env.set("createdAt", "2026-08-30T07:00:00Z");
+    env.set("expiresAt", "2099-08-31T07:00:00Z");
+    env.set(
+        "payload",
+        &serde_json::json!({"message": {"messageId": "a2a-msg-1", "role": "ROLE_USER", "parts": [
+            {"text": "Summarize the attached report."},
+            {"url": "cid:report-1@example.net", "mediaType": "text/csv", "filename": "report.csv"}
+        ]}}),
+    );
+    let mut request = MailA2aMessage::new(
+        "client-agent@example.net",
+        &["research-bot@example.com"],
+        env,
+    );
+    request.text = Some("Machine-readable A2A request attached.".into());
+    request.attachments.push(Attachment {
+        content_id: "report-1@example.net".into(),
+        content_type: "text/csv".into(),
+        filename: Some("report.csv".into()),
+        data: b"quarter,revenue\nQ1,100\nQ2,120\n".to_vec(),
+    });
+    let request_bytes = request.to_rfc5322().map_err(|e| fail("compose", e))?;
+    let (reparsed, violations) =
+        crate::message::validate_message(&request_bytes, &Limits::default())
+            .map_err(|e| fail("parse", e))?;
+    println!(
+        "    {} bytes, {} violations, envelope sha256 {}",
+        request_bytes.len(),
+        violations.len(),
+        &crate::keystore::hex(&reparsed.content_digest())[..16]
+    );
+
+    step(
+        3,
+        "open it unprotected: an effectful request needs at least a signature",
+    );
+    match Dispatcher::new().open(&request_bytes, &OpenPolicy::default()) {
+        Err(e) => println!("    refused (exit {}): {e}", e.exit_code().as_u8()),
+        Ok(_) => return Err(fail("open", "an unsigned effectful request was accepted")),
+    }
+
+    step(4, "a read-only tasks/get opens unprotected and reports so");
+    let mut get = Envelope::new(Kind::Request, Operation::TasksGet, "demo-get-1");
+    get.set("correlationId", "demo-exchange-2");
+    get.set("payload", &serde_json::json!({"id": "task-42"}));
+    let get_bytes = MailA2aMessage::new(
+        "client-agent@example.net",
+        &["research-bot@example.com"],
+        get,
+    )
+    .to_rfc5322()
+    .map_err(|e| fail("compose", e))?;
+    let opened = Dispatcher::new()
+        .open(&get_bytes, &OpenPolicy::default())
+        .map_err(|e| fail("open", e))?;
+    println!(
+        "    opened: protection {:?}, envelope {}",
+        opened.verdict.protection,
+        String::from_utf8_lossy(opened.message.envelope_bytes())
+    );
+
+    step(
+        5,
+        "the agent answers with a stream of events in the request's thread",
+    );
+    let states = [
+        "TASK_STATE_WORKING",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ];
+    let mut events = Vec::new();
+    for (i, state) in states.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let mut e = Envelope::new(
+            Kind::Event,
+            Operation::MessageSend,
+            &format!("demo-event-{seq}"),
+        );
+        e.set("correlationId", "demo-exchange-1");
+        e.set("sequence", &seq);
+        e.set("final", &(seq == 3));
+        e.set(
+            "payload",
+            &serde_json::json!({"statusUpdate": {"taskId": "task-42", "contextId": "ctx-1", "status": {"state": state}}}),
+        );
+        let mut m =
+            MailA2aMessage::new("research-bot@example.com", &["client-agent@example.net"], e);
+        m.in_reply_to(&request.headers);
+        let bytes = m.to_rfc5322().map_err(|e| fail("compose event", e))?;
+        let (parsed, v) = crate::message::validate_message(&bytes, &Limits::default())
+            .map_err(|e| fail("parse event", e))?;
+        println!(
+            "    event {seq}: {state}, final={}, In-Reply-To {}, {} violations",
+            seq == 3,
+            parsed.headers.in_reply_to.as_deref().unwrap_or("-"),
+            v.len()
+        );
+        events.push(parsed.envelope().clone());
+    }
+    println!(
+        "    ordering: 1->2 next={}, 1->3 next={}, 3 is final so nothing follows: {}",
+        next_event(&events[0], &events[1]),
+        next_event(&events[0], &events[2]),
+        !next_event(&events[2], &events[1])
+    );
+
+    step(
+        6,
+        "an outer hint that lies about the protected envelope is refused",
+    );
+    let forged = String::from_utf8_lossy(&request_bytes).replace(
+        "Mail-A2A-Operation: message/send",
+        "Mail-A2A-Operation: tasks/get",
+    );
+    let (ok, line) = super::validate_line("forged.eml", forged.as_bytes());
+    println!("    {line} (valid={ok})");
+
+    step(
+        7,
+        "replay state: redelivery is a duplicate, same messageId with other bytes a conflict",
+    );
+    let replay = MemoryReplayStore::default();
+    let key = ReplayKey::new("x509:alice", reparsed.envelope(), reparsed.content_digest());
+    println!("    first delivery: {:?}", replay.check_and_record(&key));
+    println!("    SMTP redelivery: {:?}", replay.check_and_record(&key));
+    let mut altered = key.clone();
+    altered.digest[0] ^= 1;
+    println!(
+        "    altered content, same messageId: {:?}",
+        replay.check_and_record(&altered)
+    );
+
+    step(8, "protection profiles");
+    println!("    smime, openpgp, mls: not in this build yet (see the open issues); opening such a message says so");
+    println!("\ndemo finished: every step behaved as the MailA2A binding requires");
+    Ok(())
+}

@@ -1,0 +1,486 @@
+//! The `mailseal` command line: parse arguments, call the library, print, exit with the
+//! codes of DESIGN.md. No protocol logic lives here.
+
+mod demo;
+mod inspect;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode as ProcessExit;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::envelope::Envelope;
+use crate::error::{Classify, ExitCode};
+use crate::keystore::{DirectoryStore, KeyStore};
+use crate::message::{validate_message, Attachment, Limits, MailA2aMessage, Mailbox};
+use crate::seal::{OpenPolicy, Opener};
+
+#[derive(Parser)]
+#[command(
+    name = "mailseal",
+    version,
+    about = "Seal and open MailA2A agent email (S/MIME 4.0, OpenPGP/MIME, MLS)"
+)]
+struct Cli {
+    /// Key store directory (default: $MAILSEAL_HOME, else $XDG_DATA_HOME/mailseal).
+    #[arg(long, global = true, value_name = "DIR")]
+    store: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compose a plain MailA2A message (.eml) from an envelope.
+    Compose(ComposeArgs),
+    /// Check MailA2A structure (no keys needed); directories: every .eml in them.
+    Validate {
+        /// Files or directories.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Show a message's layers, headers, parts and envelope.
+    Inspect {
+        /// The message.
+        file: PathBuf,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify and open a message; prints the envelope JSON (or the inner .eml).
+    Open(OpenArgs),
+    /// Manage keys and certificates.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// The whole tour on a temporary store.
+    Demo,
+}
+
+#[derive(Args)]
+struct ComposeArgs {
+    /// Sender address.
+    #[arg(long)]
+    from: String,
+    /// Recipient addresses.
+    #[arg(long, required = true)]
+    to: Vec<String>,
+    /// Carbon-copy addresses.
+    #[arg(long)]
+    cc: Vec<String>,
+    /// Message-ID of the request this replies to (sets In-Reply-To and References).
+    #[arg(long, value_name = "ID")]
+    in_reply_to: Option<String>,
+    /// Subject (default "A2A <kind>").
+    #[arg(long)]
+    subject: Option<String>,
+    /// Human fallback text (informative only).
+    #[arg(long)]
+    text: Option<String>,
+    /// Attach a file as `CID=PATH[;MEDIA/TYPE]`, referenced from the payload as `cid:CID`.
+    #[arg(long, value_name = "CID=PATH")]
+    attach: Vec<String>,
+    /// The envelope JSON (default: stdin).
+    #[arg(long = "in", value_name = "ENVELOPE.json")]
+    input: Option<PathBuf>,
+    /// Output file (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct OpenArgs {
+    /// The message (default: stdin).
+    #[arg(long = "in")]
+    input: Option<PathBuf>,
+    /// Output file (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write the inner message (.eml) instead of the envelope JSON.
+    #[arg(long)]
+    eml: bool,
+    /// Write the verdict as JSON to this file.
+    #[arg(long, value_name = "F")]
+    report: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Import X.509 certificates and PKCS#8 keys (PEM or DER).
+    Import {
+        /// Make CA certificates trust anchors.
+        #[arg(long)]
+        trusted: bool,
+        /// Files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// List the store.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A failure on its way to stderr: one line, and an exit code.
+pub(crate) struct Failure {
+    code: ExitCode,
+    line: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: ExitCode, line: impl Into<String>) -> Self {
+        Failure {
+            code,
+            line: line.into(),
+        }
+    }
+    fn from<E: Classify + std::fmt::Display>(context: &str, e: E) -> Self {
+        Failure::new(e.exit_code(), format!("{context}: {e}"))
+    }
+}
+
+type CliResult = Result<(), Failure>;
+
+/// Entry point of the binary.
+pub fn main() -> ProcessExit {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    ProcessExit::SUCCESS
+                }
+                _ => ProcessExit::from(ExitCode::Usage.as_u8()),
+            };
+        }
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("MAILSEAL_LOG"))
+        .try_init();
+    match run(cli) {
+        Ok(()) => ProcessExit::SUCCESS,
+        Err(f) => {
+            eprintln!("mailseal: {}", f.line);
+            ProcessExit::from(f.code.as_u8())
+        }
+    }
+}
+
+fn run(cli: Cli) -> CliResult {
+    let store = cli.store;
+    match cli.command {
+        Command::Compose(args) => compose(args),
+        Command::Validate { files } => validate(&files),
+        Command::Inspect { file, json } => {
+            let raw = read_input(Some(&file))?;
+            inspect::inspect(&file.display().to_string(), &raw, json)
+        }
+        Command::Open(args) => open(args),
+        Command::Key(cmd) => key(store_dir(store)?, cmd),
+        Command::Demo => demo::run(),
+    }
+}
+
+/// `--store`, else `$MAILSEAL_HOME`, else `$XDG_DATA_HOME/mailseal`, else
+/// `~/.local/share/mailseal`.
+fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    if let Some(p) = flag {
+        return Ok(p);
+    }
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("MAILSEAL_HOME")
+        .or_else(|| env("XDG_DATA_HOME").map(|d| d.join("mailseal")))
+        .or_else(|| env("HOME").map(|h| h.join(".local/share/mailseal")))
+        .ok_or_else(|| {
+            Failure::new(
+                ExitCode::Usage,
+                "no key store: pass --store or set MAILSEAL_HOME",
+            )
+        })
+}
+
+pub(crate) fn read_input(path: Option<&Path>) -> Result<Vec<u8>, Failure> {
+    let limit = Limits::default().max_message_bytes as u64 + 1;
+    let mut buf = Vec::new();
+    let result = match path {
+        Some(p) => std::fs::File::open(p).and_then(|f| f.take(limit).read_to_end(&mut buf)),
+        None => std::io::stdin().lock().take(limit).read_to_end(&mut buf),
+    };
+    let name = path.map_or("stdin".to_string(), |p| p.display().to_string());
+    result.map_err(|e| Failure::new(ExitCode::Other, format!("cannot read {name}: {e}")))?;
+    Ok(buf)
+}
+
+pub(crate) fn write_output(path: Option<&Path>, data: &[u8]) -> CliResult {
+    let result = match path {
+        Some(p) => std::fs::write(p, data),
+        None => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(data).and_then(|()| out.flush())
+        }
+    };
+    let name = path.map_or("stdout".to_string(), |p| p.display().to_string());
+    result.map_err(|e| Failure::new(ExitCode::Other, format!("cannot write {name}: {e}")))
+}
+
+/// Media type of an attachment from its file extension (the common ones).
+fn guess_media_type(path: &Path) -> &'static str {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("pdf") => "application/pdf",
+        Some("json") => "application/json",
+        Some("txt") => "text/plain",
+        Some("csv") => "text/csv",
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("html" | "htm") => "text/html",
+        _ => "application/octet-stream",
+    }
+}
+
+fn compose(a: ComposeArgs) -> CliResult {
+    let json = read_input(a.input.as_deref())?;
+    let envelope = Envelope::from_json(&json).map_err(|e| Failure::from("envelope", e))?;
+    let to: Vec<&str> = a.to.iter().map(String::as_str).collect();
+    let mut msg = MailA2aMessage::new(&a.from, &to, envelope);
+    msg.headers.cc = a.cc.iter().map(|c| Mailbox::new(c)).collect();
+    if let Some(id) = a.in_reply_to {
+        let id = id
+            .trim()
+            .trim_start_matches('<')
+            .trim_end_matches('>')
+            .to_string();
+        let request = crate::message::Headers {
+            message_id: Some(id),
+            ..Default::default()
+        };
+        msg.in_reply_to(&request);
+    }
+    if a.subject.is_some() {
+        msg.headers.subject = a.subject;
+    }
+    msg.text = a.text;
+    for spec in &a.attach {
+        let (cid, rest) = spec.split_once('=').ok_or_else(|| {
+            Failure::new(
+                ExitCode::Usage,
+                format!("--attach {spec}: expected CID=PATH[;TYPE]"),
+            )
+        })?;
+        let (path, media) = match rest.rsplit_once(';') {
+            Some((p, t)) if t.contains('/') => (PathBuf::from(p), t.to_ascii_lowercase()),
+            _ => (
+                PathBuf::from(rest),
+                guess_media_type(Path::new(rest)).to_string(),
+            ),
+        };
+        let data = std::fs::read(&path).map_err(|e| {
+            Failure::new(
+                ExitCode::Other,
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })?;
+        msg.attachments.push(Attachment {
+            content_id: cid.to_string(),
+            content_type: media,
+            filename: path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_string),
+            data,
+        });
+    }
+    let violations = msg.check(&Default::default());
+    if let Some(first) = violations.first() {
+        let more = if violations.len() > 1 {
+            format!(" (+{} more)", violations.len() - 1)
+        } else {
+            String::new()
+        };
+        return Err(Failure::new(
+            ExitCode::Malformed,
+            format!("refusing to compose: {first}{more}"),
+        ));
+    }
+    let bytes = msg.to_rfc5322().map_err(|e| Failure::from("compose", e))?;
+    write_output(a.out.as_deref(), &bytes)
+}
+
+/// Every file to validate: files as given, directories' `.eml` files sorted.
+fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let rd = std::fs::read_dir(p).map_err(|e| {
+                Failure::new(ExitCode::Other, format!("cannot read {}: {e}", p.display()))
+            })?;
+            let mut files: Vec<PathBuf> = rd
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|f| {
+                    f.is_file() && f.extension().is_some_and(|x| x.eq_ignore_ascii_case("eml"))
+                })
+                .collect();
+            files.sort();
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// One line for one file: `OK path` or `FAIL path: code at where: reason (A2A error)`.
+pub(crate) fn validate_line(name: &str, raw: &[u8]) -> (bool, String) {
+    match validate_message(raw, &Limits::default()) {
+        Err(e) => (
+            false,
+            format!("FAIL {name}: {}: {e} ({})", e.code(), e.a2a_error()),
+        ),
+        Ok((_, v)) if v.is_empty() => (true, format!("OK {name}")),
+        Ok((_, v)) => {
+            let more = if v.len() > 1 {
+                format!(" (+{} more)", v.len() - 1)
+            } else {
+                String::new()
+            };
+            (false, format!("FAIL {name}: {}{more}", v[0]))
+        }
+    }
+}
+
+fn validate(paths: &[PathBuf]) -> CliResult {
+    let files = expand(paths)?;
+    let bar = if files.len() > 8 {
+        let bar = indicatif::ProgressBar::new(files.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(bar)
+    } else {
+        None
+    };
+    let mut failed = 0usize;
+    let mut out = std::io::stdout().lock();
+    for f in &files {
+        let name = f.display().to_string();
+        let (ok, line) = match read_input(Some(f)) {
+            Ok(raw) => validate_line(&name, &raw),
+            Err(e) => (false, format!("FAIL {name}: {}", e.line)),
+        };
+        failed += usize::from(!ok);
+        match &bar {
+            Some(b) => {
+                b.suspend(|| writeln!(out, "{line}").ok());
+                b.inc(1);
+            }
+            None => {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if failed > 0 {
+        return Err(Failure::new(
+            ExitCode::Malformed,
+            format!("{failed} of {} messages are not valid MailA2A", files.len()),
+        ));
+    }
+    Ok(())
+}
+
+fn open(a: OpenArgs) -> CliResult {
+    let raw = read_input(a.input.as_deref())?;
+    let policy = OpenPolicy::default();
+    let opened = crate::dispatch::Dispatcher::new()
+        .open(&raw, &policy)
+        .map_err(|e| Failure::from("open", e))?;
+    if let Some(report) = &a.report {
+        let v = &opened.verdict;
+        let json = serde_json::json!({
+            "profile": v.profile.map(|p| p.token()),
+            "protection": format!("{:?}", v.protection),
+            "signer": v.signer.as_ref().map(|s| s.replay_id()),
+            "protectedHeaders": v.protected_headers,
+            "outerHeadersMatched": v.outer_headers_matched,
+            "envelopeSha256": crate::keystore::hex(&opened.message.content_digest()),
+        });
+        let text = serde_json::to_vec_pretty(&json).unwrap_or_default();
+        write_output(Some(report), &text)?;
+    }
+    let body = if a.eml {
+        opened
+            .message
+            .to_rfc5322()
+            .map_err(|e| Failure::from("open", e))?
+    } else {
+        let mut b = opened.message.envelope_bytes().to_vec();
+        b.push(b'\n');
+        b
+    };
+    write_output(a.out.as_deref(), &body)
+}
+
+fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
+    let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
+    match cmd {
+        KeyCommand::Import { trusted, files } => {
+            for f in &files {
+                let bytes = read_input(Some(f))?;
+                let name = f.display().to_string();
+                let entries = store
+                    .import(&bytes, &name, trusted)
+                    .map_err(|e| Failure::from("import", e))?;
+                for e in entries {
+                    eprintln!(
+                        "imported {} {} {} {}",
+                        e.kind,
+                        e.algorithm,
+                        e.fingerprint,
+                        e.emails.join(",")
+                    );
+                }
+            }
+            Ok(())
+        }
+        KeyCommand::List { json } => {
+            let entries = store.list().map_err(|e| Failure::from("key list", e))?;
+            let mut out = String::new();
+            if json {
+                out = serde_json::to_string_pretty(&entries).unwrap_or_default();
+                out.push('\n');
+            } else {
+                for e in entries {
+                    out.push_str(&format!(
+                        "{} {} {}{} {}\n",
+                        e.fingerprint,
+                        e.kind,
+                        e.algorithm,
+                        if e.has_private_key { "+secret" } else { "" },
+                        if e.emails.is_empty() {
+                            "-".into()
+                        } else {
+                            e.emails.join(",")
+                        }
+                    ));
+                }
+            }
+            write_output(None, out.as_bytes())
+        }
+    }
+}

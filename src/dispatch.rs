@@ -1,0 +1,133 @@
+//! The opener that picks a profile from the outer Content-Type. It alone knows every
+//! profile; a profile missing from this build is reported as such, never guessed at.
+//!
+//! Unprotected messages are opened here too, and then the downgrade rule decides: with
+//! the default policy an effectful request that is not at least signed is refused.
+
+use crate::envelope::ValidationContext;
+use crate::message::MailA2aMessage;
+use crate::profile::{Profile, Protection};
+use crate::seal::{OpenError, OpenPolicy, Opened, Opener, Verdict};
+
+/// The profile an outer Content-Type announces, or `None` for a plain message.
+pub fn detect_profile(raw: &[u8]) -> Option<Profile> {
+    let ct = outer_content_type(raw)?.to_ascii_lowercase();
+    if ct.starts_with("application/pkcs7-mime")
+        || ct.starts_with("application/x-pkcs7-mime")
+        || (ct.starts_with("multipart/signed") && ct.contains("pkcs7-signature"))
+    {
+        Some(Profile::Smime)
+    } else if ct.starts_with("multipart/encrypted") && ct.contains("pgp-encrypted")
+        || (ct.starts_with("multipart/signed") && ct.contains("pgp-signature"))
+    {
+        Some(Profile::OpenPgp)
+    } else if ct.starts_with("message/mls") {
+        Some(Profile::Mls)
+    } else {
+        None
+    }
+}
+
+/// The unfolded value of the top-level Content-Type header, if any.
+fn outer_content_type(raw: &[u8]) -> Option<String> {
+    let header_end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .or_else(|| raw.windows(2).position(|w| w == b"\n\n"))
+        .unwrap_or(raw.len());
+    let head = String::from_utf8_lossy(&raw[..header_end]);
+    let mut value: Option<String> = None;
+    for line in head.split('\n') {
+        let line = line.trim_end_matches('\r');
+        if let Some(v) = value.as_mut() {
+            if line.starts_with([' ', '\t']) {
+                v.push(' ');
+                v.push_str(line.trim());
+                continue;
+            }
+            break;
+        }
+        if line.len() > 13 && line[..13].eq_ignore_ascii_case("content-type:") {
+            value = Some(line[13..].trim().to_string());
+        }
+    }
+    value
+}
+
+/// Opens any MailA2A message: plain ones here, protected ones through their profile.
+#[derive(Default)]
+pub struct Dispatcher {
+    profiles: Vec<(Profile, Box<dyn Opener>)>,
+}
+
+impl Dispatcher {
+    /// A dispatcher with no profile (plain messages only).
+    pub fn new() -> Self {
+        Dispatcher::default()
+    }
+
+    /// Adds the opener of a profile.
+    pub fn with_profile(mut self, profile: Profile, opener: Box<dyn Opener>) -> Self {
+        self.profiles.push((profile, opener));
+        self
+    }
+
+    fn open_plain(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        let message = MailA2aMessage::parse(raw, &policy.limits)?;
+        let violations = message.check(&ValidationContext::default());
+        if !violations.is_empty() {
+            return Err(OpenError::Invalid(violations));
+        }
+        let env = message.envelope();
+        let effectful = env.kind() == Some(crate::envelope::Kind::Request)
+            && env.operation().is_some_and(|o| o.is_effectful());
+        let peer = message
+            .headers
+            .from
+            .as_ref()
+            .map(|m| m.normalized())
+            .unwrap_or_default();
+        let required = policy.minimum_for(&peer);
+        if effectful && required > Protection::None {
+            return Err(OpenError::Downgrade {
+                peer,
+                operation: env
+                    .operation()
+                    .map(|o| o.as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+                required,
+                got: Protection::None,
+            });
+        }
+        Ok(Opened {
+            message,
+            verdict: Verdict {
+                profile: None,
+                protection: Protection::None,
+                signer: None,
+                protected_headers: Vec::new(),
+                outer_headers_matched: true,
+            },
+        })
+    }
+}
+
+impl Opener for Dispatcher {
+    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        if raw.len() > policy.limits.max_message_bytes {
+            return Err(crate::message::MessageError::TooLarge {
+                size: raw.len(),
+                limit: policy.limits.max_message_bytes,
+            }
+            .into());
+        }
+        match detect_profile(raw) {
+            None => self.open_plain(raw, policy),
+            Some(p) => match self.profiles.iter().find(|(q, _)| *q == p) {
+                Some((_, opener)) => opener.open(raw, policy),
+                None => Err(OpenError::ProfileUnavailable(p)),
+            },
+        }
+    }
+}

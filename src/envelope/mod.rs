@@ -1,0 +1,326 @@
+//! The MailA2A protected envelope: the JSON object in the `application/a2a+json` part.
+//!
+//! [`Envelope`] keeps every top-level field as the exact JSON text it arrived as, in
+//! order, so fields this version does not know (and x402 objects, which must travel
+//! byte-exact) are re-serialised unchanged. Typed accessors read the fields the binding
+//! defines; [`validate`] checks the binding's rules and reports every violation.
+
+mod a2a;
+mod json;
+mod model;
+mod validate;
+
+pub use model::{GroupCoordinates, Kind, Operation, PaymentKind, TERMINAL_TASK_STATES};
+pub use validate::{next_event, validate, Code, ValidationContext, Violation};
+
+use indexmap::IndexMap;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use crate::error::{A2aErrorType, Classify, ExitCode};
+
+/// The binding version this crate implements (`bindingVersion`, `Mail-A2A-Binding`).
+pub const BINDING_VERSION: &str = "1.0";
+/// The A2A protocol version this crate implements (`a2aVersion`).
+pub const A2A_VERSION: &str = "1.0";
+/// The binding URI (Agent Card `protocolBinding`).
+pub const BINDING_URI: &str = "https://kotoba-lang.github.io/mail-a2a/spec/v1/";
+/// Default bound on JSON nesting (DESIGN decision 10).
+pub const DEFAULT_MAX_JSON_DEPTH: usize = 64;
+
+/// Why bytes could not be read as an envelope at all (before any binding rule).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EnvelopeError {
+    /// The bytes are not UTF-8 (RFC 8259 requires it); `offset` is the first bad byte.
+    #[error("envelope is not UTF-8 (first invalid byte at offset {offset})")]
+    InvalidUtf8 {
+        /// Offset of the first invalid byte.
+        offset: usize,
+    },
+    /// The bytes are not one JSON value.
+    #[error("envelope is not JSON: {reason} at line {line} column {column}")]
+    Syntax {
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// What the JSON parser expected.
+        reason: String,
+    },
+    /// An object has the same key twice (an ambiguity relays and agents may read apart).
+    #[error("envelope has a duplicate JSON key at {path}")]
+    DuplicateKey {
+        /// JSON pointer of the second occurrence.
+        path: String,
+    },
+    /// Arrays/objects nest deeper than the limit.
+    #[error("envelope JSON nests deeper than {limit} levels at {path}")]
+    TooDeep {
+        /// The limit in force.
+        limit: usize,
+        /// JSON pointer where the limit was crossed.
+        path: String,
+    },
+    /// The JSON value is not an object.
+    #[error("envelope is not a JSON object")]
+    NotAnObject,
+}
+
+impl EnvelopeError {
+    /// A stable kebab-case code, as printed by `mailseal validate`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidUtf8 { .. } => "invalid-utf8",
+            Self::Syntax { .. } => "invalid-json",
+            Self::DuplicateKey { .. } => "duplicate-key",
+            Self::TooDeep { .. } => "json-too-deep",
+            Self::NotAnObject => "must-be-map",
+        }
+    }
+}
+
+impl Classify for EnvelopeError {
+    fn a2a_error(&self) -> A2aErrorType {
+        match self {
+            Self::InvalidUtf8 { .. } | Self::Syntax { .. } => A2aErrorType::JsonParseError,
+            _ => A2aErrorType::InvalidRequestError,
+        }
+    }
+    fn exit_code(&self) -> ExitCode {
+        ExitCode::Malformed
+    }
+}
+
+/// A protected envelope: an ordered map from field name to its exact JSON text.
+#[derive(Clone, Debug)]
+pub struct Envelope {
+    fields: IndexMap<String, Box<RawValue>>,
+}
+
+/// Two envelopes are equal when they have the same fields in the same order with the
+/// same JSON text.
+impl PartialEq for Envelope {
+    fn eq(&self, other: &Self) -> bool {
+        self.fields.len() == other.fields.len()
+            && self
+                .fields
+                .iter()
+                .zip(&other.fields)
+                .all(|((ka, va), (kb, vb))| ka == kb && va.get() == vb.get())
+    }
+}
+
+impl Envelope {
+    /// A new envelope with the fields every message has, in the order of the spec's
+    /// example: `bindingVersion`, `a2aVersion`, `kind`, `operation`, `messageId`,
+    /// `sequence` (0), `final` (false) and an empty `payload`.
+    pub fn new(kind: Kind, operation: Operation, message_id: &str) -> Self {
+        let mut e = Envelope {
+            fields: IndexMap::new(),
+        };
+        e.set("bindingVersion", &BINDING_VERSION);
+        e.set("a2aVersion", &A2A_VERSION);
+        e.set("kind", &kind.as_str());
+        e.set("operation", &operation.as_str());
+        e.set("messageId", &message_id);
+        e.set("sequence", &0u64);
+        e.set("final", &false);
+        e.set("payload", &serde_json::json!({}));
+        e
+    }
+
+    /// Reads an envelope from untrusted bytes with the default JSON depth limit.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, EnvelopeError> {
+        Self::from_json_with_depth(bytes, DEFAULT_MAX_JSON_DEPTH)
+    }
+
+    /// Reads an envelope, refusing invalid UTF-8, duplicate keys, nesting deeper than
+    /// `max_depth` and anything but a JSON object. Binding rules are [`validate`]'s job.
+    pub fn from_json_with_depth(bytes: &[u8], max_depth: usize) -> Result<Self, EnvelopeError> {
+        json::check_strict(bytes, max_depth)?;
+        let first = bytes
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
+        if first != Some(&b'{') {
+            return Err(EnvelopeError::NotAnObject);
+        }
+        let fields: IndexMap<String, Box<RawValue>> =
+            serde_json::from_slice(bytes).map_err(|e| EnvelopeError::Syntax {
+                line: e.line(),
+                column: e.column(),
+                reason: e.to_string(),
+            })?;
+        Ok(Envelope { fields })
+    }
+
+    /// Serialises the envelope: every field's JSON text exactly as read or set, in order.
+    pub fn to_json(&self) -> Vec<u8> {
+        let len: usize = self
+            .fields
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .sum();
+        let mut out = Vec::with_capacity(len + 2);
+        out.push(b'{');
+        for (i, (k, v)) in self.fields.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            // Keys came from JSON or from our own setters: serialising a str cannot fail.
+            let key = serde_json::to_string(k).unwrap_or_default();
+            out.extend_from_slice(key.as_bytes());
+            out.push(b':');
+            out.extend_from_slice(v.get().as_bytes());
+        }
+        out.push(b'}');
+        out
+    }
+
+    /// The field names in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.fields.keys().map(String::as_str)
+    }
+
+    /// The exact JSON text of a field.
+    pub fn raw(&self, key: &str) -> Option<&RawValue> {
+        self.fields.get(key).map(|b| &**b)
+    }
+
+    /// A field read as `T`; `None` when absent or not a `T`.
+    pub fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        self.fields
+            .get(key)
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+    }
+
+    /// A field as a loose JSON value (for validation and inspection).
+    pub fn value(&self, key: &str) -> Option<serde_json::Value> {
+        self.get(key)
+    }
+
+    /// Sets a field, keeping its position if it exists, appending it otherwise.
+    pub fn set<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) {
+        // Serialising plain data (strings, numbers, serde_json::Value, derived structs
+        // without maps keyed by non-strings) cannot fail; a failure would be a bug in the
+        // caller's Serialize impl, and then the field is left unchanged.
+        if let Ok(raw) = serde_json::value::to_raw_value(value) {
+            self.fields.insert(key.to_string(), raw);
+        }
+    }
+
+    /// Sets a field to JSON text the caller already has (kept byte-for-byte).
+    pub fn set_raw(&mut self, key: &str, json: &str) -> Result<(), EnvelopeError> {
+        let raw = RawValue::from_string(json.to_string()).map_err(|e| EnvelopeError::Syntax {
+            line: e.line(),
+            column: e.column(),
+            reason: e.to_string(),
+        })?;
+        self.fields.insert(key.to_string(), raw);
+        Ok(())
+    }
+
+    /// Removes a field.
+    pub fn remove(&mut self, key: &str) -> Option<Box<RawValue>> {
+        self.fields.shift_remove(key)
+    }
+
+    /// `kind`, when it is one of the four.
+    pub fn kind(&self) -> Option<Kind> {
+        self.get::<String>("kind").and_then(|s| s.parse().ok())
+    }
+    /// `operation`, when it is a known token.
+    pub fn operation(&self) -> Option<Operation> {
+        self.get::<String>("operation").and_then(|s| s.parse().ok())
+    }
+    /// `messageId`.
+    pub fn message_id(&self) -> Option<String> {
+        self.get("messageId")
+    }
+    /// `correlationId`.
+    pub fn correlation_id(&self) -> Option<String> {
+        self.get("correlationId")
+    }
+    /// `idempotencyKey`.
+    pub fn idempotency_key(&self) -> Option<String> {
+        self.get("idempotencyKey")
+    }
+    /// `sequence`, when it is a natural number.
+    pub fn sequence(&self) -> Option<u64> {
+        self.get("sequence")
+    }
+    /// `final`, when it is a boolean.
+    pub fn is_final(&self) -> Option<bool> {
+        self.get("final")
+    }
+    /// `createdAt` as a timestamp, when it is RFC 3339.
+    pub fn created_at(&self) -> Option<time::OffsetDateTime> {
+        self.get::<String>("createdAt")
+            .and_then(|s| validate::parse_utc_timestamp(&s))
+    }
+    /// `expiresAt` as a timestamp, when it is RFC 3339.
+    pub fn expires_at(&self) -> Option<time::OffsetDateTime> {
+        self.get::<String>("expiresAt")
+            .and_then(|s| validate::parse_utc_timestamp(&s))
+    }
+    /// `group`, when well formed.
+    pub fn group(&self) -> Option<GroupCoordinates> {
+        self.get("group")
+    }
+    /// `payment.kind`, when known.
+    pub fn payment_kind(&self) -> Option<PaymentKind> {
+        self.value("payment")
+            .and_then(|p| p.get("kind").and_then(|k| k.as_str()?.parse().ok()))
+    }
+    /// The task state the payload reports (`task.status.state`, `status.state` or the
+    /// A2A v1.0 stream event `statusUpdate.status.state`), if any.
+    pub fn task_state(&self) -> Option<String> {
+        let payload = self.value("payload")?;
+        model::task_state(&payload).map(str::to_string)
+    }
+}
+
+/// SHA-256 of the transfer-decoded `application/a2a+json` bytes: the protected-content
+/// digest of the replay tuple (DESIGN decision 5).
+pub fn content_digest(envelope_bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(envelope_bytes).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_round_trip_byte_for_byte() {
+        let text = br#"{"bindingVersion":"1.0","x-future":{"b":1.50,"a":"\u00e9"},"kind":"request","n":1e3}"#;
+        let env = Envelope::from_json(text).unwrap();
+        assert_eq!(env.to_json(), text.to_vec());
+        assert_eq!(
+            env.keys().collect::<Vec<_>>(),
+            ["bindingVersion", "x-future", "kind", "n"]
+        );
+        assert_eq!(env.raw("n").unwrap().get(), "1e3");
+    }
+
+    #[test]
+    fn set_keeps_position() {
+        let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "m-1");
+        env.set("sequence", &4u64);
+        assert_eq!(env.keys().nth(5), Some("sequence"));
+        assert_eq!(env.sequence(), Some(4));
+    }
+
+    #[test]
+    fn not_an_object() {
+        assert_eq!(
+            Envelope::from_json(b" [1]"),
+            Err(EnvelopeError::NotAnObject)
+        );
+        assert_eq!(
+            Envelope::from_json(b"\"x\""),
+            Err(EnvelopeError::NotAnObject)
+        );
+    }
+}

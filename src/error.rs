@@ -1,0 +1,172 @@
+//! The A2A error vocabulary and the command-line exit codes every error maps to.
+//!
+//! Each concern has its own error type (envelope parsing, message parsing, key store,
+//! seal, open); they all map to an [`A2aErrorType`] (what a MailA2A agent would put in
+//! the `error` object of its reply) and to an [`ExitCode`] (what `mailseal` exits with).
+
+use std::fmt;
+
+/// A2A v1.0 error types (JSON-RPC codes from the A2A v1.0 table) plus the MailA2A
+/// `PaymentRequiredError` extension, which has no code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum A2aErrorType {
+    /// -32700: the bytes are not JSON.
+    JsonParseError,
+    /// -32600: malformed envelope, MIME mismatch, invalid fields.
+    InvalidRequestError,
+    /// -32601: unknown operation token.
+    MethodNotFoundError,
+    /// -32602: valid operation with an invalid payload.
+    InvalidParamsError,
+    /// -32603: the receiver failed internally.
+    InternalError,
+    /// -32001: inaccessible or absent task.
+    TaskNotFoundError,
+    /// -32002: the task cannot be canceled.
+    TaskNotCancelableError,
+    /// -32003: push notifications are disabled.
+    PushNotificationNotSupportedError,
+    /// -32004: the declared capabilities do not support the operation.
+    UnsupportedOperationError,
+    /// -32005: unacceptable A2A Part media type.
+    ContentTypeNotSupportedError,
+    /// -32006: the peer returned a nonconforming response.
+    InvalidAgentResponseError,
+    /// -32007: an extended card is declared but absent.
+    ExtendedAgentCardNotConfiguredError,
+    /// -32008: a required extension was not negotiated.
+    ExtensionSupportRequiredError,
+    /// -32009: the A2A or binding version is unsupported.
+    VersionNotSupportedError,
+    /// MailA2A extension (no code): carries an x402 `PaymentRequired` object.
+    PaymentRequiredError,
+}
+
+impl A2aErrorType {
+    /// Every type, in table order.
+    pub const ALL: [A2aErrorType; 15] = [
+        Self::JsonParseError,
+        Self::InvalidRequestError,
+        Self::MethodNotFoundError,
+        Self::InvalidParamsError,
+        Self::InternalError,
+        Self::TaskNotFoundError,
+        Self::TaskNotCancelableError,
+        Self::PushNotificationNotSupportedError,
+        Self::UnsupportedOperationError,
+        Self::ContentTypeNotSupportedError,
+        Self::InvalidAgentResponseError,
+        Self::ExtendedAgentCardNotConfiguredError,
+        Self::ExtensionSupportRequiredError,
+        Self::VersionNotSupportedError,
+        Self::PaymentRequiredError,
+    ];
+
+    /// The `type` string of the error object.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::JsonParseError => "JSONParseError",
+            Self::InvalidRequestError => "InvalidRequestError",
+            Self::MethodNotFoundError => "MethodNotFoundError",
+            Self::InvalidParamsError => "InvalidParamsError",
+            Self::InternalError => "InternalError",
+            Self::TaskNotFoundError => "TaskNotFoundError",
+            Self::TaskNotCancelableError => "TaskNotCancelableError",
+            Self::PushNotificationNotSupportedError => "PushNotificationNotSupportedError",
+            Self::UnsupportedOperationError => "UnsupportedOperationError",
+            Self::ContentTypeNotSupportedError => "ContentTypeNotSupportedError",
+            Self::InvalidAgentResponseError => "InvalidAgentResponseError",
+            Self::ExtendedAgentCardNotConfiguredError => "ExtendedAgentCardNotConfiguredError",
+            Self::ExtensionSupportRequiredError => "ExtensionSupportRequiredError",
+            Self::VersionNotSupportedError => "VersionNotSupportedError",
+            Self::PaymentRequiredError => "PaymentRequiredError",
+        }
+    }
+
+    /// The JSON-RPC code, `None` for `PaymentRequiredError` (DESIGN decision 3).
+    pub fn code(self) -> Option<i32> {
+        Some(match self {
+            Self::JsonParseError => -32700,
+            Self::InvalidRequestError => -32600,
+            Self::MethodNotFoundError => -32601,
+            Self::InvalidParamsError => -32602,
+            Self::InternalError => -32603,
+            Self::TaskNotFoundError => -32001,
+            Self::TaskNotCancelableError => -32002,
+            Self::PushNotificationNotSupportedError => -32003,
+            Self::UnsupportedOperationError => -32004,
+            Self::ContentTypeNotSupportedError => -32005,
+            Self::InvalidAgentResponseError => -32006,
+            Self::ExtendedAgentCardNotConfiguredError => -32007,
+            Self::ExtensionSupportRequiredError => -32008,
+            Self::VersionNotSupportedError => -32009,
+            Self::PaymentRequiredError => return None,
+        })
+    }
+
+    /// Looks a type up by its `type` string.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The error object of DESIGN decision 3: `{"type", "code", "message"}`.
+    pub fn to_error_object(self, message: &str) -> serde_json::Value {
+        let mut obj = serde_json::Map::new();
+        obj.insert("type".into(), self.name().into());
+        if let Some(code) = self.code() {
+            obj.insert("code".into(), code.into());
+        }
+        obj.insert("message".into(), message.into());
+        serde_json::Value::Object(obj)
+    }
+}
+
+impl fmt::Display for A2aErrorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Exit codes of the `mailseal` command line (DESIGN "Command line").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExitCode {
+    /// 0: verified / valid.
+    Success,
+    /// 1: anything else (I/O, internal).
+    Other,
+    /// 2: the command line is wrong.
+    Usage,
+    /// 3: the input is malformed.
+    Malformed,
+    /// 4: authentication (signature, integrity) failed.
+    AuthenticationFailed,
+    /// 5: no usable key.
+    NoUsableKey,
+    /// 6: refused by policy (downgrade, replay, expiry, binding).
+    RefusedByPolicy,
+}
+
+impl ExitCode {
+    /// The process exit status.
+    pub fn as_u8(self) -> u8 {
+        match self {
+            Self::Success => 0,
+            Self::Other => 1,
+            Self::Usage => 2,
+            Self::Malformed => 3,
+            Self::AuthenticationFailed => 4,
+            Self::NoUsableKey => 5,
+            Self::RefusedByPolicy => 6,
+        }
+    }
+}
+
+/// Implemented by every error type of the crate.
+pub trait Classify {
+    /// The A2A error a MailA2A agent reports for this failure.
+    fn a2a_error(&self) -> A2aErrorType;
+    /// The exit code of the command line for this failure.
+    fn exit_code(&self) -> ExitCode;
+}

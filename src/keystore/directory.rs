@@ -1,0 +1,294 @@
+//! The directory key store: PEM files in a directory only its owner can read.
+//!
+//! ```text
+//! STORE/certs/FPR.pem     certificates (0644)
+//! STORE/anchors/FPR.pem   trust anchors (0644)
+//! STORE/keys/FPR.pem      PKCS#8 private keys (0600)
+//! ```
+//! `FPR` is the public-key [`fingerprint`](super::fingerprint), so a key and its
+//! certificate share a name whichever is imported first.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use der::{DecodePem, EncodePem};
+use x509_cert::Certificate;
+use zeroize::Zeroizing;
+
+use super::material::{cert_info, fingerprint, key_public, read_all, Material};
+use super::{EntryKind, KeyEntry, KeyStore, KeyStoreError, SecretKey, StoredCertificate};
+
+/// A key store in one directory.
+#[derive(Clone, Debug)]
+pub struct DirectoryStore {
+    root: PathBuf,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KeyStoreError + '_ {
+    move |source| KeyStoreError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) -> Result<(), KeyStoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(io(path))
+}
+#[cfg(not(unix))]
+fn set_mode(_: &Path, _: u32) -> Result<(), KeyStoreError> {
+    Ok(())
+}
+
+/// Writes `data` to `path` atomically (temp file + rename) with `mode` from creation.
+fn write_file(path: &Path, data: &[u8], mode: u32) -> Result<(), KeyStoreError> {
+    let tmp = path.with_extension("tmp");
+    let mut opts = fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(mode);
+    }
+    let mut f = opts.open(&tmp).map_err(io(&tmp))?;
+    set_mode(&tmp, mode)?;
+    f.write_all(data).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    fs::rename(&tmp, path).map_err(io(path))
+}
+
+impl DirectoryStore {
+    /// Opens (creating it, mode 0700) the store at `root`. An existing store readable
+    /// by group or others is refused: its private keys would not be private.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self, KeyStoreError> {
+        let root = root.into();
+        for sub in ["", "certs", "anchors", "keys"] {
+            let dir = root.join(sub);
+            if !dir.exists() {
+                fs::create_dir_all(&dir).map_err(io(&dir))?;
+                set_mode(&dir, 0o700)?;
+            }
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            for sub in ["", "keys"] {
+                let dir = root.join(sub);
+                let mode = fs::metadata(&dir).map_err(io(&dir))?.permissions().mode() & 0o777;
+                if mode & 0o077 != 0 {
+                    return Err(KeyStoreError::Permissions {
+                        path: dir.display().to_string(),
+                        mode,
+                    });
+                }
+            }
+        }
+        Ok(DirectoryStore { root })
+    }
+
+    /// The directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn pems(&self, sub: &str) -> Result<Vec<(String, PathBuf)>, KeyStoreError> {
+        let dir = self.root.join(sub);
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io(&dir))? {
+            let path = entry.map_err(io(&dir))?.path();
+            if path.extension().is_some_and(|e| e == "pem") {
+                if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+                    out.push((stem.to_string(), path));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn read_cert(path: &Path) -> Result<(Certificate, Vec<u8>), KeyStoreError> {
+        let pem = fs::read(path).map_err(io(path))?;
+        let cert = Certificate::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+            what: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let der = der::Encode::to_der(&cert).map_err(|e| KeyStoreError::Malformed {
+            what: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok((cert, der))
+    }
+
+    fn certs_in(&self, sub: &str) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        let mut out = Vec::new();
+        for (_, path) in self.pems(sub)? {
+            let (cert, der) = Self::read_cert(&path)?;
+            let info = cert_info(&cert);
+            out.push(StoredCertificate {
+                fingerprint: info.fingerprint,
+                der,
+                emails: info.emails,
+            });
+        }
+        Ok(out)
+    }
+
+    fn has_key(&self, fpr: &str) -> bool {
+        self.root.join("keys").join(format!("{fpr}.pem")).exists()
+    }
+
+    fn cert_entry(&self, cert: &Certificate, kind: EntryKind) -> KeyEntry {
+        let info = cert_info(cert);
+        KeyEntry {
+            has_private_key: self.has_key(&info.fingerprint),
+            fingerprint: info.fingerprint,
+            kind,
+            algorithm: info.algorithm,
+            emails: info.emails,
+            subject: Some(info.subject),
+            not_after: info.not_after,
+        }
+    }
+}
+
+impl KeyStore for DirectoryStore {
+    fn import(
+        &self,
+        input: &[u8],
+        what: &str,
+        trusted: bool,
+    ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        let materials = read_all(input, what)?;
+        let mut imported_keys = Vec::new();
+        let mut entries = Vec::new();
+        for m in materials {
+            match m {
+                Material::Certificate(cert) => {
+                    let info = cert_info(&cert);
+                    let sub = if trusted { "anchors" } else { "certs" };
+                    let pem = cert.to_pem(der::pem::LineEnding::LF).map_err(|e| {
+                        KeyStoreError::Malformed {
+                            what: what.to_string(),
+                            reason: e.to_string(),
+                        }
+                    })?;
+                    let path = self
+                        .root
+                        .join(sub)
+                        .join(format!("{}.pem", info.fingerprint));
+                    write_file(&path, pem.as_bytes(), 0o644)?;
+                    let kind = if trusted {
+                        EntryKind::TrustAnchor
+                    } else {
+                        EntryKind::Certificate
+                    };
+                    entries.push(self.cert_entry(&cert, kind));
+                }
+                Material::PrivateKey { der } => {
+                    let (alg, public) = key_public(&der, what)?;
+                    let fpr = fingerprint(&public);
+                    let pem = Zeroizing::new(
+                        der::pem::encode_string("PRIVATE KEY", der::pem::LineEnding::LF, &der)
+                            .map_err(|e| KeyStoreError::Malformed {
+                                what: what.to_string(),
+                                reason: e.to_string(),
+                            })?,
+                    );
+                    let path = self.root.join("keys").join(format!("{fpr}.pem"));
+                    write_file(&path, pem.as_bytes(), 0o600)?;
+                    imported_keys.push((fpr, alg));
+                }
+            }
+        }
+        // Keys are listed under their certificate when it is in the store.
+        for (fpr, alg) in imported_keys {
+            if let Some(e) = entries.iter_mut().find(|e| e.fingerprint == fpr) {
+                e.has_private_key = true;
+            } else if let Some(e) = self.list()?.into_iter().find(|e| e.fingerprint == fpr) {
+                entries.push(e);
+            } else {
+                entries.push(KeyEntry {
+                    fingerprint: fpr,
+                    kind: EntryKind::PrivateKey,
+                    algorithm: alg,
+                    emails: Vec::new(),
+                    subject: None,
+                    not_after: None,
+                    has_private_key: true,
+                });
+            }
+        }
+        Ok(entries)
+    }
+
+    fn list(&self) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        let mut out = Vec::new();
+        let mut with_cert = std::collections::HashSet::new();
+        for (sub, kind) in [
+            ("certs", EntryKind::Certificate),
+            ("anchors", EntryKind::TrustAnchor),
+        ] {
+            for (_, path) in self.pems(sub)? {
+                let (cert, _) = Self::read_cert(&path)?;
+                let e = self.cert_entry(&cert, kind);
+                with_cert.insert(e.fingerprint.clone());
+                out.push(e);
+            }
+        }
+        for (fpr, path) in self.pems("keys")? {
+            if with_cert.contains(&fpr) {
+                continue;
+            }
+            let pem = Zeroizing::new(fs::read_to_string(&path).map_err(io(&path))?);
+            let (_, doc) = der::Document::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+                what: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            let doc = Zeroizing::new(doc.as_bytes().to_vec());
+            let (alg, _) = key_public(&doc, &path.display().to_string())?;
+            out.push(KeyEntry {
+                fingerprint: fpr,
+                kind: EntryKind::PrivateKey,
+                algorithm: alg,
+                emails: Vec::new(),
+                subject: None,
+                not_after: None,
+                has_private_key: true,
+            });
+        }
+        Ok(out)
+    }
+
+    fn certificates_for(&self, email: &str) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        let email = email.trim().to_ascii_lowercase();
+        Ok(self
+            .certs_in("certs")?
+            .into_iter()
+            .filter(|c| c.emails.contains(&email))
+            .collect())
+    }
+
+    fn trust_anchors(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        self.certs_in("anchors")
+    }
+
+    fn private_key(&self, fpr: &str) -> Result<Option<SecretKey>, KeyStoreError> {
+        if !fpr.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let path = self.root.join("keys").join(format!("{fpr}.pem"));
+        if !path.exists() {
+            return Ok(None);
+        }
+        let pem = Zeroizing::new(fs::read_to_string(&path).map_err(io(&path))?);
+        let (_, doc) = der::Document::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+            what: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let der = Zeroizing::new(doc.as_bytes().to_vec());
+        let (alg, _) = key_public(&der, &path.display().to_string())?;
+        Ok(Some(SecretKey::new(fpr.to_string(), alg, der)))
+    }
+}

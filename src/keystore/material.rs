@@ -1,0 +1,275 @@
+//! Reading certificates and PKCS#8 keys, and the fingerprint that pairs them.
+
+use der::asn1::{BitStringRef, OctetStringRef, UintRef};
+use der::{Decode, DecodePem, Encode, Sequence};
+use sha2::{Digest, Sha256};
+use x509_cert::ext::pkix::name::GeneralName;
+use x509_cert::ext::pkix::SubjectAltName;
+use x509_cert::Certificate;
+
+use super::KeyStoreError;
+
+/// Public-key algorithms the store recognises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyAlgorithm {
+    /// RSA (rsaEncryption).
+    Rsa,
+    /// ECDSA/ECDH on a named curve (id-ecPublicKey).
+    Ec,
+    /// Ed25519 (RFC 8410).
+    Ed25519,
+    /// X25519 (RFC 8410).
+    X25519,
+    /// Anything else (listed, not usable).
+    Other,
+}
+
+impl std::fmt::Display for KeyAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Rsa => "rsa",
+            Self::Ec => "ec",
+            Self::Ed25519 => "ed25519",
+            Self::X25519 => "x25519",
+            Self::Other => "other",
+        })
+    }
+}
+
+const RSA: &str = "1.2.840.113549.1.1.1";
+const EC: &str = "1.2.840.10045.2.1";
+const ED25519: &str = "1.3.101.112";
+const X25519: &str = "1.3.101.110";
+
+fn algorithm(oid: &str) -> KeyAlgorithm {
+    match oid {
+        RSA => KeyAlgorithm::Rsa,
+        EC => KeyAlgorithm::Ec,
+        ED25519 => KeyAlgorithm::Ed25519,
+        X25519 => KeyAlgorithm::X25519,
+        _ => KeyAlgorithm::Other,
+    }
+}
+
+/// SHA-256 of public key bytes (the SPKI BIT STRING contents), lower-case hex.
+pub fn fingerprint(public_key: &[u8]) -> String {
+    hex(&Sha256::digest(public_key))
+}
+
+/// Lower-case hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// One decoded input object.
+pub(crate) enum Material {
+    Certificate(Box<Certificate>),
+    PrivateKey { der: zeroize::Zeroizing<Vec<u8>> },
+}
+
+/// Splits `input` into certificates and PKCS#8 keys (PEM blocks or one DER object).
+pub(crate) fn read_all(input: &[u8], what: &str) -> Result<Vec<Material>, KeyStoreError> {
+    let malformed = |e: &dyn std::fmt::Display| KeyStoreError::Malformed {
+        what: what.to_string(),
+        reason: e.to_string(),
+    };
+    let text = std::str::from_utf8(input)
+        .ok()
+        .filter(|t| t.contains("-----BEGIN "));
+    let mut out = Vec::new();
+    match text {
+        Some(text) => {
+            let mut rest = text;
+            while let Some(start) = rest.find("-----BEGIN ") {
+                let block = &rest[start..];
+                let label_end = block[11..]
+                    .find("-----")
+                    .map(|i| i + 11)
+                    .ok_or_else(|| malformed(&"unterminated PEM"))?;
+                let label = &block[11..label_end];
+                let end_marker = format!("-----END {label}-----");
+                let end = block
+                    .find(&end_marker)
+                    .ok_or_else(|| malformed(&"unterminated PEM"))?
+                    + end_marker.len();
+                let pem = &block[..end];
+                match label {
+                    "CERTIFICATE" => {
+                        let cert = Certificate::from_pem(pem.as_bytes()).map_err(|e| malformed(&e))?;
+                        out.push(Material::Certificate(Box::new(cert)));
+                    }
+                    "PRIVATE KEY" => {
+                        let (_, doc) = der::Document::from_pem(pem).map_err(|e| malformed(&e))?;
+                        out.push(Material::PrivateKey {
+                            der: zeroize::Zeroizing::new(doc.as_bytes().to_vec()),
+                        });
+                    }
+                    "ENCRYPTED PRIVATE KEY" => {
+                        return Err(KeyStoreError::Malformed {
+                            what: what.to_string(),
+                            reason: "encrypted PKCS#8 keys need a passphrase, which this store does not take yet".into(),
+                        })
+                    }
+                    _ => {} // other blocks (parameters, CSRs) are skipped
+                }
+                rest = &block[end..];
+            }
+        }
+        None => {
+            if let Ok(cert) = Certificate::from_der(input) {
+                out.push(Material::Certificate(Box::new(cert)));
+            } else if pkcs8::PrivateKeyInfoRef::from_der(input).is_ok() {
+                out.push(Material::PrivateKey {
+                    der: zeroize::Zeroizing::new(input.to_vec()),
+                });
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(KeyStoreError::Unrecognised {
+            what: what.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// Fingerprint, algorithm, emails, subject and notAfter of a certificate.
+pub(crate) struct CertInfo {
+    pub fingerprint: String,
+    pub algorithm: KeyAlgorithm,
+    pub emails: Vec<String>,
+    pub subject: String,
+    pub not_after: Option<String>,
+}
+
+pub(crate) fn cert_info(cert: &Certificate) -> CertInfo {
+    let tbs = cert.tbs_certificate();
+    let spki = tbs.subject_public_key_info();
+    let mut emails = Vec::new();
+    if let Ok(Some((_, san))) = tbs.get_extension::<SubjectAltName>() {
+        for name in san.0 {
+            if let GeneralName::Rfc822Name(m) = name {
+                emails.push(m.to_string().to_ascii_lowercase());
+            }
+        }
+    }
+    if let Ok(Some(m)) = tbs.subject().email_address() {
+        let m = m.to_string().to_ascii_lowercase();
+        if !emails.contains(&m) {
+            emails.push(m);
+        }
+    }
+    let not_after = time::OffsetDateTime::from_unix_timestamp(
+        tbs.validity().not_after.to_unix_duration().as_secs() as i64,
+    )
+    .ok()
+    .and_then(|t| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .ok()
+    });
+    CertInfo {
+        fingerprint: fingerprint(spki.subject_public_key.raw_bytes()),
+        algorithm: algorithm(&spki.algorithm.oid.to_string()),
+        emails,
+        subject: tbs.subject().to_string(),
+        not_after,
+    }
+}
+
+/// RFC 8017 RSAPrivateKey (only the public half is read).
+#[derive(Sequence)]
+struct RsaPrivateKey<'a> {
+    version: UintRef<'a>,
+    modulus: UintRef<'a>,
+    public_exponent: UintRef<'a>,
+    private_exponent: UintRef<'a>,
+    prime1: UintRef<'a>,
+    prime2: UintRef<'a>,
+    exponent1: UintRef<'a>,
+    exponent2: UintRef<'a>,
+    coefficient: UintRef<'a>,
+}
+
+/// RFC 8017 RSAPublicKey.
+#[derive(Sequence)]
+struct RsaPublicKey<'a> {
+    modulus: UintRef<'a>,
+    public_exponent: UintRef<'a>,
+}
+
+/// RFC 5915 ECPrivateKey.
+#[derive(Sequence)]
+struct EcPrivateKey<'a> {
+    version: UintRef<'a>,
+    private_key: &'a OctetStringRef,
+    #[asn1(context_specific = "0", optional = "true")]
+    parameters: Option<der::asn1::ObjectIdentifier>,
+    #[asn1(context_specific = "1", optional = "true")]
+    public_key: Option<BitStringRef<'a>>,
+}
+
+/// The public key bytes (as in the certificate's SPKI) of a PKCS#8 private key.
+pub(crate) fn key_public(
+    pkcs8_der: &[u8],
+    what: &str,
+) -> Result<(KeyAlgorithm, Vec<u8>), KeyStoreError> {
+    let malformed = |e: &dyn std::fmt::Display| KeyStoreError::Malformed {
+        what: what.to_string(),
+        reason: e.to_string(),
+    };
+    let info = pkcs8::PrivateKeyInfoRef::from_der(pkcs8_der).map_err(|e| malformed(&e))?;
+    let oid = info.algorithm.oid.to_string();
+    let alg = algorithm(&oid);
+    if let Some(pk) = info.public_key {
+        return Ok((alg, pk.raw_bytes().to_vec()));
+    }
+    let inner = info.private_key.as_bytes();
+    let public = match alg {
+        KeyAlgorithm::Rsa => {
+            let k = RsaPrivateKey::from_der(inner).map_err(|e| malformed(&e))?;
+            RsaPublicKey {
+                modulus: k.modulus,
+                public_exponent: k.public_exponent,
+            }
+            .to_der()
+            .map_err(|e| malformed(&e))?
+        }
+        KeyAlgorithm::Ec => {
+            let k = EcPrivateKey::from_der(inner).map_err(|e| malformed(&e))?;
+            k.public_key
+                .map(|p| p.raw_bytes().to_vec())
+                .ok_or_else(|| malformed(&"EC private key without its public key"))?
+        }
+        KeyAlgorithm::Ed25519 | KeyAlgorithm::X25519 => {
+            let seed = <&OctetStringRef>::from_der(inner).map_err(|e| malformed(&e))?;
+            let seed: zeroize::Zeroizing<[u8; 32]> = zeroize::Zeroizing::new(
+                seed.as_bytes()
+                    .try_into()
+                    .map_err(|_| malformed(&"curve25519 key is not 32 bytes"))?,
+            );
+            if alg == KeyAlgorithm::Ed25519 {
+                ed25519_dalek::SigningKey::from_bytes(&seed)
+                    .verifying_key()
+                    .to_bytes()
+                    .to_vec()
+            } else {
+                let secret = x25519_dalek::StaticSecret::from(*seed);
+                x25519_dalek::PublicKey::from(&secret).as_bytes().to_vec()
+            }
+        }
+        KeyAlgorithm::Other => {
+            return Err(KeyStoreError::UnsupportedAlgorithm {
+                what: what.to_string(),
+                oid,
+            })
+        }
+    };
+    Ok((alg, public))
+}

@@ -1,0 +1,199 @@
+//! Keys: where certificates, trust anchors and private keys come from.
+//!
+//! Profiles never read files: they ask a [`KeyStore`] for the certificates of an email
+//! address and for the private key that matches a certificate. Keys and certificates are
+//! matched by [`fingerprint`]: the SHA-256 of the public key bytes (the SPKI BIT STRING
+//! contents), which a certificate and its private key share.
+
+mod directory;
+mod material;
+
+pub use directory::DirectoryStore;
+pub use material::{fingerprint, hex, KeyAlgorithm};
+
+use std::fmt;
+
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
+
+use crate::error::{A2aErrorType, Classify, ExitCode};
+
+/// Why a key-store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyStoreError {
+    /// Reading or writing the store failed.
+    #[error("key store I/O on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// An input is neither an X.509 certificate nor a PKCS#8 private key (PEM or DER).
+    #[error("{what}: not an X.509 certificate or PKCS#8 private key")]
+    Unrecognised {
+        /// Which input.
+        what: String,
+    },
+    /// A certificate or key did not decode.
+    #[error("{what}: {reason}")]
+    Malformed {
+        /// Which input.
+        what: String,
+        /// The decoder's reason (never key material).
+        reason: String,
+    },
+    /// A private key of an algorithm the store cannot pair with a certificate.
+    #[error("{what}: unsupported key algorithm {oid}")]
+    UnsupportedAlgorithm {
+        /// Which input.
+        what: String,
+        /// The algorithm OID.
+        oid: String,
+    },
+    /// The store directory is readable by others than its owner.
+    #[error("key store {path} is accessible by group or others (mode {mode:o}); run chmod 700")]
+    Permissions {
+        /// The directory.
+        path: String,
+        /// Its mode bits.
+        mode: u32,
+    },
+}
+
+impl Classify for KeyStoreError {
+    fn a2a_error(&self) -> A2aErrorType {
+        A2aErrorType::InternalError
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Unrecognised { .. } | Self::Malformed { .. } => ExitCode::Malformed,
+            Self::UnsupportedAlgorithm { .. } => ExitCode::NoUsableKey,
+            _ => ExitCode::Other,
+        }
+    }
+}
+
+/// What an entry of the store is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EntryKind {
+    /// A certificate (ours or a peer's).
+    Certificate,
+    /// A certificate trusted as a root of chain building.
+    TrustAnchor,
+    /// A private key with no certificate in the store yet.
+    PrivateKey,
+}
+
+impl fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Certificate => "certificate",
+            Self::TrustAnchor => "trust-anchor",
+            Self::PrivateKey => "private-key",
+        })
+    }
+}
+
+/// One listed entry (no secret material).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct KeyEntry {
+    /// [`fingerprint`] of the public key, lower-case hex.
+    pub fingerprint: String,
+    /// What it is.
+    #[serde(serialize_with = "display")]
+    pub kind: EntryKind,
+    /// The public key algorithm.
+    #[serde(serialize_with = "display")]
+    pub algorithm: KeyAlgorithm,
+    /// rfc822Name SANs and subject emailAddress values, lower case.
+    pub emails: Vec<String>,
+    /// The subject DN (certificates).
+    pub subject: Option<String>,
+    /// End of validity, RFC 3339 (certificates).
+    pub not_after: Option<String>,
+    /// Whether the store holds the matching private key.
+    pub has_private_key: bool,
+}
+
+fn display<T: fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// A certificate from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredCertificate {
+    /// [`fingerprint`] of its public key.
+    pub fingerprint: String,
+    /// The DER encoding.
+    pub der: Vec<u8>,
+    /// Its email addresses, lower case.
+    pub emails: Vec<String>,
+}
+
+/// A private key held in software: PKCS#8 DER, wiped from memory when dropped.
+#[derive(Zeroize, ZeroizeOnDrop)]
+pub struct SecretKey {
+    #[zeroize(skip)]
+    fingerprint: String,
+    #[zeroize(skip)]
+    algorithm: KeyAlgorithm,
+    pkcs8: Zeroizing<Vec<u8>>,
+}
+
+impl SecretKey {
+    pub(crate) fn new(
+        fingerprint: String,
+        algorithm: KeyAlgorithm,
+        pkcs8: Zeroizing<Vec<u8>>,
+    ) -> Self {
+        SecretKey {
+            fingerprint,
+            algorithm,
+            pkcs8,
+        }
+    }
+    /// The public-key fingerprint this key matches.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+    /// The algorithm.
+    pub fn algorithm(&self) -> KeyAlgorithm {
+        self.algorithm
+    }
+    /// The PKCS#8 DER bytes, for the profile that uses the key.
+    pub fn pkcs8_der(&self) -> &[u8] {
+        &self.pkcs8
+    }
+}
+
+impl fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretKey")
+            .field("fingerprint", &self.fingerprint)
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where keys come from. Implementations: [`DirectoryStore`]; SQLite, PKCS#11 and
+/// PostgreSQL adapters plug in behind the same trait.
+pub trait KeyStore {
+    /// Imports every certificate and private key in `input` (PEM with any number of
+    /// blocks, or one DER object). `trusted` makes certificates trust anchors.
+    fn import(
+        &self,
+        input: &[u8],
+        what: &str,
+        trusted: bool,
+    ) -> Result<Vec<KeyEntry>, KeyStoreError>;
+    /// Every entry.
+    fn list(&self) -> Result<Vec<KeyEntry>, KeyStoreError>;
+    /// Certificates (not anchors) naming `email`, case-insensitively.
+    fn certificates_for(&self, email: &str) -> Result<Vec<StoredCertificate>, KeyStoreError>;
+    /// The trust anchors.
+    fn trust_anchors(&self) -> Result<Vec<StoredCertificate>, KeyStoreError>;
+    /// The private key matching a certificate's fingerprint, if held.
+    fn private_key(&self, fingerprint: &str) -> Result<Option<SecretKey>, KeyStoreError>;
+}

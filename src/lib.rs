@@ -1,0 +1,33 @@
+//! mailseal seals and opens the protected A2A JSON part of agent email (the MailA2A
+//! binding) under S/MIME 4.0, OpenPGP/MIME and MLS, behind one API.
+//!
+//! The layers, each depending only on the ones after it:
+//! CLI -> [`dispatch`] -> profiles -> [`seal`] / [`message`] -> [`envelope`].
+//!
+//! ```
+//! use mailseal::envelope::{validate, Envelope, Kind, Operation, ValidationContext};
+//!
+//! let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "m-1");
+//! env.set("payload", &serde_json::json!({"id": "task-7"}));
+//! assert!(validate(&env, &ValidationContext::default()).is_empty());
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod dispatch;
+pub mod envelope;
+pub mod error;
+pub mod keystore;
+pub mod message;
+pub mod profile;
+pub mod replay;
+pub mod seal;
+
+#[doc(hidden)]
+pub mod cli;
+
+pub use envelope::{Envelope, Kind, Operation};
+pub use error::{A2aErrorType, Classify, ExitCode};
+pub use message::{Limits, MailA2aMessage};
+pub use profile::{Profile, Protection};
+pub use seal::{OpenPolicy, Opened, Opener, SealOptions, Sealer, Verdict};

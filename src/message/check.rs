@@ -1,0 +1,223 @@
+//! The binding's rules on the message around the envelope (spec 4.1 and 4.3): required
+//! headers, outer hints equal to their protected values, replies threaded, `cid:`
+//! references resolved.
+
+use serde_json::Value;
+
+use super::{Attachment, Headers};
+use crate::envelope::{Code, Envelope, Violation};
+
+fn header(name: &str) -> String {
+    format!("header:{name}")
+}
+
+/// Checks headers and hints against the envelope.
+pub(crate) fn check_headers(h: &Headers, env: &Envelope) -> Vec<Violation> {
+    let mut out = Vec::new();
+    match (&h.from, h.from_count) {
+        (Some(_), 1) => {}
+        (None, _) => out.push(Violation::new(
+            header("From"),
+            Code::InvalidHeader,
+            "From is required",
+        )),
+        _ => out.push(Violation::new(
+            header("From"),
+            Code::InvalidHeader,
+            "From must name exactly one mailbox",
+        )),
+    }
+    if h.to.is_empty() {
+        out.push(Violation::new(
+            header("To"),
+            Code::InvalidHeader,
+            "To is required",
+        ));
+    }
+    if h.date.is_none() {
+        out.push(Violation::new(
+            header("Date"),
+            Code::InvalidHeader,
+            "a valid Date is required",
+        ));
+    }
+    if h.message_id.as_deref().is_none_or(str::is_empty) {
+        out.push(Violation::new(
+            header("Message-ID"),
+            Code::InvalidHeader,
+            "Message-ID is required",
+        ));
+    }
+    if h.mime_version.as_deref().map(str::trim) != Some("1.0") {
+        out.push(Violation::new(
+            header("MIME-Version"),
+            Code::InvalidHeader,
+            "MIME-Version: 1.0 is required",
+        ));
+    }
+    if env.kind().is_some_and(|k| k.is_reply()) && h.in_reply_to.is_none() {
+        out.push(Violation::new(
+            header("In-Reply-To"),
+            Code::ReplyWithoutInReplyTo,
+            "a reply references its request's Message-ID",
+        ));
+    }
+
+    // Hints: Mail-A2A-Binding is required; every hint present must equal its protected
+    // counterpart.
+    match h.hints.binding.as_deref() {
+        None => out.push(Violation::new(
+            header("Mail-A2A-Binding"),
+            Code::Required,
+            "Mail-A2A-Binding: 1.0 is required",
+        )),
+        Some("1.0") => {}
+        Some(_) => out.push(Violation::new(
+            header("Mail-A2A-Binding"),
+            Code::UnsupportedBindingVersion,
+            "this binding is 1.0",
+        )),
+    }
+    let protected = |key: &str| env.value(key);
+    let mismatch = |name: &str, out: &mut Vec<Violation>| {
+        out.push(Violation::new(
+            header(name),
+            Code::HintMismatch,
+            "outer hint differs from the protected envelope",
+        ))
+    };
+    let text_eq = |hint: &Option<String>, key: &str| match hint {
+        None => true,
+        Some(v) => protected(key).as_ref().and_then(Value::as_str) == Some(v.as_str()),
+    };
+    if !text_eq(&h.hints.operation, "operation") {
+        mismatch("Mail-A2A-Operation", &mut out);
+    }
+    if !text_eq(&h.hints.kind, "kind") {
+        mismatch("Mail-A2A-Kind", &mut out);
+    }
+    if !text_eq(&h.hints.correlation_id, "correlationId") {
+        mismatch("Mail-A2A-Correlation-ID", &mut out);
+    }
+    if let Some(seq) = &h.hints.sequence {
+        let digits = !seq.is_empty() && seq.bytes().all(|b| b.is_ascii_digit());
+        if !digits || seq.parse::<u64>().ok() != env.sequence() {
+            mismatch("Mail-A2A-Sequence", &mut out);
+        }
+    }
+    if let Some(f) = &h.hints.final_ {
+        let hinted = match f.to_ascii_lowercase().as_str() {
+            "yes" => Some(true),
+            "no" => Some(false),
+            _ => None,
+        };
+        if hinted.is_none() || hinted != env.is_final() {
+            mismatch("Mail-A2A-Final", &mut out);
+        }
+    }
+    out
+}
+
+/// Every A2A Part in the payload whose `url` is a `cid:` URI, with its JSON pointer.
+fn cid_parts<'v>(
+    v: &'v Value,
+    pointer: &mut String,
+    out: &mut Vec<(String, &'v serde_json::Map<String, Value>)>,
+) {
+    match v {
+        Value::Object(map) => {
+            if map
+                .get("url")
+                .and_then(Value::as_str)
+                .is_some_and(|u| u.len() > 4 && u[..4].eq_ignore_ascii_case("cid:"))
+            {
+                out.push((pointer.clone(), map));
+            }
+            for (k, child) in map {
+                let len = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                cid_parts(child, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                let len = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&i.to_string());
+                cid_parts(child, pointer, out);
+                pointer.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// RFC 2392: a `cid:` URL is the Content-ID's addr-spec, percent-encoded.
+fn decode_cid(url: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let bytes = &url.as_bytes()[4..];
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(h << 4 | l);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Content-IDs are unique, every `cid:` reference resolves, and a declared `mediaType`
+/// matches the part's Content-Type before the part is exposed (spec 4.3).
+pub(crate) fn check_attachments(env: &Envelope, attachments: &[Attachment]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for a in attachments.iter().filter(|a| !a.content_id.is_empty()) {
+        if !seen.insert(a.content_id.to_ascii_lowercase()) {
+            out.push(Violation::new(
+                header("Content-ID"),
+                Code::InvalidContentId,
+                "two parts share a Content-ID",
+            ));
+        }
+    }
+    let Some(payload) = env.value("payload") else {
+        return out;
+    };
+    let mut refs = Vec::new();
+    cid_parts(&payload, &mut String::from("/payload"), &mut refs);
+    for (pointer, part) in refs {
+        let url = part.get("url").and_then(Value::as_str).unwrap_or_default();
+        let cid = decode_cid(url);
+        match attachments
+            .iter()
+            .find(|a| a.content_id.eq_ignore_ascii_case(&cid))
+        {
+            None => out.push(Violation::new(
+                format!("{pointer}/url"),
+                Code::InvalidContentId,
+                "cid: reference names no part of this message",
+            )),
+            Some(a) => {
+                if let Some(declared) = part.get("mediaType").and_then(Value::as_str) {
+                    let declared = declared.split(';').next().unwrap_or("").trim();
+                    if !declared.eq_ignore_ascii_case(&a.content_type) {
+                        out.push(Violation::new(
+                            format!("{pointer}/mediaType"),
+                            Code::MediaTypeMismatch,
+                            "mediaType differs from the part's Content-Type",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}

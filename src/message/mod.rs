@@ -1,0 +1,396 @@
+//! The RFC 5322 MailA2A message: one request, response, error or stream event.
+//!
+//! [`MailA2aMessage`] is the plain message every profile protects (DESIGN "Inner
+//! entity"): the correlation headers, the `Mail-A2A-*` hints, the envelope, an optional
+//! text fallback and `cid:` attachments. [`MailA2aMessage::parse`] reads untrusted bytes
+//! within [`Limits`]; [`MailA2aMessage::check`] applies the binding's rules.
+
+mod check;
+mod compose;
+mod limits;
+mod parse;
+mod transfer;
+
+pub use limits::Limits;
+pub use parse::{structure, PartInfo};
+
+use time::OffsetDateTime;
+
+use crate::envelope::{self, Envelope, EnvelopeError, ValidationContext, Violation};
+use crate::error::{A2aErrorType, Classify, ExitCode};
+
+/// The media type of the machine part.
+pub const A2A_MEDIA_TYPE: &str = "application/a2a+json";
+
+/// Why bytes could not be read as a MailA2A message (before any binding rule).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MessageError {
+    /// The raw message is larger than [`Limits::max_message_bytes`].
+    #[error("message is {size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// Size of the input.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The bytes are not an RFC 5322 message with a header section.
+    #[error("not an RFC 5322 message")]
+    NotMime,
+    /// Multiparts nest deeper than [`Limits::max_mime_depth`].
+    #[error("MIME nesting is deeper than {limit} levels")]
+    TooDeep {
+        /// The limit.
+        limit: usize,
+    },
+    /// More MIME parts than [`Limits::max_parts`].
+    #[error("message has more than {limit} MIME parts")]
+    TooManyParts {
+        /// The limit.
+        limit: usize,
+    },
+    /// Transfer-decoded parts add up to more than [`Limits::max_decoded_bytes`].
+    #[error("decoded parts exceed {limit} bytes")]
+    DecodedTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// A header that may appear once appears more often (readers could disagree on
+    /// which one counts).
+    #[error("header {name} appears more than once")]
+    DuplicateHeader {
+        /// The header name.
+        name: String,
+    },
+    /// No `application/a2a+json` part.
+    #[error("no application/a2a+json part")]
+    NoMachinePart,
+    /// More than one `application/a2a+json` part (which one would be authoritative?).
+    #[error("{count} application/a2a+json parts; exactly one is allowed")]
+    MultipleMachineParts {
+        /// How many there are.
+        count: usize,
+    },
+    /// The machine part declares a charset other than UTF-8.
+    #[error("application/a2a+json part has charset {charset}; it must be UTF-8")]
+    UnsupportedCharset {
+        /// The declared charset.
+        charset: String,
+    },
+    /// A part declares a Content-Transfer-Encoding this reader does not know.
+    #[error("unknown Content-Transfer-Encoding {encoding}")]
+    UnknownTransferEncoding {
+        /// The declared encoding.
+        encoding: String,
+    },
+    /// A part's body is not valid in its declared transfer encoding (for example
+    /// truncated base64).
+    #[error("{encoding} body of the {part} part does not decode")]
+    BadTransferEncoding {
+        /// `base64` or `quoted-printable`.
+        encoding: &'static str,
+        /// Which part (`application/a2a+json`, or an attachment's Content-ID).
+        part: String,
+    },
+    /// The machine part is not a readable envelope.
+    #[error(transparent)]
+    Envelope(#[from] EnvelopeError),
+    /// Composing needs a header that is missing.
+    #[error("cannot compose: {0} is missing")]
+    MissingForCompose(&'static str),
+}
+
+impl MessageError {
+    /// A stable kebab-case code, as printed by `mailseal validate`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "message-too-large",
+            Self::NotMime => "not-mime",
+            Self::TooDeep { .. } => "mime-too-deep",
+            Self::TooManyParts { .. } => "too-many-parts",
+            Self::DecodedTooLarge { .. } => "decoded-too-large",
+            Self::DuplicateHeader { .. } => "duplicate-header",
+            Self::NoMachinePart => "no-machine-part",
+            Self::MultipleMachineParts { .. } => "multiple-machine-parts",
+            Self::UnsupportedCharset { .. } => "unsupported-charset",
+            Self::UnknownTransferEncoding { .. } => "unknown-transfer-encoding",
+            Self::BadTransferEncoding { .. } => "bad-transfer-encoding",
+            Self::Envelope(e) => e.code(),
+            Self::MissingForCompose(_) => "missing-header",
+        }
+    }
+}
+
+impl Classify for MessageError {
+    fn a2a_error(&self) -> A2aErrorType {
+        match self {
+            Self::Envelope(e) => e.a2a_error(),
+            Self::UnsupportedCharset { .. } => A2aErrorType::ContentTypeNotSupportedError,
+            _ => A2aErrorType::InvalidRequestError,
+        }
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::MissingForCompose(_) => ExitCode::Usage,
+            _ => ExitCode::Malformed,
+        }
+    }
+}
+
+/// A mailbox: an addr-spec and an optional display name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mailbox {
+    /// Display name, if any.
+    pub name: Option<String>,
+    /// The addr-spec (`local@domain`).
+    pub address: String,
+}
+
+impl Mailbox {
+    /// A mailbox without a display name.
+    pub fn new(address: &str) -> Self {
+        Mailbox {
+            name: None,
+            address: address.trim().to_string(),
+        }
+    }
+    /// The address lower-cased for comparison (the domain is case-insensitive; local
+    /// parts are compared case-insensitively too, as every major provider does).
+    pub fn normalized(&self) -> String {
+        self.address.to_ascii_lowercase()
+    }
+}
+
+/// The outer `Mail-A2A-*` routing hints (spec 4.1), as the text of each field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// `Mail-A2A-Binding`.
+    pub binding: Option<String>,
+    /// `Mail-A2A-Operation`.
+    pub operation: Option<String>,
+    /// `Mail-A2A-Kind`.
+    pub kind: Option<String>,
+    /// `Mail-A2A-Correlation-ID`.
+    pub correlation_id: Option<String>,
+    /// `Mail-A2A-Sequence`.
+    pub sequence: Option<String>,
+    /// `Mail-A2A-Final` (`yes`/`no`).
+    pub final_: Option<String>,
+}
+
+impl Hints {
+    /// Header names, in the order they are written.
+    pub const NAMES: [&'static str; 6] = [
+        "Mail-A2A-Binding",
+        "Mail-A2A-Operation",
+        "Mail-A2A-Kind",
+        "Mail-A2A-Correlation-ID",
+        "Mail-A2A-Sequence",
+        "Mail-A2A-Final",
+    ];
+
+    /// Every hint derived from the envelope.
+    pub fn from_envelope(env: &Envelope) -> Self {
+        Hints {
+            binding: Some(envelope::BINDING_VERSION.to_string()),
+            operation: env.get("operation"),
+            kind: env.get("kind"),
+            correlation_id: env.correlation_id(),
+            sequence: env.sequence().map(|s| s.to_string()),
+            final_: env
+                .is_final()
+                .map(|f| if f { "yes" } else { "no" }.to_string()),
+        }
+    }
+
+    /// Only `Mail-A2A-Binding: 1.0` (what an outer protected message shows by default).
+    pub fn binding_only() -> Self {
+        Hints {
+            binding: Some(envelope::BINDING_VERSION.to_string()),
+            ..Hints::default()
+        }
+    }
+
+    /// (name, value) of each hint present.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let values = [
+            &self.binding,
+            &self.operation,
+            &self.kind,
+            &self.correlation_id,
+            &self.sequence,
+            &self.final_,
+        ];
+        Self::NAMES
+            .into_iter()
+            .zip(values)
+            .filter_map(|(n, v)| v.as_deref().map(|v| (n, v)))
+    }
+
+    pub(crate) fn set(&mut self, name: &str, value: String) {
+        let slot = match name.to_ascii_lowercase().as_str() {
+            "mail-a2a-binding" => &mut self.binding,
+            "mail-a2a-operation" => &mut self.operation,
+            "mail-a2a-kind" => &mut self.kind,
+            "mail-a2a-correlation-id" => &mut self.correlation_id,
+            "mail-a2a-sequence" => &mut self.sequence,
+            "mail-a2a-final" => &mut self.final_,
+            _ => return,
+        };
+        *slot = Some(value);
+    }
+}
+
+/// The header fields a MailA2A message carries (and header protection protects).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Headers {
+    /// `From`: exactly one mailbox.
+    pub from: Option<Mailbox>,
+    /// `To`.
+    pub to: Vec<Mailbox>,
+    /// `Cc`.
+    pub cc: Vec<Mailbox>,
+    /// `Date`.
+    pub date: Option<OffsetDateTime>,
+    /// `Message-ID`, without angle brackets.
+    pub message_id: Option<String>,
+    /// `In-Reply-To`, without angle brackets.
+    pub in_reply_to: Option<String>,
+    /// `References`, oldest first, without angle brackets.
+    pub references: Vec<String>,
+    /// `Subject`.
+    pub subject: Option<String>,
+    /// `MIME-Version` as written.
+    pub mime_version: Option<String>,
+    /// `Auto-Submitted` (RFC 3834), set on replies.
+    pub auto_submitted: Option<String>,
+    /// The `Mail-A2A-*` hints.
+    pub hints: Hints,
+    /// Number of `From` mailboxes seen (more than one is refused by the rules).
+    pub from_count: usize,
+}
+
+/// A sibling MIME part referenced from the payload by `cid:` (spec 4.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attachment {
+    /// The Content-ID, without angle brackets.
+    pub content_id: String,
+    /// The media type (`type/subtype`), lower case.
+    pub content_type: String,
+    /// A file name for the Content-Disposition, if any.
+    pub filename: Option<String>,
+    /// The decoded bytes.
+    pub data: Vec<u8>,
+}
+
+/// A plain MailA2A message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MailA2aMessage {
+    /// Header fields and hints.
+    pub headers: Headers,
+    envelope: Envelope,
+    envelope_bytes: Vec<u8>,
+    /// The human fallback (`text/plain`): informative only, never instructions.
+    pub text: Option<String>,
+    /// `cid:` attachments.
+    pub attachments: Vec<Attachment>,
+}
+
+impl MailA2aMessage {
+    /// A message from `from` to `to` carrying `envelope`, dated now, with a fresh
+    /// Message-ID in the sender's domain, a minimal Subject and every hint.
+    pub fn new(from: &str, to: &[&str], envelope: Envelope) -> Self {
+        let from = Mailbox::new(from);
+        let domain = from
+            .address
+            .rsplit_once('@')
+            .map_or("localhost", |(_, d)| d)
+            .to_string();
+        let kind = envelope.kind().map_or("message", |k| k.as_str());
+        let headers = Headers {
+            subject: Some(format!("A2A {kind}")),
+            from: Some(from),
+            from_count: 1,
+            to: to.iter().map(|a| Mailbox::new(a)).collect(),
+            date: Some(now_seconds()),
+            message_id: Some(format!("{}@{domain}", uuid::Uuid::new_v4())),
+            mime_version: Some("1.0".into()),
+            hints: Hints::from_envelope(&envelope),
+            ..Headers::default()
+        };
+        let envelope_bytes = envelope.to_json();
+        MailA2aMessage {
+            headers,
+            envelope,
+            envelope_bytes,
+            text: None,
+            attachments: Vec::new(),
+        }
+    }
+
+    /// Makes this message a reply in `request`'s thread: In-Reply-To, References and
+    /// `Auto-Submitted: auto-replied` (DESIGN decision 9).
+    pub fn in_reply_to(&mut self, request: &Headers) {
+        self.headers.in_reply_to = request.message_id.clone();
+        let mut refs = request.references.clone();
+        refs.extend(request.message_id.clone());
+        self.headers.references = refs;
+        self.headers.auto_submitted = Some("auto-replied".into());
+    }
+
+    /// The envelope.
+    pub fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+
+    /// Replaces the envelope (and re-derives the hints from it).
+    pub fn set_envelope(&mut self, envelope: Envelope) {
+        self.envelope_bytes = envelope.to_json();
+        self.headers.hints = Hints::from_envelope(&envelope);
+        self.envelope = envelope;
+    }
+
+    /// The exact transfer-decoded bytes of the machine part.
+    pub fn envelope_bytes(&self) -> &[u8] {
+        &self.envelope_bytes
+    }
+
+    /// SHA-256 of [`Self::envelope_bytes`] (the replay tuple's content digest).
+    pub fn content_digest(&self) -> [u8; 32] {
+        envelope::content_digest(&self.envelope_bytes)
+    }
+
+    /// Reads a message from untrusted bytes within `limits`.
+    pub fn parse(raw: &[u8], limits: &Limits) -> Result<Self, MessageError> {
+        parse::parse(raw, limits)
+    }
+
+    /// Serialises the message (CRLF line ends, 7-bit safe).
+    pub fn to_rfc5322(&self) -> Result<Vec<u8>, MessageError> {
+        compose::compose(self, &compose::Options::default())
+    }
+
+    /// Every rule of the binding this message breaks, envelope rules included.
+    pub fn check(&self, ctx: &ValidationContext) -> Vec<Violation> {
+        let mut out = check::check_headers(&self.headers, &self.envelope);
+        out.extend(envelope::validate(&self.envelope, ctx));
+        out.extend(check::check_attachments(&self.envelope, &self.attachments));
+        out
+    }
+}
+
+fn now_seconds() -> OffsetDateTime {
+    let now = OffsetDateTime::now_utc();
+    now.replace_nanosecond(0).unwrap_or(now)
+}
+
+/// Parses and checks in one step: the message and its violations, or why it could not
+/// be read. Unprotected (validation context without a profile).
+pub fn validate_message(
+    raw: &[u8],
+    limits: &Limits,
+) -> Result<(MailA2aMessage, Vec<Violation>), MessageError> {
+    let msg = MailA2aMessage::parse(raw, limits)?;
+    let violations = msg.check(&ValidationContext::default());
+    Ok((msg, violations))
+}

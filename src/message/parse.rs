@@ -1,0 +1,429 @@
+//! Reading a MailA2A message from untrusted bytes.
+//!
+//! mail-parser does the RFC 5322/MIME tokenising; this module bounds what it may cost
+//! (size first, then part count and depth), refuses ambiguity (repeated singleton
+//! headers, two machine parts) and decodes every body strictly (`transfer`).
+
+use mail_parser::{HeaderName, HeaderValue, MessageParser, MimeHeaders, PartType};
+use time::OffsetDateTime;
+
+use super::transfer::{decode, Cte, DecodeFault};
+use super::{
+    Attachment, Headers, Hints, Limits, MailA2aMessage, Mailbox, MessageError, A2A_MEDIA_TYPE,
+};
+use crate::envelope::Envelope;
+
+/// Headers that may appear at most once (RFC 5322 3.6, plus the binding's hints and the
+/// MIME headers that decide how the body is read).
+const SINGLETONS: [&str; 12] = [
+    "from",
+    "sender",
+    "to",
+    "cc",
+    "date",
+    "message-id",
+    "in-reply-to",
+    "references",
+    "subject",
+    "mime-version",
+    "content-type",
+    "content-transfer-encoding",
+];
+
+pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, MessageError> {
+    if raw.len() > limits.max_message_bytes {
+        return Err(MessageError::TooLarge {
+            size: raw.len(),
+            limit: limits.max_message_bytes,
+        });
+    }
+    if !starts_with_header_field(raw) {
+        return Err(MessageError::NotMime);
+    }
+    precheck_structure(raw, limits)?;
+    let msg = MessageParser::default()
+        .parse(raw)
+        .ok_or(MessageError::NotMime)?;
+    if msg.headers().is_empty() {
+        return Err(MessageError::NotMime);
+    }
+    if msg.parts.len() > limits.max_parts {
+        return Err(MessageError::TooManyParts {
+            limit: limits.max_parts,
+        });
+    }
+
+    // Walk the multipart tree (not into attached messages) with an explicit stack.
+    let mut machine = Vec::new();
+    let mut text_part = None;
+    let mut leaves = Vec::new();
+    let mut stack = vec![(0u32, 1usize)];
+    while let Some((id, depth)) = stack.pop() {
+        if depth > limits.max_mime_depth {
+            return Err(MessageError::TooDeep {
+                limit: limits.max_mime_depth,
+            });
+        }
+        let Some(part) = msg.part(id) else { continue };
+        match &part.body {
+            PartType::Multipart(children) => {
+                stack.extend(children.iter().rev().map(|c| (*c, depth + 1)));
+            }
+            _ => {
+                let media = media_type(part.content_type());
+                if media == A2A_MEDIA_TYPE {
+                    machine.push(id);
+                } else if media == "text/plain"
+                    && text_part.is_none()
+                    && part
+                        .content_disposition()
+                        .is_none_or(|d| !d.is_attachment())
+                {
+                    text_part = Some(id);
+                } else {
+                    leaves.push(id);
+                }
+            }
+        }
+    }
+    let machine_id = match machine.as_slice() {
+        [] => return Err(MessageError::NoMachinePart),
+        [one] => *one,
+        many => {
+            return Err(MessageError::MultipleMachineParts { count: many.len() });
+        }
+    };
+
+    let mut budget = limits.max_decoded_bytes;
+    let mut take = |bytes: Vec<u8>| -> Result<Vec<u8>, MessageError> {
+        budget = budget
+            .checked_sub(bytes.len())
+            .ok_or(MessageError::DecodedTooLarge {
+                limit: limits.max_decoded_bytes,
+            })?;
+        Ok(bytes)
+    };
+
+    // The machine part: UTF-8, strictly decoded.
+    let part = msg.part(machine_id).ok_or(MessageError::NoMachinePart)?;
+    if let Some(cs) = part.content_type().and_then(|c| c.attribute("charset")) {
+        if !cs.eq_ignore_ascii_case("utf-8") && !cs.eq_ignore_ascii_case("us-ascii") {
+            return Err(MessageError::UnsupportedCharset {
+                charset: cs.chars().take(40).collect(),
+            });
+        }
+    }
+    let mut envelope_bytes = take(decode_part(raw, part, "application/a2a+json")?)?;
+    // The digest covers the JSON, not how the part ended: in a multipart the last CRLF
+    // belongs to the delimiter; a single-part 7bit/8bit body keeps its final line break,
+    // which is dropped here so both shapes of the same JSON have the same digest.
+    if Cte::from_header(part.content_transfer_encoding()) == Some(Cte::Identity) {
+        if envelope_bytes.ends_with(b"\r\n") {
+            envelope_bytes.truncate(envelope_bytes.len() - 2);
+        } else if envelope_bytes.ends_with(b"\n") {
+            envelope_bytes.truncate(envelope_bytes.len() - 1);
+        }
+    }
+    let envelope = Envelope::from_json_with_depth(&envelope_bytes, limits.max_json_depth)?;
+
+    let text = match text_part.and_then(|id| msg.part(id)) {
+        Some(p) => {
+            let bytes = take(decode_part(raw, p, "text/plain")?)?;
+            Some(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        None => None,
+    };
+
+    let mut attachments = Vec::with_capacity(leaves.len());
+    for id in leaves {
+        let Some(p) = msg.part(id) else { continue };
+        let content_id = p
+            .content_id()
+            .map(|c| {
+                c.trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let data = if matches!(p.body, PartType::Message(_)) {
+            body_bytes(raw, p).to_vec()
+        } else {
+            decode_part(
+                raw,
+                p,
+                if content_id.is_empty() {
+                    "attachment"
+                } else {
+                    &content_id
+                },
+            )?
+        };
+        attachments.push(Attachment {
+            content_type: media_type(p.content_type()),
+            filename: p.attachment_name().map(str::to_string),
+            data: take(data)?,
+            content_id,
+        });
+    }
+
+    let headers = read_headers(&msg, raw)?;
+    Ok(MailA2aMessage {
+        headers,
+        envelope,
+        envelope_bytes,
+        text,
+        attachments,
+    })
+}
+
+/// RFC 5322 2.2: a message starts with a header field, `name:` with a name of
+/// printable ASCII other than the colon.
+fn starts_with_header_field(raw: &[u8]) -> bool {
+    let name_len = raw
+        .iter()
+        .take_while(|&&b| (33..=126).contains(&b) && b != b':')
+        .count();
+    name_len > 0 && raw.get(name_len) == Some(&b':')
+}
+
+/// Cheap bounds before handing the bytes to the MIME parser: a nesting bomb (1000
+/// levels of multipart) or a part bomb (10^6 parts) is refused from a count of declared
+/// boundaries and of the lines that are delimiters of one, without building a part tree.
+fn precheck_structure(raw: &[u8], limits: &Limits) -> Result<(), MessageError> {
+    let too_many = MessageError::TooManyParts {
+        limit: limits.max_parts,
+    };
+    let mut boundaries: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for line in raw.split(|&b| b == b'\n') {
+        if let Some(b) = boundary_param(line) {
+            boundaries.insert(b);
+            // Every multipart declares one boundary: more than parts allowed is a bomb.
+            if boundaries.len() > limits.max_parts {
+                return Err(too_many);
+            }
+        }
+    }
+    if boundaries.is_empty() {
+        return Ok(());
+    }
+    let mut delimiters = 0usize;
+    for line in raw.split(|&b| b == b'\n') {
+        let Some(rest) = line.strip_prefix(b"--") else {
+            continue;
+        };
+        let rest = trim_end(rest);
+        let rest = if boundaries.contains(rest) {
+            rest
+        } else {
+            rest.strip_suffix(b"--").unwrap_or(rest)
+        };
+        if boundaries.contains(rest) {
+            delimiters += 1;
+            // Each part opens with one delimiter line; each multipart adds a close.
+            if delimiters > 2 * limits.max_parts {
+                return Err(too_many);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn trim_end(s: &[u8]) -> &[u8] {
+    let end = s
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t' | b'\r'))
+        .map_or(0, |i| i + 1);
+    &s[..end]
+}
+
+/// The value of a `boundary=` parameter on this line, if any.
+fn boundary_param(line: &[u8]) -> Option<&[u8]> {
+    const KEY: &[u8] = b"boundary=";
+    let at = line
+        .windows(KEY.len())
+        .position(|w| w.eq_ignore_ascii_case(KEY))?;
+    let rest = &line[at + KEY.len()..];
+    let value = if let Some(q) = rest.strip_prefix(b"\"") {
+        &q[..q.iter().position(|&b| b == b'"')?]
+    } else {
+        let end = rest
+            .iter()
+            .position(|b| matches!(b, b';' | b' ' | b'\t' | b'\r'))
+            .unwrap_or(rest.len());
+        &rest[..end]
+    };
+    (!value.is_empty()).then_some(value)
+}
+
+fn media_type(ct: Option<&mail_parser::ContentType<'_>>) -> String {
+    match ct {
+        Some(ct) => match ct.subtype() {
+            Some(sub) => format!("{}/{}", ct.ctype(), sub).to_ascii_lowercase(),
+            None => ct.ctype().to_ascii_lowercase(),
+        },
+        None => "text/plain".into(),
+    }
+}
+
+/// The raw body of a part, without the CRLF that belongs to the next delimiter.
+fn body_bytes<'r>(raw: &'r [u8], part: &mail_parser::MessagePart<'_>) -> &'r [u8] {
+    let start = (part.offset_body as usize).min(raw.len());
+    let end = (part.offset_end as usize).clamp(start, raw.len());
+    &raw[start..end]
+}
+
+fn decode_part(
+    raw: &[u8],
+    part: &mail_parser::MessagePart<'_>,
+    label: &str,
+) -> Result<Vec<u8>, MessageError> {
+    let declared = part.content_transfer_encoding();
+    let cte = Cte::from_header(declared).ok_or_else(|| MessageError::UnknownTransferEncoding {
+        encoding: declared.unwrap_or_default().chars().take(40).collect(),
+    })?;
+    decode(body_bytes(raw, part), cte).map_err(|f| MessageError::BadTransferEncoding {
+        encoding: match f {
+            DecodeFault::Base64 => "base64",
+            DecodeFault::QuotedPrintable => "quoted-printable",
+        },
+        part: label.chars().take(80).collect(),
+    })
+}
+
+fn header_text(raw: &[u8], h: &mail_parser::Header<'_>) -> String {
+    let start = (h.offset_start as usize).min(raw.len());
+    let end = (h.offset_end as usize).clamp(start, raw.len());
+    let text = String::from_utf8_lossy(&raw[start..end]);
+    // Unfold (RFC 5322 2.2.3) and trim.
+    text.split(['\r', '\n'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn mailboxes(v: Option<&mail_parser::Address<'_>>) -> Vec<Mailbox> {
+    v.map(|a| {
+        a.iter()
+            .filter_map(|addr| {
+                Some(Mailbox {
+                    name: addr.name().map(str::to_string),
+                    address: addr.address()?.to_string(),
+                })
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn ids(v: &HeaderValue<'_>) -> Vec<String> {
+    match v {
+        HeaderValue::Text(t) => vec![t.to_string()],
+        HeaderValue::TextList(l) => l.iter().map(|t| t.to_string()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn read_headers(msg: &mail_parser::Message<'_>, raw: &[u8]) -> Result<Headers, MessageError> {
+    let mut counts = std::collections::HashMap::<String, usize>::new();
+    let mut hints = Hints::default();
+    let mut mime_version = None;
+    let mut auto_submitted = None;
+    for h in msg.headers() {
+        let name = h.name.as_str().to_ascii_lowercase();
+        let n = counts.entry(name.clone()).or_insert(0);
+        *n += 1;
+        let is_hint = name.starts_with("mail-a2a-");
+        if *n > 1 && (SINGLETONS.contains(&name.as_str()) || is_hint) {
+            return Err(MessageError::DuplicateHeader {
+                name: h.name.as_str().chars().take(60).collect(),
+            });
+        }
+        if is_hint {
+            hints.set(&name, header_text(raw, h));
+        } else if matches!(h.name, HeaderName::MimeVersion) {
+            mime_version = Some(header_text(raw, h));
+        } else if name == "auto-submitted" {
+            auto_submitted = Some(header_text(raw, h));
+        }
+    }
+    let from = mailboxes(msg.from());
+    Ok(Headers {
+        from_count: from.len(),
+        from: from.into_iter().next(),
+        to: mailboxes(msg.to()),
+        cc: mailboxes(msg.cc()),
+        date: msg
+            .date()
+            .filter(|d| d.is_valid())
+            .and_then(|d| OffsetDateTime::from_unix_timestamp(d.to_timestamp()).ok()),
+        message_id: msg.message_id().map(str::to_string),
+        in_reply_to: ids(msg.in_reply_to()).into_iter().next(),
+        references: ids(msg.references()),
+        subject: msg.subject().map(str::to_string),
+        mime_version,
+        auto_submitted,
+        hints,
+    })
+}
+
+/// One MIME part as `mailseal inspect` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PartInfo {
+    /// Nesting depth (the top-level entity is 1).
+    pub depth: usize,
+    /// `type/subtype`, lower case.
+    pub content_type: String,
+    /// Declared Content-Transfer-Encoding, if any.
+    pub transfer_encoding: Option<String>,
+    /// Content-ID without brackets, if any.
+    pub content_id: Option<String>,
+    /// Raw body size in bytes.
+    pub raw_size: usize,
+}
+
+/// The MIME tree of a message, depth first, within `limits` (the same bounds as
+/// [`MailA2aMessage::parse`]).
+pub fn structure(raw: &[u8], limits: &Limits) -> Result<Vec<PartInfo>, MessageError> {
+    if raw.len() > limits.max_message_bytes {
+        return Err(MessageError::TooLarge {
+            size: raw.len(),
+            limit: limits.max_message_bytes,
+        });
+    }
+    precheck_structure(raw, limits)?;
+    let msg = MessageParser::default()
+        .parse(raw)
+        .ok_or(MessageError::NotMime)?;
+    if msg.parts.len() > limits.max_parts {
+        return Err(MessageError::TooManyParts {
+            limit: limits.max_parts,
+        });
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![(0u32, 1usize)];
+    while let Some((id, depth)) = stack.pop() {
+        if depth > limits.max_mime_depth {
+            return Err(MessageError::TooDeep {
+                limit: limits.max_mime_depth,
+            });
+        }
+        let Some(part) = msg.part(id) else { continue };
+        out.push(PartInfo {
+            depth,
+            content_type: media_type(part.content_type()),
+            transfer_encoding: part
+                .content_transfer_encoding()
+                .map(|s| s.trim().to_ascii_lowercase()),
+            content_id: part
+                .content_id()
+                .map(|c| c.trim_matches(['<', '>', ' ']).to_string()),
+            raw_size: body_bytes(raw, part).len(),
+        });
+        if let PartType::Multipart(children) = &part.body {
+            stack.extend(children.iter().rev().map(|c| (*c, depth + 1)));
+        }
+    }
+    Ok(out)
+}

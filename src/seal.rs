@@ -1,0 +1,272 @@
+//! The core abstraction: [`Sealer`] wraps a plain MailA2A message into a protected one,
+//! [`Opener`] verifies and decrypts one and returns the inner message with its
+//! [`Verdict`], or an error and nothing else: no partial plaintext, ever.
+//!
+//! This module knows no profile; profiles implement these traits and the dispatcher
+//! picks one from the outer Content-Type.
+
+use std::collections::HashMap;
+
+use crate::envelope::{Envelope, Violation};
+use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::keystore::KeyStoreError;
+use crate::message::{Limits, MailA2aMessage, MessageError};
+use crate::profile::{Profile, Protection};
+
+/// How to seal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealOptions {
+    /// The profile.
+    pub profile: Profile,
+    /// Sign without encrypting.
+    pub sign_only: bool,
+    /// Repeat every `Mail-A2A-*` hint on the outer message (default: only
+    /// `Mail-A2A-Binding`, so the routing layer learns as little as possible).
+    pub outer_hints: bool,
+    /// MLS group id (base64url) for the `mls` profile.
+    pub group: Option<String>,
+}
+
+impl SealOptions {
+    /// Sign and encrypt under `profile`, minimal outer hints.
+    pub fn new(profile: Profile) -> Self {
+        SealOptions {
+            profile,
+            sign_only: false,
+            outer_hints: false,
+            group: None,
+        }
+    }
+}
+
+/// What a receiver accepts (DESIGN decisions 7 and 8).
+#[derive(Clone, Debug)]
+pub struct OpenPolicy {
+    /// Minimum protection per peer address (lower case), from configuration or the
+    /// peer's Agent Card.
+    pub minimum_per_peer: HashMap<String, Protection>,
+    /// Minimum for peers without an entry: `Signed` (an unauthenticated effectful
+    /// request is never delivered, MailA2A 9.1).
+    pub default_minimum: Protection,
+    /// Read legacy CBC EnvelopedData (never reported as authenticated).
+    pub allow_legacy_cbc: bool,
+    /// Our own addresses: one must be in the protected To/Cc (no surreptitious
+    /// forwarding). Empty: not checked.
+    pub our_addresses: Vec<String>,
+    /// Resource limits.
+    pub limits: Limits,
+}
+
+impl Default for OpenPolicy {
+    fn default() -> Self {
+        OpenPolicy {
+            minimum_per_peer: HashMap::new(),
+            default_minimum: Protection::Signed,
+            allow_legacy_cbc: false,
+            our_addresses: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl OpenPolicy {
+    /// The minimum protection required of `peer` for effectful operations.
+    pub fn minimum_for(&self, peer: &str) -> Protection {
+        self.minimum_per_peer
+            .get(&peer.to_ascii_lowercase())
+            .copied()
+            .unwrap_or(self.default_minimum)
+    }
+}
+
+/// Who signed, as the profile verified it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignerIdentity {
+    /// An X.509 certificate (S/MIME).
+    Certificate {
+        /// Public-key fingerprint.
+        fingerprint: String,
+        /// Its email addresses.
+        emails: Vec<String>,
+        /// Whether it chains to a trust anchor.
+        trusted: bool,
+    },
+    /// An OpenPGP certificate.
+    OpenPgp {
+        /// Primary key fingerprint.
+        fingerprint: String,
+        /// User ID email addresses.
+        emails: Vec<String>,
+    },
+    /// An MLS credential.
+    Mls {
+        /// The credential identity.
+        identity: String,
+    },
+}
+
+impl SignerIdentity {
+    /// A stable string for the replay tuple.
+    pub fn replay_id(&self) -> String {
+        match self {
+            Self::Certificate { fingerprint, .. } => format!("x509:{fingerprint}"),
+            Self::OpenPgp { fingerprint, .. } => format!("openpgp:{fingerprint}"),
+            Self::Mls { identity } => format!("mls:{identity}"),
+        }
+    }
+}
+
+/// What opening established.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// The profile, `None` for an unprotected message.
+    pub profile: Option<Profile>,
+    /// How strongly the message was protected.
+    pub protection: Protection,
+    /// The verified signer.
+    pub signer: Option<SignerIdentity>,
+    /// Header names protected by the cryptography.
+    pub protected_headers: Vec<String>,
+    /// Whether every outer value that is also protected matched it.
+    pub outer_headers_matched: bool,
+}
+
+/// An opened message: the inner message (envelope, its exact bytes and digest inside)
+/// and the verdict.
+#[derive(Clone, Debug)]
+pub struct Opened {
+    /// The inner message.
+    pub message: MailA2aMessage,
+    /// The verdict.
+    pub verdict: Verdict,
+}
+
+impl Opened {
+    /// The envelope.
+    pub fn envelope(&self) -> &Envelope {
+        self.message.envelope()
+    }
+}
+
+/// Why sealing failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    /// The plain message breaks binding rules: a sealer never signs an invalid message.
+    #[error("refusing to seal an invalid message: {}", .0.first().map(ToString::to_string).unwrap_or_default())]
+    Invalid(Vec<Violation>),
+    /// No private key for the From address.
+    #[error("no signing key for {address}")]
+    NoSigningKey {
+        /// The From address.
+        address: String,
+    },
+    /// No certificate for a recipient.
+    #[error("no certificate for recipient {address}")]
+    NoRecipientKey {
+        /// The recipient.
+        address: String,
+    },
+    /// This build has no implementation of the profile.
+    #[error("profile {0} is not available in this build")]
+    ProfileUnavailable(Profile),
+    /// The message could not be written.
+    #[error(transparent)]
+    Message(#[from] MessageError),
+    /// The key store failed.
+    #[error(transparent)]
+    KeyStore(#[from] KeyStoreError),
+}
+
+impl Classify for SealError {
+    fn a2a_error(&self) -> A2aErrorType {
+        match self {
+            Self::Invalid(v) => v
+                .first()
+                .map_or(A2aErrorType::InvalidRequestError, Violation::a2a_error),
+            Self::Message(e) => e.a2a_error(),
+            _ => A2aErrorType::InternalError,
+        }
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Invalid(_) => ExitCode::Malformed,
+            Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } => ExitCode::NoUsableKey,
+            Self::ProfileUnavailable(_) => ExitCode::Usage,
+            Self::Message(e) => e.exit_code(),
+            Self::KeyStore(e) => e.exit_code(),
+        }
+    }
+}
+
+/// Why opening failed. No variant carries decrypted content.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The message (outer or inner) could not be read.
+    #[error(transparent)]
+    Malformed(#[from] MessageError),
+    /// The inner message breaks binding rules.
+    #[error("{}", .0.first().map(ToString::to_string).unwrap_or_default())]
+    Invalid(Vec<Violation>),
+    /// A signature or integrity check failed.
+    #[error("authentication failed: {0}")]
+    AuthenticationFailed(String),
+    /// No key of ours can decrypt it, or the signer's certificate is unknown.
+    #[error("no usable key: {0}")]
+    NoUsableKey(String),
+    /// Weaker protection than the policy requires for this peer and operation.
+    #[error("refused: {operation} from {peer} needs {required:?} protection, message has {got:?}")]
+    Downgrade {
+        /// The peer.
+        peer: String,
+        /// The operation.
+        operation: String,
+        /// Required protection.
+        required: Protection,
+        /// Actual protection.
+        got: Protection,
+    },
+    /// The verified signer is not the protected/outer From, or we are not a recipient.
+    #[error("refused: {0}")]
+    Binding(String),
+    /// The outer Content-Type names a profile this build does not have.
+    #[error("profile {0} is not available in this build")]
+    ProfileUnavailable(Profile),
+}
+
+impl Classify for OpenError {
+    fn a2a_error(&self) -> A2aErrorType {
+        match self {
+            Self::Malformed(e) => e.a2a_error(),
+            Self::Invalid(v) => v
+                .first()
+                .map_or(A2aErrorType::InvalidRequestError, Violation::a2a_error),
+            Self::ProfileUnavailable(_) => A2aErrorType::UnsupportedOperationError,
+            _ => A2aErrorType::InvalidRequestError,
+        }
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Malformed(_) | Self::Invalid(_) => ExitCode::Malformed,
+            Self::AuthenticationFailed(_) => ExitCode::AuthenticationFailed,
+            Self::NoUsableKey(_) => ExitCode::NoUsableKey,
+            Self::Downgrade { .. } | Self::Binding(_) => ExitCode::RefusedByPolicy,
+            Self::ProfileUnavailable(_) => ExitCode::Other,
+        }
+    }
+}
+
+/// Wraps a plain MailA2A message into a protected one.
+pub trait Sealer {
+    /// Seal `plain` (which must pass the binding's rules) into RFC 5322 bytes.
+    fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError>;
+}
+
+/// Verifies and decrypts a protected message.
+pub trait Opener {
+    /// Verify and decrypt; return the inner message and the verdict, or an error and
+    /// nothing else.
+    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError>;
+}

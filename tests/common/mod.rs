@@ -1,0 +1,98 @@
+//! Helpers shared by the integration tests: envelopes from JSON, the built binary, the
+//! repository's test data.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use mailseal::envelope::{validate, Code, Envelope, ValidationContext, Violation};
+use mailseal::Profile;
+
+/// An envelope from a JSON value.
+pub fn env(v: serde_json::Value) -> Envelope {
+    Envelope::from_json(v.to_string().as_bytes()).expect("test envelope is JSON")
+}
+
+/// Violations of a JSON envelope, unprotected.
+pub fn violations(v: serde_json::Value) -> Vec<Violation> {
+    validate(&env(v), &ValidationContext::default())
+}
+
+/// Violations under a profile.
+pub fn violations_under(v: serde_json::Value, profile: Profile) -> Vec<Violation> {
+    validate(&env(v), &ValidationContext::new(Some(profile)))
+}
+
+/// The codes of violations.
+pub fn codes(v: &[Violation]) -> Vec<Code> {
+    v.iter().map(|v| v.code).collect()
+}
+
+/// The reference validator's valid request, in canonical A2A v1.0 (one text part: A2A
+/// v1.0 §5.7 makes the REQUIRED repeated `parts` non-empty).
+pub fn request() -> serde_json::Value {
+    serde_json::json!({
+        "bindingVersion": "1.0",
+        "a2aVersion": "1.0",
+        "kind": "request",
+        "operation": "message/send",
+        "messageId": "urn:uuid:request-1",
+        "correlationId": "exchange-1",
+        "sequence": 0,
+        "final": false,
+        "idempotencyKey": "effect-1",
+        "payload": {"message": {"messageId": "message-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
+    })
+}
+
+/// `base` with `patch`'s top-level fields set (null removes a field).
+pub fn with(mut base: serde_json::Value, patch: serde_json::Value) -> serde_json::Value {
+    let obj = base.as_object_mut().expect("object");
+    for (k, v) in patch.as_object().expect("object") {
+        if v.is_null() {
+            obj.remove(k);
+        } else {
+            obj.insert(k.clone(), v.clone());
+        }
+    }
+    base
+}
+
+/// The `mailseal` binary cargo built for this test run.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mailseal"))
+}
+
+/// Runs `mailseal ARGS` with `stdin`.
+pub fn run(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mailseal runs");
+    let mut input = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("mailseal finishes");
+    let _ = writer.join();
+    out
+}
+
+/// A file under `tests/data/`.
+pub fn data(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(rel)
+}
+
+/// A file under `keys-fixtures/`.
+pub fn fixture(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("keys-fixtures")
+        .join(rel)
+}
