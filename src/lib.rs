@@ -26,6 +26,11 @@ pub mod seal;
 #[doc(hidden)]
 pub mod cli;
 
+/// The README's Rust examples, run as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use envelope::{Envelope, Kind, Operation};
 pub use error::{A2aErrorType, Classify, ExitCode};
 pub use message::{Limits, MailA2aMessage};

@@ -242,7 +242,7 @@ impl KeyStore for DirectoryStore {
                 continue;
             }
             let pem = Zeroizing::new(fs::read_to_string(&path).map_err(io(&path))?);
-            let (_, doc) = der::Document::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+            let (_, doc) = der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
                 what: path.display().to_string(),
                 reason: e.to_string(),
             })?;
@@ -283,7 +283,7 @@ impl KeyStore for DirectoryStore {
             return Ok(None);
         }
         let pem = Zeroizing::new(fs::read_to_string(&path).map_err(io(&path))?);
-        let (_, doc) = der::Document::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+        let (_, doc) = der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
             what: path.display().to_string(),
             reason: e.to_string(),
         })?;

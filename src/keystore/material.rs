@@ -106,7 +106,7 @@ pub(crate) fn read_all(input: &[u8], what: &str) -> Result<Vec<Material>, KeySto
                         out.push(Material::Certificate(Box::new(cert)));
                     }
                     "PRIVATE KEY" => {
-                        let (_, doc) = der::Document::from_pem(pem).map_err(|e| malformed(&e))?;
+                        let (_, doc) = der::SecretDocument::from_pem(pem).map_err(|e| malformed(&e))?;
                         out.push(Material::PrivateKey {
                             der: zeroize::Zeroizing::new(doc.as_bytes().to_vec()),
                         });

@@ -147,11 +147,21 @@ pub struct Mailbox {
 }
 
 impl Mailbox {
-    /// A mailbox without a display name.
-    pub fn new(address: &str) -> Self {
-        Mailbox {
-            name: None,
-            address: address.trim().to_string(),
+    /// A mailbox from `local@domain` or `Display Name <local@domain>`.
+    pub fn new(text: &str) -> Self {
+        let text = text.trim();
+        match (text.rfind('<'), text.ends_with('>')) {
+            (Some(lt), true) => {
+                let name = text[..lt].trim().trim_matches('"').trim();
+                Mailbox {
+                    name: (!name.is_empty()).then(|| name.to_string()),
+                    address: text[lt + 1..text.len() - 1].trim().to_string(),
+                }
+            }
+            _ => Mailbox {
+                name: None,
+                address: text.to_string(),
+            },
         }
     }
     /// The address lower-cased for comparison (the domain is case-insensitive; local
@@ -393,4 +403,18 @@ pub fn validate_message(
     let msg = MailA2aMessage::parse(raw, limits)?;
     let violations = msg.check(&ValidationContext::default());
     Ok((msg, violations))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mailbox;
+
+    #[test]
+    fn mailbox_forms() {
+        assert_eq!(Mailbox::new(" a@example.net ").address, "a@example.net");
+        let m = Mailbox::new("\"Client Agent\" <c@example.net>");
+        assert_eq!((m.name.as_deref(), m.address.as_str()), (Some("Client Agent"), "c@example.net"));
+        let m = Mailbox::new("<c@example.net>");
+        assert_eq!((m.name, m.address.as_str()), (None, "c@example.net"));
+    }
 }

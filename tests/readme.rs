@@ -1,0 +1,47 @@
+//! The README's examples run: the shell block of "Command line" with the built binary
+//! (each command must succeed or be one of the refusals the README announces), and the
+//! Rust block of "Library" (a doc test in `src/lib.rs`).
+
+mod common;
+
+#[test]
+fn readme_command_line_example_runs() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme.split("## Command line").nth(1).expect("Command line section");
+    let script = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("a sh block");
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = common::bin().parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let out = std::process::Command::new("bash")
+        .arg("-euo")
+        .arg("pipefail")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("MAILSEAL_HOME", dir.path().join("store"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("OK request.eml"), "{stdout}");
+    assert!(stdout.contains("FAIL forged.eml: hint-mismatch"), "{stdout}");
+    assert!(stdout.contains("refused with exit 3"), "{stdout}");
+    assert!(stdout.contains("refused with exit 6"), "{stdout}");
+    assert!(stdout.contains("application/a2a+json"), "{stdout}");
+}
+
+#[test]
+fn demo_runs() {
+    let out = common::run(&["demo"], b"");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("refused (exit 6)"), "{stdout}");
+    assert!(stdout.contains("SMTP redelivery: Duplicate"), "{stdout}");
+    assert!(stdout.contains("demo finished"), "{stdout}");
+}
