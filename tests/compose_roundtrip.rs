@@ -20,7 +20,11 @@ fn rich_message() -> MailA2aMessage {
             {"url": "cid:data@example.net", "mediaType": "application/octet-stream"}
         ]}}),
     );
-    let mut m = MailA2aMessage::new("Client Agent <client@example.net>", &["bot@example.com", "audit@example.org"], env);
+    let mut m = MailA2aMessage::new(
+        "Client Agent <client@example.net>",
+        &["bot@example.com", "audit@example.org"],
+        env,
+    );
     m.headers.from = Some(mailseal::message::Mailbox {
         name: Some("Client Agent Ü".into()),
         address: "client@example.net".into(),
@@ -51,7 +55,10 @@ fn compose_parse_round_trip_keeps_everything() {
     assert_eq!(back.envelope_bytes(), m.envelope_bytes());
     assert_eq!(back.envelope(), m.envelope());
     assert_eq!(back.attachments, m.attachments);
-    assert_eq!(back.text.as_deref().map(|t| t.replace("\r\n", "\n")), m.text);
+    assert_eq!(
+        back.text.as_deref().map(|t| t.replace("\r\n", "\n")),
+        m.text
+    );
     assert_eq!(back.headers.from, m.headers.from);
     assert_eq!(back.headers.to, m.headers.to);
     assert_eq!(back.headers.subject, m.headers.subject);
@@ -72,7 +79,10 @@ fn reply_threading_round_trips() {
     reply.in_reply_to(&request.headers);
     let back = MailA2aMessage::parse(&reply.to_rfc5322().unwrap(), &Limits::default()).unwrap();
     assert_eq!(back.headers.in_reply_to, request.headers.message_id);
-    assert_eq!(back.headers.references, vec![request.headers.message_id.clone().unwrap()]);
+    assert_eq!(
+        back.headers.references,
+        vec![request.headers.message_id.clone().unwrap()]
+    );
     assert_eq!(back.headers.auto_submitted.as_deref(), Some("auto-replied"));
     assert_eq!(back.check(&ValidationContext::default()), vec![]);
 }
@@ -80,7 +90,10 @@ fn reply_threading_round_trips() {
 #[test]
 fn cli_compose_then_validate() {
     let envelope = std::fs::read_to_string(common::data("maila2a/request.eml")).unwrap();
-    let json = envelope.lines().find(|l| l.starts_with("{\"binding")).unwrap();
+    let json = envelope
+        .lines()
+        .find(|l| l.starts_with("{\"binding"))
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let attach = dir.path().join("report.csv");
     std::fs::write(&attach, "a,b\n1,2\n").unwrap();
@@ -91,22 +104,65 @@ fn cli_compose_then_validate() {
     let out_path = dir.path().join("out.eml");
     let out = run(
         &[
-            "compose", "--from", "client-agent@example.net", "--to", "research-bot@example.com",
-            "--text", "see attached", "--attach", &format!("report@x={}", attach.display()),
-            "--out", out_path.to_str().unwrap(),
+            "compose",
+            "--from",
+            "client-agent@example.net",
+            "--to",
+            "research-bot@example.com",
+            "--text",
+            "see attached",
+            "--attach",
+            &format!("report@x={}", attach.display()),
+            "--out",
+            out_path.to_str().unwrap(),
         ],
         json.as_bytes(),
     );
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = run(&["validate", out_path.to_str().unwrap()], b"");
-    assert_eq!(v.status.code(), Some(0), "{}", String::from_utf8_lossy(&v.stdout));
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&v.stdout)
+    );
 
     // A reply composed with --in-reply-to validates; without it, compose refuses it.
     let reply_json = r#"{"bindingVersion":"1.0","a2aVersion":"1.0","kind":"response","operation":"tasks/get","messageId":"r1","correlationId":"c1","sequence":1,"final":true,"payload":{"id":"t1","status":{"state":"TASK_STATE_COMPLETED"}}}"#;
-    let ok = run(&["compose", "--from", "b@example.com", "--to", "a@example.net", "--in-reply-to", "<req-1@example.net>"], reply_json.as_bytes());
-    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    let ok = run(
+        &[
+            "compose",
+            "--from",
+            "b@example.com",
+            "--to",
+            "a@example.net",
+            "--in-reply-to",
+            "<req-1@example.net>",
+        ],
+        reply_json.as_bytes(),
+    );
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("In-Reply-To: <req-1@example.net>"));
-    let refused = run(&["compose", "--from", "b@example.com", "--to", "a@example.net"], reply_json.as_bytes());
+    let refused = run(
+        &[
+            "compose",
+            "--from",
+            "b@example.com",
+            "--to",
+            "a@example.net",
+        ],
+        reply_json.as_bytes(),
+    );
     assert_eq!(refused.status.code(), Some(3));
     assert!(refused.stdout.is_empty());
     let err = String::from_utf8_lossy(&refused.stderr);
@@ -143,16 +199,34 @@ fn python_email_reads_what_mail_parser_reads() {
         .arg(&path)
         .output()
         .expect("python3 is on every machine");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let py: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
 
     let ours = MailA2aMessage::parse(&bytes, &Limits::default()).unwrap();
     let hex = |b: &[u8]| mailseal::keystore::hex(&Sha256::digest(b));
     assert_eq!(py["defects"], 0);
-    assert_eq!(py["from"], ours.headers.from.as_ref().unwrap().address.as_str());
-    assert_eq!(py["to"], serde_json::json!(ours.headers.to.iter().map(|t| t.address.clone()).collect::<Vec<_>>()));
+    assert_eq!(
+        py["from"],
+        ours.headers.from.as_ref().unwrap().address.as_str()
+    );
+    assert_eq!(
+        py["to"],
+        serde_json::json!(ours
+            .headers
+            .to
+            .iter()
+            .map(|t| t.address.clone())
+            .collect::<Vec<_>>())
+    );
     assert_eq!(py["subject"], ours.headers.subject.as_deref().unwrap());
-    assert_eq!(py["message_id"], ours.headers.message_id.as_deref().unwrap());
+    assert_eq!(
+        py["message_id"],
+        ours.headers.message_id.as_deref().unwrap()
+    );
     assert_eq!(py["binding"], "1.0");
     let parts = py["parts"].as_array().unwrap();
     assert_eq!(parts.len(), 3);
@@ -160,7 +234,10 @@ fn python_email_reads_what_mail_parser_reads() {
     assert_eq!(parts[0]["sha256"], hex(ours.envelope_bytes()));
     assert_eq!(parts[1]["type"], "text/plain");
     // Python keeps the text's CRLF line ends as decoded; compare the bytes we decoded.
-    assert_eq!(parts[1]["sha256"], hex(ours.text.as_ref().unwrap().as_bytes()));
+    assert_eq!(
+        parts[1]["sha256"],
+        hex(ours.text.as_ref().unwrap().as_bytes())
+    );
     assert_eq!(parts[2]["cid"], "data@example.net");
     assert_eq!(parts[2]["sha256"], hex(&ours.attachments[0].data));
 }

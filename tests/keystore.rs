@@ -14,11 +14,16 @@ fn read(rel: &str) -> Vec<u8> {
 
 #[test]
 fn rsa_key_pairs_with_its_certificate_in_either_order() {
-    for order in [["alice.sign.crt", "alice.sign.key"], ["alice.sign.key", "alice.sign.crt"]] {
+    for order in [
+        ["alice.sign.crt", "alice.sign.key"],
+        ["alice.sign.key", "alice.sign.crt"],
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let store = DirectoryStore::open(dir.path().join("s")).unwrap();
         for f in order {
-            store.import(&read(&format!("rfc9216/{f}")), f, false).unwrap();
+            store
+                .import(&read(&format!("rfc9216/{f}")), f, false)
+                .unwrap();
         }
         let list = store.list().unwrap();
         assert_eq!(list.len(), 1, "{list:?}");
@@ -38,8 +43,12 @@ fn rsa_key_pairs_with_its_certificate_in_either_order() {
 fn ed25519_key_without_public_part_pairs() {
     let dir = tempfile::tempdir().unwrap();
     let store = DirectoryStore::open(dir.path().join("s")).unwrap();
-    store.import(&read("rfc9216/carlos.sign.key"), "carlos.sign.key", false).unwrap();
-    let e = store.import(&read("rfc9216/carlos.sign.crt"), "carlos.sign.crt", false).unwrap();
+    store
+        .import(&read("rfc9216/carlos.sign.key"), "carlos.sign.key", false)
+        .unwrap();
+    let e = store
+        .import(&read("rfc9216/carlos.sign.crt"), "carlos.sign.crt", false)
+        .unwrap();
     assert_eq!(e[0].algorithm, KeyAlgorithm::Ed25519);
     assert!(e[0].has_private_key);
     assert_eq!(store.list().unwrap().len(), 1);
@@ -53,12 +62,24 @@ fn lookup_by_address_is_case_insensitive_and_anchors_are_apart() {
     bundle.extend(read("rfc9216/bob.encrypt.crt"));
     let entries = store.import(&bundle, "bob bundle", false).unwrap();
     assert_eq!(entries.len(), 2);
-    store.import(&read("rfc9216/ca.rsa.crt"), "ca", true).unwrap();
-    assert_eq!(store.certificates_for("BOB@SMIME.example").unwrap().len(), 2);
-    assert_eq!(store.certificates_for("alice@smime.example").unwrap().len(), 0);
+    store
+        .import(&read("rfc9216/ca.rsa.crt"), "ca", true)
+        .unwrap();
+    assert_eq!(
+        store.certificates_for("BOB@SMIME.example").unwrap().len(),
+        2
+    );
+    assert_eq!(
+        store.certificates_for("alice@smime.example").unwrap().len(),
+        0
+    );
     let anchors = store.trust_anchors().unwrap();
     assert_eq!(anchors.len(), 1);
-    assert!(store.list().unwrap().iter().any(|e| e.kind == EntryKind::TrustAnchor));
+    assert!(store
+        .list()
+        .unwrap()
+        .iter()
+        .any(|e| e.kind == EntryKind::TrustAnchor));
 }
 
 #[test]
@@ -66,19 +87,33 @@ fn private_keys_are_owner_only_and_an_open_store_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("s");
     let store = DirectoryStore::open(&root).unwrap();
-    let e = store.import(&read("rfc9216/alice.sign.key"), "k", false).unwrap();
+    let e = store
+        .import(&read("rfc9216/alice.sign.key"), "k", false)
+        .unwrap();
     let key_file = root.join("keys").join(format!("{}.pem", e[0].fingerprint));
-    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
-    assert_eq!(std::fs::metadata(&root).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(
+        std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(&root).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-    assert!(matches!(DirectoryStore::open(&root), Err(KeyStoreError::Permissions { .. })));
+    assert!(matches!(
+        DirectoryStore::open(&root),
+        Err(KeyStoreError::Permissions { .. })
+    ));
 }
 
 #[test]
 fn fail_garbage_and_truncated_inputs_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let store = DirectoryStore::open(dir.path().join("s")).unwrap();
-    assert!(matches!(store.import(b"hello", "x", false), Err(KeyStoreError::Unrecognised { .. })));
+    assert!(matches!(
+        store.import(b"hello", "x", false),
+        Err(KeyStoreError::Unrecognised { .. })
+    ));
     let pem = read("rfc9216/alice.sign.crt");
     let cut = &pem[..pem.len() / 2];
     assert!(store.import(cut, "cut", false).is_err());
@@ -95,13 +130,21 @@ fn cli_key_import_and_list() {
     let s = store.to_str().unwrap();
     let out = run(
         &[
-            "key", "import", "--store", s,
+            "key",
+            "import",
+            "--store",
+            s,
             fixture("rfc9216/alice.sign.crt").to_str().unwrap(),
             fixture("rfc9216/alice.sign.key").to_str().unwrap(),
         ],
         b"",
     );
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = run(&["key", "list", "--json", "--store", s], b"");
     assert_eq!(out.status.code(), Some(0));
     let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -15,7 +15,9 @@ use sha2::{Digest, Sha256};
 fn tasks_get() -> Vec<u8> {
     let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "get-1");
     env.set("payload", &serde_json::json!({"id": "task-1"}));
-    MailA2aMessage::new("a@example.net", &["b@example.com"], env).to_rfc5322().unwrap()
+    MailA2aMessage::new("a@example.net", &["b@example.com"], env)
+        .to_rfc5322()
+        .unwrap()
 }
 
 #[test]
@@ -26,7 +28,10 @@ fn fail_unsigned_effectful_request_is_refused_with_exit_6() {
     assert!(out.stdout.is_empty());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("message/send") && err.contains("Signed"), "{err}");
+    assert!(
+        err.contains("message/send") && err.contains("Signed"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -35,15 +40,24 @@ fn read_only_request_opens_and_reports_no_protection() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
     let out = run(&["open", "--report", report.to_str().unwrap()], &raw);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let msg = MailA2aMessage::parse(&raw, &Default::default()).unwrap();
     let mut expected = msg.envelope_bytes().to_vec();
     expected.push(b'\n');
     assert_eq!(out.stdout, expected);
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
     assert_eq!(report["protection"], "None");
     assert_eq!(report["profile"], serde_json::Value::Null);
-    assert_eq!(report["envelopeSha256"], mailseal::keystore::hex(&Sha256::digest(msg.envelope_bytes())));
+    assert_eq!(
+        report["envelopeSha256"],
+        mailseal::keystore::hex(&Sha256::digest(msg.envelope_bytes()))
+    );
 
     let out = run(&["open", "--eml"], &raw);
     assert_eq!(out.status.code(), Some(0));
@@ -65,7 +79,11 @@ fn a_peer_policy_can_lower_the_minimum() {
     let mut policy = OpenPolicy::default();
     assert!(matches!(
         Dispatcher::new().open(&raw, &policy),
-        Err(OpenError::Downgrade { required: Protection::Signed, got: Protection::None, .. })
+        Err(OpenError::Downgrade {
+            required: Protection::Signed,
+            got: Protection::None,
+            ..
+        })
     ));
     policy
         .minimum_per_peer
@@ -86,8 +104,16 @@ fn profiles_are_detected_from_the_outer_content_type() {
         (b"Content-Type: multipart/mixed; boundary=x\r\n\r\n", None),
     ];
     for (raw, expected) in cases {
-        assert_eq!(detect_profile(raw), expected, "{}", String::from_utf8_lossy(raw));
+        assert_eq!(
+            detect_profile(raw),
+            expected,
+            "{}",
+            String::from_utf8_lossy(raw)
+        );
     }
     // A Content-Type in the body is not the outer one.
-    assert_eq!(detect_profile(b"Subject: x\r\n\r\nContent-Type: message/mls\r\n"), None);
+    assert_eq!(
+        detect_profile(b"Subject: x\r\n\r\nContent-Type: message/mls\r\n"),
+        None
+    );
 }

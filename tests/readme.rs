@@ -6,8 +6,12 @@ mod common;
 
 #[test]
 fn readme_command_line_example_runs() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let section = readme.split("## Command line").nth(1).expect("Command line section");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("## Command line")
+        .nth(1)
+        .expect("Command line section");
     let script = section
         .split("```sh\n")
         .nth(1)
@@ -15,7 +19,11 @@ fn readme_command_line_example_runs() {
         .expect("a sh block");
     let dir = tempfile::tempdir().unwrap();
     let bin_dir = common::bin().parent().unwrap().to_path_buf();
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let out = std::process::Command::new("bash")
         .arg("-euo")
         .arg("pipefail")
@@ -30,7 +38,10 @@ fn readme_command_line_example_runs() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stdout.contains("OK request.eml"), "{stdout}");
-    assert!(stdout.contains("FAIL forged.eml: hint-mismatch"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL forged.eml: hint-mismatch"),
+        "{stdout}"
+    );
     assert!(stdout.contains("refused with exit 3"), "{stdout}");
     assert!(stdout.contains("refused with exit 6"), "{stdout}");
     assert!(stdout.contains("application/a2a+json"), "{stdout}");
@@ -40,7 +51,12 @@ fn readme_command_line_example_runs() {
 fn demo_runs() {
     let out = common::run(&["demo"], b"");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("refused (exit 6)"), "{stdout}");
     assert!(stdout.contains("SMTP redelivery: Duplicate"), "{stdout}");
     assert!(stdout.contains("demo finished"), "{stdout}");

@@ -9,29 +9,65 @@ use mailseal::envelope::{validate, Envelope, ValidationContext};
 use serde_json::{json, Value};
 
 fn schema() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/envelope-v1.schema.json")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schemas/envelope-v1.schema.json"
+    ))
+    .unwrap();
     let schema: Value = serde_json::from_str(&text).unwrap();
-    jsonschema::options().should_validate_formats(true).build(&schema).unwrap()
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap()
 }
 
 fn bases() -> Vec<Value> {
     vec![
         request(),
-        with(request(), json!({"kind": "response", "sequence": 1, "idempotencyKey": null,
+        with(
+            request(),
+            json!({"kind": "response", "sequence": 1, "idempotencyKey": null,
             "payload": {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}},
-            "payment": {"kind": "response", "x402Version": 2, "object": {"success": true}}})),
-        with(request(), json!({"kind": "error", "sequence": 1, "payload": {}, "idempotencyKey": null,
+            "payment": {"kind": "response", "x402Version": 2, "object": {"success": true}}}),
+        ),
+        with(
+            request(),
+            json!({"kind": "error", "sequence": 1, "payload": {}, "idempotencyKey": null,
             "error": {"type": "PaymentRequiredError"},
-            "payment": {"kind": "required", "x402Version": 2, "object": {"x402Version": 2, "accepts": []}}})),
+            "payment": {"kind": "required", "x402Version": 2, "object": {"x402Version": 2, "accepts": []}}}),
+        ),
     ]
 }
 
 fn mutations() -> Vec<Value> {
-    let odd: [Value; 7] = [json!(null), json!(-1), json!(1.5), json!("x"), json!(true), json!([]), json!({})];
+    let odd: [Value; 7] = [
+        json!(null),
+        json!(-1),
+        json!(1.5),
+        json!("x"),
+        json!(true),
+        json!([]),
+        json!({}),
+    ];
     let fields = [
-        "bindingVersion", "a2aVersion", "kind", "operation", "messageId", "correlationId", "taskId",
-        "contextId", "sequence", "final", "createdAt", "expiresAt", "idempotencyKey",
-        "serviceParameters", "payload", "error", "payment", "group",
+        "bindingVersion",
+        "a2aVersion",
+        "kind",
+        "operation",
+        "messageId",
+        "correlationId",
+        "taskId",
+        "contextId",
+        "sequence",
+        "final",
+        "createdAt",
+        "expiresAt",
+        "idempotencyKey",
+        "serviceParameters",
+        "payload",
+        "error",
+        "payment",
+        "group",
     ];
     let mut out = Vec::new();
     for f in fields {
@@ -71,12 +107,17 @@ fn whatever_the_schema_rejects_is_rejected() {
                 }
                 checked += 1;
                 let env = Envelope::from_json(doc.to_string().as_bytes()).unwrap();
-                if validate(&env, &ValidationContext::new(Some(mailseal::Profile::Mls))).is_empty() {
+                if validate(&env, &ValidationContext::new(Some(mailseal::Profile::Mls))).is_empty()
+                {
                     disagreements.push(doc.to_string());
                 }
             }
         }
     }
     assert!(checked > 100, "only {checked} schema-invalid documents");
-    assert!(disagreements.is_empty(), "schema rejects, we accept:\n{}", disagreements.join("\n"));
+    assert!(
+        disagreements.is_empty(),
+        "schema rejects, we accept:\n{}",
+        disagreements.join("\n")
+    );
 }

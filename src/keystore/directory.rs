@@ -242,10 +242,11 @@ impl KeyStore for DirectoryStore {
                 continue;
             }
             let pem = Zeroizing::new(fs::read_to_string(&path).map_err(io(&path))?);
-            let (_, doc) = der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
-                what: path.display().to_string(),
-                reason: e.to_string(),
-            })?;
+            let (_, doc) =
+                der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+                    what: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
             let doc = Zeroizing::new(doc.as_bytes().to_vec());
             let (alg, _) = key_public(&doc, &path.display().to_string())?;
             out.push(KeyEntry {
@@ -283,10 +284,11 @@ impl KeyStore for DirectoryStore {
             return Ok(None);
         }
         let pem = Zeroizing::new(fs::read_to_string(&path).map_err(io(&path))?);
-        let (_, doc) = der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
-            what: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let (_, doc) =
+            der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+                what: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
         let der = Zeroizing::new(doc.as_bytes().to_vec());
         let (alg, _) = key_public(&der, &path.display().to_string())?;
         Ok(Some(SecretKey::new(fpr.to_string(), alg, der)))

@@ -413,7 +413,10 @@ mod tests {
     fn mailbox_forms() {
         assert_eq!(Mailbox::new(" a@example.net ").address, "a@example.net");
         let m = Mailbox::new("\"Client Agent\" <c@example.net>");
-        assert_eq!((m.name.as_deref(), m.address.as_str()), (Some("Client Agent"), "c@example.net"));
+        assert_eq!(
+            (m.name.as_deref(), m.address.as_str()),
+            (Some("Client Agent"), "c@example.net")
+        );
         let m = Mailbox::new("<c@example.net>");
         assert_eq!((m.name, m.address.as_str()), (None, "c@example.net"));
     }
