@@ -28,30 +28,29 @@ pub fn detect_profile(raw: &[u8]) -> Option<Profile> {
     }
 }
 
-/// The unfolded value of the top-level Content-Type header, if any.
+/// The unfolded value of the top-level Content-Type header, if any. Works on bytes:
+/// header bytes are untrusted and need not be UTF-8.
 fn outer_content_type(raw: &[u8]) -> Option<String> {
-    let header_end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .or_else(|| raw.windows(2).position(|w| w == b"\n\n"))
-        .unwrap_or(raw.len());
-    let head = String::from_utf8_lossy(&raw[..header_end]);
-    let mut value: Option<String> = None;
-    for line in head.split('\n') {
-        let line = line.trim_end_matches('\r');
+    const NAME: &[u8] = b"content-type:";
+    let mut value: Option<Vec<u8>> = None;
+    for line in raw.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            break; // end of the header section
+        }
         if let Some(v) = value.as_mut() {
-            if line.starts_with([' ', '\t']) {
-                v.push(' ');
-                v.push_str(line.trim());
+            if line[0] == b' ' || line[0] == b'\t' {
+                v.push(b' ');
+                v.extend_from_slice(line.trim_ascii());
                 continue;
             }
             break;
         }
-        if line.len() > 13 && line[..13].eq_ignore_ascii_case("content-type:") {
-            value = Some(line[13..].trim().to_string());
+        if line.len() > NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME) {
+            value = Some(line[NAME.len()..].trim_ascii().to_vec());
         }
     }
-    value
+    value.map(|v| String::from_utf8_lossy(&v).into_owned())
 }
 
 /// Opens any MailA2A message: plain ones here, protected ones through their profile.

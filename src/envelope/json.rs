@@ -136,9 +136,16 @@ impl<'de> Visitor<'de> for Check<'_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         self.state.enter()?;
-        let mut seen: HashSet<Cow<'de, str>> = HashSet::new();
+        // Small objects (the common case) are checked by a linear scan; large ones by hash.
+        let mut seen: Vec<Cow<'de, str>> = Vec::new();
+        let mut seen_set: HashSet<Cow<'de, str>> = HashSet::new();
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            if seen.contains(&key) {
+            let duplicate = if seen_set.is_empty() {
+                seen.contains(&key)
+            } else {
+                seen_set.contains(&key)
+            };
+            if duplicate {
                 self.state.path.push(key.into_owned());
                 self.state.fault = Some(EnvelopeError::DuplicateKey {
                     path: self.state.pointer(),
@@ -150,7 +157,12 @@ impl<'de> Visitor<'de> for Check<'_> {
                 state: &mut *self.state,
             })?;
             self.state.path.pop();
-            seen.insert(key);
+            if seen_set.is_empty() && seen.len() < 16 {
+                seen.push(key);
+            } else {
+                seen_set.extend(seen.drain(..));
+                seen_set.insert(key);
+            }
         }
         self.state.depth -= 1;
         Ok(())

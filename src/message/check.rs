@@ -129,7 +129,7 @@ fn cid_parts<'v>(
             if map
                 .get("url")
                 .and_then(Value::as_str)
-                .is_some_and(|u| u.len() > 4 && u[..4].eq_ignore_ascii_case("cid:"))
+                .is_some_and(|u| u.len() > 4 && u.as_bytes()[..4].eq_ignore_ascii_case(b"cid:"))
             {
                 out.push((pointer.clone(), map));
             }

@@ -8,7 +8,6 @@ use mail_builder::headers::raw::Raw;
 use mail_builder::mime::MimePart;
 use mail_builder::MessageBuilder;
 
-use super::transfer::encode_base64_lines;
 use super::{MailA2aMessage, Mailbox, MessageError, A2A_MEDIA_TYPE};
 
 /// How to write the message.
@@ -30,19 +29,16 @@ fn address_list(list: &[Mailbox]) -> Address<'_> {
 }
 
 /// The machine part: 7bit when the JSON is one short ASCII line (readable in any mail
-/// client), base64 otherwise (7-bit safe, and what non-ASCII or long JSON needs).
-fn machine_part(json: &[u8]) -> MimePart<'static> {
+/// client), base64 otherwise (7-bit safe, and what non-ASCII or long JSON needs; a
+/// non-text body is base64-encoded by mail-builder's own fast encoder).
+fn machine_part(json: &[u8]) -> MimePart<'_> {
     let seven_bit = json.len() <= MAX_LINE
-        && json
-            .iter()
-            .all(|&b| b.is_ascii() && b != b'\r' && b != b'\n' && b != 0);
+        && json.iter().all(|&b| b.is_ascii() && b != b'\r' && b != b'\n' && b != 0);
     let ct = ContentType::new(A2A_MEDIA_TYPE).attribute("charset", "utf-8");
     if seven_bit {
-        MimePart::new(ct, json.to_vec()).transfer_encoding("7bit")
+        MimePart::new(ct, json).transfer_encoding("7bit")
     } else {
-        let mut body = encode_base64_lines(json);
-        body.truncate(body.len().saturating_sub(2)); // the delimiter owns the last CRLF
-        MimePart::new(ct, body).transfer_encoding("base64")
+        MimePart::new(ct, json)
     }
 }
 

@@ -7,7 +7,7 @@
 use mail_parser::{HeaderName, HeaderValue, MessageParser, MimeHeaders, PartType};
 use time::OffsetDateTime;
 
-use super::transfer::{decode, Cte, DecodeFault};
+use super::transfer::{check_base64, decode, Cte, DecodeFault};
 use super::{
     Attachment, Headers, Hints, Limits, MailA2aMessage, Mailbox, MessageError, A2A_MEDIA_TYPE,
 };
@@ -190,13 +190,17 @@ fn starts_with_header_field(raw: &[u8]) -> bool {
 /// Cheap bounds before handing the bytes to the MIME parser: a nesting bomb (1000
 /// levels of multipart) or a part bomb (10^6 parts) is refused from a count of declared
 /// boundaries and of the lines that are delimiters of one, without building a part tree.
+/// Both scans are SIMD substring searches, so this costs a small fraction of a parse.
 fn precheck_structure(raw: &[u8], limits: &Limits) -> Result<(), MessageError> {
     let too_many = MessageError::TooManyParts {
         limit: limits.max_parts,
     };
     let mut boundaries: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-    for line in raw.split(|&b| b == b'\n') {
-        if let Some(b) = boundary_param(line) {
+    for at in memchr::memmem::find_iter(raw, b"oundary=") {
+        if at == 0 || !raw[at - 1].eq_ignore_ascii_case(&b'b') {
+            continue;
+        }
+        if let Some(b) = boundary_value(&raw[at + 8..]) {
             boundaries.insert(b);
             // Every multipart declares one boundary: more than parts allowed is a bomb.
             if boundaries.len() > limits.max_parts {
@@ -207,17 +211,13 @@ fn precheck_structure(raw: &[u8], limits: &Limits) -> Result<(), MessageError> {
     if boundaries.is_empty() {
         return Ok(());
     }
+    let line_starts = std::iter::once(0).chain(memchr::memmem::find_iter(raw, b"\n--").map(|i| i + 1));
     let mut delimiters = 0usize;
-    for line in raw.split(|&b| b == b'\n') {
-        let Some(rest) = line.strip_prefix(b"--") else {
-            continue;
-        };
-        let rest = trim_end(rest);
-        let rest = if boundaries.contains(rest) {
-            rest
-        } else {
-            rest.strip_suffix(b"--").unwrap_or(rest)
-        };
+    for start in line_starts {
+        let Some(rest) = raw[start..].strip_prefix(b"--") else { continue };
+        let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        let rest = trim_end(&rest[..end]);
+        let rest = if boundaries.contains(rest) { rest } else { rest.strip_suffix(b"--").unwrap_or(rest) };
         if boundaries.contains(rest) {
             delimiters += 1;
             // Each part opens with one delimiter line; each multipart adds a close.
@@ -237,23 +237,18 @@ fn trim_end(s: &[u8]) -> &[u8] {
     &s[..end]
 }
 
-/// The value of a `boundary=` parameter on this line, if any.
-fn boundary_param(line: &[u8]) -> Option<&[u8]> {
-    const KEY: &[u8] = b"boundary=";
-    let at = line
-        .windows(KEY.len())
-        .position(|w| w.eq_ignore_ascii_case(KEY))?;
-    let rest = &line[at + KEY.len()..];
+/// The value of a `boundary=` parameter starting at `rest`.
+fn boundary_value(rest: &[u8]) -> Option<&[u8]> {
     let value = if let Some(q) = rest.strip_prefix(b"\"") {
-        &q[..q.iter().position(|&b| b == b'"')?]
+        &q[..memchr::memchr(b'"', q)?]
     } else {
         let end = rest
             .iter()
-            .position(|b| matches!(b, b';' | b' ' | b'\t' | b'\r'))
+            .position(|b| matches!(b, b';' | b' ' | b'\t' | b'\r' | b'\n'))
             .unwrap_or(rest.len());
         &rest[..end]
     };
-    (!value.is_empty()).then_some(value)
+    (!value.is_empty() && value.len() <= 200).then_some(value)
 }
 
 fn media_type(ct: Option<&mail_parser::ContentType<'_>>) -> String {
@@ -282,13 +277,27 @@ fn decode_part(
     let cte = Cte::from_header(declared).ok_or_else(|| MessageError::UnknownTransferEncoding {
         encoding: declared.unwrap_or_default().chars().take(40).collect(),
     })?;
-    decode(body_bytes(raw, part), cte).map_err(|f| MessageError::BadTransferEncoding {
+    let body = body_bytes(raw, part);
+    let bad = |f: DecodeFault| MessageError::BadTransferEncoding {
         encoding: match f {
             DecodeFault::Base64 => "base64",
             DecodeFault::QuotedPrintable => "quoted-printable",
         },
         part: label.chars().take(80).collect(),
-    })
+    };
+    match (cte, &part.body) {
+        // mail-parser has already decoded a non-text base64 body; once the body is known
+        // to be exact base64 its result is the strict decoding, so it is not done twice.
+        (Cte::Base64, PartType::Binary(decoded) | PartType::InlineBinary(decoded)) => {
+            let expected = check_base64(body).map_err(bad)?;
+            if decoded.len() == expected {
+                Ok(decoded.to_vec())
+            } else {
+                decode(body, cte).map_err(bad)
+            }
+        }
+        _ => decode(body, cte).map_err(bad),
+    }
 }
 
 fn header_text(raw: &[u8], h: &mail_parser::Header<'_>) -> String {
