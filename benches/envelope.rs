@@ -17,7 +17,11 @@ fn message(text_len: usize, attachment_len: usize) -> MailA2aMessage {
     env.set("idempotencyKey", "idem-1");
     env.set("createdAt", "2026-08-30T07:00:00Z");
     env.set("expiresAt", "2026-08-31T07:00:00Z");
-    let text: String = "lorem ipsum dolor sit amet ".chars().cycle().take(text_len).collect();
+    let text: String = "lorem ipsum dolor sit amet "
+        .chars()
+        .cycle()
+        .take(text_len)
+        .collect();
     let mut parts = vec![serde_json::json!({"text": text})];
     if attachment_len > 0 {
         parts.push(serde_json::json!({"url": "cid:data@example.net", "mediaType": "application/octet-stream"}));
@@ -58,7 +62,13 @@ fn bench(c: &mut Criterion) {
             })
         });
         g.bench_function(BenchmarkId::from_parameter("mail-parser"), |b| {
-            b.iter(|| mail_parser::MessageParser::default().parse(black_box(&bytes[..])).unwrap().parts.len())
+            b.iter(|| {
+                mail_parser::MessageParser::default()
+                    .parse(black_box(&bytes[..]))
+                    .unwrap()
+                    .parts
+                    .len()
+            })
         });
         g.finish();
     }

@@ -37,10 +37,15 @@ fn mime_corpus_never_panics() {
 }
 
 fn valid_messages() -> Vec<Vec<u8>> {
-    ["ok--published-request.eml", "ok--base64-machine-part.eml", "ok--cid-attachment.eml", "ok--published-payment-required.eml"]
-        .iter()
-        .map(|f| std::fs::read(common::data(&format!("../cases/{f}"))).unwrap())
-        .collect()
+    [
+        "ok--published-request.eml",
+        "ok--base64-machine-part.eml",
+        "ok--cid-attachment.eml",
+        "ok--published-payment-required.eml",
+    ]
+    .iter()
+    .map(|f| std::fs::read(common::data(&format!("../cases/{f}"))).unwrap())
+    .collect()
 }
 
 #[test]

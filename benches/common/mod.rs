@@ -8,7 +8,11 @@ fn estimate_ns(group: &str, id: &str) -> Option<f64> {
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target")));
-    let path = dir.join("criterion").join(group).join(id).join("new/estimates.json");
+    let path = dir
+        .join("criterion")
+        .join(group)
+        .join(id)
+        .join("new/estimates.json");
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
     v["median"]["point_estimate"].as_f64()
 }

@@ -59,6 +59,16 @@ fn write_file(path: &Path, data: &[u8], mode: u32) -> Result<(), KeyStoreError> 
     fs::rename(&tmp, path).map_err(io(path))
 }
 
+/// The PKCS#8 DER of a stored key file; every copy is wiped when dropped.
+fn read_key(path: &Path) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
+    let pem = Zeroizing::new(fs::read_to_string(path).map_err(io(path))?);
+    let (_, doc) = der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+        what: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(Zeroizing::new(doc.as_bytes().to_vec()))
+}
+
 impl DirectoryStore {
     /// Opens (creating it, mode 0700) the store at `root`. An existing store readable
     /// by group or others is refused: its private keys would not be private.
@@ -241,13 +251,7 @@ impl KeyStore for DirectoryStore {
             if with_cert.contains(&fpr) {
                 continue;
             }
-            let pem = Zeroizing::new(fs::read_to_string(&path).map_err(io(&path))?);
-            let (_, doc) =
-                der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
-                    what: path.display().to_string(),
-                    reason: e.to_string(),
-                })?;
-            let doc = Zeroizing::new(doc.as_bytes().to_vec());
+            let doc = read_key(&path)?;
             let (alg, _) = key_public(&doc, &path.display().to_string())?;
             out.push(KeyEntry {
                 fingerprint: fpr,
@@ -283,13 +287,7 @@ impl KeyStore for DirectoryStore {
         if !path.exists() {
             return Ok(None);
         }
-        let pem = Zeroizing::new(fs::read_to_string(&path).map_err(io(&path))?);
-        let (_, doc) =
-            der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
-                what: path.display().to_string(),
-                reason: e.to_string(),
-            })?;
-        let der = Zeroizing::new(doc.as_bytes().to_vec());
+        let der = read_key(&path)?;
         let (alg, _) = key_public(&der, &path.display().to_string())?;
         Ok(Some(SecretKey::new(fpr.to_string(), alg, der)))
     }

@@ -33,7 +33,9 @@ fn address_list(list: &[Mailbox]) -> Address<'_> {
 /// non-text body is base64-encoded by mail-builder's own fast encoder).
 fn machine_part(json: &[u8]) -> MimePart<'_> {
     let seven_bit = json.len() <= MAX_LINE
-        && json.iter().all(|&b| b.is_ascii() && b != b'\r' && b != b'\n' && b != 0);
+        && json
+            .iter()
+            .all(|&b| b.is_ascii() && b != b'\r' && b != b'\n' && b != 0);
     let ct = ContentType::new(A2A_MEDIA_TYPE).attribute("charset", "utf-8");
     if seven_bit {
         MimePart::new(ct, json).transfer_encoding("7bit")
@@ -103,5 +105,6 @@ pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, M
         top = top.attribute("hp", hp);
     }
     b = b.body(MimePart::new(top, parts));
-    b.write_to_vec().map_err(|_| MessageError::NotMime)
+    b.write_to_vec()
+        .map_err(|e| MessageError::Write(e.to_string()))
 }

@@ -95,6 +95,9 @@ pub enum MessageError {
     /// The machine part is not a readable envelope.
     #[error(transparent)]
     Envelope(#[from] EnvelopeError),
+    /// Writing the message failed (an I/O error of the output).
+    #[error("cannot write the message: {0}")]
+    Write(String),
     /// Composing needs a header that is missing.
     #[error("cannot compose: {0} is missing")]
     MissingForCompose(&'static str),
@@ -117,6 +120,7 @@ impl MessageError {
             Self::BadTransferEncoding { .. } => "bad-transfer-encoding",
             Self::Envelope(e) => e.code(),
             Self::MissingForCompose(_) => "missing-header",
+            Self::Write(_) => "write-failed",
         }
     }
 }
@@ -132,6 +136,7 @@ impl Classify for MessageError {
     fn exit_code(&self) -> ExitCode {
         match self {
             Self::MissingForCompose(_) => ExitCode::Usage,
+            Self::Write(_) => ExitCode::Other,
             _ => ExitCode::Malformed,
         }
     }

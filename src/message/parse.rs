@@ -31,44 +31,16 @@ const SINGLETONS: [&str; 12] = [
 ];
 
 pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, MessageError> {
-    if raw.len() > limits.max_message_bytes {
-        return Err(MessageError::TooLarge {
-            size: raw.len(),
-            limit: limits.max_message_bytes,
-        });
-    }
-    if !starts_with_header_field(raw) {
-        return Err(MessageError::NotMime);
-    }
-    precheck_structure(raw, limits)?;
-    let msg = MessageParser::default()
-        .parse(raw)
-        .ok_or(MessageError::NotMime)?;
-    if msg.headers().is_empty() {
-        return Err(MessageError::NotMime);
-    }
-    if msg.parts.len() > limits.max_parts {
-        return Err(MessageError::TooManyParts {
-            limit: limits.max_parts,
-        });
-    }
+    let msg = parse_bounded(raw, limits)?;
 
-    // Walk the multipart tree (not into attached messages) with an explicit stack.
+    // Sort the leaves of the multipart tree (attached messages are leaves).
     let mut machine = Vec::new();
     let mut text_part = None;
     let mut leaves = Vec::new();
-    let mut stack = vec![(0u32, 1usize)];
-    while let Some((id, depth)) = stack.pop() {
-        if depth > limits.max_mime_depth {
-            return Err(MessageError::TooDeep {
-                limit: limits.max_mime_depth,
-            });
-        }
+    for (id, _) in walk(&msg, limits)? {
         let Some(part) = msg.part(id) else { continue };
         match &part.body {
-            PartType::Multipart(children) => {
-                stack.extend(children.iter().rev().map(|c| (*c, depth + 1)));
-            }
+            PartType::Multipart(_) => {}
             _ => {
                 let media = media_type(part.content_type());
                 if media == A2A_MEDIA_TYPE {
@@ -177,6 +149,57 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
     })
 }
 
+/// mail-parser's parse of `raw`, after the size, header and structure bounds.
+fn parse_bounded<'r>(
+    raw: &'r [u8],
+    limits: &Limits,
+) -> Result<mail_parser::Message<'r>, MessageError> {
+    if raw.len() > limits.max_message_bytes {
+        return Err(MessageError::TooLarge {
+            size: raw.len(),
+            limit: limits.max_message_bytes,
+        });
+    }
+    if !starts_with_header_field(raw) {
+        return Err(MessageError::NotMime);
+    }
+    precheck_structure(raw, limits)?;
+    let msg = MessageParser::default()
+        .parse(raw)
+        .ok_or(MessageError::NotMime)?;
+    if msg.headers().is_empty() {
+        return Err(MessageError::NotMime);
+    }
+    if msg.parts.len() > limits.max_parts {
+        return Err(MessageError::TooManyParts {
+            limit: limits.max_parts,
+        });
+    }
+    Ok(msg)
+}
+
+/// Every part of the multipart tree, depth first, as (part id, depth); attached
+/// messages are leaves. Deeper than the limit is an error.
+fn walk(
+    msg: &mail_parser::Message<'_>,
+    limits: &Limits,
+) -> Result<Vec<(u32, usize)>, MessageError> {
+    let mut out = Vec::with_capacity(msg.parts.len());
+    let mut stack = vec![(0u32, 1usize)];
+    while let Some((id, depth)) = stack.pop() {
+        if depth > limits.max_mime_depth {
+            return Err(MessageError::TooDeep {
+                limit: limits.max_mime_depth,
+            });
+        }
+        out.push((id, depth));
+        if let Some(PartType::Multipart(children)) = msg.part(id).map(|p| &p.body) {
+            stack.extend(children.iter().rev().map(|c| (*c, depth + 1)));
+        }
+    }
+    Ok(out)
+}
+
 /// RFC 5322 2.2: a message starts with a header field, `name:` with a name of
 /// printable ASCII other than the colon.
 fn starts_with_header_field(raw: &[u8]) -> bool {
@@ -211,13 +234,20 @@ fn precheck_structure(raw: &[u8], limits: &Limits) -> Result<(), MessageError> {
     if boundaries.is_empty() {
         return Ok(());
     }
-    let line_starts = std::iter::once(0).chain(memchr::memmem::find_iter(raw, b"\n--").map(|i| i + 1));
+    let line_starts =
+        std::iter::once(0).chain(memchr::memmem::find_iter(raw, b"\n--").map(|i| i + 1));
     let mut delimiters = 0usize;
     for start in line_starts {
-        let Some(rest) = raw[start..].strip_prefix(b"--") else { continue };
+        let Some(rest) = raw[start..].strip_prefix(b"--") else {
+            continue;
+        };
         let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         let rest = trim_end(&rest[..end]);
-        let rest = if boundaries.contains(rest) { rest } else { rest.strip_suffix(b"--").unwrap_or(rest) };
+        let rest = if boundaries.contains(rest) {
+            rest
+        } else {
+            rest.strip_suffix(b"--").unwrap_or(rest)
+        };
         if boundaries.contains(rest) {
             delimiters += 1;
             // Each part opens with one delimiter line; each multipart adds a close.
@@ -395,29 +425,9 @@ pub struct PartInfo {
 /// The MIME tree of a message, depth first, within `limits` (the same bounds as
 /// [`MailA2aMessage::parse`]).
 pub fn structure(raw: &[u8], limits: &Limits) -> Result<Vec<PartInfo>, MessageError> {
-    if raw.len() > limits.max_message_bytes {
-        return Err(MessageError::TooLarge {
-            size: raw.len(),
-            limit: limits.max_message_bytes,
-        });
-    }
-    precheck_structure(raw, limits)?;
-    let msg = MessageParser::default()
-        .parse(raw)
-        .ok_or(MessageError::NotMime)?;
-    if msg.parts.len() > limits.max_parts {
-        return Err(MessageError::TooManyParts {
-            limit: limits.max_parts,
-        });
-    }
+    let msg = parse_bounded(raw, limits)?;
     let mut out = Vec::new();
-    let mut stack = vec![(0u32, 1usize)];
-    while let Some((id, depth)) = stack.pop() {
-        if depth > limits.max_mime_depth {
-            return Err(MessageError::TooDeep {
-                limit: limits.max_mime_depth,
-            });
-        }
+    for (id, depth) in walk(&msg, limits)? {
         let Some(part) = msg.part(id) else { continue };
         out.push(PartInfo {
             depth,
@@ -430,9 +440,6 @@ pub fn structure(raw: &[u8], limits: &Limits) -> Result<Vec<PartInfo>, MessageEr
                 .map(|c| c.trim_matches(['<', '>', ' ']).to_string()),
             raw_size: body_bytes(raw, part).len(),
         });
-        if let PartType::Multipart(children) = &part.body {
-            stack.extend(children.iter().rev().map(|c| (*c, depth + 1)));
-        }
     }
     Ok(out)
 }

@@ -89,7 +89,12 @@ pub(crate) fn check_base64(body: &[u8]) -> Result<usize, DecodeFault> {
     }
     // Canonical: the unused low bits of the last symbol are zero (as the decoder demands).
     if padding > 0 {
-        let last = head.iter().rev().find(|b| !is_ws(b)).copied().unwrap_or(b'A');
+        let last = head
+            .iter()
+            .rev()
+            .find(|b| !is_ws(b))
+            .copied()
+            .unwrap_or(b'A');
         let value = match last {
             b'A'..=b'Z' => last - b'A',
             b'a'..=b'z' => last - b'a' + 26,
@@ -206,12 +211,27 @@ mod tests {
     #[test]
     fn base64_check_agrees_with_the_decoder() {
         let samples: [&[u8]; 12] = [
-            b"", b"aGVs\r\nbG8=\r\n", b"aGVsbG8", b"aGVs!G8=", b"aGVsbG8==", b"aGVsbA==",
-            b"aGVsbB==", b"=aGVs", b"aG=Vs", b"aGVsbG9v", b"aGVsbG9=\r\nx", b"QQ==",
+            b"",
+            b"aGVs\r\nbG8=\r\n",
+            b"aGVsbG8",
+            b"aGVs!G8=",
+            b"aGVsbG8==",
+            b"aGVsbA==",
+            b"aGVsbB==",
+            b"=aGVs",
+            b"aG=Vs",
+            b"aGVsbG9v",
+            b"aGVsbG9=\r\nx",
+            b"QQ==",
         ];
         for s in samples {
             let strict = decode(s, Cte::Base64);
-            assert_eq!(check_base64(s).ok(), strict.as_ref().ok().map(Vec::len), "{}", String::from_utf8_lossy(s));
+            assert_eq!(
+                check_base64(s).ok(),
+                strict.as_ref().ok().map(Vec::len),
+                "{}",
+                String::from_utf8_lossy(s)
+            );
         }
         for n in 0..64usize {
             let data: Vec<u8> = (0..n as u8).collect();
