@@ -160,3 +160,14 @@ fn cli_key_import_and_list() {
     assert_eq!(err.lines().count(), 1);
     assert!(err.contains("bad.pem"), "{err}");
 }
+
+#[test]
+fn describe_reads_without_storing() {
+    let mut bundle = read("rfc9216/carlos.sign.crt");
+    bundle.extend(read("rfc9216/carlos.sign.key"));
+    let entries = mailseal::keystore::describe(&bundle, "bundle").unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0].fingerprint, entries[1].fingerprint, "key and certificate share the fingerprint");
+    assert_eq!(entries[0].emails, vec!["carlos@smime.example"]);
+    assert!(mailseal::keystore::describe(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "x").is_err());
+}

@@ -177,6 +177,41 @@ impl fmt::Debug for SecretKey {
     }
 }
 
+/// What `input` holds (certificates and PKCS#8 keys), read as an import would read it
+/// but stored nowhere: for inspection and for fuzzing the import parser.
+pub fn describe(input: &[u8], what: &str) -> Result<Vec<KeyEntry>, KeyStoreError> {
+    let mut out = Vec::new();
+    for m in material::read_all(input, what)? {
+        out.push(match m {
+            material::Material::Certificate(cert) => {
+                let info = material::cert_info(&cert);
+                KeyEntry {
+                    fingerprint: info.fingerprint,
+                    kind: EntryKind::Certificate,
+                    algorithm: info.algorithm,
+                    emails: info.emails,
+                    subject: Some(info.subject),
+                    not_after: info.not_after,
+                    has_private_key: false,
+                }
+            }
+            material::Material::PrivateKey { der } => {
+                let (algorithm, public) = material::key_public(&der, what)?;
+                KeyEntry {
+                    fingerprint: fingerprint(&public),
+                    kind: EntryKind::PrivateKey,
+                    algorithm,
+                    emails: Vec::new(),
+                    subject: None,
+                    not_after: None,
+                    has_private_key: true,
+                }
+            }
+        });
+    }
+    Ok(out)
+}
+
 /// Where keys come from. Implementations: [`DirectoryStore`]; SQLite, PKCS#11 and
 /// PostgreSQL adapters plug in behind the same trait.
 pub trait KeyStore {
