@@ -55,18 +55,23 @@ fn outer_content_type(raw: &[u8]) -> Option<String> {
 
 /// Opens any MailA2A message: plain ones here, protected ones through their profile.
 #[derive(Default)]
-pub struct Dispatcher {
-    profiles: Vec<(Profile, Box<dyn Opener>)>,
+pub struct Dispatcher<'a> {
+    profiles: Vec<(Profile, Box<dyn Opener + 'a>)>,
 }
 
-impl Dispatcher {
+impl<'a> Dispatcher<'a> {
     /// A dispatcher with no profile (plain messages only).
     pub fn new() -> Self {
         Dispatcher::default()
     }
 
+    /// A dispatcher with every profile this build has, over `store`.
+    pub fn with_store(store: &'a dyn crate::keystore::KeyStore) -> Self {
+        Dispatcher::new().with_profile(Profile::Smime, Box::new(crate::smime::Smime::new(store)))
+    }
+
     /// Adds the opener of a profile.
-    pub fn with_profile(mut self, profile: Profile, opener: Box<dyn Opener>) -> Self {
+    pub fn with_profile(mut self, profile: Profile, opener: Box<dyn Opener + 'a>) -> Self {
         self.profiles.push((profile, opener));
         self
     }
@@ -107,12 +112,13 @@ impl Dispatcher {
                 signer: None,
                 protected_headers: Vec::new(),
                 outer_headers_matched: true,
+                algorithm: None,
             },
         })
     }
 }
 
-impl Opener for Dispatcher {
+impl Opener for Dispatcher<'_> {
     fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
         if raw.len() > policy.limits.max_message_bytes {
             return Err(crate::message::MessageError::TooLarge {

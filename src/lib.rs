@@ -22,6 +22,7 @@ pub mod message;
 pub mod profile;
 pub mod replay;
 pub mod seal;
+pub mod smime;
 
 #[doc(hidden)]
 pub mod cli;

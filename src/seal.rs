@@ -130,6 +130,8 @@ pub struct Verdict {
     pub protected_headers: Vec<String>,
     /// Whether every outer value that is also protected matched it.
     pub outer_headers_matched: bool,
+    /// The signature algorithm, when signed.
+    pub algorithm: Option<String>,
 }
 
 /// An opened message: the inner message (envelope, its exact bytes and digest inside)
@@ -168,6 +170,12 @@ pub enum SealError {
         /// The recipient.
         address: String,
     },
+    /// The option asked for is not built yet.
+    #[error("{0}")]
+    NotYetSupported(&'static str),
+    /// The cryptographic layer failed to build.
+    #[error("sealing failed: {0}")]
+    Crypto(String),
     /// This build has no implementation of the profile.
     #[error("profile {0} is not available in this build")]
     ProfileUnavailable(Profile),
@@ -193,7 +201,8 @@ impl Classify for SealError {
         match self {
             Self::Invalid(_) => ExitCode::Malformed,
             Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } => ExitCode::NoUsableKey,
-            Self::ProfileUnavailable(_) => ExitCode::Usage,
+            Self::ProfileUnavailable(_) | Self::NotYetSupported(_) => ExitCode::Usage,
+            Self::Crypto(_) => ExitCode::Other,
             Self::Message(e) => e.exit_code(),
             Self::KeyStore(e) => e.exit_code(),
         }

@@ -167,7 +167,14 @@ fn describe_reads_without_storing() {
     bundle.extend(read("rfc9216/carlos.sign.key"));
     let entries = mailseal::keystore::describe(&bundle, "bundle").unwrap();
     assert_eq!(entries.len(), 2);
-    assert_eq!(entries[0].fingerprint, entries[1].fingerprint, "key and certificate share the fingerprint");
+    assert_eq!(
+        entries[0].fingerprint, entries[1].fingerprint,
+        "key and certificate share the fingerprint"
+    );
     assert_eq!(entries[0].emails, vec!["carlos@smime.example"]);
-    assert!(mailseal::keystore::describe(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "x").is_err());
+    assert!(mailseal::keystore::describe(
+        b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        "x"
+    )
+    .is_err());
 }

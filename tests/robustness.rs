@@ -79,3 +79,17 @@ fn byte_flips_are_handled_and_never_change_a_validated_envelope_silently() {
         }
     }
 }
+
+/// Fuzzer crash reproducers (`tests/cases/crashes/`): each must be handled without a
+/// panic, in this (debug-assertion) build as in release.
+#[test]
+fn fuzz_crash_reproducers_are_handled() {
+    let dir = common::data("../cases/crashes");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let raw = std::fs::read(e.unwrap().path()).unwrap();
+        exercise(&raw);
+        n += 1;
+    }
+    assert!(n >= 1);
+}

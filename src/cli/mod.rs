@@ -14,7 +14,7 @@ use crate::envelope::Envelope;
 use crate::error::{Classify, ExitCode};
 use crate::keystore::{DirectoryStore, KeyStore};
 use crate::message::{validate_message, Attachment, Limits, MailA2aMessage, Mailbox};
-use crate::seal::{OpenPolicy, Opener};
+use crate::seal::{OpenPolicy, Opener, Sealer};
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +48,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Protect a plain MailA2A message (.eml) under a profile.
+    Seal(SealArgs),
     /// Verify and open a message; prints the envelope JSON (or the inner .eml).
     Open(OpenArgs),
     /// Manage keys and certificates.
@@ -82,6 +84,25 @@ struct ComposeArgs {
     attach: Vec<String>,
     /// The envelope JSON (default: stdin).
     #[arg(long = "in", value_name = "ENVELOPE.json")]
+    input: Option<PathBuf>,
+    /// Output file (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SealArgs {
+    /// Protection profile: smime (openpgp and mls are not in this build yet).
+    #[arg(long)]
+    profile: String,
+    /// Sign without encrypting.
+    #[arg(long)]
+    sign_only: bool,
+    /// Repeat every Mail-A2A-* hint on the outer message (default: only the binding).
+    #[arg(long)]
+    outer_hints: bool,
+    /// The plain message (default: stdin).
+    #[arg(long = "in")]
     input: Option<PathBuf>,
     /// Output file (default: stdout).
     #[arg(long)]
@@ -179,7 +200,8 @@ fn run(cli: Cli) -> CliResult {
             let raw = read_input(Some(&file))?;
             inspect::inspect(&file.display().to_string(), &raw, json)
         }
-        Command::Open(args) => open(args),
+        Command::Seal(args) => seal(store_dir(store)?, args),
+        Command::Open(args) => open(store_dir(store)?, args),
         Command::Key(cmd) => key(store_dir(store)?, cmd),
         Command::Demo => demo::run(),
     }
@@ -404,10 +426,31 @@ fn validate(paths: &[PathBuf]) -> CliResult {
     Ok(())
 }
 
-fn open(a: OpenArgs) -> CliResult {
+fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
+    let profile: crate::profile::Profile = a
+        .profile
+        .parse()
+        .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    let raw = read_input(a.input.as_deref())?;
+    let plain =
+        MailA2aMessage::parse(&raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?;
+    let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
+    let mut opts = crate::seal::SealOptions::new(profile);
+    opts.sign_only = a.sign_only;
+    opts.outer_hints = a.outer_hints;
+    let sealed = match profile {
+        crate::profile::Profile::Smime => crate::smime::Smime::new(&store).seal(&plain, &opts),
+        other => Err(crate::seal::SealError::ProfileUnavailable(other)),
+    }
+    .map_err(|e| Failure::from("seal", e))?;
+    write_output(a.out.as_deref(), &sealed)
+}
+
+fn open(dir: PathBuf, a: OpenArgs) -> CliResult {
     let raw = read_input(a.input.as_deref())?;
     let policy = OpenPolicy::default();
-    let opened = crate::dispatch::Dispatcher::new()
+    let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
+    let opened = crate::dispatch::Dispatcher::with_store(&store)
         .open(&raw, &policy)
         .map_err(|e| Failure::from("open", e))?;
     if let Some(report) = &a.report {
@@ -416,6 +459,7 @@ fn open(a: OpenArgs) -> CliResult {
             "profile": v.profile.map(|p| p.token()),
             "protection": format!("{:?}", v.protection),
             "signer": v.signer.as_ref().map(|s| s.replay_id()),
+            "algorithm": v.algorithm,
             "protectedHeaders": v.protected_headers,
             "outerHeadersMatched": v.outer_headers_matched,
             "envelopeSha256": crate::keystore::hex(&opened.message.content_digest()),

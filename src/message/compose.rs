@@ -44,8 +44,11 @@ fn machine_part(json: &[u8]) -> MimePart<'_> {
     }
 }
 
-pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, MessageError> {
-    let h = &msg.headers;
+/// A builder with the message's header fields and the given hints.
+fn builder<'m>(
+    h: &'m super::Headers,
+    hints: &'m super::Hints,
+) -> Result<MessageBuilder<'m>, MessageError> {
     let from = h
         .from
         .as_ref()
@@ -80,10 +83,25 @@ pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, M
     if let Some(a) = &h.auto_submitted {
         b = b.header("Auto-Submitted", Raw::new(a.as_str()));
     }
-    for (name, value) in h.hints.iter() {
+    for (name, value) in hints.iter() {
         b = b.header(name, Raw::new(value));
     }
+    Ok(b)
+}
 
+/// A message with `headers`, `hints` and `body` (a profile's outer message).
+pub(crate) fn with_body(
+    headers: &super::Headers,
+    hints: &super::Hints,
+    body: MimePart<'_>,
+) -> Result<Vec<u8>, MessageError> {
+    builder(headers, hints)?
+        .body(body)
+        .write_to_vec()
+        .map_err(|e| MessageError::Write(e.to_string()))
+}
+
+pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, MessageError> {
     let mut parts = Vec::with_capacity(2 + msg.attachments.len());
     parts.push(machine_part(msg.envelope_bytes()));
     if let Some(text) = &msg.text {
@@ -104,7 +122,5 @@ pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, M
     if let Some(hp) = opts.header_protection {
         top = top.attribute("hp", hp);
     }
-    b = b.body(MimePart::new(top, parts));
-    b.write_to_vec()
-        .map_err(|e| MessageError::Write(e.to_string()))
+    with_body(&msg.headers, &msg.headers.hints, MimePart::new(top, parts))
 }

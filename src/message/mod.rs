@@ -11,7 +11,9 @@ mod limits;
 mod parse;
 mod transfer;
 
+pub(crate) use compose::with_body;
 pub use limits::Limits;
+pub(crate) use parse::read_outer;
 pub use parse::{structure, PartInfo};
 
 use time::OffsetDateTime;
@@ -383,6 +385,19 @@ impl MailA2aMessage {
     /// Serialises the message (CRLF line ends, 7-bit safe).
     pub fn to_rfc5322(&self) -> Result<Vec<u8>, MessageError> {
         compose::compose(self, &compose::Options::default())
+    }
+
+    /// The inner entity a profile protects: this message with RFC 9788 header
+    /// protection marked on its Content-Type (`hp="clear"` when only signed,
+    /// `hp="cipher"` when encrypted).
+    pub fn to_inner_entity(&self, encrypted: bool) -> Result<Vec<u8>, MessageError> {
+        let hp = if encrypted { "cipher" } else { "clear" };
+        compose::compose(
+            self,
+            &compose::Options {
+                header_protection: Some(hp),
+            },
+        )
     }
 
     /// Every rule of the binding this message breaks, envelope rules included.

@@ -164,9 +164,15 @@ fn parse_bounded<'r>(
         return Err(MessageError::NotMime);
     }
     precheck_structure(raw, limits)?;
-    let msg = MessageParser::default()
-        .parse(raw)
-        .ok_or(MessageError::NotMime)?;
+    // mail-parser 0.11.9 has a `debug_assert!(false)` that hostile input reaches (a
+    // multipart whose state it loses); release builds recover from it, debug builds
+    // panic. Contain it here, at the one call into the parser, as "not a message".
+    let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        MessageParser::default().parse(raw)
+    }))
+    .ok()
+    .flatten()
+    .ok_or(MessageError::NotMime)?;
     if msg.headers().is_empty() {
         return Err(MessageError::NotMime);
     }
@@ -442,4 +448,98 @@ pub fn structure(raw: &[u8], limits: &Limits) -> Result<Vec<PartInfo>, MessageEr
         });
     }
     Ok(out)
+}
+
+/// One direct child of a protected message's top-level multipart.
+#[derive(Clone, Debug)]
+pub(crate) struct OuterPart {
+    /// `type/subtype`, lower case.
+    pub media_type: String,
+    /// The part as it stands in the message, headers included, without the CRLF that
+    /// belongs to the next delimiter: what multipart/signed signs.
+    pub entity: Vec<u8>,
+    /// The raw body, still transfer-encoded.
+    body: Vec<u8>,
+    /// Its declared Content-Transfer-Encoding.
+    cte: Option<String>,
+}
+
+impl OuterPart {
+    /// The strictly decoded body. Decoded only on request: a signed part must not be
+    /// interpreted before its signature is checked.
+    pub(crate) fn decoded(&self) -> Result<Vec<u8>, MessageError> {
+        let cte = Cte::from_header(self.cte.as_deref()).ok_or_else(|| {
+            MessageError::UnknownTransferEncoding {
+                encoding: self
+                    .cte
+                    .clone()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(40)
+                    .collect(),
+            }
+        })?;
+        decode(&self.body, cte).map_err(|f| MessageError::BadTransferEncoding {
+            encoding: match f {
+                DecodeFault::Base64 => "base64",
+                DecodeFault::QuotedPrintable => "quoted-printable",
+            },
+            part: self.media_type.chars().take(80).collect(),
+        })
+    }
+}
+
+/// The outer layer of a protected message: its headers, top-level media type with
+/// parameters, and (for a multipart) its direct children.
+#[derive(Clone, Debug)]
+pub(crate) struct Outer {
+    pub headers: Headers,
+    pub media_type: String,
+    pub params: Vec<(String, String)>,
+    pub parts: Vec<OuterPart>,
+}
+
+impl Outer {
+    pub(crate) fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads the outer layer of a protected message within `limits`.
+pub(crate) fn read_outer(raw: &[u8], limits: &Limits) -> Result<Outer, MessageError> {
+    let msg = parse_bounded(raw, limits)?;
+    walk(&msg, limits)?;
+    let root = msg.part(0).ok_or(MessageError::NotMime)?;
+    let params = root
+        .content_type()
+        .and_then(|c| c.attributes())
+        .map(|a| {
+            a.iter()
+                .map(|at| (at.name.to_string(), at.value.to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut parts = Vec::new();
+    if let PartType::Multipart(children) = &root.body {
+        for id in children {
+            let Some(p) = msg.part(*id) else { continue };
+            let start = (p.offset_header as usize).min(raw.len());
+            let end = (p.offset_end as usize).clamp(start, raw.len());
+            parts.push(OuterPart {
+                media_type: media_type(p.content_type()),
+                entity: raw[start..end].to_vec(),
+                body: body_bytes(raw, p).to_vec(),
+                cte: p.content_transfer_encoding().map(str::to_string),
+            });
+        }
+    }
+    Ok(Outer {
+        headers: read_headers(&msg, raw)?,
+        media_type: media_type(root.content_type()),
+        params,
+        parts,
+    })
 }

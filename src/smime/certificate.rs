@@ -1,0 +1,140 @@
+//! The signer's certificate: usable for email signatures at the signing time, and
+//! trusted (pinned in the key store, or chaining to a trust anchor).
+
+use der::asn1::ObjectIdentifier;
+use der::Encode;
+use time::OffsetDateTime;
+use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, KeyUsages};
+use x509_cert::Certificate;
+
+use super::oids::SHA256;
+use super::signed_data::verify_signature;
+use super::SmimeError;
+
+const EMAIL_PROTECTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.4");
+const ANY_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
+/// Longest chain from the signer to an anchor (signer, intermediates, anchor).
+const MAX_CHAIN: usize = 6;
+
+fn unix(t: &x509_cert::time::Time) -> i64 {
+    t.to_unix_duration().as_secs() as i64
+}
+
+/// Valid at `at` (RFC 5280 4.1.2.5, inclusive bounds).
+fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
+    let v = cert.tbs_certificate().validity();
+    let t = at.unix_timestamp();
+    unix(&v.not_before) <= t && t <= unix(&v.not_after)
+}
+
+/// The signer's certificate may sign email at `at`: validity, key usage
+/// (digitalSignature or nonRepudiation) and extended key usage (emailProtection) when
+/// those extensions are present.
+pub(crate) fn check_signer_usage(cert: &Certificate, at: OffsetDateTime) -> Result<(), SmimeError> {
+    if !valid_at(cert, at) {
+        return Err(SmimeError::Certificate(
+            "the signer certificate is not valid at the signing time".into(),
+        ));
+    }
+    let tbs = cert.tbs_certificate();
+    if let Ok(Some((_, ku))) = tbs.get_extension::<KeyUsage>() {
+        if !(ku.0.contains(KeyUsages::DigitalSignature) || ku.0.contains(KeyUsages::NonRepudiation))
+        {
+            return Err(SmimeError::Certificate(
+                "the signer certificate's key usage excludes signatures".into(),
+            ));
+        }
+    }
+    if let Ok(Some((_, eku))) = tbs.get_extension::<ExtendedKeyUsage>() {
+        if !eku
+            .0
+            .iter()
+            .any(|o| *o == EMAIL_PROTECTION || *o == ANY_EKU)
+        {
+            return Err(SmimeError::Certificate(
+                "the signer certificate is not for email protection".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `child` is signed by `issuer`'s key and names it as its issuer.
+fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
+    if child.tbs_certificate().issuer() != issuer.tbs_certificate().subject() {
+        return false;
+    }
+    // RFC 5280 4.1.1.2: the outer algorithm, which the signature does not cover, must
+    // be the one inside the signed part.
+    if child.signature_algorithm() != child.tbs_certificate().signature() {
+        return false;
+    }
+    // Signatures are whole octets: an unused-bits count is unsigned and must be zero.
+    if child.signature().unused_bits() != 0 {
+        return false;
+    }
+    let Ok(tbs) = child.tbs_certificate().to_der() else {
+        return false;
+    };
+    verify_signature(
+        issuer.tbs_certificate().subject_public_key_info(),
+        child.signature_algorithm(),
+        SHA256,
+        &tbs,
+        child.signature().raw_bytes(),
+    )
+    .is_ok()
+}
+
+fn is_ca(cert: &Certificate) -> bool {
+    matches!(cert.tbs_certificate().get_extension::<BasicConstraints>(), Ok(Some((_, bc))) if bc.ca)
+}
+
+/// How the signer's certificate is trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trust {
+    /// The exact certificate was imported into the key store for this address.
+    Pinned,
+    /// It chains to a trust anchor (intermediates from the message).
+    Anchored,
+    /// Neither: a self-signed or unknown signer.
+    Unknown,
+    /// An issuer it names is known but did not sign it: the certificate was altered.
+    Broken,
+}
+
+/// Whether `cert` is pinned or chains, through CA certificates valid at `at` from
+/// `intermediates`, to one of `anchors`.
+pub(crate) fn trust(
+    cert: &Certificate,
+    intermediates: &[Certificate],
+    anchors: &[Certificate],
+    pinned: &[Vec<u8>],
+    at: OffsetDateTime,
+) -> Trust {
+    if let Ok(der) = cert.to_der() {
+        if pinned.contains(&der) {
+            return Trust::Pinned;
+        }
+    }
+    let mut current = cert.clone();
+    for _ in 0..MAX_CHAIN {
+        if anchors.iter().any(|a| issued_by(&current, a)) {
+            return Trust::Anchored;
+        }
+        let names_anchor = anchors
+            .iter()
+            .any(|a| current.tbs_certificate().issuer() == a.tbs_certificate().subject());
+        if names_anchor {
+            return Trust::Broken;
+        }
+        let next = intermediates
+            .iter()
+            .find(|c| *c != &current && is_ca(c) && valid_at(c, at) && issued_by(&current, c));
+        match next {
+            Some(n) => current = n.clone(),
+            None => break,
+        }
+    }
+    Trust::Unknown
+}

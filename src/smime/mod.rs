@@ -1,0 +1,428 @@
+//! The S/MIME 4.0 profile (RFC 8551): the inner MailA2A entity signed with CMS
+//! SignedData in `multipart/signed` (RFC 1847/8551 §3.5.3), with RFC 9788 header
+//! protection (`hp="clear"`).
+//!
+//! This module owns its wire format end to end: it builds and parses its CMS and its
+//! MIME layer; nothing else in the crate touches CMS. Sign-and-encrypt
+//! (AuthEnvelopedData) is not built yet: sealing without `sign_only` says so.
+
+mod certificate;
+mod oids;
+mod signed_data;
+
+use der::{Decode, Encode};
+use mail_builder::headers::content_type::ContentType;
+use mail_builder::mime::MimePart;
+use time::OffsetDateTime;
+use x509_cert::Certificate;
+
+use crate::envelope::{Code, ValidationContext, Violation};
+use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::keystore::{KeyStore, StoredCertificate};
+use crate::message::{read_outer, with_body, Hints, MailA2aMessage};
+use crate::profile::{Profile, Protection};
+use crate::seal::{
+    OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignerIdentity, Verdict,
+};
+
+use certificate::Trust;
+
+/// Why an S/MIME layer failed to verify or to be made. Never carries content.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SmimeError {
+    /// The CMS or its MIME layer does not decode.
+    #[error("S/MIME structure: {0}")]
+    Malformed(String),
+    /// No SignerInfo, or no certificate for it in the message.
+    #[error("no signer certificate in the signature")]
+    NoSigner,
+    /// An algorithm this implementation does not accept.
+    #[error("unsupported algorithm: {0}")]
+    UnsupportedAlgorithm(String),
+    /// The messageDigest attribute is not the digest of the signed content.
+    #[error("the signed content was changed (messageDigest differs)")]
+    DigestMismatch,
+    /// The signature does not verify.
+    #[error("the signature does not verify")]
+    BadSignature,
+    /// The signer's certificate is not valid or not for email signatures.
+    #[error("{0}")]
+    Certificate(String),
+    /// A private key could not be used.
+    #[error("{0}")]
+    Key(String),
+}
+
+impl Classify for SmimeError {
+    fn a2a_error(&self) -> A2aErrorType {
+        A2aErrorType::InvalidRequestError
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Key(_) => ExitCode::NoUsableKey,
+            _ => ExitCode::AuthenticationFailed,
+        }
+    }
+}
+
+impl From<SmimeError> for OpenError {
+    fn from(e: SmimeError) -> Self {
+        OpenError::AuthenticationFailed(e.to_string())
+    }
+}
+
+/// The S/MIME profile over a key store.
+pub struct Smime<'s> {
+    store: &'s dyn KeyStore,
+}
+
+impl<'s> Smime<'s> {
+    /// The profile using `store` for our keys, peers' certificates and trust anchors.
+    pub fn new(store: &'s dyn KeyStore) -> Self {
+        Smime { store }
+    }
+
+    fn signing_identity(
+        &self,
+        address: &str,
+    ) -> Result<(Certificate, crate::keystore::SecretKey), SealError> {
+        let now = OffsetDateTime::now_utc();
+        for c in self.store.certificates_for(address)? {
+            let Ok(cert) = Certificate::from_der(&c.der) else {
+                continue;
+            };
+            if certificate::check_signer_usage(&cert, now).is_err() {
+                continue;
+            }
+            if let Some(key) = self.store.private_key(&c.fingerprint)? {
+                return Ok((cert, key));
+            }
+        }
+        Err(SealError::NoSigningKey {
+            address: address.to_string(),
+        })
+    }
+}
+
+fn outer_hints(msg: &MailA2aMessage, opts: &SealOptions) -> Hints {
+    if opts.outer_hints {
+        msg.headers.hints.clone()
+    } else {
+        Hints::binding_only()
+    }
+}
+
+impl Sealer for Smime<'_> {
+    fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
+        if opts.profile != Profile::Smime {
+            return Err(SealError::ProfileUnavailable(opts.profile));
+        }
+        if !opts.sign_only {
+            return Err(SealError::NotYetSupported(
+                "S/MIME sign-and-encrypt (AuthEnvelopedData) is not built yet; use sign-only",
+            ));
+        }
+        let violations = plain.check(&ValidationContext::new(Some(Profile::Smime)));
+        if !violations.is_empty() {
+            return Err(SealError::Invalid(violations));
+        }
+        let from = plain
+            .headers
+            .from
+            .as_ref()
+            .map(|m| m.address.clone())
+            .unwrap_or_default();
+        let (cert, key) = self.signing_identity(&from)?;
+        let inner = plain.to_inner_entity(false)?;
+        let cms = signed_data::sign_detached(&inner, &cert, &key, OffsetDateTime::now_utc())
+            .map_err(|e| match e {
+                SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => {
+                    SealError::NoSigningKey {
+                        address: from.clone(),
+                    }
+                }
+                other => SealError::Crypto(other.to_string()),
+            })?;
+        let top = ContentType::new("multipart/signed")
+            .attribute("protocol", "application/pkcs7-signature")
+            .attribute("micalg", micalg(&cert));
+        let signature = MimePart::new(
+            ContentType::new("application/pkcs7-signature").attribute("name", "smime.p7s"),
+            cms,
+        )
+        .attachment("smime.p7s");
+        let body = MimePart::new(top, vec![MimePart::raw(inner), signature]);
+        Ok(with_body(&plain.headers, &outer_hints(plain, opts), body)?)
+    }
+}
+
+/// RFC 8551 §3.5.3.2 micalg for the signer's digest.
+fn micalg(cert: &Certificate) -> &'static str {
+    let spki = cert.tbs_certificate().subject_public_key_info();
+    if spki.algorithm.oid == oids::ED25519 {
+        "sha-512"
+    } else if spki
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.decode_as::<der::asn1::ObjectIdentifier>().ok())
+        == Some(oids::SECP384R1)
+    {
+        "sha-384"
+    } else {
+        "sha-256"
+    }
+}
+
+fn addresses_of(cert: &Certificate) -> Vec<String> {
+    crate::keystore::describe(&cert.to_der().unwrap_or_default(), "signer")
+        .ok()
+        .and_then(|e| e.into_iter().next())
+        .map(|e| e.emails)
+        .unwrap_or_default()
+}
+
+fn mismatch(name: &str) -> Violation {
+    Violation::new(
+        format!("header:{name}"),
+        Code::HintMismatch,
+        "outer header differs from the protected one",
+    )
+}
+
+/// RFC 9788 / DESIGN: every outer value that is also protected must match it.
+fn compare_outer(
+    outer: &crate::message::Headers,
+    inner: &crate::message::Headers,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let norm = |m: &Option<crate::message::Mailbox>| m.as_ref().map(|m| m.normalized());
+    let list = |l: &[crate::message::Mailbox]| {
+        let mut v: Vec<String> = l.iter().map(|m| m.normalized()).collect();
+        v.sort();
+        v
+    };
+    // Only values the outer message shows are compared: a missing outer field is no
+    // claim (OpenSSL's `cms -sign` writes none), the inner one is authoritative.
+    if outer.from.is_some() && norm(&outer.from) != norm(&inner.from) {
+        out.push(mismatch("From"));
+    }
+    if !outer.to.is_empty() && list(&outer.to) != list(&inner.to) {
+        out.push(mismatch("To"));
+    }
+    if !outer.cc.is_empty() && list(&outer.cc) != list(&inner.cc) {
+        out.push(mismatch("Cc"));
+    }
+    if outer.message_id.is_some() && outer.message_id != inner.message_id {
+        out.push(mismatch("Message-ID"));
+    }
+    if outer.in_reply_to.is_some() && outer.in_reply_to != inner.in_reply_to {
+        out.push(mismatch("In-Reply-To"));
+    }
+    if outer.date.is_some() && outer.date != inner.date {
+        out.push(mismatch("Date"));
+    }
+    // A signed-only message shows its Subject; an encrypted one shows "[...]" outside.
+    if outer.subject.is_some() && outer.subject != inner.subject {
+        out.push(mismatch("Subject"));
+    }
+    let hints = [
+        (
+            "Mail-A2A-Binding",
+            &outer.hints.binding,
+            &inner.hints.binding,
+        ),
+        (
+            "Mail-A2A-Operation",
+            &outer.hints.operation,
+            &inner.hints.operation,
+        ),
+        ("Mail-A2A-Kind", &outer.hints.kind, &inner.hints.kind),
+        (
+            "Mail-A2A-Correlation-ID",
+            &outer.hints.correlation_id,
+            &inner.hints.correlation_id,
+        ),
+        (
+            "Mail-A2A-Sequence",
+            &outer.hints.sequence,
+            &inner.hints.sequence,
+        ),
+        ("Mail-A2A-Final", &outer.hints.final_, &inner.hints.final_),
+    ];
+    for (name, o, i) in hints {
+        if o.is_some() && o != i {
+            out.push(mismatch(name));
+        }
+    }
+    out
+}
+
+impl Opener for Smime<'_> {
+    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        let outer = read_outer(raw, &policy.limits)?;
+        let protocol = outer.param("protocol").map(str::to_ascii_lowercase);
+        if outer.media_type != "multipart/signed"
+            || !matches!(
+                protocol.as_deref(),
+                Some("application/pkcs7-signature" | "application/x-pkcs7-signature")
+            )
+        {
+            return Err(SmimeError::Malformed(format!(
+                "{} is not an S/MIME signed message",
+                outer.media_type
+            ))
+            .into());
+        }
+        let [content, sig] = outer.parts.as_slice() else {
+            return Err(SmimeError::Malformed(
+                "multipart/signed must have exactly two parts".into(),
+            )
+            .into());
+        };
+        if !matches!(
+            sig.media_type.as_str(),
+            "application/pkcs7-signature" | "application/x-pkcs7-signature"
+        ) {
+            return Err(
+                SmimeError::Malformed("the second part is not a PKCS#7 signature".into()).into(),
+            );
+        }
+        let cms = sig
+            .decoded()
+            .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+        let verified = signed_data::verify_detached(&cms, &content.entity)?;
+
+        // Only now is the content authentic: read it as the inner MailA2A message.
+        let inner = MailA2aMessage::parse(&content.entity, &policy.limits)?;
+        let mut violations = inner.check(&ValidationContext::new(Some(Profile::Smime)));
+        violations.extend(compare_outer(&outer.headers, &inner.headers));
+        if !violations.is_empty() {
+            return Err(OpenError::Invalid(violations));
+        }
+
+        // The certificate is authenticated (pinned or chained) before anything in it,
+        // such as its addresses, is believed.
+        let at = verified
+            .signing_time
+            .unwrap_or_else(OffsetDateTime::now_utc);
+        let from = inner
+            .headers
+            .from
+            .as_ref()
+            .map(|m| m.normalized())
+            .unwrap_or_default();
+        let anchors = certs(self.store.trust_anchors().map_err(key_store)?);
+        let pinned: Vec<Vec<u8>> = self
+            .store
+            .certificates_for(&from)
+            .map_err(key_store)?
+            .into_iter()
+            .map(|c| c.der)
+            .collect();
+        match certificate::trust(&verified.cert, &verified.carried, &anchors, &pinned, at) {
+            Trust::Pinned | Trust::Anchored => {}
+            Trust::Broken => {
+                return Err(SmimeError::Certificate(
+                    "the signer certificate does not verify under its issuer (altered)".into(),
+                )
+                .into());
+            }
+            Trust::Unknown => {
+                return Err(OpenError::NoUsableKey(format!(
+                    "the signature verifies but the signer certificate for {from} is self-signed or unknown: import it or its CA (--trusted)"
+                )));
+            }
+        }
+        certificate::check_signer_usage(&verified.cert, at)?;
+        let emails = addresses_of(&verified.cert);
+        if !emails.contains(&from) {
+            return Err(OpenError::Binding(format!(
+                "the signer's certificate does not name the sender {from}"
+            )));
+        }
+        if !policy.our_addresses.is_empty() {
+            let ours: Vec<String> = policy
+                .our_addresses
+                .iter()
+                .map(|a| a.to_ascii_lowercase())
+                .collect();
+            let listed = inner
+                .headers
+                .to
+                .iter()
+                .chain(&inner.headers.cc)
+                .any(|m| ours.contains(&m.normalized()));
+            if !listed {
+                return Err(OpenError::Binding(
+                    "we are not a protected recipient (forwarded message)".into(),
+                ));
+            }
+        }
+        let env = inner.envelope();
+        let effectful = env.kind() == Some(crate::envelope::Kind::Request)
+            && env.operation().is_some_and(|o| o.is_effectful());
+        let required = policy.minimum_for(&from);
+        if effectful && required > Protection::Signed {
+            return Err(OpenError::Downgrade {
+                peer: from,
+                operation: env
+                    .operation()
+                    .map(|o| o.as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+                required,
+                got: Protection::Signed,
+            });
+        }
+        let fingerprint = crate::keystore::fingerprint(
+            verified
+                .cert
+                .tbs_certificate()
+                .subject_public_key_info()
+                .subject_public_key
+                .raw_bytes(),
+        );
+        let mut protected_headers = vec![
+            "From",
+            "To",
+            "Cc",
+            "Date",
+            "Message-ID",
+            "In-Reply-To",
+            "References",
+            "Subject",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+        protected_headers.extend(inner.headers.hints.iter().map(|(n, _)| n.to_string()));
+        Ok(Opened {
+            message: inner,
+            verdict: Verdict {
+                profile: Some(Profile::Smime),
+                protection: Protection::Signed,
+                signer: Some(SignerIdentity::Certificate {
+                    fingerprint,
+                    emails,
+                    trusted: true,
+                }),
+                protected_headers,
+                outer_headers_matched: true,
+                algorithm: Some(verified.algorithm.to_string()),
+            },
+        })
+    }
+}
+
+fn key_store(e: crate::keystore::KeyStoreError) -> OpenError {
+    OpenError::NoUsableKey(e.to_string())
+}
+
+fn certs(stored: Vec<StoredCertificate>) -> Vec<Certificate> {
+    stored
+        .iter()
+        .filter_map(|c| Certificate::from_der(&c.der).ok())
+        .collect()
+}
