@@ -497,6 +497,8 @@ pub(crate) struct Outer {
     pub media_type: String,
     pub params: Vec<(String, String)>,
     pub parts: Vec<OuterPart>,
+    /// The whole entity when it is not a multipart (`application/pkcs7-mime`).
+    pub single: Option<OuterPart>,
 }
 
 impl Outer {
@@ -523,6 +525,15 @@ pub(crate) fn read_outer(raw: &[u8], limits: &Limits) -> Result<Outer, MessageEr
         })
         .unwrap_or_default();
     let mut parts = Vec::new();
+    let mut single = None;
+    if !matches!(root.body, PartType::Multipart(_)) {
+        single = Some(OuterPart {
+            media_type: media_type(root.content_type()),
+            entity: raw.to_vec(),
+            body: body_bytes(raw, root).to_vec(),
+            cte: root.content_transfer_encoding().map(str::to_string),
+        });
+    }
     if let PartType::Multipart(children) = &root.body {
         for id in children {
             let Some(p) = msg.part(*id) else { continue };
@@ -541,5 +552,6 @@ pub(crate) fn read_outer(raw: &[u8], limits: &Limits) -> Result<Outer, MessageEr
         media_type: media_type(root.content_type()),
         params,
         parts,
+        single,
     })
 }

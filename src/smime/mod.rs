@@ -259,68 +259,123 @@ fn compare_outer(
     out
 }
 
-impl Opener for Smime<'_> {
-    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+/// A signed entity whose signature verified under a trusted certificate.
+#[derive(Clone, Debug)]
+pub struct SignedEntity {
+    /// The signed MIME entity, exactly as signed.
+    pub entity: Vec<u8>,
+    /// The signer.
+    pub signer: SignerIdentity,
+    /// The signature algorithm.
+    pub algorithm: &'static str,
+    /// signingTime, when signed.
+    pub signing_time: Option<OffsetDateTime>,
+}
+
+impl Smime<'_> {
+    /// Verifies the S/MIME signature of `raw` (`multipart/signed`, or opaque
+    /// `signed-data`) and the signer's certificate (pinned in the store, or chaining to
+    /// a trust anchor; usable for email signatures at the signing time), and returns
+    /// the signed entity. It does not read the entity as MailA2A: [`Opener::open`] does.
+    pub fn verified_entity(
+        &self,
+        raw: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<SignedEntity, OpenError> {
+        let (entity, verified) = self.verify(raw, policy)?;
+        let fingerprint = crate::keystore::fingerprint(
+            verified
+                .cert
+                .tbs_certificate()
+                .subject_public_key_info()
+                .subject_public_key
+                .raw_bytes(),
+        );
+        Ok(SignedEntity {
+            entity,
+            signer: SignerIdentity::Certificate {
+                fingerprint,
+                emails: addresses_of(&verified.cert),
+                trusted: true,
+            },
+            algorithm: verified.algorithm,
+            signing_time: verified.signing_time,
+        })
+    }
+
+    fn verify(
+        &self,
+        raw: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<(Vec<u8>, signed_data::VerifiedSignature), OpenError> {
         let outer = read_outer(raw, &policy.limits)?;
         let protocol = outer.param("protocol").map(str::to_ascii_lowercase);
-        if outer.media_type != "multipart/signed"
-            || !matches!(
-                protocol.as_deref(),
-                Some("application/pkcs7-signature" | "application/x-pkcs7-signature")
+        let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
+        let pkcs7 = |t: &str| {
+            matches!(
+                t,
+                "application/pkcs7-signature" | "application/x-pkcs7-signature"
             )
-        {
-            return Err(SmimeError::Malformed(format!(
-                "{} is not an S/MIME signed message",
-                outer.media_type
-            ))
-            .into());
-        }
-        let [content, sig] = outer.parts.as_slice() else {
-            return Err(SmimeError::Malformed(
-                "multipart/signed must have exactly two parts".into(),
-            )
-            .into());
         };
-        if !matches!(
-            sig.media_type.as_str(),
-            "application/pkcs7-signature" | "application/x-pkcs7-signature"
-        ) {
-            return Err(
-                SmimeError::Malformed("the second part is not a PKCS#7 signature".into()).into(),
-            );
-        }
-        let cms = sig
-            .decoded()
-            .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-        let verified = signed_data::verify_detached(&cms, &content.entity)?;
-
-        // Only now is the content authentic: read it as the inner MailA2A message.
-        let inner = MailA2aMessage::parse(&content.entity, &policy.limits)?;
-        let mut violations = inner.check(&ValidationContext::new(Some(Profile::Smime)));
-        violations.extend(compare_outer(&outer.headers, &inner.headers));
-        if !violations.is_empty() {
-            return Err(OpenError::Invalid(violations));
-        }
+        let (entity, verified) =
+            if outer.media_type == "multipart/signed" && protocol.as_deref().is_some_and(pkcs7) {
+                let [content, sig] = outer.parts.as_slice() else {
+                    return Err(SmimeError::Malformed(
+                        "multipart/signed must have exactly two parts".into(),
+                    )
+                    .into());
+                };
+                if !pkcs7(&sig.media_type) {
+                    return Err(SmimeError::Malformed(
+                        "the second part is not a PKCS#7 signature".into(),
+                    )
+                    .into());
+                }
+                let cms = sig
+                    .decoded()
+                    .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+                // RFC 8551 3.1.1: the signature covers the canonical (CRLF) form; mail
+                // stored with bare LF line ends is canonicalised before the digest.
+                let entity = canonical_crlf(&content.entity);
+                let verified = signed_data::verify_detached(&cms, &entity)?;
+                (entity, verified)
+            } else if matches!(
+                outer.media_type.as_str(),
+                "application/pkcs7-mime" | "application/x-pkcs7-mime"
+            ) && smime_type.as_deref() == Some("signed-data")
+            {
+                let single = outer
+                    .single
+                    .as_ref()
+                    .ok_or_else(|| SmimeError::Malformed("empty signed-data".into()))?;
+                let cms = single
+                    .decoded()
+                    .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+                signed_data::verify_encapsulated(&cms)?
+            } else {
+                return Err(SmimeError::Malformed(format!(
+                    "{} is not an S/MIME signed message",
+                    outer.media_type
+                ))
+                .into());
+            };
 
         // The certificate is authenticated (pinned or chained) before anything in it,
         // such as its addresses, is believed.
         let at = verified
             .signing_time
             .unwrap_or_else(OffsetDateTime::now_utc);
-        let from = inner
-            .headers
-            .from
-            .as_ref()
-            .map(|m| m.normalized())
-            .unwrap_or_default();
         let anchors = certs(self.store.trust_anchors().map_err(key_store)?);
-        let pinned: Vec<Vec<u8>> = self
-            .store
-            .certificates_for(&from)
-            .map_err(key_store)?
-            .into_iter()
-            .map(|c| c.der)
-            .collect();
+        let mut pinned = Vec::new();
+        for email in addresses_of(&verified.cert) {
+            pinned.extend(
+                self.store
+                    .certificates_for(&email)
+                    .map_err(key_store)?
+                    .into_iter()
+                    .map(|c| c.der),
+            );
+        }
         match certificate::trust(&verified.cert, &verified.carried, &anchors, &pinned, at) {
             Trust::Pinned | Trust::Anchored => {}
             Trust::Broken => {
@@ -330,12 +385,33 @@ impl Opener for Smime<'_> {
                 .into());
             }
             Trust::Unknown => {
-                return Err(OpenError::NoUsableKey(format!(
-                    "the signature verifies but the signer certificate for {from} is self-signed or unknown: import it or its CA (--trusted)"
-                )));
+                return Err(OpenError::NoUsableKey(
+                    "the signature verifies but the signer certificate is self-signed or unknown: import it or its CA (--trusted)".into(),
+                ));
             }
         }
         certificate::check_signer_usage(&verified.cert, at)?;
+        Ok((entity, verified))
+    }
+}
+
+impl Opener for Smime<'_> {
+    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        let (entity, verified) = self.verify(raw, policy)?;
+        // Only now is the content authentic: read it as the inner MailA2A message.
+        let outer = read_outer(raw, &policy.limits)?;
+        let inner = MailA2aMessage::parse(&entity, &policy.limits)?;
+        let mut violations = inner.check(&ValidationContext::new(Some(Profile::Smime)));
+        violations.extend(compare_outer(&outer.headers, &inner.headers));
+        if !violations.is_empty() {
+            return Err(OpenError::Invalid(violations));
+        }
+        let from = inner
+            .headers
+            .from
+            .as_ref()
+            .map(|m| m.normalized())
+            .unwrap_or_default();
         let emails = addresses_of(&verified.cert);
         if !emails.contains(&from) {
             return Err(OpenError::Binding(format!(
@@ -384,7 +460,7 @@ impl Opener for Smime<'_> {
                 .subject_public_key
                 .raw_bytes(),
         );
-        let mut protected_headers = vec![
+        let mut protected_headers: Vec<String> = [
             "From",
             "To",
             "Cc",
@@ -396,7 +472,7 @@ impl Opener for Smime<'_> {
         ]
         .into_iter()
         .map(String::from)
-        .collect::<Vec<_>>();
+        .collect();
         protected_headers.extend(inner.headers.hints.iter().map(|(n, _)| n.to_string()));
         Ok(Opened {
             message: inner,
@@ -414,6 +490,31 @@ impl Opener for Smime<'_> {
             },
         })
     }
+}
+
+/// Bare LF (and bare CR) become CRLF; CRLF stays.
+fn canonical_crlf(entity: &[u8]) -> Vec<u8> {
+    if !entity.iter().enumerate().any(|(i, &b)| {
+        (b == b'\n' && (i == 0 || entity[i - 1] != b'\r'))
+            || (b == b'\r' && entity.get(i + 1) != Some(&b'\n'))
+    }) {
+        return entity.to_vec();
+    }
+    let mut out = Vec::with_capacity(entity.len() + entity.len() / 32);
+    let mut i = 0;
+    while i < entity.len() {
+        match entity[i] {
+            b'\r' if entity.get(i + 1) == Some(&b'\n') => {
+                out.extend_from_slice(b"\r\n");
+                i += 2;
+                continue;
+            }
+            b'\r' | b'\n' => out.extend_from_slice(b"\r\n"),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    out
 }
 
 fn key_store(e: crate::keystore::KeyStoreError) -> OpenError {

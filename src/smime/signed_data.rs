@@ -440,6 +440,31 @@ pub(crate) fn verify_detached(
     verify_signed_data(&sd, content)
 }
 
+/// Verifies an encapsulating SignedData (DER ContentInfo, opaque `signed-data`) and
+/// returns its content with the verified signer.
+pub(crate) fn verify_encapsulated(
+    cms_der: &[u8],
+) -> Result<(Vec<u8>, VerifiedSignature), SmimeError> {
+    let info = ContentInfo::from_der(cms_der).map_err(malformed("ContentInfo"))?;
+    if info.content_type != ID_SIGNED_DATA {
+        return Err(SmimeError::Malformed(format!(
+            "content type {} is not signed-data",
+            info.content_type
+        )));
+    }
+    let sd: SignedData = info.content.decode_as().map_err(malformed("SignedData"))?;
+    let content = sd
+        .encap_content_info
+        .econtent
+        .as_ref()
+        .ok_or_else(|| SmimeError::Malformed("signed-data without content".into()))?
+        .decode_as::<OctetString>()
+        .map_err(malformed("encapsulated content"))?
+        .into_bytes();
+    let verified = verify_signed_data(&sd, &content)?;
+    Ok((content.into_vec(), verified))
+}
+
 /// Verifies SignedData over `content` (detached, or the encapsulated content when the
 /// caller extracted it).
 pub(crate) fn verify_signed_data(
