@@ -48,6 +48,49 @@ fn readme_command_line_example_runs() {
 }
 
 #[test]
+fn readme_smime_example_runs() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split("## Command line")
+        .nth(1)
+        .unwrap()
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    let (first, smime) = (blocks[0], blocks[1]);
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = common::bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // The S/MIME block reuses envelope.json from the first block.
+    let script = format!("{first}\n{smime}");
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env(
+            "FIXTURES",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures"),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("Verification successful"), "{stderr}");
+    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(verdict["profile"], "smime");
+    assert_eq!(verdict["protection"], "Signed");
+}
+
+#[test]
 fn demo_runs() {
     let out = common::run(&["demo"], b"");
     let stdout = String::from_utf8_lossy(&out.stdout);

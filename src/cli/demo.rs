@@ -6,8 +6,10 @@ use crate::envelope::{next_event, Envelope, Kind, Operation};
 use crate::error::{Classify, ExitCode};
 use crate::keystore::{DirectoryStore, KeyStore};
 use crate::message::{Attachment, Limits, MailA2aMessage};
+use crate::profile::Profile;
 use crate::replay::{MemoryReplayStore, ReplayKey, ReplayStore};
-use crate::seal::{OpenPolicy, Opener};
+use crate::seal::{OpenPolicy, Opener, SealOptions, Sealer};
+use crate::smime::Smime;
 
 const ALICE_CERT: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/alice.sign.crt");
 const ALICE_KEY: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/alice.sign.key");
@@ -65,11 +67,7 @@ pub(super) fn run() -> CliResult {
             {"url": "cid:report-1@example.net", "mediaType": "text/csv", "filename": "report.csv"}
         ]}}),
     );
-    let mut request = MailA2aMessage::new(
-        "client-agent@example.net",
-        &["research-bot@example.com"],
-        env,
-    );
+    let mut request = MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env);
     request.text = Some("Machine-readable A2A request attached.".into());
     request.attachments.push(Attachment {
         content_id: "report-1@example.net".into(),
@@ -97,7 +95,45 @@ pub(super) fn run() -> CliResult {
         Ok(_) => return Err(fail("open", "an unsigned effectful request was accepted")),
     }
 
-    step(4, "a read-only tasks/get opens unprotected and reports so");
+    step(
+        4,
+        "S/MIME: Alice signs the request; it verifies and opens, a flipped byte does not",
+    );
+    let mut opts = SealOptions::new(Profile::Smime);
+    opts.sign_only = true;
+    let smime = Smime::new(&store);
+    let signed = smime.seal(&reparsed, &opts).map_err(|e| fail("seal", e))?;
+    let opened = Dispatcher::with_store(&store)
+        .open(&signed, &OpenPolicy::default())
+        .map_err(|e| fail("open signed", e))?;
+    println!(
+        "    {} bytes signed; opened: profile {:?}, protection {:?}, algorithm {}, signer {}",
+        signed.len(),
+        opened.verdict.profile.map(|p| p.token()),
+        opened.verdict.protection,
+        opened.verdict.algorithm.as_deref().unwrap_or("-"),
+        opened
+            .verdict
+            .signer
+            .as_ref()
+            .map(|s| s.replay_id())
+            .unwrap_or_default()
+            .chars()
+            .take(24)
+            .collect::<String>()
+    );
+    let mut tampered = signed.clone();
+    let at = tampered.len() / 2;
+    tampered[at] ^= 0x01;
+    match Dispatcher::with_store(&store).open(&tampered, &OpenPolicy::default()) {
+        Err(e) => println!(
+            "    one flipped byte: refused (exit {}): {e}",
+            e.exit_code().as_u8()
+        ),
+        Ok(_) => return Err(fail("open", "a tampered message was accepted")),
+    }
+
+    step(5, "a read-only tasks/get opens unprotected and reports so");
     let mut get = Envelope::new(Kind::Request, Operation::TasksGet, "demo-get-1");
     get.set("correlationId", "demo-exchange-2");
     get.set("payload", &serde_json::json!({"id": "task-42"}));
@@ -108,17 +144,17 @@ pub(super) fn run() -> CliResult {
     )
     .to_rfc5322()
     .map_err(|e| fail("compose", e))?;
-    let opened = Dispatcher::new()
+    let opened_get = Dispatcher::new()
         .open(&get_bytes, &OpenPolicy::default())
         .map_err(|e| fail("open", e))?;
     println!(
         "    opened: protection {:?}, envelope {}",
-        opened.verdict.protection,
-        String::from_utf8_lossy(opened.message.envelope_bytes())
+        opened_get.verdict.protection,
+        String::from_utf8_lossy(opened_get.message.envelope_bytes())
     );
 
     step(
-        5,
+        6,
         "the agent answers with a stream of events in the request's thread",
     );
     let states = [
@@ -141,8 +177,7 @@ pub(super) fn run() -> CliResult {
             "payload",
             &serde_json::json!({"statusUpdate": {"taskId": "task-42", "contextId": "ctx-1", "status": {"state": state}}}),
         );
-        let mut m =
-            MailA2aMessage::new("research-bot@example.com", &["client-agent@example.net"], e);
+        let mut m = MailA2aMessage::new("bob@smime.example", &["alice@smime.example"], e);
         m.in_reply_to(&request.headers);
         let bytes = m.to_rfc5322().map_err(|e| fail("compose event", e))?;
         let (parsed, v) = crate::message::validate_message(&bytes, &Limits::default())
@@ -163,7 +198,7 @@ pub(super) fn run() -> CliResult {
     );
 
     step(
-        6,
+        7,
         "an outer hint that lies about the protected envelope is refused",
     );
     let forged = String::from_utf8_lossy(&request_bytes).replace(
@@ -174,11 +209,17 @@ pub(super) fn run() -> CliResult {
     println!("    {line} (valid={ok})");
 
     step(
-        7,
+        8,
         "replay state: redelivery is a duplicate, same messageId with other bytes a conflict",
     );
     let replay = MemoryReplayStore::default();
-    let key = ReplayKey::new("x509:alice", reparsed.envelope(), reparsed.content_digest());
+    let signer = opened
+        .verdict
+        .signer
+        .as_ref()
+        .map(|s| s.replay_id())
+        .unwrap_or_default();
+    let key = ReplayKey::new(&signer, opened.envelope(), opened.message.content_digest());
     println!("    first delivery: {:?}", replay.check_and_record(&key));
     println!("    SMTP redelivery: {:?}", replay.check_and_record(&key));
     let mut altered = key.clone();
@@ -188,8 +229,8 @@ pub(super) fn run() -> CliResult {
         replay.check_and_record(&altered)
     );
 
-    step(8, "protection profiles");
-    println!("    smime, openpgp, mls: not in this build yet (see the open issues); opening such a message says so");
+    step(9, "protection profiles in this build");
+    println!("    smime: signed (multipart/signed, signed-data); S/MIME encryption, openpgp and mls: not yet");
     println!("\ndemo finished: every step behaved as the MailA2A binding requires");
     Ok(())
 }
