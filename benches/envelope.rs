@@ -51,7 +51,7 @@ fn bench(c: &mut Criterion) {
     ];
     for (name, msg) in cases {
         let bytes = msg.to_rfc5322().unwrap();
-        let mut g = c.benchmark_group(format!("envelope/{name}"));
+        let mut g = c.benchmark_group(format!("envelope_{name}"));
         g.throughput(Throughput::Bytes(bytes.len() as u64));
         g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| {
             b.iter(|| {

@@ -1,0 +1,129 @@
+//! S/MIME signing and opening (signed-only: what the profile does today), against
+//! OpenSSL's own CMS in the same process (`CMS_sign` / `CMS_verify`, detached, binary,
+//! over the same inner entity) and against the raw primitives (SHA-256 over the entity
+//! plus one RSA-2048 PKCS#1 signature or verification with aws-lc-rs).
+//!
+//! Signer: the RFC 9216 Alice identity (RSA-2048) from `keys-fixtures/`.
+
+mod common;
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{self, KeyPair, RsaKeyPair, UnparsedPublicKey};
+use criterion::{BenchmarkId, Criterion, Throughput};
+use mailseal::envelope::{Envelope, Kind, Operation};
+use mailseal::keystore::{DirectoryStore, KeyStore};
+use mailseal::message::MailA2aMessage;
+use mailseal::seal::{OpenPolicy, Opener, SealOptions, Sealer};
+use mailseal::smime::Smime;
+use mailseal::Profile;
+use openssl::cms::{CMSOptions, CmsContentInfo};
+use openssl::pkey::PKey;
+use openssl::stack::Stack;
+use openssl::x509::store::X509StoreBuilder;
+use openssl::x509::X509;
+use std::hint::black_box;
+
+const FX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures/rfc9216/");
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{FX}{name}")).unwrap()
+}
+
+fn message(text_len: usize) -> MailA2aMessage {
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "bench-1");
+    env.set("correlationId", "corr-1");
+    env.set("idempotencyKey", "idem-1");
+    let text: String = "lorem ipsum dolor sit amet ".chars().cycle().take(text_len).collect();
+    env.set(
+        "payload",
+        &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}}),
+    );
+    MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env)
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+    store.import(&fixture("alice.sign.crt"), "crt", false).unwrap();
+    store.import(&fixture("alice.sign.key"), "key", false).unwrap();
+    store.import(&fixture("ca.rsa.crt"), "ca", true).unwrap();
+    let smime = Smime::new(&store);
+    let mut opts = SealOptions::new(Profile::Smime);
+    opts.sign_only = true;
+    let policy = OpenPolicy::default();
+
+    let cert = X509::from_pem(&fixture("alice.sign.crt")).unwrap();
+    let ca = X509::from_pem(&fixture("ca.rsa.crt")).unwrap();
+    let pkey = PKey::private_key_from_pem(&fixture("alice.sign.key")).unwrap();
+    let mut sb = X509StoreBuilder::new().unwrap();
+    sb.add_cert(ca).unwrap();
+    let trust = sb.build();
+    let no_certs: Stack<X509> = Stack::new().unwrap();
+    let flags = CMSOptions::DETACHED | CMSOptions::BINARY;
+
+    let pkcs8 = {
+        let pem = String::from_utf8(fixture("alice.sign.key")).unwrap();
+        let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64).unwrap()
+    };
+    let raw_key = RsaKeyPair::from_pkcs8(&pkcs8).unwrap();
+    let rng = SystemRandom::new();
+
+    for (name, len) in [("2KiB", 1500usize), ("1MiB", 1 << 20)] {
+        let msg = message(len);
+        let entity = msg.to_inner_entity(false).unwrap();
+        let sealed = smime.seal(&msg, &opts).unwrap();
+        let ossl_sig = CmsContentInfo::sign(Some(&cert), Some(&pkey), None, Some(&entity), flags).unwrap().to_der().unwrap();
+        let mut raw_sig = vec![0u8; raw_key.public_modulus_len()];
+        raw_key.sign(&signature::RSA_PKCS1_SHA256, &rng, &entity, &mut raw_sig).unwrap();
+        let public = raw_key.public_key().as_ref().to_vec();
+
+        let mut g = c.benchmark_group(format!("smime_sign_{name}"));
+        g.throughput(Throughput::Bytes(entity.len() as u64));
+        g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| b.iter(|| smime.seal(black_box(&msg), &opts).unwrap()));
+        g.bench_function(BenchmarkId::from_parameter("openssl-cms"), |b| {
+            b.iter(|| CmsContentInfo::sign(Some(&cert), Some(&pkey), None, Some(black_box(&entity)), flags).unwrap().to_der().unwrap())
+        });
+        g.bench_function(BenchmarkId::from_parameter("raw-primitives"), |b| {
+            b.iter(|| {
+                let mut sig = vec![0u8; raw_key.public_modulus_len()];
+                raw_key.sign(&signature::RSA_PKCS1_SHA256, &rng, black_box(&entity), &mut sig).unwrap();
+                sig
+            })
+        });
+        g.finish();
+
+        let mut g = c.benchmark_group(format!("smime_open_{name}"));
+        g.throughput(Throughput::Bytes(entity.len() as u64));
+        g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| b.iter(|| smime.open(black_box(&sealed), &policy).unwrap()));
+        g.bench_function(BenchmarkId::from_parameter("openssl-cms"), |b| {
+            b.iter(|| {
+                let mut cms = CmsContentInfo::from_der(black_box(&ossl_sig)).unwrap();
+                cms.verify(Some(&no_certs), Some(&trust), Some(&entity), None, CMSOptions::BINARY).unwrap();
+            })
+        });
+        g.bench_function(BenchmarkId::from_parameter("raw-primitives"), |b| {
+            b.iter(|| {
+                UnparsedPublicKey::new(&signature::RSA_PKCS1_2048_8192_SHA256, &public)
+                    .verify(black_box(&entity), &raw_sig)
+                    .unwrap()
+            })
+        });
+        g.finish();
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    bench(&mut c);
+    c.final_summary();
+    let mut rows = Vec::new();
+    for op in ["sign", "open"] {
+        for size in ["2KiB", "1MiB"] {
+            let group: &'static str = Box::leak(format!("smime_{op}_{size}").into_boxed_str());
+            rows.push((group, "mailseal", "openssl-cms"));
+            rows.push((group, "mailseal", "raw-primitives"));
+        }
+    }
+    common::print_ratios(&rows);
+}
