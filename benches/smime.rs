@@ -33,7 +33,11 @@ fn message(text_len: usize) -> MailA2aMessage {
     let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "bench-1");
     env.set("correlationId", "corr-1");
     env.set("idempotencyKey", "idem-1");
-    let text: String = "lorem ipsum dolor sit amet ".chars().cycle().take(text_len).collect();
+    let text: String = "lorem ipsum dolor sit amet "
+        .chars()
+        .cycle()
+        .take(text_len)
+        .collect();
     env.set(
         "payload",
         &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}}),
@@ -44,8 +48,12 @@ fn message(text_len: usize) -> MailA2aMessage {
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let store = DirectoryStore::open(dir.path().join("s")).unwrap();
-    store.import(&fixture("alice.sign.crt"), "crt", false).unwrap();
-    store.import(&fixture("alice.sign.key"), "key", false).unwrap();
+    store
+        .import(&fixture("alice.sign.crt"), "crt", false)
+        .unwrap();
+    store
+        .import(&fixture("alice.sign.key"), "key", false)
+        .unwrap();
     store.import(&fixture("ca.rsa.crt"), "ca", true).unwrap();
     let smime = Smime::new(&store);
     let mut opts = SealOptions::new(Profile::Smime);
@@ -73,21 +81,46 @@ fn bench(c: &mut Criterion) {
         let msg = message(len);
         let entity = msg.to_inner_entity(false).unwrap();
         let sealed = smime.seal(&msg, &opts).unwrap();
-        let ossl_sig = CmsContentInfo::sign(Some(&cert), Some(&pkey), None, Some(&entity), flags).unwrap().to_der().unwrap();
+        let ossl_sig = CmsContentInfo::sign(Some(&cert), Some(&pkey), None, Some(&entity), flags)
+            .unwrap()
+            .to_der()
+            .unwrap();
         let mut raw_sig = vec![0u8; raw_key.public_modulus_len()];
-        raw_key.sign(&signature::RSA_PKCS1_SHA256, &rng, &entity, &mut raw_sig).unwrap();
+        raw_key
+            .sign(&signature::RSA_PKCS1_SHA256, &rng, &entity, &mut raw_sig)
+            .unwrap();
         let public = raw_key.public_key().as_ref().to_vec();
 
         let mut g = c.benchmark_group(format!("smime_sign_{name}"));
         g.throughput(Throughput::Bytes(entity.len() as u64));
-        g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| b.iter(|| smime.seal(black_box(&msg), &opts).unwrap()));
+        g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| {
+            b.iter(|| smime.seal(black_box(&msg), &opts).unwrap())
+        });
         g.bench_function(BenchmarkId::from_parameter("openssl-cms"), |b| {
-            b.iter(|| CmsContentInfo::sign(Some(&cert), Some(&pkey), None, Some(black_box(&entity)), flags).unwrap().to_der().unwrap())
+            b.iter(|| {
+                CmsContentInfo::sign(
+                    Some(&cert),
+                    Some(&pkey),
+                    None,
+                    Some(black_box(&entity)),
+                    flags,
+                )
+                .unwrap()
+                .to_der()
+                .unwrap()
+            })
         });
         g.bench_function(BenchmarkId::from_parameter("raw-primitives"), |b| {
             b.iter(|| {
                 let mut sig = vec![0u8; raw_key.public_modulus_len()];
-                raw_key.sign(&signature::RSA_PKCS1_SHA256, &rng, black_box(&entity), &mut sig).unwrap();
+                raw_key
+                    .sign(
+                        &signature::RSA_PKCS1_SHA256,
+                        &rng,
+                        black_box(&entity),
+                        &mut sig,
+                    )
+                    .unwrap();
                 sig
             })
         });
@@ -95,11 +128,20 @@ fn bench(c: &mut Criterion) {
 
         let mut g = c.benchmark_group(format!("smime_open_{name}"));
         g.throughput(Throughput::Bytes(entity.len() as u64));
-        g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| b.iter(|| smime.open(black_box(&sealed), &policy).unwrap()));
+        g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| {
+            b.iter(|| smime.open(black_box(&sealed), &policy).unwrap())
+        });
         g.bench_function(BenchmarkId::from_parameter("openssl-cms"), |b| {
             b.iter(|| {
                 let mut cms = CmsContentInfo::from_der(black_box(&ossl_sig)).unwrap();
-                cms.verify(Some(&no_certs), Some(&trust), Some(&entity), None, CMSOptions::BINARY).unwrap();
+                cms.verify(
+                    Some(&no_certs),
+                    Some(&trust),
+                    Some(&entity),
+                    None,
+                    CMSOptions::BINARY,
+                )
+                .unwrap();
             })
         });
         g.bench_function(BenchmarkId::from_parameter("raw-primitives"), |b| {

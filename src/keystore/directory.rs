@@ -276,6 +276,14 @@ impl KeyStore for DirectoryStore {
         self.certs_in("anchors")
     }
 
+    fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        Ok(self
+            .certs_in("certs")?
+            .into_iter()
+            .filter(|c| self.has_key(&c.fingerprint))
+            .collect())
+    }
+
     fn private_key(&self, fpr: &str) -> Result<Option<SecretKey>, KeyStoreError> {
         if !fpr.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(None);

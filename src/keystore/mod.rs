@@ -229,6 +229,8 @@ pub trait KeyStore {
     fn certificates_for(&self, email: &str) -> Result<Vec<StoredCertificate>, KeyStoreError>;
     /// The trust anchors.
     fn trust_anchors(&self) -> Result<Vec<StoredCertificate>, KeyStoreError>;
+    /// Our own certificates: those whose private key the store holds.
+    fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError>;
     /// The private key matching a certificate's fingerprint, if held.
     fn private_key(&self, fingerprint: &str) -> Result<Option<SecretKey>, KeyStoreError>;
 }

@@ -13,7 +13,7 @@ mod transfer;
 
 pub(crate) use compose::with_body;
 pub use limits::Limits;
-pub(crate) use parse::read_outer;
+pub(crate) use parse::{read_outer, Outer};
 pub use parse::{structure, PartInfo};
 
 use time::OffsetDateTime;

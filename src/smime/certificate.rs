@@ -59,6 +59,30 @@ pub(crate) fn check_signer_usage(cert: &Certificate, at: OffsetDateTime) -> Resu
     Ok(())
 }
 
+/// A recipient certificate may receive encrypted email at `at`: validity, key usage
+/// (keyEncipherment) and extended key usage (emailProtection) when present.
+pub(crate) fn usable_for_encryption(cert: &Certificate, at: OffsetDateTime) -> bool {
+    if !valid_at(cert, at) {
+        return false;
+    }
+    let tbs = cert.tbs_certificate();
+    if let Ok(Some((_, ku))) = tbs.get_extension::<KeyUsage>() {
+        if !ku.0.contains(KeyUsages::KeyEncipherment) {
+            return false;
+        }
+    }
+    if let Ok(Some((_, eku))) = tbs.get_extension::<ExtendedKeyUsage>() {
+        if !eku
+            .0
+            .iter()
+            .any(|o| *o == EMAIL_PROTECTION || *o == ANY_EKU)
+        {
+            return false;
+        }
+    }
+    true
+}
+
 /// `child` is signed by `issuer`'s key and names it as its issuer.
 fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
     if child.tbs_certificate().issuer() != issuer.tbs_certificate().subject() {

@@ -7,6 +7,7 @@
 //! (AuthEnvelopedData) is not built yet: sealing without `sign_only` says so.
 
 mod certificate;
+mod enveloped;
 mod oids;
 mod signed_data;
 
@@ -46,6 +47,10 @@ pub enum SmimeError {
     /// The signature does not verify.
     #[error("the signature does not verify")]
     BadSignature,
+    /// The content key or the content does not decrypt and authenticate (RSA-OAEP or
+    /// the AES-GCM tag failed).
+    #[error("the encrypted content does not decrypt and authenticate")]
+    Undecryptable,
     /// The signer's certificate is not valid or not for email signatures.
     #[error("{0}")]
     Certificate(String),
@@ -113,15 +118,54 @@ fn outer_hints(msg: &MailA2aMessage, opts: &SealOptions) -> Hints {
     }
 }
 
+impl Smime<'_> {
+    /// One usable encryption certificate for each of `addresses`.
+    fn recipient_certificates(&self, addresses: &[String]) -> Result<Vec<Certificate>, SealError> {
+        let now = OffsetDateTime::now_utc();
+        let mut out: Vec<Certificate> = Vec::new();
+        for address in addresses {
+            let usable = self
+                .store
+                .certificates_for(address)?
+                .into_iter()
+                .filter_map(|c| Certificate::from_der(&c.der).ok())
+                .find(|c| {
+                    certificate::usable_for_encryption(c, now)
+                        && c.tbs_certificate().subject_public_key_info().algorithm.oid
+                            == oids::RSA_ENCRYPTION
+                });
+            match usable {
+                Some(c) if !out.contains(&c) => out.push(c),
+                Some(_) => {}
+                None => {
+                    return Err(SealError::NoRecipientKey {
+                        address: address.clone(),
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// (certificate, private key) pairs of ours that can decrypt.
+    fn decryption_keys(&self) -> Result<Vec<(Certificate, crate::keystore::SecretKey)>, OpenError> {
+        let mut out = Vec::new();
+        for c in self.store.own_certificates().map_err(key_store)? {
+            let Ok(cert) = Certificate::from_der(&c.der) else {
+                continue;
+            };
+            if let Some(key) = self.store.private_key(&c.fingerprint).map_err(key_store)? {
+                out.push((cert, key));
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Sealer for Smime<'_> {
     fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
         if opts.profile != Profile::Smime {
             return Err(SealError::ProfileUnavailable(opts.profile));
-        }
-        if !opts.sign_only {
-            return Err(SealError::NotYetSupported(
-                "S/MIME sign-and-encrypt (AuthEnvelopedData) is not built yet; use sign-only",
-            ));
         }
         let violations = plain.check(&ValidationContext::new(Some(Profile::Smime)));
         if !violations.is_empty() {
@@ -134,7 +178,22 @@ impl Sealer for Smime<'_> {
             .map(|m| m.address.clone())
             .unwrap_or_default();
         let (cert, key) = self.signing_identity(&from)?;
-        let inner = plain.to_inner_entity(false)?;
+        let encrypt = !opts.sign_only;
+        // Recipients first: a message that cannot reach every recipient is not signed.
+        let recipients = if encrypt {
+            let mut addresses: Vec<String> = plain
+                .headers
+                .to
+                .iter()
+                .chain(&plain.headers.cc)
+                .map(|m| m.address.clone())
+                .collect();
+            addresses.push(from.clone()); // the sender can read its own copy
+            self.recipient_certificates(&addresses)?
+        } else {
+            Vec::new()
+        };
+        let inner = plain.to_inner_entity(encrypt)?;
         let cms = signed_data::sign_detached(&inner, &cert, &key, OffsetDateTime::now_utc())
             .map_err(|e| match e {
                 SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => {
@@ -152,8 +211,33 @@ impl Sealer for Smime<'_> {
             cms,
         )
         .attachment("smime.p7s");
-        let body = MimePart::new(top, vec![MimePart::raw(inner), signature]);
-        Ok(with_body(&plain.headers, &outer_hints(plain, opts), body)?)
+        let signed = MimePart::new(top, vec![MimePart::raw(inner), signature]);
+        if !encrypt {
+            return Ok(with_body(
+                &plain.headers,
+                &outer_hints(plain, opts),
+                signed,
+            )?);
+        }
+        let mut signed_entity = Vec::new();
+        signed.write_part(&mut signed_entity);
+        let enveloped = enveloped::encrypt(&signed_entity, &recipients).map_err(|e| match e {
+            SmimeError::UnsupportedAlgorithm(_) | SmimeError::Key(_) => {
+                SealError::Crypto(e.to_string())
+            }
+            other => SealError::Crypto(other.to_string()),
+        })?;
+        let body = MimePart::new(
+            ContentType::new("application/pkcs7-mime")
+                .attribute("smime-type", "authEnveloped-data")
+                .attribute("name", "smime.p7m"),
+            enveloped,
+        )
+        .attachment("smime.p7m");
+        // RFC 9788: an encrypted message shows an obscured Subject.
+        let mut outer = plain.headers.clone();
+        outer.subject = Some("[...]".into());
+        Ok(with_body(&outer, &outer_hints(plain, opts), body)?)
     }
 }
 
@@ -195,6 +279,7 @@ fn mismatch(name: &str) -> Violation {
 fn compare_outer(
     outer: &crate::message::Headers,
     inner: &crate::message::Headers,
+    encrypted: bool,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
     let norm = |m: &Option<crate::message::Mailbox>| m.as_ref().map(|m| m.normalized());
@@ -224,7 +309,7 @@ fn compare_outer(
         out.push(mismatch("Date"));
     }
     // A signed-only message shows its Subject; an encrypted one shows "[...]" outside.
-    if outer.subject.is_some() && outer.subject != inner.subject {
+    if !encrypted && outer.subject.is_some() && outer.subject != inner.subject {
         out.push(mismatch("Subject"));
     }
     let hints = [
@@ -282,7 +367,7 @@ impl Smime<'_> {
         raw: &[u8],
         policy: &OpenPolicy,
     ) -> Result<SignedEntity, OpenError> {
-        let (entity, verified) = self.verify(raw, policy)?;
+        let (entity, verified, _) = self.verify(raw, policy)?;
         let fingerprint = crate::keystore::fingerprint(
             verified
                 .cert
@@ -303,12 +388,12 @@ impl Smime<'_> {
         })
     }
 
-    fn verify(
+    /// The signed entity and its verified signature, from a `multipart/signed` or an
+    /// opaque `signed-data` layer.
+    fn verify_signed(
         &self,
-        raw: &[u8],
-        policy: &OpenPolicy,
+        outer: &crate::message::Outer,
     ) -> Result<(Vec<u8>, signed_data::VerifiedSignature), OpenError> {
-        let outer = read_outer(raw, &policy.limits)?;
         let protocol = outer.param("protocol").map(str::to_ascii_lowercase);
         let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
         let pkcs7 = |t: &str| {
@@ -317,48 +402,97 @@ impl Smime<'_> {
                 "application/pkcs7-signature" | "application/x-pkcs7-signature"
             )
         };
-        let (entity, verified) =
-            if outer.media_type == "multipart/signed" && protocol.as_deref().is_some_and(pkcs7) {
-                let [content, sig] = outer.parts.as_slice() else {
-                    return Err(SmimeError::Malformed(
-                        "multipart/signed must have exactly two parts".into(),
-                    )
-                    .into());
-                };
-                if !pkcs7(&sig.media_type) {
-                    return Err(SmimeError::Malformed(
-                        "the second part is not a PKCS#7 signature".into(),
-                    )
-                    .into());
-                }
-                let cms = sig
-                    .decoded()
-                    .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-                // RFC 8551 3.1.1: the signature covers the canonical (CRLF) form; mail
-                // stored with bare LF line ends is canonicalised before the digest.
-                let entity = canonical_crlf(&content.entity);
-                let verified = signed_data::verify_detached(&cms, &entity)?;
-                (entity, verified)
-            } else if matches!(
-                outer.media_type.as_str(),
-                "application/pkcs7-mime" | "application/x-pkcs7-mime"
-            ) && smime_type.as_deref() == Some("signed-data")
-            {
-                let single = outer
-                    .single
-                    .as_ref()
-                    .ok_or_else(|| SmimeError::Malformed("empty signed-data".into()))?;
-                let cms = single
-                    .decoded()
-                    .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-                signed_data::verify_encapsulated(&cms)?
-            } else {
-                return Err(SmimeError::Malformed(format!(
-                    "{} is not an S/MIME signed message",
-                    outer.media_type
-                ))
+        if outer.media_type == "multipart/signed" && protocol.as_deref().is_some_and(pkcs7) {
+            let [content, sig] = outer.parts.as_slice() else {
+                return Err(SmimeError::Malformed(
+                    "multipart/signed must have exactly two parts".into(),
+                )
                 .into());
             };
+            if !pkcs7(&sig.media_type) {
+                return Err(SmimeError::Malformed(
+                    "the second part is not a PKCS#7 signature".into(),
+                )
+                .into());
+            }
+            let cms = sig
+                .decoded()
+                .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+            // RFC 8551 3.1.1: the signature covers the canonical (CRLF) form; mail
+            // stored with bare LF line ends is canonicalised before the digest.
+            let entity = canonical_crlf(&content.entity);
+            let verified = signed_data::verify_detached(&cms, &entity)?;
+            Ok((entity, verified))
+        } else if matches!(
+            outer.media_type.as_str(),
+            "application/pkcs7-mime" | "application/x-pkcs7-mime"
+        ) && smime_type.as_deref() == Some("signed-data")
+        {
+            let single = outer
+                .single
+                .as_ref()
+                .ok_or_else(|| SmimeError::Malformed("empty signed-data".into()))?;
+            let cms = single
+                .decoded()
+                .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+            Ok(signed_data::verify_encapsulated(&cms)?)
+        } else {
+            Err(OpenError::AuthenticationFailed(format!(
+                "{} is not an S/MIME signed message",
+                outer.media_type
+            )))
+        }
+    }
+
+    /// Decrypts (when encrypted) and verifies; the signed entity, its signature, and
+    /// whether it was encrypted.
+    fn verify(
+        &self,
+        raw: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<(Vec<u8>, signed_data::VerifiedSignature, bool), OpenError> {
+        let outer = read_outer(raw, &policy.limits)?;
+        let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
+        let pkcs7_mime = matches!(
+            outer.media_type.as_str(),
+            "application/pkcs7-mime" | "application/x-pkcs7-mime"
+        );
+        let encrypted = pkcs7_mime
+            && matches!(
+                smime_type.as_deref(),
+                Some("authenveloped-data" | "authenticated-enveloped-data" | "enveloped-data")
+            );
+        let (entity, verified) = if encrypted {
+            let single = outer
+                .single
+                .as_ref()
+                .ok_or_else(|| SmimeError::Malformed("empty enveloped-data".into()))?;
+            let cms = single
+                .decoded()
+                .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+            let keys = self.decryption_keys()?;
+            let plaintext = enveloped::decrypt(&cms, &keys).map_err(|f| match f {
+                enveloped::DecryptFailure::NotForUs => {
+                    OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
+                }
+                enveloped::DecryptFailure::Refused(e) => e.into(),
+            })?;
+            // Confidential mode must also authenticate: the decrypted entity is signed.
+            let signed = read_outer(&plaintext, &policy.limits)
+                .map_err(|_| SmimeError::Malformed("the decrypted entity is not MIME".into()))?;
+            self.verify_signed(&signed).map_err(|e| match e {
+                OpenError::AuthenticationFailed(r)
+                    if r.contains("is not an S/MIME signed message") =>
+                {
+                    OpenError::AuthenticationFailed(
+                        "encrypted but not signed: the sender is not authenticated".into(),
+                    )
+                }
+                other => other,
+            })?
+        } else {
+            self.verify_signed(&outer)?
+        };
 
         // The certificate is authenticated (pinned or chained) before anything in it,
         // such as its addresses, is believed.
@@ -391,18 +525,18 @@ impl Smime<'_> {
             }
         }
         certificate::check_signer_usage(&verified.cert, at)?;
-        Ok((entity, verified))
+        Ok((entity, verified, encrypted))
     }
 }
 
 impl Opener for Smime<'_> {
     fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
-        let (entity, verified) = self.verify(raw, policy)?;
+        let (entity, verified, encrypted) = self.verify(raw, policy)?;
         // Only now is the content authentic: read it as the inner MailA2A message.
         let outer = read_outer(raw, &policy.limits)?;
         let inner = MailA2aMessage::parse(&entity, &policy.limits)?;
         let mut violations = inner.check(&ValidationContext::new(Some(Profile::Smime)));
-        violations.extend(compare_outer(&outer.headers, &inner.headers));
+        violations.extend(compare_outer(&outer.headers, &inner.headers, encrypted));
         if !violations.is_empty() {
             return Err(OpenError::Invalid(violations));
         }
@@ -440,7 +574,12 @@ impl Opener for Smime<'_> {
         let effectful = env.kind() == Some(crate::envelope::Kind::Request)
             && env.operation().is_some_and(|o| o.is_effectful());
         let required = policy.minimum_for(&from);
-        if effectful && required > Protection::Signed {
+        let got = if encrypted {
+            Protection::SignedEncrypted
+        } else {
+            Protection::Signed
+        };
+        if effectful && required > got {
             return Err(OpenError::Downgrade {
                 peer: from,
                 operation: env
@@ -449,7 +588,7 @@ impl Opener for Smime<'_> {
                     .unwrap_or_default()
                     .to_string(),
                 required,
-                got: Protection::Signed,
+                got,
             });
         }
         let fingerprint = crate::keystore::fingerprint(
@@ -478,7 +617,7 @@ impl Opener for Smime<'_> {
             message: inner,
             verdict: Verdict {
                 profile: Some(Profile::Smime),
-                protection: Protection::Signed,
+                protection: got,
                 signer: Some(SignerIdentity::Certificate {
                     fingerprint,
                     emails,

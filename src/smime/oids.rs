@@ -28,3 +28,7 @@ pub(crate) const ED25519: Oid = Oid::new_unwrap("1.3.101.112");
 pub(crate) const AES256_GCM: Oid = Oid::new_unwrap("2.16.840.1.101.3.4.1.46");
 pub(crate) const AES128_GCM: Oid = Oid::new_unwrap("2.16.840.1.101.3.4.1.6");
 pub(crate) const MGF1: Oid = Oid::new_unwrap("1.2.840.113549.1.1.8");
+pub(crate) const ID_CT_AUTH_ENVELOPED_DATA: Oid = Oid::new_unwrap("1.2.840.113549.1.9.16.1.23");
+pub(crate) const ID_ENVELOPED_DATA: Oid = Oid::new_unwrap("1.2.840.113549.1.7.3");
+pub(crate) const RSAES_OAEP: Oid = Oid::new_unwrap("1.2.840.113549.1.1.7");
+pub(crate) const SHA1: Oid = Oid::new_unwrap("1.3.14.3.2.26");

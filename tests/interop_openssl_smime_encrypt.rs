@@ -1,0 +1,376 @@
+//! S/MIME sign-then-encrypt (AuthEnvelopedData, AES-256-GCM, RSAES-OAEP-SHA256) against
+//! the real `openssl cms` both ways, and its refusals: not for us (exit 5), legacy CBC
+//! EnvelopedData and GCM relabelled as CBC (exit 4), and tampering that no recipient
+//! notices.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use base64::Engine;
+use common::{fixture, run};
+use mailseal::envelope::{Envelope, Kind, Operation};
+use mailseal::keystore::{DirectoryStore, KeyStore};
+use mailseal::message::MailA2aMessage;
+use mailseal::seal::{OpenPolicy, Opener};
+use mailseal::smime::Smime;
+use mailseal::{Classify, Protection};
+
+fn openssl(args: &[&str], dir: &Path) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is on every machine");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A store with `files` imported and the RFC 9216 RSA CA trusted.
+fn store(dir: &Path, name: &str, files: &[&str]) -> PathBuf {
+    let s = dir.join(name);
+    let st = DirectoryStore::open(&s).unwrap();
+    for f in files {
+        st.import(
+            &std::fs::read(fixture(&format!("rfc9216/{f}"))).unwrap(),
+            f,
+            false,
+        )
+        .unwrap();
+    }
+    st.import(
+        &std::fs::read(fixture("rfc9216/ca.rsa.crt")).unwrap(),
+        "ca",
+        true,
+    )
+    .unwrap();
+    s
+}
+
+fn alice_store(dir: &Path) -> PathBuf {
+    store(
+        dir,
+        "alice",
+        &[
+            "alice.sign.crt",
+            "alice.sign.key",
+            "alice.encrypt.crt",
+            "alice.encrypt.key",
+            "bob.encrypt.crt",
+        ],
+    )
+}
+
+fn bob_store(dir: &Path) -> PathBuf {
+    store(
+        dir,
+        "bob",
+        &["bob.encrypt.crt", "bob.encrypt.key", "alice.sign.crt"],
+    )
+}
+
+fn request() -> MailA2aMessage {
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "enc-req-1");
+    env.set("correlationId", "enc-ex-1");
+    env.set("idempotencyKey", "enc-effect-1");
+    env.set("payload", &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "secret plans"}]}}));
+    MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env)
+}
+
+fn seal(store: &Path, msg: &MailA2aMessage, dir: &Path) -> Vec<u8> {
+    let plain = dir.join("plain.eml");
+    std::fs::write(&plain, msg.to_rfc5322().unwrap()).unwrap();
+    let out = run(
+        &[
+            "seal",
+            "--store",
+            store.to_str().unwrap(),
+            "--profile",
+            "smime",
+            "--in",
+            plain.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn mailseal_encrypts_openssl_decrypts_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = request();
+    let sealed = seal(&alice_store(dir.path()), &msg, dir.path());
+    let text = String::from_utf8_lossy(&sealed);
+    assert!(text.contains("smime-type=\"authEnveloped-data\"") && text.contains("Subject: [...]"));
+    assert!(!text.contains("secret plans") && !text.contains("Mail-A2A-Operation"));
+    std::fs::write(dir.path().join("enc.eml"), &sealed).unwrap();
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    openssl(
+        &[
+            "cms",
+            "-decrypt",
+            "-in",
+            "enc.eml",
+            "-recip",
+            &k("bob.encrypt.crt"),
+            "-inkey",
+            &k("bob.encrypt.key"),
+            "-out",
+            "signed.eml",
+        ],
+        dir.path(),
+    );
+    openssl(
+        &[
+            "cms",
+            "-verify",
+            "-in",
+            "signed.eml",
+            "-CAfile",
+            &k("ca.rsa.crt"),
+            "-out",
+            "inner.eml",
+        ],
+        dir.path(),
+    );
+    let inner = std::fs::read(dir.path().join("inner.eml")).unwrap();
+    let parsed = MailA2aMessage::parse(&inner, &Default::default()).unwrap();
+    assert_eq!(parsed.envelope_bytes(), msg.envelope_bytes());
+    assert!(String::from_utf8_lossy(&inner).contains("hp=\"cipher\""));
+
+    // Bob opens it; so can Alice (the sender is a recipient of her own copy).
+    for s in [bob_store(dir.path()), dir.path().join("alice")] {
+        let store = DirectoryStore::open(&s).unwrap();
+        let opened = Smime::new(&store)
+            .open(&sealed, &OpenPolicy::default())
+            .unwrap();
+        assert_eq!(opened.verdict.protection, Protection::SignedEncrypted);
+        assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
+    }
+}
+
+#[test]
+fn openssl_encrypts_with_oaep_and_gcm_mailseal_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = alice_store(dir.path());
+    std::fs::write(
+        dir.path().join("inner.eml"),
+        request().to_inner_entity(true).unwrap(),
+    )
+    .unwrap();
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    openssl(
+        &[
+            "cms",
+            "-sign",
+            "-in",
+            "inner.eml",
+            "-signer",
+            &k("alice.sign.crt"),
+            "-inkey",
+            &k("alice.sign.key"),
+            "-out",
+            "signed.eml",
+        ],
+        dir.path(),
+    );
+    openssl(
+        &[
+            "cms",
+            "-encrypt",
+            "-aes-256-gcm",
+            "-in",
+            "signed.eml",
+            "-recip",
+            &k("alice.encrypt.crt"),
+            "-keyopt",
+            "rsa_padding_mode:oaep",
+            "-keyopt",
+            "rsa_oaep_md:sha256",
+            "-out",
+            "enc.eml",
+        ],
+        dir.path(),
+    );
+    let out = run(
+        &["open", "--store", s.to_str().unwrap()],
+        &std::fs::read(dir.path().join("enc.eml")).unwrap(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("enc-req-1"));
+}
+
+#[test]
+fn fail_not_a_recipient_is_exit_5() {
+    let dir = tempfile::tempdir().unwrap();
+    let sealed = seal(&alice_store(dir.path()), &request(), dir.path());
+    let carol = store(dir.path(), "carol", &["alice.sign.crt"]);
+    let out = run(&["open", "--store", carol.to_str().unwrap()], &sealed);
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = alice_store(dir.path());
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    std::fs::write(
+        dir.path().join("inner.eml"),
+        request().to_inner_entity(true).unwrap(),
+    )
+    .unwrap();
+    openssl(
+        &[
+            "cms",
+            "-sign",
+            "-in",
+            "inner.eml",
+            "-signer",
+            &k("alice.sign.crt"),
+            "-inkey",
+            &k("alice.sign.key"),
+            "-out",
+            "signed.eml",
+        ],
+        dir.path(),
+    );
+    openssl(
+        &[
+            "cms",
+            "-encrypt",
+            "-aes-256-cbc",
+            "-in",
+            "signed.eml",
+            "-recip",
+            &k("alice.encrypt.crt"),
+            "-keyopt",
+            "rsa_padding_mode:oaep",
+            "-out",
+            "cbc.eml",
+        ],
+        dir.path(),
+    );
+    let out = run(
+        &["open", "--store", s.to_str().unwrap()],
+        &std::fs::read(dir.path().join("cbc.eml")).unwrap(),
+    );
+    assert_eq!(out.status.code(), Some(4));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("EFAIL"));
+
+    // Our own GCM message with the content-encryption OID changed to AES-256-CBC.
+    let sealed = seal(&s, &request(), dir.path());
+    let der = der_of(&sealed);
+    let gcm = [0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x01, 0x2e];
+    let at = der.windows(gcm.len()).position(|w| w == gcm).unwrap();
+    let mut cbc = der.clone();
+    cbc[at + gcm.len() - 1] = 0x2a; // 2.16.840.1.101.3.4.1.42 aes256-CBC
+    let store = DirectoryStore::open(&s).unwrap();
+    let err = Smime::new(&store)
+        .open(&with_der(&sealed, &cbc), &OpenPolicy::default())
+        .unwrap_err();
+    assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+}
+
+fn body_span(sealed: &[u8]) -> (usize, usize) {
+    let text = String::from_utf8_lossy(sealed);
+    let start = text.find("\r\n\r\n").unwrap() + 4;
+    (start, sealed.len())
+}
+
+fn der_of(sealed: &[u8]) -> Vec<u8> {
+    let (s, e) = body_span(sealed);
+    let compact: Vec<u8> = sealed[s..e]
+        .iter()
+        .copied()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .unwrap()
+}
+
+fn with_der(sealed: &[u8], der: &[u8]) -> Vec<u8> {
+    let (s, _) = body_span(sealed);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&[u8]> = b64.as_bytes().chunks(76).collect();
+    [&sealed[..s], &lines.join(&b"\r\n"[..])[..], b"\r\n"].concat()
+}
+
+#[test]
+fn fail_no_flipped_byte_goes_unnoticed_by_every_recipient() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = alice_store(dir.path());
+    let msg = request();
+    let sealed = seal(&a, &msg, dir.path());
+    let der = der_of(&sealed);
+    let alice = DirectoryStore::open(&a).unwrap();
+    let bob = DirectoryStore::open(bob_store(dir.path())).unwrap();
+    let policy = OpenPolicy::default();
+    assert!(Smime::new(&bob)
+        .open(&with_der(&sealed, &der), &policy)
+        .is_ok());
+    let mut unnoticed = Vec::new();
+    let mut refused_wrongly = Vec::new();
+    // Every byte of the recipient infos and headers, and a sample of the ciphertext.
+    let step = |i: usize| {
+        if i < 1200 || i + 64 > der.len() {
+            1
+        } else {
+            97
+        }
+    };
+    let mut i = 0;
+    while i < der.len() {
+        let mut d = der.clone();
+        d[i] ^= 0x01;
+        let m = with_der(&sealed, &d);
+        let results: Vec<_> = [&alice, &bob]
+            .iter()
+            .map(|s| Smime::new(*s).open(&m, &policy))
+            .collect();
+        if results.iter().all(Result::is_ok) {
+            unnoticed.push(i);
+        }
+        for r in results.iter() {
+            match r {
+                Ok(o) => assert_eq!(
+                    o.message.envelope_bytes(),
+                    msg.envelope_bytes(),
+                    "byte {i}: other content accepted"
+                ),
+                Err(e) if !matches!(e.exit_code().as_u8(), 4 | 5) => {
+                    refused_wrongly.push(format!("{i}: {e}"))
+                }
+                Err(_) => {}
+            }
+        }
+        i += step(i);
+    }
+    assert!(
+        unnoticed.is_empty(),
+        "flips no recipient noticed: {unnoticed:?}"
+    );
+    assert!(refused_wrongly.is_empty(), "{refused_wrongly:?}");
+}
