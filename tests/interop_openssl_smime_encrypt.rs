@@ -295,7 +295,13 @@ fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
 
 fn body_span(sealed: &[u8]) -> (usize, usize) {
     let text = String::from_utf8_lossy(sealed);
-    let start = text.find("\r\n\r\n").unwrap() + 4;
+    // Ours end headers with CRLF CRLF; OpenSSL's output uses bare LF.
+    let start = match (text.find("\r\n\r\n"), text.find("\n\n")) {
+        (Some(a), Some(b)) if b + 2 < a + 4 => b + 2,
+        (Some(a), _) => a + 4,
+        (None, Some(b)) => b + 2,
+        (None, None) => panic!("no header/body separator"),
+    };
     (start, sealed.len())
 }
 
@@ -373,4 +379,73 @@ fn fail_no_flipped_byte_goes_unnoticed_by_every_recipient() {
         "flips no recipient noticed: {unnoticed:?}"
     );
     assert!(refused_wrongly.is_empty(), "{refused_wrongly:?}");
+}
+
+#[test]
+fn openssl_default_pkcs1_v15_key_transport_opens_without_a_padding_oracle() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = alice_store(dir.path());
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    std::fs::write(
+        dir.path().join("inner.eml"),
+        request().to_inner_entity(true).unwrap(),
+    )
+    .unwrap();
+    openssl(
+        &[
+            "cms",
+            "-sign",
+            "-in",
+            "inner.eml",
+            "-signer",
+            &k("alice.sign.crt"),
+            "-inkey",
+            &k("alice.sign.key"),
+            "-out",
+            "signed.eml",
+        ],
+        dir.path(),
+    );
+    openssl(
+        &[
+            "cms",
+            "-encrypt",
+            "-aes-256-gcm",
+            "-in",
+            "signed.eml",
+            "-recip",
+            &k("alice.encrypt.crt"),
+            "-out",
+            "enc.eml",
+        ],
+        dir.path(),
+    );
+    let sealed = std::fs::read(dir.path().join("enc.eml")).unwrap();
+    let store = DirectoryStore::open(&s).unwrap();
+    let smime = Smime::new(&store);
+    let policy = OpenPolicy::default();
+    assert_eq!(
+        smime.open(&sealed, &policy).unwrap().verdict.protection,
+        Protection::SignedEncrypted
+    );
+
+    // Corrupt the wrapped key (bad PKCS#1 padding) and, apart, the GCM tag: the two
+    // failures must be indistinguishable to the sender of the message.
+    let der = der_of(&sealed);
+    let openssl_body = |d: &[u8]| with_der(&sealed, d);
+    // The wrapped key is the 256-byte OCTET STRING (04 82 01 00) of the recipient info.
+    let at = der
+        .windows(4)
+        .position(|w| w == [0x04, 0x82, 0x01, 0x00])
+        .unwrap()
+        + 4;
+    let mut bad_key = der.clone();
+    bad_key[at + 5] ^= 0x40;
+    let mut bad_tag = der.clone();
+    let last = bad_tag.len() - 1;
+    bad_tag[last] ^= 0x01;
+    let e1 = smime.open(&openssl_body(&bad_key), &policy).unwrap_err();
+    let e2 = smime.open(&openssl_body(&bad_tag), &policy).unwrap_err();
+    assert_eq!(e1.to_string(), e2.to_string());
+    assert_eq!(e1.exit_code().as_u8(), 4);
 }

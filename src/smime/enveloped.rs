@@ -9,8 +9,8 @@
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use aws_lc_rs::rsa::{
-    OaepPrivateDecryptingKey, OaepPublicEncryptingKey, PrivateDecryptingKey, PublicEncryptingKey,
-    OAEP_SHA1_MGF1SHA1, OAEP_SHA256_MGF1SHA256,
+    OaepPrivateDecryptingKey, OaepPublicEncryptingKey, Pkcs1PrivateDecryptingKey,
+    PrivateDecryptingKey, PublicEncryptingKey, OAEP_SHA1_MGF1SHA1, OAEP_SHA256_MGF1SHA256,
 };
 use cms::authenveloped_data::AuthEnvelopedData;
 use cms::cert::IssuerAndSerialNumber;
@@ -178,7 +178,7 @@ fn oaep_algorithm(
 ) -> Result<&'static aws_lc_rs::rsa::OaepAlgorithm, SmimeError> {
     if alg.oid != RSAES_OAEP {
         return Err(SmimeError::UnsupportedAlgorithm(format!(
-            "key transport {} (RSAES-OAEP only; PKCS#1 v1.5 is not accepted yet)",
+            "key transport {}",
             alg.oid
         )));
     }
@@ -219,15 +219,19 @@ fn oaep_algorithm(
 fn unwrap_cek(
     key: &SecretKey,
     ktri: &KeyTransRecipientInfo,
+    cek_len: usize,
 ) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
     if key.algorithm() != KeyAlgorithm::Rsa {
         return Err(SmimeError::Key("not an RSA key".into()));
     }
-    let alg = oaep_algorithm(&ktri.key_enc_alg)?;
     let private = PrivateDecryptingKey::from_pkcs8(key.pkcs8_der())
-        .ok()
-        .and_then(|k| OaepPrivateDecryptingKey::new(k).ok())
-        .ok_or_else(|| SmimeError::Key("the RSA private key does not load".into()))?;
+        .map_err(|_| SmimeError::Key("the RSA private key does not load".into()))?;
+    if ktri.key_enc_alg.oid == RSA_ENCRYPTION {
+        return Ok(unwrap_pkcs1(private, ktri.enc_key.as_bytes(), cek_len));
+    }
+    let alg = oaep_algorithm(&ktri.key_enc_alg)?;
+    let private = OaepPrivateDecryptingKey::new(private)
+        .map_err(|_| SmimeError::Key("the RSA private key does not load".into()))?;
     let mut out = Zeroizing::new(vec![0u8; private.min_output_size()]);
     let n = private
         .decrypt(alg, ktri.enc_key.as_bytes(), &mut out, None)
@@ -235,6 +239,28 @@ fn unwrap_cek(
         .len();
     out.truncate(n);
     Ok(out)
+}
+
+/// RSAES-PKCS1-v1_5 key transport (OpenSSL's default), without a padding oracle: the
+/// RSA operation is AWS-LC's constant-time one, and a padding failure (or a key of the
+/// wrong length) continues with a random content key, so it fails exactly like a wrong
+/// GCM tag and at the same point ("implicit rejection").
+fn unwrap_pkcs1(
+    private: PrivateDecryptingKey,
+    wrapped: &[u8],
+    cek_len: usize,
+) -> Zeroizing<Vec<u8>> {
+    let mut random = Zeroizing::new(vec![0u8; cek_len]);
+    // Without randomness the all-zero key still fails the tag; it is never the content key.
+    let _ = SystemRandom::new().fill(&mut random);
+    let Ok(private) = Pkcs1PrivateDecryptingKey::new(private) else {
+        return random;
+    };
+    let mut out = Zeroizing::new(vec![0u8; private.min_output_size()]);
+    match private.decrypt(wrapped, &mut out) {
+        Ok(cek) if cek.len() == cek_len => Zeroizing::new(cek.to_vec()),
+        _ => random,
+    }
 }
 
 /// Why decryption did not produce content.
@@ -339,16 +365,18 @@ pub(crate) fn decrypt(
     let mut cek = None;
     for (cert, key) in keys {
         if let Some(k) = ktris.iter().find(|k| matches_rid(cert, &k.rid)) {
-            cek = Some(unwrap_cek(key, k)?);
+            cek = Some(unwrap_cek(key, k, aead.key_len())?);
             break;
         }
     }
     let cek = match cek {
         Some(c) => c,
         None => {
-            let opens = keys
-                .iter()
-                .any(|(_, key)| ktris.iter().any(|k| unwrap_cek(key, k).is_ok()));
+            let opens = keys.iter().any(|(_, key)| {
+                ktris.iter().any(|k| {
+                    k.key_enc_alg.oid == RSAES_OAEP && unwrap_cek(key, k, aead.key_len()).is_ok()
+                })
+            });
             return Err(if opens {
                 DecryptFailure::Refused(SmimeError::Malformed(
                     "a recipient identifier was altered".into(),
