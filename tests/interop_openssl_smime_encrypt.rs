@@ -449,3 +449,223 @@ fn openssl_default_pkcs1_v15_key_transport_opens_without_a_padding_oracle() {
     assert_eq!(e1.to_string(), e2.to_string());
     assert_eq!(e1.exit_code().as_u8(), 4);
 }
+
+/// An EC P-256 recipient `peer@example.com` (keyAgreement), made by openssl.
+fn ec_recipient(dir: &Path) -> (PathBuf, PathBuf) {
+    openssl(
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=Test CA",
+            "-days",
+            "3650",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+        ],
+        dir,
+    );
+    openssl(
+        &[
+            "req",
+            "-new",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "peer.key",
+            "-out",
+            "peer.csr",
+            "-subj",
+            "/CN=peer",
+        ],
+        dir,
+    );
+    std::fs::write(dir.join("peer.ext"), "subjectAltName=email:peer@example.com\nkeyUsage=critical,keyAgreement\nextendedKeyUsage=emailProtection\n").unwrap();
+    openssl(
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "peer.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "peer.crt",
+            "-days",
+            "365",
+            "-extfile",
+            "peer.ext",
+        ],
+        dir,
+    );
+    (dir.join("peer.crt"), dir.join("peer.key"))
+}
+
+fn import(store: &Path, files: &[&Path]) {
+    let st = DirectoryStore::open(store).unwrap();
+    for f in files {
+        st.import(&std::fs::read(f).unwrap(), &f.display().to_string(), false)
+            .unwrap();
+    }
+    st.import(
+        &std::fs::read(fixture("rfc9216/ca.rsa.crt")).unwrap(),
+        "ca",
+        true,
+    )
+    .unwrap();
+}
+
+fn to_peer() -> MailA2aMessage {
+    let mut m = request();
+    m.headers.to = vec![mailseal::message::Mailbox::new("peer@example.com")];
+    m
+}
+
+#[test]
+fn ecdh_p256_recipient_both_ways_with_openssl() {
+    let dir = tempfile::tempdir().unwrap();
+    let (crt, key) = ec_recipient(dir.path());
+    let a = alice_store(dir.path());
+    import(&a, &[&crt]);
+    let msg = to_peer();
+    let sealed = seal(&a, &msg, dir.path());
+    std::fs::write(dir.path().join("enc.eml"), &sealed).unwrap();
+    // OpenSSL decrypts our KeyAgreeRecipientInfo and verifies the signature inside.
+    openssl(
+        &[
+            "cms",
+            "-decrypt",
+            "-in",
+            "enc.eml",
+            "-recip",
+            crt.to_str().unwrap(),
+            "-inkey",
+            key.to_str().unwrap(),
+            "-out",
+            "signed.eml",
+        ],
+        dir.path(),
+    );
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    openssl(
+        &[
+            "cms",
+            "-verify",
+            "-in",
+            "signed.eml",
+            "-CAfile",
+            &k("ca.rsa.crt"),
+            "-out",
+            "inner.eml",
+        ],
+        dir.path(),
+    );
+    let inner = MailA2aMessage::parse(
+        &std::fs::read(dir.path().join("inner.eml")).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(inner.envelope_bytes(), msg.envelope_bytes());
+
+    // The peer opens ours, and OpenSSL's with its default (SHA-1) and SHA-256 KDFs.
+    let p = dir.path().join("peer-store");
+    import(&p, &[&crt, &key, &fixture("rfc9216/alice.sign.crt")]);
+    let store = DirectoryStore::open(&p).unwrap();
+    let smime = Smime::new(&store);
+    let policy = OpenPolicy {
+        our_addresses: vec!["peer@example.com".into()],
+        ..OpenPolicy::default()
+    };
+    assert_eq!(
+        smime.open(&sealed, &policy).unwrap().verdict.protection,
+        Protection::SignedEncrypted
+    );
+    std::fs::write(
+        dir.path().join("inner2.eml"),
+        msg.to_inner_entity(true).unwrap(),
+    )
+    .unwrap();
+    openssl(
+        &[
+            "cms",
+            "-sign",
+            "-in",
+            "inner2.eml",
+            "-signer",
+            &k("alice.sign.crt"),
+            "-inkey",
+            &k("alice.sign.key"),
+            "-out",
+            "osigned.eml",
+        ],
+        dir.path(),
+    );
+    for extra in [vec![], vec!["-keyopt", "ecdh_kdf_md:sha256"]] {
+        let mut args = vec![
+            "cms",
+            "-encrypt",
+            "-aes-256-gcm",
+            "-in",
+            "osigned.eml",
+            "-recip",
+            crt.to_str().unwrap(),
+            "-out",
+            "oenc.eml",
+        ];
+        args.extend(extra);
+        openssl(&args, dir.path());
+        let raw = std::fs::read(dir.path().join("oenc.eml")).unwrap();
+        assert_eq!(
+            smime.open(&raw, &policy).unwrap().message.envelope_bytes(),
+            msg.envelope_bytes()
+        );
+    }
+}
+
+#[test]
+fn our_ecdh_wrapped_key_does_not_unwrap_under_a_zero_key() {
+    use aws_lc_rs::key_wrap::{KeyEncryptionKey, KeyWrap, AES_256};
+    use cms::enveloped_data::RecipientInfo;
+    use der::Decode;
+    let dir = tempfile::tempdir().unwrap();
+    let (crt, _) = ec_recipient(dir.path());
+    let a = alice_store(dir.path());
+    import(&a, &[&crt]);
+    let sealed = seal(&a, &to_peer(), dir.path());
+    let info = cms::content_info::ContentInfo::from_der(&der_of(&sealed)).unwrap();
+    let aed: cms::authenveloped_data::AuthEnvelopedData = info.content.decode_as().unwrap();
+    let wrapped: Vec<Vec<u8>> = aed
+        .recip_infos
+        .0
+        .iter()
+        .filter_map(|ri| match ri {
+            RecipientInfo::Kari(k) => Some(k.recipient_enc_keys[0].enc_key.as_bytes().to_vec()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(wrapped.len(), 1, "one ECDH recipient");
+    assert_eq!(wrapped[0].len(), 40, "a wrapped 256-bit content key");
+    let mut out = [0u8; 40];
+    let zero = KeyEncryptionKey::new(&AES_256, &[0u8; 32]).unwrap();
+    assert!(
+        zero.unwrap(&wrapped[0], &mut out).is_err(),
+        "the content key must not be wrapped under an all-zero key"
+    );
+}

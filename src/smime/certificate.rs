@@ -67,7 +67,13 @@ pub(crate) fn usable_for_encryption(cert: &Certificate, at: OffsetDateTime) -> b
     }
     let tbs = cert.tbs_certificate();
     if let Ok(Some((_, ku))) = tbs.get_extension::<KeyUsage>() {
-        if !ku.0.contains(KeyUsages::KeyEncipherment) {
+        // RSA keys transport the content key; EC keys agree on one.
+        let needed = if tbs.subject_public_key_info().algorithm.oid == super::oids::RSA_ENCRYPTION {
+            KeyUsages::KeyEncipherment
+        } else {
+            KeyUsages::KeyAgreement
+        };
+        if !ku.0.contains(needed) {
             return false;
         }
     }

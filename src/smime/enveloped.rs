@@ -90,9 +90,13 @@ pub(crate) fn encrypt(content: &[u8], recipients: &[Certificate]) -> Result<Vec<
     let mut infos = Vec::with_capacity(recipients.len());
     for cert in recipients {
         let spki = cert.tbs_certificate().subject_public_key_info();
+        if super::kari::supports(cert) {
+            infos.push(super::kari::recipient_info(cert, &cek[..])?);
+            continue;
+        }
         if spki.algorithm.oid != RSA_ENCRYPTION {
             return Err(SmimeError::UnsupportedAlgorithm(format!(
-                "encryption to a {} key (only RSA key transport is built yet)",
+                "encryption to a {} key",
                 spki.algorithm.oid
             )));
         }
@@ -364,6 +368,14 @@ pub(crate) fn decrypt(
     // identifier (tampering) from a message that is not for us.
     let mut cek = None;
     for (cert, key) in keys {
+        let kari = aed.recip_infos.0.iter().find_map(|ri| match ri {
+            RecipientInfo::Kari(k) => super::kari::find(k, cert).map(|rek| (k, rek)),
+            _ => None,
+        });
+        if let Some((k, rek)) = kari {
+            cek = Some(super::kari::unwrap(k, rek, cert, key)?);
+            break;
+        }
         if let Some(k) = ktris.iter().find(|k| matches_rid(cert, &k.rid)) {
             cek = Some(unwrap_cek(key, k, aead.key_len())?);
             break;

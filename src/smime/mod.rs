@@ -8,6 +8,7 @@
 
 mod certificate;
 mod enveloped;
+mod kari;
 mod oids;
 mod signed_data;
 
@@ -131,8 +132,9 @@ impl Smime<'_> {
                 .filter_map(|c| Certificate::from_der(&c.der).ok())
                 .find(|c| {
                     certificate::usable_for_encryption(c, now)
-                        && c.tbs_certificate().subject_public_key_info().algorithm.oid
+                        && (c.tbs_certificate().subject_public_key_info().algorithm.oid
                             == oids::RSA_ENCRYPTION
+                            || kari::supports(c))
                 });
             match usable {
                 Some(c) if !out.contains(&c) => out.push(c),
