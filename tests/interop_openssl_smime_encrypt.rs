@@ -669,3 +669,22 @@ fn our_ecdh_wrapped_key_does_not_unwrap_under_a_zero_key() {
         "the content key must not be wrapped under an all-zero key"
     );
 }
+
+#[test]
+fn inspect_shows_layers_algorithms_recipients() {
+    let dir = tempfile::tempdir().unwrap();
+    let sealed = seal(&alice_store(dir.path()), &request(), dir.path());
+    let path = dir.path().join("enc.eml");
+    std::fs::write(&path, &sealed).unwrap();
+    let out = run(&["inspect", path.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("layer: S/MIME authEnveloped-data"), "{text}");
+    assert!(text.contains("content encryption: aes-256-gcm"), "{text}");
+    assert_eq!(
+        text.matches("key transport rsaes-oaep").count(),
+        2,
+        "Bob and Alice's own copy: {text}"
+    );
+    assert!(!text.contains("secret plans"));
+}

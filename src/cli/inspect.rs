@@ -55,6 +55,16 @@ pub(super) fn inspect(name: &str, raw: &[u8], json: bool) -> CliResult {
                 "layer 1: plain MailA2A message (no end-to-end protection)"
             );
         }
+        Some(crate::profile::Profile::Smime) => match crate::smime::describe(raw, &limits) {
+            Ok(lines) => {
+                for l in lines {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "layer 1: S/MIME, unreadable: {e}");
+            }
+        },
         Some(p) => {
             let _ = writeln!(
                 out,

@@ -7,6 +7,7 @@
 //! (AuthEnvelopedData) is not built yet: sealing without `sign_only` says so.
 
 mod certificate;
+mod describe;
 mod enveloped;
 mod kari;
 mod oids;
@@ -28,6 +29,7 @@ use crate::seal::{
 };
 
 use certificate::Trust;
+pub use describe::describe;
 
 /// Why an S/MIME layer failed to verify or to be made. Never carries content.
 #[derive(Debug, thiserror::Error)]
