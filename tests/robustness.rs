@@ -91,5 +91,14 @@ fn fuzz_crash_reproducers_are_handled() {
         exercise(&raw);
         n += 1;
     }
-    assert!(n >= 1);
+    assert!(n >= 2);
+    // The round-trip finding: a From of control characters once passed the rules.
+    let raw = std::fs::read(common::data(
+        "../cases/crashes/message_parse-control-chars-in-from",
+    ))
+    .unwrap();
+    assert!(
+        !exercise(&raw),
+        "a From that is not an address must not validate"
+    );
 }

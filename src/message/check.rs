@@ -15,6 +15,11 @@ fn header(name: &str) -> String {
 pub(crate) fn check_headers(h: &Headers, env: &Envelope) -> Vec<Violation> {
     let mut out = Vec::new();
     match (&h.from, h.from_count) {
+        (Some(m), 1) if !m.is_valid_addr_spec() => out.push(Violation::new(
+            header("From"),
+            Code::InvalidHeader,
+            "From is not a valid address",
+        )),
         (Some(_), 1) => {}
         (None, _) => out.push(Violation::new(
             header("From"),
@@ -33,6 +38,15 @@ pub(crate) fn check_headers(h: &Headers, env: &Envelope) -> Vec<Violation> {
             Code::InvalidHeader,
             "To is required",
         ));
+    }
+    for (name, list) in [("To", &h.to), ("Cc", &h.cc)] {
+        if list.iter().any(|m| !m.is_valid_addr_spec()) {
+            out.push(Violation::new(
+                header(name),
+                Code::InvalidHeader,
+                format!("{name} has an address that is not valid"),
+            ));
+        }
     }
     if h.date.is_none() {
         out.push(Violation::new(

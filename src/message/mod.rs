@@ -171,6 +171,39 @@ impl Mailbox {
             },
         }
     }
+    /// Whether the address is an RFC 5322 addr-spec (RFC 6532 allows UTF-8): a non-empty
+    /// local part, one `@`, a domain of non-empty labels (or a bracketed literal), and
+    /// nothing that cannot stand in an address (controls, white space, `<>()[],;:\"`
+    /// outside a quoted local part).
+    pub fn is_valid_addr_spec(&self) -> bool {
+        let a = &self.address;
+        let Some((local, domain)) = a.rsplit_once('@') else {
+            return false;
+        };
+        let bad = |c: char| c.is_control() || c.is_whitespace();
+        let special = |c: char| "<>()[],;:\\\"@".contains(c);
+        let local_ok = if local.len() >= 2 && local.starts_with('"') && local.ends_with('"') {
+            !local[1..local.len() - 1]
+                .chars()
+                .any(|c| c.is_control() || c == '"')
+        } else {
+            !local.is_empty()
+                && !local.chars().any(|c| bad(c) || special(c))
+                && !local.starts_with('.')
+                && !local.ends_with('.')
+                && !local.contains("..")
+        };
+        let domain_ok = if domain.starts_with('[') && domain.ends_with(']') {
+            domain.len() > 2 && !domain.chars().any(bad)
+        } else {
+            !domain.is_empty()
+                && domain
+                    .split('.')
+                    .all(|l| !l.is_empty() && l.chars().all(|c| c.is_alphanumeric() || c == '-'))
+        };
+        local_ok && domain_ok
+    }
+
     /// The address lower-cased for comparison (the domain is case-insensitive; local
     /// parts are compared case-insensitively too, as every major provider does).
     pub fn normalized(&self) -> String {
@@ -439,5 +472,34 @@ mod tests {
         );
         let m = Mailbox::new("<c@example.net>");
         assert_eq!((m.name, m.address.as_str()), (None, "c@example.net"));
+    }
+
+    #[test]
+    fn addr_spec_syntax() {
+        for ok in [
+            "a@example.net",
+            "first.last+tag@sub.example.com",
+            "\"a b\"@example.net",
+            "j@[192.0.2.1]",
+            "ü@bücher.example",
+        ] {
+            assert!(Mailbox::new(ok).is_valid_addr_spec(), "{ok}");
+        }
+        for bad in [
+            "",
+            "a",
+            "@example.net",
+            "a@",
+            "a@@b",
+            "a b@example.net",
+            "a@exa mple.net",
+            "\u{1}\0@x",
+            ".a@x.y",
+            "a..b@x.y",
+            "a@x..y",
+            "a@-x.y!",
+        ] {
+            assert!(!Mailbox::new(bad).is_valid_addr_spec(), "{bad:?}");
+        }
     }
 }
