@@ -11,6 +11,7 @@ mod model;
 mod validate;
 
 pub use model::{GroupCoordinates, Kind, Operation, PaymentKind, TERMINAL_TASK_STATES};
+pub(crate) use validate::validate_with_payload;
 pub use validate::{next_event, validate, Code, ValidationContext, Violation};
 
 use indexmap::IndexMap;

@@ -233,6 +233,15 @@ pub(crate) fn parse_utc_timestamp(s: &str) -> Option<OffsetDateTime> {
 
 /// Checks every stateless rule of the binding; an empty list means valid.
 pub fn validate(env: &Envelope, ctx: &ValidationContext) -> Vec<Violation> {
+    validate_with_payload(env, env.value("payload"), ctx)
+}
+
+/// [`validate`] with the payload already parsed (the message rules need it too).
+pub(crate) fn validate_with_payload(
+    env: &Envelope,
+    payload: Option<Value>,
+    ctx: &ValidationContext,
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let get = |k: &str| env.value(k);
 
@@ -418,7 +427,6 @@ pub fn validate(env: &Envelope, ctx: &ValidationContext) -> Vec<Violation> {
     check_service_parameters(get("serviceParameters"), a2a_version.as_ref(), &mut out);
 
     // Payload.
-    let payload = get("payload");
     match &payload {
         Some(Value::Object(_)) => {}
         None => out.push(Violation::new(

@@ -190,7 +190,10 @@ fn decode_cid(url: &str) -> String {
 
 /// Content-IDs are unique, every `cid:` reference resolves, and a declared `mediaType`
 /// matches the part's Content-Type before the part is exposed (spec 4.3).
-pub(crate) fn check_attachments(env: &Envelope, attachments: &[Attachment]) -> Vec<Violation> {
+pub(crate) fn check_attachments(
+    payload: Option<&Value>,
+    attachments: &[Attachment],
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for a in attachments.iter().filter(|a| !a.content_id.is_empty()) {
@@ -202,11 +205,11 @@ pub(crate) fn check_attachments(env: &Envelope, attachments: &[Attachment]) -> V
             ));
         }
     }
-    let Some(payload) = env.value("payload") else {
+    let Some(payload) = payload else {
         return out;
     };
     let mut refs = Vec::new();
-    cid_parts(&payload, &mut String::from("/payload"), &mut refs);
+    cid_parts(payload, &mut String::from("/payload"), &mut refs);
     for (pointer, part) in refs {
         let url = part.get("url").and_then(Value::as_str).unwrap_or_default();
         let cid = decode_cid(url);

@@ -435,9 +435,16 @@ impl MailA2aMessage {
 
     /// Every rule of the binding this message breaks, envelope rules included.
     pub fn check(&self, ctx: &ValidationContext) -> Vec<Violation> {
+        // The payload is parsed once, for the envelope rules and the cid: references.
+        let payload = self.envelope.value("payload");
+        let attachments = check::check_attachments(payload.as_ref(), &self.attachments);
         let mut out = check::check_headers(&self.headers, &self.envelope);
-        out.extend(envelope::validate(&self.envelope, ctx));
-        out.extend(check::check_attachments(&self.envelope, &self.attachments));
+        out.extend(envelope::validate_with_payload(
+            &self.envelope,
+            payload,
+            ctx,
+        ));
+        out.extend(attachments);
         out
     }
 }
