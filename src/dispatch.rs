@@ -82,28 +82,7 @@ impl<'a> Dispatcher<'a> {
         if !violations.is_empty() {
             return Err(OpenError::Invalid(violations));
         }
-        let env = message.envelope();
-        let effectful = env.kind() == Some(crate::envelope::Kind::Request)
-            && env.operation().is_some_and(|o| o.is_effectful());
-        let peer = message
-            .headers
-            .from
-            .as_ref()
-            .map(|m| m.normalized())
-            .unwrap_or_default();
-        let required = policy.minimum_for(&peer);
-        if effectful && required > Protection::None {
-            return Err(OpenError::Downgrade {
-                peer,
-                operation: env
-                    .operation()
-                    .map(|o| o.as_str())
-                    .unwrap_or_default()
-                    .to_string(),
-                required,
-                got: Protection::None,
-            });
-        }
+        policy.check_protection(&message, Protection::None)?;
         Ok(Opened {
             message,
             verdict: Verdict {

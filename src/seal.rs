@@ -70,6 +70,33 @@ impl Default for OpenPolicy {
 }
 
 impl OpenPolicy {
+    /// DESIGN decision 8: refuses `message` when it is an effectful request whose
+    /// protection `got` is weaker than what this policy demands of its sender.
+    pub fn check_protection(
+        &self,
+        message: &MailA2aMessage,
+        got: Protection,
+    ) -> Result<(), OpenError> {
+        let env = message.envelope();
+        let effectful = env.kind() == Some(crate::envelope::Kind::Request)
+            && env.operation().is_some_and(|o| o.is_effectful());
+        let peer = message.sender().unwrap_or_default();
+        let required = self.minimum_for(&peer);
+        if effectful && required > got {
+            return Err(OpenError::Downgrade {
+                peer,
+                operation: env
+                    .operation()
+                    .map(|o| o.as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+                required,
+                got,
+            });
+        }
+        Ok(())
+    }
+
     /// The minimum protection required of `peer` for effectful operations.
     pub fn minimum_for(&self, peer: &str) -> Protection {
         self.minimum_per_peer

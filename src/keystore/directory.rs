@@ -163,16 +163,8 @@ impl DirectoryStore {
     }
 
     fn cert_entry(&self, cert: &Certificate, kind: EntryKind) -> KeyEntry {
-        let info = cert_info(cert);
-        KeyEntry {
-            has_private_key: self.has_key(&info.fingerprint),
-            fingerprint: info.fingerprint,
-            kind,
-            algorithm: info.algorithm,
-            emails: info.emails,
-            subject: Some(info.subject),
-            not_after: info.not_after,
-        }
+        let fingerprint = super::material::cert_info(cert).fingerprint;
+        super::material::cert_entry(cert, kind, self.has_key(&fingerprint))
     }
 }
 

@@ -183,6 +183,24 @@ pub(crate) fn cert_info(cert: &Certificate) -> CertInfo {
     }
 }
 
+/// The listed entry of a certificate.
+pub(crate) fn cert_entry(
+    cert: &Certificate,
+    kind: super::EntryKind,
+    has_private_key: bool,
+) -> super::KeyEntry {
+    let info = cert_info(cert);
+    super::KeyEntry {
+        fingerprint: info.fingerprint,
+        kind,
+        algorithm: info.algorithm,
+        emails: info.emails,
+        subject: Some(info.subject),
+        not_after: info.not_after,
+        has_private_key,
+    }
+}
+
 /// RFC 8017 RSAPrivateKey (only the public half is read).
 #[derive(Sequence)]
 struct RsaPrivateKey<'a> {

@@ -184,16 +184,7 @@ pub fn describe(input: &[u8], what: &str) -> Result<Vec<KeyEntry>, KeyStoreError
     for m in material::read_all(input, what)? {
         out.push(match m {
             material::Material::Certificate(cert) => {
-                let info = material::cert_info(&cert);
-                KeyEntry {
-                    fingerprint: info.fingerprint,
-                    kind: EntryKind::Certificate,
-                    algorithm: info.algorithm,
-                    emails: info.emails,
-                    subject: Some(info.subject),
-                    not_after: info.not_after,
-                    has_private_key: false,
-                }
+                material::cert_entry(&cert, EntryKind::Certificate, false)
             }
             material::Material::PrivateKey { der } => {
                 let (algorithm, public) = material::key_public(&der, what)?;

@@ -388,6 +388,11 @@ impl MailA2aMessage {
         self.headers.auto_submitted = Some("auto-replied".into());
     }
 
+    /// The sender's address (the protected From), normalised for comparison.
+    pub fn sender(&self) -> Option<String> {
+        self.headers.from.as_ref().map(Mailbox::normalized)
+    }
+
     /// The envelope.
     pub fn envelope(&self) -> &Envelope {
         &self.envelope

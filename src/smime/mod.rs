@@ -544,12 +544,7 @@ impl Opener for Smime<'_> {
         if !violations.is_empty() {
             return Err(OpenError::Invalid(violations));
         }
-        let from = inner
-            .headers
-            .from
-            .as_ref()
-            .map(|m| m.normalized())
-            .unwrap_or_default();
+        let from = inner.sender().unwrap_or_default();
         let emails = addresses_of(&verified.cert);
         if !emails.contains(&from) {
             return Err(OpenError::Binding(format!(
@@ -574,27 +569,12 @@ impl Opener for Smime<'_> {
                 ));
             }
         }
-        let env = inner.envelope();
-        let effectful = env.kind() == Some(crate::envelope::Kind::Request)
-            && env.operation().is_some_and(|o| o.is_effectful());
-        let required = policy.minimum_for(&from);
         let got = if encrypted {
             Protection::SignedEncrypted
         } else {
             Protection::Signed
         };
-        if effectful && required > got {
-            return Err(OpenError::Downgrade {
-                peer: from,
-                operation: env
-                    .operation()
-                    .map(|o| o.as_str())
-                    .unwrap_or_default()
-                    .to_string(),
-                required,
-                got,
-            });
-        }
+        policy.check_protection(&inner, got)?;
         let fingerprint = crate::keystore::fingerprint(
             verified
                 .cert

@@ -423,12 +423,8 @@ fn verify_pss(
     Ok(name)
 }
 
-/// Verifies a detached SignedData (DER ContentInfo) over `content`. Every SignerInfo
-/// must verify; the first one's signer is returned.
-pub(crate) fn verify_detached(
-    cms_der: &[u8],
-    content: &[u8],
-) -> Result<VerifiedSignature, SmimeError> {
+/// The SignedData of a DER ContentInfo.
+fn decode_signed_data(cms_der: &[u8]) -> Result<SignedData, SmimeError> {
     let info = ContentInfo::from_der(cms_der).map_err(malformed("ContentInfo"))?;
     if info.content_type != ID_SIGNED_DATA {
         return Err(SmimeError::Malformed(format!(
@@ -436,7 +432,16 @@ pub(crate) fn verify_detached(
             info.content_type
         )));
     }
-    let sd: SignedData = info.content.decode_as().map_err(malformed("SignedData"))?;
+    info.content.decode_as().map_err(malformed("SignedData"))
+}
+
+/// Verifies a detached SignedData (DER ContentInfo) over `content`. Every SignerInfo
+/// must verify; the first one's signer is returned.
+pub(crate) fn verify_detached(
+    cms_der: &[u8],
+    content: &[u8],
+) -> Result<VerifiedSignature, SmimeError> {
+    let sd = decode_signed_data(cms_der)?;
     verify_signed_data(&sd, content)
 }
 
@@ -445,14 +450,7 @@ pub(crate) fn verify_detached(
 pub(crate) fn verify_encapsulated(
     cms_der: &[u8],
 ) -> Result<(Vec<u8>, VerifiedSignature), SmimeError> {
-    let info = ContentInfo::from_der(cms_der).map_err(malformed("ContentInfo"))?;
-    if info.content_type != ID_SIGNED_DATA {
-        return Err(SmimeError::Malformed(format!(
-            "content type {} is not signed-data",
-            info.content_type
-        )));
-    }
-    let sd: SignedData = info.content.decode_as().map_err(malformed("SignedData"))?;
+    let sd = decode_signed_data(cms_der)?;
     let content = sd
         .encap_content_info
         .econtent
