@@ -5,30 +5,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::Engine;
-use common::{fixture, run};
+use common::{fixture, openssl, run};
 use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::keystore::DirectoryStore;
 use mailseal::message::{Limits, MailA2aMessage};
 use mailseal::seal::{OpenError, OpenPolicy, Opener, SealOptions, Sealer};
 use mailseal::smime::Smime;
 use mailseal::{Classify, Profile, Protection};
-
-fn openssl(args: &[&str], dir: &Path) -> std::process::Output {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl is on every machine");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// A CA and an email-protection leaf for `email`, made by openssl: `kind` is
 /// `ec` (P-256) or `rsa`.

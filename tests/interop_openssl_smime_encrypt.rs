@@ -6,29 +6,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::Engine;
-use common::{fixture, run};
+use common::{fixture, openssl, run};
 use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::keystore::{DirectoryStore, KeyStore};
 use mailseal::message::MailA2aMessage;
 use mailseal::seal::{OpenPolicy, Opener};
 use mailseal::smime::Smime;
 use mailseal::{Classify, Protection};
-
-fn openssl(args: &[&str], dir: &Path) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl is on every machine");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A store with `files` imported and the RFC 9216 RSA CA trusted.
 fn store(dir: &Path, name: &str, files: &[&str]) -> PathBuf {

@@ -96,3 +96,18 @@ pub fn fixture(rel: &str) -> PathBuf {
         .join("keys-fixtures")
         .join(rel)
 }
+
+/// Runs the real `openssl` (on every machine) in `dir`; fails the test if it fails.
+pub fn openssl(args: &[&str], dir: &std::path::Path) -> Output {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl is on every machine");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
