@@ -1,4 +1,4 @@
-//! S/MIME signing and opening (signed-only: what the profile does today), against
+//! S/MIME signing and opening, signed-only and signed-then-encrypted, against
 //! OpenSSL's own CMS in the same process (`CMS_sign` / `CMS_verify`, detached, binary,
 //! over the same inner entity) and against the raw primitives (SHA-256 over the entity
 //! plus one RSA-2048 PKCS#1 signature or verification with aws-lc-rs).
@@ -77,6 +77,50 @@ fn bench(c: &mut Criterion) {
     let raw_key = RsaKeyPair::from_pkcs8(&pkcs8).unwrap();
     let rng = SystemRandom::new();
 
+    // Sign-then-encrypt: Alice to Bob (and her own copy), Bob opens.
+    for f in ["alice.encrypt.crt", "alice.encrypt.key", "bob.encrypt.crt"] {
+        store.import(&fixture(f), f, false).unwrap();
+    }
+    let bob_dir = tempfile::tempdir().unwrap();
+    let bob_store = DirectoryStore::open(bob_dir.path().join("s")).unwrap();
+    for (f, trusted) in [
+        ("bob.encrypt.crt", false),
+        ("bob.encrypt.key", false),
+        ("alice.sign.crt", false),
+        ("ca.rsa.crt", true),
+    ] {
+        bob_store.import(&fixture(f), f, trusted).unwrap();
+    }
+    let bob = Smime::new(&bob_store);
+    let enc_opts = SealOptions::new(Profile::Smime);
+    let bob_cert = X509::from_pem(&fixture("bob.encrypt.crt")).unwrap();
+    let alice_enc = X509::from_pem(&fixture("alice.encrypt.crt")).unwrap();
+    let bob_key = PKey::private_key_from_pem(&fixture("bob.encrypt.key")).unwrap();
+    let mut recipients: Stack<X509> = Stack::new().unwrap();
+    recipients.push(bob_cert.clone()).unwrap();
+    recipients.push(alice_enc).unwrap();
+    let bob_pkcs8 = {
+        let pem = String::from_utf8(fixture("bob.encrypt.key")).unwrap();
+        let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64).unwrap()
+    };
+    let oaep_public = {
+        let der = openssl::x509::X509::from_pem(&fixture("bob.encrypt.crt"))
+            .unwrap()
+            .public_key()
+            .unwrap()
+            .public_key_to_der()
+            .unwrap();
+        aws_lc_rs::rsa::OaepPublicEncryptingKey::new(
+            aws_lc_rs::rsa::PublicEncryptingKey::from_der(&der).unwrap(),
+        )
+        .unwrap()
+    };
+    let oaep_private = aws_lc_rs::rsa::OaepPrivateDecryptingKey::new(
+        aws_lc_rs::rsa::PrivateDecryptingKey::from_pkcs8(&bob_pkcs8).unwrap(),
+    )
+    .unwrap();
+
     for (name, len) in [("2KiB", 1500usize), ("1MiB", 1 << 20)] {
         let msg = message(len);
         let entity = msg.to_inner_entity(false).unwrap();
@@ -152,6 +196,137 @@ fn bench(c: &mut Criterion) {
             })
         });
         g.finish();
+
+        // Sign then encrypt, and decrypt then verify.
+        let sealed_enc = smime.seal(&msg, &enc_opts).unwrap();
+        let ossl_signed =
+            CmsContentInfo::sign(Some(&cert), Some(&pkey), None, Some(&entity), flags)
+                .unwrap()
+                .to_der()
+                .unwrap();
+        let ossl_enc = CmsContentInfo::encrypt(
+            &recipients,
+            &ossl_signed,
+            openssl::symm::Cipher::aes_256_gcm(),
+            CMSOptions::BINARY,
+        )
+        .unwrap()
+        .to_der()
+        .unwrap();
+        let raw_seal = |data: &[u8]| {
+            let mut sig = vec![0u8; raw_key.public_modulus_len()];
+            raw_key
+                .sign(&signature::RSA_PKCS1_SHA256, &rng, data, &mut sig)
+                .unwrap();
+            let key = aws_lc_rs::aead::LessSafeKey::new(
+                aws_lc_rs::aead::UnboundKey::new(&aws_lc_rs::aead::AES_256_GCM, &[7u8; 32])
+                    .unwrap(),
+            );
+            let mut buf = data.to_vec();
+            let tag = key
+                .seal_in_place_separate_tag(
+                    aws_lc_rs::aead::Nonce::assume_unique_for_key([1u8; 12]),
+                    aws_lc_rs::aead::Aad::empty(),
+                    &mut buf,
+                )
+                .unwrap();
+            let mut wrapped = vec![0u8; oaep_public.ciphertext_size()];
+            oaep_public
+                .encrypt(
+                    &aws_lc_rs::rsa::OAEP_SHA256_MGF1SHA256,
+                    &[7u8; 32],
+                    &mut wrapped,
+                    None,
+                )
+                .unwrap();
+            (buf, tag, wrapped, sig)
+        };
+        let (ct, tag, wrapped, sig) = raw_seal(&entity);
+        let mut g = c.benchmark_group(format!("smime_seal_encrypted_{name}"));
+        g.throughput(Throughput::Bytes(entity.len() as u64));
+        g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| {
+            b.iter(|| smime.seal(black_box(&msg), &enc_opts).unwrap())
+        });
+        g.bench_function(BenchmarkId::from_parameter("openssl-cms"), |b| {
+            b.iter(|| {
+                let signed = CmsContentInfo::sign(
+                    Some(&cert),
+                    Some(&pkey),
+                    None,
+                    Some(black_box(&entity)),
+                    flags,
+                )
+                .unwrap()
+                .to_der()
+                .unwrap();
+                CmsContentInfo::encrypt(
+                    &recipients,
+                    &signed,
+                    openssl::symm::Cipher::aes_256_gcm(),
+                    CMSOptions::BINARY,
+                )
+                .unwrap()
+                .to_der()
+                .unwrap()
+            })
+        });
+        g.bench_function(BenchmarkId::from_parameter("raw-primitives"), |b| {
+            b.iter(|| raw_seal(black_box(&entity)))
+        });
+        g.finish();
+
+        let mut g = c.benchmark_group(format!("smime_open_encrypted_{name}"));
+        g.throughput(Throughput::Bytes(entity.len() as u64));
+        g.bench_function(BenchmarkId::from_parameter("mailseal"), |b| {
+            b.iter(|| bob.open(black_box(&sealed_enc), &policy).unwrap())
+        });
+        g.bench_function(BenchmarkId::from_parameter("openssl-cms"), |b| {
+            b.iter(|| {
+                let cms = CmsContentInfo::from_der(black_box(&ossl_enc)).unwrap();
+                let signed = cms.decrypt(&bob_key, &bob_cert).unwrap();
+                let mut inner = CmsContentInfo::from_der(&signed).unwrap();
+                inner
+                    .verify(
+                        Some(&no_certs),
+                        Some(&trust),
+                        Some(&entity),
+                        None,
+                        CMSOptions::BINARY,
+                    )
+                    .unwrap();
+            })
+        });
+        g.bench_function(BenchmarkId::from_parameter("raw-primitives"), |b| {
+            b.iter(|| {
+                let mut cek = vec![0u8; oaep_private.min_output_size()];
+                oaep_private
+                    .decrypt(
+                        &aws_lc_rs::rsa::OAEP_SHA256_MGF1SHA256,
+                        &wrapped,
+                        &mut cek,
+                        None,
+                    )
+                    .unwrap();
+                let key = aws_lc_rs::aead::LessSafeKey::new(
+                    aws_lc_rs::aead::UnboundKey::new(&aws_lc_rs::aead::AES_256_GCM, &[7u8; 32])
+                        .unwrap(),
+                );
+                let mut buf = ct.clone();
+                buf.extend_from_slice(tag.as_ref());
+                let plain = key
+                    .open_in_place(
+                        aws_lc_rs::aead::Nonce::assume_unique_for_key([1u8; 12]),
+                        aws_lc_rs::aead::Aad::empty(),
+                        &mut buf,
+                    )
+                    .unwrap()
+                    .to_vec();
+                UnparsedPublicKey::new(&signature::RSA_PKCS1_2048_8192_SHA256, &public)
+                    .verify(&plain, &sig)
+                    .unwrap();
+            })
+        });
+        g.finish();
     }
 }
 
@@ -160,7 +335,7 @@ fn main() {
     bench(&mut c);
     c.final_summary();
     let mut rows = Vec::new();
-    for op in ["sign", "open"] {
+    for op in ["sign", "open", "seal_encrypted", "open_encrypted"] {
         for size in ["2KiB", "1MiB"] {
             let group: &'static str = Box::leak(format!("smime_{op}_{size}").into_boxed_str());
             rows.push((group, "mailseal", "openssl-cms"));
