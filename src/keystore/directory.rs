@@ -23,7 +23,13 @@ use super::{EntryKind, KeyEntry, KeyStore, KeyStoreError, SecretKey, StoredCerti
 #[derive(Clone, Debug)]
 pub struct DirectoryStore {
     root: PathBuf,
+    /// Parsed certificates per subdirectory, valid while every file's name, mtime and
+    /// size are the ones recorded (a stat per file instead of a PEM parse).
+    cache: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, CachedDir>>>,
 }
+
+type Stamp = Vec<(PathBuf, Option<std::time::SystemTime>, u64)>;
+type CachedDir = (Stamp, std::sync::Arc<Vec<StoredCertificate>>);
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KeyStoreError + '_ {
     move |source| KeyStoreError::Io {
@@ -108,7 +114,10 @@ impl DirectoryStore {
                 }
             }
         }
-        Ok(DirectoryStore { root })
+        Ok(DirectoryStore {
+            root,
+            cache: Default::default(),
+        })
     }
 
     /// The directory.
@@ -144,9 +153,28 @@ impl DirectoryStore {
         Ok((cert, der))
     }
 
-    fn certs_in(&self, sub: &str) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+    fn certs_in(&self, sub: &str) -> Result<std::sync::Arc<Vec<StoredCertificate>>, KeyStoreError> {
+        let files = self.pems(sub)?;
+        let stamp: Stamp = files
+            .iter()
+            .map(|(_, p)| {
+                let meta = fs::metadata(p).ok();
+                let modified = meta.as_ref().and_then(|m| m.modified().ok());
+                (p.clone(), modified, meta.map_or(0, |m| m.len()))
+            })
+            .collect();
+        if let Some((when, certs)) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(sub)
+        {
+            if *when == stamp {
+                return Ok(certs.clone());
+            }
+        }
         let mut out = Vec::new();
-        for (_, path) in self.pems(sub)? {
+        for (_, path) in files {
             let (cert, der) = Self::read_cert(&path)?;
             let info = cert_info(&cert);
             out.push(StoredCertificate {
@@ -155,6 +183,11 @@ impl DirectoryStore {
                 emails: info.emails,
             });
         }
+        let out = std::sync::Arc::new(out);
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(sub.to_string(), (stamp, out.clone()));
         Ok(out)
     }
 
@@ -259,20 +292,22 @@ impl KeyStore for DirectoryStore {
         let email = email.trim().to_ascii_lowercase();
         Ok(self
             .certs_in("certs")?
-            .into_iter()
+            .iter()
             .filter(|c| c.emails.contains(&email))
+            .cloned()
             .collect())
     }
 
     fn trust_anchors(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
-        self.certs_in("anchors")
+        Ok(self.certs_in("anchors")?.to_vec())
     }
 
     fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
         Ok(self
             .certs_in("certs")?
-            .into_iter()
+            .iter()
             .filter(|c| self.has_key(&c.fingerprint))
+            .cloned()
             .collect())
     }
 

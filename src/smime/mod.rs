@@ -348,6 +348,18 @@ fn compare_outer(
     out
 }
 
+/// What opening the S/MIME layers established, before the entity is read as MailA2A.
+struct Layers {
+    /// The signed entity, exactly as signed (CRLF canonical).
+    entity: Vec<u8>,
+    /// Its verified signature.
+    signature: signed_data::VerifiedSignature,
+    /// Whether it arrived encrypted.
+    encrypted: bool,
+    /// The outermost message's headers (routing hints to compare).
+    outer_headers: crate::message::Headers,
+}
+
 /// A signed entity whose signature verified under a trusted certificate.
 #[derive(Clone, Debug)]
 pub struct SignedEntity {
@@ -371,7 +383,11 @@ impl Smime<'_> {
         raw: &[u8],
         policy: &OpenPolicy,
     ) -> Result<SignedEntity, OpenError> {
-        let (entity, verified, _) = self.verify(raw, policy)?;
+        let Layers {
+            entity,
+            signature: verified,
+            ..
+        } = self.verify(raw, policy)?;
         let fingerprint = crate::keystore::fingerprint(
             verified
                 .cert
@@ -450,11 +466,7 @@ impl Smime<'_> {
 
     /// Decrypts (when encrypted) and verifies; the signed entity, its signature, and
     /// whether it was encrypted.
-    fn verify(
-        &self,
-        raw: &[u8],
-        policy: &OpenPolicy,
-    ) -> Result<(Vec<u8>, signed_data::VerifiedSignature, bool), OpenError> {
+    fn verify(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Layers, OpenError> {
         let outer = read_outer(raw, &policy.limits)?;
         let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
         let pkcs7_mime = matches!(
@@ -529,18 +541,27 @@ impl Smime<'_> {
             }
         }
         certificate::check_signer_usage(&verified.cert, at)?;
-        Ok((entity, verified, encrypted))
+        Ok(Layers {
+            entity,
+            signature: verified,
+            encrypted,
+            outer_headers: outer.headers,
+        })
     }
 }
 
 impl Opener for Smime<'_> {
     fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
-        let (entity, verified, encrypted) = self.verify(raw, policy)?;
+        let Layers {
+            entity,
+            signature: verified,
+            encrypted,
+            outer_headers,
+        } = self.verify(raw, policy)?;
         // Only now is the content authentic: read it as the inner MailA2A message.
-        let outer = read_outer(raw, &policy.limits)?;
         let inner = MailA2aMessage::parse(&entity, &policy.limits)?;
         let mut violations = inner.check(&ValidationContext::new(Some(Profile::Smime)));
-        violations.extend(compare_outer(&outer.headers, &inner.headers, encrypted));
+        violations.extend(compare_outer(&outer_headers, &inner.headers, encrypted));
         if !violations.is_empty() {
             return Err(OpenError::Invalid(violations));
         }
