@@ -1,17 +1,39 @@
 //! The draft header-protection S/MIME samples (signed by the sample LAMPS CA) verify,
 //! and the one-part signed-data gives exactly its published `.inner` payload.
+//!
+//! The samples are read from the project's shared vector folder beside the clone
+//! (`../shared/vectors/header-protection/`), not copied into the repository: their
+//! provenance note asks for the licence (IETF Trust, no LICENSE file upstream) to be
+//! confirmed before they are committed elsewhere. Without that folder these tests say
+//! so and skip; CI has it.
 
-mod common;
+use std::path::PathBuf;
 
-use common::data;
 use mailseal::keystore::{DirectoryStore, KeyStore};
 use mailseal::seal::{OpenError, OpenPolicy, Opener};
 use mailseal::smime::Smime;
 
+/// A sample file, or `None` (with the reason printed) when the shared folder is absent.
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/vectors/header-protection/autocrypt-protected-headers/"
+    ))
+    .join(name)
+}
+
+fn available() -> bool {
+    let ok = data("sample-ca.pem").exists();
+    if !ok {
+        eprintln!("skipping: ../shared/vectors/header-protection is not beside this clone");
+    }
+    ok
+}
+
 fn store(dir: &std::path::Path, trust_ca: bool) -> DirectoryStore {
     let store = DirectoryStore::open(dir.join("s")).unwrap();
     if trust_ca {
-        let ca = std::fs::read(data("header-protection/sample-ca.pem")).unwrap();
+        let ca = std::fs::read(data("sample-ca.pem")).unwrap();
         store.import(&ca, "sample-ca.pem", true).unwrap();
     }
     store
@@ -19,13 +41,16 @@ fn store(dir: &std::path::Path, trust_ca: bool) -> DirectoryStore {
 
 #[test]
 fn onepart_signed_data_gives_the_published_inner_payload() {
+    if !available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path(), true);
-    let raw = std::fs::read(data("header-protection/smime-onepart-signed.eml")).unwrap();
+    let raw = std::fs::read(data("smime-onepart-signed.eml")).unwrap();
     let signed = Smime::new(&store)
         .verified_entity(&raw, &OpenPolicy::default())
         .unwrap();
-    let inner = std::fs::read(data("header-protection/smime-onepart-signed.inner")).unwrap();
+    let inner = std::fs::read(data("smime-onepart-signed.inner")).unwrap();
     let crlf = |b: &[u8]| String::from_utf8_lossy(b).replace("\r\n", "\n");
     assert_eq!(crlf(&signed.entity), crlf(&inner));
     match signed.signer {
@@ -43,9 +68,12 @@ fn onepart_signed_data_gives_the_published_inner_payload() {
 
 #[test]
 fn multipart_signed_sample_verifies_and_carries_protected_headers() {
+    if !available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path(), true);
-    let raw = std::fs::read(data("header-protection/smime-multipart-signed.eml")).unwrap();
+    let raw = std::fs::read(data("smime-multipart-signed.eml")).unwrap();
     let signed = Smime::new(&store)
         .verified_entity(&raw, &OpenPolicy::default())
         .unwrap();
@@ -56,9 +84,12 @@ fn multipart_signed_sample_verifies_and_carries_protected_headers() {
 
 #[test]
 fn fail_without_the_sample_ca_the_signer_is_unknown() {
+    if !available() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path(), false);
-    let raw = std::fs::read(data("header-protection/smime-onepart-signed.eml")).unwrap();
+    let raw = std::fs::read(data("smime-onepart-signed.eml")).unwrap();
     let err = Smime::new(&store)
         .verified_entity(&raw, &OpenPolicy::default())
         .unwrap_err();
