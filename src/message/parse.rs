@@ -31,7 +31,7 @@ const SINGLETONS: [&str; 12] = [
 ];
 
 pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, MessageError> {
-    let msg = parse_bounded(raw, limits)?;
+    let mut msg = parse_bounded(raw, limits)?;
 
     // Sort the leaves of the multipart tree (attached messages are leaves).
     let mut machine = Vec::new();
@@ -85,7 +85,12 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
             });
         }
     }
-    let mut envelope_bytes = take(decode_part(raw, part, "application/a2a+json")?)?;
+    let mut envelope_bytes = take(decode_part(
+        raw,
+        part,
+        "application/a2a+json",
+        predecoded(part),
+    )?)?;
     // The digest covers the JSON, not how the part ended: in a multipart the last CRLF
     // belongs to the delimiter; a single-part 7bit/8bit body keeps its final line break,
     // which is dropped here so both shapes of the same JSON have the same digest.
@@ -100,7 +105,7 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
 
     let text = match text_part.and_then(|id| msg.part(id)) {
         Some(p) => {
-            let bytes = take(decode_part(raw, p, "text/plain")?)?;
+            let bytes = take(decode_part(raw, p, "text/plain", None)?)?;
             Some(String::from_utf8_lossy(&bytes).into_owned())
         }
         None => None,
@@ -108,7 +113,10 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
 
     let mut attachments = Vec::with_capacity(leaves.len());
     for id in leaves {
-        let Some(p) = msg.part(id) else { continue };
+        let idx = id as usize;
+        let Some(p) = msg.parts.get(idx) else {
+            continue;
+        };
         let content_id = p
             .content_id()
             .map(|c| {
@@ -118,22 +126,27 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
                     .to_string()
             })
             .unwrap_or_default();
+        let content_type = media_type(p.content_type());
+        let filename = p.attachment_name().map(str::to_string);
         let data = if matches!(p.body, PartType::Message(_)) {
             body_bytes(raw, p).to_vec()
         } else {
-            decode_part(
-                raw,
-                p,
-                if content_id.is_empty() {
-                    "attachment"
-                } else {
-                    &content_id
-                },
-            )?
+            // Move mail-parser's decoded buffer out instead of copying it.
+            let taken = std::mem::take(&mut msg.parts[idx].body);
+            let owned = match taken {
+                PartType::Binary(d) | PartType::InlineBinary(d) => Some(d),
+                _ => None,
+            };
+            let label = if content_id.is_empty() {
+                "attachment"
+            } else {
+                content_id.as_str()
+            };
+            decode_part(raw, &msg.parts[idx], label, owned)?
         };
         attachments.push(Attachment {
-            content_type: media_type(p.content_type()),
-            filename: p.attachment_name().map(str::to_string),
+            content_type,
+            filename,
             data: take(data)?,
             content_id,
         });
@@ -304,10 +317,14 @@ fn body_bytes<'r>(raw: &'r [u8], part: &mail_parser::MessagePart<'_>) -> &'r [u8
     &raw[start..end]
 }
 
+/// The strictly decoded body of `part`. `predecoded` is mail-parser's own decoding of a
+/// non-text body, when the caller has it: once the body is known to be exact base64,
+/// that is the strict decoding, so it is not done twice (and, when owned, not copied).
 fn decode_part(
     raw: &[u8],
     part: &mail_parser::MessagePart<'_>,
     label: &str,
+    predecoded: Option<std::borrow::Cow<'_, [u8]>>,
 ) -> Result<Vec<u8>, MessageError> {
     let declared = part.content_transfer_encoding();
     let cte = Cte::from_header(declared).ok_or_else(|| MessageError::UnknownTransferEncoding {
@@ -321,18 +338,26 @@ fn decode_part(
         },
         part: label.chars().take(80).collect(),
     };
-    match (cte, &part.body) {
-        // mail-parser has already decoded a non-text base64 body; once the body is known
-        // to be exact base64 its result is the strict decoding, so it is not done twice.
-        (Cte::Base64, PartType::Binary(decoded) | PartType::InlineBinary(decoded)) => {
+    match (cte, predecoded) {
+        (Cte::Base64, Some(decoded)) => {
             let expected = check_base64(body).map_err(bad)?;
             if decoded.len() == expected {
-                Ok(decoded.to_vec())
+                Ok(decoded.into_owned())
             } else {
                 decode(body, cte).map_err(bad)
             }
         }
         _ => decode(body, cte).map_err(bad),
+    }
+}
+
+/// mail-parser's decoded bytes of a non-text leaf, borrowed.
+fn predecoded<'a>(part: &'a mail_parser::MessagePart<'_>) -> Option<std::borrow::Cow<'a, [u8]>> {
+    match &part.body {
+        PartType::Binary(d) | PartType::InlineBinary(d) => {
+            Some(std::borrow::Cow::Borrowed(d.as_ref()))
+        }
+        _ => None,
     }
 }
 
@@ -371,25 +396,43 @@ fn ids(v: &HeaderValue<'_>) -> Vec<String> {
 }
 
 fn read_headers(msg: &mail_parser::Message<'_>, raw: &[u8]) -> Result<Headers, MessageError> {
-    let mut counts = std::collections::HashMap::<String, usize>::new();
+    // Counts of the headers that may appear once: the RFC 5322/MIME singletons, then the
+    // six hints; any other Mail-A2A-* field is counted by name (rare).
+    let mut counts = [0u8; SINGLETONS.len() + Hints::NAMES.len()];
+    let mut other_hints: Vec<String> = Vec::new();
     let mut hints = Hints::default();
     let mut mime_version = None;
     let mut auto_submitted = None;
     for h in msg.headers() {
-        let name = h.name.as_str().to_ascii_lowercase();
-        let n = counts.entry(name.clone()).or_insert(0);
-        *n += 1;
-        let is_hint = name.starts_with("mail-a2a-");
-        if *n > 1 && (SINGLETONS.contains(&name.as_str()) || is_hint) {
+        let name = h.name.as_str();
+        let slot = SINGLETONS
+            .iter()
+            .chain(Hints::NAMES.iter())
+            .position(|s| s.eq_ignore_ascii_case(name));
+        let is_hint = name.len() > 9 && name.as_bytes()[..9].eq_ignore_ascii_case(b"mail-a2a-");
+        let duplicate = match slot {
+            Some(i) => {
+                counts[i] = counts[i].saturating_add(1);
+                counts[i] > 1
+            }
+            None if is_hint => {
+                let lower = name.to_ascii_lowercase();
+                let seen = other_hints.contains(&lower);
+                other_hints.push(lower);
+                seen
+            }
+            None => false,
+        };
+        if duplicate {
             return Err(MessageError::DuplicateHeader {
-                name: h.name.as_str().chars().take(60).collect(),
+                name: name.chars().take(60).collect(),
             });
         }
         if is_hint {
-            hints.set(&name, header_text(raw, h));
+            hints.set(name, header_text(raw, h));
         } else if matches!(h.name, HeaderName::MimeVersion) {
             mime_version = Some(header_text(raw, h));
-        } else if name == "auto-submitted" {
+        } else if name.eq_ignore_ascii_case("auto-submitted") {
             auto_submitted = Some(header_text(raw, h));
         }
     }
