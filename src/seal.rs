@@ -197,9 +197,6 @@ pub enum SealError {
         /// The recipient.
         address: String,
     },
-    /// The option asked for is not built yet.
-    #[error("{0}")]
-    NotYetSupported(&'static str),
     /// The cryptographic layer failed to build.
     #[error("sealing failed: {0}")]
     Crypto(String),
@@ -228,7 +225,7 @@ impl Classify for SealError {
         match self {
             Self::Invalid(_) => ExitCode::Malformed,
             Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } => ExitCode::NoUsableKey,
-            Self::ProfileUnavailable(_) | Self::NotYetSupported(_) => ExitCode::Usage,
+            Self::ProfileUnavailable(_) => ExitCode::Usage,
             Self::Crypto(_) => ExitCode::Other,
             Self::Message(e) => e.exit_code(),
             Self::KeyStore(e) => e.exit_code(),

@@ -719,11 +719,21 @@ fn sealing_refuses_invalid_messages_and_missing_keys() {
         smime.seal(&invalid, &opts).unwrap_err().exit_code().as_u8(),
         3
     );
-    let parsed = MailA2aMessage::parse(&nobody.to_rfc5322().unwrap(), &Limits::default()).unwrap();
-    assert!(
-        smime
-            .seal(&parsed, &SealOptions::new(Profile::Smime))
-            .is_err(),
-        "encryption is not built yet and says so"
-    );
+    // Encrypting to Bob needs Bob's certificate, which this store lacks: exit 5.
+    let to_bob = MailA2aMessage::parse(
+        &plain(
+            "alice@smime.example",
+            "bob@smime.example",
+            Operation::TasksGet,
+        )
+        .to_rfc5322()
+        .unwrap(),
+        &Limits::default(),
+    )
+    .unwrap();
+    let err = smime
+        .seal(&to_bob, &SealOptions::new(Profile::Smime))
+        .unwrap_err();
+    assert_eq!(err.exit_code().as_u8(), 5, "{err}");
+    assert!(err.to_string().contains("bob@smime.example"), "{err}");
 }

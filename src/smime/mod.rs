@@ -1,10 +1,10 @@
-//! The S/MIME 4.0 profile (RFC 8551): the inner MailA2A entity signed with CMS
-//! SignedData in `multipart/signed` (RFC 1847/8551 §3.5.3), with RFC 9788 header
-//! protection (`hp="clear"`).
+//! The S/MIME 4.0 profile (RFC 8551): the inner MailA2A entity (RFC 9788 header
+//! protection) signed with CMS SignedData in `multipart/signed` (`hp="clear"`), or
+//! signed and then encrypted in AuthEnvelopedData with AES-GCM (`hp="cipher"`, outer
+//! Subject `[...]`), to RSA (RSAES-OAEP) and EC (ECDH) recipients.
 //!
 //! This module owns its wire format end to end: it builds and parses its CMS and its
-//! MIME layer; nothing else in the crate touches CMS. Sign-and-encrypt
-//! (AuthEnvelopedData) is not built yet: sealing without `sign_only` says so.
+//! MIME layer; nothing else in the crate touches CMS.
 
 mod certificate;
 mod describe;
