@@ -75,19 +75,6 @@ fn read_key(path: &Path) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
     Ok(Zeroizing::new(doc.as_bytes().to_vec()))
 }
 
-/// The entry of a private key whose certificate is not in the store.
-fn key_only_entry(fingerprint: String, algorithm: super::KeyAlgorithm) -> KeyEntry {
-    KeyEntry {
-        fingerprint,
-        kind: EntryKind::PrivateKey,
-        algorithm,
-        emails: Vec::new(),
-        subject: None,
-        not_after: None,
-        has_private_key: true,
-    }
-}
-
 impl DirectoryStore {
     /// Opens (creating it, mode 0700) the store at `root`. An existing store readable
     /// by group or others is refused: its private keys would not be private.
@@ -257,7 +244,7 @@ impl KeyStore for DirectoryStore {
             } else if let Some(e) = self.list()?.into_iter().find(|e| e.fingerprint == fpr) {
                 entries.push(e);
             } else {
-                entries.push(key_only_entry(fpr, alg));
+                entries.push(super::key_only_entry(fpr, alg));
             }
         }
         Ok(entries)
@@ -283,7 +270,7 @@ impl KeyStore for DirectoryStore {
             }
             let doc = read_key(&path)?;
             let (alg, _) = key_public(&doc, &path.display().to_string())?;
-            out.push(key_only_entry(fpr, alg));
+            out.push(super::key_only_entry(fpr, alg));
         }
         Ok(out)
     }

@@ -177,6 +177,19 @@ impl fmt::Debug for SecretKey {
     }
 }
 
+/// The entry of a private key whose certificate is not in the store.
+pub(crate) fn key_only_entry(fingerprint: String, algorithm: KeyAlgorithm) -> KeyEntry {
+    KeyEntry {
+        fingerprint,
+        kind: EntryKind::PrivateKey,
+        algorithm,
+        emails: Vec::new(),
+        subject: None,
+        not_after: None,
+        has_private_key: true,
+    }
+}
+
 /// What `input` holds (certificates and PKCS#8 keys), read as an import would read it
 /// but stored nowhere: for inspection and for fuzzing the import parser.
 pub fn describe(input: &[u8], what: &str) -> Result<Vec<KeyEntry>, KeyStoreError> {
@@ -188,15 +201,7 @@ pub fn describe(input: &[u8], what: &str) -> Result<Vec<KeyEntry>, KeyStoreError
             }
             material::Material::PrivateKey { der } => {
                 let (algorithm, public) = material::key_public(&der, what)?;
-                KeyEntry {
-                    fingerprint: fingerprint(&public),
-                    kind: EntryKind::PrivateKey,
-                    algorithm,
-                    emails: Vec::new(),
-                    subject: None,
-                    not_after: None,
-                    has_private_key: true,
-                }
+                key_only_entry(fingerprint(&public), algorithm)
             }
         });
     }

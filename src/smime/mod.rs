@@ -388,14 +388,7 @@ impl Smime<'_> {
             signature: verified,
             ..
         } = self.verify(raw, policy)?;
-        let fingerprint = crate::keystore::fingerprint(
-            verified
-                .cert
-                .tbs_certificate()
-                .subject_public_key_info()
-                .subject_public_key
-                .raw_bytes(),
-        );
+        let fingerprint = cert_fingerprint(&verified.cert);
         Ok(SignedEntity {
             entity,
             signer: SignerIdentity::Certificate {
@@ -596,14 +589,7 @@ impl Opener for Smime<'_> {
             Protection::Signed
         };
         policy.check_protection(&inner, got)?;
-        let fingerprint = crate::keystore::fingerprint(
-            verified
-                .cert
-                .tbs_certificate()
-                .subject_public_key_info()
-                .subject_public_key
-                .raw_bytes(),
-        );
+        let fingerprint = cert_fingerprint(&verified.cert);
         let mut protected_headers: Vec<String> = [
             "From",
             "To",
@@ -659,6 +645,16 @@ fn canonical_crlf(entity: &[u8]) -> Vec<u8> {
         i += 1;
     }
     out
+}
+
+/// The key store's fingerprint of a certificate (its public key).
+fn cert_fingerprint(cert: &Certificate) -> String {
+    crate::keystore::fingerprint(
+        cert.tbs_certificate()
+            .subject_public_key_info()
+            .subject_public_key
+            .raw_bytes(),
+    )
 }
 
 fn key_store(e: crate::keystore::KeyStoreError) -> OpenError {
