@@ -130,28 +130,19 @@ fn plain(from: &str, to: &str, op: Operation) -> MailA2aMessage {
 }
 
 fn seal_cli(store: &Path, msg: &MailA2aMessage, dir: &Path) -> Vec<u8> {
-    let plain = dir.join("plain.eml");
-    std::fs::write(&plain, msg.to_rfc5322().unwrap()).unwrap();
-    let out = run(
+    common::seal_smime_cli(store, msg, dir, true)
+}
+
+/// A store with Alice's RFC 9216 signing identity and the RSA CA as trust anchor.
+fn alice_store(dir: &Path) -> PathBuf {
+    store(
+        dir,
         &[
-            "seal",
-            "--store",
-            store.to_str().unwrap(),
-            "--profile",
-            "smime",
-            "--sign-only",
-            "--in",
-            plain.to_str().unwrap(),
+            &fixture("rfc9216/alice.sign.crt"),
+            &fixture("rfc9216/alice.sign.key"),
         ],
-        b"",
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+        &[&fixture("rfc9216/ca.rsa.crt")],
+    )
 }
 
 /// The first part of a multipart/signed message: exactly the signed bytes.
@@ -200,14 +191,7 @@ fn verify_in_openssl(sealed: &[u8], ca: &Path, dir: &Path) {
 #[test]
 fn rsa_rfc9216_signed_by_mailseal_verifies_in_openssl_and_opens() {
     let dir = tempfile::tempdir().unwrap();
-    let s = store(
-        dir.path(),
-        &[
-            &fixture("rfc9216/alice.sign.crt"),
-            &fixture("rfc9216/alice.sign.key"),
-        ],
-        &[&fixture("rfc9216/ca.rsa.crt")],
-    );
+    let s = alice_store(dir.path());
     let msg = plain(
         "alice@smime.example",
         "bob@smime.example",
@@ -479,14 +463,7 @@ fn fail_every_flipped_cms_byte_is_refused_as_unauthentic() {
 #[test]
 fn fail_every_flipped_content_byte_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let s = store(
-        dir.path(),
-        &[
-            &fixture("rfc9216/alice.sign.crt"),
-            &fixture("rfc9216/alice.sign.key"),
-        ],
-        &[&fixture("rfc9216/ca.rsa.crt")],
-    );
+    let s = alice_store(dir.path());
     let sealed = seal_cli(
         &s,
         &plain(
@@ -522,14 +499,7 @@ fn fail_every_flipped_content_byte_is_refused() {
 #[test]
 fn fail_unknown_signer_is_exit_5() {
     let dir = tempfile::tempdir().unwrap();
-    let s = store(
-        dir.path(),
-        &[
-            &fixture("rfc9216/alice.sign.crt"),
-            &fixture("rfc9216/alice.sign.key"),
-        ],
-        &[&fixture("rfc9216/ca.rsa.crt")],
-    );
+    let s = alice_store(dir.path());
     let sealed = seal_cli(
         &s,
         &plain(
@@ -598,14 +568,7 @@ fn fail_signer_who_is_not_the_sender_is_exit_6() {
 #[test]
 fn fail_outer_header_that_lies_is_exit_3() {
     let dir = tempfile::tempdir().unwrap();
-    let s = store(
-        dir.path(),
-        &[
-            &fixture("rfc9216/alice.sign.crt"),
-            &fixture("rfc9216/alice.sign.key"),
-        ],
-        &[&fixture("rfc9216/ca.rsa.crt")],
-    );
+    let s = alice_store(dir.path());
     let sealed = seal_cli(
         &s,
         &plain(
@@ -633,14 +596,7 @@ fn fail_outer_header_that_lies_is_exit_3() {
 #[test]
 fn fail_forwarded_to_a_third_party_and_downgrade_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let s = store(
-        dir.path(),
-        &[
-            &fixture("rfc9216/alice.sign.crt"),
-            &fixture("rfc9216/alice.sign.key"),
-        ],
-        &[&fixture("rfc9216/ca.rsa.crt")],
-    );
+    let s = alice_store(dir.path());
     let sealed = seal_cli(
         &s,
         &plain(

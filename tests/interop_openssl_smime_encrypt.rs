@@ -68,27 +68,7 @@ fn request() -> MailA2aMessage {
 }
 
 fn seal(store: &Path, msg: &MailA2aMessage, dir: &Path) -> Vec<u8> {
-    let plain = dir.join("plain.eml");
-    std::fs::write(&plain, msg.to_rfc5322().unwrap()).unwrap();
-    let out = run(
-        &[
-            "seal",
-            "--store",
-            store.to_str().unwrap(),
-            "--profile",
-            "smime",
-            "--in",
-            plain.to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    common::seal_smime_cli(store, msg, dir, false)
 }
 
 #[test]

@@ -111,3 +111,34 @@ pub fn openssl(args: &[&str], dir: &std::path::Path) -> Output {
     );
     out
 }
+
+/// Seals the plain `msg` through `mailseal seal --profile smime` with the key store at
+/// `store` (signed only, or signed and encrypted) and returns the sealed bytes.
+pub fn seal_smime_cli(
+    store: &std::path::Path,
+    msg: &mailseal::message::MailA2aMessage,
+    dir: &std::path::Path,
+    sign_only: bool,
+) -> Vec<u8> {
+    let plain = dir.join("plain.eml");
+    std::fs::write(&plain, msg.to_rfc5322().expect("composes")).expect("writes");
+    let mut args = vec![
+        "seal",
+        "--store",
+        store.to_str().expect("utf-8 path"),
+        "--profile",
+        "smime",
+    ];
+    if sign_only {
+        args.push("--sign-only");
+    }
+    args.extend(["--in", plain.to_str().expect("utf-8 path")]);
+    let out = run(&args, b"");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
