@@ -2,193 +2,432 @@
 //!
 //! `serde_json` silently keeps the last of two duplicate keys and only bounds nesting at
 //! 128. A MailA2A receiver must not: two `operation` keys could mean one thing to us and
-//! another to a relay or the agent behind us. This pass walks the document once, refuses
-//! duplicate object keys and nesting deeper than the limit, and allocates nothing but
-//! the keys of the object it is in.
+//! another to a relay or the agent behind us. This reader walks the document once
+//! (iteratively, so no input can exhaust the stack), refuses duplicate object keys at
+//! any depth, nesting deeper than the limit, lone surrogate escapes (I-JSON, RFC 7493)
+//! and anything RFC 8259 does not allow, and returns where each top-level field's value
+//! lies, so the envelope is split without a second parse. It allocates only for keys
+//! written with escapes and for the key sets of large objects.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::ops::Range;
 
 use super::EnvelopeError;
+
+/// A top-level object's fields: each key (unescaped) and its value's byte range.
+pub(crate) type Fields = Vec<(String, Range<usize>)>;
 
 /// Checks `bytes` is one UTF-8 JSON value without duplicate keys and at most `max_depth`
 /// levels of arrays/objects.
 pub(crate) fn check_strict(bytes: &[u8], max_depth: usize) -> Result<(), EnvelopeError> {
-    if let Err(e) = std::str::from_utf8(bytes) {
-        return Err(EnvelopeError::InvalidUtf8 {
-            offset: e.valid_up_to(),
-        });
-    }
-    let mut state = State {
-        depth: 0,
-        max_depth,
-        path: Vec::new(),
-        fault: None,
-    };
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let result = Check { state: &mut state }
-        .deserialize(&mut de)
-        .and_then(|()| de.end());
-    match (result, state.fault) {
-        (_, Some(fault)) => Err(fault),
-        (Ok(()), None) => Ok(()),
-        (Err(e), None) => Err(EnvelopeError::Syntax {
-            line: e.line(),
-            column: e.column(),
-            reason: short_reason(&e),
-        }),
-    }
+    Reader::new(bytes, max_depth)?.run(false).map(|_| ())
 }
 
-/// serde_json's message without its " at line N column M" suffix (we report those apart).
-fn short_reason(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    match text.find(" at line ") {
-        Some(i) => text[..i].to_string(),
-        None => text,
-    }
+/// Reads `bytes` as one JSON object under the rules of [`check_strict`]: its keys
+/// (unescaped) and the byte range of each value, in order. `Ok(None)` when the value
+/// is valid JSON but not an object.
+pub(crate) fn read_object(bytes: &[u8], max_depth: usize) -> Result<Option<Fields>, EnvelopeError> {
+    Reader::new(bytes, max_depth)?.run(true)
 }
 
-// serde_json's own recursion limit (128) is above ours, so ours always fires first.
+/// One step of the path to the current position, for error reports.
+enum Segment<'a> {
+    Key(Cow<'a, str>),
+    Index(usize),
+}
 
-struct State {
-    depth: usize,
+/// An open container.
+enum Frame<'a> {
+    Object {
+        /// Keys seen so far: linear for small objects, a set once it grows.
+        keys: Vec<Cow<'a, str>>,
+        set: HashSet<Cow<'a, str>>,
+    },
+    Array {
+        index: usize,
+    },
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
     max_depth: usize,
-    path: Vec<String>,
-    fault: Option<EnvelopeError>,
+    stack: Vec<Frame<'a>>,
+    path: Vec<Segment<'a>>,
 }
 
-impl State {
-    fn pointer(&self) -> String {
+/// Whether `s` has a byte below 0x20 (no early exit, so the loop vectorises).
+fn has_control(s: &[u8]) -> bool {
+    s.iter().fold(false, |acc, &c| acc | (c < 0x20))
+}
+
+/// Whether the byte may follow a JSON number or literal.
+fn ends_token(b: Option<&u8>) -> bool {
+    matches!(
+        b,
+        None | Some(b' ' | b'\t' | b'\r' | b'\n' | b',' | b']' | b'}')
+    )
+}
+
+impl<'a> Reader<'a> {
+    fn new(b: &'a [u8], max_depth: usize) -> Result<Self, EnvelopeError> {
+        if let Err(e) = std::str::from_utf8(b) {
+            return Err(EnvelopeError::InvalidUtf8 {
+                offset: e.valid_up_to(),
+            });
+        }
+        Ok(Reader {
+            b,
+            pos: 0,
+            max_depth,
+            stack: Vec::new(),
+            path: Vec::new(),
+        })
+    }
+
+    fn syntax(&self, reason: &str) -> EnvelopeError {
+        let upto = &self.b[..self.pos.min(self.b.len())];
+        let line = 1 + memchr::memchr_iter(b'\n', upto).count();
+        let column = 1 + upto.len() - memchr::memrchr(b'\n', upto).map_or(0, |i| i + 1);
+        EnvelopeError::Syntax {
+            line,
+            column,
+            reason: reason.to_string(),
+        }
+    }
+
+    /// JSON pointer of the path so far, plus `last` if given.
+    fn pointer(&self, last: Option<&str>) -> String {
         let mut s = String::new();
-        for p in &self.path {
+        let mut push = |p: &str| {
             s.push('/');
             s.push_str(&p.replace('~', "~0").replace('/', "~1"));
+        };
+        for seg in &self.path {
+            match seg {
+                Segment::Key(k) => push(k),
+                Segment::Index(i) => push(&i.to_string()),
+            }
+        }
+        if let Some(l) = last {
+            push(l);
         }
         s
     }
-    fn enter<E: de::Error>(&mut self) -> Result<(), E> {
-        self.depth += 1;
-        if self.depth > self.max_depth {
-            self.fault = Some(EnvelopeError::TooDeep {
-                limit: self.max_depth,
-                path: self.pointer(),
-            });
-            return Err(E::custom("too deep"));
+
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\r' | b'\n') = self.b.get(self.pos) {
+            self.pos += 1;
         }
-        Ok(())
     }
-}
 
-struct Check<'s> {
-    state: &'s mut State,
-}
+    fn expect(&mut self, c: u8, reason: &str) -> Result<(), EnvelopeError> {
+        self.skip_ws();
+        if self.b.get(self.pos) == Some(&c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(self.syntax(reason))
+        }
+    }
 
-impl<'de> DeserializeSeed<'de> for Check<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+    fn hex4(&self, at: usize) -> Option<u16> {
+        let h = self.b.get(at..at + 4)?;
+        let s = std::str::from_utf8(h).ok()?;
+        if !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        u16::from_str_radix(s, 16).ok()
     }
-}
 
-impl<'de> Visitor<'de> for Check<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        self.state.enter()?;
-        let mut i = 0usize;
+    /// A string starting at the opening quote: its content range and whether it has
+    /// escapes.
+    fn string(&mut self) -> Result<(Range<usize>, bool), EnvelopeError> {
+        self.pos += 1;
+        let start = self.pos;
+        let mut escaped = false;
         loop {
-            self.state.path.push(i.to_string());
-            let next = seq.next_element_seed(Check {
-                state: &mut *self.state,
-            })?;
-            self.state.path.pop();
-            if next.is_none() {
-                break;
-            }
-            i += 1;
-        }
-        self.state.depth -= 1;
-        Ok(())
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        self.state.enter()?;
-        // Small objects (the common case) are checked by a linear scan; large ones by hash.
-        let mut seen: Vec<Cow<'de, str>> = Vec::new();
-        let mut seen_set: HashSet<Cow<'de, str>> = HashSet::new();
-        while let Some(key) = map.next_key_seed(KeySeed)? {
-            let duplicate = if seen_set.is_empty() {
-                seen.contains(&key)
-            } else {
-                seen_set.contains(&key)
+            let rest = &self.b[self.pos..];
+            let Some(i) = memchr::memchr2(b'"', b'\\', rest) else {
+                self.pos = self.b.len();
+                return Err(self.syntax("EOF while parsing a string"));
             };
-            if duplicate {
-                self.state.path.push(key.into_owned());
-                self.state.fault = Some(EnvelopeError::DuplicateKey {
-                    path: self.state.pointer(),
-                });
-                return Err(de::Error::custom("duplicate key"));
+            if has_control(&rest[..i]) {
+                self.pos += rest[..i].iter().position(|&c| c < 0x20).unwrap_or(0);
+                return Err(self.syntax("control character in a string"));
             }
-            self.state.path.push(key.to_string());
-            map.next_value_seed(Check {
-                state: &mut *self.state,
-            })?;
-            self.state.path.pop();
-            if seen_set.is_empty() && seen.len() < 16 {
-                seen.push(key);
-            } else {
-                seen_set.extend(seen.drain(..));
-                seen_set.insert(key);
+            self.pos += i;
+            if self.b[self.pos] == b'"' {
+                self.pos += 1;
+                return Ok((start..self.pos - 1, escaped));
+            }
+            escaped = true;
+            match self.b.get(self.pos + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 2,
+                Some(b'u') => {
+                    let unit = self
+                        .hex4(self.pos + 2)
+                        .ok_or_else(|| self.syntax("invalid \\u escape"))?;
+                    self.pos += 6;
+                    match unit {
+                        0xD800..=0xDBFF => {
+                            let low = (self.b.get(self.pos..self.pos + 2) == Some(b"\\u"))
+                                .then(|| self.hex4(self.pos + 2))
+                                .flatten();
+                            if !matches!(low, Some(0xDC00..=0xDFFF)) {
+                                return Err(self.syntax("lone leading surrogate"));
+                            }
+                            self.pos += 6;
+                        }
+                        0xDC00..=0xDFFF => return Err(self.syntax("lone trailing surrogate")),
+                        _ => {}
+                    }
+                }
+                _ => return Err(self.syntax("invalid escape")),
             }
         }
-        self.state.depth -= 1;
+    }
+
+    fn number(&mut self) -> Result<(), EnvelopeError> {
+        let b = self.b;
+        let digits = |p: &mut usize| {
+            let s = *p;
+            while b.get(*p).is_some_and(u8::is_ascii_digit) {
+                *p += 1;
+            }
+            *p > s
+        };
+        let mut p = self.pos;
+        if b.get(p) == Some(&b'-') {
+            p += 1;
+        }
+        match b.get(p) {
+            Some(b'0') => p += 1,
+            Some(b'1'..=b'9') => {
+                digits(&mut p);
+            }
+            _ => {
+                self.pos = p;
+                return Err(self.syntax("invalid number"));
+            }
+        }
+        if b.get(p) == Some(&b'.') {
+            p += 1;
+            if !digits(&mut p) {
+                self.pos = p;
+                return Err(self.syntax("invalid number"));
+            }
+        }
+        if matches!(b.get(p), Some(b'e' | b'E')) {
+            p += 1;
+            if matches!(b.get(p), Some(b'+' | b'-')) {
+                p += 1;
+            }
+            if !digits(&mut p) {
+                self.pos = p;
+                return Err(self.syntax("invalid number"));
+            }
+        }
+        let start = self.pos;
+        self.pos = p;
+        if !ends_token(b.get(p)) {
+            return Err(self.syntax("trailing characters after a number"));
+        }
+        // I-JSON (RFC 7493 2.2): a number must fit a double. Only a long number or one
+        // with an exponent can overflow, so only those are converted.
+        let text = &b[start..p];
+        if text.len() > 15 || text.iter().any(|&c| c == b'e' || c == b'E') {
+            let value = std::str::from_utf8(text)
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok());
+            if !value.is_some_and(f64::is_finite) {
+                self.pos = start;
+                return Err(self.syntax("number out of range"));
+            }
+        }
         Ok(())
     }
-}
 
-/// Deserializes an object key, borrowing it from the input when it has no escapes.
-struct KeySeed;
+    fn literal(&mut self, word: &[u8]) -> Result<(), EnvelopeError> {
+        if self.b[self.pos..].starts_with(word) && ends_token(self.b.get(self.pos + word.len())) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.syntax("expected a value"))
+        }
+    }
 
-impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = Cow<'de, str>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
+    fn open(&mut self, frame: Frame<'a>) -> Result<(), EnvelopeError> {
+        if self.stack.len() >= self.max_depth {
+            return Err(EnvelopeError::TooDeep {
+                limit: self.max_depth,
+                path: self.pointer(None),
+            });
+        }
+        self.stack.push(frame);
+        self.pos += 1;
+        Ok(())
     }
-}
 
-impl<'de> Visitor<'de> for KeySeed {
-    type Value = Cow<'de, str>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object key")
+    /// Closes the innermost container; every container but the root has a path
+    /// segment.
+    fn close(&mut self) {
+        self.stack.pop();
+        if !self.stack.is_empty() {
+            self.path.pop();
+        }
     }
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Cow::Borrowed(v))
+
+    /// Reads an object key (after `{` or `,`), refusing a repeat, and the colon.
+    fn key(&mut self) -> Result<Cow<'a, str>, EnvelopeError> {
+        self.skip_ws();
+        if self.b.get(self.pos) != Some(&b'"') {
+            return Err(self.syntax("expected a string key"));
+        }
+        let (range, escaped) = self.string()?;
+        let key: Cow<'a, str> = if escaped {
+            let quoted = &self.b[range.start - 1..range.end + 1];
+            Cow::Owned(
+                serde_json::from_slice::<String>(quoted).map_err(|_| self.syntax("invalid key"))?,
+            )
+        } else {
+            // The input was checked to be UTF-8 and the range lies between quotes.
+            Cow::Borrowed(std::str::from_utf8(&self.b[range]).unwrap_or_default())
+        };
+        let duplicate = match self.stack.last_mut() {
+            Some(Frame::Object { keys, set }) => {
+                let seen = if set.is_empty() {
+                    keys.contains(&key)
+                } else {
+                    set.contains(&key)
+                };
+                if !seen {
+                    if set.is_empty() && keys.len() < 16 {
+                        keys.push(key.clone());
+                    } else {
+                        set.extend(keys.drain(..));
+                        set.insert(key.clone());
+                    }
+                }
+                seen
+            }
+            _ => false,
+        };
+        if duplicate {
+            return Err(EnvelopeError::DuplicateKey {
+                path: self.pointer(Some(&key)),
+            });
+        }
+        self.expect(b':', "expected `:`")?;
+        Ok(key)
     }
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Cow::Owned(v.to_string()))
+
+    /// Walks the document; with `top_fields`, returns the top-level object's fields.
+    fn run(mut self, top_fields: bool) -> Result<Option<Fields>, EnvelopeError> {
+        let mut fields: Fields = Vec::new();
+        let mut is_object = false;
+        // The segment naming the value about to be read, pushed if it is a container.
+        let mut pending: Option<Segment<'a>> = None;
+        // Start of a top-level field's value, while it is being read.
+        let mut field_start: Option<usize> = None;
+        'value: loop {
+            self.skip_ws();
+            if top_fields && self.stack.len() == 1 && is_object {
+                field_start = Some(self.pos);
+            }
+            match self.b.get(self.pos) {
+                Some(b'{') | Some(b'[') => {
+                    if self.stack.is_empty() {
+                        is_object = self.b[self.pos] == b'{';
+                    }
+                    if let Some(seg) = pending.take() {
+                        self.path.push(seg);
+                    }
+                    let frame = if self.b[self.pos] == b'{' {
+                        Frame::Object {
+                            keys: Vec::new(),
+                            set: HashSet::new(),
+                        }
+                    } else {
+                        Frame::Array { index: 0 }
+                    };
+                    let is_obj = matches!(frame, Frame::Object { .. });
+                    self.open(frame)?;
+                    self.skip_ws();
+                    let close = if is_obj { b'}' } else { b']' };
+                    if self.b.get(self.pos) == Some(&close) {
+                        self.pos += 1;
+                        self.close();
+                    } else if is_obj {
+                        let key = self.key()?;
+                        if top_fields && self.stack.len() == 1 {
+                            fields.push((key.clone().into_owned(), 0..0));
+                        }
+                        pending = Some(Segment::Key(key));
+                        continue 'value;
+                    } else {
+                        pending = Some(Segment::Index(0));
+                        continue 'value;
+                    }
+                }
+                Some(b'"') => {
+                    self.string()?;
+                }
+                Some(b't') => self.literal(b"true")?,
+                Some(b'f') => self.literal(b"false")?,
+                Some(b'n') => self.literal(b"null")?,
+                Some(b'-' | b'0'..=b'9') => self.number()?,
+                Some(_) => return Err(self.syntax("expected a value")),
+                None => return Err(self.syntax("EOF while parsing a value")),
+            }
+            // After a value: a separator, a close, or the end.
+            loop {
+                if self.stack.len() == 1 {
+                    if let (Some(start), Some(last)) = (field_start.take(), fields.last_mut()) {
+                        last.1 = start..self.pos;
+                    }
+                }
+                self.skip_ws();
+                let Some(frame) = self.stack.last_mut() else {
+                    if self.pos != self.b.len() {
+                        return Err(self.syntax("trailing characters"));
+                    }
+                    return Ok(if is_object || !top_fields {
+                        Some(fields)
+                    } else {
+                        None
+                    });
+                };
+                match (frame, self.b.get(self.pos)) {
+                    (Frame::Object { .. }, Some(b',')) => {
+                        self.pos += 1;
+                        let key = self.key()?;
+                        if top_fields && self.stack.len() == 1 {
+                            fields.push((key.clone().into_owned(), 0..0));
+                        }
+                        pending = Some(Segment::Key(key));
+                        continue 'value;
+                    }
+                    (Frame::Array { index }, Some(b',')) => {
+                        self.pos += 1;
+                        *index += 1;
+                        pending = Some(Segment::Index(*index));
+                        continue 'value;
+                    }
+                    (Frame::Object { .. }, Some(b'}')) | (Frame::Array { .. }, Some(b']')) => {
+                        self.pos += 1;
+                        self.close();
+                    }
+                    (Frame::Object { .. }, _) => {
+                        return Err(self.syntax("expected `,` or `}`"));
+                    }
+                    (Frame::Array { .. }, _) => {
+                        return Err(self.syntax("expected `,` or `]`"));
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -241,5 +480,61 @@ mod tests {
             check_strict(b"{} {}", 64),
             Err(EnvelopeError::Syntax { .. })
         ));
+    }
+
+    #[test]
+    fn fields_are_the_exact_value_texts() {
+        let doc = br#" { "a" : [1, {"x": "y"}] ,"b\u0063":"d\"e", "n":-1.5e+3,"t":true , "z":{}} "#;
+        let fields = read_object(doc, 64).unwrap().unwrap();
+        let text = std::str::from_utf8(doc).unwrap();
+        let got: Vec<(&str, &str)> = fields
+            .iter()
+            .map(|(k, r)| (k.as_str(), &text[r.clone()]))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", r#"[1, {"x": "y"}]"#),
+                ("bc", r#""d\"e""#),
+                ("n", "-1.5e+3"),
+                ("t", "true"),
+                ("z", "{}"),
+            ]
+        );
+        assert_eq!(read_object(b"[1]", 64).unwrap(), None);
+    }
+
+    /// Differential check against serde_json: every truncation and every one-byte
+    /// substitution of a document is accepted by us exactly when serde_json accepts it,
+    /// except for what we refuse on purpose (duplicate keys).
+    #[test]
+    fn agrees_with_serde_json_on_mutations() {
+        let doc =
+            br#"{"k":[0,-1,2.5e-3,true,false,null,"s\n\u00e9\ud83d\ude00"],"o":{"p":{}},"q":""}"#;
+        assert!(check_strict(b"[1e308, -1.7e308, 1e-400]", 64).is_ok());
+        assert!(check_strict(b"[1e309]", 64).is_err());
+        assert!(check_strict(format!("[{}]", "9".repeat(400)).as_bytes(), 64).is_err());
+        let subs = b" \t\n\"\\/{}[],:0123456789-+.eEtfnrux\x01\x7f";
+        let mut cases: Vec<Vec<u8>> = (0..=doc.len()).map(|n| doc[..n].to_vec()).collect();
+        for i in 0..doc.len() {
+            for &c in subs {
+                let mut m = doc.to_vec();
+                m[i] = c;
+                cases.push(m);
+            }
+        }
+        for case in cases {
+            let ours = check_strict(&case, 64);
+            if matches!(ours, Err(EnvelopeError::DuplicateKey { .. })) {
+                continue;
+            }
+            let theirs = serde_json::from_slice::<serde_json::Value>(&case);
+            assert_eq!(
+                ours.is_ok(),
+                theirs.is_ok(),
+                "{} ours {ours:?} serde {theirs:?}",
+                String::from_utf8_lossy(&case)
+            );
+        }
     }
 }

@@ -14,10 +14,8 @@ pub use model::{GroupCoordinates, Kind, Operation, PaymentKind, TERMINAL_TASK_ST
 pub(crate) use validate::validate_with_payload;
 pub use validate::{next_event, validate, Code, ValidationContext, Violation};
 
-use indexmap::IndexMap;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::error::{A2aErrorType, Classify, ExitCode};
@@ -98,7 +96,9 @@ impl Classify for EnvelopeError {
 /// A protected envelope: an ordered map from field name to its exact JSON text.
 #[derive(Clone, Debug)]
 pub struct Envelope {
-    fields: IndexMap<String, Box<RawValue>>,
+    // A vector, not a map: envelopes have a dozen fields, where a linear search beats
+    // hashing, and the reader has already refused duplicate keys.
+    fields: Vec<(String, Box<str>)>,
 }
 
 /// Two envelopes are equal when they have the same fields in the same order with the
@@ -110,7 +110,7 @@ impl PartialEq for Envelope {
                 .fields
                 .iter()
                 .zip(&other.fields)
-                .all(|((ka, va), (kb, vb))| ka == kb && va.get() == vb.get())
+                .all(|((ka, va), (kb, vb))| ka == kb && va == vb)
     }
 }
 
@@ -119,9 +119,7 @@ impl Envelope {
     /// example: `bindingVersion`, `a2aVersion`, `kind`, `operation`, `messageId`,
     /// `sequence` (0), `final` (false) and an empty `payload`.
     pub fn new(kind: Kind, operation: Operation, message_id: &str) -> Self {
-        let mut e = Envelope {
-            fields: IndexMap::new(),
-        };
+        let mut e = Envelope { fields: Vec::new() };
         e.set("bindingVersion", &BINDING_VERSION);
         e.set("a2aVersion", &A2A_VERSION);
         e.set("kind", &kind.as_str());
@@ -141,29 +139,23 @@ impl Envelope {
     /// Reads an envelope, refusing invalid UTF-8, duplicate keys, nesting deeper than
     /// `max_depth` and anything but a JSON object. Binding rules are [`validate`]'s job.
     pub fn from_json_with_depth(bytes: &[u8], max_depth: usize) -> Result<Self, EnvelopeError> {
-        json::check_strict(bytes, max_depth)?;
-        let first = bytes
-            .iter()
-            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
-        if first != Some(&b'{') {
+        let Some(spans) = json::read_object(bytes, max_depth)? else {
             return Err(EnvelopeError::NotAnObject);
-        }
-        let fields: IndexMap<String, Box<RawValue>> =
-            serde_json::from_slice(bytes).map_err(|e| EnvelopeError::Syntax {
-                line: e.line(),
-                column: e.column(),
-                reason: e.to_string(),
-            })?;
+        };
+        // The reader checked the input is UTF-8 and each range is one JSON value.
+        let text = std::str::from_utf8(bytes).map_err(|e| EnvelopeError::InvalidUtf8 {
+            offset: e.valid_up_to(),
+        })?;
+        let fields = spans
+            .into_iter()
+            .map(|(k, r)| (k, Box::<str>::from(&text[r])))
+            .collect();
         Ok(Envelope { fields })
     }
 
     /// Serialises the envelope: every field's JSON text exactly as read or set, in order.
     pub fn to_json(&self) -> Vec<u8> {
-        let len: usize = self
-            .fields
-            .iter()
-            .map(|(k, v)| k.len() + v.get().len() + 4)
-            .sum();
+        let len: usize = self.fields.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
         let mut out = Vec::with_capacity(len + 2);
         out.push(b'{');
         for (i, (k, v)) in self.fields.iter().enumerate() {
@@ -174,27 +166,52 @@ impl Envelope {
             let key = serde_json::to_string(k).unwrap_or_default();
             out.extend_from_slice(key.as_bytes());
             out.push(b':');
-            out.extend_from_slice(v.get().as_bytes());
+            out.extend_from_slice(v.as_bytes());
         }
         out.push(b'}');
         out
     }
 
+    fn field(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| &**v)
+    }
+
+    fn insert(&mut self, key: &str, json: Box<str>) {
+        match self.fields.iter_mut().find(|(k, _)| k == key) {
+            Some((_, v)) => *v = json,
+            None => self.fields.push((key.to_string(), json)),
+        }
+    }
+
     /// The field names in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.fields.keys().map(String::as_str)
+        self.fields.iter().map(|(k, _)| k.as_str())
     }
 
     /// The exact JSON text of a field.
-    pub fn raw(&self, key: &str) -> Option<&RawValue> {
-        self.fields.get(key).map(|b| &**b)
+    pub fn raw(&self, key: &str) -> Option<&str> {
+        self.field(key)
     }
 
     /// A field read as `T`; `None` when absent or not a `T`.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
-        self.fields
-            .get(key)
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        self.field(key)
+            .and_then(|raw| serde_json::from_str(raw).ok())
+    }
+
+    /// A string field, borrowed from the JSON text when it has no escapes; `None` when
+    /// absent or not a string.
+    pub fn str_field(&self, key: &str) -> Option<std::borrow::Cow<'_, str>> {
+        let raw = self.field(key)?;
+        match serde_json::from_str::<&str>(raw) {
+            Ok(s) => Some(std::borrow::Cow::Borrowed(s)),
+            Err(_) => serde_json::from_str::<String>(raw)
+                .ok()
+                .map(std::borrow::Cow::Owned),
+        }
     }
 
     /// A field as a loose JSON value (for validation and inspection).
@@ -207,34 +224,31 @@ impl Envelope {
         // Serialising plain data (strings, numbers, serde_json::Value, derived structs
         // without maps keyed by non-strings) cannot fail; a failure would be a bug in the
         // caller's Serialize impl, and then the field is left unchanged.
-        if let Ok(raw) = serde_json::value::to_raw_value(value) {
-            self.fields.insert(key.to_string(), raw);
+        if let Ok(json) = serde_json::to_string(value) {
+            self.insert(key, json.into_boxed_str());
         }
     }
 
     /// Sets a field to JSON text the caller already has (kept byte-for-byte).
     pub fn set_raw(&mut self, key: &str, json: &str) -> Result<(), EnvelopeError> {
-        let raw = RawValue::from_string(json.to_string()).map_err(|e| EnvelopeError::Syntax {
-            line: e.line(),
-            column: e.column(),
-            reason: e.to_string(),
-        })?;
-        self.fields.insert(key.to_string(), raw);
+        json::check_strict(json.as_bytes(), DEFAULT_MAX_JSON_DEPTH)?;
+        self.insert(key, json.into());
         Ok(())
     }
 
     /// Removes a field.
-    pub fn remove(&mut self, key: &str) -> Option<Box<RawValue>> {
-        self.fields.shift_remove(key)
+    pub fn remove(&mut self, key: &str) -> Option<Box<str>> {
+        let i = self.fields.iter().position(|(k, _)| k == key)?;
+        Some(self.fields.remove(i).1)
     }
 
     /// `kind`, when it is one of the four.
     pub fn kind(&self) -> Option<Kind> {
-        self.get::<String>("kind").and_then(|s| s.parse().ok())
+        self.str_field("kind").and_then(|s| s.parse().ok())
     }
     /// `operation`, when it is a known token.
     pub fn operation(&self) -> Option<Operation> {
-        self.get::<String>("operation").and_then(|s| s.parse().ok())
+        self.str_field("operation").and_then(|s| s.parse().ok())
     }
     /// `messageId`.
     pub fn message_id(&self) -> Option<String> {
@@ -302,7 +316,7 @@ mod tests {
             env.keys().collect::<Vec<_>>(),
             ["bindingVersion", "x-future", "kind", "n"]
         );
-        assert_eq!(env.raw("n").unwrap().get(), "1e3");
+        assert_eq!(env.raw("n").unwrap(), "1e3");
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! headers, outer hints equal to their protected values, replies threaded, `cid:`
 //! references resolved.
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 use super::{Attachment, Headers};
@@ -92,7 +94,6 @@ pub(crate) fn check_headers(h: &Headers, env: &Envelope) -> Vec<Violation> {
             "this binding is 1.0",
         )),
     }
-    let protected = |key: &str| env.value(key);
     let mismatch = |name: &str, out: &mut Vec<Violation>| {
         out.push(Violation::new(
             header(name),
@@ -102,7 +103,7 @@ pub(crate) fn check_headers(h: &Headers, env: &Envelope) -> Vec<Violation> {
     };
     let text_eq = |hint: &Option<String>, key: &str| match hint {
         None => true,
-        Some(v) => protected(key).as_ref().and_then(Value::as_str) == Some(v.as_str()),
+        Some(v) => env.str_field(key).as_deref() == Some(v.as_str()),
     };
     if !text_eq(&h.hints.operation, "operation") {
         mismatch("Mail-A2A-Operation", &mut out);
@@ -150,7 +151,11 @@ fn cid_parts<'v>(
             for (k, child) in map {
                 let len = pointer.len();
                 pointer.push('/');
-                pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                if k.contains(['~', '/']) {
+                    pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                } else {
+                    pointer.push_str(k);
+                }
                 cid_parts(child, pointer, out);
                 pointer.truncate(len);
             }
@@ -158,8 +163,8 @@ fn cid_parts<'v>(
         Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
                 let len = pointer.len();
-                pointer.push('/');
-                pointer.push_str(&i.to_string());
+                // Writing to a String cannot fail.
+                let _ = write!(pointer, "/{i}");
                 cid_parts(child, pointer, out);
                 pointer.truncate(len);
             }

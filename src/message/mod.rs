@@ -8,6 +8,7 @@
 mod check;
 mod compose;
 mod limits;
+mod mime;
 mod parse;
 mod transfer;
 
@@ -50,6 +51,20 @@ pub enum MessageError {
     TooManyParts {
         /// The limit.
         limit: usize,
+    },
+    /// A multipart cannot be cut into its parts: no valid boundary, no delimiter, no
+    /// body part, or no close delimiter (a truncated message).
+    #[error("malformed multipart: {reason}")]
+    BadMultipart {
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A line of a header section is not a header field (RFC 5322 2.2), so readers
+    /// could disagree on where the headers end.
+    #[error("malformed header section: {reason}")]
+    BadHeader {
+        /// What is wrong.
+        reason: &'static str,
     },
     /// Transfer-decoded parts add up to more than [`Limits::max_decoded_bytes`].
     #[error("decoded parts exceed {limit} bytes")]
@@ -114,6 +129,8 @@ impl MessageError {
             Self::TooDeep { .. } => "mime-too-deep",
             Self::TooManyParts { .. } => "too-many-parts",
             Self::DecodedTooLarge { .. } => "decoded-too-large",
+            Self::BadMultipart { .. } => "bad-multipart",
+            Self::BadHeader { .. } => "bad-header",
             Self::DuplicateHeader { .. } => "duplicate-header",
             Self::NoMachinePart => "no-machine-part",
             Self::MultipleMachineParts { .. } => "multiple-machine-parts",
