@@ -25,6 +25,10 @@ pub struct SealOptions {
     pub outer_hints: bool,
     /// MLS group id (base64url) for the `mls` profile.
     pub group: Option<String>,
+    /// Sign with RSASSA-PSS (SHA-256, MGF1 with SHA-256, 32-byte salt) when the signing
+    /// key is RSA. RFC 8551 prefers PSS; PKCS#1 v1.5 stays the default because every
+    /// S/MIME reader verifies it. Ignored for other keys.
+    pub rsa_pss: bool,
 }
 
 impl SealOptions {
@@ -35,6 +39,7 @@ impl SealOptions {
             sign_only: false,
             outer_hints: false,
             group: None,
+            rsa_pss: false,
         }
     }
 }

@@ -219,6 +219,74 @@ fn rsa_rfc9216_signed_by_mailseal_verifies_in_openssl_and_opens() {
 }
 
 #[test]
+fn rsa_pss_signed_by_mailseal_verifies_in_openssl_and_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = alice_store(dir.path());
+    let msg = plain(
+        "alice@smime.example",
+        "bob@smime.example",
+        Operation::MessageSend,
+    );
+    let plain_path = dir.path().join("plain.eml");
+    std::fs::write(&plain_path, msg.to_rfc5322().unwrap()).unwrap();
+    let out = run(
+        &[
+            "seal",
+            "--store",
+            s.to_str().unwrap(),
+            "--profile",
+            "smime",
+            "--sign-only",
+            "--rsa-pss",
+            "--in",
+            plain_path.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sealed = out.stdout;
+    verify_in_openssl(&sealed, &fixture("rfc9216/ca.rsa.crt"), dir.path());
+    // OpenSSL reads the signature algorithm as RSASSA-PSS with SHA-256 and MGF1-SHA-256.
+    let printed = openssl(
+        &["cms", "-cmsout", "-print", "-in", "sealed.eml"],
+        dir.path(),
+    );
+    let printed = String::from_utf8_lossy(&printed.stdout).to_string();
+    assert!(printed.contains("rsassaPss"), "{printed}");
+    assert!(
+        printed.contains("mgf1") && printed.contains("sha256"),
+        "{printed}"
+    );
+    let sealed_path = dir.path().join("sealed.eml");
+    let out = run(
+        &[
+            "inspect",
+            "--store",
+            s.to_str().unwrap(),
+            sealed_path.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("signature rsa-pss"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = open_cli(&s, &sealed);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn ecdsa_p256_both_ways_with_openssl() {
     let dir = tempfile::tempdir().unwrap();
     let (ca, crt, key) = pki(dir.path(), "ec", "agent@example.net");

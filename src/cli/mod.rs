@@ -98,6 +98,9 @@ struct SealArgs {
     /// Sign without encrypting.
     #[arg(long)]
     sign_only: bool,
+    /// Sign with RSASSA-PSS instead of PKCS#1 v1.5 when the signing key is RSA.
+    #[arg(long)]
+    rsa_pss: bool,
     /// Repeat every Mail-A2A-* hint on the outer message (default: only the binding).
     #[arg(long)]
     outer_hints: bool,
@@ -437,6 +440,7 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
     let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
     let mut opts = crate::seal::SealOptions::new(profile);
     opts.sign_only = a.sign_only;
+    opts.rsa_pss = a.rsa_pss;
     opts.outer_hints = a.outer_hints;
     let sealed = match profile {
         crate::profile::Profile::Smime => crate::smime::Smime::new(&store).seal(&plain, &opts),

@@ -198,15 +198,19 @@ impl Sealer for Smime<'_> {
             Vec::new()
         };
         let inner = plain.to_inner_entity(encrypt)?;
-        let cms = signed_data::sign_detached(&inner, &cert, &key, OffsetDateTime::now_utc())
-            .map_err(|e| match e {
-                SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => {
-                    SealError::NoSigningKey {
-                        address: from.clone(),
-                    }
-                }
-                other => SealError::Crypto(other.to_string()),
-            })?;
+        let cms = signed_data::sign_detached(
+            &inner,
+            &cert,
+            &key,
+            OffsetDateTime::now_utc(),
+            opts.rsa_pss,
+        )
+        .map_err(|e| match e {
+            SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => SealError::NoSigningKey {
+                address: from.clone(),
+            },
+            other => SealError::Crypto(other.to_string()),
+        })?;
         let top = ContentType::new("multipart/signed")
             .attribute("protocol", "application/pkcs7-signature")
             .attribute("micalg", micalg(&cert));

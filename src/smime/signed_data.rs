@@ -77,7 +77,11 @@ struct SigningScheme {
     signature_alg: AlgorithmIdentifierOwned,
 }
 
-fn scheme_for(key: &SecretKey, cert: &Certificate) -> Result<SigningScheme, SmimeError> {
+fn scheme_for(
+    key: &SecretKey,
+    cert: &Certificate,
+    rsa_pss: bool,
+) -> Result<SigningScheme, SmimeError> {
     Ok(match key.algorithm() {
         KeyAlgorithm::Ec => {
             let curve = cert
@@ -101,6 +105,11 @@ fn scheme_for(key: &SecretKey, cert: &Certificate) -> Result<SigningScheme, Smim
                 }
             }
         }
+        KeyAlgorithm::Rsa if rsa_pss => SigningScheme {
+            digest_oid: SHA256,
+            digest: &digest::SHA256,
+            signature_alg: pss_sha256()?,
+        },
         KeyAlgorithm::Rsa => SigningScheme {
             digest_oid: SHA256,
             digest: &digest::SHA256,
@@ -120,12 +129,35 @@ fn scheme_for(key: &SecretKey, cert: &Certificate) -> Result<SigningScheme, Smim
     })
 }
 
-fn sign_bytes(key: &SecretKey, cert: &Certificate, message: &[u8]) -> Result<Vec<u8>, SmimeError> {
+/// RFC 4055 RSASSA-PSS parameters for SHA-256: MGF1 over SHA-256, a salt as long as
+/// the hash (what aws-lc-rs signs with), the default trailer.
+fn pss_sha256() -> Result<AlgorithmIdentifierOwned, SmimeError> {
+    let sha256 = alg(SHA256);
+    let params = PssParams {
+        hash: Some(sha256.clone()),
+        mgf: Some(AlgorithmIdentifierOwned {
+            oid: MGF1,
+            parameters: Some(Any::encode_from(&sha256).map_err(malformed("MGF1"))?),
+        }),
+        salt: Some(32),
+    };
+    Ok(AlgorithmIdentifierOwned {
+        oid: RSASSA_PSS,
+        parameters: Some(Any::encode_from(&params).map_err(malformed("RSASSA-PSS"))?),
+    })
+}
+
+fn sign_bytes(
+    key: &SecretKey,
+    cert: &Certificate,
+    rsa_pss: bool,
+    message: &[u8],
+) -> Result<Vec<u8>, SmimeError> {
     let rng = SystemRandom::new();
     let bad_key = |_| SmimeError::Key("the private key does not load".into());
     match key.algorithm() {
         KeyAlgorithm::Ec => {
-            let p384 = scheme_for(key, cert)?.digest_oid == SHA384;
+            let p384 = scheme_for(key, cert, false)?.digest_oid == SHA384;
             let alg = if p384 {
                 &signature::ECDSA_P384_SHA384_ASN1_SIGNING
             } else {
@@ -140,7 +172,12 @@ fn sign_bytes(key: &SecretKey, cert: &Certificate, message: &[u8]) -> Result<Vec
         KeyAlgorithm::Rsa => {
             let pair = RsaKeyPair::from_pkcs8(key.pkcs8_der()).map_err(bad_key)?;
             let mut sig = vec![0u8; pair.public_modulus_len()];
-            pair.sign(&signature::RSA_PKCS1_SHA256, &rng, message, &mut sig)
+            let padding: &dyn signature::RsaEncoding = if rsa_pss {
+                &signature::RSA_PSS_SHA256
+            } else {
+                &signature::RSA_PKCS1_SHA256
+            };
+            pair.sign(padding, &rng, message, &mut sig)
                 .map_err(|_| SmimeError::Key("RSA signing failed".into()))?;
             Ok(sig)
         }
@@ -168,8 +205,9 @@ pub(crate) fn sign_detached(
     cert: &Certificate,
     key: &SecretKey,
     signing_time: OffsetDateTime,
+    rsa_pss: bool,
 ) -> Result<Vec<u8>, SmimeError> {
-    let scheme = scheme_for(key, cert)?;
+    let scheme = scheme_for(key, cert, rsa_pss)?;
     let content_digest = digest::digest(scheme.digest, content);
     let capabilities: Vec<AlgorithmIdentifierOwned> =
         [AES256_GCM, AES128_GCM].into_iter().map(alg).collect();
@@ -195,7 +233,7 @@ pub(crate) fn sign_detached(
     let to_sign = signed_attrs
         .to_der()
         .map_err(malformed("signed attributes"))?;
-    let signature = sign_bytes(key, cert, &to_sign)?;
+    let signature = sign_bytes(key, cert, rsa_pss, &to_sign)?;
 
     let tbs = cert.tbs_certificate();
     let signer = SignerInfo {
