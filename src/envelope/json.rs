@@ -15,20 +15,37 @@ use std::ops::Range;
 
 use super::EnvelopeError;
 
-/// A top-level object's fields: each key (unescaped) and its value's byte range.
-pub(crate) type Fields = Vec<(String, Range<usize>)>;
+/// An object key: where it is in the input when written without escapes, else its
+/// decoded text.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// The key's text is this range of the input.
+    At(Range<usize>),
+    /// The key had escapes; this is what they spell.
+    Decoded(String),
+}
+
+/// A top-level object's fields: each key and its value's byte range.
+pub(crate) type Fields = Vec<(Key, Range<usize>)>;
 
 /// Checks `bytes` is one UTF-8 JSON value without duplicate keys and at most `max_depth`
 /// levels of arrays/objects.
 pub(crate) fn check_strict(bytes: &[u8], max_depth: usize) -> Result<(), EnvelopeError> {
-    Reader::new(bytes, max_depth)?.run(false).map(|_| ())
+    Reader::new(utf8(bytes)?, max_depth).run(false).map(|_| ())
+}
+
+/// `bytes` as text, or where they stop being UTF-8.
+pub(crate) fn utf8(bytes: &[u8]) -> Result<&str, EnvelopeError> {
+    std::str::from_utf8(bytes).map_err(|e| EnvelopeError::InvalidUtf8 {
+        offset: e.valid_up_to(),
+    })
 }
 
 /// Reads `bytes` as one JSON object under the rules of [`check_strict`]: its keys
 /// (unescaped) and the byte range of each value, in order. `Ok(None)` when the value
 /// is valid JSON but not an object.
-pub(crate) fn read_object(bytes: &[u8], max_depth: usize) -> Result<Option<Fields>, EnvelopeError> {
-    Reader::new(bytes, max_depth)?.run(true)
+pub(crate) fn read_object(text: &str, max_depth: usize) -> Result<Option<Fields>, EnvelopeError> {
+    Reader::new(text, max_depth).run(true)
 }
 
 /// One step of the path to the current position, for error reports.
@@ -40,9 +57,11 @@ enum Segment<'a> {
 /// An open container.
 enum Frame<'a> {
     Object {
-        /// Keys seen so far: linear for small objects, a set once it grows.
-        keys: Vec<Cow<'a, str>>,
-        set: HashSet<Cow<'a, str>>,
+        /// Where this object's keys start in the reader's shared key stack (small
+        /// objects are searched linearly there)...
+        first_key: usize,
+        /// ...until the object has 16 keys; then they move to a set.
+        set: Option<HashSet<Cow<'a, str>>>,
     },
     Array {
         index: usize,
@@ -50,11 +69,22 @@ enum Frame<'a> {
 }
 
 struct Reader<'a> {
+    text: &'a str,
     b: &'a [u8],
     pos: usize,
     max_depth: usize,
     stack: Vec<Frame<'a>>,
     path: Vec<Segment<'a>>,
+    /// Keys of the open objects, innermost last (one allocation for the document).
+    keys: Vec<Cow<'a, str>>,
+}
+
+/// A top-level key: its range when it was written without escapes, else its text.
+fn top_key(key: &str, span: Option<Range<usize>>) -> Key {
+    match span {
+        Some(at) => Key::At(at),
+        None => Key::Decoded(key.to_string()),
+    }
 }
 
 /// Whether `s` has a byte below 0x20 (no early exit, so the loop vectorises).
@@ -71,19 +101,16 @@ fn ends_token(b: Option<&u8>) -> bool {
 }
 
 impl<'a> Reader<'a> {
-    fn new(b: &'a [u8], max_depth: usize) -> Result<Self, EnvelopeError> {
-        if let Err(e) = std::str::from_utf8(b) {
-            return Err(EnvelopeError::InvalidUtf8 {
-                offset: e.valid_up_to(),
-            });
-        }
-        Ok(Reader {
-            b,
+    fn new(text: &'a str, max_depth: usize) -> Self {
+        Reader {
+            text,
+            b: text.as_bytes(),
             pos: 0,
             max_depth,
-            stack: Vec::new(),
-            path: Vec::new(),
-        })
+            stack: Vec::with_capacity(8),
+            path: Vec::with_capacity(8),
+            keys: Vec::with_capacity(32),
+        }
     }
 
     fn syntax(&self, reason: &str) -> EnvelopeError {
@@ -149,11 +176,25 @@ impl<'a> Reader<'a> {
         let mut escaped = false;
         loop {
             let rest = &self.b[self.pos..];
-            let Some(i) = memchr::memchr2(b'"', b'\\', rest) else {
+            // Keys and identifiers end within a few bytes, where a plain loop beats the
+            // call into a SIMD search; long text still gets the SIMD search.
+            const SHORT: usize = 32;
+            let head = &rest[..rest.len().min(SHORT)];
+            let found = match head
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+            {
+                Some(i) => Some(i),
+                None if rest.len() > SHORT => {
+                    memchr::memchr2(b'"', b'\\', &rest[SHORT..]).map(|i| i + SHORT)
+                }
+                None => None,
+            };
+            let Some(i) = found else {
                 self.pos = self.b.len();
                 return Err(self.syntax("EOF while parsing a string"));
             };
-            if has_control(&rest[..i]) {
+            if rest[i] < 0x20 || has_control(&rest[..i]) {
                 self.pos += rest[..i].iter().position(|&c| c < 0x20).unwrap_or(0);
                 return Err(self.syntax("control character in a string"));
             }
@@ -273,41 +314,54 @@ impl<'a> Reader<'a> {
     /// Closes the innermost container; every container but the root has a path
     /// segment.
     fn close(&mut self) {
-        self.stack.pop();
+        if let Some(Frame::Object {
+            first_key,
+            set: None,
+        }) = self.stack.pop()
+        {
+            self.keys.truncate(first_key);
+        }
         if !self.stack.is_empty() {
             self.path.pop();
         }
     }
 
     /// Reads an object key (after `{` or `,`), refusing a repeat, and the colon.
-    fn key(&mut self) -> Result<Cow<'a, str>, EnvelopeError> {
+    fn key(&mut self) -> Result<(Cow<'a, str>, Option<Range<usize>>), EnvelopeError> {
         self.skip_ws();
         if self.b.get(self.pos) != Some(&b'"') {
             return Err(self.syntax("expected a string key"));
         }
         let (range, escaped) = self.string()?;
+        let span = (!escaped).then(|| range.clone());
         let key: Cow<'a, str> = if escaped {
             let quoted = &self.b[range.start - 1..range.end + 1];
             Cow::Owned(
                 serde_json::from_slice::<String>(quoted).map_err(|_| self.syntax("invalid key"))?,
             )
         } else {
-            // The input was checked to be UTF-8 and the range lies between quotes.
-            Cow::Borrowed(std::str::from_utf8(&self.b[range]).unwrap_or_default())
+            // The range lies between two quotes, so on character boundaries.
+            Cow::Borrowed(self.text.get(range).unwrap_or_default())
         };
         let duplicate = match self.stack.last_mut() {
-            Some(Frame::Object { keys, set }) => {
-                let seen = if set.is_empty() {
-                    keys.contains(&key)
-                } else {
-                    set.contains(&key)
+            Some(Frame::Object { first_key, set }) => {
+                let mine = &mut self.keys[*first_key..];
+                let seen = match set {
+                    Some(set) => set.contains(&key),
+                    None => mine.contains(&key),
                 };
                 if !seen {
-                    if set.is_empty() && keys.len() < 16 {
-                        keys.push(key.clone());
-                    } else {
-                        set.extend(keys.drain(..));
-                        set.insert(key.clone());
+                    match set {
+                        Some(set) => {
+                            set.insert(key.clone());
+                        }
+                        None if mine.len() < 16 => self.keys.push(key.clone()),
+                        None => {
+                            let mut big: HashSet<Cow<'a, str>> =
+                                self.keys.drain(*first_key..).collect();
+                            big.insert(key.clone());
+                            *set = Some(big);
+                        }
                     }
                 }
                 seen
@@ -320,7 +374,7 @@ impl<'a> Reader<'a> {
             });
         }
         self.expect(b':', "expected `:`")?;
-        Ok(key)
+        Ok((key, span))
     }
 
     /// Walks the document; with `top_fields`, returns the top-level object's fields.
@@ -346,8 +400,8 @@ impl<'a> Reader<'a> {
                     }
                     let frame = if self.b[self.pos] == b'{' {
                         Frame::Object {
-                            keys: Vec::new(),
-                            set: HashSet::new(),
+                            first_key: self.keys.len(),
+                            set: None,
                         }
                     } else {
                         Frame::Array { index: 0 }
@@ -360,9 +414,9 @@ impl<'a> Reader<'a> {
                         self.pos += 1;
                         self.close();
                     } else if is_obj {
-                        let key = self.key()?;
+                        let (key, span) = self.key()?;
                         if top_fields && self.stack.len() == 1 {
-                            fields.push((key.clone().into_owned(), 0..0));
+                            fields.push((top_key(&key, span), 0..0));
                         }
                         pending = Some(Segment::Key(key));
                         continue 'value;
@@ -402,9 +456,9 @@ impl<'a> Reader<'a> {
                 match (frame, self.b.get(self.pos)) {
                     (Frame::Object { .. }, Some(b',')) => {
                         self.pos += 1;
-                        let key = self.key()?;
+                        let (key, span) = self.key()?;
                         if top_fields && self.stack.len() == 1 {
-                            fields.push((key.clone().into_owned(), 0..0));
+                            fields.push((top_key(&key, span), 0..0));
                         }
                         pending = Some(Segment::Key(key));
                         continue 'value;
@@ -443,6 +497,24 @@ mod tests {
             EnvelopeError::DuplicateKey {
                 path: "/a/b".into()
             }
+        );
+        // Past 16 keys an object's keys move to a set; nested objects keep their own.
+        let many: Vec<String> = (0..40)
+            .map(|i| format!("\"k{i}\":{{\"k{i}\":1,\"a\":2}}"))
+            .collect();
+        let doc = format!("{{{}}}", many.join(","));
+        check_strict(doc.as_bytes(), 64).unwrap();
+        let doc = format!("{{{},\"k25\":0}}", many.join(","));
+        assert_eq!(
+            check_strict(doc.as_bytes(), 64).unwrap_err(),
+            EnvelopeError::DuplicateKey {
+                path: "/k25".into()
+            }
+        );
+        let doc = format!("{{\"x\":{{{}}},\"x\":0}}", many.join(","));
+        assert_eq!(
+            check_strict(doc.as_bytes(), 64).unwrap_err(),
+            EnvelopeError::DuplicateKey { path: "/x".into() }
         );
         // An escaped spelling of the same key is the same key.
         let err = check_strict(br#"{"kind":1,"\u006bind":2}"#, 64).unwrap_err();
@@ -485,11 +557,19 @@ mod tests {
     #[test]
     fn fields_are_the_exact_value_texts() {
         let doc = br#" { "a" : [1, {"x": "y"}] ,"b\u0063":"d\"e", "n":-1.5e+3,"t":true , "z":{}} "#;
-        let fields = read_object(doc, 64).unwrap().unwrap();
+        let fields = read_object(std::str::from_utf8(doc).unwrap(), 64)
+            .unwrap()
+            .unwrap();
         let text = std::str::from_utf8(doc).unwrap();
         let got: Vec<(&str, &str)> = fields
             .iter()
-            .map(|(k, r)| (k.as_str(), &text[r.clone()]))
+            .map(|(k, r)| {
+                let key = match k {
+                    Key::At(at) => &text[at.clone()],
+                    Key::Decoded(d) => d.as_str(),
+                };
+                (key, &text[r.clone()])
+            })
             .collect();
         assert_eq!(
             got,
@@ -501,7 +581,7 @@ mod tests {
                 ("z", "{}"),
             ]
         );
-        assert_eq!(read_object(b"[1]", 64).unwrap(), None);
+        assert_eq!(read_object("[1]", 64).unwrap(), None);
     }
 
     /// Differential check against serde_json: every truncation and every one-byte

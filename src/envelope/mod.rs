@@ -14,6 +14,8 @@ pub use model::{GroupCoordinates, Kind, Operation, PaymentKind, TERMINAL_TASK_ST
 pub(crate) use validate::validate_with_payload;
 pub use validate::{next_event, validate, Code, ValidationContext, Violation};
 
+use std::ops::Range;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -94,23 +96,29 @@ impl Classify for EnvelopeError {
 }
 
 /// A protected envelope: an ordered map from field name to its exact JSON text.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Envelope {
-    // A vector, not a map: envelopes have a dozen fields, where a linear search beats
-    // hashing, and the reader has already refused duplicate keys.
-    fields: Vec<(String, Box<str>)>,
+    /// The JSON text the envelope was read from, followed by decoded keys and the text
+    /// of fields set since; `fields` point into it. One buffer instead of two
+    /// allocations per field.
+    text: String,
+    /// (key, value) ranges of `text`, in order. A vector, not a map: envelopes have a
+    /// dozen fields, where a linear search beats hashing, and the reader has already
+    /// refused duplicate keys.
+    fields: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl std::fmt::Debug for Envelope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.entries()).finish()
+    }
 }
 
 /// Two envelopes are equal when they have the same fields in the same order with the
 /// same JSON text.
 impl PartialEq for Envelope {
     fn eq(&self, other: &Self) -> bool {
-        self.fields.len() == other.fields.len()
-            && self
-                .fields
-                .iter()
-                .zip(&other.fields)
-                .all(|((ka, va), (kb, vb))| ka == kb && va == vb)
+        self.fields.len() == other.fields.len() && self.entries().eq(other.entries())
     }
 }
 
@@ -119,7 +127,10 @@ impl Envelope {
     /// example: `bindingVersion`, `a2aVersion`, `kind`, `operation`, `messageId`,
     /// `sequence` (0), `final` (false) and an empty `payload`.
     pub fn new(kind: Kind, operation: Operation, message_id: &str) -> Self {
-        let mut e = Envelope { fields: Vec::new() };
+        let mut e = Envelope {
+            text: String::new(),
+            fields: Vec::new(),
+        };
         e.set("bindingVersion", &BINDING_VERSION);
         e.set("a2aVersion", &A2A_VERSION);
         e.set("kind", &kind.as_str());
@@ -139,26 +150,40 @@ impl Envelope {
     /// Reads an envelope, refusing invalid UTF-8, duplicate keys, nesting deeper than
     /// `max_depth` and anything but a JSON object. Binding rules are [`validate`]'s job.
     pub fn from_json_with_depth(bytes: &[u8], max_depth: usize) -> Result<Self, EnvelopeError> {
-        let Some(spans) = json::read_object(bytes, max_depth)? else {
+        let text = json::utf8(bytes)?;
+        let Some(spans) = json::read_object(text, max_depth)? else {
             return Err(EnvelopeError::NotAnObject);
         };
-        // The reader checked the input is UTF-8 and each range is one JSON value.
-        let text = std::str::from_utf8(bytes).map_err(|e| EnvelopeError::InvalidUtf8 {
-            offset: e.valid_up_to(),
-        })?;
+        let mut text = String::from(text);
         let fields = spans
             .into_iter()
-            .map(|(k, r)| (k, Box::<str>::from(&text[r])))
+            .map(|(k, value)| {
+                let key = match k {
+                    json::Key::At(at) => at,
+                    json::Key::Decoded(d) => {
+                        text.push_str(&d);
+                        text.len() - d.len()..text.len()
+                    }
+                };
+                (key, value)
+            })
             .collect();
-        Ok(Envelope { fields })
+        Ok(Envelope { text, fields })
+    }
+
+    /// Every field as (key, JSON text), in order.
+    fn entries(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.fields
+            .iter()
+            .map(|(k, v)| (&self.text[k.clone()], &self.text[v.clone()]))
     }
 
     /// Serialises the envelope: every field's JSON text exactly as read or set, in order.
     pub fn to_json(&self) -> Vec<u8> {
-        let len: usize = self.fields.iter().map(|(k, v)| k.len() + v.len() + 4).sum();
+        let len: usize = self.entries().map(|(k, v)| k.len() + v.len() + 4).sum();
         let mut out = Vec::with_capacity(len + 2);
         out.push(b'{');
-        for (i, (k, v)) in self.fields.iter().enumerate() {
+        for (i, (k, v)) in self.entries().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
@@ -173,22 +198,36 @@ impl Envelope {
     }
 
     fn field(&self, key: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| &**v)
+        self.position(key)
+            .map(|i| &self.text[self.fields[i].1.clone()])
     }
 
-    fn insert(&mut self, key: &str, json: Box<str>) {
-        match self.fields.iter_mut().find(|(k, _)| k == key) {
-            Some((_, v)) => *v = json,
-            None => self.fields.push((key.to_string(), json)),
+    /// The index of `key` (lengths compared first: most keys differ in length).
+    fn position(&self, key: &str) -> Option<usize> {
+        let text = self.text.as_bytes();
+        self.fields
+            .iter()
+            .position(|(k, _)| k.len() == key.len() && &text[k.clone()] == key.as_bytes())
+    }
+
+    /// Appends `json` to the buffer as the value of `key` (the old text, if any, stays
+    /// in the buffer unreferenced).
+    fn insert(&mut self, key: &str, json: &str) {
+        self.text.push_str(json);
+        let value = self.text.len() - json.len()..self.text.len();
+        match self.position(key) {
+            Some(i) => self.fields[i].1 = value,
+            None => {
+                self.text.push_str(key);
+                let k = self.text.len() - key.len()..self.text.len();
+                self.fields.push((k, value));
+            }
         }
     }
 
     /// The field names in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.fields.iter().map(|(k, _)| k.as_str())
+        self.entries().map(|(k, _)| k)
     }
 
     /// The exact JSON text of a field.
@@ -216,7 +255,28 @@ impl Envelope {
 
     /// A field as a loose JSON value (for validation and inspection).
     pub fn value(&self, key: &str) -> Option<serde_json::Value> {
-        self.get(key)
+        let raw = self.field(key)?;
+        // Scalars the binding reads on every message (identifiers, versions, flags,
+        // sequence numbers) are taken from their text directly; the reader already
+        // checked it is valid JSON. Anything else goes through serde_json.
+        let quick = match raw.as_bytes() {
+            [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => {
+                std::str::from_utf8(inner).ok().map(serde_json::Value::from)
+            }
+            b"true" => Some(serde_json::Value::Bool(true)),
+            b"false" => Some(serde_json::Value::Bool(false)),
+            b"null" => Some(serde_json::Value::Null),
+            digits
+                if !digits.is_empty()
+                    && digits.len() < 19
+                    && digits.iter().all(u8::is_ascii_digit)
+                    && (digits[0] != b'0' || digits.len() == 1) =>
+            {
+                raw.parse::<u64>().ok().map(serde_json::Value::from)
+            }
+            _ => None,
+        };
+        quick.or_else(|| serde_json::from_str(raw).ok())
     }
 
     /// Sets a field, keeping its position if it exists, appending it otherwise.
@@ -225,21 +285,22 @@ impl Envelope {
         // without maps keyed by non-strings) cannot fail; a failure would be a bug in the
         // caller's Serialize impl, and then the field is left unchanged.
         if let Ok(json) = serde_json::to_string(value) {
-            self.insert(key, json.into_boxed_str());
+            self.insert(key, &json);
         }
     }
 
     /// Sets a field to JSON text the caller already has (kept byte-for-byte).
     pub fn set_raw(&mut self, key: &str, json: &str) -> Result<(), EnvelopeError> {
         json::check_strict(json.as_bytes(), DEFAULT_MAX_JSON_DEPTH)?;
-        self.insert(key, json.into());
+        self.insert(key, json);
         Ok(())
     }
 
     /// Removes a field.
     pub fn remove(&mut self, key: &str) -> Option<Box<str>> {
-        let i = self.fields.iter().position(|(k, _)| k == key)?;
-        Some(self.fields.remove(i).1)
+        let i = self.position(key)?;
+        let (_, value) = self.fields.remove(i);
+        Some(self.text[value].into())
     }
 
     /// `kind`, when it is one of the four.

@@ -401,16 +401,14 @@ pub(crate) fn validate_with_payload(
     // Timestamps.
     let mut stamps = [None, None];
     for (i, key) in ["createdAt", "expiresAt"].into_iter().enumerate() {
-        match get(key) {
-            None => {}
-            Some(Value::String(s)) if parse_utc_timestamp(&s).is_some() => {
-                stamps[i] = parse_utc_timestamp(&s);
-            }
-            Some(_) => out.push(Violation::new(
+        let Some(value) = get(key) else { continue };
+        stamps[i] = value.as_str().and_then(parse_utc_timestamp);
+        if stamps[i].is_none() {
+            out.push(Violation::new(
                 format!("/{key}"),
                 Code::MustBeTimestamp,
                 "must be an RFC 3339 UTC date-time",
-            )),
+            ));
         }
     }
     if let [Some(created), Some(expires)] = stamps {

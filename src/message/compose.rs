@@ -4,9 +4,11 @@
 use mail_builder::headers::address::Address;
 use mail_builder::headers::content_type::ContentType;
 use mail_builder::headers::date::Date;
+use mail_builder::headers::message_id::MessageId;
 use mail_builder::headers::raw::Raw;
+use mail_builder::headers::text::Text;
+use mail_builder::headers::Header;
 use mail_builder::mime::MimePart;
-use mail_builder::MessageBuilder;
 
 use super::{MailA2aMessage, Mailbox, MessageError, A2A_MEDIA_TYPE};
 
@@ -44,11 +46,29 @@ fn machine_part(json: &[u8]) -> MimePart<'_> {
     }
 }
 
-/// A builder with the message's header fields and the given hints.
-fn builder<'m>(
-    h: &'m super::Headers,
-    hints: &'m super::Hints,
-) -> Result<MessageBuilder<'m>, MessageError> {
+/// Writes `name: value` with mail-builder's encoder for that kind of value (address
+/// lists, encoded words, dates, message ids, folding).
+fn field(out: &mut Vec<u8>, name: &str, value: &impl Header) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    value.write_header(out, name.len() + 2);
+}
+
+/// The encoded size of `n` bytes of content in base64 lines, plus room for headers:
+/// what to reserve so the output is written without reallocating.
+pub(crate) fn size_hint(n: usize) -> usize {
+    n.div_ceil(57) * 78 + 2048
+}
+
+/// A message with `headers`, `hints` and `body` (a profile's outer message), into a
+/// buffer of `capacity` bytes (see [`size_hint`]). The header section is written field
+/// by field in a fixed order; the body by mail-builder.
+pub(crate) fn with_body(
+    h: &super::Headers,
+    hints: &super::Hints,
+    body: MimePart<'_>,
+    capacity: usize,
+) -> Result<Vec<u8>, MessageError> {
     let from = h
         .from
         .as_ref()
@@ -62,43 +82,36 @@ fn builder<'m>(
         .ok_or(MessageError::MissingForCompose("Message-ID"))?;
     let date = h.date.ok_or(MessageError::MissingForCompose("Date"))?;
 
-    let mut b = MessageBuilder::new()
-        .from(address(from))
-        .to(address_list(&h.to))
-        .date(Date::new(date.unix_timestamp()))
-        .message_id(message_id);
+    let mut out = Vec::with_capacity(capacity);
+    field(&mut out, "From", &address(from));
+    field(&mut out, "To", &address_list(&h.to));
     if !h.cc.is_empty() {
-        b = b.cc(address_list(&h.cc));
+        field(&mut out, "Cc", &address_list(&h.cc));
     }
+    field(&mut out, "Date", &Date::new(date.unix_timestamp()));
+    field(&mut out, "Message-ID", &MessageId::new(message_id));
     if let Some(irt) = &h.in_reply_to {
-        b = b.in_reply_to(irt.as_str());
+        field(&mut out, "In-Reply-To", &MessageId::new(irt.as_str()));
     }
     if !h.references.is_empty() {
-        b = b.references(h.references.iter().map(String::as_str).collect::<Vec<_>>());
+        field(
+            &mut out,
+            "References",
+            &MessageId::new_list(h.references.iter().map(String::as_str)),
+        );
     }
     if let Some(s) = &h.subject {
-        b = b.subject(s.as_str());
+        field(&mut out, "Subject", &Text::new(s.as_str()));
     }
-    b = b.header("MIME-Version", Raw::new("1.0"));
+    out.extend_from_slice(b"MIME-Version: 1.0\r\n");
     if let Some(a) = &h.auto_submitted {
-        b = b.header("Auto-Submitted", Raw::new(a.as_str()));
+        field(&mut out, "Auto-Submitted", &Raw::new(a.as_str()));
     }
     for (name, value) in hints.iter() {
-        b = b.header(name, Raw::new(value));
+        field(&mut out, name, &Raw::new(value));
     }
-    Ok(b)
-}
-
-/// A message with `headers`, `hints` and `body` (a profile's outer message).
-pub(crate) fn with_body(
-    headers: &super::Headers,
-    hints: &super::Hints,
-    body: MimePart<'_>,
-) -> Result<Vec<u8>, MessageError> {
-    builder(headers, hints)?
-        .body(body)
-        .write_to_vec()
-        .map_err(|e| MessageError::Write(e.to_string()))
+    body.write_part(&mut out);
+    Ok(out)
 }
 
 pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, MessageError> {
@@ -122,5 +135,13 @@ pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, M
     if let Some(hp) = opts.header_protection {
         top = top.attribute("hp", hp);
     }
-    with_body(&msg.headers, &msg.headers.hints, MimePart::new(top, parts))
+    let content = msg.envelope_bytes().len()
+        + msg.text.as_ref().map_or(0, String::len)
+        + msg.attachments.iter().map(|a| a.data.len()).sum::<usize>();
+    with_body(
+        &msg.headers,
+        &msg.headers.hints,
+        MimePart::new(top, parts),
+        size_hint(content),
+    )
 }

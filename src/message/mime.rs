@@ -52,7 +52,7 @@ impl Field {
 /// Unfolds and trims a raw header value.
 pub(crate) fn unfold(value: &[u8]) -> String {
     let trim = |s: &str| s.trim_matches([' ', '\t', '\r']).to_string();
-    if memchr::memchr(b'\n', value).is_none() {
+    if find_byte(b'\n', value).is_none() {
         // One line (the common case): no joining needed.
         return match std::str::from_utf8(value) {
             Ok(s) => trim(s),
@@ -270,9 +270,23 @@ fn valid_boundary(b: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || SPECIALS.contains(&c))
 }
 
+/// The first `needle` in `hay`. Header lines are short, where a plain loop beats the
+/// call into a SIMD search; long ones still get the SIMD search.
+fn find_byte(needle: u8, hay: &[u8]) -> Option<usize> {
+    const SHORT: usize = 96;
+    match hay[..hay.len().min(SHORT)]
+        .iter()
+        .position(|&b| b == needle)
+    {
+        Some(i) => Some(i),
+        None if hay.len() > SHORT => memchr::memchr(needle, &hay[SHORT..]).map(|i| i + SHORT),
+        None => None,
+    }
+}
+
 /// The end of the line starting at `at`: (end of content, start of the next line).
 fn line_at(raw: &[u8], at: usize, end: usize) -> (usize, usize) {
-    match memchr::memchr(b'\n', &raw[at..end]) {
+    match find_byte(b'\n', &raw[at..end]) {
         Some(i) => {
             let nl = at + i;
             let content_end = if nl > at && raw[nl - 1] == b'\r' {
@@ -471,7 +485,11 @@ fn split(
 /// parameter repeats (readers could pick different ones).
 pub(crate) fn parse_params(text: &str) -> Option<Params> {
     let text = strip_comments(text)?;
-    let mut items = split_unquoted(&text, b';').into_iter();
+    let mut items = SplitUnquoted {
+        s: &text,
+        sep: b';',
+        done: false,
+    };
     let value = items.next()?.trim().to_ascii_lowercase();
     let mut raw_params: Vec<(String, String)> = Vec::new();
     for item in items {
@@ -495,10 +513,12 @@ pub(crate) fn parse_params(text: &str) -> Option<Params> {
         }
         raw_params.push((name, v));
     }
-    Some(Params {
-        value,
-        params: join_rfc2231(raw_params)?,
-    })
+    let params = if raw_params.iter().any(|(k, _)| k.contains('*')) {
+        join_rfc2231(raw_params)?
+    } else {
+        raw_params
+    };
+    Some(Params { value, params })
 }
 
 /// One RFC 2231 parameter section: its number, whether it is percent-encoded, its text.
@@ -605,33 +625,44 @@ fn unquote(q: &str) -> Option<String> {
     None
 }
 
-/// Splits at `sep` outside quoted strings.
-fn split_unquoted(s: &str, sep: u8) -> Vec<&str> {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut quoted = false;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' if quoted => i += 1,
-            b'"' => quoted = !quoted,
-            c if c == sep && !quoted => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
+/// The pieces of `s` between `sep`s outside quoted strings.
+struct SplitUnquoted<'s> {
+    s: &'s str,
+    sep: u8,
+    done: bool,
+}
+
+impl<'s> Iterator for SplitUnquoted<'s> {
+    type Item = &'s str;
+    fn next(&mut self) -> Option<&'s str> {
+        if self.done {
+            return None;
         }
-        i += 1;
+        let b = self.s.as_bytes();
+        let mut quoted = false;
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'\\' if quoted => i += 1,
+                b'"' => quoted = !quoted,
+                c if c == self.sep && !quoted => {
+                    let piece = &self.s[..i];
+                    self.s = &self.s[i + 1..];
+                    return Some(piece);
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        self.done = true;
+        Some(self.s)
     }
-    out.push(&s[start.min(s.len())..]);
-    out
 }
 
 /// Removes RFC 5322 comments (nested, with quoted pairs) outside quoted strings; `None`
 /// when a comment or quoted string is not closed.
 fn strip_comments(s: &str) -> Option<Cow<'_, str>> {
-    if !s.contains('(') {
+    if find_byte(b'(', s.as_bytes()).is_none() {
         return Some(Cow::Borrowed(s));
     }
     let mut out = String::with_capacity(s.len());

@@ -12,7 +12,7 @@ mod mime;
 mod parse;
 mod transfer;
 
-pub(crate) use compose::with_body;
+pub(crate) use compose::{size_hint, with_body};
 pub use limits::Limits;
 pub(crate) use parse::{read_outer, Outer};
 pub use parse::{structure, PartInfo};
@@ -294,14 +294,15 @@ impl Hints {
             .filter_map(|(n, v)| v.as_deref().map(|v| (n, v)))
     }
 
-    pub(crate) fn set(&mut self, name: &str, value: String) {
-        let slot = match name.to_ascii_lowercase().as_str() {
-            "mail-a2a-binding" => &mut self.binding,
-            "mail-a2a-operation" => &mut self.operation,
-            "mail-a2a-kind" => &mut self.kind,
-            "mail-a2a-correlation-id" => &mut self.correlation_id,
-            "mail-a2a-sequence" => &mut self.sequence,
-            "mail-a2a-final" => &mut self.final_,
+    /// Sets the hint `NAMES[i]`.
+    pub(crate) fn set_nth(&mut self, i: usize, value: String) {
+        let slot = match i {
+            0 => &mut self.binding,
+            1 => &mut self.operation,
+            2 => &mut self.kind,
+            3 => &mut self.correlation_id,
+            4 => &mut self.sequence,
+            5 => &mut self.final_,
             _ => return,
         };
         *slot = Some(value);

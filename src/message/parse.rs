@@ -223,8 +223,13 @@ fn read_headers(tree: &Tree, raw: &[u8]) -> Result<Headers, MessageError> {
         let name = f.name(raw);
         let slot = SINGLETONS
             .iter()
-            .chain(Hints::NAMES.iter())
-            .position(|s| s.as_bytes().eq_ignore_ascii_case(name));
+            .position(|s| s.len() == name.len() && s.as_bytes().eq_ignore_ascii_case(name))
+            .or_else(|| {
+                Hints::NAMES
+                    .iter()
+                    .position(|s| s.len() == name.len() && s.as_bytes().eq_ignore_ascii_case(name))
+                    .map(|i| i + SINGLETONS.len())
+            });
         let is_hint = name.len() > 9 && name[..9].eq_ignore_ascii_case(b"mail-a2a-");
         let duplicate = match slot {
             Some(i) => {
@@ -244,8 +249,8 @@ fn read_headers(tree: &Tree, raw: &[u8]) -> Result<Headers, MessageError> {
                 name: String::from_utf8_lossy(name).chars().take(60).collect(),
             });
         }
-        if is_hint {
-            hints.set(&String::from_utf8_lossy(name), f.text(raw));
+        if let Some(i) = slot.and_then(|i| i.checked_sub(SINGLETONS.len())) {
+            hints.set_nth(i, f.text(raw));
         } else if f.is(raw, "mime-version") {
             mime_version = Some(f.text(raw));
         } else if f.is(raw, "auto-submitted") {

@@ -22,7 +22,7 @@ use x509_cert::Certificate;
 use crate::envelope::{Code, ValidationContext, Violation};
 use crate::error::{A2aErrorType, Classify, ExitCode};
 use crate::keystore::{KeyStore, StoredCertificate};
-use crate::message::{read_outer, with_body, Hints, MailA2aMessage};
+use crate::message::{read_outer, size_hint, with_body, Hints, MailA2aMessage};
 use crate::profile::{Profile, Protection};
 use crate::seal::{
     OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignerIdentity, Verdict,
@@ -211,6 +211,7 @@ impl Sealer for Smime<'_> {
             },
             other => SealError::Crypto(other.to_string()),
         })?;
+        let cms_len = cms.len();
         let top = ContentType::new("multipart/signed")
             .attribute("protocol", "application/pkcs7-signature")
             .attribute("micalg", micalg(&cert));
@@ -219,15 +220,17 @@ impl Sealer for Smime<'_> {
             cms,
         )
         .attachment("smime.p7s");
+        let capacity = size_hint(inner.len() + cms_len);
         let signed = MimePart::new(top, vec![MimePart::raw(inner), signature]);
         if !encrypt {
             return Ok(with_body(
                 &plain.headers,
                 &outer_hints(plain, opts),
                 signed,
+                capacity,
             )?);
         }
-        let mut signed_entity = Vec::new();
+        let mut signed_entity = Vec::with_capacity(capacity);
         signed.write_part(&mut signed_entity);
         let enveloped = enveloped::encrypt(&signed_entity, &recipients).map_err(|e| match e {
             SmimeError::UnsupportedAlgorithm(_) | SmimeError::Key(_) => {
@@ -235,6 +238,7 @@ impl Sealer for Smime<'_> {
             }
             other => SealError::Crypto(other.to_string()),
         })?;
+        let capacity = size_hint(enveloped.len());
         let body = MimePart::new(
             ContentType::new("application/pkcs7-mime")
                 .attribute("smime-type", "authEnveloped-data")
@@ -245,7 +249,12 @@ impl Sealer for Smime<'_> {
         // RFC 9788: an encrypted message shows an obscured Subject.
         let mut outer = plain.headers.clone();
         outer.subject = Some("[...]".into());
-        Ok(with_body(&outer, &outer_hints(plain, opts), body)?)
+        Ok(with_body(
+            &outer,
+            &outer_hints(plain, opts),
+            body,
+            capacity,
+        )?)
     }
 }
 
