@@ -32,6 +32,11 @@ impl Field {
         &raw[self.name.clone()]
     }
 
+    /// The raw value after the colon, folding kept.
+    pub(crate) fn value<'r>(&self, raw: &'r [u8]) -> &'r [u8] {
+        &raw[self.value.clone()]
+    }
+
     /// The whole field as written, folding kept, without its final line break.
     pub(crate) fn line<'r>(&self, raw: &'r [u8]) -> &'r [u8] {
         &raw[self.name.start..self.value.end]
@@ -61,7 +66,10 @@ pub(crate) fn unfold(value: &[u8]) -> String {
     }
     let mut out = String::with_capacity(value.len());
     for line in value.split(|&b| b == b'\n') {
-        let line = String::from_utf8_lossy(line);
+        let line = match std::str::from_utf8(line) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(line),
+        };
         let line = line.trim_matches([' ', '\t', '\r']);
         if line.is_empty() {
             continue;
@@ -613,6 +621,12 @@ fn percent_decode(s: &str) -> Option<Vec<u8>> {
 /// The content of a quoted string whose opening quote is already consumed; the closing
 /// quote must end `q`.
 fn unquote(q: &str) -> Option<String> {
+    // Without quoted pairs, the content runs to the first quote.
+    if let Some(end) = q.find(['"', '\\']) {
+        if q.as_bytes()[end] == b'"' {
+            return q[end + 1..].trim().is_empty().then(|| q[..end].to_string());
+        }
+    }
     let mut out = String::with_capacity(q.len());
     let mut chars = q.chars();
     while let Some(c) = chars.next() {
@@ -777,6 +791,10 @@ mod tests {
         assert_eq!(p.get("name"), Some("€.txt"));
         assert!(parse_params("text/plain; charset=a; charset=b").is_none());
         assert!(parse_params("text/plain; charset=\"open").is_none());
+        let escaped = parse_params(r#"text/plain; name="a\"b;c"; x="y""#).unwrap();
+        assert_eq!(escaped.get("name"), Some("a\"b;c"));
+        assert_eq!(escaped.get("x"), Some("y"));
+        assert!(parse_params(r#"text/plain; name="ab"junk"#).is_none());
         assert!(parse_params("text/plain; a b=c").is_none());
     }
 

@@ -7,6 +7,7 @@
 
 mod check;
 mod compose;
+mod fields;
 mod limits;
 mod mime;
 mod parse;

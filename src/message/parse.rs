@@ -9,6 +9,7 @@
 use mail_parser::{HeaderValue, MessageParser};
 use time::OffsetDateTime;
 
+use super::fields;
 use super::mime::{Entity, Tree};
 use super::transfer::{decode, Cte, DecodeFault};
 use super::{
@@ -257,48 +258,83 @@ fn read_headers(tree: &Tree, raw: &[u8]) -> Result<Headers, MessageError> {
             auto_submitted = Some(f.text(raw));
         }
     }
-    // mail-parser 0.11.9 has a `debug_assert!(false)` that hostile input reaches; release
-    // builds recover from it, debug builds panic. Contain it here, at the one call into
-    // the parser, as "not a message".
-    // mail-parser sees only the fields whose values it reads for us (the rest of the
-    // section, hints and MIME fields included, is ours), one line per field, so it does
-    // not spend time on fields it would read for nothing.
-    let mut section = Vec::with_capacity(256);
-    for f in &root.fields {
-        if VALUE_FIELDS.iter().any(|n| f.is(raw, n)) {
-            section.extend_from_slice(f.line(raw));
-            section.extend_from_slice(b"\r\n");
-        }
-    }
     let mut headers = Headers {
         mime_version,
         auto_submitted,
         hints,
         ..Headers::default()
     };
-    // An entity with none of them (a MIME part, OpenSSL's output) has no such values.
+    // Plain values are read here (`fields`); the others go to mail-parser, which sees
+    // only those fields, one line each, not the whole section.
+    let mut section = Vec::new();
+    for f in &root.fields {
+        let Some(which) = VALUE_FIELDS.iter().position(|n| f.is(raw, n)) else {
+            continue;
+        };
+        let text = f.text(raw);
+        let plain = match which {
+            0 => fields::mailbox(&text).map(|m| {
+                headers.from_count = 1;
+                headers.from = Some(m);
+            }),
+            1 => fields::mailbox(&text).map(|m| headers.to = vec![m]),
+            2 => fields::mailbox(&text).map(|m| headers.cc = vec![m]),
+            3 => fields::date(&text).map(|d| headers.date = Some(d)),
+            4 => fields::msg_ids(&text)
+                .filter(|ids| ids.len() == 1)
+                .map(|mut ids| headers.message_id = ids.pop()),
+            5 => fields::msg_ids(&text)
+                .filter(|ids| ids.len() == 1)
+                .map(|mut ids| headers.in_reply_to = ids.pop()),
+            6 => fields::msg_ids(&text).map(|ids| headers.references = ids),
+            _ => fields::subject(f.value(raw)).map(|s| headers.subject = Some(s)),
+        };
+        if plain.is_none() {
+            section.extend_from_slice(f.line(raw));
+            section.extend_from_slice(b"\r\n");
+        }
+    }
     if section.is_empty() {
         return Ok(headers);
     }
     section.extend_from_slice(b"\r\n");
+    // mail-parser 0.11.9 has a `debug_assert!(false)` that hostile input reaches; release
+    // builds recover from it, debug builds panic. Contain it here, at the one call into
+    // the parser, as "not a message".
     let msg = std::panic::catch_unwind(|| MessageParser::new().parse_headers(&section[..]))
         .ok()
         .flatten()
         .filter(|m| !m.parts.is_empty())
         .ok_or(MessageError::NotMime)?;
-    let from = mailboxes(msg.from());
-    headers.from_count = from.len();
-    headers.from = from.into_iter().next();
-    headers.to = mailboxes(msg.to());
-    headers.cc = mailboxes(msg.cc());
-    headers.date = msg
-        .date()
-        .filter(|d| d.is_valid())
-        .and_then(|d| OffsetDateTime::from_unix_timestamp(d.to_timestamp()).ok());
-    headers.message_id = msg.message_id().map(str::to_string);
-    headers.in_reply_to = ids(msg.in_reply_to()).into_iter().next();
-    headers.references = ids(msg.references());
-    headers.subject = msg.subject().map(str::to_string);
+    if msg.from().is_some() {
+        let from = mailboxes(msg.from());
+        headers.from_count = from.len();
+        headers.from = from.into_iter().next();
+    }
+    if msg.to().is_some() {
+        headers.to = mailboxes(msg.to());
+    }
+    if msg.cc().is_some() {
+        headers.cc = mailboxes(msg.cc());
+    }
+    if let Some(d) = msg.date() {
+        headers.date = Some(d)
+            .filter(|d| d.is_valid())
+            .and_then(|d| OffsetDateTime::from_unix_timestamp(d.to_timestamp()).ok());
+    }
+    if let Some(id) = msg.message_id() {
+        headers.message_id = Some(id.to_string());
+    }
+    if let Some(id) = ids(msg.in_reply_to()).into_iter().next() {
+        headers.in_reply_to = Some(id);
+    }
+    let references = ids(msg.references());
+    if !references.is_empty() {
+        headers.references = references;
+    }
+    if let Some(s) = msg.subject() {
+        headers.subject = Some(s.to_string());
+    }
     Ok(headers)
 }
 
