@@ -372,19 +372,19 @@ pub fn structure(raw: &[u8], limits: &Limits) -> Result<Vec<PartInfo>, MessageEr
 
 /// One direct child of a protected message's top-level multipart.
 #[derive(Clone, Debug)]
-pub(crate) struct OuterPart {
+pub(crate) struct OuterPart<'r> {
     /// `type/subtype`, lower case.
     pub media_type: String,
     /// The part as it stands in the message, headers included, without the CRLF that
     /// belongs to the next delimiter: what multipart/signed signs.
-    pub entity: Vec<u8>,
+    pub entity: &'r [u8],
     /// The raw body, still transfer-encoded.
-    body: Vec<u8>,
+    body: &'r [u8],
     /// Its declared Content-Transfer-Encoding.
     cte: Option<String>,
 }
 
-impl OuterPart {
+impl OuterPart<'_> {
     /// The strictly decoded body. Decoded only on request: a signed part must not be
     /// interpreted before its signature is checked.
     pub(crate) fn decoded(&self) -> Result<Vec<u8>, MessageError> {
@@ -399,7 +399,7 @@ impl OuterPart {
                     .collect(),
             }
         })?;
-        decode(&self.body, cte).map_err(|f| MessageError::BadTransferEncoding {
+        decode(self.body, cte).map_err(|f| MessageError::BadTransferEncoding {
             encoding: match f {
                 DecodeFault::Base64 => "base64",
                 DecodeFault::QuotedPrintable => "quoted-printable",
@@ -412,16 +412,16 @@ impl OuterPart {
 /// The outer layer of a protected message: its headers, top-level media type with
 /// parameters, and (for a multipart) its direct children.
 #[derive(Clone, Debug)]
-pub(crate) struct Outer {
+pub(crate) struct Outer<'r> {
     pub headers: Headers,
     pub media_type: String,
     pub params: Vec<(String, String)>,
-    pub parts: Vec<OuterPart>,
+    pub parts: Vec<OuterPart<'r>>,
     /// The whole entity when it is not a multipart (`application/pkcs7-mime`).
-    pub single: Option<OuterPart>,
+    pub single: Option<OuterPart<'r>>,
 }
 
-impl Outer {
+impl Outer<'_> {
     pub(crate) fn param(&self, name: &str) -> Option<&str> {
         self.params
             .iter()
@@ -431,13 +431,13 @@ impl Outer {
 }
 
 /// Reads the outer layer of a protected message within `limits`.
-pub(crate) fn read_outer(raw: &[u8], limits: &Limits) -> Result<Outer, MessageError> {
+pub(crate) fn read_outer<'r>(raw: &'r [u8], limits: &Limits) -> Result<Outer<'r>, MessageError> {
     let tree = read_tree(raw, limits, Tree::parse_top)?;
     let root = tree.root();
     let outer_part = |e: &Entity| OuterPart {
         media_type: e.media_type.clone(),
-        entity: e.bytes(raw).to_vec(),
-        body: e.body(raw).to_vec(),
+        entity: e.bytes(raw),
+        body: e.body(raw),
         cte: e.transfer_encoding.clone(),
     };
     let (single, parts) = if root.is_multipart() {

@@ -46,9 +46,20 @@ pub(crate) fn decode(body: &[u8], cte: Cte) -> Result<Vec<u8>, DecodeFault> {
             // Line breaks are dropped a line at a time (memchr); white space inside a
             // line is rare, so only when the compact text does not decode is every
             // white-space byte dropped and decoding tried once more.
+            // The usual layout (RFC 2045: 76 characters and CRLF) is taken without a
+            // search; anything else (an irregular line) ends up as white space in the
+            // compact text, which then fails to decode and takes the slow path below.
             let mut compact = Vec::with_capacity(body.len());
             let mut rest = body;
-            while let Some(nl) = memchr::memchr(b'\n', rest) {
+            loop {
+                let nl = if rest.len() >= 78 && rest[76] == b'\r' && rest[77] == b'\n' {
+                    77
+                } else {
+                    match memchr::memchr(b'\n', rest) {
+                        Some(i) => i,
+                        None => break,
+                    }
+                };
                 let line = &rest[..nl];
                 compact.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
                 rest = &rest[nl + 1..];
@@ -57,7 +68,7 @@ pub(crate) fn decode(body: &[u8], cte: Cte) -> Result<Vec<u8>, DecodeFault> {
             if let Ok(decoded) = base64_simd::STANDARD.decode_to_vec(&compact) {
                 return Ok(decoded);
             }
-            compact.retain(|b| !matches!(b, b'\r' | b' ' | b'\t'));
+            compact.retain(|b| !matches!(b, b'\r' | b'\n' | b' ' | b'\t'));
             base64_simd::STANDARD
                 .decode_to_vec(&compact)
                 .map_err(|_| DecodeFault::Base64)
@@ -142,11 +153,12 @@ mod tests {
 
     #[test]
     fn base64_white_space_anywhere_and_nothing_else() {
-        let good: [(&[u8], &[u8]); 6] = [
+        let good: [(&[u8], &[u8]); 7] = [
             (b"", b""),
             (b"aGVs\r\nbG8=\r\n", b"hello"),
             (b"aGVs bG8=", b"hello"),
             (b"aG\tVs\nbG\r\n8=", b"hello"),
+            (b"aGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8gd29ybGQgaGVsbG8g\nd29y\r\nbGQ=", b"hello world hello world hello world hello world hello world"),
             (b"aGVsbA==", b"hell"),
             (b"QQ==", b"A"),
         ];
@@ -176,6 +188,16 @@ mod tests {
             let enc = encode_base64_lines(&data);
             assert_eq!(decode(&enc, Cte::Base64).unwrap(), data);
         }
+        // A short line whose CRLF falls where a full line's would: still exact.
+        let data: Vec<u8> = (0..60u8).collect();
+        let enc = base64_simd::STANDARD.encode_to_string(&data).into_bytes();
+        let mut odd = enc[..40].to_vec();
+        odd.push(b'\n');
+        odd.extend_from_slice(&enc[40..75]);
+        odd.extend_from_slice(b"\r\n");
+        odd.extend_from_slice(&enc[75..]);
+        assert_eq!(odd[76..78], *b"\r\n");
+        assert_eq!(decode(&odd, Cte::Base64).unwrap(), data);
     }
 
     #[test]

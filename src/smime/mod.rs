@@ -418,7 +418,7 @@ impl Smime<'_> {
     /// opaque `signed-data` layer.
     fn verify_signed(
         &self,
-        outer: &crate::message::Outer,
+        outer: &crate::message::Outer<'_>,
     ) -> Result<(Vec<u8>, signed_data::VerifiedSignature), OpenError> {
         let protocol = outer.param("protocol").map(str::to_ascii_lowercase);
         let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
@@ -446,7 +446,7 @@ impl Smime<'_> {
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
             // RFC 8551 3.1.1: the signature covers the canonical (CRLF) form; mail
             // stored with bare LF line ends is canonicalised before the digest.
-            let entity = canonical_crlf(&content.entity);
+            let entity = canonical_crlf(content.entity);
             let verified = signed_data::verify_detached(&cms, &entity)?;
             Ok((entity, verified))
         } else if matches!(
@@ -637,10 +637,12 @@ impl Opener for Smime<'_> {
 
 /// Bare LF (and bare CR) become CRLF; CRLF stays.
 fn canonical_crlf(entity: &[u8]) -> Vec<u8> {
-    if !entity.iter().enumerate().any(|(i, &b)| {
-        (b == b'\n' && (i == 0 || entity[i - 1] != b'\r'))
-            || (b == b'\r' && entity.get(i + 1) != Some(&b'\n'))
-    }) {
+    // Already canonical when every LF follows a CR and there are as many CRs as LFs
+    // (then no CR is bare): two SIMD scans instead of a look at every byte.
+    let lf_after_cr = memchr::memchr_iter(b'\n', entity).all(|i| i > 0 && entity[i - 1] == b'\r');
+    if lf_after_cr
+        && memchr::memchr_iter(b'\r', entity).count() == memchr::memchr_iter(b'\n', entity).count()
+    {
         return entity.to_vec();
     }
     let mut out = Vec::with_capacity(entity.len() + entity.len() / 32);
@@ -679,4 +681,30 @@ fn certs(stored: Vec<StoredCertificate>) -> Vec<Certificate> {
         .iter()
         .filter_map(|c| Certificate::from_der(&c.der).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canonical_crlf;
+
+    #[test]
+    fn canonical_crlf_fixes_bare_line_ends_only() {
+        let cases: [(&[u8], &[u8]); 7] = [
+            (b"a\r\nb\r\n", b"a\r\nb\r\n"),
+            (b"a\nb\n", b"a\r\nb\r\n"),
+            (b"a\rb", b"a\r\nb"),
+            (b"\n", b"\r\n"),
+            (b"a\r\r\nb", b"a\r\n\r\nb"),
+            (b"a\r\n\nb\r", b"a\r\n\r\nb\r\n"),
+            (b"", b""),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(
+                canonical_crlf(input),
+                expected,
+                "{}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
 }
