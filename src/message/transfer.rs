@@ -42,39 +42,67 @@ pub(crate) enum DecodeFault {
 pub(crate) fn decode(body: &[u8], cte: Cte) -> Result<Vec<u8>, DecodeFault> {
     match cte {
         Cte::Identity => Ok(body.to_vec()),
-        Cte::Base64 => {
-            // Line breaks are dropped a line at a time (memchr); white space inside a
-            // line is rare, so only when the compact text does not decode is every
-            // white-space byte dropped and decoding tried once more.
-            // The usual layout (RFC 2045: 76 characters and CRLF) is taken without a
-            // search; anything else (an irregular line) ends up as white space in the
-            // compact text, which then fails to decode and takes the slow path below.
-            let mut compact = Vec::with_capacity(body.len());
-            let mut rest = body;
-            loop {
-                let nl = if rest.len() >= 78 && rest[76] == b'\r' && rest[77] == b'\n' {
-                    77
-                } else {
-                    match memchr::memchr(b'\n', rest) {
-                        Some(i) => i,
-                        None => break,
-                    }
-                };
-                let line = &rest[..nl];
-                compact.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
-                rest = &rest[nl + 1..];
-            }
-            compact.extend_from_slice(rest);
-            if let Ok(decoded) = base64_simd::STANDARD.decode_to_vec(&compact) {
-                return Ok(decoded);
-            }
-            compact.retain(|b| !matches!(b, b'\r' | b'\n' | b' ' | b'\t'));
-            base64_simd::STANDARD
-                .decode_to_vec(&compact)
-                .map_err(|_| DecodeFault::Base64)
-        }
+        Cte::Base64 => decode_base64(body),
         Cte::QuotedPrintable => decode_qp(body),
     }
+}
+
+/// Strict base64 with white space anywhere, decoded in chunks of the compact text so the
+/// whole compact copy of a large body never exists at once. The usual layout (RFC 2045:
+/// 76 characters and CRLF) is cut without a search. A chunk that does not decode, or
+/// padding before the last chunk, sends the body to the slow path, which drops every
+/// white-space byte and decodes the whole: strictness is decided there.
+fn decode_base64(body: &[u8]) -> Result<Vec<u8>, DecodeFault> {
+    const CHUNK: usize = 64 * 1024;
+    let mut out = Vec::with_capacity(body.len() / 4 * 3 + 3);
+    let mut chunk: Vec<u8> = Vec::with_capacity(body.len().min(CHUNK) + 80);
+    let mut rest = body;
+    let mut regular = true;
+    loop {
+        let nl = if rest.len() >= 78 && rest[76] == b'\r' && rest[77] == b'\n' {
+            77
+        } else {
+            match memchr::memchr(b'\n', rest) {
+                Some(i) => i,
+                None => break,
+            }
+        };
+        let line = &rest[..nl];
+        chunk.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        rest = &rest[nl + 1..];
+        if chunk.len() >= CHUNK {
+            let whole = chunk.len() / 4 * 4;
+            if memchr::memchr(b'=', &chunk[..whole]).is_some()
+                || base64_simd::STANDARD
+                    .decode_append(&chunk[..whole], &mut out)
+                    .is_err()
+            {
+                regular = false;
+                break;
+            }
+            chunk.drain(..whole);
+        }
+    }
+    if regular {
+        chunk.extend_from_slice(rest);
+        if base64_simd::STANDARD
+            .decode_append(&chunk, &mut out)
+            .is_ok()
+        {
+            return Ok(out);
+        }
+    }
+    drop(out);
+    let mut compact: Vec<u8> = body
+        .iter()
+        .copied()
+        .filter(|b| !matches!(b, b'\r' | b'\n' | b' ' | b'\t'))
+        .collect();
+    let decoded = base64_simd::STANDARD
+        .decode_to_vec(&compact)
+        .map_err(|_| DecodeFault::Base64);
+    compact.clear();
+    decoded
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -188,6 +216,32 @@ mod tests {
             let enc = encode_base64_lines(&data);
             assert_eq!(decode(&enc, Cte::Base64).unwrap(), data);
         }
+        // Bodies over one decoding chunk: regular, irregular, and padded in the middle.
+        let data: Vec<u8> = (0..300_001u32).map(|i| (i * 7 % 251) as u8).collect();
+        let enc = encode_base64_lines(&data);
+        assert_eq!(decode(&enc, Cte::Base64).unwrap(), data);
+        let spaced: Vec<u8> = enc
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &b)| {
+                if i % 1000 == 0 {
+                    vec![b' ', b]
+                } else {
+                    vec![b]
+                }
+            })
+            .collect();
+        assert_eq!(decode(&spaced, Cte::Base64).unwrap(), data);
+        let half = encode_base64_lines(&data[..150_001]);
+        let mut padded_inside = half.clone();
+        padded_inside.extend_from_slice(&enc);
+        assert_eq!(
+            decode(&padded_inside, Cte::Base64),
+            Err(DecodeFault::Base64)
+        );
+        let mut truncated = enc.clone();
+        truncated.truncate(enc.len() - 3);
+        assert_eq!(decode(&truncated, Cte::Base64), Err(DecodeFault::Base64));
         // A short line whose CRLF falls where a full line's would: still exact.
         let data: Vec<u8> = (0..60u8).collect();
         let enc = base64_simd::STANDARD.encode_to_string(&data).into_bytes();

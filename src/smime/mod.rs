@@ -13,6 +13,8 @@ mod kari;
 mod oids;
 mod signed_data;
 
+use std::borrow::Cow;
+
 use der::{Decode, Encode};
 use mail_builder::headers::content_type::ContentType;
 use mail_builder::mime::MimePart;
@@ -362,9 +364,10 @@ fn compare_outer(
 }
 
 /// What opening the S/MIME layers established, before the entity is read as MailA2A.
-struct Layers {
-    /// The signed entity, exactly as signed (CRLF canonical).
-    entity: Vec<u8>,
+struct Layers<'r> {
+    /// The signed entity, exactly as signed (CRLF canonical): borrowed from the input
+    /// when it arrived signed only and already canonical.
+    entity: Cow<'r, [u8]>,
     /// Its verified signature.
     signature: signed_data::VerifiedSignature,
     /// Whether it arrived encrypted.
@@ -403,7 +406,7 @@ impl Smime<'_> {
         } = self.verify(raw, policy)?;
         let fingerprint = cert_fingerprint(&verified.cert);
         Ok(SignedEntity {
-            entity,
+            entity: entity.into_owned(),
             signer: SignerIdentity::Certificate {
                 fingerprint,
                 emails: addresses_of(&verified.cert),
@@ -416,10 +419,10 @@ impl Smime<'_> {
 
     /// The signed entity and its verified signature, from a `multipart/signed` or an
     /// opaque `signed-data` layer.
-    fn verify_signed(
+    fn verify_signed<'r>(
         &self,
-        outer: &crate::message::Outer<'_>,
-    ) -> Result<(Vec<u8>, signed_data::VerifiedSignature), OpenError> {
+        outer: &crate::message::Outer<'r>,
+    ) -> Result<(Cow<'r, [u8]>, signed_data::VerifiedSignature), OpenError> {
         let protocol = outer.param("protocol").map(str::to_ascii_lowercase);
         let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
         let pkcs7 = |t: &str| {
@@ -461,7 +464,8 @@ impl Smime<'_> {
             let cms = single
                 .decoded()
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-            Ok(signed_data::verify_encapsulated(&cms)?)
+            let (entity, verified) = signed_data::verify_encapsulated(&cms)?;
+            Ok((Cow::Owned(entity), verified))
         } else {
             Err(OpenError::AuthenticationFailed(format!(
                 "{} is not an S/MIME signed message",
@@ -472,7 +476,7 @@ impl Smime<'_> {
 
     /// Decrypts (when encrypted) and verifies; the signed entity, its signature, and
     /// whether it was encrypted.
-    fn verify(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Layers, OpenError> {
+    fn verify<'r>(&self, raw: &'r [u8], policy: &OpenPolicy) -> Result<Layers<'r>, OpenError> {
         let outer = read_outer(raw, &policy.limits)?;
         let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
         let pkcs7_mime = matches!(
@@ -493,16 +497,17 @@ impl Smime<'_> {
                 .decoded()
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
             let keys = self.decryption_keys()?;
-            let plaintext = enveloped::decrypt(&cms, &keys).map_err(|f| match f {
+            let mut plaintext = enveloped::decrypt(&cms, &keys).map_err(|f| match f {
                 enveloped::DecryptFailure::NotForUs => {
                     OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
                 }
                 enveloped::DecryptFailure::Refused(e) => e.into(),
             })?;
+            drop(cms);
             // Confidential mode must also authenticate: the decrypted entity is signed.
             let signed = read_outer(&plaintext, &policy.limits)
                 .map_err(|_| SmimeError::Malformed("the decrypted entity is not MIME".into()))?;
-            self.verify_signed(&signed).map_err(|e| match e {
+            let (entity, verified) = self.verify_signed(&signed).map_err(|e| match e {
                 OpenError::AuthenticationFailed(r)
                     if r.contains("is not an S/MIME signed message") =>
                 {
@@ -511,7 +516,27 @@ impl Smime<'_> {
                     )
                 }
                 other => other,
-            })?
+            })?;
+            // The entity is a range of the plaintext when it was already canonical: the
+            // plaintext buffer is then cut down to it instead of copied (it is handed to
+            // the caller either way, so it need not be zeroized).
+            let range = match &entity {
+                Cow::Borrowed(slice) => (slice.as_ptr() as usize)
+                    .checked_sub(plaintext.as_ptr() as usize)
+                    .map(|start| start..start + slice.len())
+                    .filter(|r| plaintext.get(r.clone()) == Some(*slice)),
+                Cow::Owned(_) => None,
+            };
+            let entity = match range {
+                Some(range) => {
+                    let mut buffer = std::mem::take(&mut *plaintext);
+                    buffer.truncate(range.end);
+                    buffer.drain(..range.start);
+                    buffer
+                }
+                None => entity.into_owned(),
+            };
+            (Cow::Owned(entity), verified)
         } else {
             self.verify_signed(&outer)?
         };
@@ -636,14 +661,14 @@ impl Opener for Smime<'_> {
 }
 
 /// Bare LF (and bare CR) become CRLF; CRLF stays.
-fn canonical_crlf(entity: &[u8]) -> Vec<u8> {
+fn canonical_crlf(entity: &[u8]) -> Cow<'_, [u8]> {
     // Already canonical when every LF follows a CR and there are as many CRs as LFs
     // (then no CR is bare): two SIMD scans instead of a look at every byte.
     let lf_after_cr = memchr::memchr_iter(b'\n', entity).all(|i| i > 0 && entity[i - 1] == b'\r');
     if lf_after_cr
         && memchr::memchr_iter(b'\r', entity).count() == memchr::memchr_iter(b'\n', entity).count()
     {
-        return entity.to_vec();
+        return Cow::Borrowed(entity);
     }
     let mut out = Vec::with_capacity(entity.len() + entity.len() / 32);
     let mut i = 0;
@@ -659,7 +684,7 @@ fn canonical_crlf(entity: &[u8]) -> Vec<u8> {
         }
         i += 1;
     }
-    out
+    Cow::Owned(out)
 }
 
 /// The key store's fingerprint of a certificate (its public key).
