@@ -149,7 +149,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn expect(&mut self, c: u8, reason: &str) -> Result<(), EnvelopeError> {
+    fn expect_byte(&mut self, c: u8, reason: &str) -> Result<(), EnvelopeError> {
         self.skip_ws();
         if self.b.get(self.pos) == Some(&c) {
             self.pos += 1;
@@ -373,7 +373,7 @@ impl<'a> Reader<'a> {
                 path: self.pointer(Some(&key)),
             });
         }
-        self.expect(b':', "expected `:`")?;
+        self.expect_byte(b':', "expected `:`")?;
         Ok((key, span))
     }
 

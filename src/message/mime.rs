@@ -2,8 +2,8 @@
 //! parameters and multipart splitting, over untrusted bytes, strictly.
 //!
 //! This module owns how a message is cut into entities; the meaning of the top-level
-//! header *values* (addresses, dates, encoded words) is left to mail-parser, which reads
-//! only the top-level header block. Cutting it ourselves keeps every byte range exact
+//! header *values* (addresses, dates, encoded words) is read by `fields` in their plain
+//! forms and by mail-parser otherwise. Cutting it ourselves keeps every byte range exact
 //! (what `multipart/signed` signs is a range of the input, not a re-serialisation),
 //! enforces the limits while splitting (a nesting or part bomb is refused after
 //! `max_parts` entities, whatever its size) and refuses what readers could disagree on:

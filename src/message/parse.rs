@@ -1,8 +1,8 @@
 //! Reading a MailA2A message from untrusted bytes.
 //!
-//! `mime` cuts the message into entities within the limits; mail-parser reads the
-//! meaning of the top-level header values (addresses, dates, message ids, encoded
-//! words) from the header section alone. This module sorts the entities (exactly one
+//! `mime` cuts the message into entities within the limits; `fields` reads the plain
+//! forms of the top-level header values and mail-parser the others (addresses, dates,
+//! message ids, encoded words), from those fields alone. This module sorts the entities (exactly one
 //! machine part), refuses ambiguity (repeated singleton headers) and decodes every body
 //! strictly (`transfer`).
 

@@ -93,16 +93,14 @@ fn decode_base64(body: &[u8]) -> Result<Vec<u8>, DecodeFault> {
         }
     }
     drop(out);
-    let mut compact: Vec<u8> = body
+    let compact: Vec<u8> = body
         .iter()
         .copied()
         .filter(|b| !matches!(b, b'\r' | b'\n' | b' ' | b'\t'))
         .collect();
-    let decoded = base64_simd::STANDARD
+    base64_simd::STANDARD
         .decode_to_vec(&compact)
-        .map_err(|_| DecodeFault::Base64);
-    compact.clear();
-    decoded
+        .map_err(|_| DecodeFault::Base64)
 }
 
 fn hex(b: u8) -> Option<u8> {
