@@ -126,6 +126,10 @@ struct OpenArgs {
     /// Write the verdict as JSON to this file.
     #[arg(long, value_name = "F")]
     report: Option<PathBuf>,
+    /// Read legacy CBC EnvelopedData (no integrity): the message then counts as
+    /// signed only, never as authenticated encryption.
+    #[arg(long)]
+    allow_legacy_cbc: bool,
 }
 
 #[derive(Subcommand)]
@@ -452,7 +456,10 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
 
 fn open(dir: PathBuf, a: OpenArgs) -> CliResult {
     let raw = read_input(a.input.as_deref())?;
-    let policy = OpenPolicy::default();
+    let policy = OpenPolicy {
+        allow_legacy_cbc: a.allow_legacy_cbc,
+        ..OpenPolicy::default()
+    };
     let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
     let opened = crate::dispatch::Dispatcher::with_store(&store)
         .open(&raw, &policy)

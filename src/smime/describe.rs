@@ -2,10 +2,11 @@
 //! signers (for `mailseal inspect`). Nothing here is verified; every line says so.
 
 use cms::authenveloped_data::AuthEnvelopedData;
-use cms::content_info::ContentInfo;
-use cms::enveloped_data::{KeyAgreeRecipientIdentifier, RecipientIdentifier, RecipientInfo};
+use cms::enveloped_data::{
+    EnvelopedData, KeyAgreeRecipientIdentifier, OriginatorIdentifierOrKey, RecipientIdentifier,
+    RecipientInfo, RecipientInfos,
+};
 use cms::signed_data::{SignedData, SignerIdentifier};
-use der::Decode;
 
 use super::oids::*;
 use crate::message::{read_outer, Limits, MessageError};
@@ -28,6 +29,18 @@ fn oid_name(oid: der::asn1::ObjectIdentifier) -> String {
         DH_SHA256KDF => "ecdh-x963-sha256kdf",
         DH_SHA384KDF => "ecdh-x963-sha384kdf",
         DH_SHA512KDF => "ecdh-x963-sha512kdf",
+        DH_HKDF_SHA256 => "ecdh-hkdf-sha256",
+        DH_HKDF_SHA384 => "ecdh-hkdf-sha384",
+        DH_HKDF_SHA512 => "ecdh-hkdf-sha512",
+        ID_X25519 => "x25519",
+        ID_EC_PUBLIC_KEY => "ec",
+        CHACHA20_POLY1305 => "chacha20-poly1305",
+        AES128_CBC => "aes-128-cbc",
+        AES192_CBC => "aes-192-cbc",
+        AES256_CBC => "aes-256-cbc",
+        DES_EDE3_CBC => "3des-cbc",
+        AES128_WRAP => "aes-128-wrap",
+        AES256_WRAP => "aes-256-wrap",
         _ => return oid.to_string(),
     };
     name.to_string()
@@ -57,6 +70,66 @@ fn signed_lines(sd: &SignedData, out: &mut Vec<String>) {
     }
 }
 
+/// A content-encryption algorithm's name; RFC 9709 shows the algorithm it wraps.
+fn content_alg_name(alg: &spki::AlgorithmIdentifierOwned) -> String {
+    if alg.oid == CEK_HKDF_SHA256 {
+        if let Some(inner) = alg
+            .parameters
+            .as_ref()
+            .and_then(|p| p.decode_as::<spki::AlgorithmIdentifierOwned>().ok())
+        {
+            return format!(
+                "{} with an HKDF-derived key (RFC 9709)",
+                oid_name(inner.oid)
+            );
+        }
+    }
+    oid_name(alg.oid)
+}
+
+fn ias_name(ias: &cms::cert::IssuerAndSerialNumber) -> String {
+    format!("issuer \"{}\" serial {}", ias.issuer, ias.serial_number)
+}
+
+fn recipient_lines(infos: &RecipientInfos, out: &mut Vec<String>) {
+    for ri in infos.0.iter() {
+        match ri {
+            RecipientInfo::Ktri(k) => {
+                let who = match &k.rid {
+                    RecipientIdentifier::IssuerAndSerialNumber(ias) => ias_name(ias),
+                    RecipientIdentifier::SubjectKeyIdentifier(_) => "subject key identifier".into(),
+                };
+                out.push(format!(
+                    "  recipient: {who}; key transport {}",
+                    oid_name(k.key_enc_alg.oid)
+                ));
+            }
+            RecipientInfo::Kari(k) => {
+                let originator = match &k.originator {
+                    OriginatorIdentifierOrKey::OriginatorKey(key) => oid_name(key.algorithm.oid),
+                    _ => "static".into(),
+                };
+                for rek in &k.recipient_enc_keys {
+                    let who = match &rek.rid {
+                        KeyAgreeRecipientIdentifier::IssuerAndSerialNumber(ias) => ias_name(ias),
+                        KeyAgreeRecipientIdentifier::RKeyId(_) => "key identifier".into(),
+                    };
+                    out.push(format!(
+                        "  recipient: {who}; key agreement {} ({originator} ephemeral key)",
+                        oid_name(k.key_enc_alg.oid)
+                    ));
+                }
+            }
+            RecipientInfo::Kekri(k) => out.push(format!(
+                "  recipient: pre-shared key id {}; key wrap {}",
+                crate::keystore::hex(k.kek_id.kek_identifier.as_bytes()),
+                oid_name(k.key_enc_alg.oid)
+            )),
+            _ => out.push("  recipient: another kind (not supported here)".into()),
+        }
+    }
+}
+
 /// The layers of an S/MIME message as lines of text.
 pub fn describe(raw: &[u8], limits: &Limits) -> Result<Vec<String>, MessageError> {
     let outer = read_outer(raw, limits)?;
@@ -71,7 +144,7 @@ pub fn describe(raw: &[u8], limits: &Limits) -> Result<Vec<String>, MessageError
             if let Some(sd) = sig
                 .decoded()
                 .ok()
-                .and_then(|d| ContentInfo::from_der(&d).ok())
+                .and_then(|d| super::ber::content_info(&d).ok())
                 .and_then(|ci| ci.content.decode_as::<SignedData>().ok())
             {
                 signed_lines(&sd, &mut out);
@@ -83,7 +156,7 @@ pub fn describe(raw: &[u8], limits: &Limits) -> Result<Vec<String>, MessageError
         out.push(format!("layer: {} (not S/MIME)", outer.media_type));
         return Ok(out);
     };
-    let Ok(ci) = ContentInfo::from_der(&body) else {
+    let Ok(ci) = super::ber::content_info(&body) else {
         out.push(format!(
             "layer: {} with an undecodable CMS body",
             outer.media_type
@@ -105,56 +178,25 @@ pub fn describe(raw: &[u8], limits: &Limits) -> Result<Vec<String>, MessageError
             if let Ok(aed) = ci.content.decode_as::<AuthEnvelopedData>() {
                 out.push(format!(
                     "  content encryption: {}",
-                    oid_name(aed.auth_encrypted_content_info.content_enc_alg.oid)
+                    content_alg_name(&aed.auth_encrypted_content_info.content_enc_alg)
                 ));
-                for ri in aed.recip_infos.0.iter() {
-                    match ri {
-                        RecipientInfo::Ktri(k) => {
-                            let who = match &k.rid {
-                                RecipientIdentifier::IssuerAndSerialNumber(ias) => {
-                                    format!(
-                                        "issuer \"{}\" serial {}",
-                                        ias.issuer, ias.serial_number
-                                    )
-                                }
-                                RecipientIdentifier::SubjectKeyIdentifier(_) => {
-                                    "subject key identifier".into()
-                                }
-                            };
-                            out.push(format!(
-                                "  recipient: {who}; key transport {}",
-                                oid_name(k.key_enc_alg.oid)
-                            ));
-                        }
-                        RecipientInfo::Kari(k) => {
-                            for rek in &k.recipient_enc_keys {
-                                let who = match &rek.rid {
-                                    KeyAgreeRecipientIdentifier::IssuerAndSerialNumber(ias) => {
-                                        format!(
-                                            "issuer \"{}\" serial {}",
-                                            ias.issuer, ias.serial_number
-                                        )
-                                    }
-                                    KeyAgreeRecipientIdentifier::RKeyId(_) => {
-                                        "key identifier".into()
-                                    }
-                                };
-                                out.push(format!(
-                                    "  recipient: {who}; key agreement {}",
-                                    oid_name(k.key_enc_alg.oid)
-                                ));
-                            }
-                        }
-                        _ => out.push("  recipient: another kind (not supported here)".into()),
-                    }
-                }
+                recipient_lines(&aed.recip_infos, &mut out);
                 out.push(
                     "  the signature inside is visible only after decryption (use open)".into(),
                 );
             }
         }
         ID_ENVELOPED_DATA => {
-            out.push("layer: legacy EnvelopedData (CBC, no integrity): refused on open".into())
+            out.push(
+                "layer: legacy EnvelopedData (CBC, no integrity): refused on open unless --allow-legacy-cbc".into(),
+            );
+            if let Ok(ed) = ci.content.decode_as::<EnvelopedData>() {
+                out.push(format!(
+                    "  content encryption: {}",
+                    content_alg_name(&ed.encrypted_content.content_enc_alg)
+                ));
+                recipient_lines(&ed.recip_infos, &mut out);
+            }
         }
         other => out.push(format!("layer: CMS content type {other}")),
     }

@@ -6,7 +6,9 @@
 //! fields are checked exactly: a recipient identifier that was altered is reported as
 //! tampering, not as "not for us", when one of our keys still opens the content.
 
-use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_128_GCM, AES_256_GCM};
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use aws_lc_rs::hkdf;
+use aws_lc_rs::key_wrap::{KeyEncryptionKey, KeyWrap, AES_128, AES_256};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use aws_lc_rs::rsa::{
     OaepPrivateDecryptingKey, OaepPublicEncryptingKey, Pkcs1PrivateDecryptingKey,
@@ -16,10 +18,11 @@ use cms::authenveloped_data::AuthEnvelopedData;
 use cms::cert::IssuerAndSerialNumber;
 use cms::content_info::{CmsVersion, ContentInfo};
 use cms::enveloped_data::{
-    EncryptedContentInfo, KeyTransRecipientInfo, RecipientIdentifier, RecipientInfo, RecipientInfos,
+    EncryptedContentInfo, EnvelopedData, KekRecipientInfo, KeyTransRecipientInfo,
+    RecipientIdentifier, RecipientInfo, RecipientInfos,
 };
 use der::asn1::{OctetString, SetOfVec};
-use der::{Any, Decode, Encode};
+use der::{Any, Encode};
 use spki::AlgorithmIdentifierOwned;
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
@@ -267,6 +270,15 @@ fn unwrap_pkcs1(
     }
 }
 
+/// A pre-shared key-encryption key for KEKRecipientInfo (RFC 5652 6.2.3): the
+/// identifier the sender names it by and the AES key (16 or 32 bytes).
+pub struct Kek {
+    /// The KEKIdentifier's `keyIdentifier` octets.
+    pub id: Vec<u8>,
+    /// The key; wiped on drop.
+    pub key: Zeroizing<Vec<u8>>,
+}
+
 /// Why decryption did not produce content.
 pub(crate) enum DecryptFailure {
     /// None of our keys is a recipient.
@@ -281,70 +293,195 @@ impl From<SmimeError> for DecryptFailure {
     }
 }
 
-/// Decrypts a DER AuthEnvelopedData with one of `keys` (certificate and its private
-/// key). The plaintext is returned only when the GCM tag verified.
-pub(crate) fn decrypt(
-    cms_der: &[u8],
-    keys: &[(Certificate, SecretKey)],
-) -> Result<Zeroizing<Vec<u8>>, DecryptFailure> {
-    let info = ContentInfo::from_der(cms_der).map_err(malformed("ContentInfo"))?;
-    if info.content_type == ID_ENVELOPED_DATA {
-        return Err(SmimeError::UnsupportedAlgorithm(
-            "legacy EnvelopedData (CBC, no integrity, EFAIL) is refused".into(),
-        )
-        .into());
+/// Decrypted content and how it was protected.
+pub struct Decrypted {
+    /// The plaintext; wiped on drop.
+    pub plaintext: Zeroizing<Vec<u8>>,
+    /// `true` for AuthEnvelopedData (the AEAD tag verified); `false` for legacy CBC
+    /// EnvelopedData, whose content anyone could have altered.
+    pub authenticated: bool,
+    /// The content-encryption algorithm, e.g. `AES-256-GCM` or `AES-128-GCM (RFC 9709 HKDF)`.
+    pub algorithm: String,
+}
+
+/// The content cipher of an EncryptedContentInfo.
+enum ContentCipher {
+    /// AES-GCM or ChaCha20-Poly1305 with its 12-byte nonce.
+    Aead(&'static aead::Algorithm, [u8; NONCE_LEN], &'static str),
+    /// Legacy CBC with its IV.
+    Cbc(CbcCipher, Vec<u8>),
+}
+
+#[derive(Clone, Copy)]
+enum CbcCipher {
+    Aes128,
+    Aes192,
+    Aes256,
+    TripleDes,
+}
+
+impl CbcCipher {
+    fn key_len(self) -> usize {
+        match self {
+            CbcCipher::Aes128 => 16,
+            CbcCipher::Aes192 | CbcCipher::TripleDes => 24,
+            CbcCipher::Aes256 => 32,
+        }
     }
-    if info.content_type != ID_CT_AUTH_ENVELOPED_DATA {
-        return Err(SmimeError::Malformed(format!(
-            "content type {} is not authEnveloped-data",
-            info.content_type
-        ))
-        .into());
+    fn name(self) -> &'static str {
+        match self {
+            CbcCipher::Aes128 => "AES-128-CBC",
+            CbcCipher::Aes192 => "AES-192-CBC",
+            CbcCipher::Aes256 => "AES-256-CBC",
+            CbcCipher::TripleDes => "3DES-CBC",
+        }
     }
-    let aed: AuthEnvelopedData = info
-        .content
-        .decode_as()
-        .map_err(malformed("AuthEnvelopedData"))?;
-    if aed.version != CmsVersion::V0 || aed.originator_info.is_some() || aed.unauth_attrs.is_some()
-    {
-        return Err(SmimeError::Malformed(
-            "AuthEnvelopedData fields this profile does not emit or accept".into(),
-        )
-        .into());
+}
+
+/// The content cipher named by `alg`, and for RFC 9709 (`id-alg-cek-hkdf-sha256`) the
+/// DER of the inner algorithm identifier, which is the HKDF `info`.
+fn content_cipher(
+    alg: &AlgorithmIdentifierOwned,
+    authenticated: bool,
+) -> Result<(ContentCipher, Option<Vec<u8>>), SmimeError> {
+    if alg.oid == CEK_HKDF_SHA256 {
+        let params = alg
+            .parameters
+            .as_ref()
+            .ok_or_else(|| SmimeError::Malformed("CEK-HKDF without its algorithm".into()))?;
+        let inner: AlgorithmIdentifierOwned = params
+            .decode_as()
+            .map_err(malformed("CEK-HKDF algorithm"))?;
+        if inner.oid == CEK_HKDF_SHA256 {
+            return Err(SmimeError::Malformed("nested CEK-HKDF".into()));
+        }
+        let info = params.to_der().map_err(malformed("CEK-HKDF algorithm"))?;
+        return Ok((content_cipher(&inner, authenticated)?.0, Some(info)));
     }
-    let enc = &aed.auth_encrypted_content_info;
-    if enc.content_type != ID_DATA {
-        return Err(SmimeError::Malformed("encrypted content is not id-data".into()).into());
-    }
-    let aead = match enc.content_enc_alg.oid {
-        AES256_GCM => &AES_256_GCM,
-        AES128_GCM => &AES_128_GCM,
+    let param = || {
+        alg.parameters
+            .as_ref()
+            .ok_or_else(|| SmimeError::Malformed("content encryption without parameters".into()))
+    };
+    let aead_nonce = |nonce: &[u8]| -> Result<[u8; NONCE_LEN], SmimeError> {
+        nonce.try_into().map_err(|_| {
+            SmimeError::UnsupportedAlgorithm("an AEAD nonce other than 12 bytes".into())
+        })
+    };
+    let cipher = match alg.oid {
+        AES256_GCM | AES128_GCM if authenticated => {
+            let p: GcmParameters = param()?.decode_as().map_err(malformed("GCM parameters"))?;
+            if p.icv_len.unwrap_or(12) as usize != TAG_LEN {
+                return Err(SmimeError::UnsupportedAlgorithm(
+                    "AES-GCM with a tag other than 16 bytes".into(),
+                ));
+            }
+            let nonce = aead_nonce(p.nonce.as_bytes())?;
+            if alg.oid == AES256_GCM {
+                ContentCipher::Aead(&aead::AES_256_GCM, nonce, "AES-256-GCM")
+            } else {
+                ContentCipher::Aead(&aead::AES_128_GCM, nonce, "AES-128-GCM")
+            }
+        }
+        CHACHA20_POLY1305 if authenticated => {
+            let nonce: OctetString = param()?.decode_as().map_err(malformed("nonce"))?;
+            ContentCipher::Aead(
+                &aead::CHACHA20_POLY1305,
+                aead_nonce(nonce.as_bytes())?,
+                "ChaCha20-Poly1305",
+            )
+        }
+        AES128_CBC | AES192_CBC | AES256_CBC | DES_EDE3_CBC if !authenticated => {
+            let iv: OctetString = param()?.decode_as().map_err(malformed("CBC IV"))?;
+            let cipher = match alg.oid {
+                AES128_CBC => CbcCipher::Aes128,
+                AES192_CBC => CbcCipher::Aes192,
+                AES256_CBC => CbcCipher::Aes256,
+                _ => CbcCipher::TripleDes,
+            };
+            let block = if matches!(cipher, CbcCipher::TripleDes) {
+                8
+            } else {
+                16
+            };
+            if iv.as_bytes().len() != block {
+                return Err(SmimeError::Malformed("CBC IV of the wrong length".into()));
+            }
+            ContentCipher::Cbc(cipher, iv.as_bytes().to_vec())
+        }
         other => {
             return Err(SmimeError::UnsupportedAlgorithm(format!(
-                "content encryption {other} in AuthEnvelopedData (AES-GCM only)"
-            ))
-            .into())
+                "content encryption {other} in {}",
+                if authenticated {
+                    "AuthEnvelopedData (AES-GCM and ChaCha20-Poly1305 only)"
+                } else {
+                    "EnvelopedData (AES-CBC and 3DES-CBC only)"
+                }
+            )))
         }
     };
-    let params: GcmParameters = enc
-        .content_enc_alg
-        .parameters
-        .as_ref()
-        .ok_or_else(|| SmimeError::Malformed("AES-GCM without parameters".into()))?
-        .decode_as()
-        .map_err(malformed("GCM parameters"))?;
-    if params.nonce.as_bytes().len() != NONCE_LEN
-        || params.icv_len.unwrap_or(12) as usize != TAG_LEN
-        || aed.mac.as_bytes().len() != TAG_LEN
-    {
-        return Err(SmimeError::UnsupportedAlgorithm(
-            "AES-GCM with a nonce other than 12 bytes or a tag other than 16".into(),
-        )
-        .into());
-    }
+    Ok((cipher, None))
+}
 
-    let ktris: Vec<&KeyTransRecipientInfo> = aed
-        .recip_infos
+/// RFC 9709: CEK' = HKDF-SHA256(salt = "The Cryptographic Message Syntax", IKM = CEK,
+/// info = DER of the inner content-encryption AlgorithmIdentifier), as long as the CEK.
+fn cek_hkdf(cek: &[u8], info: &[u8]) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
+    struct Len(usize);
+    impl hkdf::KeyType for Len {
+        fn len(&self) -> usize {
+            self.0
+        }
+    }
+    let mut out = Zeroizing::new(vec![0u8; cek.len()]);
+    hkdf::Salt::new(hkdf::HKDF_SHA256, b"The Cryptographic Message Syntax")
+        .extract(cek)
+        .expand(&[info], Len(cek.len()))
+        .and_then(|okm| okm.fill(&mut out))
+        .map_err(|_| SmimeError::Undecryptable)?;
+    Ok(out)
+}
+
+/// Unwraps a KEKRecipientInfo's content key with `kek` (AES key wrap, RFC 3394).
+fn unwrap_kek(kekri: &KekRecipientInfo, kek: &Kek) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
+    if kekri.version != CmsVersion::V4 {
+        return Err(SmimeError::Malformed(
+            "KEKRecipientInfo version is not 4".into(),
+        ));
+    }
+    let cipher = match (kekri.key_enc_alg.oid, kek.key.len()) {
+        (AES128_WRAP, 16) => &AES_128,
+        (AES256_WRAP, 32) => &AES_256,
+        (AES128_WRAP | AES256_WRAP, _) => {
+            return Err(SmimeError::Key(
+                "the pre-shared key's length does not match its key wrap algorithm".into(),
+            ))
+        }
+        (other, _) => {
+            return Err(SmimeError::UnsupportedAlgorithm(format!(
+                "KEK key wrap {other}"
+            )))
+        }
+    };
+    let wrapped = kekri.encrypted_key.as_bytes();
+    let mut out = Zeroizing::new(vec![0u8; wrapped.len()]);
+    let n = KeyEncryptionKey::new(cipher, &kek.key)
+        .map_err(|_| SmimeError::Undecryptable)?
+        .unwrap(wrapped, &mut out)
+        .map_err(|_| SmimeError::Undecryptable)?
+        .len();
+    out.truncate(n);
+    Ok(out)
+}
+
+/// The content key from the recipient infos, with one of our certificate keys or
+/// pre-shared keys.
+fn content_key(
+    infos: &RecipientInfos,
+    keys: &[(Certificate, SecretKey)],
+    keks: &[Kek],
+    cek_len: usize,
+) -> Result<Zeroizing<Vec<u8>>, DecryptFailure> {
+    let ktris: Vec<&KeyTransRecipientInfo> = infos
         .0
         .iter()
         .filter_map(|ri| match ri {
@@ -366,42 +503,129 @@ pub(crate) fn decrypt(
     }
     // Our recipient info by identifier; failing that, trial decryption tells an altered
     // identifier (tampering) from a message that is not for us.
-    let mut cek = None;
     for (cert, key) in keys {
-        let kari = aed.recip_infos.0.iter().find_map(|ri| match ri {
+        let kari = infos.0.iter().find_map(|ri| match ri {
             RecipientInfo::Kari(k) => super::kari::find(k, cert).map(|rek| (k, rek)),
             _ => None,
         });
         if let Some((k, rek)) = kari {
-            cek = Some(super::kari::unwrap(k, rek, cert, key)?);
-            break;
+            return Ok(super::kari::unwrap(k, rek, cert, key)?);
         }
         if let Some(k) = ktris.iter().find(|k| matches_rid(cert, &k.rid)) {
-            cek = Some(unwrap_cek(key, k, aead.key_len())?);
-            break;
+            return Ok(unwrap_cek(key, k, cek_len)?);
         }
     }
-    let cek = match cek {
-        Some(c) => c,
-        None => {
-            let opens = keys.iter().any(|(_, key)| {
-                ktris.iter().any(|k| {
-                    k.key_enc_alg.oid == RSAES_OAEP && unwrap_cek(key, k, aead.key_len()).is_ok()
-                })
-            });
-            return Err(if opens {
-                DecryptFailure::Refused(SmimeError::Malformed(
-                    "a recipient identifier was altered".into(),
-                ))
-            } else {
-                DecryptFailure::NotForUs
-            });
+    for kek in keks {
+        let found = infos.0.iter().find_map(|ri| match ri {
+            RecipientInfo::Kekri(k) if k.kek_id.kek_identifier.as_bytes() == kek.id => Some(k),
+            _ => None,
+        });
+        if let Some(k) = found {
+            return Ok(unwrap_kek(k, kek)?);
         }
+    }
+    let opens = keys.iter().any(|(_, key)| {
+        ktris
+            .iter()
+            .any(|k| k.key_enc_alg.oid == RSAES_OAEP && unwrap_cek(key, k, cek_len).is_ok())
+    });
+    Err(if opens {
+        DecryptFailure::Refused(SmimeError::Malformed(
+            "a recipient identifier was altered".into(),
+        ))
+    } else {
+        DecryptFailure::NotForUs
+    })
+}
+
+fn cbc_decrypt(
+    cipher: CbcCipher,
+    key: &[u8],
+    iv: &[u8],
+    ciphertext: &[u8],
+) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
+    use cbc::cipher::{block_padding::Pkcs7, BlockModeDecrypt, KeyIvInit};
+    let mut buf = Zeroizing::new(ciphertext.to_vec());
+    macro_rules! run {
+        ($c:ty) => {
+            cbc::Decryptor::<$c>::new_from_slices(key, iv)
+                .map_err(|_| SmimeError::Undecryptable)?
+                .decrypt_padded::<Pkcs7>(&mut buf)
+                .map_err(|_| SmimeError::Undecryptable)?
+                .len()
+        };
+    }
+    let n = match cipher {
+        CbcCipher::Aes128 => run!(aes::Aes128),
+        CbcCipher::Aes192 => run!(aes::Aes192),
+        CbcCipher::Aes256 => run!(aes::Aes256),
+        CbcCipher::TripleDes => run!(des::TdesEde3),
     };
-    if cek.len() != aead.key_len() {
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Decrypts a CMS AuthEnvelopedData (or, when `allow_legacy`, a legacy CBC
+/// EnvelopedData) with one of `keys` (certificate and its private key) or `keks`.
+/// AuthEnvelopedData plaintext is returned only when its tag verified; legacy
+/// plaintext is marked unauthenticated. BER (streamed) input is read.
+pub(crate) fn decrypt(
+    cms: &[u8],
+    keys: &[(Certificate, SecretKey)],
+    keks: &[Kek],
+    allow_legacy: bool,
+) -> Result<Decrypted, DecryptFailure> {
+    let info = super::ber::content_info(cms)?;
+    if info.content_type == ID_ENVELOPED_DATA {
+        if !allow_legacy {
+            return Err(SmimeError::LegacyEncryption.into());
+        }
+        return decrypt_legacy(&info, keys, keks);
+    }
+    if info.content_type != ID_CT_AUTH_ENVELOPED_DATA {
+        return Err(SmimeError::Malformed(format!(
+            "content type {} is not authEnveloped-data",
+            info.content_type
+        ))
+        .into());
+    }
+    let aed: AuthEnvelopedData = info
+        .content
+        .decode_as()
+        .map_err(malformed("AuthEnvelopedData"))?;
+    drop(info);
+    if aed.version != CmsVersion::V0 || aed.originator_info.is_some() {
+        return Err(SmimeError::Malformed(
+            "AuthEnvelopedData fields this profile does not accept".into(),
+        )
+        .into());
+    }
+    let enc = &aed.auth_encrypted_content_info;
+    if enc.content_type != ID_DATA {
+        return Err(SmimeError::Malformed("encrypted content is not id-data".into()).into());
+    }
+    let (cipher, hkdf_info) = content_cipher(&enc.content_enc_alg, true)?;
+    let ContentCipher::Aead(algorithm, nonce, name) = cipher else {
+        return Err(SmimeError::Malformed("AuthEnvelopedData without an AEAD".into()).into());
+    };
+    if aed.mac.as_bytes().len() != TAG_LEN {
+        return Err(SmimeError::UnsupportedAlgorithm("a tag other than 16 bytes".into()).into());
+    }
+    let mut cek = content_key(&aed.recip_infos, keys, keks, algorithm.key_len())?;
+    if let Some(info) = &hkdf_info {
+        cek = cek_hkdf(&cek, info)?;
+    }
+    if cek.len() != algorithm.key_len() {
         return Err(SmimeError::Undecryptable.into());
     }
-    let key = LessSafeKey::new(UnboundKey::new(aead, &cek).map_err(|_| SmimeError::Undecryptable)?);
+    // RFC 5083 2.1: the authenticated attributes are authenticated as their DER with
+    // the SET OF tag.
+    let aad = match &aed.auth_attrs {
+        Some(attrs) => attrs.to_der().map_err(malformed("authAttrs"))?,
+        None => Vec::new(),
+    };
+    let key =
+        LessSafeKey::new(UnboundKey::new(algorithm, &cek).map_err(|_| SmimeError::Undecryptable)?);
     let ciphertext = enc
         .encrypted_content
         .as_ref()
@@ -409,12 +633,57 @@ pub(crate) fn decrypt(
     let mut in_out = Zeroizing::new(Vec::with_capacity(ciphertext.as_bytes().len() + TAG_LEN));
     in_out.extend_from_slice(ciphertext.as_bytes());
     in_out.extend_from_slice(aed.mac.as_bytes());
-    let nonce = Nonce::try_assume_unique_for_key(params.nonce.as_bytes())
-        .map_err(|_| SmimeError::Undecryptable)?;
     let n = key
-        .open_in_place(nonce, Aad::empty(), &mut in_out)
+        .open_in_place(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(&aad),
+            &mut in_out,
+        )
         .map_err(|_| SmimeError::Undecryptable)?
         .len();
     in_out.truncate(n);
-    Ok(in_out)
+    Ok(Decrypted {
+        plaintext: in_out,
+        authenticated: true,
+        algorithm: if hkdf_info.is_some() {
+            format!("{name} (RFC 9709 HKDF)")
+        } else {
+            name.to_string()
+        },
+    })
+}
+
+fn decrypt_legacy(
+    info: &ContentInfo,
+    keys: &[(Certificate, SecretKey)],
+    keks: &[Kek],
+) -> Result<Decrypted, DecryptFailure> {
+    let ed: EnvelopedData = info
+        .content
+        .decode_as()
+        .map_err(malformed("EnvelopedData"))?;
+    let enc = &ed.encrypted_content;
+    if enc.content_type != ID_DATA {
+        return Err(SmimeError::Malformed("encrypted content is not id-data".into()).into());
+    }
+    let (cipher, hkdf_info) = content_cipher(&enc.content_enc_alg, false)?;
+    let ContentCipher::Cbc(cbc, iv) = cipher else {
+        return Err(SmimeError::Malformed("EnvelopedData without CBC".into()).into());
+    };
+    let mut cek = content_key(&ed.recip_infos, keys, keks, cbc.key_len())?;
+    if let Some(info) = &hkdf_info {
+        cek = cek_hkdf(&cek, info)?;
+    }
+    if cek.len() != cbc.key_len() {
+        return Err(SmimeError::Undecryptable.into());
+    }
+    let ciphertext = enc
+        .encrypted_content
+        .as_ref()
+        .ok_or_else(|| SmimeError::Malformed("no encrypted content".into()))?;
+    Ok(Decrypted {
+        plaintext: cbc_decrypt(cbc, &cek, &iv, ciphertext.as_bytes())?,
+        authenticated: false,
+        algorithm: format!("{} (legacy, unauthenticated)", cbc.name()),
+    })
 }

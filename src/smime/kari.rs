@@ -1,13 +1,15 @@
-//! ECDH key-agreement recipients (RFC 5753 §3.1, ephemeral-static) on P-256 and P-384:
-//! `dhSinglePass-stdDH-sha*kdf-scheme`, the ANSI X9.63 KDF over ECC-CMS-SharedInfo, and
-//! the content key wrapped with AES key wrap (RFC 3394).
+//! Key-agreement recipients, ephemeral-static: ECDH on P-256 and P-384 (RFC 5753 §3.1,
+//! `dhSinglePass-stdDH-sha*kdf-scheme`, the ANSI X9.63 KDF over ECC-CMS-SharedInfo) and
+//! X25519 (RFC 8418, HKDF over the same SharedInfo; X9.63 also read), the content key
+//! wrapped with AES key wrap (RFC 3394).
 //!
 //! Written here rather than taken from the `cms` 0.3.0-rc.0 KeyAgree builder, which
 //! wraps the content key under an all-zero key (see STACK-NOTES); the tests prove the
 //! wrapped key does not unwrap under a zero key and that OpenSSL decrypts ours.
 
-use aws_lc_rs::agreement::{self, PrivateKey, UnparsedPublicKey, ECDH_P256, ECDH_P384};
+use aws_lc_rs::agreement::{self, PrivateKey, UnparsedPublicKey, ECDH_P256, ECDH_P384, X25519};
 use aws_lc_rs::digest;
+use aws_lc_rs::hkdf;
 use aws_lc_rs::key_wrap::{KeyEncryptionKey, KeyWrap, AES_128, AES_256};
 use cms::cert::IssuerAndSerialNumber;
 use cms::content_info::CmsVersion;
@@ -41,6 +43,9 @@ fn malformed(what: &str) -> impl Fn(der::Error) -> SmimeError + '_ {
 
 fn curve_of(cert: &Certificate) -> Option<&'static agreement::Algorithm> {
     let spki = cert.tbs_certificate().subject_public_key_info();
+    if spki.algorithm.oid == ID_X25519 && spki.algorithm.parameters.is_none() {
+        return Some(&X25519);
+    }
     if spki.algorithm.oid != ID_EC_PUBLIC_KEY {
         return None;
     }
@@ -89,11 +94,18 @@ fn kek(
     ukm: Option<&OctetString>,
     z: &[u8],
 ) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
-    let hash = match scheme {
-        DH_SHA1KDF => &digest::SHA1_FOR_LEGACY_USE_ONLY,
-        DH_SHA256KDF => &digest::SHA256,
-        DH_SHA384KDF => &digest::SHA384,
-        DH_SHA512KDF => &digest::SHA512,
+    enum Kdf {
+        X963(&'static digest::Algorithm),
+        Hkdf(hkdf::Algorithm),
+    }
+    let kdf = match scheme {
+        DH_SHA1KDF => Kdf::X963(&digest::SHA1_FOR_LEGACY_USE_ONLY),
+        DH_SHA256KDF => Kdf::X963(&digest::SHA256),
+        DH_SHA384KDF => Kdf::X963(&digest::SHA384),
+        DH_SHA512KDF => Kdf::X963(&digest::SHA512),
+        DH_HKDF_SHA256 => Kdf::Hkdf(hkdf::HKDF_SHA256),
+        DH_HKDF_SHA384 => Kdf::Hkdf(hkdf::HKDF_SHA384),
+        DH_HKDF_SHA512 => Kdf::Hkdf(hkdf::HKDF_SHA512),
         other => {
             return Err(SmimeError::UnsupportedAlgorithm(format!(
                 "key agreement {other}"
@@ -119,7 +131,28 @@ fn kek(
             .map_err(malformed("SharedInfo"))?,
     };
     let info = info.to_der().map_err(malformed("SharedInfo"))?;
-    Ok(x963_kdf(hash, z, &info, len))
+    match kdf {
+        Kdf::X963(hash) => Ok(x963_kdf(hash, z, &info, len)),
+        // RFC 8418 2.2: salt = ukm (absent: empty), IKM = Z, info = SharedInfo.
+        Kdf::Hkdf(alg) => {
+            let mut out = Zeroizing::new(vec![0u8; len]);
+            hkdf::Salt::new(alg, ukm.map_or(&[][..], |u| u.as_bytes()))
+                .extract(z)
+                .expand(&[&info], Len(len))
+                .and_then(|okm| okm.fill(&mut out))
+                .map_err(|_| SmimeError::Undecryptable)?;
+            Ok(out)
+        }
+    }
+}
+
+/// An HKDF output length.
+struct Len(usize);
+
+impl hkdf::KeyType for Len {
+    fn len(&self) -> usize {
+        self.0
+    }
 }
 
 fn wrap_alg() -> AlgorithmIdentifierOwned {
@@ -129,8 +162,9 @@ fn wrap_alg() -> AlgorithmIdentifierOwned {
     }
 }
 
-/// A KeyAgreeRecipientInfo carrying `cek` to `cert` (ECDH P-256/P-384, SHA-256 KDF,
-/// AES-256 key wrap), with a fresh ephemeral key.
+/// A KeyAgreeRecipientInfo carrying `cek` to `cert` with a fresh ephemeral key and
+/// AES-256 key wrap: ECDH P-256/P-384 with the X9.63 SHA-256 KDF (what OpenSSL reads),
+/// X25519 with HKDF-SHA-256 (RFC 8418's own scheme).
 pub(crate) fn recipient_info(cert: &Certificate, cek: &[u8]) -> Result<RecipientInfo, SmimeError> {
     let curve = curve_of(cert)
         .ok_or_else(|| SmimeError::UnsupportedAlgorithm("key agreement with this key".into()))?;
@@ -145,11 +179,17 @@ pub(crate) fn recipient_info(cert: &Certificate, cek: &[u8]) -> Result<Recipient
         .subject_public_key
         .raw_bytes();
     let wrap = wrap_alg();
+    let x25519 = std::ptr::eq(curve, &X25519);
+    let (scheme, originator_oid) = if x25519 {
+        (DH_HKDF_SHA256, ID_X25519)
+    } else {
+        (DH_SHA256KDF, ID_EC_PUBLIC_KEY)
+    };
     let kek = agreement::agree(
         &ephemeral,
         UnparsedPublicKey::new(curve, peer),
-        SmimeError::Key("ECDH failed".into()),
-        |z| kek(DH_SHA256KDF, &wrap, None, z),
+        SmimeError::Key("key agreement failed".into()),
+        |z| kek(scheme, &wrap, None, z),
     )?;
     let mut wrapped = vec![0u8; cek.len() + 8];
     let n = KeyEncryptionKey::new(&AES_256, &kek)
@@ -163,7 +203,7 @@ pub(crate) fn recipient_info(cert: &Certificate, cek: &[u8]) -> Result<Recipient
         version: CmsVersion::V3,
         originator: OriginatorIdentifierOrKey::OriginatorKey(OriginatorPublicKey {
             algorithm: AlgorithmIdentifierOwned {
-                oid: ID_EC_PUBLIC_KEY,
+                oid: originator_oid,
                 parameters: None,
             },
             public_key: BitString::from_bytes(ephemeral_public.as_ref())
@@ -171,7 +211,7 @@ pub(crate) fn recipient_info(cert: &Certificate, cek: &[u8]) -> Result<Recipient
         }),
         ukm: None,
         key_enc_alg: AlgorithmIdentifierOwned {
-            oid: DH_SHA256KDF,
+            oid: scheme,
             parameters: Some(Any::encode_from(&wrap).map_err(malformed("key wrap"))?),
         },
         recipient_enc_keys: vec![RecipientEncryptedKey {
@@ -207,6 +247,23 @@ pub(crate) fn find<'k>(
         .find(|r| matches(cert, &r.rid))
 }
 
+/// Our key-agreement private key: PKCS#8 for the NIST curves; for X25519 the 32-byte
+/// secret inside the PKCS#8 (RFC 8410 CurvePrivateKey), which aws-lc-rs takes raw.
+fn private_key(
+    curve: &'static agreement::Algorithm,
+    key: &SecretKey,
+) -> Result<PrivateKey, SmimeError> {
+    let unusable = || SmimeError::Key("our key-agreement private key does not load".into());
+    if !std::ptr::eq(curve, &X25519) {
+        return PrivateKey::from_private_key_der(curve, key.pkcs8_der()).map_err(|_| unusable());
+    }
+    use der::Decode;
+    let info = pkcs8::PrivateKeyInfoRef::from_der(key.pkcs8_der()).map_err(|_| unusable())?;
+    let secret = <&der::asn1::OctetStringRef>::from_der(info.private_key.as_bytes())
+        .map_err(|_| unusable())?;
+    PrivateKey::from_private_key(&X25519, secret.as_bytes()).map_err(|_| unusable())
+}
+
 /// Unwraps the content key of `rek` in `kari` with our `key` for `cert`.
 pub(crate) fn unwrap(
     kari: &KeyAgreeRecipientInfo,
@@ -226,9 +283,14 @@ pub(crate) fn unwrap(
             "static-static ECDH".into(),
         ));
     };
-    if originator.algorithm.oid != ID_EC_PUBLIC_KEY || originator.public_key.unused_bits() != 0 {
+    let expected = if std::ptr::eq(curve, &X25519) {
+        ID_X25519
+    } else {
+        ID_EC_PUBLIC_KEY
+    };
+    if originator.algorithm.oid != expected || originator.public_key.unused_bits() != 0 {
         return Err(SmimeError::Malformed(
-            "originator key is not an EC point".into(),
+            "the originator key is not of the recipient's key type".into(),
         ));
     }
     let wrap: AlgorithmIdentifierOwned = kari
@@ -245,8 +307,7 @@ pub(crate) fn unwrap(
             "key wrap algorithm with parameters".into(),
         ));
     }
-    let private = PrivateKey::from_private_key_der(curve, key.pkcs8_der())
-        .map_err(|_| SmimeError::Key("the EC private key does not load".into()))?;
+    let private = private_key(curve, key)?;
     let scheme = kari.key_enc_alg.oid;
     let ukm = kari.ukm.as_ref();
     let kek = agreement::agree(

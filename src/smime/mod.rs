@@ -6,6 +6,7 @@
 //! This module owns its wire format end to end: it builds and parses its CMS and its
 //! MIME layer; nothing else in the crate touches CMS.
 
+mod ber;
 mod certificate;
 mod describe;
 mod enveloped;
@@ -32,6 +33,7 @@ use crate::seal::{
 
 use certificate::Trust;
 pub use describe::describe;
+pub use enveloped::{Decrypted, Kek};
 
 /// Why an S/MIME layer failed to verify or to be made. Never carries content.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +64,10 @@ pub enum SmimeError {
     /// A private key could not be used.
     #[error("{0}")]
     Key(String),
+    /// Legacy CBC EnvelopedData (no integrity, open to EFAIL-style changes) and the
+    /// policy does not allow it.
+    #[error("legacy EnvelopedData (CBC, no integrity, EFAIL) is refused; --allow-legacy-cbc reads it as unauthenticated")]
+    LegacyEncryption,
 }
 
 impl Classify for SmimeError {
@@ -372,6 +378,8 @@ struct Layers<'r> {
     signature: signed_data::VerifiedSignature,
     /// Whether it arrived encrypted.
     encrypted: bool,
+    /// Whether that encryption was authenticated (AuthEnvelopedData, not legacy CBC).
+    authenticated_encryption: bool,
     /// The outermost message's headers (routing hints to compare).
     outer_headers: crate::message::Headers,
 }
@@ -415,6 +423,40 @@ impl Smime<'_> {
             algorithm: verified.algorithm,
             signing_time: verified.signing_time,
         })
+    }
+
+    /// Decrypts a CMS AuthEnvelopedData (DER or BER) with our keys or `keks`, and
+    /// legacy CBC EnvelopedData only when `policy.allow_legacy_cbc` (then marked
+    /// unauthenticated). Decrypting proves nothing about the sender: a caller that
+    /// needs to know who wrote the content verifies its signature next.
+    pub fn decrypt_cms(
+        &self,
+        cms: &[u8],
+        keks: &[Kek],
+        policy: &OpenPolicy,
+    ) -> Result<Decrypted, OpenError> {
+        let keys = self.decryption_keys()?;
+        enveloped::decrypt(cms, &keys, keks, policy.allow_legacy_cbc).map_err(|f| match f {
+            enveloped::DecryptFailure::NotForUs => {
+                OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
+            }
+            enveloped::DecryptFailure::Refused(e) => e.into(),
+        })
+    }
+
+    /// Decrypts the outer `application/pkcs7-mime` layer of `raw` and returns the MIME
+    /// entity inside, without verifying any signature in it (see [`Self::decrypt_cms`]).
+    pub fn decrypt_entity(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Decrypted, OpenError> {
+        let outer = read_outer(raw, &policy.limits)?;
+        let single = outer
+            .single
+            .as_ref()
+            .filter(|_| outer.media_type.ends_with("pkcs7-mime"))
+            .ok_or_else(|| SmimeError::Malformed("not an application/pkcs7-mime message".into()))?;
+        let cms = single
+            .decoded()
+            .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+        self.decrypt_cms(&cms, &[], policy)
     }
 
     /// The signed entity and its verified signature, from a `multipart/signed` or an
@@ -488,6 +530,7 @@ impl Smime<'_> {
                 smime_type.as_deref(),
                 Some("authenveloped-data" | "authenticated-enveloped-data" | "enveloped-data")
             );
+        let mut authenticated_encryption = false;
         let (entity, verified) = if encrypted {
             let single = outer
                 .single
@@ -496,13 +539,9 @@ impl Smime<'_> {
             let cms = single
                 .decoded()
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-            let keys = self.decryption_keys()?;
-            let mut plaintext = enveloped::decrypt(&cms, &keys).map_err(|f| match f {
-                enveloped::DecryptFailure::NotForUs => {
-                    OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
-                }
-                enveloped::DecryptFailure::Refused(e) => e.into(),
-            })?;
+            let decrypted = self.decrypt_cms(&cms, &[], policy)?;
+            authenticated_encryption = decrypted.authenticated;
+            let mut plaintext = decrypted.plaintext;
             drop(cms);
             // Confidential mode must also authenticate: the decrypted entity is signed.
             let signed = read_outer(&plaintext, &policy.limits)
@@ -576,6 +615,7 @@ impl Smime<'_> {
             entity,
             signature: verified,
             encrypted,
+            authenticated_encryption,
             outer_headers: outer.headers,
         })
     }
@@ -587,6 +627,7 @@ impl Opener for Smime<'_> {
             entity,
             signature: verified,
             encrypted,
+            authenticated_encryption,
             outer_headers,
         } = self.verify(raw, policy)?;
         // Only now is the content authentic: read it as the inner MailA2A message.
@@ -621,7 +662,8 @@ impl Opener for Smime<'_> {
                 ));
             }
         }
-        let got = if encrypted {
+        // Legacy CBC is confidentiality without integrity: only the signature counts.
+        let got = if encrypted && authenticated_encryption {
             Protection::SignedEncrypted
         } else {
             Protection::Signed

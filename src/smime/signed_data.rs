@@ -461,9 +461,9 @@ fn verify_pss(
     Ok(name)
 }
 
-/// The SignedData of a DER ContentInfo.
+/// The SignedData of a ContentInfo (DER, or BER from a streaming signer).
 fn decode_signed_data(cms_der: &[u8]) -> Result<SignedData, SmimeError> {
-    let info = ContentInfo::from_der(cms_der).map_err(malformed("ContentInfo"))?;
+    let info = super::ber::content_info(cms_der)?;
     if info.content_type != ID_SIGNED_DATA {
         return Err(SmimeError::Malformed(format!(
             "content type {} is not signed-data",

