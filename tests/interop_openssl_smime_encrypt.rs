@@ -7,8 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
-use common::{fixture, openssl, run};
+use common::{der_of, fixture, openssl, run, with_der};
 use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::keystore::{DirectoryStore, KeyStore};
 use mailseal::message::MailA2aMessage;
@@ -182,6 +181,66 @@ fn openssl_encrypts_with_oaep_and_gcm_mailseal_opens() {
 }
 
 #[test]
+fn openssl_streamed_ber_signed_data_inside_streamed_authenveloped_data_opens() {
+    // `-stream` makes OpenSSL write indefinite-length BER with the content in segments:
+    // an opaque signed-data inside AuthEnvelopedData, both streamed.
+    let dir = tempfile::tempdir().unwrap();
+    let s = alice_store(dir.path());
+    std::fs::write(
+        dir.path().join("inner.eml"),
+        request().to_inner_entity(true).unwrap(),
+    )
+    .unwrap();
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    openssl(
+        &[
+            "cms",
+            "-sign",
+            "-nodetach",
+            "-stream",
+            "-in",
+            "inner.eml",
+            "-signer",
+            &k("alice.sign.crt"),
+            "-inkey",
+            &k("alice.sign.key"),
+            "-out",
+            "signed.eml",
+        ],
+        dir.path(),
+    );
+    openssl(
+        &[
+            "cms",
+            "-encrypt",
+            "-stream",
+            "-aes-256-gcm",
+            "-in",
+            "signed.eml",
+            "-recip",
+            &k("alice.encrypt.crt"),
+            "-keyopt",
+            "rsa_padding_mode:oaep",
+            "-keyopt",
+            "rsa_oaep_md:sha256",
+            "-out",
+            "enc.eml",
+        ],
+        dir.path(),
+    );
+    let enc = std::fs::read(dir.path().join("enc.eml")).unwrap();
+    assert_eq!(&der_of(&enc)[..2], &[0x30, 0x80], "OpenSSL streamed BER");
+    let out = run(&["open", "--store", s.to_str().unwrap()], &enc);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("enc-req-1"));
+}
+
+#[test]
 fn fail_not_a_recipient_is_exit_5() {
     let dir = tempfile::tempdir().unwrap();
     let sealed = seal(&alice_store(dir.path()), &request(), dir.path());
@@ -257,37 +316,6 @@ fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
         .open(&with_der(&sealed, &cbc), &OpenPolicy::default())
         .unwrap_err();
     assert_eq!(err.exit_code().as_u8(), 4, "{err}");
-}
-
-fn body_span(sealed: &[u8]) -> (usize, usize) {
-    let text = String::from_utf8_lossy(sealed);
-    // Ours end headers with CRLF CRLF; OpenSSL's output uses bare LF.
-    let start = match (text.find("\r\n\r\n"), text.find("\n\n")) {
-        (Some(a), Some(b)) if b + 2 < a + 4 => b + 2,
-        (Some(a), _) => a + 4,
-        (None, Some(b)) => b + 2,
-        (None, None) => panic!("no header/body separator"),
-    };
-    (start, sealed.len())
-}
-
-fn der_of(sealed: &[u8]) -> Vec<u8> {
-    let (s, e) = body_span(sealed);
-    let compact: Vec<u8> = sealed[s..e]
-        .iter()
-        .copied()
-        .filter(|c| !c.is_ascii_whitespace())
-        .collect();
-    base64::engine::general_purpose::STANDARD
-        .decode(compact)
-        .unwrap()
-}
-
-fn with_der(sealed: &[u8], der: &[u8]) -> Vec<u8> {
-    let (s, _) = body_span(sealed);
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&[u8]> = b64.as_bytes().chunks(76).collect();
-    [&sealed[..s], &lines.join(&b"\r\n"[..])[..], b"\r\n"].concat()
 }
 
 #[test]

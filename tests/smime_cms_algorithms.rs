@@ -153,3 +153,156 @@ fn x25519_recipients_round_trip_rfc8418() {
         "{text}"
     );
 }
+
+/// The independent Python CMS peer (`tests/peers/cms_peer.py`, pyca/cryptography).
+fn python_peer() -> Option<PathBuf> {
+    let ok = common::peer_available(
+        "python3 with pyca/cryptography",
+        std::process::Command::new("python3").args(["-c", "import cryptography"]),
+    );
+    ok.then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/cms_peer.py"))
+}
+
+fn peer(script: &Path, args: &[&str]) {
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cms_peer.py {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn x25519_chacha20_and_rfc9709_both_ways_with_an_independent_peer() {
+    let Some(script) = python_peer() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let carlos = x25519_store(
+        d,
+        "carlos",
+        &[
+            "carlos.sign.crt",
+            "carlos.sign.key",
+            "carlos.encrypt.crt",
+            "carlos.encrypt.key",
+            "dana.encrypt.crt",
+        ],
+    );
+    let dana = x25519_store(d, "dana", &["dana.encrypt.crt", "dana.encrypt.key"]);
+    let dana_store = DirectoryStore::open(&dana).unwrap();
+    let smime = Smime::new(&dana_store);
+    let msg = carlos_to_dana();
+    let sealed = common::seal_smime_cli(&carlos, &msg, d, false);
+
+    // The peer decrypts what we wrote to Dana's X25519 key and gets the same entity.
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    std::fs::write(d.join("ours.der"), common::der_of(&sealed)).unwrap();
+    let entity = d.join("entity.eml");
+    peer(
+        &script,
+        &[
+            "decrypt",
+            "--cert",
+            &k("dana.encrypt.crt"),
+            "--key",
+            &k("dana.encrypt.key"),
+            d.join("ours.der").to_str().unwrap(),
+            entity.to_str().unwrap(),
+        ],
+    );
+    let ours = smime
+        .decrypt_entity(&sealed, &OpenPolicy::default())
+        .unwrap();
+    assert_eq!(std::fs::read(&entity).unwrap(), &ours.plaintext[..]);
+
+    // The peer re-encrypts that signed entity; we open every variant.
+    let variants: [(&[&str], &str); 5] = [
+        (&["--cipher", "aes-256-gcm"], "AES-256-GCM"),
+        (&["--cipher", "chacha20-poly1305"], "ChaCha20-Poly1305"),
+        (
+            &["--cipher", "chacha20-poly1305", "--hkdf"],
+            "ChaCha20-Poly1305 (RFC 9709 HKDF)",
+        ),
+        (
+            &["--cipher", "aes-256-gcm", "--hkdf", "--ukm", "--auth-attr"],
+            "AES-256-GCM (RFC 9709 HKDF)",
+        ),
+        (
+            &["--cipher", "chacha20-poly1305", "--ukm", "--auth-attr"],
+            "ChaCha20-Poly1305",
+        ),
+    ];
+    for (i, (flags, algorithm)) in variants.iter().enumerate() {
+        let out = d.join(format!("peer{i}.der"));
+        let mut args = vec!["encrypt"];
+        args.extend_from_slice(flags);
+        let dana_cert = k("dana.encrypt.crt");
+        args.extend(["--recip", &dana_cert]);
+        args.extend([entity.to_str().unwrap(), out.to_str().unwrap()]);
+        peer(&script, &args);
+        let der = std::fs::read(&out).unwrap();
+        let theirs = common::with_der(&sealed, &der);
+        let decrypted = smime
+            .decrypt_entity(&theirs, &OpenPolicy::default())
+            .unwrap();
+        assert_eq!(decrypted.algorithm, *algorithm, "{flags:?}");
+        let opened = smime.open(&theirs, &OpenPolicy::default()).unwrap();
+        assert_eq!(opened.verdict.protection, Protection::SignedEncrypted);
+        assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
+
+        // One flipped byte anywhere in the last 200 (tag, attributes, ciphertext) fails.
+        for at in der.len().saturating_sub(200)..der.len() {
+            let mut bad = der.clone();
+            bad[at] ^= 0x01;
+            let err = smime
+                .open(&common::with_der(&sealed, &bad), &OpenPolicy::default())
+                .err()
+                .unwrap_or_else(|| panic!("flip at {at} of variant {flags:?} was accepted"));
+            assert_eq!(err.exit_code().as_u8(), 4, "{flags:?} at {at}: {err}");
+        }
+    }
+}
+
+#[test]
+fn fail_rfc9709_key_derivation_stripped_from_the_identifier() {
+    // RFC 9709 binds the content key to the algorithm identifier. A message encrypted
+    // under the derived key whose identifier was rewritten to the bare algorithm (the
+    // downgrade it defends against) is refused; the same message left intact opens.
+    let Some(script) = python_peer() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let dana = x25519_store(d, "dana", &["dana.encrypt.crt", "dana.encrypt.key"]);
+    let store = DirectoryStore::open(&dana).unwrap();
+    let input = d.join("in.txt");
+    std::fs::write(&input, b"Content-Type: text/plain\r\n\r\nhi\r\n").unwrap();
+    let cert = fixture("rfc9216/dana.encrypt.crt").display().to_string();
+    let out = d.join("c.der");
+    for strip in [false, true] {
+        let mut args = vec!["encrypt", "--cipher", "chacha20-poly1305", "--hkdf"];
+        if strip {
+            args.push("--strip-hkdf");
+        }
+        args.extend(["--recip", &cert]);
+        args.extend([input.to_str().unwrap(), out.to_str().unwrap()]);
+        peer(&script, &args);
+        let der = std::fs::read(&out).unwrap();
+        let result = Smime::new(&store).decrypt_cms(&der, &[], &OpenPolicy::default());
+        if strip {
+            let err = result.err().unwrap();
+            assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+        } else {
+            assert_eq!(
+                &result.unwrap().plaintext[..],
+                b"Content-Type: text/plain\r\n\r\nhi\r\n"
+            );
+        }
+    }
+}

@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+
+use base64::Engine;
 use std::process::{Command, Output, Stdio};
 
 use mailseal::envelope::{validate, Code, Envelope, ValidationContext, Violation};
@@ -141,4 +143,56 @@ pub fn seal_smime_cli(
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
+}
+
+/// Where the body of a one-part message starts, and its end.
+pub fn body_span(sealed: &[u8]) -> (usize, usize) {
+    let text = String::from_utf8_lossy(sealed);
+    // Ours end headers with CRLF CRLF; OpenSSL's output uses bare LF.
+    let start = match (text.find("\r\n\r\n"), text.find("\n\n")) {
+        (Some(a), Some(b)) if b + 2 < a + 4 => b + 2,
+        (Some(a), _) => a + 4,
+        (None, Some(b)) => b + 2,
+        (None, None) => panic!("no header/body separator"),
+    };
+    (start, sealed.len())
+}
+
+/// The DER inside the base64 body of a one-part S/MIME message.
+pub fn der_of(sealed: &[u8]) -> Vec<u8> {
+    let (s, e) = body_span(sealed);
+    let compact: Vec<u8> = sealed[s..e]
+        .iter()
+        .copied()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .unwrap()
+}
+
+/// `sealed` with its base64 body replaced by `der`.
+pub fn with_der(sealed: &[u8], der: &[u8]) -> Vec<u8> {
+    let (s, _) = body_span(sealed);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&[u8]> = b64.as_bytes().chunks(76).collect();
+    [&sealed[..s], &lines.join(&b"\r\n"[..])[..], b"\r\n"].concat()
+}
+
+/// Whether an optional peer is usable; when it is not, says why and returns `false` so
+/// the test skips, unless `MAILSEAL_REQUIRE_PEERS=1` (CI), where it fails instead.
+pub fn peer_available(name: &str, probe: &mut Command) -> bool {
+    let ok = probe
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
+            "{name} is required (MAILSEAL_REQUIRE_PEERS=1) but not usable"
+        );
+        eprintln!("skipping: {name} is not installed");
+    }
+    ok
 }
