@@ -134,11 +134,15 @@ struct OpenArgs {
 
 #[derive(Subcommand)]
 enum KeyCommand {
-    /// Import X.509 certificates and PKCS#8 keys (PEM or DER).
+    /// Import X.509 certificates, PKCS#8 keys (plain or encrypted) and PKCS#12 files
+    /// (PEM or DER).
     Import {
         /// Make CA certificates trust anchors.
         #[arg(long)]
         trusted: bool,
+        /// Passphrase for encrypted keys and PKCS#12: the first line of this file.
+        #[arg(long, value_name = "FILE")]
+        passphrase_file: Option<PathBuf>,
         /// Files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -491,21 +495,51 @@ fn open(dir: PathBuf, a: OpenArgs) -> CliResult {
     write_output(a.out.as_deref(), &body)
 }
 
+/// The first line of a passphrase file (without its line end), wiped after use.
+fn read_passphrase(path: &Path) -> Result<zeroize::Zeroizing<Vec<u8>>, Failure> {
+    let mut bytes = zeroize::Zeroizing::new(std::fs::read(path).map_err(|e| {
+        Failure::new(
+            ExitCode::Usage,
+            format!("passphrase file {}: {e}", path.display()),
+        )
+    })?);
+    let end = bytes
+        .iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .unwrap_or(bytes.len());
+    bytes.truncate(end);
+    Ok(bytes)
+}
+
 fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
     let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
     match cmd {
-        KeyCommand::Import { trusted, files } => {
+        KeyCommand::Import {
+            trusted,
+            passphrase_file,
+            files,
+        } => {
+            let passphrase = passphrase_file
+                .as_deref()
+                .map(read_passphrase)
+                .transpose()?;
             for f in &files {
                 let bytes = read_input(Some(f))?;
                 let name = f.display().to_string();
                 let entries = store
-                    .import(&bytes, &name, trusted)
+                    .import_with_passphrase(
+                        &bytes,
+                        &name,
+                        trusted,
+                        passphrase.as_deref().map(|p| &p[..]),
+                    )
                     .map_err(|e| Failure::from("import", e))?;
                 for e in entries {
                     eprintln!(
-                        "imported {} {} {} {}",
+                        "imported {} {}{} {} {}",
                         e.kind,
                         e.algorithm,
+                        if e.has_private_key { "+secret" } else { "" },
                         e.fingerprint,
                         e.emails.join(",")
                     );

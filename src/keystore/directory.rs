@@ -189,13 +189,14 @@ impl DirectoryStore {
 }
 
 impl KeyStore for DirectoryStore {
-    fn import(
+    fn import_with_passphrase(
         &self,
         input: &[u8],
         what: &str,
         trusted: bool,
+        passphrase: Option<&[u8]>,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        let materials = read_all(input, what)?;
+        let materials = read_all(input, what, passphrase)?;
         let mut imported_keys = Vec::new();
         let mut entries = Vec::new();
         for m in materials {

@@ -74,8 +74,48 @@ pub(crate) enum Material {
     PrivateKey { der: zeroize::Zeroizing<Vec<u8>> },
 }
 
-/// Splits `input` into certificates and PKCS#8 keys (PEM blocks or one DER object).
-pub(crate) fn read_all(input: &[u8], what: &str) -> Result<Vec<Material>, KeyStoreError> {
+/// A key file that needs a passphrase and was given none.
+fn needs_passphrase(what: &str, kind: &str) -> KeyStoreError {
+    KeyStoreError::PassphraseRequired {
+        what: what.to_string(),
+        kind: kind.to_string(),
+    }
+}
+
+/// An encrypted PKCS#8 key (DER EncryptedPrivateKeyInfo) decrypted with `passphrase`.
+fn decrypt_pkcs8(
+    der_bytes: &[u8],
+    what: &str,
+    passphrase: Option<&[u8]>,
+) -> Result<Material, KeyStoreError> {
+    let epki = super::pkcs12::EncryptedPrivateKeyInfo::from_der(der_bytes).map_err(|e| {
+        KeyStoreError::Malformed {
+            what: what.to_string(),
+            reason: e.to_string(),
+        }
+    })?;
+    let passphrase = passphrase.ok_or_else(|| needs_passphrase(what, "encrypted PKCS#8 key"))?;
+    let der = super::pkcs12::pbe_decrypt(
+        what,
+        &epki.algorithm,
+        passphrase,
+        epki.encrypted_data.as_bytes(),
+    )?;
+    pkcs8::PrivateKeyInfoRef::from_der(&der).map_err(|_| KeyStoreError::Malformed {
+        what: what.to_string(),
+        reason: "does not decrypt to a PKCS#8 key: wrong passphrase or altered file".into(),
+    })?;
+    Ok(Material::PrivateKey { der })
+}
+
+/// Splits `input` into certificates and PKCS#8 keys: PEM blocks (certificates, keys,
+/// encrypted keys, PKCS#12) or one DER object (certificate, key, encrypted key, PFX).
+/// `passphrase` opens encrypted keys and PKCS#12.
+pub(crate) fn read_all(
+    input: &[u8],
+    what: &str,
+    passphrase: Option<&[u8]>,
+) -> Result<Vec<Material>, KeyStoreError> {
     let malformed = |e: &dyn std::fmt::Display| KeyStoreError::Malformed {
         what: what.to_string(),
         reason: e.to_string(),
@@ -102,20 +142,28 @@ pub(crate) fn read_all(input: &[u8], what: &str) -> Result<Vec<Material>, KeySto
                 let pem = &block[..end];
                 match label {
                     "CERTIFICATE" => {
-                        let cert = Certificate::from_pem(pem.as_bytes()).map_err(|e| malformed(&e))?;
+                        let cert =
+                            Certificate::from_pem(pem.as_bytes()).map_err(|e| malformed(&e))?;
                         out.push(Material::Certificate(Box::new(cert)));
                     }
                     "PRIVATE KEY" => {
-                        let (_, doc) = der::SecretDocument::from_pem(pem).map_err(|e| malformed(&e))?;
+                        let (_, doc) =
+                            der::SecretDocument::from_pem(pem).map_err(|e| malformed(&e))?;
                         out.push(Material::PrivateKey {
                             der: zeroize::Zeroizing::new(doc.as_bytes().to_vec()),
                         });
                     }
                     "ENCRYPTED PRIVATE KEY" => {
-                        return Err(KeyStoreError::Malformed {
-                            what: what.to_string(),
-                            reason: "encrypted PKCS#8 keys need a passphrase, which this store does not take yet".into(),
-                        })
+                        let (_, doc) =
+                            der::SecretDocument::from_pem(pem).map_err(|e| malformed(&e))?;
+                        out.push(decrypt_pkcs8(doc.as_bytes(), what, passphrase)?);
+                    }
+                    "PKCS12" => {
+                        let (_, doc) =
+                            der::SecretDocument::from_pem(pem).map_err(|e| malformed(&e))?;
+                        let passphrase =
+                            passphrase.ok_or_else(|| needs_passphrase(what, "PKCS#12 file"))?;
+                        out.extend(super::pkcs12::read(doc.as_bytes(), what, passphrase)?);
                     }
                     _ => {} // other blocks (parameters, CSRs) are skipped
                 }
@@ -129,6 +177,12 @@ pub(crate) fn read_all(input: &[u8], what: &str) -> Result<Vec<Material>, KeySto
                 out.push(Material::PrivateKey {
                     der: zeroize::Zeroizing::new(input.to_vec()),
                 });
+            } else if super::pkcs12::looks_like_pfx(input) {
+                let passphrase =
+                    passphrase.ok_or_else(|| needs_passphrase(what, "PKCS#12 file"))?;
+                out.extend(super::pkcs12::read(input, what, passphrase)?);
+            } else if super::pkcs12::EncryptedPrivateKeyInfo::from_der(input).is_ok() {
+                out.push(decrypt_pkcs8(input, what, passphrase)?);
             }
         }
     }

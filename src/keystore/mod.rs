@@ -7,6 +7,7 @@
 
 mod directory;
 mod material;
+mod pkcs12;
 
 pub use directory::DirectoryStore;
 pub use material::{fingerprint, hex, KeyAlgorithm};
@@ -51,6 +52,14 @@ pub enum KeyStoreError {
         /// The algorithm OID.
         oid: String,
     },
+    /// An encrypted key or a PKCS#12 file was given without a passphrase.
+    #[error("{what}: {kind} needs a passphrase (--passphrase-file)")]
+    PassphraseRequired {
+        /// Which input.
+        what: String,
+        /// What kind of file.
+        kind: String,
+    },
     /// The store directory is readable by others than its owner.
     #[error("key store {path} is accessible by group or others (mode {mode:o}); run chmod 700")]
     Permissions {
@@ -68,6 +77,7 @@ impl Classify for KeyStoreError {
     fn exit_code(&self) -> ExitCode {
         match self {
             Self::Unrecognised { .. } | Self::Malformed { .. } => ExitCode::Malformed,
+            Self::PassphraseRequired { .. } => ExitCode::Usage,
             Self::UnsupportedAlgorithm { .. } => ExitCode::NoUsableKey,
             _ => ExitCode::Other,
         }
@@ -194,7 +204,7 @@ pub(crate) fn key_only_entry(fingerprint: String, algorithm: KeyAlgorithm) -> Ke
 /// but stored nowhere: for inspection and for fuzzing the import parser.
 pub fn describe(input: &[u8], what: &str) -> Result<Vec<KeyEntry>, KeyStoreError> {
     let mut out = Vec::new();
-    for m in material::read_all(input, what)? {
+    for m in material::read_all(input, what, None)? {
         out.push(match m {
             material::Material::Certificate(cert) => {
                 material::cert_entry(&cert, EntryKind::Certificate, false)
@@ -218,6 +228,17 @@ pub trait KeyStore {
         input: &[u8],
         what: &str,
         trusted: bool,
+    ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        self.import_with_passphrase(input, what, trusted, None)
+    }
+    /// As [`KeyStore::import`], opening encrypted PKCS#8 keys and PKCS#12 files with
+    /// `passphrase`.
+    fn import_with_passphrase(
+        &self,
+        input: &[u8],
+        what: &str,
+        trusted: bool,
+        passphrase: Option<&[u8]>,
     ) -> Result<Vec<KeyEntry>, KeyStoreError>;
     /// Every entry.
     fn list(&self) -> Result<Vec<KeyEntry>, KeyStoreError>;

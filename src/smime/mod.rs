@@ -6,7 +6,7 @@
 //! This module owns its wire format end to end: it builds and parses its CMS and its
 //! MIME layer; nothing else in the crate touches CMS.
 
-mod ber;
+pub(crate) mod ber;
 mod certificate;
 mod describe;
 mod enveloped;
