@@ -95,3 +95,83 @@ fn fail_without_the_sample_ca_the_signer_is_unknown() {
         .unwrap_err();
     assert!(matches!(err, OpenError::NoUsableKey(_)), "{err}");
 }
+
+/// A store holding Bob's key and certificate from the samples' PEM-armoured `bob.p12`
+/// (password `bob`, legacy PKCS#12 encryption), and the sample CA as trust anchor.
+fn bob_store(dir: &std::path::Path) -> DirectoryStore {
+    let store = store(dir, true);
+    let p12 = std::fs::read(data("bob.p12")).unwrap();
+    let entries = store
+        .import_with_passphrase(&p12, "bob.p12", false, Some(b"bob"))
+        .unwrap();
+    assert!(entries.iter().any(|e| e.has_private_key));
+    store
+}
+
+fn legacy_allowed() -> OpenPolicy {
+    OpenPolicy {
+        allow_legacy_cbc: true,
+        ..OpenPolicy::default()
+    }
+}
+
+fn same_text(a: &[u8], b: &[u8]) {
+    let crlf = |b: &[u8]| String::from_utf8_lossy(b).replace("\r\n", "\n");
+    assert_eq!(crlf(a), crlf(b));
+}
+
+#[test]
+fn encrypted_samples_decrypt_to_their_inner_payloads_when_legacy_is_allowed() {
+    if !available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = bob_store(dir.path());
+    let smime = Smime::new(&store);
+    for name in [
+        "smime-sign+enc",
+        "smime-sign+enc+legacy-disp",
+        "smime-enc+legacy-disp",
+    ] {
+        let raw = std::fs::read(data(&format!("{name}.eml"))).unwrap();
+        let decrypted = smime.decrypt_entity(&raw, &legacy_allowed()).unwrap();
+        assert!(
+            !decrypted.authenticated,
+            "{name}: CBC is never authenticated"
+        );
+        assert_eq!(decrypted.algorithm, "3DES-CBC (legacy, unauthenticated)");
+        same_text(
+            &decrypted.plaintext,
+            &std::fs::read(data(&format!("{name}.inner"))).unwrap(),
+        );
+    }
+    // The signed ones: the signature inside verifies and gives the second unwrap.
+    for name in ["smime-sign+enc", "smime-sign+enc+legacy-disp"] {
+        let raw = std::fs::read(data(&format!("{name}.eml"))).unwrap();
+        let signed = smime.verified_entity(&raw, &legacy_allowed()).unwrap();
+        same_text(
+            &signed.entity,
+            &std::fs::read(data(&format!("{name}.inner.inner"))).unwrap(),
+        );
+    }
+    // Encrypted only: nothing authenticates the sender.
+    let raw = std::fs::read(data("smime-enc+legacy-disp.eml")).unwrap();
+    let err = smime.verified_entity(&raw, &legacy_allowed()).unwrap_err();
+    assert!(err.to_string().contains("not signed"), "{err}");
+}
+
+#[test]
+fn fail_encrypted_samples_are_refused_by_default_as_legacy() {
+    if !available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = bob_store(dir.path());
+    let raw = std::fs::read(data("smime-sign+enc.eml")).unwrap();
+    let err = Smime::new(&store)
+        .decrypt_entity(&raw, &OpenPolicy::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("legacy EnvelopedData"), "{err}");
+    use mailseal::Classify;
+    assert_eq!(err.exit_code().as_u8(), 4);
+}

@@ -304,6 +304,26 @@ pub struct Decrypted {
     pub algorithm: String,
 }
 
+impl std::fmt::Debug for Decrypted {
+    /// Never shows the plaintext.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decrypted")
+            .field("len", &self.plaintext.len())
+            .field("authenticated", &self.authenticated)
+            .field("algorithm", &self.algorithm)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Kek {
+    /// Never shows the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kek")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The content cipher of an EncryptedContentInfo.
 enum ContentCipher {
     /// AES-GCM or ChaCha20-Poly1305 with its 12-byte nonce.
