@@ -147,12 +147,53 @@ enum KeyCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Make a new key and certificate in the store (S/MIME: self-signed, issued by a CA
+    /// in the store or in files, or a new CA).
+    Generate(GenerateArgs),
     /// List the store.
     List {
         /// JSON output.
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Args)]
+struct GenerateArgs {
+    /// What kind of key: smime.
+    #[arg(long)]
+    kind: String,
+    /// The email address the certificate names (required unless --ca).
+    #[arg(long)]
+    email: Option<String>,
+    /// The subject common name (default: the address).
+    #[arg(long)]
+    name: Option<String>,
+    /// p256 (default), p384, rsa2048, rsa3072, rsa4096, or ed25519 (with an X25519
+    /// key-agreement certificate beside it).
+    #[arg(long, default_value = "p256")]
+    algorithm: String,
+    /// Days of validity.
+    #[arg(long, default_value_t = 365)]
+    days: u32,
+    /// Make a CA certificate, stored as a trust anchor with its key.
+    #[arg(long)]
+    ca: bool,
+    /// Issue with the CA in the store with this fingerprint (see `key list`).
+    #[arg(long, value_name = "FINGERPRINT", conflicts_with_all = ["issuer_cert", "issuer_key"])]
+    issuer: Option<String>,
+    /// Issue with this CA certificate file ...
+    #[arg(long, value_name = "FILE", requires = "issuer_key")]
+    issuer_cert: Option<PathBuf>,
+    /// ... and this CA private key file (PKCS#8, PKCS#12 or encrypted PKCS#8).
+    #[arg(long, value_name = "FILE", requires = "issuer_cert")]
+    issuer_key: Option<PathBuf>,
+    /// Passphrase for an encrypted issuer key: the first line of this file.
+    #[arg(long, value_name = "FILE")]
+    passphrase_file: Option<PathBuf>,
+    /// Also write the new certificate(s) here as PEM, to give to peers.
+    #[arg(long, value_name = "FILE")]
+    cert_out: Option<PathBuf>,
 }
 
 /// A failure on its way to stderr: one line, and an exit code.
@@ -511,6 +552,73 @@ fn read_passphrase(path: &Path) -> Result<zeroize::Zeroizing<Vec<u8>>, Failure> 
     Ok(bytes)
 }
 
+fn print_entries(verb: &str, entries: &[crate::keystore::KeyEntry]) {
+    for e in entries {
+        eprintln!(
+            "{verb} {} {}{} {} {}",
+            e.kind,
+            e.algorithm,
+            if e.has_private_key { "+secret" } else { "" },
+            e.fingerprint,
+            e.emails.join(",")
+        );
+    }
+}
+
+fn generate(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
+    if a.kind != "smime" {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            format!("key generate --kind {}: only smime in this build", a.kind),
+        ));
+    }
+    let kind: crate::smime::KeyKind = a
+        .algorithm
+        .parse()
+        .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    let request = crate::smime::IdentityRequest {
+        email: a.email.clone(),
+        common_name: a.name.clone(),
+        kind,
+        days: a.days,
+        ca: a.ca,
+    };
+    let passphrase = a
+        .passphrase_file
+        .as_deref()
+        .map(read_passphrase)
+        .transpose()?;
+    let issuer = crate::keystore::issuer(
+        store,
+        a.issuer.as_deref(),
+        a.issuer_cert.as_deref().zip(a.issuer_key.as_deref()),
+        passphrase.as_deref().map(|p| &p[..]),
+    )
+    .map_err(|e| Failure::from("issuer", e))?;
+    let identities = crate::smime::generate(
+        &request,
+        issuer
+            .as_ref()
+            .map(|(certificate, key)| crate::smime::Issuer { certificate, key })
+            .as_ref(),
+    )
+    .map_err(|e| Failure::from("generate", e))?;
+    let mut certs_pem = String::new();
+    for id in &identities {
+        let pem = crate::keystore::identity_pem(&id.certificate, &id.private_key)
+            .map_err(|e| Failure::from("generate", e))?;
+        let entries = store
+            .import(pem.as_bytes(), "generated", a.ca)
+            .map_err(|e| Failure::from("generate", e))?;
+        print_entries("generated", &entries);
+        certs_pem.push_str(&pem[..pem.find("-----BEGIN PRIVATE KEY-----").unwrap_or(pem.len())]);
+    }
+    if let Some(out) = &a.cert_out {
+        write_output(Some(out), certs_pem.as_bytes())?;
+    }
+    Ok(())
+}
+
 fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
     let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
     match cmd {
@@ -534,19 +642,11 @@ fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
                         passphrase.as_deref().map(|p| &p[..]),
                     )
                     .map_err(|e| Failure::from("import", e))?;
-                for e in entries {
-                    eprintln!(
-                        "imported {} {}{} {} {}",
-                        e.kind,
-                        e.algorithm,
-                        if e.has_private_key { "+secret" } else { "" },
-                        e.fingerprint,
-                        e.emails.join(",")
-                    );
-                }
+                print_entries("imported", &entries);
             }
             Ok(())
         }
+        KeyCommand::Generate(args) => generate(&store, args),
         KeyCommand::List { json } => {
             let entries = store.list().map_err(|e| Failure::from("key list", e))?;
             let mut out = String::new();

@@ -10,6 +10,7 @@ mod material;
 mod pkcs12;
 
 pub use directory::DirectoryStore;
+pub(crate) use material::key_public;
 pub use material::{fingerprint, hex, KeyAlgorithm};
 
 use std::fmt;
@@ -250,4 +251,97 @@ pub trait KeyStore {
     fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError>;
     /// The private key matching a certificate's fingerprint, if held.
     fn private_key(&self, fingerprint: &str) -> Result<Option<SecretKey>, KeyStoreError>;
+}
+
+/// A certificate and its PKCS#8 key as one PEM text (certificate first), the form
+/// [`KeyStore::import`] reads; the text is wiped on drop.
+pub fn identity_pem(
+    cert: &x509_cert::Certificate,
+    pkcs8_der: &[u8],
+) -> Result<Zeroizing<String>, KeyStoreError> {
+    use der::EncodePem;
+    fn malformed(e: impl fmt::Display) -> KeyStoreError {
+        KeyStoreError::Malformed {
+            what: "new identity".into(),
+            reason: e.to_string(),
+        }
+    }
+    let mut pem = Zeroizing::new(cert.to_pem(der::pem::LineEnding::LF).map_err(malformed)?);
+    pem.push_str(&Zeroizing::new(
+        der::pem::encode_string("PRIVATE KEY", der::pem::LineEnding::LF, pkcs8_der)
+            .map_err(malformed)?,
+    ));
+    Ok(pem)
+}
+
+/// The CA that issues a new certificate: the store's trust anchor whose fingerprint is
+/// `in_store`
+/// and its key, or a certificate file and a key file (opened with `passphrase`).
+/// `None` when neither is given (self-signed).
+pub fn issuer(
+    store: &dyn KeyStore,
+    in_store: Option<&str>,
+    files: Option<(&std::path::Path, &std::path::Path)>,
+    passphrase: Option<&[u8]>,
+) -> Result<Option<(x509_cert::Certificate, SecretKey)>, KeyStoreError> {
+    use der::Decode;
+    let unusable = |what: &str, reason: &str| KeyStoreError::Malformed {
+        what: what.to_string(),
+        reason: reason.to_string(),
+    };
+    if let Some(fpr) = in_store {
+        let cert = store
+            .trust_anchors()?
+            .into_iter()
+            .find(|c| c.fingerprint == fpr)
+            .ok_or_else(|| unusable(fpr, "no trust anchor with this fingerprint in the store"))?;
+        let key = store
+            .private_key(fpr)?
+            .ok_or_else(|| unusable(fpr, "the store holds no private key for this CA"))?;
+        let cert = x509_cert::Certificate::from_der(&cert.der)
+            .map_err(|e| unusable(fpr, &e.to_string()))?;
+        return Ok(Some((cert, key)));
+    }
+    let Some((cert_path, key_path)) = files else {
+        return Ok(None);
+    };
+    let read = |p: &std::path::Path| {
+        std::fs::read(p).map_err(|source| KeyStoreError::Io {
+            path: p.display().to_string(),
+            source,
+        })
+    };
+    let cert_name = cert_path.display().to_string();
+    let key_name = key_path.display().to_string();
+    let cert = material::read_all(&read(cert_path)?, &cert_name, passphrase)?
+        .into_iter()
+        .find_map(|m| match m {
+            material::Material::Certificate(c) => Some(*c),
+            _ => None,
+        })
+        .ok_or_else(|| unusable(&cert_name, "no certificate in it"))?;
+    let key_der = material::read_all(&read(key_path)?, &key_name, passphrase)?
+        .into_iter()
+        .find_map(|m| match m {
+            material::Material::PrivateKey { der } => Some(der),
+            _ => None,
+        })
+        .ok_or_else(|| unusable(&key_name, "no private key in it"))?;
+    let (algorithm, public) = material::key_public(&key_der, &key_name)?;
+    if public
+        != cert
+            .tbs_certificate()
+            .subject_public_key_info()
+            .subject_public_key
+            .raw_bytes()
+    {
+        return Err(unusable(
+            &key_name,
+            "this key does not belong to the issuer certificate",
+        ));
+    }
+    Ok(Some((
+        cert,
+        SecretKey::new(fingerprint(&public), algorithm, key_der),
+    )))
 }

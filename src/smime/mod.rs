@@ -10,6 +10,7 @@ pub(crate) mod ber;
 mod certificate;
 mod describe;
 mod enveloped;
+mod issue;
 mod kari;
 mod oids;
 mod signed_data;
@@ -34,6 +35,7 @@ use crate::seal::{
 use certificate::Trust;
 pub use describe::describe;
 pub use enveloped::{Decrypted, Kek};
+pub use issue::{generate, Identity, IdentityRequest, Issuer, KeyKind};
 
 /// Why an S/MIME layer failed to verify or to be made. Never carries content.
 #[derive(Debug, thiserror::Error)]

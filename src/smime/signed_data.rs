@@ -198,6 +198,24 @@ fn sign_bytes(
     }
 }
 
+/// The signature algorithm `key` signs with (as in a SignerInfo; `cert` carries its
+/// public key).
+pub(crate) fn signature_algorithm(
+    key: &SecretKey,
+    cert: &Certificate,
+) -> Result<AlgorithmIdentifierOwned, SmimeError> {
+    Ok(scheme_for(key, cert, false)?.signature_alg)
+}
+
+/// Signs `message` with `key` as [`signature_algorithm`] names it.
+pub(crate) fn sign_with(
+    key: &SecretKey,
+    cert: &Certificate,
+    message: &[u8],
+) -> Result<Vec<u8>, SmimeError> {
+    sign_bytes(key, cert, false, message)
+}
+
 /// A detached SignedData over `content`, signed by `key` for `cert` at `signing_time`;
 /// the DER of the ContentInfo.
 pub(crate) fn sign_detached(
