@@ -1,7 +1,9 @@
 //! Untrusted bytes as an S/MIME message: outer MIME, multipart/signed structure, base64,
 //! CMS ContentInfo/SignedData/SignerInfo decoding, certificate lookup and signature
-//! checks, against a key store with the RFC 9216 identities and CA. No panic, and
-//! nothing opens unless it verified.
+//! checks, BER rewriting, recipient infos and decryption (Bob's RSA and Dana's X25519
+//! keys are in the store; legacy CBC is allowed for odd-length inputs), against a key
+//! store with the RFC 9216 identities and CAs. No panic, and nothing opens unless it
+//! verified.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -18,7 +20,16 @@ fn store() -> &'static DirectoryStore {
             let dir = tempfile::tempdir().expect("temp dir");
             let store = DirectoryStore::open(dir.path().join("s")).expect("store");
             let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/../keys-fixtures/rfc9216/");
-            for (f, trusted) in [("alice.sign.crt", false), ("ca.rsa.crt", true), ("ca.25519.crt", true)] {
+            for (f, trusted) in [
+                ("alice.sign.crt", false),
+                ("carlos.sign.crt", false),
+                ("bob.encrypt.crt", false),
+                ("bob.encrypt.key", false),
+                ("dana.encrypt.crt", false),
+                ("dana.encrypt.key", false),
+                ("ca.rsa.crt", true),
+                ("ca.25519.crt", true),
+            ] {
                 let bytes = std::fs::read(format!("{fx}{f}")).expect("fixture");
                 store.import(&bytes, f, trusted).expect("import");
             }
@@ -28,5 +39,9 @@ fn store() -> &'static DirectoryStore {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let _ = Smime::new(store()).open(data, &OpenPolicy::default());
+    let policy = OpenPolicy {
+        allow_legacy_cbc: data.len() % 2 == 1,
+        ..OpenPolicy::default()
+    };
+    let _ = Smime::new(store()).open(data, &policy);
 });

@@ -204,8 +204,17 @@ pub(crate) fn key_only_entry(fingerprint: String, algorithm: KeyAlgorithm) -> Ke
 /// What `input` holds (certificates and PKCS#8 keys), read as an import would read it
 /// but stored nowhere: for inspection and for fuzzing the import parser.
 pub fn describe(input: &[u8], what: &str) -> Result<Vec<KeyEntry>, KeyStoreError> {
+    describe_with_passphrase(input, what, None)
+}
+
+/// As [`describe`], opening encrypted keys and PKCS#12 with `passphrase`.
+pub fn describe_with_passphrase(
+    input: &[u8],
+    what: &str,
+    passphrase: Option<&[u8]>,
+) -> Result<Vec<KeyEntry>, KeyStoreError> {
     let mut out = Vec::new();
-    for m in material::read_all(input, what, None)? {
+    for m in material::read_all(input, what, passphrase)? {
         out.push(match m {
             material::Material::Certificate(cert) => {
                 material::cert_entry(&cert, EntryKind::Certificate, false)
