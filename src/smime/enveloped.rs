@@ -18,8 +18,8 @@ use cms::authenveloped_data::AuthEnvelopedData;
 use cms::cert::IssuerAndSerialNumber;
 use cms::content_info::{CmsVersion, ContentInfo};
 use cms::enveloped_data::{
-    EncryptedContentInfo, EnvelopedData, KekRecipientInfo, KeyTransRecipientInfo,
-    RecipientIdentifier, RecipientInfo, RecipientInfos,
+    EnvelopedData, KekRecipientInfo, KeyTransRecipientInfo, RecipientIdentifier, RecipientInfo,
+    RecipientInfos,
 };
 use der::asn1::{OctetString, SetOfVec};
 use der::{Any, Encode};
@@ -79,22 +79,35 @@ fn oaep_sha256() -> Result<AlgorithmIdentifierOwned, SmimeError> {
     })
 }
 
-/// Encrypts `content` to every certificate in `recipients` (RSA keys, RSAES-OAEP with
-/// SHA-256) under a fresh AES-256-GCM key; the DER ContentInfo.
-pub(crate) fn encrypt(content: &[u8], recipients: &[Certificate]) -> Result<Vec<u8>, SmimeError> {
-    let rng = SystemRandom::new();
-    let mut cek = Zeroizing::new([0u8; 32]);
-    let mut nonce = [0u8; NONCE_LEN];
-    rng.fill(&mut cek[..])
-        .map_err(|_| SmimeError::Key("no randomness".into()))?;
-    rng.fill(&mut nonce)
-        .map_err(|_| SmimeError::Key("no randomness".into()))?;
+/// Appends the DER header of a `tag` element whose content is `len` bytes long.
+fn push_header(out: &mut Vec<u8>, tag: u8, len: usize) {
+    out.push(tag);
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes = len.to_be_bytes();
+        let skip = bytes.iter().take_while(|b| **b == 0).count();
+        out.push(0x80 | (bytes.len() - skip) as u8);
+        out.extend_from_slice(&bytes[skip..]);
+    }
+}
 
+fn header_len(len: usize) -> usize {
+    let mut v = Vec::with_capacity(6);
+    push_header(&mut v, 0, len);
+    v.len()
+}
+
+/// One RecipientInfo per certificate in `recipients`, carrying `cek`.
+fn recipient_infos(
+    recipients: &[Certificate],
+    cek: &[u8],
+) -> Result<Vec<RecipientInfo>, SmimeError> {
     let mut infos = Vec::with_capacity(recipients.len());
     for cert in recipients {
         let spki = cert.tbs_certificate().subject_public_key_info();
         if super::kari::supports(cert) {
-            infos.push(super::kari::recipient_info(cert, &cek[..])?);
+            infos.push(super::kari::recipient_info(cert, cek)?);
             continue;
         }
         if spki.algorithm.oid != RSA_ENCRYPTION {
@@ -110,7 +123,7 @@ pub(crate) fn encrypt(content: &[u8], recipients: &[Certificate]) -> Result<Vec<
             .ok_or_else(|| SmimeError::Key("a recipient's RSA key is not usable".into()))?;
         let mut wrapped = vec![0u8; key.ciphertext_size()];
         let n = key
-            .encrypt(&OAEP_SHA256_MGF1SHA256, &cek[..], &mut wrapped, None)
+            .encrypt(&OAEP_SHA256_MGF1SHA256, cek, &mut wrapped, None)
             .map_err(|_| SmimeError::Key("RSA-OAEP key transport failed".into()))?
             .len();
         wrapped.truncate(n);
@@ -125,44 +138,95 @@ pub(crate) fn encrypt(content: &[u8], recipients: &[Certificate]) -> Result<Vec<
             enc_key: OctetString::new(wrapped).map_err(malformed("encrypted key"))?,
         }));
     }
+    Ok(infos)
+}
 
-    let key = LessSafeKey::new(
-        UnboundKey::new(&AES_256_GCM, &cek[..]).map_err(|_| SmimeError::Key("AES key".into()))?,
+/// An AuthEnvelopedData (AES-256-GCM under a fresh key, RSAES-OAEP-SHA256 or key
+/// agreement per recipient) around the content that `write` appends to a buffer.
+///
+/// The content is written once, straight into the buffer that becomes the DER
+/// ContentInfo, and encrypted there in place: no copy of it is made for the CMS
+/// encoding. Returns the buffer and where the DER starts in it (`buffer[start..]`).
+pub(crate) fn encrypt_into(
+    recipients: &[Certificate],
+    size_hint: usize,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> Result<(Vec<u8>, usize), SmimeError> {
+    let rng = SystemRandom::new();
+    let mut cek = Zeroizing::new([0u8; 32]);
+    let mut nonce = [0u8; NONCE_LEN];
+    rng.fill(&mut cek[..])
+        .map_err(|_| SmimeError::Key("no randomness".into()))?;
+    rng.fill(&mut nonce)
+        .map_err(|_| SmimeError::Key("no randomness".into()))?;
+    let infos = RecipientInfos(
+        SetOfVec::try_from(recipient_infos(recipients, &cek[..])?)
+            .map_err(malformed("recipients"))?,
     );
-    let mut sealed = content.to_vec();
-    let tag = key
-        .seal_in_place_separate_tag(
-            Nonce::assume_unique_for_key(nonce),
-            Aad::empty(),
-            &mut sealed,
-        )
-        .map_err(|_| SmimeError::Key("AES-GCM encryption failed".into()))?;
+    let infos_der = infos.to_der().map_err(malformed("recipients"))?;
     let params = GcmParameters {
         nonce: OctetString::new(nonce.to_vec()).map_err(malformed("nonce"))?,
         icv_len: Some(TAG_LEN as u8),
     };
-    let aed = AuthEnvelopedData {
-        version: CmsVersion::V0,
-        originator_info: None,
-        recip_infos: RecipientInfos(SetOfVec::try_from(infos).map_err(malformed("recipients"))?),
-        auth_encrypted_content_info: EncryptedContentInfo {
-            content_type: ID_DATA,
-            content_enc_alg: AlgorithmIdentifierOwned {
-                oid: AES256_GCM,
-                parameters: Some(Any::encode_from(&params).map_err(malformed("GCM parameters"))?),
-            },
-            encrypted_content: Some(OctetString::new(sealed).map_err(malformed("ciphertext"))?),
-        },
-        auth_attrs: None,
-        mac: OctetString::new(tag.as_ref().to_vec()).map_err(malformed("tag"))?,
-        unauth_attrs: None,
-    };
-    ContentInfo {
-        content_type: ID_CT_AUTH_ENVELOPED_DATA,
-        content: Any::encode_from(&aed).map_err(malformed("AuthEnvelopedData"))?,
+    let alg_der = AlgorithmIdentifierOwned {
+        oid: AES256_GCM,
+        parameters: Some(Any::encode_from(&params).map_err(malformed("GCM parameters"))?),
     }
     .to_der()
-    .map_err(malformed("ContentInfo"))
+    .map_err(malformed("GCM parameters"))?;
+    let data_oid = ID_DATA.to_der().map_err(malformed("OID"))?;
+    let aed_oid = ID_CT_AUTH_ENVELOPED_DATA
+        .to_der()
+        .map_err(malformed("OID"))?;
+
+    // Room for every header in front of the content; the headers are written once the
+    // content's length is known, right-aligned against it.
+    let reserve = infos_der.len() + alg_der.len() + data_oid.len() + aed_oid.len() + 64;
+    let mut buf = Vec::with_capacity(reserve + size_hint + 2 + TAG_LEN);
+    buf.resize(reserve, 0);
+    write(&mut buf);
+    let len = buf.len() - reserve;
+
+    let key = LessSafeKey::new(
+        UnboundKey::new(&AES_256_GCM, &cek[..]).map_err(|_| SmimeError::Key("AES key".into()))?,
+    );
+    let tag = key
+        .seal_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::empty(),
+            &mut buf[reserve..],
+        )
+        .map_err(|_| SmimeError::Key("AES-GCM encryption failed".into()))?;
+    push_header(&mut buf, 0x04, TAG_LEN);
+    buf.extend_from_slice(tag.as_ref());
+
+    // ContentInfo { OID, [0] { AuthEnvelopedData { version 0, recipientInfos,
+    //   EncryptedContentInfo { id-data, AES-256-GCM, [0] IMPLICIT ciphertext }, mac } } }
+    let eci_len = data_oid.len() + alg_der.len() + header_len(len) + len;
+    let aed_len = 3 + infos_der.len() + header_len(eci_len) + eci_len + 2 + TAG_LEN;
+    let explicit_len = header_len(aed_len) + aed_len;
+    let ci_len = aed_oid.len() + header_len(explicit_len) + explicit_len;
+    let mut head = Vec::with_capacity(reserve);
+    push_header(&mut head, 0x30, ci_len);
+    head.extend_from_slice(&aed_oid);
+    push_header(&mut head, 0xa0, explicit_len);
+    push_header(&mut head, 0x30, aed_len);
+    head.extend_from_slice(&[0x02, 0x01, 0x00]);
+    head.extend_from_slice(&infos_der);
+    push_header(&mut head, 0x30, eci_len);
+    head.extend_from_slice(&data_oid);
+    head.extend_from_slice(&alg_der);
+    push_header(&mut head, 0x80, len);
+    let start = reserve - head.len();
+    buf[start..reserve].copy_from_slice(&head);
+    Ok((buf, start))
+}
+
+/// [`encrypt_into`] for content already in one buffer; the DER ContentInfo.
+#[cfg(test)]
+pub(crate) fn encrypt(content: &[u8], recipients: &[Certificate]) -> Result<Vec<u8>, SmimeError> {
+    let (buf, start) = encrypt_into(recipients, content.len(), |b| b.extend_from_slice(content))?;
+    Ok(buf[start..].to_vec())
 }
 
 fn matches_rid(cert: &Certificate, rid: &RecipientIdentifier) -> bool {
@@ -706,4 +770,45 @@ fn decrypt_legacy(
         authenticated: false,
         algorithm: format!("{} (legacy, unauthenticated)", cbc.name()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keystore::{DirectoryStore, KeyStore};
+    use der::Decode;
+
+    fn bob() -> (tempfile::TempDir, Certificate, SecretKey) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+        let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures/rfc9216/");
+        for f in ["bob.encrypt.crt", "bob.encrypt.key"] {
+            store
+                .import(&std::fs::read(format!("{fx}{f}")).unwrap(), f, false)
+                .unwrap();
+        }
+        let c = store.own_certificates().unwrap().remove(0);
+        let key = store.private_key(&c.fingerprint).unwrap().unwrap();
+        (dir, Certificate::from_der(&c.der).unwrap(), key)
+    }
+
+    #[test]
+    fn der_written_in_place_decodes_and_decrypts_at_every_length_boundary() {
+        let (_dir, cert, key) = bob();
+        let keys = [(cert.clone(), key)];
+        for len in [
+            0usize, 1, 100, 127, 128, 200, 255, 256, 65_535, 65_536, 70_000,
+        ] {
+            let content: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let der = encrypt(&content, std::slice::from_ref(&cert)).unwrap();
+            // Strict DER: the decoder accepts it as is, and re-encoding gives it back.
+            let info = ContentInfo::from_der(&der).unwrap();
+            assert_eq!(info.to_der().unwrap(), der, "length {len}");
+            let out = match decrypt(&der, &keys, &[], false) {
+                Ok(d) => d,
+                Err(_) => panic!("length {len} does not decrypt"),
+            };
+            assert_eq!(&out.plaintext[..], &content[..], "length {len}");
+        }
+    }
 }

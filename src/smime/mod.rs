@@ -240,14 +240,10 @@ impl Sealer for Smime<'_> {
                 capacity,
             )?);
         }
-        let mut signed_entity = Vec::with_capacity(capacity);
-        signed.write_part(&mut signed_entity);
-        let enveloped = enveloped::encrypt(&signed_entity, &recipients).map_err(|e| match e {
-            SmimeError::UnsupportedAlgorithm(_) | SmimeError::Key(_) => {
-                SealError::Crypto(e.to_string())
-            }
-            other => SealError::Crypto(other.to_string()),
-        })?;
+        let (enveloped, start) =
+            enveloped::encrypt_into(&recipients, capacity, |buf| signed.write_part(buf))
+                .map_err(|e| SealError::Crypto(e.to_string()))?;
+        let enveloped = &enveloped[start..];
         let capacity = size_hint(enveloped.len());
         let body = MimePart::new(
             ContentType::new("application/pkcs7-mime")
