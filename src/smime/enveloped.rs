@@ -11,8 +11,7 @@ use aws_lc_rs::hkdf;
 use aws_lc_rs::key_wrap::{KeyEncryptionKey, KeyWrap, AES_128, AES_256};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use aws_lc_rs::rsa::{
-    OaepPrivateDecryptingKey, OaepPublicEncryptingKey, Pkcs1PrivateDecryptingKey,
-    PrivateDecryptingKey, PublicEncryptingKey, OAEP_SHA1_MGF1SHA1, OAEP_SHA256_MGF1SHA256,
+    OaepPublicEncryptingKey, PublicEncryptingKey, OAEP_SHA1_MGF1SHA1, OAEP_SHA256_MGF1SHA256,
 };
 use cms::authenveloped_data::AuthEnvelopedData;
 use cms::cert::IssuerAndSerialNumber;
@@ -27,6 +26,7 @@ use spki::AlgorithmIdentifierOwned;
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
 
+use super::loaded::{rsa_decryptor, Loaded, LoadedKeys, Use};
 use super::oids::*;
 use super::SmimeError;
 use crate::keystore::{KeyAlgorithm, SecretKey};
@@ -288,6 +288,7 @@ fn oaep_algorithm(
 }
 
 fn unwrap_cek(
+    loaded: &LoadedKeys,
     key: &SecretKey,
     ktri: &KeyTransRecipientInfo,
     cek_len: usize,
@@ -295,14 +296,15 @@ fn unwrap_cek(
     if key.algorithm() != KeyAlgorithm::Rsa {
         return Err(SmimeError::Key("not an RSA key".into()));
     }
-    let private = PrivateDecryptingKey::from_pkcs8(key.pkcs8_der())
-        .map_err(|_| SmimeError::Key("the RSA private key does not load".into()))?;
     if ktri.key_enc_alg.oid == RSA_ENCRYPTION {
-        return Ok(unwrap_pkcs1(private, ktri.enc_key.as_bytes(), cek_len));
+        let private = loaded.get(key, Use::Pkcs1, || rsa_decryptor(key, Use::Pkcs1))?;
+        return Ok(unwrap_pkcs1(&private, ktri.enc_key.as_bytes(), cek_len));
     }
     let alg = oaep_algorithm(&ktri.key_enc_alg)?;
-    let private = OaepPrivateDecryptingKey::new(private)
-        .map_err(|_| SmimeError::Key("the RSA private key does not load".into()))?;
+    let private = loaded.get(key, Use::Oaep, || rsa_decryptor(key, Use::Oaep))?;
+    let Loaded::Oaep(private) = &*private else {
+        return Err(SmimeError::Key("not an RSA decryption key".into()));
+    };
     let mut out = Zeroizing::new(vec![0u8; private.min_output_size()]);
     let n = private
         .decrypt(alg, ktri.enc_key.as_bytes(), &mut out, None)
@@ -316,15 +318,11 @@ fn unwrap_cek(
 /// RSA operation is AWS-LC's constant-time one, and a padding failure (or a key of the
 /// wrong length) continues with a random content key, so it fails exactly like a wrong
 /// GCM tag and at the same point ("implicit rejection").
-fn unwrap_pkcs1(
-    private: PrivateDecryptingKey,
-    wrapped: &[u8],
-    cek_len: usize,
-) -> Zeroizing<Vec<u8>> {
+fn unwrap_pkcs1(private: &Loaded, wrapped: &[u8], cek_len: usize) -> Zeroizing<Vec<u8>> {
     let mut random = Zeroizing::new(vec![0u8; cek_len]);
     // Without randomness the all-zero key still fails the tag; it is never the content key.
     let _ = SystemRandom::new().fill(&mut random);
-    let Ok(private) = Pkcs1PrivateDecryptingKey::new(private) else {
+    let Loaded::Pkcs1(private) = private else {
         return random;
     };
     let mut out = Zeroizing::new(vec![0u8; private.min_output_size()]);
@@ -560,6 +558,7 @@ fn unwrap_kek(kekri: &KekRecipientInfo, kek: &Kek) -> Result<Zeroizing<Vec<u8>>,
 /// The content key from the recipient infos, with one of our certificate keys or
 /// pre-shared keys.
 fn content_key(
+    loaded: &LoadedKeys,
     infos: &RecipientInfos,
     keys: &[(Certificate, SecretKey)],
     keks: &[Kek],
@@ -596,7 +595,7 @@ fn content_key(
             return Ok(super::kari::unwrap(k, rek, cert, key)?);
         }
         if let Some(k) = ktris.iter().find(|k| matches_rid(cert, &k.rid)) {
-            return Ok(unwrap_cek(key, k, cek_len)?);
+            return Ok(unwrap_cek(loaded, key, k, cek_len)?);
         }
     }
     for kek in keks {
@@ -611,7 +610,7 @@ fn content_key(
     let opens = keys.iter().any(|(_, key)| {
         ktris
             .iter()
-            .any(|k| k.key_enc_alg.oid == RSAES_OAEP && unwrap_cek(key, k, cek_len).is_ok())
+            .any(|k| k.key_enc_alg.oid == RSAES_OAEP && unwrap_cek(loaded, key, k, cek_len).is_ok())
     });
     Err(if opens {
         DecryptFailure::Refused(SmimeError::Malformed(
@@ -654,6 +653,7 @@ fn cbc_decrypt(
 /// AuthEnvelopedData plaintext is returned only when its tag verified; legacy
 /// plaintext is marked unauthenticated. BER (streamed) input is read.
 pub(crate) fn decrypt(
+    loaded: &LoadedKeys,
     cms: &[u8],
     keys: &[(Certificate, SecretKey)],
     keks: &[Kek],
@@ -664,7 +664,7 @@ pub(crate) fn decrypt(
         if !allow_legacy {
             return Err(SmimeError::LegacyEncryption.into());
         }
-        return decrypt_legacy(&info, keys, keks);
+        return decrypt_legacy(loaded, &info, keys, keks);
     }
     if info.content_type != ID_CT_AUTH_ENVELOPED_DATA {
         return Err(SmimeError::Malformed(format!(
@@ -695,7 +695,7 @@ pub(crate) fn decrypt(
     if aed.mac.as_bytes().len() != TAG_LEN {
         return Err(SmimeError::UnsupportedAlgorithm("a tag other than 16 bytes".into()).into());
     }
-    let mut cek = content_key(&aed.recip_infos, keys, keks, algorithm.key_len())?;
+    let mut cek = content_key(loaded, &aed.recip_infos, keys, keks, algorithm.key_len())?;
     if let Some(info) = &hkdf_info {
         cek = cek_hkdf(&cek, info)?;
     }
@@ -738,6 +738,7 @@ pub(crate) fn decrypt(
 }
 
 fn decrypt_legacy(
+    loaded: &LoadedKeys,
     info: &ContentInfo,
     keys: &[(Certificate, SecretKey)],
     keks: &[Kek],
@@ -754,7 +755,7 @@ fn decrypt_legacy(
     let ContentCipher::Cbc(cbc, iv) = cipher else {
         return Err(SmimeError::Malformed("EnvelopedData without CBC".into()).into());
     };
-    let mut cek = content_key(&ed.recip_infos, keys, keks, cbc.key_len())?;
+    let mut cek = content_key(loaded, &ed.recip_infos, keys, keks, cbc.key_len())?;
     if let Some(info) = &hkdf_info {
         cek = cek_hkdf(&cek, info)?;
     }
@@ -804,7 +805,7 @@ mod tests {
             // Strict DER: the decoder accepts it as is, and re-encoding gives it back.
             let info = ContentInfo::from_der(&der).unwrap();
             assert_eq!(info.to_der().unwrap(), der, "length {len}");
-            let out = match decrypt(&der, &keys, &[], false) {
+            let out = match decrypt(&LoadedKeys::default(), &der, &keys, &[], false) {
                 Ok(d) => d,
                 Err(_) => panic!("length {len} does not decrypt"),
             };

@@ -12,6 +12,7 @@ mod describe;
 mod enveloped;
 mod issue;
 mod kari;
+mod loaded;
 mod oids;
 mod signed_data;
 
@@ -93,12 +94,17 @@ impl From<SmimeError> for OpenError {
 /// The S/MIME profile over a key store.
 pub struct Smime<'s> {
     store: &'s dyn KeyStore,
+    /// Private keys parsed once, reused for every message this object handles.
+    loaded: loaded::LoadedKeys,
 }
 
 impl<'s> Smime<'s> {
     /// The profile using `store` for our keys, peers' certificates and trust anchors.
     pub fn new(store: &'s dyn KeyStore) -> Self {
-        Smime { store }
+        Smime {
+            store,
+            loaded: loaded::LoadedKeys::default(),
+        }
     }
 
     fn signing_identity(
@@ -209,6 +215,7 @@ impl Sealer for Smime<'_> {
         };
         let inner = plain.to_inner_entity(encrypt)?;
         let cms = signed_data::sign_detached(
+            &self.loaded,
             &inner,
             &cert,
             &key,
@@ -434,11 +441,13 @@ impl Smime<'_> {
         policy: &OpenPolicy,
     ) -> Result<Decrypted, OpenError> {
         let keys = self.decryption_keys()?;
-        enveloped::decrypt(cms, &keys, keks, policy.allow_legacy_cbc).map_err(|f| match f {
-            enveloped::DecryptFailure::NotForUs => {
-                OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
+        enveloped::decrypt(&self.loaded, cms, &keys, keks, policy.allow_legacy_cbc).map_err(|f| {
+            match f {
+                enveloped::DecryptFailure::NotForUs => {
+                    OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
+                }
+                enveloped::DecryptFailure::Refused(e) => e.into(),
             }
-            enveloped::DecryptFailure::Refused(e) => e.into(),
         })
     }
 

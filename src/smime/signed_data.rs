@@ -23,6 +23,7 @@ use time::OffsetDateTime;
 use x509_cert::attr::Attribute;
 use x509_cert::Certificate;
 
+use super::loaded::{Loaded, LoadedKeys, Use};
 use super::oids::*;
 use super::SmimeError;
 use crate::keystore::{KeyAlgorithm, SecretKey};
@@ -148,6 +149,7 @@ fn pss_sha256() -> Result<AlgorithmIdentifierOwned, SmimeError> {
 }
 
 fn sign_bytes(
+    loaded: &LoadedKeys,
     key: &SecretKey,
     cert: &Certificate,
     rsa_pss: bool,
@@ -155,22 +157,38 @@ fn sign_bytes(
 ) -> Result<Vec<u8>, SmimeError> {
     let rng = SystemRandom::new();
     let bad_key = |_| SmimeError::Key("the private key does not load".into());
-    match key.algorithm() {
-        KeyAlgorithm::Ec => {
-            let p384 = scheme_for(key, cert, false)?.digest_oid == SHA384;
-            let alg = if p384 {
-                &signature::ECDSA_P384_SHA384_ASN1_SIGNING
-            } else {
-                &signature::ECDSA_P256_SHA256_ASN1_SIGNING
-            };
-            let pair = EcdsaKeyPair::from_pkcs8(alg, key.pkcs8_der()).map_err(bad_key)?;
+    let pair = loaded.get(key, Use::Sign, || {
+        Ok(match key.algorithm() {
+            KeyAlgorithm::Ec => {
+                let p384 = scheme_for(key, cert, false)?.digest_oid == SHA384;
+                let alg = if p384 {
+                    &signature::ECDSA_P384_SHA384_ASN1_SIGNING
+                } else {
+                    &signature::ECDSA_P256_SHA256_ASN1_SIGNING
+                };
+                Loaded::Ecdsa(EcdsaKeyPair::from_pkcs8(alg, key.pkcs8_der()).map_err(bad_key)?)
+            }
+            KeyAlgorithm::Rsa => {
+                Loaded::RsaSign(RsaKeyPair::from_pkcs8(key.pkcs8_der()).map_err(bad_key)?)
+            }
+            KeyAlgorithm::Ed25519 => Loaded::Ed25519(
+                Ed25519KeyPair::from_pkcs8_maybe_unchecked(key.pkcs8_der()).map_err(bad_key)?,
+            ),
+            other => {
+                return Err(SmimeError::UnsupportedAlgorithm(format!(
+                    "no S/MIME signing with a {other} key"
+                )))
+            }
+        })
+    })?;
+    match &*pair {
+        Loaded::Ecdsa(pair) => {
             let sig = pair
                 .sign(&rng, message)
                 .map_err(|_| SmimeError::Key("ECDSA signing failed".into()))?;
             Ok(sig.as_ref().to_vec())
         }
-        KeyAlgorithm::Rsa => {
-            let pair = RsaKeyPair::from_pkcs8(key.pkcs8_der()).map_err(bad_key)?;
+        Loaded::RsaSign(pair) => {
             let mut sig = vec![0u8; pair.public_modulus_len()];
             let padding: &dyn signature::RsaEncoding = if rsa_pss {
                 &signature::RSA_PSS_SHA256
@@ -181,9 +199,7 @@ fn sign_bytes(
                 .map_err(|_| SmimeError::Key("RSA signing failed".into()))?;
             Ok(sig)
         }
-        KeyAlgorithm::Ed25519 => {
-            let pair =
-                Ed25519KeyPair::from_pkcs8_maybe_unchecked(key.pkcs8_der()).map_err(bad_key)?;
+        Loaded::Ed25519(pair) => {
             let spki = cert.tbs_certificate().subject_public_key_info();
             if pair.public_key().as_ref() != spki.subject_public_key.raw_bytes() {
                 return Err(SmimeError::Key(
@@ -192,9 +208,7 @@ fn sign_bytes(
             }
             Ok(pair.sign(message).as_ref().to_vec())
         }
-        other => Err(SmimeError::UnsupportedAlgorithm(format!(
-            "no S/MIME signing with a {other} key"
-        ))),
+        _ => Err(SmimeError::Key("not a signing key".into())),
     }
 }
 
@@ -213,12 +227,13 @@ pub(crate) fn sign_with(
     cert: &Certificate,
     message: &[u8],
 ) -> Result<Vec<u8>, SmimeError> {
-    sign_bytes(key, cert, false, message)
+    sign_bytes(&LoadedKeys::default(), key, cert, false, message)
 }
 
 /// A detached SignedData over `content`, signed by `key` for `cert` at `signing_time`;
 /// the DER of the ContentInfo.
 pub(crate) fn sign_detached(
+    loaded: &LoadedKeys,
     content: &[u8],
     cert: &Certificate,
     key: &SecretKey,
@@ -251,7 +266,7 @@ pub(crate) fn sign_detached(
     let to_sign = signed_attrs
         .to_der()
         .map_err(malformed("signed attributes"))?;
-    let signature = sign_bytes(key, cert, rsa_pss, &to_sign)?;
+    let signature = sign_bytes(loaded, key, cert, rsa_pss, &to_sign)?;
 
     let tbs = cert.tbs_certificate();
     let signer = SignerInfo {
