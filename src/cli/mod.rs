@@ -486,6 +486,8 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
     let raw = read_input(a.input.as_deref())?;
     let plain =
         MailA2aMessage::parse(&raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?;
+    drop(raw); // the parsed message owns what it needs: a large input is not held twice
+
     let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
     let mut opts = crate::seal::SealOptions::new(profile);
     opts.sign_only = a.sign_only;

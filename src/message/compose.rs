@@ -69,6 +69,19 @@ pub(crate) fn with_body(
     body: MimePart<'_>,
     capacity: usize,
 ) -> Result<Vec<u8>, MessageError> {
+    let mut out = Vec::with_capacity(capacity);
+    write_header_section(&mut out, h, hints)?;
+    body.write_part(&mut out);
+    Ok(out)
+}
+
+/// The header section of a message with `headers` and `hints`, up to (not including)
+/// the body part's own Content-Type, appended to `out`.
+pub(crate) fn write_header_section(
+    out: &mut Vec<u8>,
+    h: &super::Headers,
+    hints: &super::Hints,
+) -> Result<(), MessageError> {
     let from = h
         .from
         .as_ref()
@@ -81,40 +94,55 @@ pub(crate) fn with_body(
         .as_deref()
         .ok_or(MessageError::MissingForCompose("Message-ID"))?;
     let date = h.date.ok_or(MessageError::MissingForCompose("Date"))?;
-
-    let mut out = Vec::with_capacity(capacity);
-    field(&mut out, "From", &address(from));
-    field(&mut out, "To", &address_list(&h.to));
+    field(out, "From", &address(from));
+    field(out, "To", &address_list(&h.to));
     if !h.cc.is_empty() {
-        field(&mut out, "Cc", &address_list(&h.cc));
+        field(out, "Cc", &address_list(&h.cc));
     }
-    field(&mut out, "Date", &Date::new(date.unix_timestamp()));
-    field(&mut out, "Message-ID", &MessageId::new(message_id));
+    field(out, "Date", &Date::new(date.unix_timestamp()));
+    field(out, "Message-ID", &MessageId::new(message_id));
     if let Some(irt) = &h.in_reply_to {
-        field(&mut out, "In-Reply-To", &MessageId::new(irt.as_str()));
+        field(out, "In-Reply-To", &MessageId::new(irt.as_str()));
     }
     if !h.references.is_empty() {
         field(
-            &mut out,
+            out,
             "References",
             &MessageId::new_list(h.references.iter().map(String::as_str)),
         );
     }
     if let Some(s) = &h.subject {
-        field(&mut out, "Subject", &Text::new(s.as_str()));
+        field(out, "Subject", &Text::new(s.as_str()));
     }
     out.extend_from_slice(b"MIME-Version: 1.0\r\n");
     if let Some(a) = &h.auto_submitted {
-        field(&mut out, "Auto-Submitted", &Raw::new(a.as_str()));
+        field(out, "Auto-Submitted", &Raw::new(a.as_str()));
     }
     for (name, value) in hints.iter() {
-        field(&mut out, name, &Raw::new(value));
+        field(out, name, &Raw::new(value));
     }
-    body.write_part(&mut out);
-    Ok(out)
+    Ok(())
 }
 
 pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, MessageError> {
+    let mut out = Vec::with_capacity(size_hint(content_len(msg)));
+    compose_into(msg, opts, &mut out)?;
+    Ok(out)
+}
+
+/// The payload bytes of `msg` (envelope, text, attachments) for sizing buffers.
+pub(crate) fn content_len(msg: &MailA2aMessage) -> usize {
+    msg.envelope_bytes().len()
+        + msg.text.as_ref().map_or(0, String::len)
+        + msg.attachments.iter().map(|a| a.data.len()).sum::<usize>()
+}
+
+/// [`compose`], appending to `out`.
+pub(crate) fn compose_into(
+    msg: &MailA2aMessage,
+    opts: &Options,
+    out: &mut Vec<u8>,
+) -> Result<(), MessageError> {
     let mut parts = Vec::with_capacity(2 + msg.attachments.len());
     parts.push(machine_part(msg.envelope_bytes()));
     if let Some(text) = &msg.text {
@@ -135,13 +163,7 @@ pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, M
     if let Some(hp) = opts.header_protection {
         top = top.attribute("hp", hp);
     }
-    let content = msg.envelope_bytes().len()
-        + msg.text.as_ref().map_or(0, String::len)
-        + msg.attachments.iter().map(|a| a.data.len()).sum::<usize>();
-    with_body(
-        &msg.headers,
-        &msg.headers.hints,
-        MimePart::new(top, parts),
-        size_hint(content),
-    )
+    write_header_section(out, &msg.headers, &msg.headers.hints)?;
+    MimePart::new(top, parts).write_part(out);
+    Ok(())
 }

@@ -13,7 +13,7 @@ mod mime;
 mod parse;
 mod transfer;
 
-pub(crate) use compose::{size_hint, with_body};
+pub(crate) use compose::{content_len, size_hint, with_body, write_header_section};
 pub use limits::Limits;
 pub(crate) use parse::{read_outer, Outer};
 pub use parse::{structure, PartInfo};
@@ -454,6 +454,24 @@ impl MailA2aMessage {
             &compose::Options {
                 header_protection: Some(hp),
             },
+        )
+    }
+
+    /// [`Self::to_inner_entity`], appended to `out` (so a profile can write it straight
+    /// into the buffer it signs or encrypts in).
+    pub(crate) fn write_inner_entity(
+        &self,
+        encrypted: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<(), MessageError> {
+        let hp = if encrypted { "cipher" } else { "clear" };
+        out.reserve(compose::size_hint(compose::content_len(self)));
+        compose::compose_into(
+            self,
+            &compose::Options {
+                header_protection: Some(hp),
+            },
+            out,
         )
     }
 

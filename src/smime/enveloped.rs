@@ -13,15 +13,13 @@ use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use aws_lc_rs::rsa::{
     OaepPublicEncryptingKey, PublicEncryptingKey, OAEP_SHA1_MGF1SHA1, OAEP_SHA256_MGF1SHA256,
 };
-use cms::authenveloped_data::AuthEnvelopedData;
 use cms::cert::IssuerAndSerialNumber;
-use cms::content_info::{CmsVersion, ContentInfo};
+use cms::content_info::CmsVersion;
 use cms::enveloped_data::{
-    EnvelopedData, KekRecipientInfo, KeyTransRecipientInfo, RecipientIdentifier, RecipientInfo,
-    RecipientInfos,
+    KekRecipientInfo, KeyTransRecipientInfo, RecipientIdentifier, RecipientInfo, RecipientInfos,
 };
 use der::asn1::{OctetString, SetOfVec};
-use der::{Any, Encode};
+use der::{Any, Decode, Encode};
 use spki::AlgorithmIdentifierOwned;
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
@@ -147,11 +145,11 @@ fn recipient_infos(
 /// The content is written once, straight into the buffer that becomes the DER
 /// ContentInfo, and encrypted there in place: no copy of it is made for the CMS
 /// encoding. Returns the buffer and where the DER starts in it (`buffer[start..]`).
-pub(crate) fn encrypt_into(
+pub(crate) fn encrypt_into<E: From<SmimeError>>(
     recipients: &[Certificate],
     size_hint: usize,
-    write: impl FnOnce(&mut Vec<u8>),
-) -> Result<(Vec<u8>, usize), SmimeError> {
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(Vec<u8>, usize), E> {
     let rng = SystemRandom::new();
     let mut cek = Zeroizing::new([0u8; 32]);
     let mut nonce = [0u8; NONCE_LEN];
@@ -184,7 +182,7 @@ pub(crate) fn encrypt_into(
     let reserve = infos_der.len() + alg_der.len() + data_oid.len() + aed_oid.len() + 64;
     let mut buf = Vec::with_capacity(reserve + size_hint + 2 + TAG_LEN);
     buf.resize(reserve, 0);
-    write(&mut buf);
+    write(&mut buf)?;
     let len = buf.len() - reserve;
 
     let key = LessSafeKey::new(
@@ -225,7 +223,10 @@ pub(crate) fn encrypt_into(
 /// [`encrypt_into`] for content already in one buffer; the DER ContentInfo.
 #[cfg(test)]
 pub(crate) fn encrypt(content: &[u8], recipients: &[Certificate]) -> Result<Vec<u8>, SmimeError> {
-    let (buf, start) = encrypt_into(recipients, content.len(), |b| b.extend_from_slice(content))?;
+    let (buf, start) = encrypt_into::<SmimeError>(recipients, content.len(), |b| {
+        b.extend_from_slice(content);
+        Ok(())
+    })?;
     Ok(buf[start..].to_vec())
 }
 
@@ -621,156 +622,147 @@ fn content_key(
     })
 }
 
-fn cbc_decrypt(
+/// Decrypts `buf` in place with legacy CBC; the plaintext's length (padding removed).
+fn cbc_decrypt_in_place(
     cipher: CbcCipher,
     key: &[u8],
     iv: &[u8],
-    ciphertext: &[u8],
-) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
+    buf: &mut [u8],
+) -> Result<usize, SmimeError> {
     use cbc::cipher::{block_padding::Pkcs7, BlockModeDecrypt, KeyIvInit};
-    let mut buf = Zeroizing::new(ciphertext.to_vec());
     macro_rules! run {
         ($c:ty) => {
             cbc::Decryptor::<$c>::new_from_slices(key, iv)
                 .map_err(|_| SmimeError::Undecryptable)?
-                .decrypt_padded::<Pkcs7>(&mut buf)
+                .decrypt_padded::<Pkcs7>(buf)
                 .map_err(|_| SmimeError::Undecryptable)?
                 .len()
         };
     }
-    let n = match cipher {
+    Ok(match cipher {
         CbcCipher::Aes128 => run!(aes::Aes128),
         CbcCipher::Aes192 => run!(aes::Aes192),
         CbcCipher::Aes256 => run!(aes::Aes256),
         CbcCipher::TripleDes => run!(des::TdesEde3),
-    };
-    buf.truncate(n);
-    Ok(buf)
+    })
 }
 
 /// Decrypts a CMS AuthEnvelopedData (or, when `allow_legacy`, a legacy CBC
 /// EnvelopedData) with one of `keys` (certificate and its private key) or `keks`.
 /// AuthEnvelopedData plaintext is returned only when its tag verified; legacy
 /// plaintext is marked unauthenticated. BER (streamed) input is read.
+///
+/// The content is decrypted in place in `cms`, which becomes the plaintext buffer:
+/// no copy of the content is made on the way.
 pub(crate) fn decrypt(
     loaded: &LoadedKeys,
-    cms: &[u8],
+    cms: Vec<u8>,
     keys: &[(Certificate, SecretKey)],
     keks: &[Kek],
     allow_legacy: bool,
 ) -> Result<Decrypted, DecryptFailure> {
-    let info = super::ber::content_info(cms)?;
-    if info.content_type == ID_ENVELOPED_DATA {
-        if !allow_legacy {
-            return Err(SmimeError::LegacyEncryption.into());
-        }
-        return decrypt_legacy(loaded, &info, keys, keks);
+    let mut der = if super::ber::is_ber(&cms) {
+        super::ber::to_der(&cms)?
+    } else {
+        cms
+    };
+    let layout = match super::layout::enveloped(&der) {
+        Ok(l) => l,
+        // BER inside a definite-length outer element: rewrite once and read again.
+        Err(first) => match super::ber::to_der(&der) {
+            Ok(rewritten) if rewritten != der => {
+                der = rewritten;
+                super::layout::enveloped(&der)?
+            }
+            _ => return Err(first.into()),
+        },
+    };
+    if !layout.authenticated && !allow_legacy {
+        return Err(SmimeError::LegacyEncryption.into());
     }
-    if info.content_type != ID_CT_AUTH_ENVELOPED_DATA {
-        return Err(SmimeError::Malformed(format!(
-            "content type {} is not authEnveloped-data",
-            info.content_type
-        ))
-        .into());
-    }
-    let aed: AuthEnvelopedData = info
-        .content
-        .decode_as()
-        .map_err(malformed("AuthEnvelopedData"))?;
-    drop(info);
-    if aed.version != CmsVersion::V0 || aed.originator_info.is_some() {
-        return Err(SmimeError::Malformed(
-            "AuthEnvelopedData fields this profile does not accept".into(),
-        )
-        .into());
-    }
-    let enc = &aed.auth_encrypted_content_info;
-    if enc.content_type != ID_DATA {
+    let content_type = der::asn1::ObjectIdentifier::from_der(&der[layout.content_type.clone()])
+        .map_err(malformed("encrypted content type"))?;
+    if content_type != ID_DATA {
         return Err(SmimeError::Malformed("encrypted content is not id-data".into()).into());
     }
-    let (cipher, hkdf_info) = content_cipher(&enc.content_enc_alg, true)?;
-    let ContentCipher::Aead(algorithm, nonce, name) = cipher else {
-        return Err(SmimeError::Malformed("AuthEnvelopedData without an AEAD".into()).into());
+    let algorithm = AlgorithmIdentifierOwned::from_der(&der[layout.algorithm.clone()])
+        .map_err(malformed("content encryption algorithm"))?;
+    let infos = RecipientInfos::from_der(&der[layout.recipient_infos.clone()])
+        .map_err(malformed("recipient infos"))?;
+    let (cipher, hkdf_info) = content_cipher(&algorithm, layout.authenticated)?;
+    let key_len = match &cipher {
+        ContentCipher::Aead(a, ..) => a.key_len(),
+        ContentCipher::Cbc(c, _) => c.key_len(),
     };
-    if aed.mac.as_bytes().len() != TAG_LEN {
-        return Err(SmimeError::UnsupportedAlgorithm("a tag other than 16 bytes".into()).into());
-    }
-    let mut cek = content_key(loaded, &aed.recip_infos, keys, keks, algorithm.key_len())?;
+    let mut cek = content_key(loaded, &infos, keys, keks, key_len)?;
     if let Some(info) = &hkdf_info {
         cek = cek_hkdf(&cek, info)?;
     }
-    if cek.len() != algorithm.key_len() {
+    if cek.len() != key_len {
         return Err(SmimeError::Undecryptable.into());
     }
-    // RFC 5083 2.1: the authenticated attributes are authenticated as their DER with
-    // the SET OF tag.
-    let aad = match &aed.auth_attrs {
-        Some(attrs) => attrs.to_der().map_err(malformed("authAttrs"))?,
-        None => Vec::new(),
-    };
-    let key =
-        LessSafeKey::new(UnboundKey::new(algorithm, &cek).map_err(|_| SmimeError::Undecryptable)?);
-    let ciphertext = enc
-        .encrypted_content
-        .as_ref()
-        .ok_or_else(|| SmimeError::Malformed("no encrypted content".into()))?;
-    let mut in_out = Zeroizing::new(Vec::with_capacity(ciphertext.as_bytes().len() + TAG_LEN));
-    in_out.extend_from_slice(ciphertext.as_bytes());
-    in_out.extend_from_slice(aed.mac.as_bytes());
-    let n = key
-        .open_in_place(
-            Nonce::assume_unique_for_key(nonce),
-            Aad::from(&aad),
-            &mut in_out,
-        )
-        .map_err(|_| SmimeError::Undecryptable)?
-        .len();
-    in_out.truncate(n);
-    Ok(Decrypted {
-        plaintext: in_out,
-        authenticated: true,
-        algorithm: if hkdf_info.is_some() {
+    let named = |name: &str| {
+        if hkdf_info.is_some() {
             format!("{name} (RFC 9709 HKDF)")
         } else {
             name.to_string()
-        },
-    })
-}
-
-fn decrypt_legacy(
-    loaded: &LoadedKeys,
-    info: &ContentInfo,
-    keys: &[(Certificate, SecretKey)],
-    keks: &[Kek],
-) -> Result<Decrypted, DecryptFailure> {
-    let ed: EnvelopedData = info
-        .content
-        .decode_as()
-        .map_err(malformed("EnvelopedData"))?;
-    let enc = &ed.encrypted_content;
-    if enc.content_type != ID_DATA {
-        return Err(SmimeError::Malformed("encrypted content is not id-data".into()).into());
-    }
-    let (cipher, hkdf_info) = content_cipher(&enc.content_enc_alg, false)?;
-    let ContentCipher::Cbc(cbc, iv) = cipher else {
-        return Err(SmimeError::Malformed("EnvelopedData without CBC".into()).into());
+        }
     };
-    let mut cek = content_key(loaded, &ed.recip_infos, keys, keks, cbc.key_len())?;
-    if let Some(info) = &hkdf_info {
-        cek = cek_hkdf(&cek, info)?;
+    let std::ops::Range { start, end } = layout.ciphertext;
+    match cipher {
+        ContentCipher::Aead(aead_alg, nonce, name) => {
+            let mac = layout
+                .mac
+                .ok_or_else(|| SmimeError::Malformed("no mac".into()))?;
+            if mac.len() != TAG_LEN {
+                return Err(
+                    SmimeError::UnsupportedAlgorithm("a tag other than 16 bytes".into()).into(),
+                );
+            }
+            // RFC 5083 2.1: the authenticated attributes are authenticated as their DER
+            // with the SET OF tag in place of [1].
+            let aad = match &layout.auth_attrs {
+                Some(r) => {
+                    let mut a = der[r.clone()].to_vec();
+                    a[0] = 0x31;
+                    a
+                }
+                None => Vec::new(),
+            };
+            // The tag follows the ciphertext (over the bytes after it, all read by now).
+            der.copy_within(mac.clone(), end);
+            let key = LessSafeKey::new(
+                UnboundKey::new(aead_alg, &cek).map_err(|_| SmimeError::Undecryptable)?,
+            );
+            let n = key
+                .open_in_place(
+                    Nonce::assume_unique_for_key(nonce),
+                    Aad::from(&aad),
+                    &mut der[start..end + TAG_LEN],
+                )
+                .map_err(|_| SmimeError::Undecryptable)?
+                .len();
+            der.truncate(start + n);
+            der.drain(..start);
+            Ok(Decrypted {
+                plaintext: Zeroizing::new(der),
+                authenticated: true,
+                algorithm: named(name),
+            })
+        }
+        ContentCipher::Cbc(cbc, iv) => {
+            let n = cbc_decrypt_in_place(cbc, &cek, &iv, &mut der[start..end]);
+            let mut der = Zeroizing::new(der);
+            let n = n?;
+            der.truncate(start + n);
+            der.drain(..start);
+            Ok(Decrypted {
+                plaintext: der,
+                authenticated: false,
+                algorithm: named(&format!("{} (legacy, unauthenticated)", cbc.name())),
+            })
+        }
     }
-    if cek.len() != cbc.key_len() {
-        return Err(SmimeError::Undecryptable.into());
-    }
-    let ciphertext = enc
-        .encrypted_content
-        .as_ref()
-        .ok_or_else(|| SmimeError::Malformed("no encrypted content".into()))?;
-    Ok(Decrypted {
-        plaintext: cbc_decrypt(cbc, &cek, &iv, ciphertext.as_bytes())?,
-        authenticated: false,
-        algorithm: format!("{} (legacy, unauthenticated)", cbc.name()),
-    })
 }
 
 #[cfg(test)]
@@ -803,9 +795,9 @@ mod tests {
             let content: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
             let der = encrypt(&content, std::slice::from_ref(&cert)).unwrap();
             // Strict DER: the decoder accepts it as is, and re-encoding gives it back.
-            let info = ContentInfo::from_der(&der).unwrap();
+            let info = cms::content_info::ContentInfo::from_der(&der).unwrap();
             assert_eq!(info.to_der().unwrap(), der, "length {len}");
-            let out = match decrypt(&LoadedKeys::default(), &der, &keys, &[], false) {
+            let out = match decrypt(&LoadedKeys::default(), der.clone(), &keys, &[], false) {
                 Ok(d) => d,
                 Err(_) => panic!("length {len} does not decrypt"),
             };

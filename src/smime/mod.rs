@@ -12,6 +12,7 @@ mod describe;
 mod enveloped;
 mod issue;
 mod kari;
+mod layout;
 mod loaded;
 mod oids;
 mod signed_data;
@@ -27,7 +28,9 @@ use x509_cert::Certificate;
 use crate::envelope::{Code, ValidationContext, Violation};
 use crate::error::{A2aErrorType, Classify, ExitCode};
 use crate::keystore::{KeyStore, StoredCertificate};
-use crate::message::{read_outer, size_hint, with_body, Hints, MailA2aMessage};
+use crate::message::{
+    content_len, read_outer, size_hint, with_body, write_header_section, Hints, MailA2aMessage,
+};
 use crate::profile::{Profile, Protection};
 use crate::seal::{
     OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignerIdentity, Verdict,
@@ -82,6 +85,12 @@ impl Classify for SmimeError {
             Self::Key(_) => ExitCode::NoUsableKey,
             _ => ExitCode::AuthenticationFailed,
         }
+    }
+}
+
+impl From<SmimeError> for SealError {
+    fn from(e: SmimeError) -> Self {
+        SealError::Crypto(e.to_string())
     }
 }
 
@@ -213,43 +222,24 @@ impl Sealer for Smime<'_> {
         } else {
             Vec::new()
         };
-        let inner = plain.to_inner_entity(encrypt)?;
-        let cms = signed_data::sign_detached(
-            &self.loaded,
-            &inner,
-            &cert,
-            &key,
-            OffsetDateTime::now_utc(),
-            opts.rsa_pss,
-        )
-        .map_err(|e| match e {
-            SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => SealError::NoSigningKey {
-                address: from.clone(),
-            },
-            other => SealError::Crypto(other.to_string()),
-        })?;
-        let cms_len = cms.len();
-        let top = ContentType::new("multipart/signed")
-            .attribute("protocol", "application/pkcs7-signature")
-            .attribute("micalg", micalg(&cert));
-        let signature = MimePart::new(
-            ContentType::new("application/pkcs7-signature").attribute("name", "smime.p7s"),
-            cms,
-        )
-        .attachment("smime.p7s");
-        let capacity = size_hint(inner.len() + cms_len);
-        let signed = MimePart::new(top, vec![MimePart::raw(inner), signature]);
+        let signer = SignedEntityWriter {
+            smime: self,
+            plain,
+            encrypt,
+            cert: &cert,
+            key: &key,
+            rsa_pss: opts.rsa_pss,
+            from: &from,
+        };
+        let capacity = size_hint(content_len(plain)) + 8192;
         if !encrypt {
-            return Ok(with_body(
-                &plain.headers,
-                &outer_hints(plain, opts),
-                signed,
-                capacity,
-            )?);
+            let mut out = Vec::with_capacity(capacity);
+            write_header_section(&mut out, &plain.headers, &outer_hints(plain, opts))?;
+            signer.write(&mut out)?;
+            return Ok(out);
         }
         let (enveloped, start) =
-            enveloped::encrypt_into(&recipients, capacity, |buf| signed.write_part(buf))
-                .map_err(|e| SealError::Crypto(e.to_string()))?;
+            enveloped::encrypt_into(&recipients, capacity, |buf| signer.write(buf))?;
         let enveloped = &enveloped[start..];
         let capacity = size_hint(enveloped.len());
         let body = MimePart::new(
@@ -269,6 +259,86 @@ impl Sealer for Smime<'_> {
             capacity,
         )?)
     }
+}
+
+/// Writes the `multipart/signed` entity of a message into a buffer: the inner entity is
+/// composed straight into the buffer and signed where it lies, so a large message
+/// exists once on its way out (into the output, or into the CMS buffer that is then
+/// encrypted in place).
+struct SignedEntityWriter<'a> {
+    smime: &'a Smime<'a>,
+    plain: &'a MailA2aMessage,
+    encrypt: bool,
+    cert: &'a Certificate,
+    key: &'a crate::keystore::SecretKey,
+    rsa_pss: bool,
+    from: &'a str,
+}
+
+impl SignedEntityWriter<'_> {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), SealError> {
+        let begin = out.len();
+        // A boundary that the inner entity does not contain (it is random: a retry is
+        // for correctness, not expected to happen).
+        let (boundary, inner) = loop {
+            out.truncate(begin);
+            let boundary = random_boundary()?;
+            out.extend_from_slice(b"Content-Type: multipart/signed;\r\n protocol=\"application/pkcs7-signature\";\r\n micalg=\"");
+            out.extend_from_slice(micalg(self.cert).as_bytes());
+            out.extend_from_slice(b"\";\r\n boundary=\"");
+            out.extend_from_slice(boundary.as_bytes());
+            out.extend_from_slice(b"\"\r\n\r\n--");
+            out.extend_from_slice(boundary.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            let start = out.len();
+            self.plain.write_inner_entity(self.encrypt, out)?;
+            let delimiter = format!("--{boundary}");
+            if memchr::memmem::find(&out[start..], delimiter.as_bytes()).is_none() {
+                break (boundary, start..out.len());
+            }
+        };
+        let cms = signed_data::sign_detached(
+            &self.smime.loaded,
+            &out[inner],
+            self.cert,
+            self.key,
+            OffsetDateTime::now_utc(),
+            self.rsa_pss,
+        )
+        .map_err(|e| match e {
+            SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => SealError::NoSigningKey {
+                address: self.from.to_string(),
+            },
+            other => SealError::Crypto(other.to_string()),
+        })?;
+        out.extend_from_slice(b"\r\n--");
+        out.extend_from_slice(boundary.as_bytes());
+        out.extend_from_slice(
+            b"\r\nContent-Type: application/pkcs7-signature; name=\"smime.p7s\"\r\n\
+Content-Disposition: attachment; filename=\"smime.p7s\"\r\n\
+Content-Transfer-Encoding: base64\r\n\r\n",
+        );
+        let encoded = base64_simd::STANDARD.encode_to_string(&cms);
+        for line in encoded.as_bytes().chunks(76) {
+            out.extend_from_slice(line);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n--");
+        out.extend_from_slice(boundary.as_bytes());
+        out.extend_from_slice(b"--\r\n");
+        Ok(())
+    }
+}
+
+/// A MIME boundary of 192 random bits.
+fn random_boundary() -> Result<String, SealError> {
+    use aws_lc_rs::rand::SecureRandom;
+    let mut bytes = [0u8; 24];
+    aws_lc_rs::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| SealError::Crypto("no randomness".into()))?;
+    let hex = crate::keystore::hex(&bytes);
+    Ok(format!("{}_{}_{}", &hex[..16], &hex[16..32], &hex[32..]))
 }
 
 /// RFC 8551 §3.5.3.2 micalg for the signer's digest.
@@ -440,6 +510,16 @@ impl Smime<'_> {
         keks: &[Kek],
         policy: &OpenPolicy,
     ) -> Result<Decrypted, OpenError> {
+        self.decrypt_owned(cms.to_vec(), keks, policy)
+    }
+
+    /// [`Self::decrypt_cms`] on a buffer it may decrypt in place.
+    fn decrypt_owned(
+        &self,
+        cms: Vec<u8>,
+        keks: &[Kek],
+        policy: &OpenPolicy,
+    ) -> Result<Decrypted, OpenError> {
         let keys = self.decryption_keys()?;
         enveloped::decrypt(&self.loaded, cms, &keys, keks, policy.allow_legacy_cbc).map_err(|f| {
             match f {
@@ -463,7 +543,7 @@ impl Smime<'_> {
         let cms = single
             .decoded()
             .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-        self.decrypt_cms(&cms, &[], policy)
+        self.decrypt_owned(cms, &[], policy)
     }
 
     /// The signed entity and its verified signature, from a `multipart/signed` or an
@@ -546,10 +626,9 @@ impl Smime<'_> {
             let cms = single
                 .decoded()
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-            let decrypted = self.decrypt_cms(&cms, &[], policy)?;
+            let decrypted = self.decrypt_owned(cms, &[], policy)?;
             authenticated_encryption = decrypted.authenticated;
             let mut plaintext = decrypted.plaintext;
-            drop(cms);
             // Confidential mode must also authenticate: the decrypted entity is signed.
             let signed = read_outer(&plaintext, &policy.limits)
                 .map_err(|_| SmimeError::Malformed("the decrypted entity is not MIME".into()))?;
