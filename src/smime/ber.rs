@@ -150,7 +150,8 @@ fn segments(children: &[Node], input: &[u8], out: &mut Vec<u8>) -> Option<()> {
     Some(())
 }
 
-fn push_header(out: &mut Vec<u8>, tag: u8, len: usize) {
+/// Appends the DER header of a `tag` element whose content is `len` bytes long.
+pub(crate) fn push_header(out: &mut Vec<u8>, tag: u8, len: usize) {
     out.push(tag);
     if len < 0x80 {
         out.push(len as u8);

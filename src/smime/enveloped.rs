@@ -24,6 +24,7 @@ use spki::AlgorithmIdentifierOwned;
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
 
+use super::ber::push_header;
 use super::loaded::{rsa_decryptor, Loaded, LoadedKeys, Use};
 use super::oids::*;
 use super::SmimeError;
@@ -75,19 +76,6 @@ fn oaep_sha256() -> Result<AlgorithmIdentifierOwned, SmimeError> {
         oid: RSAES_OAEP,
         parameters: Some(Any::encode_from(&params).map_err(malformed("OAEP parameters"))?),
     })
-}
-
-/// Appends the DER header of a `tag` element whose content is `len` bytes long.
-fn push_header(out: &mut Vec<u8>, tag: u8, len: usize) {
-    out.push(tag);
-    if len < 0x80 {
-        out.push(len as u8);
-    } else {
-        let bytes = len.to_be_bytes();
-        let skip = bytes.iter().take_while(|b| **b == 0).count();
-        out.push(0x80 | (bytes.len() - skip) as u8);
-        out.extend_from_slice(&bytes[skip..]);
-    }
 }
 
 fn header_len(len: usize) -> usize {
