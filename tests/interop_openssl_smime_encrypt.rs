@@ -303,6 +303,29 @@ fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
     assert_eq!(out.status.code(), Some(4));
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("EFAIL"));
+    // Allowed explicitly, it opens, and counts as signed only (never as authenticated
+    // encryption: CBC has no integrity).
+    let report = dir.path().join("verdict.json");
+    let out = run(
+        &[
+            "open",
+            "--store",
+            s.to_str().unwrap(),
+            "--allow-legacy-cbc",
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        &std::fs::read(dir.path().join("cbc.eml")).unwrap(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(verdict["protection"], "Signed", "{verdict}");
 
     // Our own GCM message with the content-encryption OID changed to AES-256-CBC.
     let sealed = seal(&s, &request(), dir.path());

@@ -395,3 +395,49 @@ fn fail_generate_without_address_bad_algorithm_or_mismatched_issuer_key() {
         !store.join("keys").exists() || std::fs::read_dir(store.join("keys")).unwrap().count() == 0
     );
 }
+
+#[test]
+fn ca_in_the_store_issues_by_fingerprint() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ca = generate(d, "ca", &["--ca", "--name", "Store CA"]);
+    let store = d.join("ca");
+    let list = run(&["key", "list", "--store", store.to_str().unwrap()], b"");
+    let list = String::from_utf8(list.stdout).unwrap();
+    let fpr = list
+        .lines()
+        .find(|l| l.contains("trust-anchor ec+secret"))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or_else(|| panic!("no CA with its key in:\n{list}"))
+        .to_string();
+    let cert = generate(d, "ca", &["--email", "frank@example.org", "--issuer", &fpr]);
+    openssl(
+        &[
+            "verify",
+            "-CAfile",
+            ca.to_str().unwrap(),
+            "-purpose",
+            "smimesign",
+            cert.to_str().unwrap(),
+        ],
+        d,
+    );
+    // An unknown fingerprint is an error, not a self-signed certificate.
+    let out = run(
+        &[
+            "key",
+            "generate",
+            "--kind",
+            "smime",
+            "--store",
+            store.to_str().unwrap(),
+            "--email",
+            "g@example.org",
+            "--issuer",
+            "00ff",
+        ],
+        b"",
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no trust anchor"));
+}
