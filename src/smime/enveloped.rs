@@ -697,6 +697,9 @@ pub(crate) fn decrypt(
         }
     };
     let std::ops::Range { start, end } = layout.ciphertext;
+    // From here the buffer may hold plaintext, authenticated or not: wiped when dropped,
+    // on the error paths too.
+    let mut der = Zeroizing::new(der);
     match cipher {
         ContentCipher::Aead(aead_alg, nonce, name) => {
             let mac = layout
@@ -733,15 +736,13 @@ pub(crate) fn decrypt(
             der.truncate(start + n);
             der.drain(..start);
             Ok(Decrypted {
-                plaintext: Zeroizing::new(der),
+                plaintext: der,
                 authenticated: true,
                 algorithm: named(name),
             })
         }
         ContentCipher::Cbc(cbc, iv) => {
-            let n = cbc_decrypt_in_place(cbc, &cek, &iv, &mut der[start..end]);
-            let mut der = Zeroizing::new(der);
-            let n = n?;
+            let n = cbc_decrypt_in_place(cbc, &cek, &iv, &mut der[start..end])?;
             der.truncate(start + n);
             der.drain(..start);
             Ok(Decrypted {
