@@ -649,6 +649,41 @@ pub(crate) fn decrypt(
     keks: &[Kek],
     allow_legacy: bool,
 ) -> Result<Decrypted, DecryptFailure> {
+    let InPlace {
+        mut buffer,
+        range,
+        authenticated,
+        algorithm,
+    } = decrypt_in_place(loaded, cms, keys, keks, allow_legacy)?;
+    buffer.truncate(range.end);
+    buffer.drain(..range.start);
+    Ok(Decrypted {
+        plaintext: buffer,
+        authenticated,
+        algorithm,
+    })
+}
+
+/// Plaintext left where it was decrypted: `buffer[range]`.
+pub(crate) struct InPlace {
+    /// The decoded CMS buffer, now holding the plaintext; wiped on drop.
+    pub buffer: Zeroizing<Vec<u8>>,
+    /// Where the plaintext is in it.
+    pub range: std::ops::Range<usize>,
+    /// As [`Decrypted::authenticated`].
+    pub authenticated: bool,
+    /// As [`Decrypted::algorithm`].
+    pub algorithm: String,
+}
+
+/// [`decrypt`] without moving the plaintext to the front of its buffer.
+pub(crate) fn decrypt_in_place(
+    loaded: &LoadedKeys,
+    cms: Vec<u8>,
+    keys: &[(Certificate, SecretKey)],
+    keks: &[Kek],
+    allow_legacy: bool,
+) -> Result<InPlace, DecryptFailure> {
     let mut der = if super::ber::is_ber(&cms) {
         super::ber::to_der(&cms)?
     } else {
@@ -733,20 +768,18 @@ pub(crate) fn decrypt(
                 )
                 .map_err(|_| SmimeError::Undecryptable)?
                 .len();
-            der.truncate(start + n);
-            der.drain(..start);
-            Ok(Decrypted {
-                plaintext: der,
+            Ok(InPlace {
+                buffer: der,
+                range: start..start + n,
                 authenticated: true,
                 algorithm: named(name),
             })
         }
         ContentCipher::Cbc(cbc, iv) => {
             let n = cbc_decrypt_in_place(cbc, &cek, &iv, &mut der[start..end])?;
-            der.truncate(start + n);
-            der.drain(..start);
-            Ok(Decrypted {
-                plaintext: der,
+            Ok(InPlace {
+                buffer: der,
+                range: start..start + n,
                 authenticated: false,
                 algorithm: named(&format!("{} (legacy, unauthenticated)", cbc.name())),
             })

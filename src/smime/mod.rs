@@ -261,6 +261,15 @@ impl Sealer for Smime<'_> {
     }
 }
 
+fn decrypt_failure(f: enveloped::DecryptFailure) -> OpenError {
+    match f {
+        enveloped::DecryptFailure::NotForUs => {
+            OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
+        }
+        enveloped::DecryptFailure::Refused(e) => e.into(),
+    }
+}
+
 /// Writes the `multipart/signed` entity of a message into a buffer: the inner entity is
 /// composed straight into the buffer and signed where it lies, so a large message
 /// exists once on its way out (into the output, or into the CMS buffer that is then
@@ -446,9 +455,12 @@ fn compare_outer(
 
 /// What opening the S/MIME layers established, before the entity is read as MailA2A.
 struct Layers<'r> {
-    /// The signed entity, exactly as signed (CRLF canonical): borrowed from the input
-    /// when it arrived signed only and already canonical.
+    /// A buffer holding the signed entity, exactly as signed (CRLF canonical):
+    /// borrowed from the input when it arrived signed only and already canonical, else
+    /// the decryption buffer it was decrypted in (or a canonical copy).
     entity: Cow<'r, [u8]>,
+    /// Where the entity is in that buffer.
+    range: std::ops::Range<usize>,
     /// Its verified signature.
     signature: signed_data::VerifiedSignature,
     /// Whether it arrived encrypted.
@@ -484,12 +496,18 @@ impl Smime<'_> {
     ) -> Result<SignedEntity, OpenError> {
         let Layers {
             entity,
+            range,
             signature: verified,
             ..
         } = self.verify(raw, policy)?;
         let fingerprint = cert_fingerprint(&verified.cert);
+        let entity = if range == (0..entity.len()) {
+            entity.into_owned()
+        } else {
+            entity[range].to_vec()
+        };
         Ok(SignedEntity {
-            entity: entity.into_owned(),
+            entity,
             signer: SignerIdentity::Certificate {
                 fingerprint,
                 emails: addresses_of(&verified.cert),
@@ -521,14 +539,8 @@ impl Smime<'_> {
         policy: &OpenPolicy,
     ) -> Result<Decrypted, OpenError> {
         let keys = self.decryption_keys()?;
-        enveloped::decrypt(&self.loaded, cms, &keys, keks, policy.allow_legacy_cbc).map_err(|f| {
-            match f {
-                enveloped::DecryptFailure::NotForUs => {
-                    OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
-                }
-                enveloped::DecryptFailure::Refused(e) => e.into(),
-            }
-        })
+        enveloped::decrypt(&self.loaded, cms, &keys, keks, policy.allow_legacy_cbc)
+            .map_err(decrypt_failure)
     }
 
     /// Decrypts the outer `application/pkcs7-mime` layer of `raw` and returns the MIME
@@ -618,7 +630,7 @@ impl Smime<'_> {
                 Some("authenveloped-data" | "authenticated-enveloped-data" | "enveloped-data")
             );
         let mut authenticated_encryption = false;
-        let (entity, verified) = if encrypted {
+        let (entity, range, verified) = if encrypted {
             let single = outer
                 .single
                 .as_ref()
@@ -626,11 +638,17 @@ impl Smime<'_> {
             let cms = single
                 .decoded()
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-            let decrypted = self.decrypt_owned(cms, &[], policy)?;
-            authenticated_encryption = decrypted.authenticated;
-            let mut plaintext = decrypted.plaintext;
+            let keys = self.decryption_keys()?;
+            let enveloped::InPlace {
+                mut buffer,
+                range: plain,
+                authenticated,
+                ..
+            } = enveloped::decrypt_in_place(&self.loaded, cms, &keys, &[], policy.allow_legacy_cbc)
+                .map_err(decrypt_failure)?;
+            authenticated_encryption = authenticated;
             // Confidential mode must also authenticate: the decrypted entity is signed.
-            let signed = read_outer(&plaintext, &policy.limits)
+            let signed = read_outer(&buffer[plain], &policy.limits)
                 .map_err(|_| SmimeError::Malformed("the decrypted entity is not MIME".into()))?;
             let (entity, verified) = self.verify_signed(&signed).map_err(|e| match e {
                 OpenError::AuthenticationFailed(r)
@@ -642,28 +660,32 @@ impl Smime<'_> {
                 }
                 other => other,
             })?;
-            // The entity is a range of the plaintext when it was already canonical: the
-            // plaintext buffer is then cut down to it instead of copied (it is handed to
-            // the caller either way, so it need not be zeroized).
-            let range = match &entity {
+            // The entity is a range of the decryption buffer when it was already
+            // canonical: the buffer is kept with that range instead of copied (it is
+            // handed to the caller either way, so it need not be zeroized).
+            let within = match &entity {
                 Cow::Borrowed(slice) => (slice.as_ptr() as usize)
-                    .checked_sub(plaintext.as_ptr() as usize)
+                    .checked_sub(buffer.as_ptr() as usize)
                     .map(|start| start..start + slice.len())
-                    .filter(|r| plaintext.get(r.clone()) == Some(*slice)),
+                    .filter(|r| buffer.get(r.clone()) == Some(*slice)),
                 Cow::Owned(_) => None,
             };
-            let entity = match range {
+            match within {
                 Some(range) => {
-                    let mut buffer = std::mem::take(&mut *plaintext);
-                    buffer.truncate(range.end);
-                    buffer.drain(..range.start);
-                    buffer
+                    drop(entity);
+                    drop(signed);
+                    (Cow::Owned(std::mem::take(&mut *buffer)), range, verified)
                 }
-                None => entity.into_owned(),
-            };
-            (Cow::Owned(entity), verified)
+                None => {
+                    let owned = entity.into_owned();
+                    let range = 0..owned.len();
+                    (Cow::Owned(owned), range, verified)
+                }
+            }
         } else {
-            self.verify_signed(&outer)?
+            let (entity, verified) = self.verify_signed(&outer)?;
+            let range = 0..entity.len();
+            (entity, range, verified)
         };
 
         // The certificate is authenticated (pinned or chained) before anything in it,
@@ -699,6 +721,7 @@ impl Smime<'_> {
         certificate::check_signer_usage(&verified.cert, at)?;
         Ok(Layers {
             entity,
+            range,
             signature: verified,
             encrypted,
             authenticated_encryption,
@@ -711,13 +734,14 @@ impl Opener for Smime<'_> {
     fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
         let Layers {
             entity,
+            range,
             signature: verified,
             encrypted,
             authenticated_encryption,
             outer_headers,
         } = self.verify(raw, policy)?;
         // Only now is the content authentic: read it as the inner MailA2A message.
-        let inner = MailA2aMessage::parse(&entity, &policy.limits)?;
+        let inner = MailA2aMessage::parse(&entity[range], &policy.limits)?;
         let mut violations = inner.check(&ValidationContext::new(Some(Profile::Smime)));
         violations.extend(compare_outer(&outer_headers, &inner.headers, encrypted));
         if !violations.is_empty() {
