@@ -203,9 +203,10 @@ pub(crate) struct CertInfo {
     pub not_after: Option<String>,
 }
 
-pub(crate) fn cert_info(cert: &Certificate) -> CertInfo {
+/// The email addresses a certificate names, lower case: its subjectAltName
+/// rfc822Names, then a subject emailAddress not already among them.
+pub fn emails_of(cert: &Certificate) -> Vec<String> {
     let tbs = cert.tbs_certificate();
-    let spki = tbs.subject_public_key_info();
     let mut emails = Vec::new();
     if let Ok(Some((_, san))) = tbs.get_extension::<SubjectAltName>() {
         for name in san.0 {
@@ -220,6 +221,13 @@ pub(crate) fn cert_info(cert: &Certificate) -> CertInfo {
             emails.push(m);
         }
     }
+    emails
+}
+
+pub(crate) fn cert_info(cert: &Certificate) -> CertInfo {
+    let tbs = cert.tbs_certificate();
+    let spki = tbs.subject_public_key_info();
+    let emails = emails_of(cert);
     let not_after = time::OffsetDateTime::from_unix_timestamp(
         tbs.validity().not_after.to_unix_duration().as_secs() as i64,
     )

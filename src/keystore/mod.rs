@@ -11,7 +11,7 @@ mod pkcs12;
 
 pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
-pub use material::{fingerprint, hex, KeyAlgorithm};
+pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
 
 use std::fmt;
 

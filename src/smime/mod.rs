@@ -19,7 +19,7 @@ mod signed_data;
 
 use std::borrow::Cow;
 
-use der::{Decode, Encode};
+use der::Decode;
 use mail_builder::headers::content_type::ContentType;
 use mail_builder::mime::MimePart;
 use time::OffsetDateTime;
@@ -369,11 +369,7 @@ fn micalg(cert: &Certificate) -> &'static str {
 }
 
 fn addresses_of(cert: &Certificate) -> Vec<String> {
-    crate::keystore::describe(&cert.to_der().unwrap_or_default(), "signer")
-        .ok()
-        .and_then(|e| e.into_iter().next())
-        .map(|e| e.emails)
-        .unwrap_or_default()
+    crate::keystore::emails_of(cert)
 }
 
 fn mismatch(name: &str) -> Violation {
