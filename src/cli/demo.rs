@@ -231,7 +231,13 @@ pub(super) fn run() -> CliResult {
 
     step(9, "protection profiles in this build");
     println!(
-        "    smime: signed, and signed-then-encrypted (AES-GCM; RSA-OAEP and ECDH recipients)"
+        "    smime: signed, and signed-then-encrypted (AES-256-GCM; RSA-OAEP, ECDH P-256/P-384 and X25519 recipients);"
+    );
+    println!(
+        "           opens ChaCha20-Poly1305, RFC 9709 derived keys, streamed BER, pre-shared-key recipients;"
+    );
+    println!(
+        "           legacy CBC only with --allow-legacy-cbc; `key generate --kind smime`, PKCS#12 import"
     );
     println!("    openpgp and mls: not in this build yet");
     println!("\ndemo finished: every step behaved as the MailA2A binding requires");
