@@ -306,3 +306,52 @@ fn fail_rfc9709_key_derivation_stripped_from_the_identifier() {
         }
     }
 }
+
+#[test]
+fn fail_truncated_extended_or_relengthened_cms_is_refused() {
+    // The in-place decryption reads the CMS layout itself (strict DER): every sampled cut
+    // of an AuthEnvelopedData, data after it, and an inserted length byte are refused as
+    // authentication failures, and nothing opens.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let carlos = x25519_store(
+        d,
+        "carlos",
+        &[
+            "carlos.sign.crt",
+            "carlos.sign.key",
+            "carlos.encrypt.crt",
+            "carlos.encrypt.key",
+            "dana.encrypt.crt",
+        ],
+    );
+    let dana = x25519_store(d, "dana", &["dana.encrypt.crt", "dana.encrypt.key"]);
+    let store = DirectoryStore::open(&dana).unwrap();
+    let smime = Smime::new(&store);
+    let sealed = common::seal_smime_cli(&carlos, &carlos_to_dana(), d, false);
+    let der = common::der_of(&sealed);
+    let refused = |bad: &[u8], what: &str| {
+        let err = smime
+            .open(&common::with_der(&sealed, bad), &OpenPolicy::default())
+            .err()
+            .unwrap_or_else(|| panic!("{what} was opened"));
+        assert_eq!(err.exit_code().as_u8(), 4, "{what}: {err}");
+    };
+    let step = (der.len() / 400).max(1);
+    for cut in (0..der.len())
+        .step_by(step)
+        .chain(der.len() - 40..der.len())
+    {
+        refused(&der[..cut], &format!("cut at {cut}"));
+    }
+    let mut longer = der.clone();
+    longer.push(0);
+    refused(&longer, "a byte after the ContentInfo");
+    // A long-form length byte inserted before the first short one (the contentType OID):
+    // DER forbids the form, and the enclosing lengths no longer add up either.
+    let oid_at = der.iter().position(|&b| b == 0x06).unwrap();
+    let mut relength = der[..oid_at + 1].to_vec();
+    relength.push(0x81);
+    relength.extend_from_slice(&der[oid_at + 1..]);
+    refused(&relength, "a non-minimal length");
+}
