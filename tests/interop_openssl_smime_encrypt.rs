@@ -66,6 +66,27 @@ fn request() -> MailA2aMessage {
     MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env)
 }
 
+/// `openssl cms -sign` (with `extra` options) of `msg`'s inner entity with Alice's
+/// RFC 9216 signing key, into `dir/out`.
+fn openssl_alice_signs(dir: &Path, msg: &MailA2aMessage, out: &str, extra: &[&str]) {
+    std::fs::write(dir.join("inner.eml"), msg.to_inner_entity(true).unwrap()).unwrap();
+    let cert = fixture("rfc9216/alice.sign.crt").display().to_string();
+    let key = fixture("rfc9216/alice.sign.key").display().to_string();
+    let mut args = vec!["cms", "-sign"];
+    args.extend_from_slice(extra);
+    args.extend([
+        "-in",
+        "inner.eml",
+        "-signer",
+        &cert,
+        "-inkey",
+        &key,
+        "-out",
+        out,
+    ]);
+    openssl(&args, dir);
+}
+
 fn seal(store: &Path, msg: &MailA2aMessage, dir: &Path) -> Vec<u8> {
     common::seal_smime_cli(store, msg, dir, false)
 }
@@ -128,27 +149,8 @@ fn mailseal_encrypts_openssl_decrypts_and_verifies() {
 fn openssl_encrypts_with_oaep_and_gcm_mailseal_opens() {
     let dir = tempfile::tempdir().unwrap();
     let s = alice_store(dir.path());
-    std::fs::write(
-        dir.path().join("inner.eml"),
-        request().to_inner_entity(true).unwrap(),
-    )
-    .unwrap();
     let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
-    openssl(
-        &[
-            "cms",
-            "-sign",
-            "-in",
-            "inner.eml",
-            "-signer",
-            &k("alice.sign.crt"),
-            "-inkey",
-            &k("alice.sign.key"),
-            "-out",
-            "signed.eml",
-        ],
-        dir.path(),
-    );
+    openssl_alice_signs(dir.path(), &request(), "signed.eml", &[]);
     openssl(
         &[
             "cms",
@@ -186,28 +188,12 @@ fn openssl_streamed_ber_signed_data_inside_streamed_authenveloped_data_opens() {
     // an opaque signed-data inside AuthEnvelopedData, both streamed.
     let dir = tempfile::tempdir().unwrap();
     let s = alice_store(dir.path());
-    std::fs::write(
-        dir.path().join("inner.eml"),
-        request().to_inner_entity(true).unwrap(),
-    )
-    .unwrap();
     let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
-    openssl(
-        &[
-            "cms",
-            "-sign",
-            "-nodetach",
-            "-stream",
-            "-in",
-            "inner.eml",
-            "-signer",
-            &k("alice.sign.crt"),
-            "-inkey",
-            &k("alice.sign.key"),
-            "-out",
-            "signed.eml",
-        ],
+    openssl_alice_signs(
         dir.path(),
+        &request(),
+        "signed.eml",
+        &["-nodetach", "-stream"],
     );
     openssl(
         &[
@@ -260,26 +246,7 @@ fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let s = alice_store(dir.path());
     let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
-    std::fs::write(
-        dir.path().join("inner.eml"),
-        request().to_inner_entity(true).unwrap(),
-    )
-    .unwrap();
-    openssl(
-        &[
-            "cms",
-            "-sign",
-            "-in",
-            "inner.eml",
-            "-signer",
-            &k("alice.sign.crt"),
-            "-inkey",
-            &k("alice.sign.key"),
-            "-out",
-            "signed.eml",
-        ],
-        dir.path(),
-    );
+    openssl_alice_signs(dir.path(), &request(), "signed.eml", &[]);
     openssl(
         &[
             "cms",
@@ -403,26 +370,7 @@ fn openssl_default_pkcs1_v15_key_transport_opens_without_a_padding_oracle() {
     let dir = tempfile::tempdir().unwrap();
     let s = alice_store(dir.path());
     let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
-    std::fs::write(
-        dir.path().join("inner.eml"),
-        request().to_inner_entity(true).unwrap(),
-    )
-    .unwrap();
-    openssl(
-        &[
-            "cms",
-            "-sign",
-            "-in",
-            "inner.eml",
-            "-signer",
-            &k("alice.sign.crt"),
-            "-inkey",
-            &k("alice.sign.key"),
-            "-out",
-            "signed.eml",
-        ],
-        dir.path(),
-    );
+    openssl_alice_signs(dir.path(), &request(), "signed.eml", &[]);
     openssl(
         &[
             "cms",
@@ -614,26 +562,7 @@ fn ecdh_p256_recipient_both_ways_with_openssl() {
         smime.open(&sealed, &policy).unwrap().verdict.protection,
         Protection::SignedEncrypted
     );
-    std::fs::write(
-        dir.path().join("inner2.eml"),
-        msg.to_inner_entity(true).unwrap(),
-    )
-    .unwrap();
-    openssl(
-        &[
-            "cms",
-            "-sign",
-            "-in",
-            "inner2.eml",
-            "-signer",
-            &k("alice.sign.crt"),
-            "-inkey",
-            &k("alice.sign.key"),
-            "-out",
-            "osigned.eml",
-        ],
-        dir.path(),
-    );
+    openssl_alice_signs(dir.path(), &msg, "osigned.eml", &[]);
     for extra in [vec![], vec!["-keyopt", "ecdh_kdf_md:sha256"]] {
         let mut args = vec![
             "cms",

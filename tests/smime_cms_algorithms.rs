@@ -103,6 +103,26 @@ fn x25519_store(dir: &Path, name: &str, files: &[&str]) -> PathBuf {
     s
 }
 
+/// Carlos: Ed25519 signing and X25519 key agreement, with Dana's X25519 certificate.
+fn carlos_store(dir: &Path) -> PathBuf {
+    x25519_store(
+        dir,
+        "carlos",
+        &[
+            "carlos.sign.crt",
+            "carlos.sign.key",
+            "carlos.encrypt.crt",
+            "carlos.encrypt.key",
+            "dana.encrypt.crt",
+        ],
+    )
+}
+
+/// Dana: her X25519 key agreement pair only.
+fn dana_store(dir: &Path) -> PathBuf {
+    x25519_store(dir, "dana", &["dana.encrypt.crt", "dana.encrypt.key"])
+}
+
 fn carlos_to_dana() -> MailA2aMessage {
     let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "x25519-1");
     env.set("correlationId", "x25519-c");
@@ -114,22 +134,8 @@ fn carlos_to_dana() -> MailA2aMessage {
 #[test]
 fn x25519_recipients_round_trip_rfc8418() {
     let dir = tempfile::tempdir().unwrap();
-    let carlos = x25519_store(
-        dir.path(),
-        "carlos",
-        &[
-            "carlos.sign.crt",
-            "carlos.sign.key",
-            "carlos.encrypt.crt",
-            "carlos.encrypt.key",
-            "dana.encrypt.crt",
-        ],
-    );
-    let dana = x25519_store(
-        dir.path(),
-        "dana",
-        &["dana.encrypt.crt", "dana.encrypt.key"],
-    );
+    let carlos = carlos_store(dir.path());
+    let dana = dana_store(dir.path());
     let msg = carlos_to_dana();
     let sealed = common::seal_smime_cli(&carlos, &msg, dir.path(), false);
     for store in [&dana, &carlos] {
@@ -183,18 +189,8 @@ fn x25519_chacha20_and_rfc9709_both_ways_with_an_independent_peer() {
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let carlos = x25519_store(
-        d,
-        "carlos",
-        &[
-            "carlos.sign.crt",
-            "carlos.sign.key",
-            "carlos.encrypt.crt",
-            "carlos.encrypt.key",
-            "dana.encrypt.crt",
-        ],
-    );
-    let dana = x25519_store(d, "dana", &["dana.encrypt.crt", "dana.encrypt.key"]);
+    let carlos = carlos_store(d);
+    let dana = dana_store(d);
     let dana_store = DirectoryStore::open(&dana).unwrap();
     let smime = Smime::new(&dana_store);
     let msg = carlos_to_dana();
@@ -279,7 +275,7 @@ fn fail_rfc9709_key_derivation_stripped_from_the_identifier() {
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let dana = x25519_store(d, "dana", &["dana.encrypt.crt", "dana.encrypt.key"]);
+    let dana = dana_store(d);
     let store = DirectoryStore::open(&dana).unwrap();
     let input = d.join("in.txt");
     std::fs::write(&input, b"Content-Type: text/plain\r\n\r\nhi\r\n").unwrap();
@@ -314,18 +310,8 @@ fn fail_truncated_extended_or_relengthened_cms_is_refused() {
     // authentication failures, and nothing opens.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let carlos = x25519_store(
-        d,
-        "carlos",
-        &[
-            "carlos.sign.crt",
-            "carlos.sign.key",
-            "carlos.encrypt.crt",
-            "carlos.encrypt.key",
-            "dana.encrypt.crt",
-        ],
-    );
-    let dana = x25519_store(d, "dana", &["dana.encrypt.crt", "dana.encrypt.key"]);
+    let carlos = carlos_store(d);
+    let dana = dana_store(d);
     let store = DirectoryStore::open(&dana).unwrap();
     let smime = Smime::new(&store);
     let sealed = common::seal_smime_cli(&carlos, &carlos_to_dana(), d, false);
