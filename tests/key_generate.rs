@@ -69,6 +69,15 @@ fn key_file(store: &Path) -> PathBuf {
     keys[0].clone()
 }
 
+/// `openssl verify -purpose smimesign` of `cert` under `ca` must succeed.
+fn verify_smimesign(dir: &Path, ca: &Path, cert: &Path) {
+    let (ca, cert) = (ca.to_str().unwrap(), cert.to_str().unwrap());
+    openssl(
+        &["verify", "-CAfile", ca, "-purpose", "smimesign", cert],
+        dir,
+    );
+}
+
 fn text(cert: &Path, dir: &Path) -> String {
     let out = openssl(
         &["x509", "-in", cert.to_str().unwrap(), "-noout", "-text"],
@@ -95,8 +104,7 @@ fn self_signed_p256_is_an_smime_certificate_openssl_accepts() {
     }
     // OpenSSL's smimeencrypt purpose asks for keyEncipherment, which is RSA's usage; an
     // EC key agrees keys (RFC 8550), which the ECDH interop tests exercise instead.
-    let c = cert.to_str().unwrap();
-    openssl(&["verify", "-CAfile", c, "-purpose", "smimesign", c], d);
+    verify_smimesign(d, &cert, &cert);
     key_file(&d.join("alice"));
 }
 
@@ -124,17 +132,7 @@ fn ca_issued_identities_seal_and_open_with_openssl_both_ways() {
             ca_key.to_str().unwrap(),
         ],
     );
-    openssl(
-        &[
-            "verify",
-            "-CAfile",
-            ca.to_str().unwrap(),
-            "-purpose",
-            "smimesign",
-            alice.to_str().unwrap(),
-        ],
-        d,
-    );
+    verify_smimesign(d, &ca, &alice);
     // Bob: RSA-3072, self-signed. They exchange certificates; Bob trusts the CA.
     let bob = generate(
         d,
@@ -302,17 +300,7 @@ fn rfc9216_ca_issues_from_its_key_file() {
         ],
     );
     assert!(text(&cert, d).contains("Signature Algorithm: sha256WithRSAEncryption"));
-    openssl(
-        &[
-            "verify",
-            "-CAfile",
-            ca.to_str().unwrap(),
-            "-purpose",
-            "smimesign",
-            cert.to_str().unwrap(),
-        ],
-        d,
-    );
+    verify_smimesign(d, &ca, &cert);
 }
 
 #[test]
@@ -378,17 +366,7 @@ fn ca_in_the_store_issues_by_fingerprint() {
         .unwrap_or_else(|| panic!("no CA with its key in:\n{list}"))
         .to_string();
     let cert = generate(d, "ca", &["--email", "frank@example.org", "--issuer", &fpr]);
-    openssl(
-        &[
-            "verify",
-            "-CAfile",
-            ca.to_str().unwrap(),
-            "-purpose",
-            "smimesign",
-            cert.to_str().unwrap(),
-        ],
-        d,
-    );
+    verify_smimesign(d, &ca, &cert);
     // An unknown fingerprint is an error, not a self-signed certificate.
     let out = run(
         &[
