@@ -6,7 +6,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
 use common::{fixture, openssl, run};
 use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::keystore::DirectoryStore;
@@ -443,12 +442,10 @@ fn signature_span(sealed: &[u8]) -> (usize, usize) {
 /// Re-encodes `der` as the signature part of `sealed`.
 fn with_signature(sealed: &[u8], der: &[u8]) -> Vec<u8> {
     let (start, end) = signature_span(sealed);
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&[u8]> = b64.as_bytes().chunks(76).collect();
     // mail-builder ends a base64 body with CRLF before the delimiter's own CRLF.
     [
         &sealed[..start],
-        &lines.join(&b"\r\n"[..])[..],
+        &common::base64_lines(der)[..],
         b"\r\n",
         &sealed[end..],
     ]
@@ -457,14 +454,7 @@ fn with_signature(sealed: &[u8], der: &[u8]) -> Vec<u8> {
 
 fn signature_der(sealed: &[u8]) -> Vec<u8> {
     let (start, end) = signature_span(sealed);
-    let compact: Vec<u8> = sealed[start..end]
-        .iter()
-        .copied()
-        .filter(|c| !c.is_ascii_whitespace())
-        .collect();
-    base64::engine::general_purpose::STANDARD
-        .decode(compact)
-        .unwrap()
+    common::unbase64(&sealed[start..end])
 }
 
 #[test]

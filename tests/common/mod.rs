@@ -158,10 +158,9 @@ pub fn body_span(sealed: &[u8]) -> (usize, usize) {
     (start, sealed.len())
 }
 
-/// The DER inside the base64 body of a one-part S/MIME message.
-pub fn der_of(sealed: &[u8]) -> Vec<u8> {
-    let (s, e) = body_span(sealed);
-    let compact: Vec<u8> = sealed[s..e]
+/// The bytes of a base64 body in lines (whitespace ignored).
+pub fn unbase64(body: &[u8]) -> Vec<u8> {
+    let compact: Vec<u8> = body
         .iter()
         .copied()
         .filter(|c| !c.is_ascii_whitespace())
@@ -171,12 +170,23 @@ pub fn der_of(sealed: &[u8]) -> Vec<u8> {
         .unwrap()
 }
 
+/// `bytes` as a base64 body: lines of 76 characters joined by CRLF, no final CRLF.
+pub fn base64_lines(bytes: &[u8]) -> Vec<u8> {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let lines: Vec<&[u8]> = b64.as_bytes().chunks(76).collect();
+    lines.join(&b"\r\n"[..])
+}
+
+/// The DER inside the base64 body of a one-part S/MIME message.
+pub fn der_of(sealed: &[u8]) -> Vec<u8> {
+    let (s, e) = body_span(sealed);
+    unbase64(&sealed[s..e])
+}
+
 /// `sealed` with its base64 body replaced by `der`.
 pub fn with_der(sealed: &[u8], der: &[u8]) -> Vec<u8> {
     let (s, _) = body_span(sealed);
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&[u8]> = b64.as_bytes().chunks(76).collect();
-    [&sealed[..s], &lines.join(&b"\r\n"[..])[..], b"\r\n"].concat()
+    [&sealed[..s], &base64_lines(der)[..], b"\r\n"].concat()
 }
 
 /// Whether an optional peer is usable; when it is not, says why and returns `false` so
