@@ -67,7 +67,12 @@ impl<'a> Dispatcher<'a> {
 
     /// A dispatcher with every profile this build has, over `store`.
     pub fn with_store(store: &'a dyn crate::keystore::KeyStore) -> Self {
-        Dispatcher::new().with_profile(Profile::Smime, Box::new(crate::smime::Smime::new(store)))
+        Dispatcher::new()
+            .with_profile(Profile::Smime, Box::new(crate::smime::Smime::new(store)))
+            .with_profile(
+                Profile::OpenPgp,
+                Box::new(crate::openpgp::OpenPgp::new(store)),
+            )
     }
 
     /// Adds the opener of a profile.

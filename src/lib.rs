@@ -14,11 +14,13 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod binding;
 pub mod dispatch;
 pub mod envelope;
 pub mod error;
 pub mod keystore;
 pub mod message;
+pub mod openpgp;
 pub mod profile;
 pub mod replay;
 pub mod seal;

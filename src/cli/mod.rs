@@ -160,9 +160,13 @@ enum KeyCommand {
 
 #[derive(Args)]
 struct GenerateArgs {
-    /// What kind of key: smime.
+    /// What kind of key: smime or openpgp.
     #[arg(long)]
     kind: String,
+    /// OpenPGP only: rfc4880 (default: a v4 Ed25519/Cv25519 key, which GnuPG 2.2
+    /// reads) or rfc9580 (a v6 key; SEIPDv2 messages).
+    #[arg(long)]
+    profile: Option<String>,
     /// The email address the certificate names (required unless --ca).
     #[arg(long)]
     email: Option<String>,
@@ -191,8 +195,9 @@ struct GenerateArgs {
     /// Passphrase for an encrypted issuer key: the first line of this file.
     #[arg(long, value_name = "FILE")]
     passphrase_file: Option<PathBuf>,
-    /// Also write the new certificate(s) here as PEM, to give to peers.
-    #[arg(long, value_name = "FILE")]
+    /// Also write the new certificate(s) here (PEM, or an armored OpenPGP
+    /// certificate), to give to peers.
+    #[arg(long, value_name = "FILE", alias = "export-cert")]
     cert_out: Option<PathBuf>,
 }
 
@@ -495,6 +500,9 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
     opts.outer_hints = a.outer_hints;
     let sealed = match profile {
         crate::profile::Profile::Smime => crate::smime::Smime::new(&store).seal(&plain, &opts),
+        crate::profile::Profile::OpenPgp => {
+            crate::openpgp::OpenPgp::new(&store).seal(&plain, &opts)
+        }
         other => Err(crate::seal::SealError::ProfileUnavailable(other)),
     }
     .map_err(|e| Failure::from("seal", e))?;
@@ -567,11 +575,45 @@ fn print_entries(verb: &str, entries: &[crate::keystore::KeyEntry]) {
     }
 }
 
+fn generate_openpgp(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
+    let email = a.email.as_deref().ok_or_else(|| {
+        Failure::new(ExitCode::Usage, "key generate --kind openpgp needs --email")
+    })?;
+    let profile: crate::openpgp::KeyProfile = a
+        .profile
+        .as_deref()
+        .unwrap_or("rfc4880")
+        .parse()
+        .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    let tsk = crate::openpgp::generate(email, a.name.as_deref(), profile)
+        .map_err(|e| Failure::from("generate", e))?;
+    let entries = store
+        .import(&tsk, "generated", false)
+        .map_err(|e| Failure::from("generate", e))?;
+    print_entries("generated", &entries);
+    if let Some(out) = &a.cert_out {
+        let cert = crate::openpgp::keys::armored_certificate(&tsk)
+            .map_err(|e| Failure::from("generate", e))?;
+        write_output(Some(out), &cert)?;
+    }
+    Ok(())
+}
+
 fn generate(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
-    if a.kind != "smime" {
+    match a.kind.as_str() {
+        "smime" => {}
+        "openpgp" => return generate_openpgp(store, a),
+        other => {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                format!("key generate --kind {other}: smime or openpgp in this build"),
+            ))
+        }
+    }
+    if a.profile.is_some() {
         return Err(Failure::new(
             ExitCode::Usage,
-            format!("key generate --kind {}: only smime in this build", a.kind),
+            "--profile is for --kind openpgp",
         ));
     }
     let kind: crate::smime::KeyKind = a

@@ -4,9 +4,12 @@
 //! STORE/certs/FPR.pem     certificates (0644)
 //! STORE/anchors/FPR.pem   trust anchors (0644)
 //! STORE/keys/FPR.pem      PKCS#8 private keys (0600)
+//! STORE/openpgp/OFPR.pgp  OpenPGP certificates, binary, public parts (0644)
+//! STORE/openpgp-keys/OFPR.pgp  OpenPGP transferable secret keys, unlocked (0600)
 //! ```
 //! `FPR` is the public-key [`fingerprint`](super::fingerprint), so a key and its
-//! certificate share a name whichever is imported first.
+//! certificate share a name whichever is imported first; `OFPR` is the OpenPGP
+//! fingerprint of the certificate.
 
 use std::fs;
 use std::io::Write;
@@ -80,7 +83,7 @@ impl DirectoryStore {
     /// by group or others is refused: its private keys would not be private.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, KeyStoreError> {
         let root = root.into();
-        for sub in ["", "certs", "anchors", "keys"] {
+        for sub in ["", "certs", "anchors", "keys", "openpgp", "openpgp-keys"] {
             let dir = root.join(sub);
             if !dir.exists() {
                 fs::create_dir_all(&dir).map_err(io(&dir))?;
@@ -90,7 +93,7 @@ impl DirectoryStore {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            for sub in ["", "keys"] {
+            for sub in ["", "keys", "openpgp-keys"] {
                 let dir = root.join(sub);
                 let mode = fs::metadata(&dir).map_err(io(&dir))?.permissions().mode() & 0o777;
                 if mode & 0o077 != 0 {
@@ -113,11 +116,16 @@ impl DirectoryStore {
     }
 
     fn pems(&self, sub: &str) -> Result<Vec<(String, PathBuf)>, KeyStoreError> {
+        self.files(sub, "pem")
+    }
+
+    /// The files `*.EXT` in a subdirectory, by name.
+    fn files(&self, sub: &str, ext: &str) -> Result<Vec<(String, PathBuf)>, KeyStoreError> {
         let dir = self.root.join(sub);
         let mut out = Vec::new();
         for entry in fs::read_dir(&dir).map_err(io(&dir))? {
             let path = entry.map_err(io(&dir))?.path();
-            if path.extension().is_some_and(|e| e == "pem") {
+            if path.extension().is_some_and(|e| e == ext) {
                 if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
                     out.push((stem.to_string(), path));
                 }
@@ -178,6 +186,36 @@ impl DirectoryStore {
         Ok(out)
     }
 
+    /// Stores every certificate (and secret key) of an OpenPGP input.
+    fn import_openpgp(
+        &self,
+        input: &[u8],
+        what: &str,
+        passphrase: Option<&[u8]>,
+    ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        let certs = crate::openpgp::keys::read_certs(input, what, passphrase)?;
+        let mut entries = Vec::new();
+        for c in certs {
+            let name = format!("{}.pgp", c.fingerprint);
+            // A certificate already stored is merged with the new copy (new User IDs,
+            // subkeys, revocations), never replaced by an older one.
+            let path = self.root.join("openpgp").join(&name);
+            let public = match fs::read(&path) {
+                Ok(old) => crate::openpgp::keys::merge(&old, &c.public).unwrap_or(c.public),
+                Err(_) => c.public,
+            };
+            write_file(&path, &public, 0o644)?;
+            let mut entry = c.entry;
+            if let Some(secret) = c.secret {
+                write_file(&self.root.join("openpgp-keys").join(&name), &secret, 0o600)?;
+            } else {
+                entry.has_private_key = self.root.join("openpgp-keys").join(&name).exists();
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+
     fn has_key(&self, fpr: &str) -> bool {
         self.root.join("keys").join(format!("{fpr}.pem")).exists()
     }
@@ -196,6 +234,9 @@ impl KeyStore for DirectoryStore {
         trusted: bool,
         passphrase: Option<&[u8]>,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        if crate::openpgp::keys::looks_like_openpgp(input) {
+            return self.import_openpgp(input, what, passphrase);
+        }
         let materials = read_all(input, what, passphrase)?;
         let mut imported_keys = Vec::new();
         let mut entries = Vec::new();
@@ -265,6 +306,13 @@ impl KeyStore for DirectoryStore {
                 out.push(e);
             }
         }
+        for (fpr, path) in self.files("openpgp", "pgp")? {
+            let bytes = fs::read(&path).map_err(io(&path))?;
+            if let Some(cert) = crate::openpgp::keys::parse_stored(&bytes) {
+                let secret = self.root.join("openpgp-keys").join(format!("{fpr}.pgp"));
+                out.push(crate::openpgp::keys::entry(&cert, secret.exists()));
+            }
+        }
         for (fpr, path) in self.pems("keys")? {
             if with_cert.contains(&fpr) {
                 continue;
@@ -310,5 +358,28 @@ impl KeyStore for DirectoryStore {
         let der = read_key(&path)?;
         let (alg, _) = key_public(&der, &path.display().to_string())?;
         Ok(Some(SecretKey::new(fpr.to_string(), alg, der)))
+    }
+
+    fn openpgp_certificates(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        let mut out = Vec::new();
+        for (_, path) in self.files("openpgp", "pgp")? {
+            out.push(fs::read(&path).map_err(io(&path))?);
+        }
+        Ok(out)
+    }
+
+    fn openpgp_secret_key(&self, fpr: &str) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError> {
+        if fpr.is_empty() || !fpr.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let path = self
+            .root
+            .join("openpgp-keys")
+            .join(format!("{}.pgp", fpr.to_ascii_lowercase()));
+        match fs::read(&path) {
+            Ok(bytes) => Ok(Some(Zeroizing::new(bytes))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&path)(e)),
+        }
     }
 }

@@ -95,6 +95,8 @@ pub enum EntryKind {
     TrustAnchor,
     /// A private key with no certificate in the store yet.
     PrivateKey,
+    /// An OpenPGP certificate (with its secret keys when `has_private_key`).
+    OpenPgpCertificate,
 }
 
 impl fmt::Display for EntryKind {
@@ -103,6 +105,7 @@ impl fmt::Display for EntryKind {
             Self::Certificate => "certificate",
             Self::TrustAnchor => "trust-anchor",
             Self::PrivateKey => "private-key",
+            Self::OpenPgpCertificate => "openpgp",
         })
     }
 }
@@ -213,6 +216,12 @@ pub fn describe_with_passphrase(
     what: &str,
     passphrase: Option<&[u8]>,
 ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+    if crate::openpgp::keys::looks_like_openpgp(input) {
+        return Ok(crate::openpgp::keys::read_certs(input, what, passphrase)?
+            .into_iter()
+            .map(|c| c.entry)
+            .collect());
+    }
     let mut out = Vec::new();
     for m in material::read_all(input, what, passphrase)? {
         out.push(match m {
@@ -260,6 +269,14 @@ pub trait KeyStore {
     fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError>;
     /// The private key matching a certificate's fingerprint, if held.
     fn private_key(&self, fingerprint: &str) -> Result<Option<SecretKey>, KeyStoreError>;
+    /// Every OpenPGP certificate in the store, binary, without secret key material.
+    fn openpgp_certificates(&self) -> Result<Vec<Vec<u8>>, KeyStoreError>;
+    /// The transferable secret key (binary, unlocked) of the OpenPGP certificate with
+    /// this fingerprint (lower-case hex), if the store holds it.
+    fn openpgp_secret_key(
+        &self,
+        fingerprint: &str,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError>;
 }
 
 /// A certificate and its PKCS#8 key as one PEM text (certificate first), the form

@@ -13,6 +13,8 @@ mod mime;
 mod parse;
 mod transfer;
 
+mod canonical;
+pub(crate) use canonical::{canonical_crlf, random_boundary};
 pub(crate) use compose::{content_len, size_hint, with_body, write_header_section};
 pub use limits::Limits;
 pub(crate) use parse::{read_outer, Outer};

@@ -25,7 +25,7 @@ use mail_builder::mime::MimePart;
 use time::OffsetDateTime;
 use x509_cert::Certificate;
 
-use crate::envelope::{Code, ValidationContext, Violation};
+use crate::envelope::ValidationContext;
 use crate::error::{A2aErrorType, Classify, ExitCode};
 use crate::keystore::{KeyStore, StoredCertificate};
 use crate::message::{
@@ -33,7 +33,7 @@ use crate::message::{
 };
 use crate::profile::{Profile, Protection};
 use crate::seal::{
-    OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignerIdentity, Verdict,
+    OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignerIdentity,
 };
 
 use certificate::Trust;
@@ -291,7 +291,7 @@ impl SignedEntityWriter<'_> {
         // for correctness, not expected to happen).
         let (boundary, inner) = loop {
             out.truncate(begin);
-            let boundary = random_boundary()?;
+            let boundary = crate::message::random_boundary()?;
             out.extend_from_slice(b"Content-Type: multipart/signed;\r\n protocol=\"application/pkcs7-signature\";\r\n micalg=\"");
             out.extend_from_slice(micalg(self.cert).as_bytes());
             out.extend_from_slice(b"\";\r\n boundary=\"");
@@ -339,17 +339,6 @@ Content-Transfer-Encoding: base64\r\n\r\n",
     }
 }
 
-/// A MIME boundary of 192 random bits.
-fn random_boundary() -> Result<String, SealError> {
-    use aws_lc_rs::rand::SecureRandom;
-    let mut bytes = [0u8; 24];
-    aws_lc_rs::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| SealError::Crypto("no randomness".into()))?;
-    let hex = crate::keystore::hex(&bytes);
-    Ok(format!("{}_{}_{}", &hex[..16], &hex[16..32], &hex[32..]))
-}
-
 /// RFC 8551 §3.5.3.2 micalg for the signer's digest.
 fn micalg(cert: &Certificate) -> &'static str {
     let spki = cert.tbs_certificate().subject_public_key_info();
@@ -370,83 +359,6 @@ fn micalg(cert: &Certificate) -> &'static str {
 
 fn addresses_of(cert: &Certificate) -> Vec<String> {
     crate::keystore::emails_of(cert)
-}
-
-fn mismatch(name: &str) -> Violation {
-    Violation::new(
-        format!("header:{name}"),
-        Code::HintMismatch,
-        "outer header differs from the protected one",
-    )
-}
-
-/// RFC 9788 / DESIGN: every outer value that is also protected must match it.
-fn compare_outer(
-    outer: &crate::message::Headers,
-    inner: &crate::message::Headers,
-    encrypted: bool,
-) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let norm = |m: &Option<crate::message::Mailbox>| m.as_ref().map(|m| m.normalized());
-    let list = |l: &[crate::message::Mailbox]| {
-        let mut v: Vec<String> = l.iter().map(|m| m.normalized()).collect();
-        v.sort();
-        v
-    };
-    // Only values the outer message shows are compared: a missing outer field is no
-    // claim (OpenSSL's `cms -sign` writes none), the inner one is authoritative.
-    if outer.from.is_some() && norm(&outer.from) != norm(&inner.from) {
-        out.push(mismatch("From"));
-    }
-    if !outer.to.is_empty() && list(&outer.to) != list(&inner.to) {
-        out.push(mismatch("To"));
-    }
-    if !outer.cc.is_empty() && list(&outer.cc) != list(&inner.cc) {
-        out.push(mismatch("Cc"));
-    }
-    if outer.message_id.is_some() && outer.message_id != inner.message_id {
-        out.push(mismatch("Message-ID"));
-    }
-    if outer.in_reply_to.is_some() && outer.in_reply_to != inner.in_reply_to {
-        out.push(mismatch("In-Reply-To"));
-    }
-    if outer.date.is_some() && outer.date != inner.date {
-        out.push(mismatch("Date"));
-    }
-    // A signed-only message shows its Subject; an encrypted one shows "[...]" outside.
-    if !encrypted && outer.subject.is_some() && outer.subject != inner.subject {
-        out.push(mismatch("Subject"));
-    }
-    let hints = [
-        (
-            "Mail-A2A-Binding",
-            &outer.hints.binding,
-            &inner.hints.binding,
-        ),
-        (
-            "Mail-A2A-Operation",
-            &outer.hints.operation,
-            &inner.hints.operation,
-        ),
-        ("Mail-A2A-Kind", &outer.hints.kind, &inner.hints.kind),
-        (
-            "Mail-A2A-Correlation-ID",
-            &outer.hints.correlation_id,
-            &inner.hints.correlation_id,
-        ),
-        (
-            "Mail-A2A-Sequence",
-            &outer.hints.sequence,
-            &inner.hints.sequence,
-        ),
-        ("Mail-A2A-Final", &outer.hints.final_, &inner.hints.final_),
-    ];
-    for (name, o, i) in hints {
-        if o.is_some() && o != i {
-            out.push(mismatch(name));
-        }
-    }
-    out
 }
 
 /// What opening the S/MIME layers established, before the entity is read as MailA2A.
@@ -586,7 +498,7 @@ impl Smime<'_> {
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
             // RFC 8551 3.1.1: the signature covers the canonical (CRLF) form; mail
             // stored with bare LF line ends is canonicalised before the digest.
-            let entity = canonical_crlf(content.entity);
+            let entity = crate::message::canonical_crlf(content.entity);
             let verified = signed_data::verify_detached(&cms, &entity)?;
             Ok((entity, verified))
         } else if matches!(
@@ -736,103 +648,31 @@ impl Opener for Smime<'_> {
             authenticated_encryption,
             outer_headers,
         } = self.verify(raw, policy)?;
-        // Only now is the content authentic: read it as the inner MailA2A message.
-        let inner = MailA2aMessage::parse(&entity[range], &policy.limits)?;
-        let mut violations = inner.check(&ValidationContext::new(Some(Profile::Smime)));
-        violations.extend(compare_outer(&outer_headers, &inner.headers, encrypted));
-        if !violations.is_empty() {
-            return Err(OpenError::Invalid(violations));
-        }
-        let from = inner.sender().unwrap_or_default();
-        let emails = addresses_of(&verified.cert);
-        if !emails.contains(&from) {
-            return Err(OpenError::Binding(format!(
-                "the signer's certificate does not name the sender {from}"
-            )));
-        }
-        if !policy.our_addresses.is_empty() {
-            let ours: Vec<String> = policy
-                .our_addresses
-                .iter()
-                .map(|a| a.to_ascii_lowercase())
-                .collect();
-            let listed = inner
-                .headers
-                .to
-                .iter()
-                .chain(&inner.headers.cc)
-                .any(|m| ours.contains(&m.normalized()));
-            if !listed {
-                return Err(OpenError::Binding(
-                    "we are not a protected recipient (forwarded message)".into(),
-                ));
-            }
-        }
         // Legacy CBC is confidentiality without integrity: only the signature counts.
-        let got = if encrypted && authenticated_encryption {
+        let protection = if encrypted && authenticated_encryption {
             Protection::SignedEncrypted
         } else {
             Protection::Signed
         };
-        policy.check_protection(&inner, got)?;
-        let fingerprint = cert_fingerprint(&verified.cert);
-        let mut protected_headers: Vec<String> = [
-            "From",
-            "To",
-            "Cc",
-            "Date",
-            "Message-ID",
-            "In-Reply-To",
-            "References",
-            "Subject",
-        ]
-        .into_iter()
-        .map(String::from)
-        .collect();
-        protected_headers.extend(inner.headers.hints.iter().map(|(n, _)| n.to_string()));
-        Ok(Opened {
-            message: inner,
-            verdict: Verdict {
-                profile: Some(Profile::Smime),
-                protection: got,
-                signer: Some(SignerIdentity::Certificate {
-                    fingerprint,
-                    emails,
+        let signer_emails = addresses_of(&verified.cert);
+        crate::binding::finish(
+            crate::binding::Authenticated {
+                profile: Profile::Smime,
+                entity: &entity[range],
+                outer_headers: &outer_headers,
+                encrypted,
+                protection,
+                signer: SignerIdentity::Certificate {
+                    fingerprint: cert_fingerprint(&verified.cert),
+                    emails: signer_emails.clone(),
                     trusted: true,
-                }),
-                protected_headers,
-                outer_headers_matched: true,
-                algorithm: Some(verified.algorithm.to_string()),
+                },
+                signer_emails,
+                algorithm: verified.algorithm.to_string(),
             },
-        })
+            policy,
+        )
     }
-}
-
-/// Bare LF (and bare CR) become CRLF; CRLF stays.
-fn canonical_crlf(entity: &[u8]) -> Cow<'_, [u8]> {
-    // Already canonical when every LF follows a CR and there are as many CRs as LFs
-    // (then no CR is bare): two SIMD scans instead of a look at every byte.
-    let lf_after_cr = memchr::memchr_iter(b'\n', entity).all(|i| i > 0 && entity[i - 1] == b'\r');
-    if lf_after_cr
-        && memchr::memchr_iter(b'\r', entity).count() == memchr::memchr_iter(b'\n', entity).count()
-    {
-        return Cow::Borrowed(entity);
-    }
-    let mut out = Vec::with_capacity(entity.len() + entity.len() / 32);
-    let mut i = 0;
-    while i < entity.len() {
-        match entity[i] {
-            b'\r' if entity.get(i + 1) == Some(&b'\n') => {
-                out.extend_from_slice(b"\r\n");
-                i += 2;
-                continue;
-            }
-            b'\r' | b'\n' => out.extend_from_slice(b"\r\n"),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    Cow::Owned(out)
 }
 
 /// The key store's fingerprint of a certificate (its public key).
@@ -854,30 +694,4 @@ fn certs(stored: Vec<StoredCertificate>) -> Vec<Certificate> {
         .iter()
         .filter_map(|c| Certificate::from_der(&c.der).ok())
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::canonical_crlf;
-
-    #[test]
-    fn canonical_crlf_fixes_bare_line_ends_only() {
-        let cases: [(&[u8], &[u8]); 7] = [
-            (b"a\r\nb\r\n", b"a\r\nb\r\n"),
-            (b"a\nb\n", b"a\r\nb\r\n"),
-            (b"a\rb", b"a\r\nb"),
-            (b"\n", b"\r\n"),
-            (b"a\r\r\nb", b"a\r\n\r\nb"),
-            (b"a\r\n\nb\r", b"a\r\n\r\nb\r\n"),
-            (b"", b""),
-        ];
-        for (input, expected) in cases {
-            assert_eq!(
-                canonical_crlf(input),
-                expected,
-                "{}",
-                String::from_utf8_lossy(input)
-            );
-        }
-    }
 }

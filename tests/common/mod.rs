@@ -206,3 +206,77 @@ pub fn peer_available(name: &str, probe: &mut Command) -> bool {
     }
     ok
 }
+
+/// A throw-away GnuPG home (the real `gpg`, on every machine): batch mode, no agent
+/// prompts, no trust database questions.
+pub struct Gpg {
+    /// The GNUPGHOME directory.
+    pub home: tempfile::TempDir,
+}
+
+impl Gpg {
+    /// A new empty keyring.
+    pub fn new() -> Self {
+        let home = tempfile::Builder::new()
+            .prefix("gpg")
+            .tempdir()
+            .expect("temp dir");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o700))
+                .expect("chmod");
+        }
+        Gpg { home }
+    }
+
+    /// Runs `gpg ARGS` with `stdin`; the output, whatever the exit status.
+    pub fn try_run(&self, args: &[&str], stdin: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = Command::new("gpg")
+            .env("GNUPGHOME", self.home.path())
+            .args([
+                "--batch",
+                "--yes",
+                "--no-tty",
+                "--pinentry-mode",
+                "loopback",
+                "--trust-model",
+                "always",
+            ])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gpg is on every machine");
+        let mut input = child.stdin.take().expect("stdin");
+        let data = stdin.to_vec();
+        let writer = std::thread::spawn(move || {
+            let _ = input.write_all(&data);
+        });
+        let out = child.wait_with_output().expect("gpg finishes");
+        let _ = writer.join();
+        out
+    }
+
+    /// Runs `gpg ARGS`; fails the test if gpg fails.
+    pub fn run(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let out = self.try_run(args, stdin);
+        assert!(
+            out.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+/// The bytes from `begin` (an armor header line) through its END line, inclusive.
+pub fn armored_block(text: &[u8], kind: &str) -> Vec<u8> {
+    let begin = format!("-----BEGIN PGP {kind}-----");
+    let end = format!("-----END PGP {kind}-----");
+    let s = memchr::memmem::find(text, begin.as_bytes()).expect("armor begins");
+    let e = s + memchr::memmem::find(&text[s..], end.as_bytes()).expect("armor ends") + end.len();
+    text[s..e].to_vec()
+}

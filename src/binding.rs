@@ -1,0 +1,165 @@
+//! What every profile checks once its cryptography passed: the authenticated entity is
+//! read as the inner MailA2A message, the outer headers must agree with it (RFC 9788),
+//! the verified signer must be its From and we one of its recipients (DESIGN decision
+//! 7), and the protection must be enough for the operation (decision 8).
+//!
+//! Profiles differ in how they establish *who signed*; from there on, one code path.
+
+use crate::envelope::{Code, ValidationContext, Violation};
+use crate::message::{Headers, MailA2aMessage};
+use crate::profile::{Profile, Protection};
+use crate::seal::{OpenError, OpenPolicy, Opened, SignerIdentity, Verdict};
+
+/// An entity whose signature (and, when encrypted, integrity) a profile verified.
+pub(crate) struct Authenticated<'a> {
+    /// The profile that verified it.
+    pub profile: Profile,
+    /// The signed entity, exactly as signed.
+    pub entity: &'a [u8],
+    /// The outermost message's headers (routing hints to compare).
+    pub outer_headers: &'a Headers,
+    /// Whether it arrived encrypted (the outer Subject is then obscured).
+    pub encrypted: bool,
+    /// What the cryptography established.
+    pub protection: Protection,
+    /// The verified signer.
+    pub signer: SignerIdentity,
+    /// The signer's addresses, from its authenticated certificate.
+    pub signer_emails: Vec<String>,
+    /// The signature algorithm.
+    pub algorithm: String,
+}
+
+/// Reads `a.entity` as the inner message and applies the binding's checks.
+pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened, OpenError> {
+    // Only now is the content authentic: read it as the inner MailA2A message.
+    let inner = MailA2aMessage::parse(a.entity, &policy.limits)?;
+    let mut violations = inner.check(&ValidationContext::new(Some(a.profile)));
+    violations.extend(compare_outer(a.outer_headers, &inner.headers, a.encrypted));
+    if !violations.is_empty() {
+        return Err(OpenError::Invalid(violations));
+    }
+    let from = inner.sender().unwrap_or_default();
+    if !a.signer_emails.contains(&from) {
+        return Err(OpenError::Binding(format!(
+            "the signer's certificate does not name the sender {from}"
+        )));
+    }
+    if !policy.our_addresses.is_empty() {
+        let ours: Vec<String> = policy
+            .our_addresses
+            .iter()
+            .map(|a| a.to_ascii_lowercase())
+            .collect();
+        let listed = inner
+            .headers
+            .to
+            .iter()
+            .chain(&inner.headers.cc)
+            .any(|m| ours.contains(&m.normalized()));
+        if !listed {
+            return Err(OpenError::Binding(
+                "we are not a protected recipient (forwarded message)".into(),
+            ));
+        }
+    }
+    policy.check_protection(&inner, a.protection)?;
+    let mut protected_headers: Vec<String> = [
+        "From",
+        "To",
+        "Cc",
+        "Date",
+        "Message-ID",
+        "In-Reply-To",
+        "References",
+        "Subject",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    protected_headers.extend(inner.headers.hints.iter().map(|(n, _)| n.to_string()));
+    Ok(Opened {
+        message: inner,
+        verdict: Verdict {
+            profile: Some(a.profile),
+            protection: a.protection,
+            signer: Some(a.signer),
+            protected_headers,
+            outer_headers_matched: true,
+            algorithm: Some(a.algorithm),
+        },
+    })
+}
+
+fn mismatch(name: &str) -> Violation {
+    Violation::new(
+        format!("header:{name}"),
+        Code::HintMismatch,
+        "outer header differs from the protected one",
+    )
+}
+
+/// RFC 9788 / DESIGN: every outer value that is also protected must match it.
+fn compare_outer(outer: &Headers, inner: &Headers, encrypted: bool) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let norm = |m: &Option<crate::message::Mailbox>| m.as_ref().map(|m| m.normalized());
+    let list = |l: &[crate::message::Mailbox]| {
+        let mut v: Vec<String> = l.iter().map(|m| m.normalized()).collect();
+        v.sort();
+        v
+    };
+    // Only values the outer message shows are compared: a missing outer field is no
+    // claim (OpenSSL's `cms -sign` writes none), the inner one is authoritative.
+    if outer.from.is_some() && norm(&outer.from) != norm(&inner.from) {
+        out.push(mismatch("From"));
+    }
+    if !outer.to.is_empty() && list(&outer.to) != list(&inner.to) {
+        out.push(mismatch("To"));
+    }
+    if !outer.cc.is_empty() && list(&outer.cc) != list(&inner.cc) {
+        out.push(mismatch("Cc"));
+    }
+    if outer.message_id.is_some() && outer.message_id != inner.message_id {
+        out.push(mismatch("Message-ID"));
+    }
+    if outer.in_reply_to.is_some() && outer.in_reply_to != inner.in_reply_to {
+        out.push(mismatch("In-Reply-To"));
+    }
+    if outer.date.is_some() && outer.date != inner.date {
+        out.push(mismatch("Date"));
+    }
+    // A signed-only message shows its Subject; an encrypted one shows "[...]" outside.
+    if !encrypted && outer.subject.is_some() && outer.subject != inner.subject {
+        out.push(mismatch("Subject"));
+    }
+    let hints = [
+        (
+            "Mail-A2A-Binding",
+            &outer.hints.binding,
+            &inner.hints.binding,
+        ),
+        (
+            "Mail-A2A-Operation",
+            &outer.hints.operation,
+            &inner.hints.operation,
+        ),
+        ("Mail-A2A-Kind", &outer.hints.kind, &inner.hints.kind),
+        (
+            "Mail-A2A-Correlation-ID",
+            &outer.hints.correlation_id,
+            &inner.hints.correlation_id,
+        ),
+        (
+            "Mail-A2A-Sequence",
+            &outer.hints.sequence,
+            &inner.hints.sequence,
+        ),
+        ("Mail-A2A-Final", &outer.hints.final_, &inner.hints.final_),
+    ];
+    for (name, o, i) in hints {
+        if o.is_some() && o != i {
+            out.push(mismatch(name));
+        }
+    }
+    out
+}

@@ -1,0 +1,273 @@
+//! OpenPGP certificates and secret keys: recognising them among other key material,
+//! reading them (armored or binary, several per input, passphrase-protected secrets
+//! unlocked on import), describing them for `key list`, and generating new ones.
+//!
+//! The key store keeps OpenPGP material as bytes; this module is the only place that
+//! turns those bytes into Sequoia certificates for the store.
+
+use std::time::SystemTime;
+
+use sequoia_openpgp as openpgp;
+
+use openpgp::cert::prelude::*;
+use openpgp::crypto::Password;
+use openpgp::packet::UserID;
+use openpgp::parse::Parse;
+use openpgp::policy::StandardPolicy;
+use openpgp::serialize::SerializeInto;
+use openpgp::types::{Features, PublicKeyAlgorithm};
+use openpgp::Packet;
+use zeroize::Zeroizing;
+
+use crate::keystore::{EntryKind, KeyAlgorithm, KeyEntry, KeyStoreError};
+
+/// Whether `input` is OpenPGP material (an armored block, or binary packets) rather
+/// than X.509/PKCS material. Binary OpenPGP starts with a packet header byte, whose
+/// top bit is set; DER starts with a SEQUENCE (0x30).
+pub(crate) fn looks_like_openpgp(input: &[u8]) -> bool {
+    let text = input.trim_ascii_start();
+    text.starts_with(b"-----BEGIN PGP ") || input.first().is_some_and(|b| b & 0x80 != 0)
+}
+
+/// One certificate read from an input, ready for the store.
+pub(crate) struct ParsedCert {
+    /// The OpenPGP fingerprint, lower-case hex.
+    pub fingerprint: String,
+    /// The certificate without secret key material (binary).
+    pub public: Vec<u8>,
+    /// The transferable secret key (binary, unlocked), when the input had one.
+    pub secret: Option<Zeroizing<Vec<u8>>>,
+    /// How `key list` shows it.
+    pub entry: KeyEntry,
+}
+
+fn malformed(what: &str, reason: impl std::fmt::Display) -> KeyStoreError {
+    KeyStoreError::Malformed {
+        what: what.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Reads every certificate in `input`. Locked secret keys are unlocked with
+/// `passphrase` (stored unlocked, in an owner-only file, as PKCS#8 keys are); without
+/// one they are refused with [`KeyStoreError::PassphraseRequired`].
+pub(crate) fn read_certs(
+    input: &[u8],
+    what: &str,
+    passphrase: Option<&[u8]>,
+) -> Result<Vec<ParsedCert>, KeyStoreError> {
+    let parser = CertParser::from_bytes(input).map_err(|e| malformed(what, e))?;
+    let mut out = Vec::new();
+    for cert in parser {
+        let cert = cert.map_err(|e| malformed(what, e))?;
+        let cert = unlock(cert, what, passphrase)?;
+        let has_secret = cert.is_tsk();
+        let public = cert
+            .clone()
+            .strip_secret_key_material()
+            .to_vec()
+            .map_err(|e| malformed(what, e))?;
+        let secret = if has_secret {
+            Some(Zeroizing::new(
+                cert.as_tsk().to_vec().map_err(|e| malformed(what, e))?,
+            ))
+        } else {
+            None
+        };
+        out.push(ParsedCert {
+            fingerprint: fingerprint(&cert),
+            public,
+            secret,
+            entry: entry(&cert, has_secret),
+        });
+    }
+    if out.is_empty() {
+        return Err(KeyStoreError::Unrecognised {
+            what: what.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// Every locked secret key of `cert` unlocked with `passphrase`.
+fn unlock(cert: Cert, what: &str, passphrase: Option<&[u8]>) -> Result<Cert, KeyStoreError> {
+    let locked: Vec<_> = cert
+        .keys()
+        .secret()
+        .filter(|ka| !ka.key().has_unencrypted_secret())
+        .map(|ka| (ka.primary(), ka.key().clone()))
+        .collect();
+    if locked.is_empty() {
+        return Ok(cert);
+    }
+    let Some(passphrase) = passphrase else {
+        return Err(KeyStoreError::PassphraseRequired {
+            what: what.to_string(),
+            kind: "a passphrase-protected OpenPGP secret key".into(),
+        });
+    };
+    let password = Password::from(passphrase);
+    let mut unlocked: Vec<Packet> = Vec::new();
+    for (primary, key) in locked {
+        let key = key
+            .decrypt_secret(&password)
+            .map_err(|_| malformed(what, "the passphrase does not unlock the secret key"))?;
+        unlocked.push(if primary {
+            Packet::SecretKey(key.role_into_primary())
+        } else {
+            Packet::SecretSubkey(key.role_into_subordinate())
+        });
+    }
+    let (cert, _) = cert
+        .insert_packets(unlocked)
+        .map_err(|e| malformed(what, e))?;
+    Ok(cert)
+}
+
+/// The fingerprint as the store names files: lower-case hex.
+pub(crate) fn fingerprint(cert: &Cert) -> String {
+    cert.fingerprint().to_hex().to_ascii_lowercase()
+}
+
+/// The email addresses of `cert`'s User IDs that are valid under the standard policy
+/// at `at` (self-signed, not revoked), lower case.
+pub(crate) fn emails_at(cert: &Cert, at: Option<SystemTime>) -> Vec<String> {
+    let policy = StandardPolicy::new();
+    let Ok(valid) = cert.with_policy(&policy, at) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = valid
+        .userids()
+        .revoked(false)
+        .filter_map(|u| {
+            u.userid()
+                .email()
+                .ok()
+                .flatten()
+                .map(str::to_ascii_lowercase)
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn algorithm(cert: &Cert) -> KeyAlgorithm {
+    #[allow(deprecated)]
+    match cert.primary_key().key().pk_algo() {
+        PublicKeyAlgorithm::RSAEncryptSign | PublicKeyAlgorithm::RSASign => KeyAlgorithm::Rsa,
+        PublicKeyAlgorithm::ECDSA => KeyAlgorithm::Ec,
+        PublicKeyAlgorithm::EdDSA | PublicKeyAlgorithm::Ed25519 => KeyAlgorithm::Ed25519,
+        _ => KeyAlgorithm::Other,
+    }
+}
+
+/// How `key list` shows an OpenPGP certificate.
+pub(crate) fn entry(cert: &Cert, has_secret: bool) -> KeyEntry {
+    let policy = StandardPolicy::new();
+    let valid = cert.with_policy(&policy, None).ok();
+    let subject = valid
+        .as_ref()
+        .and_then(|v| v.primary_userid().ok())
+        .map(|u| String::from_utf8_lossy(u.userid().value()).into_owned())
+        .or_else(|| {
+            cert.userids()
+                .next()
+                .map(|u| String::from_utf8_lossy(u.userid().value()).into_owned())
+        });
+    let not_after = valid
+        .as_ref()
+        .and_then(|v| v.primary_key().key_expiration_time())
+        .map(|t| {
+            time::OffsetDateTime::from(t)
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default()
+        });
+    KeyEntry {
+        fingerprint: fingerprint(cert),
+        kind: EntryKind::OpenPgpCertificate,
+        algorithm: algorithm(cert),
+        emails: emails_at(cert, None),
+        subject,
+        not_after,
+        has_private_key: has_secret,
+    }
+}
+
+/// Which OpenPGP generation a new key follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyProfile {
+    /// A v4 Ed25519 primary with a Cv25519 encryption subkey, advertising SEIPDv1 only:
+    /// the key GnuPG 2.2 and Sequoia 1 read and write to.
+    #[default]
+    Rfc4880,
+    /// An RFC 9580 v6 Ed25519/X25519 key, advertising SEIPDv2 (AEAD).
+    Rfc9580,
+}
+
+impl std::str::FromStr for KeyProfile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "rfc4880" | "v4" => Ok(Self::Rfc4880),
+            "rfc9580" | "v6" => Ok(Self::Rfc9580),
+            other => Err(format!(
+                "unknown OpenPGP profile `{other}` (rfc4880 or rfc9580)"
+            )),
+        }
+    }
+}
+
+/// A new OpenPGP key for `email`: certification+signing primary, a signing subkey and
+/// an encryption subkey, valid for three years. Returns the transferable secret key,
+/// binary and unprotected (the caller stores it owner-only).
+pub fn generate(
+    email: &str,
+    name: Option<&str>,
+    profile: KeyProfile,
+) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
+    let userid = match name {
+        Some(n) => UserID::from(format!("{n} <{email}>")),
+        None => UserID::from(format!("<{email}>")),
+    };
+    let builder = CertBuilder::general_purpose(Some(userid))
+        .set_cipher_suite(CipherSuite::Cv25519)
+        .set_validity_period(std::time::Duration::from_secs(3 * 365 * 24 * 3600));
+    let builder = match profile {
+        KeyProfile::Rfc4880 => builder.set_features(Features::empty().set_seipdv1()),
+        KeyProfile::Rfc9580 => builder.set_profile(openpgp::Profile::RFC9580),
+    }
+    .map_err(|e| malformed("new OpenPGP key", e))?;
+    let (cert, _revocation) = builder
+        .generate()
+        .map_err(|e| malformed("new OpenPGP key", e))?;
+    let tsk = cert
+        .as_tsk()
+        .to_vec()
+        .map_err(|e| malformed("new OpenPGP key", e))?;
+    Ok(Zeroizing::new(tsk))
+}
+
+/// Reads one certificate (public or secret) that this crate serialised itself.
+pub(crate) fn parse_stored(bytes: &[u8]) -> Option<Cert> {
+    Cert::from_bytes(bytes).ok()
+}
+
+/// `old` and `new` copies of one certificate merged (binary, public parts), or `None`
+/// when either does not parse or they are different certificates.
+pub(crate) fn merge(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
+    let old = Cert::from_bytes(old).ok()?;
+    let new = Cert::from_bytes(new).ok()?;
+    old.merge_public(new).ok()?.to_vec().ok()
+}
+
+/// The armored certificate (public parts only) of a transferable secret key, to give to
+/// peers.
+pub fn armored_certificate(tsk: &[u8]) -> Result<Vec<u8>, KeyStoreError> {
+    let cert = Cert::from_bytes(tsk).map_err(|e| malformed("OpenPGP key", e))?;
+    cert.strip_secret_key_material()
+        .armored()
+        .to_vec()
+        .map_err(|e| malformed("OpenPGP key", e))
+}

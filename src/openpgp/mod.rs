@@ -1,0 +1,135 @@
+//! The OpenPGP/MIME profile (RFC 3156 with RFC 9580 packets), on `sequoia-openpgp`:
+//! the inner MailA2A entity (RFC 9788 header protection) signed and then encrypted as
+//! one OpenPGP message in `multipart/encrypted; protocol="application/pgp-encrypted"`,
+//! or signed only in `multipart/signed; protocol="application/pgp-signature"`.
+//!
+//! Sealing writes SEIPDv2 (AEAD) when every recipient's certificate advertises it, else
+//! SEIPDv1 (MDC), with Intended Recipient Fingerprint subpackets. Opening never
+//! releases plaintext before the integrity check and every signature check passed:
+//! Sequoia buffers the message (bounded here by the message limit) until then.
+
+pub mod keys;
+mod open;
+mod seal;
+
+use sequoia_openpgp as openpgp;
+
+use openpgp::cert::Cert;
+use openpgp::policy::StandardPolicy;
+
+use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::keystore::{KeyStore, KeyStoreError};
+use crate::seal::{OpenError, SealError};
+
+pub use keys::{generate, KeyProfile};
+
+/// Why an OpenPGP layer failed to verify or to be made. Never carries content.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenPgpError {
+    /// The PGP/MIME structure or the OpenPGP packets do not parse.
+    #[error("OpenPGP structure: {0}")]
+    Malformed(String),
+    /// Encrypted without integrity protection (a SED packet, EFAIL): never read.
+    #[error("symmetrically encrypted data without integrity protection (SED) is refused")]
+    NoIntegrity,
+    /// The content is not signed (plain or only encrypted): the sender is not
+    /// authenticated.
+    #[error("the content is not signed: the sender is not authenticated")]
+    Unsigned,
+    /// A signature does not verify, or its key was not valid for signing when it was
+    /// made (expired, revoked, not a signing key).
+    #[error("bad signature: {0}")]
+    BadSignature(String),
+    /// The signature was made by a certificate the store does not hold.
+    #[error("the signer's certificate is unknown: import it")]
+    UnknownSigner,
+    /// No key of ours is a recipient of the message.
+    #[error("no key of ours is a recipient of this message")]
+    NotForUs,
+    /// A session key was found but the encrypted data does not decrypt and
+    /// authenticate (changed ciphertext, failed MDC or AEAD tag).
+    #[error("the encrypted content does not decrypt and authenticate: {0}")]
+    Undecryptable(String),
+    /// The signature names its intended recipients and we are not one of them: the
+    /// message was re-encrypted to us by someone else (surreptitious forwarding).
+    #[error("we are not an intended recipient of the signature (forwarded message)")]
+    NotIntendedRecipient,
+    /// A key of ours cannot be used.
+    #[error("{0}")]
+    Key(String),
+}
+
+impl Classify for OpenPgpError {
+    fn a2a_error(&self) -> A2aErrorType {
+        A2aErrorType::InvalidRequestError
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::UnknownSigner | Self::NotForUs | Self::Key(_) => ExitCode::NoUsableKey,
+            Self::NotIntendedRecipient => ExitCode::RefusedByPolicy,
+            _ => ExitCode::AuthenticationFailed,
+        }
+    }
+}
+
+impl From<OpenPgpError> for OpenError {
+    fn from(e: OpenPgpError) -> Self {
+        match e.exit_code() {
+            ExitCode::NoUsableKey => OpenError::NoUsableKey(e.to_string()),
+            ExitCode::RefusedByPolicy => OpenError::Binding(e.to_string()),
+            _ => OpenError::AuthenticationFailed(e.to_string()),
+        }
+    }
+}
+
+impl From<OpenPgpError> for SealError {
+    fn from(e: OpenPgpError) -> Self {
+        SealError::Crypto(e.to_string())
+    }
+}
+
+/// The OpenPGP profile over a key store.
+pub struct OpenPgp<'s> {
+    store: &'s dyn KeyStore,
+    policy: StandardPolicy<'static>,
+}
+
+impl<'s> OpenPgp<'s> {
+    /// The profile using `store` for our secret keys and peers' certificates, under
+    /// Sequoia's standard policy.
+    pub fn new(store: &'s dyn KeyStore) -> Self {
+        OpenPgp {
+            store,
+            policy: StandardPolicy::new(),
+        }
+    }
+
+    /// Every certificate in the store that parses.
+    fn certificates(&self) -> Result<Vec<Cert>, KeyStoreError> {
+        Ok(self
+            .store
+            .openpgp_certificates()?
+            .iter()
+            .filter_map(|b| keys::parse_stored(b))
+            .collect())
+    }
+
+    /// Certificates valid now under the policy with a User ID for `address`.
+    fn certificates_for(&self, address: &str) -> Result<Vec<Cert>, KeyStoreError> {
+        let address = address.to_ascii_lowercase();
+        Ok(self
+            .certificates()?
+            .into_iter()
+            .filter(|c| keys::emails_at(c, None).contains(&address))
+            .collect())
+    }
+
+    /// Our transferable secret key for `cert`, if the store holds it.
+    fn secret_for(&self, cert: &Cert) -> Result<Option<Cert>, KeyStoreError> {
+        Ok(self
+            .store
+            .openpgp_secret_key(&keys::fingerprint(cert))?
+            .and_then(|b| keys::parse_stored(&b)))
+    }
+}

@@ -1,0 +1,484 @@
+//! Reading PGP/MIME: decrypting and verifying with Sequoia's streaming decryptor, which
+//! holds the plaintext back until the integrity check and the signature checks passed,
+//! then applying the binding's checks to the signed entity.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::io::Read;
+
+use sequoia_openpgp as openpgp;
+
+use openpgp::cert::Cert;
+use openpgp::crypto::SessionKey;
+use openpgp::packet::{Tag, PKESK, SKESK};
+use openpgp::parse::stream::{
+    DecryptionHelper, DecryptorBuilder, DetachedVerifierBuilder, GoodChecksum, MessageLayer,
+    MessageStructure, VerificationError, VerificationHelper,
+};
+use openpgp::parse::{PacketParser, Parse};
+use openpgp::types::SymmetricAlgorithm;
+use openpgp::{Fingerprint, KeyHandle};
+use zeroize::Zeroizing;
+
+use super::{keys, OpenPgp, OpenPgpError};
+use crate::binding::{finish, Authenticated};
+use crate::message::{canonical_crlf, read_outer, Outer};
+use crate::profile::{Profile, Protection};
+use crate::seal::{OpenError, OpenPolicy, Opened, Opener, SignerIdentity};
+
+/// Who made the one good signature.
+#[derive(Clone, Debug)]
+struct SignerInfo {
+    fingerprint: Fingerprint,
+    emails: Vec<String>,
+    algorithm: String,
+    intended: Vec<Fingerprint>,
+}
+
+/// What the helper learnt while Sequoia read the message. Kept outside the helper,
+/// which Sequoia drops when it fails, so the reason survives.
+#[derive(Default)]
+struct Outcome {
+    failure: Option<OpenPgpError>,
+    signer: Option<SignerInfo>,
+    encrypted: bool,
+    decrypted_with: Option<Fingerprint>,
+    saw_sed: bool,
+}
+
+struct Helper<'a> {
+    store: &'a OpenPgp<'a>,
+    certs: &'a [Cert],
+    /// An encrypted message may carry no OpenPGP signature when the decrypted entity
+    /// is itself `multipart/signed` (RFC 3156 6.1); the caller then requires that.
+    allow_unsigned: bool,
+    outcome: &'a RefCell<Outcome>,
+}
+
+impl Helper<'_> {
+    fn fail(&self, e: OpenPgpError) -> anyhow::Error {
+        let text = e.to_string();
+        let mut o = self.outcome.borrow_mut();
+        if o.failure.is_none() {
+            o.failure = Some(e);
+        }
+        anyhow::anyhow!(text)
+    }
+}
+
+impl VerificationHelper for Helper<'_> {
+    fn get_certs(&mut self, ids: &[KeyHandle]) -> openpgp::Result<Vec<Cert>> {
+        Ok(self
+            .certs
+            .iter()
+            .filter(|c| c.keys().key_handles(ids.iter()).next().is_some())
+            .cloned()
+            .collect())
+    }
+
+    fn inspect(&mut self, pp: &PacketParser) -> openpgp::Result<()> {
+        if pp.packet.tag() == Tag::SED {
+            self.outcome.borrow_mut().saw_sed = true;
+            return Err(self.fail(OpenPgpError::NoIntegrity));
+        }
+        Ok(())
+    }
+
+    fn check(&mut self, structure: MessageStructure) -> openpgp::Result<()> {
+        let mut good: Option<SignerInfo> = None;
+        let mut missing = false;
+        let mut bad: Option<String> = None;
+        let mut signature_groups = 0;
+        for layer in structure {
+            match layer {
+                MessageLayer::Compression { .. } => {}
+                MessageLayer::Encryption { .. } => self.outcome.borrow_mut().encrypted = true,
+                MessageLayer::SignatureGroup { results } => {
+                    signature_groups += 1;
+                    for r in results {
+                        match r {
+                            Ok(GoodChecksum { sig, ka }) => {
+                                if good.is_none() {
+                                    good = Some(SignerInfo {
+                                        fingerprint: ka.cert().fingerprint(),
+                                        emails: keys::emails_at(
+                                            ka.cert(),
+                                            sig.signature_creation_time(),
+                                        ),
+                                        algorithm: format!("{}/{}", sig.pk_algo(), sig.hash_algo()),
+                                        intended: sig.intended_recipients().cloned().collect(),
+                                    });
+                                }
+                            }
+                            Err(VerificationError::MissingKey { .. }) => missing = true,
+                            Err(e) => bad = Some(e.to_string()),
+                        }
+                    }
+                }
+            }
+        }
+        // Any signature that fails refuses the message, even beside a good one.
+        if let Some(reason) = bad {
+            return Err(self.fail(OpenPgpError::BadSignature(reason)));
+        }
+        match good {
+            Some(info) => {
+                self.outcome.borrow_mut().signer = Some(info);
+                Ok(())
+            }
+            None if missing => Err(self.fail(OpenPgpError::UnknownSigner)),
+            None if signature_groups == 0
+                && self.allow_unsigned
+                && self.outcome.borrow().encrypted =>
+            {
+                Ok(())
+            }
+            None => Err(self.fail(OpenPgpError::Unsigned)),
+        }
+    }
+}
+
+impl DecryptionHelper for Helper<'_> {
+    fn decrypt(
+        &mut self,
+        pkesks: &[PKESK],
+        _skesks: &[SKESK],
+        sym_algo: Option<SymmetricAlgorithm>,
+        decrypt: &mut dyn FnMut(Option<SymmetricAlgorithm>, &SessionKey) -> bool,
+    ) -> openpgp::Result<Option<Cert>> {
+        // Our secret keys that can decrypt (even expired ones: a message written while
+        // the key was valid still decrypts, as GnuPG does), with their certificate.
+        let policy = &self.store.policy;
+        let mut ours: Vec<(Fingerprint, openpgp::packet::Key<_, _>)> = Vec::new();
+        for cert in self.certs {
+            let Some(tsk) = self
+                .store
+                .secret_for(cert)
+                .map_err(|e| self.fail(OpenPgpError::Key(e.to_string())))?
+            else {
+                continue;
+            };
+            let valid = tsk.with_policy(policy, None).ok();
+            for ka in tsk.keys().secret() {
+                let capable = valid
+                    .as_ref()
+                    .and_then(|v| v.keys().key_handle(ka.key().key_handle()).next())
+                    .is_none_or(|k| k.for_transport_encryption() || k.for_storage_encryption());
+                if capable && ka.key().has_unencrypted_secret() {
+                    ours.push((cert.fingerprint(), ka.key().clone()));
+                }
+            }
+        }
+        let mut addressed = false;
+        for pkesk in pkesks {
+            let wanted = pkesk.recipient();
+            for (fingerprint, key) in &ours {
+                if wanted
+                    .as_ref()
+                    .is_some_and(|w| !w.aliases(key.key_handle()))
+                {
+                    continue;
+                }
+                addressed |= wanted.is_some();
+                let Ok(mut pair) = key.clone().into_keypair() else {
+                    continue;
+                };
+                if let Some((algo, sk)) = pkesk.decrypt(&mut pair, sym_algo) {
+                    if decrypt(algo, &sk) {
+                        self.outcome.borrow_mut().decrypted_with = Some(fingerprint.clone());
+                        // None: the intended-recipient check is ours (see open), so
+                        // that a forwarded message is reported as such.
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        if addressed {
+            return Err(self.fail(OpenPgpError::Undecryptable(
+                "the session key addressed to us does not decrypt".into(),
+            )));
+        }
+        // No recipient names a key of ours. If one of our keys still decrypts a
+        // session key, the recipient's key ID was changed: altered, not "not for us".
+        for pkesk in pkesks {
+            for (_, key) in &ours {
+                let Ok(mut pair) = key.clone().into_keypair() else {
+                    continue;
+                };
+                if let Some((algo, sk)) = pkesk.decrypt(&mut pair, sym_algo) {
+                    if decrypt(algo, &sk) {
+                        return Err(self.fail(OpenPgpError::Undecryptable(
+                            "a recipient key ID was altered".into(),
+                        )));
+                    }
+                }
+            }
+        }
+        Err(self.fail(OpenPgpError::NotForUs))
+    }
+}
+
+/// Classifies a Sequoia failure: the helper's own reason when it gave one.
+fn failure(outcome: &RefCell<Outcome>, e: anyhow::Error) -> OpenPgpError {
+    let mut o = outcome.borrow_mut();
+    if let Some(f) = o.failure.take() {
+        return f;
+    }
+    if o.saw_sed {
+        return OpenPgpError::NoIntegrity;
+    }
+    let text = e.to_string();
+    if let Some(openpgp::Error::PolicyViolation(what, _)) = e.downcast_ref::<openpgp::Error>() {
+        if what.contains("SED") || what.contains("Symmetrically Encrypted Data") {
+            return OpenPgpError::NoIntegrity;
+        }
+    }
+    if o.decrypted_with.is_some() {
+        OpenPgpError::Undecryptable(text)
+    } else {
+        OpenPgpError::Malformed(text)
+    }
+}
+
+/// The signed entity, how it was protected, and who signed it.
+struct Verified<'r> {
+    entity: Cow<'r, [u8]>,
+    signer: SignerInfo,
+    encrypted: bool,
+}
+
+impl OpenPgp<'_> {
+    /// Decrypts and verifies one OpenPGP message (armored or binary); the literal data
+    /// once everything passed, never before.
+    fn decrypt_verify(
+        &self,
+        message: &[u8],
+        certs: &[Cert],
+        policy: &OpenPolicy,
+        allow_unsigned: bool,
+    ) -> Result<(Zeroizing<Vec<u8>>, Outcome), OpenPgpError> {
+        let outcome = RefCell::new(Outcome::default());
+        let helper = Helper {
+            store: self,
+            certs,
+            allow_unsigned,
+            outcome: &outcome,
+        };
+        let limit = policy.limits.max_decoded_bytes;
+        let plain = (|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
+            let mut decryptor = DecryptorBuilder::from_bytes(message)?
+                .buffer_size(policy.limits.max_message_bytes)
+                .with_policy(&self.policy, None, helper)?;
+            let mut plain = Zeroizing::new(Vec::new());
+            (&mut decryptor)
+                .take(limit as u64 + 1)
+                .read_to_end(&mut plain)?;
+            if plain.len() > limit {
+                anyhow::bail!("the decrypted content exceeds {limit} bytes");
+            }
+            if !decryptor.message_processed() {
+                anyhow::bail!("the message was not read to its end");
+            }
+            Ok(plain)
+        })()
+        .map_err(|e| failure(&outcome, e))?;
+        let outcome = outcome.into_inner();
+        if !outcome.encrypted {
+            // A bare signed (or plain) OpenPGP message in multipart/encrypted.
+            return Err(OpenPgpError::Malformed(
+                "multipart/encrypted holds no encrypted OpenPGP message".into(),
+            ));
+        }
+        Ok((plain, outcome))
+    }
+
+    /// Verifies a detached signature over `entity`.
+    fn verify_detached(
+        &self,
+        signature: &[u8],
+        entity: &[u8],
+        certs: &[Cert],
+    ) -> Result<SignerInfo, OpenPgpError> {
+        let outcome = RefCell::new(Outcome::default());
+        let helper = Helper {
+            store: self,
+            certs,
+            allow_unsigned: false,
+            outcome: &outcome,
+        };
+        (|| -> Result<(), anyhow::Error> {
+            let mut verifier = DetachedVerifierBuilder::from_bytes(signature)?.with_policy(
+                &self.policy,
+                None,
+                helper,
+            )?;
+            verifier.verify_bytes(entity)
+        })()
+        .map_err(|e| failure(&outcome, e))?;
+        let signer = outcome.into_inner().signer;
+        signer.ok_or(OpenPgpError::Unsigned)
+    }
+
+    /// The signed entity of a `multipart/signed; protocol="application/pgp-signature"`.
+    fn verify_signed<'r>(
+        &self,
+        outer: &Outer<'r>,
+        certs: &[Cert],
+    ) -> Result<(Cow<'r, [u8]>, SignerInfo), OpenPgpError> {
+        let [content, sig] = outer.parts.as_slice() else {
+            return Err(OpenPgpError::Malformed(
+                "multipart/signed must have exactly two parts".into(),
+            ));
+        };
+        if sig.media_type != "application/pgp-signature" {
+            return Err(OpenPgpError::Malformed(
+                "the second part is not an OpenPGP signature".into(),
+            ));
+        }
+        let signature = sig
+            .decoded()
+            .map_err(|e| OpenPgpError::Malformed(e.to_string()))?;
+        // RFC 3156 5: the signature covers the canonical (CRLF) form.
+        let entity = canonical_crlf(content.entity);
+        let signer = self.verify_detached(&signature, &entity, certs)?;
+        Ok((entity, signer))
+    }
+
+    /// Decrypts (when encrypted) and verifies.
+    fn verify<'r>(
+        &self,
+        outer: &Outer<'r>,
+        policy: &OpenPolicy,
+    ) -> Result<Verified<'r>, OpenPgpError> {
+        let certs = self
+            .certificates()
+            .map_err(|e| OpenPgpError::Key(e.to_string()))?;
+        let protocol = outer.param("protocol").map(str::to_ascii_lowercase);
+        match (outer.media_type.as_str(), protocol.as_deref()) {
+            ("multipart/encrypted", Some("application/pgp-encrypted")) => {
+                let [control, data] = outer.parts.as_slice() else {
+                    return Err(OpenPgpError::Malformed(
+                        "multipart/encrypted must have exactly two parts".into(),
+                    ));
+                };
+                let version = control
+                    .decoded()
+                    .map_err(|e| OpenPgpError::Malformed(e.to_string()))?;
+                let version_1 = control.media_type == "application/pgp-encrypted"
+                    && String::from_utf8_lossy(&version)
+                        .lines()
+                        .any(|l| l.trim().eq_ignore_ascii_case("Version: 1"));
+                if !version_1 || data.media_type != "application/octet-stream" {
+                    return Err(OpenPgpError::Malformed(
+                        "not an RFC 3156 encrypted message (control part Version: 1, then application/octet-stream)".into(),
+                    ));
+                }
+                let message = data
+                    .decoded()
+                    .map_err(|e| OpenPgpError::Malformed(e.to_string()))?;
+                let (mut plain, outcome) = self.decrypt_verify(&message, &certs, policy, true)?;
+                let signer = match outcome.signer {
+                    Some(signer) => {
+                        // Signed inside the encryption: when the signature names its
+                        // intended recipients, we must be one (RFC 9580 5.2.3.36).
+                        if !signer.intended.is_empty()
+                            && !outcome
+                                .decrypted_with
+                                .as_ref()
+                                .is_some_and(|ours| signer.intended.contains(ours))
+                        {
+                            return Err(OpenPgpError::NotIntendedRecipient);
+                        }
+                        signer
+                    }
+                    None => {
+                        // RFC 3156 6.1: a multipart/signed entity, then encrypted.
+                        let inner = read_outer(&plain, &policy.limits)
+                            .map_err(|_| OpenPgpError::Unsigned)?;
+                        let signed = inner.media_type == "multipart/signed"
+                            && inner.param("protocol").is_some_and(|p| {
+                                p.eq_ignore_ascii_case("application/pgp-signature")
+                            });
+                        if !signed {
+                            return Err(OpenPgpError::Unsigned);
+                        }
+                        let (entity, signer) = self.verify_signed(&inner, &certs)?;
+                        return Ok(Verified {
+                            entity: Cow::Owned(entity.into_owned()),
+                            signer,
+                            encrypted: true,
+                        });
+                    }
+                };
+                Ok(Verified {
+                    // Verified: the plaintext is the caller's now.
+                    entity: Cow::Owned(std::mem::take(&mut *plain)),
+                    signer,
+                    encrypted: true,
+                })
+            }
+            ("multipart/signed", Some("application/pgp-signature")) => {
+                let (entity, signer) = self.verify_signed(outer, &certs)?;
+                Ok(Verified {
+                    entity,
+                    signer,
+                    encrypted: false,
+                })
+            }
+            (media_type, _) => Err(OpenPgpError::Malformed(format!(
+                "{media_type} is not a PGP/MIME message"
+            ))),
+        }
+    }
+}
+
+impl OpenPgp<'_> {
+    /// Decrypts (when encrypted) and verifies `raw` and returns the signed entity,
+    /// exactly as signed, and its signer. It does not read the entity as MailA2A:
+    /// [`Opener::open`] does.
+    pub fn verified_entity(
+        &self,
+        raw: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<(Vec<u8>, SignerIdentity), OpenError> {
+        let outer = read_outer(raw, &policy.limits)?;
+        let v = self.verify(&outer, policy)?;
+        let signer = SignerIdentity::OpenPgp {
+            fingerprint: v.signer.fingerprint.to_hex().to_ascii_lowercase(),
+            emails: v.signer.emails,
+        };
+        Ok((v.entity.into_owned(), signer))
+    }
+}
+
+impl Opener for OpenPgp<'_> {
+    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        let outer = read_outer(raw, &policy.limits)?;
+        let Verified {
+            entity,
+            signer,
+            encrypted,
+        } = self.verify(&outer, policy)?;
+        let fingerprint = signer.fingerprint.to_hex().to_ascii_lowercase();
+        finish(
+            Authenticated {
+                profile: Profile::OpenPgp,
+                entity: &entity,
+                outer_headers: &outer.headers,
+                encrypted,
+                protection: if encrypted {
+                    Protection::SignedEncrypted
+                } else {
+                    Protection::Signed
+                },
+                signer: SignerIdentity::OpenPgp {
+                    fingerprint,
+                    emails: signer.emails.clone(),
+                },
+                signer_emails: signer.emails,
+                algorithm: signer.algorithm,
+            },
+            policy,
+        )
+    }
+}

@@ -1,0 +1,261 @@
+//! Writing PGP/MIME: RFC 3156 section 4 (`multipart/encrypted`, the signature inside
+//! the encryption) and section 5 (`multipart/signed`, detached signature over the
+//! canonical inner entity).
+
+use std::io::Write;
+
+use sequoia_openpgp as openpgp;
+
+use openpgp::cert::prelude::*;
+
+use openpgp::crypto::KeyPair;
+use openpgp::serialize::stream::{Armorer, Encryptor, LiteralWriter, Message, Recipient, Signer};
+use openpgp::types::{DataFormat, HashAlgorithm};
+
+use super::OpenPgp;
+use crate::envelope::ValidationContext;
+use crate::message::{random_boundary, write_header_section, Hints, MailA2aMessage};
+use crate::profile::Profile;
+use crate::seal::{SealError, SealOptions, Sealer};
+
+fn crypto(e: impl std::fmt::Display) -> SealError {
+    SealError::Crypto(e.to_string())
+}
+
+/// Appends ASCII armor with CRLF line ends (Sequoia writes LF; MIME needs CRLF).
+fn push_crlf(out: &mut Vec<u8>, armored: &[u8]) {
+    let armored = armored.strip_suffix(b"\n").unwrap_or(armored);
+    for line in armored.split(|&b| b == b'\n') {
+        out.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+impl OpenPgp<'_> {
+    /// Our certificate for `address` with an unlocked secret signing key valid now.
+    fn signing_identity(&self, address: &str) -> Result<(Cert, KeyPair), SealError> {
+        for cert in self.certificates_for(address)? {
+            let Some(tsk) = self.secret_for(&cert)? else {
+                continue;
+            };
+            let Ok(valid) = tsk.with_policy(&self.policy, None) else {
+                continue;
+            };
+            let key = valid
+                .keys()
+                .secret()
+                .for_signing()
+                .alive()
+                .revoked(false)
+                .supported()
+                .find(|ka| ka.key().has_unencrypted_secret());
+            if let Some(ka) = key {
+                let pair = ka.key().clone().into_keypair().map_err(crypto)?;
+                return Ok((cert, pair));
+            }
+        }
+        Err(SealError::NoSigningKey {
+            address: address.to_string(),
+        })
+    }
+
+    /// One certificate with a usable transport-encryption key for each address.
+    fn recipient_certificates(&self, addresses: &[String]) -> Result<Vec<Cert>, SealError> {
+        let mut out: Vec<Cert> = Vec::new();
+        for address in addresses {
+            let usable = self.certificates_for(address)?.into_iter().find(|c| {
+                c.with_policy(&self.policy, None).is_ok_and(|v| {
+                    v.keys()
+                        .supported()
+                        .alive()
+                        .revoked(false)
+                        .for_transport_encryption()
+                        .next()
+                        .is_some()
+                })
+            });
+            match usable {
+                Some(c) if !out.iter().any(|o| o.fingerprint() == c.fingerprint()) => out.push(c),
+                Some(_) => {}
+                None => {
+                    return Err(SealError::NoRecipientKey {
+                        address: address.clone(),
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The armored OpenPGP message: `entity` signed by `signer` (with an Intended
+    /// Recipient Fingerprint per recipient), then encrypted to every recipient.
+    fn sign_and_encrypt(
+        &self,
+        entity: &[u8],
+        signer: KeyPair,
+        recipients: &[Cert],
+    ) -> Result<Vec<u8>, SealError> {
+        let valid: Vec<_> = recipients
+            .iter()
+            .map(|c| c.with_policy(&self.policy, None).map_err(crypto))
+            .collect::<Result<_, _>>()?;
+        let keys = valid.iter().flat_map(|v| {
+            v.keys()
+                .supported()
+                .alive()
+                .revoked(false)
+                .for_transport_encryption()
+                .map(|ka| {
+                    Recipient::new(ka.valid_cert().features(), ka.key().key_handle(), ka.key())
+                })
+        });
+        let mut armored = Vec::with_capacity(entity.len() * 4 / 3 + 4096);
+        let message = Message::new(&mut armored);
+        let message = Armorer::new(message).build().map_err(crypto)?;
+        let message = Encryptor::for_recipients(message, keys)
+            .build()
+            .map_err(crypto)?;
+        let mut signer = Signer::new(message, signer)
+            .map_err(crypto)?
+            .hash_algo(HashAlgorithm::SHA256)
+            .map_err(crypto)?;
+        for r in recipients {
+            signer = signer.add_intended_recipient(r);
+        }
+        let message = signer.build().map_err(crypto)?;
+        let mut literal = LiteralWriter::new(message)
+            .format(DataFormat::Binary)
+            .build()
+            .map_err(crypto)?;
+        literal.write_all(entity).map_err(crypto)?;
+        literal.finalize().map_err(crypto)?;
+        Ok(armored)
+    }
+
+    /// The armored detached signature of `entity`.
+    fn detached_signature(&self, entity: &[u8], signer: KeyPair) -> Result<Vec<u8>, SealError> {
+        let mut armored = Vec::new();
+        let message = Message::new(&mut armored);
+        let message = Armorer::new(message)
+            .kind(openpgp::armor::Kind::Signature)
+            .build()
+            .map_err(crypto)?;
+        let mut signing = Signer::new(message, signer)
+            .map_err(crypto)?
+            .hash_algo(HashAlgorithm::SHA256)
+            .map_err(crypto)?
+            .detached()
+            .build()
+            .map_err(crypto)?;
+        signing.write_all(entity).map_err(crypto)?;
+        signing.finalize().map_err(crypto)?;
+        Ok(armored)
+    }
+}
+
+fn outer_hints(msg: &MailA2aMessage, opts: &SealOptions) -> Hints {
+    if opts.outer_hints {
+        msg.headers.hints.clone()
+    } else {
+        Hints::binding_only()
+    }
+}
+
+impl Sealer for OpenPgp<'_> {
+    fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
+        if opts.profile != Profile::OpenPgp {
+            return Err(SealError::ProfileUnavailable(opts.profile));
+        }
+        let violations = plain.check(&ValidationContext::new(Some(Profile::OpenPgp)));
+        if !violations.is_empty() {
+            return Err(SealError::Invalid(violations));
+        }
+        let from = plain
+            .headers
+            .from
+            .as_ref()
+            .map(|m| m.address.clone())
+            .unwrap_or_default();
+        let (own, signer) = self.signing_identity(&from)?;
+        let boundary = random_boundary()?;
+        let mut out = Vec::new();
+        if opts.sign_only {
+            write_header_section(&mut out, &plain.headers, &outer_hints(plain, opts))?;
+            // RFC 3156 5: the signed part is 7-bit, CRLF; the signature covers it from
+            // its first header to the CRLF before the next delimiter.
+            out.extend_from_slice(
+                b"Content-Type: multipart/signed; micalg=\"pgp-sha256\";\r\n protocol=\"application/pgp-signature\";\r\n boundary=\"",
+            );
+            out.extend_from_slice(boundary.as_bytes());
+            out.extend_from_slice(b"\"\r\n\r\n--");
+            out.extend_from_slice(boundary.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            let start = out.len();
+            plain.write_inner_entity(false, &mut out)?;
+            let delimiter = format!("--{boundary}");
+            if memchr::memmem::find(&out[start..], delimiter.as_bytes()).is_some() {
+                return Err(SealError::Crypto("boundary collision".into()));
+            }
+            let signature = self.detached_signature(&out[start..], signer)?;
+            out.extend_from_slice(b"\r\n--");
+            out.extend_from_slice(boundary.as_bytes());
+            out.extend_from_slice(
+                b"\r\nContent-Type: application/pgp-signature; name=\"signature.asc\"\r\n\
+Content-Description: OpenPGP digital signature\r\n\
+Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
+            );
+            push_crlf(&mut out, &signature);
+            out.extend_from_slice(b"\r\n--");
+            out.extend_from_slice(boundary.as_bytes());
+            out.extend_from_slice(b"--\r\n");
+            return Ok(out);
+        }
+        // Recipients first: a message that cannot reach every recipient is not signed.
+        let mut addresses: Vec<String> = plain
+            .headers
+            .to
+            .iter()
+            .chain(&plain.headers.cc)
+            .map(|m| m.address.clone())
+            .collect();
+        addresses.push(from.clone()); // the sender can read its own copy
+        let mut recipients = self.recipient_certificates(&addresses)?;
+        if !recipients
+            .iter()
+            .any(|c| c.fingerprint() == own.fingerprint())
+        {
+            recipients.push(own);
+        }
+        let mut entity = Vec::new();
+        plain.write_inner_entity(true, &mut entity)?;
+        let armored = self.sign_and_encrypt(&entity, signer, &recipients)?;
+        // RFC 9788: an encrypted message shows an obscured Subject.
+        let mut outer = plain.headers.clone();
+        outer.subject = Some("[...]".into());
+        out.reserve(armored.len() + armored.len() / 32 + 1024);
+        write_header_section(&mut out, &outer, &outer_hints(plain, opts))?;
+        out.extend_from_slice(
+            b"Content-Type: multipart/encrypted;\r\n protocol=\"application/pgp-encrypted\";\r\n boundary=\"",
+        );
+        out.extend_from_slice(boundary.as_bytes());
+        out.extend_from_slice(
+            b"\"\r\n\r\nThis is an OpenPGP/MIME encrypted message (RFC 3156).\r\n--",
+        );
+        out.extend_from_slice(boundary.as_bytes());
+        out.extend_from_slice(
+            b"\r\nContent-Type: application/pgp-encrypted\r\n\
+Content-Description: PGP/MIME version identification\r\n\r\nVersion: 1\r\n\r\n--",
+        );
+        out.extend_from_slice(boundary.as_bytes());
+        out.extend_from_slice(
+            b"\r\nContent-Type: application/octet-stream; name=\"encrypted.asc\"\r\n\
+Content-Description: OpenPGP encrypted message\r\n\
+Content-Disposition: inline; filename=\"encrypted.asc\"\r\n\r\n",
+        );
+        push_crlf(&mut out, &armored);
+        out.extend_from_slice(b"\r\n--");
+        out.extend_from_slice(boundary.as_bytes());
+        out.extend_from_slice(b"--\r\n");
+        Ok(out)
+    }
+}
