@@ -60,6 +60,7 @@ pub(crate) fn read_certs(
     let mut out = Vec::new();
     for cert in parser {
         let cert = cert.map_err(|e| malformed(what, e))?;
+        conforms(&cert).map_err(|reason| malformed(what, reason))?;
         let cert = unlock(cert, what, passphrase)?;
         let has_secret = cert.is_tsk();
         let public = cert
@@ -87,6 +88,34 @@ pub(crate) fn read_certs(
         });
     }
     Ok(out)
+}
+
+/// RFC 9580 5.5.2: a v6 key must not use the legacy EdDSA (22) or ECDH over
+/// Curve25519Legacy algorithms, which are v4-only. Sequoia reads such keys; we refuse
+/// them, so no signature or message under one is ever accepted.
+pub(crate) fn conforms(cert: &Cert) -> Result<(), String> {
+    use openpgp::crypto::mpi::PublicKey;
+    use openpgp::types::Curve;
+    for ka in cert.keys() {
+        let key = ka.key();
+        if key.version() != 6 {
+            continue;
+        }
+        #[allow(deprecated)]
+        let legacy = match (key.pk_algo(), key.mpis()) {
+            (PublicKeyAlgorithm::EdDSA, _) => true,
+            (PublicKeyAlgorithm::ECDH, PublicKey::ECDH { curve, .. }) => *curve == Curve::Cv25519,
+            _ => false,
+        };
+        if legacy {
+            return Err(format!(
+                "v6 key {} uses the v4-only legacy algorithm {} (RFC 9580 5.5.2)",
+                key.fingerprint(),
+                key.pk_algo()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Every locked secret key of `cert` unlocked with `passphrase`.
@@ -251,7 +280,7 @@ pub fn generate(
 
 /// Reads one certificate (public or secret) that this crate serialised itself.
 pub(crate) fn parse_stored(bytes: &[u8]) -> Option<Cert> {
-    Cert::from_bytes(bytes).ok()
+    Cert::from_bytes(bytes).ok().filter(|c| conforms(c).is_ok())
 }
 
 /// `old` and `new` copies of one certificate merged (binary, public parts), or `None`

@@ -22,6 +22,7 @@ use crate::keystore::{KeyStore, KeyStoreError};
 use crate::seal::{OpenError, SealError};
 
 pub use keys::{generate, KeyProfile};
+pub use open::DecryptedMessage;
 
 /// Why an OpenPGP layer failed to verify or to be made. Never carries content.
 #[derive(Debug, thiserror::Error)]

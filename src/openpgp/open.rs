@@ -13,7 +13,7 @@ use openpgp::crypto::SessionKey;
 use openpgp::packet::{Tag, PKESK, SKESK};
 use openpgp::parse::stream::{
     DecryptionHelper, DecryptorBuilder, DetachedVerifierBuilder, GoodChecksum, MessageLayer,
-    MessageStructure, VerificationError, VerificationHelper,
+    MessageStructure, VerificationError, VerificationHelper, VerifierBuilder,
 };
 use openpgp::parse::{PacketParser, Parse};
 use openpgp::types::SymmetricAlgorithm;
@@ -42,6 +42,7 @@ struct Outcome {
     failure: Option<OpenPgpError>,
     signer: Option<SignerInfo>,
     encrypted: bool,
+    aead: bool,
     decrypted_with: Option<Fingerprint>,
     saw_sed: bool,
 }
@@ -92,7 +93,11 @@ impl VerificationHelper for Helper<'_> {
         for layer in structure {
             match layer {
                 MessageLayer::Compression { .. } => {}
-                MessageLayer::Encryption { .. } => self.outcome.borrow_mut().encrypted = true,
+                MessageLayer::Encryption { aead_algo, .. } => {
+                    let mut o = self.outcome.borrow_mut();
+                    o.encrypted = true;
+                    o.aead = aead_algo.is_some();
+                }
                 MessageLayer::SignatureGroup { results } => {
                     signature_groups += 1;
                     for r in results {
@@ -432,7 +437,84 @@ impl OpenPgp<'_> {
     }
 }
 
+/// A decrypted OpenPGP message, outside any MIME structure.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct DecryptedMessage {
+    /// The literal data; wiped when dropped.
+    pub content: Zeroizing<Vec<u8>>,
+    /// Who signed it, when it was signed (every signature verified).
+    pub signer: Option<SignerIdentity>,
+    /// Whether it was SEIPDv2 (AEAD) rather than SEIPDv1 (MDC).
+    pub aead: bool,
+}
+
+fn identity(info: SignerInfo) -> SignerIdentity {
+    SignerIdentity::OpenPgp {
+        fingerprint: info.fingerprint.to_hex().to_ascii_lowercase(),
+        emails: info.emails,
+    }
+}
+
 impl OpenPgp<'_> {
+    /// Decrypts one OpenPGP message (armored or binary) with our keys. A signature in
+    /// it must verify under a certificate in the store, but none is required: a caller
+    /// that needs to know the sender checks [`DecryptedMessage::signer`].
+    pub fn decrypt_message(
+        &self,
+        message: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<DecryptedMessage, OpenError> {
+        let certs = self
+            .certificates()
+            .map_err(|e| OpenPgpError::Key(e.to_string()))?;
+        let (content, outcome) = self.decrypt_verify(message, &certs, policy, true)?;
+        Ok(DecryptedMessage {
+            content,
+            signer: outcome.signer.map(identity),
+            aead: outcome.aead,
+        })
+    }
+
+    /// Verifies an inline-signed or cleartext-signed OpenPGP message and returns its
+    /// content and signer; nothing when any signature fails.
+    pub fn verify_inline(
+        &self,
+        message: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<(Zeroizing<Vec<u8>>, SignerIdentity), OpenError> {
+        let certs = self
+            .certificates()
+            .map_err(|e| OpenPgpError::Key(e.to_string()))?;
+        let outcome = RefCell::new(Outcome::default());
+        let helper = Helper {
+            store: self,
+            certs: &certs,
+            allow_unsigned: false,
+            outcome: &outcome,
+        };
+        let limit = policy.limits.max_decoded_bytes;
+        let content = (|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
+            let mut verifier = VerifierBuilder::from_bytes(message)?
+                .buffer_size(policy.limits.max_message_bytes)
+                .with_policy(&self.policy, None, helper)?;
+            let mut content = Zeroizing::new(Vec::new());
+            (&mut verifier)
+                .take(limit as u64 + 1)
+                .read_to_end(&mut content)?;
+            if content.len() > limit {
+                anyhow::bail!("the content exceeds {limit} bytes");
+            }
+            if !verifier.message_processed() {
+                anyhow::bail!("the message was not read to its end");
+            }
+            Ok(content)
+        })()
+        .map_err(|e| failure(&outcome, e))?;
+        let signer = outcome.into_inner().signer.ok_or(OpenPgpError::Unsigned)?;
+        Ok((content, identity(signer)))
+    }
+
     /// Decrypts (when encrypted) and verifies `raw` and returns the signed entity,
     /// exactly as signed, and its signer. It does not read the entity as MailA2A:
     /// [`Opener::open`] does.
@@ -443,11 +525,7 @@ impl OpenPgp<'_> {
     ) -> Result<(Vec<u8>, SignerIdentity), OpenError> {
         let outer = read_outer(raw, &policy.limits)?;
         let v = self.verify(&outer, policy)?;
-        let signer = SignerIdentity::OpenPgp {
-            fingerprint: v.signer.fingerprint.to_hex().to_ascii_lowercase(),
-            emails: v.signer.emails,
-        };
-        Ok((v.entity.into_owned(), signer))
+        Ok((v.entity.into_owned(), identity(v.signer)))
     }
 }
 
