@@ -3,6 +3,7 @@
 
 mod demo;
 mod inspect;
+mod sop;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -57,6 +58,13 @@ enum Command {
     Key(KeyCommand),
     /// The whole tour on a temporary store.
     Demo,
+    /// The Stateless OpenPGP interface (`mailseal sop --help`), with SOP's exit codes.
+    #[command(disable_help_flag = true)]
+    Sop {
+        /// SOP subcommand and arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Args)]
@@ -223,6 +231,12 @@ type CliResult = Result<(), Failure>;
 
 /// Entry point of the binary.
 pub fn main() -> ProcessExit {
+    // `sop` has its own argument rules and exit codes: it is parsed on its own.
+    let mut args = std::env::args_os();
+    let _ = args.next();
+    if args.next().is_some_and(|a| a == "sop") {
+        return sop::main(args.collect());
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -261,6 +275,10 @@ fn run(cli: Cli) -> CliResult {
         Command::Open(args) => open(store_dir(store)?, args),
         Command::Key(cmd) => key(store_dir(store)?, cmd),
         Command::Demo => demo::run(),
+        Command::Sop { .. } => Err(Failure::new(
+            ExitCode::Usage,
+            "sop must be the first argument: mailseal sop SUBCOMMAND",
+        )),
     }
 }
 

@@ -7,11 +7,13 @@
 
 mod directory;
 mod material;
+mod memory;
 mod pkcs12;
 
 pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
 pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
+pub use memory::MemoryStore;
 
 use std::fmt;
 

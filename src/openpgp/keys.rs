@@ -137,6 +137,11 @@ fn unlock(cert: Cert, what: &str, passphrase: Option<&[u8]>) -> Result<Cert, Key
     };
     let password = Password::from(passphrase);
     let mut unlocked: Vec<Packet> = Vec::new();
+    for (_, key) in &locked {
+        if let Some(openpgp::packet::key::SecretKeyMaterial::Encrypted(e)) = key.optional_secret() {
+            affordable(e.s2k()).map_err(|reason| malformed(what, reason))?;
+        }
+    }
     for (primary, key) in locked {
         let key = key
             .decrypt_secret(&password)
@@ -151,6 +156,20 @@ fn unlock(cert: Cert, what: &str, passphrase: Option<&[u8]>) -> Result<Cert, Key
         .insert_packets(unlocked)
         .map_err(|e| malformed(what, e))?;
     Ok(cert)
+}
+
+/// Refuses a passphrase derivation whose cost a key file chooses beyond reason: Argon2
+/// over 2 GiB of memory (RFC 9580 4.x recommends at most 2 GiB), more than 16 passes or
+/// lanes. Without this, importing a hostile key could exhaust memory.
+fn affordable(s2k: &openpgp::crypto::S2K) -> Result<(), String> {
+    match s2k {
+        openpgp::crypto::S2K::Argon2 { t, p, m, .. } if *m > 21 || *t > 16 || *p > 16 => {
+            Err(format!(
+                "the key's Argon2 passphrase derivation asks for 2^{m} KiB, {t} passes, {p} lanes: refused (at most 2 GiB, 16, 16)"
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The fingerprint as the store names files: lower-case hex.

@@ -11,6 +11,7 @@
 pub mod keys;
 mod open;
 mod seal;
+pub mod sop;
 
 use sequoia_openpgp as openpgp;
 

@@ -28,8 +28,15 @@ use crate::seal::{OpenError, OpenPolicy, Opened, Opener, SignerIdentity};
 
 /// Who made the one good signature.
 #[derive(Clone, Debug)]
-struct SignerInfo {
-    fingerprint: Fingerprint,
+pub(crate) struct SignerInfo {
+    /// The certificate (primary key) fingerprint.
+    pub(crate) fingerprint: Fingerprint,
+    /// The key that made the signature (a subkey, or the primary).
+    pub(crate) key_fingerprint: Fingerprint,
+    /// When the signature says it was made.
+    pub(crate) created: Option<std::time::SystemTime>,
+    /// A text-mode (0x01) signature.
+    pub(crate) text: bool,
     emails: Vec<String>,
     algorithm: String,
     intended: Vec<Fingerprint>,
@@ -38,21 +45,34 @@ struct SignerInfo {
 /// What the helper learnt while Sequoia read the message. Kept outside the helper,
 /// which Sequoia drops when it fails, so the reason survives.
 #[derive(Default)]
-struct Outcome {
+pub(crate) struct Outcome {
     failure: Option<OpenPgpError>,
-    signer: Option<SignerInfo>,
-    encrypted: bool,
-    aead: bool,
+    /// Every good signature, in order.
+    pub(crate) signers: Vec<SignerInfo>,
+    pub(crate) encrypted: bool,
+    pub(crate) aead: bool,
     decrypted_with: Option<Fingerprint>,
     saw_sed: bool,
+}
+
+/// What a message's signatures must be for it to be released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Signatures {
+    /// At least one good signature by a known certificate, and no bad one.
+    Required,
+    /// As `Required`, but an encrypted message may carry none: its decrypted entity is
+    /// then itself `multipart/signed` (RFC 3156 6.1), which the caller requires.
+    OrSignedInside,
+    /// Collect the good ones and judge nothing (SOP's decrypt and verify report them;
+    /// the integrity of encrypted data is still enforced).
+    Collect,
 }
 
 struct Helper<'a> {
     store: &'a OpenPgp<'a>,
     certs: &'a [Cert],
-    /// An encrypted message may carry no OpenPGP signature when the decrypted entity
-    /// is itself `multipart/signed` (RFC 3156 6.1); the caller then requires that.
-    allow_unsigned: bool,
+    /// What the signatures must be.
+    signatures: Signatures,
     outcome: &'a RefCell<Outcome>,
 }
 
@@ -86,7 +106,7 @@ impl VerificationHelper for Helper<'_> {
     }
 
     fn check(&mut self, structure: MessageStructure) -> openpgp::Result<()> {
-        let mut good: Option<SignerInfo> = None;
+        let mut good: Vec<SignerInfo> = Vec::new();
         let mut missing = false;
         let mut bad: Option<String> = None;
         let mut signature_groups = 0;
@@ -102,19 +122,15 @@ impl VerificationHelper for Helper<'_> {
                     signature_groups += 1;
                     for r in results {
                         match r {
-                            Ok(GoodChecksum { sig, ka }) => {
-                                if good.is_none() {
-                                    good = Some(SignerInfo {
-                                        fingerprint: ka.cert().fingerprint(),
-                                        emails: keys::emails_at(
-                                            ka.cert(),
-                                            sig.signature_creation_time(),
-                                        ),
-                                        algorithm: format!("{}/{}", sig.pk_algo(), sig.hash_algo()),
-                                        intended: sig.intended_recipients().cloned().collect(),
-                                    });
-                                }
-                            }
+                            Ok(GoodChecksum { sig, ka }) => good.push(SignerInfo {
+                                fingerprint: ka.cert().fingerprint(),
+                                key_fingerprint: ka.key().fingerprint(),
+                                created: sig.signature_creation_time(),
+                                text: sig.typ() == openpgp::types::SignatureType::Text,
+                                emails: keys::emails_at(ka.cert(), sig.signature_creation_time()),
+                                algorithm: format!("{}/{}", sig.pk_algo(), sig.hash_algo()),
+                                intended: sig.intended_recipients().cloned().collect(),
+                            }),
                             Err(VerificationError::MissingKey { .. }) => missing = true,
                             Err(e) => bad = Some(e.to_string()),
                         }
@@ -122,24 +138,28 @@ impl VerificationHelper for Helper<'_> {
                 }
             }
         }
+        if self.signatures == Signatures::Collect {
+            self.outcome.borrow_mut().signers = good;
+            return Ok(());
+        }
         // Any signature that fails refuses the message, even beside a good one.
         if let Some(reason) = bad {
             return Err(self.fail(OpenPgpError::BadSignature(reason)));
         }
-        match good {
-            Some(info) => {
-                self.outcome.borrow_mut().signer = Some(info);
-                Ok(())
-            }
-            None if missing => Err(self.fail(OpenPgpError::UnknownSigner)),
-            None if signature_groups == 0
-                && self.allow_unsigned
-                && self.outcome.borrow().encrypted =>
-            {
-                Ok(())
-            }
-            None => Err(self.fail(OpenPgpError::Unsigned)),
+        if !good.is_empty() {
+            self.outcome.borrow_mut().signers = good;
+            return Ok(());
         }
+        if missing {
+            return Err(self.fail(OpenPgpError::UnknownSigner));
+        }
+        if signature_groups == 0
+            && self.signatures == Signatures::OrSignedInside
+            && self.outcome.borrow().encrypted
+        {
+            return Ok(());
+        }
+        Err(self.fail(OpenPgpError::Unsigned))
     }
 }
 
@@ -155,7 +175,12 @@ impl DecryptionHelper for Helper<'_> {
         // the key was valid still decrypts, as GnuPG does), with their certificate.
         let policy = &self.store.policy;
         let mut ours: Vec<(Fingerprint, openpgp::packet::Key<_, _>)> = Vec::new();
-        for cert in self.certs {
+        // Our secret keys are the store's; `certs` are the ones to verify with.
+        let candidates = self
+            .store
+            .certificates()
+            .map_err(|e| self.fail(OpenPgpError::Key(e.to_string())))?;
+        for cert in &candidates {
             let Some(tsk) = self
                 .store
                 .secret_for(cert)
@@ -255,18 +280,18 @@ struct Verified<'r> {
 impl OpenPgp<'_> {
     /// Decrypts and verifies one OpenPGP message (armored or binary); the literal data
     /// once everything passed, never before.
-    fn decrypt_verify(
+    pub(crate) fn decrypt_verify(
         &self,
         message: &[u8],
         certs: &[Cert],
         policy: &OpenPolicy,
-        allow_unsigned: bool,
+        signatures: Signatures,
     ) -> Result<(Zeroizing<Vec<u8>>, Outcome), OpenPgpError> {
         let outcome = RefCell::new(Outcome::default());
         let helper = Helper {
             store: self,
             certs,
-            allow_unsigned,
+            signatures,
             outcome: &outcome,
         };
         let limit = policy.limits.max_decoded_bytes;
@@ -297,18 +322,34 @@ impl OpenPgp<'_> {
         Ok((plain, outcome))
     }
 
-    /// Verifies a detached signature over `entity`.
+    /// Verifies a detached signature over `entity`: its first good signer.
     fn verify_detached(
         &self,
         signature: &[u8],
         entity: &[u8],
         certs: &[Cert],
     ) -> Result<SignerInfo, OpenPgpError> {
+        let outcome = self.verify_detached_with(signature, entity, certs, Signatures::Required)?;
+        outcome
+            .signers
+            .into_iter()
+            .next()
+            .ok_or(OpenPgpError::Unsigned)
+    }
+
+    /// Verifies detached signatures over `entity` under `signatures`.
+    pub(crate) fn verify_detached_with(
+        &self,
+        signature: &[u8],
+        entity: &[u8],
+        certs: &[Cert],
+        signatures: Signatures,
+    ) -> Result<Outcome, OpenPgpError> {
         let outcome = RefCell::new(Outcome::default());
         let helper = Helper {
             store: self,
             certs,
-            allow_unsigned: false,
+            signatures,
             outcome: &outcome,
         };
         (|| -> Result<(), anyhow::Error> {
@@ -320,8 +361,7 @@ impl OpenPgp<'_> {
             verifier.verify_bytes(entity)
         })()
         .map_err(|e| failure(&outcome, e))?;
-        let signer = outcome.into_inner().signer;
-        signer.ok_or(OpenPgpError::Unsigned)
+        Ok(outcome.into_inner())
     }
 
     /// The signed entity of a `multipart/signed; protocol="application/pgp-signature"`.
@@ -381,8 +421,9 @@ impl OpenPgp<'_> {
                 let message = data
                     .decoded()
                     .map_err(|e| OpenPgpError::Malformed(e.to_string()))?;
-                let (mut plain, outcome) = self.decrypt_verify(&message, &certs, policy, true)?;
-                let signer = match outcome.signer {
+                let (mut plain, outcome) =
+                    self.decrypt_verify(&message, &certs, policy, Signatures::OrSignedInside)?;
+                let signer = match outcome.signers.into_iter().next() {
                     Some(signer) => {
                         // Signed inside the encryption: when the signature names its
                         // intended recipients, we must be one (RFC 9580 5.2.3.36).
@@ -468,10 +509,11 @@ impl OpenPgp<'_> {
         let certs = self
             .certificates()
             .map_err(|e| OpenPgpError::Key(e.to_string()))?;
-        let (content, outcome) = self.decrypt_verify(message, &certs, policy, true)?;
+        let (content, outcome) =
+            self.decrypt_verify(message, &certs, policy, Signatures::OrSignedInside)?;
         Ok(DecryptedMessage {
             content,
-            signer: outcome.signer.map(identity),
+            signer: outcome.signers.into_iter().next().map(identity),
             aead: outcome.aead,
         })
     }
@@ -486,11 +528,29 @@ impl OpenPgp<'_> {
         let certs = self
             .certificates()
             .map_err(|e| OpenPgpError::Key(e.to_string()))?;
+        let (content, outcome) =
+            self.verify_inline_with(message, &certs, policy, Signatures::Required)?;
+        let signer = outcome
+            .signers
+            .into_iter()
+            .next()
+            .ok_or(OpenPgpError::Unsigned)?;
+        Ok((content, identity(signer)))
+    }
+
+    /// Verifies an inline-signed or cleartext-signed message under `signatures`.
+    pub(crate) fn verify_inline_with(
+        &self,
+        message: &[u8],
+        certs: &[Cert],
+        policy: &OpenPolicy,
+        signatures: Signatures,
+    ) -> Result<(Zeroizing<Vec<u8>>, Outcome), OpenPgpError> {
         let outcome = RefCell::new(Outcome::default());
         let helper = Helper {
             store: self,
-            certs: &certs,
-            allow_unsigned: false,
+            certs,
+            signatures,
             outcome: &outcome,
         };
         let limit = policy.limits.max_decoded_bytes;
@@ -511,8 +571,7 @@ impl OpenPgp<'_> {
             Ok(content)
         })()
         .map_err(|e| failure(&outcome, e))?;
-        let signer = outcome.into_inner().signer.ok_or(OpenPgpError::Unsigned)?;
-        Ok((content, identity(signer)))
+        Ok((content, outcome.into_inner()))
     }
 
     /// Decrypts (when encrypted) and verifies `raw` and returns the signed entity,

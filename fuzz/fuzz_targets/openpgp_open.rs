@@ -1,0 +1,37 @@
+//! Untrusted bytes as a PGP/MIME message and as a bare OpenPGP message: outer MIME,
+//! RFC 3156 structure, armor, packet parsing, PKESK/SEIPD handling, signature and
+//! intended-recipient checks, against a key store with Alice's Cv25519 secret key (the
+//! fast recipient) and Bob's RSA certificate (the seeds are Bob's messages to Alice).
+//! No panic, and nothing opens unless it verified.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use mailseal::keystore::{DirectoryStore, KeyStore};
+use mailseal::openpgp::OpenPgp;
+use mailseal::seal::{OpenPolicy, Opener};
+
+fn store() -> &'static DirectoryStore {
+    static STORE: OnceLock<(tempfile::TempDir, DirectoryStore)> = OnceLock::new();
+    &STORE
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let store = DirectoryStore::open(dir.path().join("s")).expect("store");
+            let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/../keys-fixtures/openpgp/");
+            for f in ["alice@openpgp.example.sec.asc", "bob@openpgp.example.pub.asc"] {
+                let bytes = std::fs::read(format!("{fx}{f}")).expect("fixture");
+                store.import(&bytes, f, false).expect("import");
+            }
+            (dir, store)
+        })
+        .1
+}
+
+fuzz_target!(|data: &[u8]| {
+    let pgp = OpenPgp::new(store());
+    let policy = OpenPolicy::default();
+    let _ = pgp.open(data, &policy);
+    let _ = pgp.decrypt_message(data, &policy);
+    let _ = pgp.verify_inline(data, &policy);
+});
