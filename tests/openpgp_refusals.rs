@@ -479,3 +479,43 @@ fn fail_signature_by_a_revoked_key_is_refused() {
     let err = open(&frank, &sealed).unwrap_err();
     assert_eq!(err.exit_code().as_u8(), 4, "{err}");
 }
+
+#[test]
+fn fail_fuzz_crash_reproducers_are_refused_without_a_panic() {
+    // The openpgp_open target's store: Alice's draft-bre secret key, Bob's certificate.
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+    let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures/openpgp/");
+    for f in [
+        "alice@openpgp.example.sec.asc",
+        "bob@openpgp.example.pub.asc",
+    ] {
+        store
+            .import(&std::fs::read(format!("{fx}{f}")).unwrap(), f, false)
+            .unwrap();
+    }
+    let pgp = OpenPgp::new(&store);
+    let policy = OpenPolicy::default();
+    let crashes = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cases/crashes/");
+    let mut n = 0;
+    for e in std::fs::read_dir(crashes).unwrap() {
+        let path = e.unwrap().path();
+        if !path
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("openpgp_")
+        {
+            continue;
+        }
+        let raw = std::fs::read(&path).unwrap();
+        // Each is refused (the Sequoia panic becomes an error), and nothing is released.
+        let err = pgp.open(&raw, &policy).unwrap_err();
+        assert!(matches!(err.exit_code().as_u8(), 3..=5), "{path:?}: {err}");
+        assert!(pgp.decrypt_message(&raw, &policy).is_err());
+        assert!(pgp.verify_inline(&raw, &policy).is_err());
+        n += 1;
+    }
+    assert!(n >= 1);
+}

@@ -104,3 +104,41 @@ fn demo_runs() {
     assert!(stdout.contains("SMTP redelivery: Duplicate"), "{stdout}");
     assert!(stdout.contains("demo finished"), "{stdout}");
 }
+
+#[test]
+fn readme_openpgp_example_runs() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme.split("## Command line").nth(1).unwrap();
+    let blocks: Vec<&str> = section
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    // The OpenPGP block reuses envelope.json from the first block.
+    let script = format!("{}\n{}", blocks[0], blocks[2]);
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = common::bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("MAILSEAL_HOME", dir.path().join("store"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
+    assert!(stdout.contains(" mode:binary"), "{stdout}");
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("pgp-verdict.json")).unwrap())
+            .unwrap();
+    assert_eq!(verdict["profile"], "openpgp");
+    assert_eq!(verdict["protection"], "SignedEncrypted");
+}

@@ -65,6 +65,16 @@ pub(super) fn inspect(name: &str, raw: &[u8], json: bool) -> CliResult {
                 let _ = writeln!(out, "layer 1: S/MIME, unreadable: {e}");
             }
         },
+        Some(crate::profile::Profile::OpenPgp) => match crate::openpgp::describe(raw, &limits) {
+            Ok(lines) => {
+                for l in lines {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(out, "layer 1: OpenPGP/MIME, unreadable: {e}");
+            }
+        },
         Some(p) => {
             let _ = writeln!(
                 out,

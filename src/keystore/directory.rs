@@ -29,7 +29,21 @@ pub struct DirectoryStore {
     /// Parsed certificates per subdirectory, valid while every file's name, mtime and
     /// size are the ones recorded (a stat per file instead of a PEM parse).
     cache: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, CachedDir>>>,
+    /// OpenPGP files' bytes, valid while the file's mtime and size are the recorded
+    /// ones (a stat instead of an open and a read). Secret keys among them are wiped
+    /// when evicted or dropped.
+    files_cache: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, CachedFile>>>,
+    /// Directory listings, valid while the directory's mtime is the recorded one
+    /// (every file is written to a temporary name and renamed, which changes it).
+    listings: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, CachedListing>>>,
 }
+
+type CachedListing = (std::time::SystemTime, Vec<(String, PathBuf)>);
+
+type CachedFile = (
+    (Option<std::time::SystemTime>, u64),
+    std::sync::Arc<Zeroizing<Vec<u8>>>,
+);
 
 type Stamp = Vec<(PathBuf, Option<std::time::SystemTime>, u64)>;
 type CachedDir = (Stamp, std::sync::Arc<Vec<StoredCertificate>>);
@@ -107,6 +121,8 @@ impl DirectoryStore {
         Ok(DirectoryStore {
             root,
             cache: Default::default(),
+            files_cache: Default::default(),
+            listings: Default::default(),
         })
     }
 
@@ -119,9 +135,32 @@ impl DirectoryStore {
         self.files(sub, "pem")
     }
 
-    /// The files `*.EXT` in a subdirectory, by name.
+    /// The files `*.EXT` in a subdirectory, by name; the listing is reused while the
+    /// directory's mtime is unchanged.
     fn files(&self, sub: &str, ext: &str) -> Result<Vec<(String, PathBuf)>, KeyStoreError> {
         let dir = self.root.join(sub);
+        let key = dir.join(format!("*.{ext}"));
+        let mtime = fs::metadata(&dir).and_then(|m| m.modified()).ok();
+        if let Some(mtime) = mtime {
+            let listings = self.listings.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((when, files)) = listings.get(&key) {
+                if *when == mtime {
+                    return Ok(files.clone());
+                }
+            }
+        }
+        let out = self.list_files(&dir, ext)?;
+        if let Some(mtime) = mtime {
+            self.listings
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key, (mtime, out.clone()));
+        }
+        Ok(out)
+    }
+
+    fn list_files(&self, dir: &Path, ext: &str) -> Result<Vec<(String, PathBuf)>, KeyStoreError> {
+        let dir = dir.to_path_buf();
         let mut out = Vec::new();
         for entry in fs::read_dir(&dir).map_err(io(&dir))? {
             let path = entry.map_err(io(&dir))?.path();
@@ -214,6 +253,36 @@ impl DirectoryStore {
             entries.push(entry);
         }
         Ok(entries)
+    }
+
+    /// The bytes of `path`, from the cache while its mtime and size are unchanged;
+    /// `None` when it does not exist.
+    fn read_cached(
+        &self,
+        path: &Path,
+    ) -> Result<Option<std::sync::Arc<Zeroizing<Vec<u8>>>>, KeyStoreError> {
+        let meta = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(path)(e)),
+        };
+        let stamp = (meta.modified().ok(), meta.len());
+        let mut cache = self.files_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((s, bytes)) = cache.get(path) {
+            if *s == stamp {
+                return Ok(Some(bytes.clone()));
+            }
+        }
+        let bytes = match fs::read(path) {
+            Ok(b) => std::sync::Arc::new(Zeroizing::new(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(path)(e)),
+        };
+        if cache.len() >= 4096 {
+            cache.clear();
+        }
+        cache.insert(path.to_path_buf(), (stamp, bytes.clone()));
+        Ok(Some(bytes))
     }
 
     fn has_key(&self, fpr: &str) -> bool {
@@ -363,7 +432,9 @@ impl KeyStore for DirectoryStore {
     fn openpgp_certificates(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
         let mut out = Vec::new();
         for (_, path) in self.files("openpgp", "pgp")? {
-            out.push(fs::read(&path).map_err(io(&path))?);
+            if let Some(bytes) = self.read_cached(&path)? {
+                out.push(bytes.to_vec());
+            }
         }
         Ok(out)
     }
@@ -376,10 +447,8 @@ impl KeyStore for DirectoryStore {
             .root
             .join("openpgp-keys")
             .join(format!("{}.pgp", fpr.to_ascii_lowercase()));
-        match fs::read(&path) {
-            Ok(bytes) => Ok(Some(Zeroizing::new(bytes))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(io(&path)(e)),
-        }
+        Ok(self
+            .read_cached(&path)?
+            .map(|bytes| Zeroizing::new(bytes.to_vec())))
     }
 }

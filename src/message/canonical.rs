@@ -32,10 +32,10 @@ pub(crate) fn canonical_crlf(entity: &[u8]) -> Cow<'_, [u8]> {
 
 /// A MIME boundary of 192 random bits.
 pub(crate) fn random_boundary() -> Result<String, crate::seal::SealError> {
-    use aws_lc_rs::rand::SecureRandom;
+    // The OS generator directly: one getrandom(2) call, where a DRBG's reseeding
+    // costs more than the rest of composing a small message.
     let mut bytes = [0u8; 24];
-    aws_lc_rs::rand::SystemRandom::new()
-        .fill(&mut bytes)
+    getrandom::fill(&mut bytes)
         .map_err(|_| crate::seal::SealError::Crypto("no randomness".into()))?;
     let hex = crate::keystore::hex(&bytes);
     Ok(format!("{}_{}_{}", &hex[..16], &hex[16..32], &hex[32..]))

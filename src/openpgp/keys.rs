@@ -181,9 +181,14 @@ pub(crate) fn fingerprint(cert: &Cert) -> String {
 /// at `at` (self-signed, not revoked), lower case.
 pub(crate) fn emails_at(cert: &Cert, at: Option<SystemTime>) -> Vec<String> {
     let policy = StandardPolicy::new();
-    let Ok(valid) = cert.with_policy(&policy, at) else {
-        return Vec::new();
-    };
+    match cert.with_policy(&policy, at) {
+        Ok(valid) => emails_of_valid(&valid),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The addresses of a certificate already validated under a policy at a time.
+pub(crate) fn emails_of_valid(valid: &ValidCert<'_>) -> Vec<String> {
     let mut out: Vec<String> = valid
         .userids()
         .revoked(false)

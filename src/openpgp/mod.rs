@@ -8,8 +8,10 @@
 //! releases plaintext before the integrity check and every signature check passed:
 //! Sequoia buffers the message (bounded here by the message limit) until then.
 
+mod describe;
 pub mod keys;
 mod open;
+mod parsed;
 mod seal;
 pub mod sop;
 
@@ -22,6 +24,7 @@ use crate::error::{A2aErrorType, Classify, ExitCode};
 use crate::keystore::{KeyStore, KeyStoreError};
 use crate::seal::{OpenError, SealError};
 
+pub use describe::describe;
 pub use keys::{generate, KeyProfile};
 pub use open::DecryptedMessage;
 
@@ -95,6 +98,7 @@ impl From<OpenPgpError> for SealError {
 pub struct OpenPgp<'s> {
     store: &'s dyn KeyStore,
     policy: StandardPolicy<'static>,
+    parsed: parsed::Parsed,
 }
 
 impl<'s> OpenPgp<'s> {
@@ -104,34 +108,35 @@ impl<'s> OpenPgp<'s> {
         OpenPgp {
             store,
             policy: StandardPolicy::new(),
+            parsed: parsed::Parsed::default(),
         }
     }
 
-    /// Every certificate in the store that parses.
-    fn certificates(&self) -> Result<Vec<Cert>, KeyStoreError> {
-        Ok(self
-            .store
-            .openpgp_certificates()?
-            .iter()
-            .filter_map(|b| keys::parse_stored(b))
-            .collect())
+    /// Every certificate in the store that parses and conforms, with its addresses.
+    fn certificates(&self) -> Result<std::sync::Arc<parsed::View>, KeyStoreError> {
+        Ok(self.parsed.view(self.store.openpgp_certificates()?))
     }
 
-    /// Certificates valid now under the policy with a User ID for `address`.
-    fn certificates_for(&self, address: &str) -> Result<Vec<Cert>, KeyStoreError> {
+    /// The certificates of `view` with a User ID for `address` (valid when the view
+    /// was built).
+    fn certificates_for<'v>(view: &'v parsed::View, address: &str) -> Vec<&'v Cert> {
         let address = address.to_ascii_lowercase();
-        Ok(self
-            .certificates()?
-            .into_iter()
-            .filter(|c| keys::emails_at(c, None).contains(&address))
-            .collect())
+        view.certs
+            .iter()
+            .zip(&view.emails)
+            .filter(|(_, emails)| emails.contains(&address))
+            .map(|(c, _)| c)
+            .collect()
     }
 
     /// Our transferable secret key for `cert`, if the store holds it.
-    fn secret_for(&self, cert: &Cert) -> Result<Option<Cert>, KeyStoreError> {
+    fn secret_for(
+        &self,
+        cert: &Cert,
+    ) -> Result<Option<std::sync::Arc<parsed::Secret>>, KeyStoreError> {
         Ok(self
             .store
             .openpgp_secret_key(&keys::fingerprint(cert))?
-            .and_then(|b| keys::parse_stored(&b)))
+            .and_then(|b| self.parsed.secret(&b, &self.policy)))
     }
 }

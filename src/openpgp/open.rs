@@ -8,6 +8,7 @@ use std::io::Read;
 
 use sequoia_openpgp as openpgp;
 
+use openpgp::cert::amalgamation::ValidAmalgamation;
 use openpgp::cert::Cert;
 use openpgp::crypto::SessionKey;
 use openpgp::packet::{Tag, PKESK, SKESK};
@@ -70,6 +71,9 @@ pub(crate) enum Signatures {
 
 struct Helper<'a> {
     store: &'a OpenPgp<'a>,
+    /// The store's certificates (ours among them have secret keys); `None` when the
+    /// message is only verified.
+    own: Option<std::sync::Arc<super::parsed::View>>,
     certs: &'a [Cert],
     /// What the signatures must be.
     signatures: Signatures,
@@ -127,7 +131,9 @@ impl VerificationHelper for Helper<'_> {
                                 key_fingerprint: ka.key().fingerprint(),
                                 created: sig.signature_creation_time(),
                                 text: sig.typ() == openpgp::types::SignatureType::Text,
-                                emails: keys::emails_at(ka.cert(), sig.signature_creation_time()),
+                                // The certificate as Sequoia validated it at the
+                                // signature's time: its User IDs then.
+                                emails: keys::emails_of_valid(ka.valid_cert()),
                                 algorithm: format!("{}/{}", sig.pk_algo(), sig.hash_algo()),
                                 intended: sig.intended_recipients().cloned().collect(),
                             }),
@@ -171,48 +177,38 @@ impl DecryptionHelper for Helper<'_> {
         sym_algo: Option<SymmetricAlgorithm>,
         decrypt: &mut dyn FnMut(Option<SymmetricAlgorithm>, &SessionKey) -> bool,
     ) -> openpgp::Result<Option<Cert>> {
-        // Our secret keys that can decrypt (even expired ones: a message written while
-        // the key was valid still decrypts, as GnuPG does), with their certificate.
-        let policy = &self.store.policy;
-        let mut ours: Vec<(Fingerprint, openpgp::packet::Key<_, _>)> = Vec::new();
-        // Our secret keys are the store's; `certs` are the ones to verify with.
-        let candidates = self
-            .store
-            .certificates()
-            .map_err(|e| self.fail(OpenPgpError::Key(e.to_string())))?;
-        for cert in &candidates {
-            let Some(tsk) = self
+        // Our secret keys that can decrypt (see `parsed::Secret`), with their
+        // certificate: the store's, while `certs` are the ones to verify with.
+        let mut ours = Vec::new();
+        let own = match &self.own {
+            Some(v) => v.clone(),
+            None => return Err(self.fail(OpenPgpError::NotForUs)),
+        };
+        for cert in &own.certs {
+            if let Some(secret) = self
                 .store
                 .secret_for(cert)
                 .map_err(|e| self.fail(OpenPgpError::Key(e.to_string())))?
-            else {
-                continue;
-            };
-            let valid = tsk.with_policy(policy, None).ok();
-            for ka in tsk.keys().secret() {
-                let capable = valid
-                    .as_ref()
-                    .and_then(|v| v.keys().key_handle(ka.key().key_handle()).next())
-                    .is_none_or(|k| k.for_transport_encryption() || k.for_storage_encryption());
-                if capable && ka.key().has_unencrypted_secret() {
-                    ours.push((cert.fingerprint(), ka.key().clone()));
-                }
+            {
+                ours.push((cert.fingerprint(), secret));
             }
         }
+        let ours: Vec<(&Fingerprint, &openpgp::crypto::KeyPair)> = ours
+            .iter()
+            .flat_map(|(f, s)| s.decryption.iter().map(move |k| (f, k)))
+            .collect();
         let mut addressed = false;
         for pkesk in pkesks {
             let wanted = pkesk.recipient();
-            for (fingerprint, key) in &ours {
+            for &(fingerprint, key) in &ours {
                 if wanted
                     .as_ref()
-                    .is_some_and(|w| !w.aliases(key.key_handle()))
+                    .is_some_and(|w| !w.aliases(key.public().key_handle()))
                 {
                     continue;
                 }
                 addressed |= wanted.is_some();
-                let Ok(mut pair) = key.clone().into_keypair() else {
-                    continue;
-                };
+                let mut pair = key.clone();
                 if let Some((algo, sk)) = pkesk.decrypt(&mut pair, sym_algo) {
                     if decrypt(algo, &sk) {
                         self.outcome.borrow_mut().decrypted_with = Some(fingerprint.clone());
@@ -231,10 +227,8 @@ impl DecryptionHelper for Helper<'_> {
         // No recipient names a key of ours. If one of our keys still decrypts a
         // session key, the recipient's key ID was changed: altered, not "not for us".
         for pkesk in pkesks {
-            for (_, key) in &ours {
-                let Ok(mut pair) = key.clone().into_keypair() else {
-                    continue;
-                };
+            for &(_, key) in &ours {
+                let mut pair = key.clone();
                 if let Some((algo, sk)) = pkesk.decrypt(&mut pair, sym_algo) {
                     if decrypt(algo, &sk) {
                         return Err(self.fail(OpenPgpError::Undecryptable(
@@ -246,6 +240,19 @@ impl DecryptionHelper for Helper<'_> {
         }
         Err(self.fail(OpenPgpError::NotForUs))
     }
+}
+
+/// Runs one Sequoia parse, turning a panic inside it into an error. Sequoia 2.4.2
+/// panics on some malformed input (an `unwrap` in `PacketParser::decrypt` on a
+/// truncated SEIPDv1, found by the `openpgp_open` fuzz target); a gateway must refuse
+/// such a message, not die. Everything the closure built is dropped (and wiped) on the
+/// way out, so nothing of a half-read message survives.
+fn guarded<T>(f: impl FnOnce() -> Result<T, anyhow::Error>) -> Result<T, anyhow::Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        Err(anyhow::Error::new(openpgp::Error::MalformedMessage(
+            "the OpenPGP parser gave up on this input".into(),
+        )))
+    })
 }
 
 /// Classifies a Sequoia failure: the helper's own reason when it gave one.
@@ -284,18 +291,26 @@ impl OpenPgp<'_> {
         &self,
         message: &[u8],
         certs: &[Cert],
+        own: Option<std::sync::Arc<super::parsed::View>>,
         policy: &OpenPolicy,
         signatures: Signatures,
     ) -> Result<(Zeroizing<Vec<u8>>, Outcome), OpenPgpError> {
         let outcome = RefCell::new(Outcome::default());
+        let own = match own {
+            Some(v) => v,
+            None => self
+                .certificates()
+                .map_err(|e| OpenPgpError::Key(e.to_string()))?,
+        };
         let helper = Helper {
             store: self,
+            own: Some(own),
             certs,
             signatures,
             outcome: &outcome,
         };
         let limit = policy.limits.max_decoded_bytes;
-        let plain = (|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
+        let plain = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut decryptor = DecryptorBuilder::from_bytes(message)?
                 .buffer_size(policy.limits.max_message_bytes)
                 .with_policy(&self.policy, None, helper)?;
@@ -310,7 +325,7 @@ impl OpenPgp<'_> {
                 anyhow::bail!("the message was not read to its end");
             }
             Ok(plain)
-        })()
+        })
         .map_err(|e| failure(&outcome, e))?;
         let outcome = outcome.into_inner();
         if !outcome.encrypted {
@@ -348,18 +363,19 @@ impl OpenPgp<'_> {
         let outcome = RefCell::new(Outcome::default());
         let helper = Helper {
             store: self,
+            own: None,
             certs,
             signatures,
             outcome: &outcome,
         };
-        (|| -> Result<(), anyhow::Error> {
+        guarded(|| -> Result<(), anyhow::Error> {
             let mut verifier = DetachedVerifierBuilder::from_bytes(signature)?.with_policy(
                 &self.policy,
                 None,
                 helper,
             )?;
             verifier.verify_bytes(entity)
-        })()
+        })
         .map_err(|e| failure(&outcome, e))?;
         Ok(outcome.into_inner())
     }
@@ -395,9 +411,10 @@ impl OpenPgp<'_> {
         outer: &Outer<'r>,
         policy: &OpenPolicy,
     ) -> Result<Verified<'r>, OpenPgpError> {
-        let certs = self
+        let view = self
             .certificates()
             .map_err(|e| OpenPgpError::Key(e.to_string()))?;
+        let certs = &view.certs;
         let protocol = outer.param("protocol").map(str::to_ascii_lowercase);
         match (outer.media_type.as_str(), protocol.as_deref()) {
             ("multipart/encrypted", Some("application/pgp-encrypted")) => {
@@ -421,8 +438,13 @@ impl OpenPgp<'_> {
                 let message = data
                     .decoded()
                     .map_err(|e| OpenPgpError::Malformed(e.to_string()))?;
-                let (mut plain, outcome) =
-                    self.decrypt_verify(&message, &certs, policy, Signatures::OrSignedInside)?;
+                let (mut plain, outcome) = self.decrypt_verify(
+                    &message,
+                    certs,
+                    Some(view.clone()),
+                    policy,
+                    Signatures::OrSignedInside,
+                )?;
                 let signer = match outcome.signers.into_iter().next() {
                     Some(signer) => {
                         // Signed inside the encryption: when the signature names its
@@ -448,7 +470,7 @@ impl OpenPgp<'_> {
                         if !signed {
                             return Err(OpenPgpError::Unsigned);
                         }
-                        let (entity, signer) = self.verify_signed(&inner, &certs)?;
+                        let (entity, signer) = self.verify_signed(&inner, certs)?;
                         return Ok(Verified {
                             entity: Cow::Owned(entity.into_owned()),
                             signer,
@@ -464,7 +486,7 @@ impl OpenPgp<'_> {
                 })
             }
             ("multipart/signed", Some("application/pgp-signature")) => {
-                let (entity, signer) = self.verify_signed(outer, &certs)?;
+                let (entity, signer) = self.verify_signed(outer, certs)?;
                 Ok(Verified {
                     entity,
                     signer,
@@ -506,11 +528,17 @@ impl OpenPgp<'_> {
         message: &[u8],
         policy: &OpenPolicy,
     ) -> Result<DecryptedMessage, OpenError> {
-        let certs = self
+        let view = self
             .certificates()
             .map_err(|e| OpenPgpError::Key(e.to_string()))?;
-        let (content, outcome) =
-            self.decrypt_verify(message, &certs, policy, Signatures::OrSignedInside)?;
+        let certs = &view.certs;
+        let (content, outcome) = self.decrypt_verify(
+            message,
+            certs,
+            Some(view.clone()),
+            policy,
+            Signatures::OrSignedInside,
+        )?;
         Ok(DecryptedMessage {
             content,
             signer: outcome.signers.into_iter().next().map(identity),
@@ -525,11 +553,12 @@ impl OpenPgp<'_> {
         message: &[u8],
         policy: &OpenPolicy,
     ) -> Result<(Zeroizing<Vec<u8>>, SignerIdentity), OpenError> {
-        let certs = self
+        let view = self
             .certificates()
             .map_err(|e| OpenPgpError::Key(e.to_string()))?;
+        let certs = &view.certs;
         let (content, outcome) =
-            self.verify_inline_with(message, &certs, policy, Signatures::Required)?;
+            self.verify_inline_with(message, certs, policy, Signatures::Required)?;
         let signer = outcome
             .signers
             .into_iter()
@@ -549,12 +578,13 @@ impl OpenPgp<'_> {
         let outcome = RefCell::new(Outcome::default());
         let helper = Helper {
             store: self,
+            own: None,
             certs,
             signatures,
             outcome: &outcome,
         };
         let limit = policy.limits.max_decoded_bytes;
-        let content = (|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
+        let content = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut verifier = VerifierBuilder::from_bytes(message)?
                 .buffer_size(policy.limits.max_message_bytes)
                 .with_policy(&self.policy, None, helper)?;
@@ -569,7 +599,7 @@ impl OpenPgp<'_> {
                 anyhow::bail!("the message was not read to its end");
             }
             Ok(content)
-        })()
+        })
         .map_err(|e| failure(&outcome, e))?;
         Ok((content, outcome.into_inner()))
     }

@@ -33,12 +33,16 @@ fn push_crlf(out: &mut Vec<u8>, armored: &[u8]) {
 
 impl OpenPgp<'_> {
     /// Our certificate for `address` with an unlocked secret signing key valid now.
-    fn signing_identity(&self, address: &str) -> Result<(Cert, KeyPair), SealError> {
-        for cert in self.certificates_for(address)? {
-            let Some(tsk) = self.secret_for(&cert)? else {
+    fn signing_identity<'v>(
+        &self,
+        view: &'v super::parsed::View,
+        address: &str,
+    ) -> Result<(&'v Cert, KeyPair), SealError> {
+        for cert in Self::certificates_for(view, address) {
+            let Some(secret) = self.secret_for(cert)? else {
                 continue;
             };
-            let Ok(valid) = tsk.with_policy(&self.policy, None) else {
+            let Ok(valid) = secret.tsk.with_policy(&self.policy, None) else {
                 continue;
             };
             let key = valid
@@ -59,23 +63,36 @@ impl OpenPgp<'_> {
         })
     }
 
-    /// One certificate with a usable transport-encryption key for each address.
-    fn recipient_certificates(&self, addresses: &[String]) -> Result<Vec<Cert>, SealError> {
-        let mut out: Vec<Cert> = Vec::new();
+    /// One certificate for each address, with the address: when an address has
+    /// several, the first with a usable transport-encryption key (a single one is
+    /// checked when the message is encrypted, in [`Self::sign_and_encrypt`]).
+    fn recipient_certificates<'v>(
+        &self,
+        view: &'v super::parsed::View,
+        addresses: &'v [String],
+    ) -> Result<Vec<(&'v str, &'v Cert)>, SealError> {
+        let mut out: Vec<(&str, &Cert)> = Vec::new();
         for address in addresses {
-            let usable = self.certificates_for(address)?.into_iter().find(|c| {
-                c.with_policy(&self.policy, None).is_ok_and(|v| {
-                    v.keys()
-                        .supported()
-                        .alive()
-                        .revoked(false)
-                        .for_transport_encryption()
-                        .next()
-                        .is_some()
+            let candidates = Self::certificates_for(view, address);
+            let usable = if candidates.len() == 1 {
+                candidates.first().copied()
+            } else {
+                candidates.into_iter().find(|c| {
+                    c.with_policy(&self.policy, None).is_ok_and(|v| {
+                        v.keys()
+                            .supported()
+                            .alive()
+                            .revoked(false)
+                            .for_transport_encryption()
+                            .next()
+                            .is_some()
+                    })
                 })
-            });
+            };
             match usable {
-                Some(c) if !out.iter().any(|o| o.fingerprint() == c.fingerprint()) => out.push(c),
+                Some(c) if !out.iter().any(|(_, o)| o.fingerprint() == c.fingerprint()) => {
+                    out.push((address, c))
+                }
                 Some(_) => {}
                 None => {
                     return Err(SealError::NoRecipientKey {
@@ -93,22 +110,36 @@ impl OpenPgp<'_> {
         &self,
         entity: &[u8],
         signer: KeyPair,
-        recipients: &[Cert],
+        recipients: &[(&str, &Cert)],
     ) -> Result<Vec<u8>, SealError> {
-        let valid: Vec<_> = recipients
-            .iter()
-            .map(|c| c.with_policy(&self.policy, None).map_err(crypto))
-            .collect::<Result<_, _>>()?;
-        let keys = valid.iter().flat_map(|v| {
-            v.keys()
-                .supported()
-                .alive()
-                .revoked(false)
-                .for_transport_encryption()
-                .map(|ka| {
-                    Recipient::new(ka.valid_cert().features(), ka.key().key_handle(), ka.key())
-                })
-        });
+        let mut valid = Vec::with_capacity(recipients.len());
+        for (address, c) in recipients {
+            let v = c
+                .with_policy(&self.policy, None)
+                .map_err(|_| SealError::NoRecipientKey {
+                    address: address.to_string(),
+                })?;
+            valid.push((address, v));
+        }
+        let mut keys = Vec::new();
+        for (address, v) in &valid {
+            let before = keys.len();
+            keys.extend(
+                v.keys()
+                    .supported()
+                    .alive()
+                    .revoked(false)
+                    .for_transport_encryption()
+                    .map(|ka| {
+                        Recipient::new(ka.valid_cert().features(), ka.key().key_handle(), ka.key())
+                    }),
+            );
+            if keys.len() == before {
+                return Err(SealError::NoRecipientKey {
+                    address: address.to_string(),
+                });
+            }
+        }
         let mut armored = Vec::with_capacity(entity.len() * 4 / 3 + 4096);
         let message = Message::new(&mut armored);
         let message = Armorer::new(message).build().map_err(crypto)?;
@@ -119,7 +150,7 @@ impl OpenPgp<'_> {
             .map_err(crypto)?
             .hash_algo(HashAlgorithm::SHA256)
             .map_err(crypto)?;
-        for r in recipients {
+        for (_, r) in recipients {
             signer = signer.add_intended_recipient(r);
         }
         let message = signer.build().map_err(crypto)?;
@@ -176,7 +207,8 @@ impl Sealer for OpenPgp<'_> {
             .as_ref()
             .map(|m| m.address.clone())
             .unwrap_or_default();
-        let (own, signer) = self.signing_identity(&from)?;
+        let view = self.certificates()?;
+        let (own, signer) = self.signing_identity(&view, &from)?;
         let boundary = random_boundary()?;
         let mut out = Vec::new();
         if opts.sign_only {
@@ -219,12 +251,12 @@ Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
             .map(|m| m.address.clone())
             .collect();
         addresses.push(from.clone()); // the sender can read its own copy
-        let mut recipients = self.recipient_certificates(&addresses)?;
+        let mut recipients = self.recipient_certificates(&view, &addresses)?;
         if !recipients
             .iter()
-            .any(|c| c.fingerprint() == own.fingerprint())
+            .any(|(_, c)| c.fingerprint() == own.fingerprint())
         {
-            recipients.push(own);
+            recipients.push((from.as_str(), own));
         }
         let mut entity = Vec::new();
         plain.write_inner_entity(true, &mut entity)?;

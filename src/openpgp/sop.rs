@@ -526,6 +526,7 @@ pub fn decrypt(
         .decrypt_verify(
             ciphertext,
             &verify_certs,
+            None,
             &OpenPolicy::default(),
             Signatures::Collect,
         )
