@@ -296,6 +296,39 @@ impl Classify for OpenError {
     }
 }
 
+/// What every sealer checks first: the options name `profile`, and `plain` passes the
+/// binding's rules under it (a sealer never signs an invalid message). The From
+/// address (the signer) and every address the message is encrypted to: To, Cc and
+/// the sender, who can read its own copy.
+pub(crate) fn sealing_addresses(
+    plain: &MailA2aMessage,
+    opts: &SealOptions,
+    profile: Profile,
+) -> Result<(String, Vec<String>), SealError> {
+    if opts.profile != profile {
+        return Err(SealError::ProfileUnavailable(opts.profile));
+    }
+    let violations = plain.check(&crate::envelope::ValidationContext::new(Some(profile)));
+    if !violations.is_empty() {
+        return Err(SealError::Invalid(violations));
+    }
+    let from = plain
+        .headers
+        .from
+        .as_ref()
+        .map(|m| m.address.clone())
+        .unwrap_or_default();
+    let mut recipients: Vec<String> = plain
+        .headers
+        .to
+        .iter()
+        .chain(&plain.headers.cc)
+        .map(|m| m.address.clone())
+        .collect();
+    recipients.push(from.clone());
+    Ok((from, recipients))
+}
+
 /// Wraps a plain MailA2A message into a protected one.
 pub trait Sealer {
     /// Seal `plain` (which must pass the binding's rules) into RFC 5322 bytes.

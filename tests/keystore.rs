@@ -107,6 +107,52 @@ fn private_keys_are_owner_only_and_an_open_store_is_refused() {
 }
 
 #[test]
+fn openpgp_secret_keys_are_owner_only_and_a_store_cache_sees_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("s");
+    let store = DirectoryStore::open(&root).unwrap();
+    let e = store
+        .import(&read("openpgp/bob@openpgp.example.sec.asc"), "bob", false)
+        .unwrap();
+    assert_eq!(e[0].kind, EntryKind::OpenPgpCertificate);
+    assert!(e[0].has_private_key);
+    let fpr = &e[0].fingerprint;
+    assert_eq!(fpr, "d1a66e1a23b182c9980f788cfbfcc82a015e7330");
+    let key_file = root.join("openpgp-keys").join(format!("{fpr}.pgp"));
+    assert_eq!(
+        std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(root.join("openpgp-keys"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    // The certificate file holds no secret key material.
+    let public = std::fs::read(root.join("openpgp").join(format!("{fpr}.pgp"))).unwrap();
+    let described = mailseal::keystore::describe(&public, "cert").unwrap();
+    assert_eq!(&described[0].fingerprint, fpr);
+    assert!(!described[0].has_private_key);
+    // The store caches what it read; a second import and a removal are seen at once.
+    assert_eq!(store.openpgp_certificates().unwrap().len(), 1);
+    store
+        .import(
+            &read("openpgp/alice@openpgp.example.pub.asc"),
+            "alice",
+            false,
+        )
+        .unwrap();
+    assert_eq!(store.openpgp_certificates().unwrap().len(), 2);
+    std::fs::remove_file(&key_file).unwrap();
+    assert!(store.openpgp_secret_key(fpr).unwrap().is_none());
+    std::fs::remove_file(root.join("openpgp").join(format!("{fpr}.pgp"))).unwrap();
+    assert_eq!(store.openpgp_certificates().unwrap().len(), 1);
+}
+
+#[test]
 fn fail_garbage_and_truncated_inputs_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let store = DirectoryStore::open(dir.path().join("s")).unwrap();

@@ -38,10 +38,26 @@ pub struct DirectoryStore {
     listings: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, CachedListing>>>,
 }
 
-type CachedListing = (std::time::SystemTime, Vec<(String, PathBuf)>);
+type CachedListing = (
+    std::time::SystemTime,
+    std::time::SystemTime,
+    Vec<(String, PathBuf)>,
+);
+
+/// Whether something read at `read_at` from a file or directory last changed at
+/// `mtime` may be reused while the mtime stays the same. Timestamps are coarse (a
+/// kernel tick, or a second on some file systems), so a change in the same tick as the
+/// read would leave the mtime as it was: only what was read well after its last change
+/// is trusted ("racy" entries, as git calls them, are read again).
+fn settled(mtime: std::time::SystemTime, read_at: std::time::SystemTime) -> bool {
+    read_at
+        .duration_since(mtime)
+        .is_ok_and(|d| d > std::time::Duration::from_secs(2))
+}
 
 type CachedFile = (
     (Option<std::time::SystemTime>, u64),
+    std::time::SystemTime,
     std::sync::Arc<Zeroizing<Vec<u8>>>,
 );
 
@@ -143,18 +159,19 @@ impl DirectoryStore {
         let mtime = fs::metadata(&dir).and_then(|m| m.modified()).ok();
         if let Some(mtime) = mtime {
             let listings = self.listings.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((when, files)) = listings.get(&key) {
-                if *when == mtime {
+            if let Some((when, listed_at, files)) = listings.get(&key) {
+                if *when == mtime && settled(mtime, *listed_at) {
                     return Ok(files.clone());
                 }
             }
         }
+        let listed_at = std::time::SystemTime::now();
         let out = self.list_files(&dir, ext)?;
         if let Some(mtime) = mtime {
             self.listings
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(key, (mtime, out.clone()));
+                .insert(key, (mtime, listed_at, out.clone()));
         }
         Ok(out)
     }
@@ -268,11 +285,12 @@ impl DirectoryStore {
         };
         let stamp = (meta.modified().ok(), meta.len());
         let mut cache = self.files_cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((s, bytes)) = cache.get(path) {
-            if *s == stamp {
+        if let Some((s, read_at, bytes)) = cache.get(path) {
+            if *s == stamp && stamp.0.is_some_and(|m| settled(m, *read_at)) {
                 return Ok(Some(bytes.clone()));
             }
         }
+        let read_at = std::time::SystemTime::now();
         let bytes = match fs::read(path) {
             Ok(b) => std::sync::Arc::new(Zeroizing::new(b)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -281,7 +299,7 @@ impl DirectoryStore {
         if cache.len() >= 4096 {
             cache.clear();
         }
-        cache.insert(path.to_path_buf(), (stamp, bytes.clone()));
+        cache.insert(path.to_path_buf(), (stamp, read_at, bytes.clone()));
         Ok(Some(bytes))
     }
 

@@ -255,6 +255,17 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, anyhow::Error>) -> Result<T, anyhow:
     })
 }
 
+/// Everything `reader` releases, at most `limit` bytes (more is an error, never a
+/// truncation: decompression cannot inflate past the limit unnoticed).
+fn read_bounded(reader: &mut impl Read, limit: usize) -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
+    let mut out = Zeroizing::new(Vec::new());
+    reader.take(limit as u64 + 1).read_to_end(&mut out)?;
+    if out.len() > limit {
+        anyhow::bail!("the content exceeds {limit} bytes");
+    }
+    Ok(out)
+}
+
 /// Classifies a Sequoia failure: the helper's own reason when it gave one.
 fn failure(outcome: &RefCell<Outcome>, e: anyhow::Error) -> OpenPgpError {
     let mut o = outcome.borrow_mut();
@@ -314,13 +325,7 @@ impl OpenPgp<'_> {
             let mut decryptor = DecryptorBuilder::from_bytes(message)?
                 .buffer_size(policy.limits.max_message_bytes)
                 .with_policy(&self.policy, None, helper)?;
-            let mut plain = Zeroizing::new(Vec::new());
-            (&mut decryptor)
-                .take(limit as u64 + 1)
-                .read_to_end(&mut plain)?;
-            if plain.len() > limit {
-                anyhow::bail!("the decrypted content exceeds {limit} bytes");
-            }
+            let plain = read_bounded(&mut decryptor, limit)?;
             if !decryptor.message_processed() {
                 anyhow::bail!("the message was not read to its end");
             }
@@ -588,13 +593,7 @@ impl OpenPgp<'_> {
             let mut verifier = VerifierBuilder::from_bytes(message)?
                 .buffer_size(policy.limits.max_message_bytes)
                 .with_policy(&self.policy, None, helper)?;
-            let mut content = Zeroizing::new(Vec::new());
-            (&mut verifier)
-                .take(limit as u64 + 1)
-                .read_to_end(&mut content)?;
-            if content.len() > limit {
-                anyhow::bail!("the content exceeds {limit} bytes");
-            }
+            let content = read_bounded(&mut verifier, limit)?;
             if !verifier.message_processed() {
                 anyhow::bail!("the message was not read to its end");
             }

@@ -13,7 +13,6 @@ use openpgp::serialize::stream::{Armorer, Encryptor, LiteralWriter, Message, Rec
 use openpgp::types::{DataFormat, HashAlgorithm};
 
 use super::OpenPgp;
-use crate::envelope::ValidationContext;
 use crate::message::{random_boundary, write_header_section, Hints, MailA2aMessage};
 use crate::profile::Profile;
 use crate::seal::{SealError, SealOptions, Sealer};
@@ -194,19 +193,7 @@ fn outer_hints(msg: &MailA2aMessage, opts: &SealOptions) -> Hints {
 
 impl Sealer for OpenPgp<'_> {
     fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
-        if opts.profile != Profile::OpenPgp {
-            return Err(SealError::ProfileUnavailable(opts.profile));
-        }
-        let violations = plain.check(&ValidationContext::new(Some(Profile::OpenPgp)));
-        if !violations.is_empty() {
-            return Err(SealError::Invalid(violations));
-        }
-        let from = plain
-            .headers
-            .from
-            .as_ref()
-            .map(|m| m.address.clone())
-            .unwrap_or_default();
+        let (from, addresses) = crate::seal::sealing_addresses(plain, opts, Profile::OpenPgp)?;
         let view = self.certificates()?;
         let (own, signer) = self.signing_identity(&view, &from)?;
         let boundary = random_boundary()?;
@@ -243,14 +230,6 @@ Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
             return Ok(out);
         }
         // Recipients first: a message that cannot reach every recipient is not signed.
-        let mut addresses: Vec<String> = plain
-            .headers
-            .to
-            .iter()
-            .chain(&plain.headers.cc)
-            .map(|m| m.address.clone())
-            .collect();
-        addresses.push(from.clone()); // the sender can read its own copy
         let mut recipients = self.recipient_certificates(&view, &addresses)?;
         if !recipients
             .iter()

@@ -337,6 +337,30 @@ fn signing_pairs(certs: &[Cert]) -> Result<Vec<KeyPair>, SopError> {
     Ok(pairs)
 }
 
+/// A signer over `message` with every key pair (SHA-256, signatures of type `typ`).
+fn signing_stack(
+    message: Message<'_>,
+    pairs: Vec<KeyPair>,
+    typ: SignatureType,
+) -> Result<Signer<'_>, SopError> {
+    let mut pairs = pairs.into_iter();
+    let first = pairs
+        .next()
+        .ok_or_else(|| SopError::MissingArg("KEYS".into()))?;
+    let mut signer = Signer::with_template(
+        message,
+        first,
+        openpgp::packet::signature::SignatureBuilder::new(typ),
+    )
+    .map_err(bad)?
+    .hash_algo(HashAlgorithm::SHA256)
+    .map_err(bad)?;
+    for p in pairs {
+        signer = signer.add_signer(p).map_err(bad)?;
+    }
+    Ok(signer)
+}
+
 /// `sop sign`: detached signatures of `data` by every key (binary), and the micalg.
 pub fn sign(
     keys: &[Vec<u8>],
@@ -347,27 +371,14 @@ pub fn sign(
     if keys.is_empty() {
         return Err(SopError::MissingArg("KEYS".into()));
     }
-    let mut pairs = signing_pairs(&load(keys, passwords)?)?.into_iter();
-    let first = pairs
-        .next()
-        .ok_or_else(|| SopError::MissingArg("KEYS".into()))?;
+    let pairs = signing_pairs(&load(keys, passwords)?)?;
+    let typ = if text {
+        SignatureType::Text
+    } else {
+        SignatureType::Binary
+    };
     let mut out = Vec::new();
-    let mut signer = Signer::with_template(
-        Message::new(&mut out),
-        first,
-        openpgp::packet::signature::SignatureBuilder::new(if text {
-            SignatureType::Text
-        } else {
-            SignatureType::Binary
-        }),
-    )
-    .map_err(bad)?
-    .hash_algo(HashAlgorithm::SHA256)
-    .map_err(bad)?
-    .detached();
-    for p in pairs {
-        signer = signer.add_signer(p).map_err(bad)?;
-    }
+    let signer = signing_stack(Message::new(&mut out), pairs, typ)?.detached();
     let mut w = signer.build().map_err(bad)?;
     w.write_all(data).map_err(bad)?;
     w.finalize().map_err(bad)?;
@@ -472,22 +483,12 @@ pub fn encrypt(
     let message = if signers.is_empty() {
         message
     } else {
-        let mut it = signers.into_iter();
-        let first = it.next().ok_or_else(|| bad("no signer"))?;
         let typ = if mode == DataMode::Text {
             SignatureType::Text
         } else {
             SignatureType::Binary
         };
-        let mut s = Signer::with_template(
-            message,
-            first,
-            openpgp::packet::signature::SignatureBuilder::new(typ),
-        )
-        .map_err(bad)?;
-        for p in it {
-            s = s.add_signer(p).map_err(bad)?;
-        }
+        let mut s = signing_stack(message, signers, typ)?;
         for c in &recipients {
             s = s.add_intended_recipient(c);
         }
@@ -548,29 +549,16 @@ pub fn inline_sign(
     if keys.is_empty() {
         return Err(SopError::MissingArg("KEYS".into()));
     }
-    let mut pairs = signing_pairs(&load(keys, passwords)?)?.into_iter();
-    let first = pairs
-        .next()
-        .ok_or_else(|| SopError::MissingArg("KEYS".into()))?;
+    let pairs = signing_pairs(&load(keys, passwords)?)?;
     let typ = if mode == DataMode::Binary {
         SignatureType::Binary
     } else {
         SignatureType::Text
     };
     let mut out = Vec::new();
-    let mut signer = Signer::with_template(
-        Message::new(&mut out),
-        first,
-        openpgp::packet::signature::SignatureBuilder::new(typ),
-    )
-    .map_err(bad)?
-    .hash_algo(HashAlgorithm::SHA256)
-    .map_err(bad)?;
+    let mut signer = signing_stack(Message::new(&mut out), pairs, typ)?;
     if mode == DataMode::Clearsigned {
         signer = signer.cleartext();
-    }
-    for p in pairs {
-        signer = signer.add_signer(p).map_err(bad)?;
     }
     let message = signer.build().map_err(bad)?;
     if mode == DataMode::Clearsigned {

@@ -25,7 +25,6 @@ use mail_builder::mime::MimePart;
 use time::OffsetDateTime;
 use x509_cert::Certificate;
 
-use crate::envelope::ValidationContext;
 use crate::error::{A2aErrorType, Classify, ExitCode};
 use crate::keystore::{KeyStore, StoredCertificate};
 use crate::message::{
@@ -193,31 +192,11 @@ impl Smime<'_> {
 
 impl Sealer for Smime<'_> {
     fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
-        if opts.profile != Profile::Smime {
-            return Err(SealError::ProfileUnavailable(opts.profile));
-        }
-        let violations = plain.check(&ValidationContext::new(Some(Profile::Smime)));
-        if !violations.is_empty() {
-            return Err(SealError::Invalid(violations));
-        }
-        let from = plain
-            .headers
-            .from
-            .as_ref()
-            .map(|m| m.address.clone())
-            .unwrap_or_default();
+        let (from, addresses) = crate::seal::sealing_addresses(plain, opts, Profile::Smime)?;
         let (cert, key) = self.signing_identity(&from)?;
         let encrypt = !opts.sign_only;
         // Recipients first: a message that cannot reach every recipient is not signed.
         let recipients = if encrypt {
-            let mut addresses: Vec<String> = plain
-                .headers
-                .to
-                .iter()
-                .chain(&plain.headers.cc)
-                .map(|m| m.address.clone())
-                .collect();
-            addresses.push(from.clone()); // the sender can read its own copy
             self.recipient_certificates(&addresses)?
         } else {
             Vec::new()
