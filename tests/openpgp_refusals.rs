@@ -519,3 +519,63 @@ fn fail_fuzz_crash_reproducers_are_refused_without_a_panic() {
     }
     assert!(n >= 1);
 }
+
+#[test]
+fn fail_content_inflating_past_the_limit_is_refused_not_truncated() {
+    let w = world(KeyProfile::Rfc4880);
+    // Alice's real signature over 3 MiB of zeros, deflated to a few KiB, encrypted to Bob:
+    // with a 1 MiB decoded limit the content must be refused, whole.
+    let p = StandardPolicy::new();
+    let alice_tsk = {
+        let view = w.alice.list().unwrap();
+        let own = view.iter().find(|e| e.has_private_key).unwrap();
+        Cert::from_bytes(
+            &w.alice
+                .openpgp_secret_key(&own.fingerprint)
+                .unwrap()
+                .unwrap()[..],
+        )
+        .unwrap()
+    };
+    let pair = alice_tsk
+        .keys()
+        .with_policy(&p, None)
+        .secret()
+        .for_signing()
+        .next()
+        .unwrap()
+        .key()
+        .clone()
+        .into_keypair()
+        .unwrap();
+    let keys: Vec<_> = w
+        .bob_cert
+        .keys()
+        .with_policy(&p, None)
+        .for_transport_encryption()
+        .map(|ka| Recipient::new(ka.valid_cert().features(), ka.key().key_handle(), ka.key()))
+        .collect();
+    let mut out = Vec::new();
+    let m = Message::new(&mut out);
+    let m = Encryptor::for_recipients(m, keys).build().unwrap();
+    let m = Signer::new(m, pair).unwrap().build().unwrap();
+    let m = openpgp::serialize::stream::Compressor::new(m)
+        .algo(openpgp::types::CompressionAlgorithm::Zip)
+        .build()
+        .unwrap();
+    let mut lit = LiteralWriter::new(m).build().unwrap();
+    lit.write_all(&vec![0u8; 3 << 20]).unwrap();
+    lit.finalize().unwrap();
+    assert!(out.len() < 64 * 1024, "{} bytes", out.len());
+    let mail = pgp_mime("alice@pgp.example", "bob@pgp.example", &out);
+    let policy = OpenPolicy {
+        limits: mailseal::Limits {
+            max_decoded_bytes: 1 << 20,
+            ..Default::default()
+        },
+        ..OpenPolicy::default()
+    };
+    let err = OpenPgp::new(&w.bob).open(&mail, &policy).unwrap_err();
+    assert_eq!(err.exit_code().as_u8(), 3, "{err}");
+    assert!(err.to_string().contains("exceed"), "{err}");
+}

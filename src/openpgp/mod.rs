@@ -63,6 +63,13 @@ pub enum OpenPgpError {
     /// A key of ours cannot be used.
     #[error("{0}")]
     Key(String),
+    /// The content (after decompression) is larger than the decoded-bytes limit: an
+    /// error, never a truncation.
+    #[error("the OpenPGP content exceeds {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl Classify for OpenPgpError {
@@ -73,6 +80,7 @@ impl Classify for OpenPgpError {
         match self {
             Self::UnknownSigner | Self::NotForUs | Self::Key(_) => ExitCode::NoUsableKey,
             Self::NotIntendedRecipient => ExitCode::RefusedByPolicy,
+            Self::TooLarge { .. } => ExitCode::Malformed,
             _ => ExitCode::AuthenticationFailed,
         }
     }
@@ -80,6 +88,9 @@ impl Classify for OpenPgpError {
 
 impl From<OpenPgpError> for OpenError {
     fn from(e: OpenPgpError) -> Self {
+        if let OpenPgpError::TooLarge { limit } = e {
+            return OpenError::Malformed(crate::message::MessageError::DecodedTooLarge { limit });
+        }
         match e.exit_code() {
             ExitCode::NoUsableKey => OpenError::NoUsableKey(e.to_string()),
             ExitCode::RefusedByPolicy => OpenError::Binding(e.to_string()),

@@ -261,10 +261,22 @@ fn read_bounded(reader: &mut impl Read, limit: usize) -> Result<Zeroizing<Vec<u8
     let mut out = Zeroizing::new(Vec::new());
     reader.take(limit as u64 + 1).read_to_end(&mut out)?;
     if out.len() > limit {
-        anyhow::bail!("the content exceeds {limit} bytes");
+        return Err(anyhow::Error::new(Exceeded(limit)));
     }
     Ok(out)
 }
+
+/// [`read_bounded`]'s refusal, told apart from Sequoia's errors in [`failure`].
+#[derive(Debug)]
+struct Exceeded(usize);
+
+impl std::fmt::Display for Exceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the content exceeds {} bytes", self.0)
+    }
+}
+
+impl std::error::Error for Exceeded {}
 
 /// Classifies a Sequoia failure: the helper's own reason when it gave one.
 fn failure(outcome: &RefCell<Outcome>, e: anyhow::Error) -> OpenPgpError {
@@ -274,6 +286,9 @@ fn failure(outcome: &RefCell<Outcome>, e: anyhow::Error) -> OpenPgpError {
     }
     if o.saw_sed {
         return OpenPgpError::NoIntegrity;
+    }
+    if let Some(Exceeded(limit)) = e.downcast_ref::<Exceeded>() {
+        return OpenPgpError::TooLarge { limit: *limit };
     }
     let text = e.to_string();
     if let Some(openpgp::Error::PolicyViolation(what, _)) = e.downcast_ref::<openpgp::Error>() {
