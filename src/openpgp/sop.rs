@@ -427,6 +427,22 @@ pub enum DataMode {
     Clearsigned,
 }
 
+/// Writes `data` as the literal data packet of `message` (format `u` for text, `b`
+/// otherwise) and finishes the message.
+fn write_literal(message: Message<'_>, data: &[u8], mode: DataMode) -> Result<(), SopError> {
+    let format = if mode == DataMode::Text {
+        DataFormat::Unicode
+    } else {
+        DataFormat::Binary
+    };
+    let mut w = LiteralWriter::new(message)
+        .format(format)
+        .build()
+        .map_err(bad)?;
+    w.write_all(data).map_err(bad)?;
+    w.finalize().map_err(bad)
+}
+
 /// `sop encrypt`: `data` to `certs` and `passwords`, signed by `sign_with` (binary).
 pub fn encrypt(
     certs: &[Vec<u8>],
@@ -494,17 +510,7 @@ pub fn encrypt(
         }
         s.build().map_err(bad)?
     };
-    let format = if mode == DataMode::Text {
-        DataFormat::Unicode
-    } else {
-        DataFormat::Binary
-    };
-    let mut w = LiteralWriter::new(message)
-        .format(format)
-        .build()
-        .map_err(bad)?;
-    w.write_all(data).map_err(bad)?;
-    w.finalize().map_err(bad)?;
+    write_literal(message, data, mode)?;
     Ok(out)
 }
 
@@ -560,23 +566,13 @@ pub fn inline_sign(
     if mode == DataMode::Clearsigned {
         signer = signer.cleartext();
     }
-    let message = signer.build().map_err(bad)?;
+    let mut message = signer.build().map_err(bad)?;
     if mode == DataMode::Clearsigned {
-        let mut w = message;
-        w.write_all(data).map_err(bad)?;
-        w.finalize().map_err(bad)?;
+        // The cleartext framework signs the text itself: no literal data packet.
+        message.write_all(data).map_err(bad)?;
+        message.finalize().map_err(bad)?;
     } else {
-        let format = if mode == DataMode::Text {
-            DataFormat::Unicode
-        } else {
-            DataFormat::Binary
-        };
-        let mut w = LiteralWriter::new(message)
-            .format(format)
-            .build()
-            .map_err(bad)?;
-        w.write_all(data).map_err(bad)?;
-        w.finalize().map_err(bad)?;
+        write_literal(message, data, mode)?;
     }
     Ok(out)
 }
