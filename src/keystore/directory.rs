@@ -38,11 +38,10 @@ pub struct DirectoryStore {
     listings: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, CachedListing>>>,
 }
 
-type CachedListing = (
-    std::time::SystemTime,
-    std::time::SystemTime,
-    Vec<(String, PathBuf)>,
-);
+/// The files of a subdirectory, by name.
+type Listing = std::sync::Arc<Vec<(String, PathBuf)>>;
+
+type CachedListing = (std::time::SystemTime, std::time::SystemTime, Listing);
 
 /// Whether something read at `read_at` from a file or directory last changed at
 /// `mtime` may be reused while the mtime stays the same. Timestamps are coarse (a
@@ -55,9 +54,17 @@ fn settled(mtime: std::time::SystemTime, read_at: std::time::SystemTime) -> bool
         .is_ok_and(|d| d > std::time::Duration::from_secs(2))
 }
 
+/// How long a cached file whose directory did not change is used without looking at
+/// the file itself. Files are replaced by renaming, which changes the directory, so
+/// this only bounds how late a change made in place (by hand, not by mailseal) is seen.
+const RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A file's (mtime, size) stamp, when it was read, when the stamp was last compared
+/// with the file, and its bytes.
 type CachedFile = (
     (Option<std::time::SystemTime>, u64),
     std::time::SystemTime,
+    std::time::Instant,
     std::sync::Arc<Zeroizing<Vec<u8>>>,
 );
 
@@ -147,13 +154,18 @@ impl DirectoryStore {
         &self.root
     }
 
-    fn pems(&self, sub: &str) -> Result<Vec<(String, PathBuf)>, KeyStoreError> {
+    fn pems(&self, sub: &str) -> Result<Listing, KeyStoreError> {
         self.files(sub, "pem")
     }
 
-    /// The files `*.EXT` in a subdirectory, by name; the listing is reused while the
-    /// directory's mtime is unchanged.
-    fn files(&self, sub: &str, ext: &str) -> Result<Vec<(String, PathBuf)>, KeyStoreError> {
+    /// The files `*.EXT` in a subdirectory, by name.
+    fn files(&self, sub: &str, ext: &str) -> Result<Listing, KeyStoreError> {
+        Ok(self.listing(sub, ext)?.0)
+    }
+
+    /// The files `*.EXT` in a subdirectory, and whether the listing is the one read
+    /// before: it is reused while the directory's mtime is unchanged (and settled).
+    fn listing(&self, sub: &str, ext: &str) -> Result<(Listing, bool), KeyStoreError> {
         let dir = self.root.join(sub);
         let key = dir.join(format!("*.{ext}"));
         let mtime = fs::metadata(&dir).and_then(|m| m.modified()).ok();
@@ -161,19 +173,19 @@ impl DirectoryStore {
             let listings = self.listings.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((when, listed_at, files)) = listings.get(&key) {
                 if *when == mtime && settled(mtime, *listed_at) {
-                    return Ok(files.clone());
+                    return Ok((files.clone(), true));
                 }
             }
         }
         let listed_at = std::time::SystemTime::now();
-        let out = self.list_files(&dir, ext)?;
+        let out = std::sync::Arc::new(self.list_files(&dir, ext)?);
         if let Some(mtime) = mtime {
             self.listings
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(key, (mtime, listed_at, out.clone()));
         }
-        Ok(out)
+        Ok((out, false))
     }
 
     fn list_files(&self, dir: &Path, ext: &str) -> Result<Vec<(String, PathBuf)>, KeyStoreError> {
@@ -225,7 +237,7 @@ impl DirectoryStore {
             }
         }
         let mut out = Vec::new();
-        for (_, path) in files {
+        for (_, path) in files.iter() {
             let (cert, der) = Self::read_cert(&path)?;
             let info = cert_info(&cert);
             out.push(StoredCertificate {
@@ -273,20 +285,33 @@ impl DirectoryStore {
     }
 
     /// The bytes of `path`, from the cache while its mtime and size are unchanged;
-    /// `None` when it does not exist.
+    /// `None` when it does not exist. With `directory_unchanged` (its directory's
+    /// listing was reused), an entry compared with the file less than [`RECHECK`] ago
+    /// is used without looking at the file again.
     fn read_cached(
         &self,
         path: &Path,
+        directory_unchanged: bool,
     ) -> Result<Option<std::sync::Arc<Zeroizing<Vec<u8>>>>, KeyStoreError> {
+        if directory_unchanged {
+            let cache = self.files_cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((stamp, read_at, checked, bytes)) = cache.get(path) {
+                if checked.elapsed() < RECHECK && stamp.0.is_some_and(|m| settled(m, *read_at)) {
+                    return Ok(Some(bytes.clone()));
+                }
+            }
+        }
         let meta = match fs::metadata(path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io(path)(e)),
         };
         let stamp = (meta.modified().ok(), meta.len());
+        let checked = std::time::Instant::now();
         let mut cache = self.files_cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((s, read_at, bytes)) = cache.get(path) {
+        if let Some((s, read_at, when, bytes)) = cache.get_mut(path) {
             if *s == stamp && stamp.0.is_some_and(|m| settled(m, *read_at)) {
+                *when = checked;
                 return Ok(Some(bytes.clone()));
             }
         }
@@ -299,7 +324,7 @@ impl DirectoryStore {
         if cache.len() >= 4096 {
             cache.clear();
         }
-        cache.insert(path.to_path_buf(), (stamp, read_at, bytes.clone()));
+        cache.insert(path.to_path_buf(), (stamp, read_at, checked, bytes.clone()));
         Ok(Some(bytes))
     }
 
@@ -386,27 +411,27 @@ impl KeyStore for DirectoryStore {
             ("certs", EntryKind::Certificate),
             ("anchors", EntryKind::TrustAnchor),
         ] {
-            for (_, path) in self.pems(sub)? {
+            for (_, path) in self.pems(sub)?.iter() {
                 let (cert, _) = Self::read_cert(&path)?;
                 let e = self.cert_entry(&cert, kind);
                 with_cert.insert(e.fingerprint.clone());
                 out.push(e);
             }
         }
-        for (fpr, path) in self.files("openpgp", "pgp")? {
+        for (fpr, path) in self.files("openpgp", "pgp")?.iter() {
             let bytes = fs::read(&path).map_err(io(&path))?;
             if let Some(cert) = crate::openpgp::keys::parse_stored(&bytes) {
                 let secret = self.root.join("openpgp-keys").join(format!("{fpr}.pgp"));
                 out.push(crate::openpgp::keys::entry(&cert, secret.exists()));
             }
         }
-        for (fpr, path) in self.pems("keys")? {
-            if with_cert.contains(&fpr) {
+        for (fpr, path) in self.pems("keys")?.iter() {
+            if with_cert.contains(fpr) {
                 continue;
             }
             let doc = read_key(&path)?;
             let (alg, _) = key_public(&doc, &path.display().to_string())?;
-            out.push(super::key_only_entry(fpr, alg));
+            out.push(super::key_only_entry(fpr.clone(), alg));
         }
         Ok(out)
     }
@@ -448,9 +473,10 @@ impl KeyStore for DirectoryStore {
     }
 
     fn openpgp_certificates(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
-        let mut out = Vec::new();
-        for (_, path) in self.files("openpgp", "pgp")? {
-            if let Some(bytes) = self.read_cached(&path)? {
+        let (files, unchanged) = self.listing("openpgp", "pgp")?;
+        let mut out = Vec::with_capacity(files.len());
+        for (_, path) in files.iter() {
+            if let Some(bytes) = self.read_cached(path, unchanged)? {
                 out.push(bytes.to_vec());
             }
         }
@@ -461,12 +487,15 @@ impl KeyStore for DirectoryStore {
         if fpr.is_empty() || !fpr.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(None);
         }
-        let path = self
-            .root
-            .join("openpgp-keys")
-            .join(format!("{}.pgp", fpr.to_ascii_lowercase()));
+        // The directory's listing says which keys exist: a certificate without a
+        // secret key costs no lookup of a file that is not there.
+        let fpr = fpr.to_ascii_lowercase();
+        let (files, unchanged) = self.listing("openpgp-keys", "pgp")?;
+        let Ok(i) = files.binary_search_by(|(stem, _)| stem.as_str().cmp(&fpr)) else {
+            return Ok(None);
+        };
         Ok(self
-            .read_cached(&path)?
+            .read_cached(&files[i].1, unchanged)?
             .map(|bytes| Zeroizing::new(bytes.to_vec())))
     }
 }

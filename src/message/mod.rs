@@ -11,7 +11,7 @@ mod fields;
 mod limits;
 mod mime;
 mod parse;
-mod transfer;
+pub(crate) mod transfer;
 
 mod canonical;
 pub(crate) use canonical::{canonical_crlf, random_boundary};

@@ -154,11 +154,28 @@ fn decode_qp(body: &[u8]) -> Result<Vec<u8>, DecodeFault> {
 /// base64 with CRLF every 76 characters (RFC 2045), ending in CRLF.
 pub(crate) fn encode_base64_lines(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    for chunk in data.chunks(57) {
-        out.extend_from_slice(base64_simd::STANDARD.encode_to_string(chunk).as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
+    push_base64_lines(&mut out, data, 76);
     out
+}
+
+/// Appends `data` in base64 to `out`, `line` characters (a multiple of 4) and CRLF per
+/// line, the last line ending in CRLF too; nothing for empty data. Encoded a block of
+/// lines at a time with the SIMD encoder, then laid out: one pass over the data and no
+/// copy of the whole encoding.
+pub(crate) fn push_base64_lines(out: &mut Vec<u8>, data: &[u8], line: usize) {
+    debug_assert!(line >= 4 && line % 4 == 0);
+    let per_line = line / 4 * 3;
+    let per_block = per_line * 256;
+    out.reserve(data.len().div_ceil(per_line) * (line + 2));
+    let mut encoded = Vec::with_capacity(per_block / 3 * 4);
+    for block in data.chunks(per_block) {
+        encoded.clear();
+        base64_simd::STANDARD.encode_append(block, &mut encoded);
+        for text in encoded.chunks(line) {
+            out.extend_from_slice(text);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! releases plaintext before the integrity check and every signature check passed:
 //! Sequoia buffers the message (bounded here by the message limit) until then.
 
+mod armor;
 mod describe;
 pub mod keys;
 mod open;

@@ -336,6 +336,8 @@ impl OpenPgp<'_> {
             outcome: &outcome,
         };
         let limit = policy.limits.max_decoded_bytes;
+        let binary = super::armor::dearmor(message, "PGP MESSAGE");
+        let message = binary.as_deref().unwrap_or(message);
         let plain = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut decryptor = DecryptorBuilder::from_bytes(message)?
                 .buffer_size(policy.limits.max_message_bytes)
@@ -388,6 +390,8 @@ impl OpenPgp<'_> {
             signatures,
             outcome: &outcome,
         };
+        let binary = super::armor::dearmor(signature, "PGP SIGNATURE");
+        let signature = binary.as_deref().unwrap_or(signature);
         guarded(|| -> Result<(), anyhow::Error> {
             let mut verifier = DetachedVerifierBuilder::from_bytes(signature)?.with_policy(
                 &self.policy,

@@ -9,7 +9,7 @@ use sequoia_openpgp as openpgp;
 use openpgp::cert::prelude::*;
 
 use openpgp::crypto::KeyPair;
-use openpgp::serialize::stream::{Armorer, Encryptor, LiteralWriter, Message, Recipient, Signer};
+use openpgp::serialize::stream::{Encryptor, LiteralWriter, Message, Recipient, Signer};
 use openpgp::types::{DataFormat, HashAlgorithm};
 
 use super::OpenPgp;
@@ -19,15 +19,6 @@ use crate::seal::{SealError, SealOptions, Sealer};
 
 fn crypto(e: impl std::fmt::Display) -> SealError {
     SealError::Crypto(e.to_string())
-}
-
-/// Appends ASCII armor with CRLF line ends (Sequoia writes LF; MIME needs CRLF).
-fn push_crlf(out: &mut Vec<u8>, armored: &[u8]) {
-    let armored = armored.strip_suffix(b"\n").unwrap_or(armored);
-    for line in armored.split(|&b| b == b'\n') {
-        out.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
-        out.extend_from_slice(b"\r\n");
-    }
 }
 
 impl OpenPgp<'_> {
@@ -103,7 +94,7 @@ impl OpenPgp<'_> {
         Ok(out)
     }
 
-    /// The armored OpenPGP message: `entity` signed by `signer` (with an Intended
+    /// The binary OpenPGP message: `entity` signed by `signer` (with an Intended
     /// Recipient Fingerprint per recipient), then encrypted to every recipient.
     fn sign_and_encrypt(
         &self,
@@ -139,9 +130,8 @@ impl OpenPgp<'_> {
                 });
             }
         }
-        let mut armored = Vec::with_capacity(entity.len() * 4 / 3 + 4096);
-        let message = Message::new(&mut armored);
-        let message = Armorer::new(message).build().map_err(crypto)?;
+        let mut binary = Vec::with_capacity(entity.len() + 4096);
+        let message = Message::new(&mut binary);
         let message = Encryptor::for_recipients(message, keys)
             .build()
             .map_err(crypto)?;
@@ -159,17 +149,13 @@ impl OpenPgp<'_> {
             .map_err(crypto)?;
         literal.write_all(entity).map_err(crypto)?;
         literal.finalize().map_err(crypto)?;
-        Ok(armored)
+        Ok(binary)
     }
 
-    /// The armored detached signature of `entity`.
+    /// The binary detached signature of `entity`.
     fn detached_signature(&self, entity: &[u8], signer: KeyPair) -> Result<Vec<u8>, SealError> {
-        let mut armored = Vec::new();
-        let message = Message::new(&mut armored);
-        let message = Armorer::new(message)
-            .kind(openpgp::armor::Kind::Signature)
-            .build()
-            .map_err(crypto)?;
+        let mut binary = Vec::new();
+        let message = Message::new(&mut binary);
         let mut signing = Signer::new(message, signer)
             .map_err(crypto)?
             .hash_algo(HashAlgorithm::SHA256)
@@ -179,7 +165,7 @@ impl OpenPgp<'_> {
             .map_err(crypto)?;
         signing.write_all(entity).map_err(crypto)?;
         signing.finalize().map_err(crypto)?;
-        Ok(armored)
+        Ok(binary)
     }
 }
 
@@ -223,7 +209,7 @@ impl Sealer for OpenPgp<'_> {
 Content-Description: OpenPGP digital signature\r\n\
 Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
             );
-            push_crlf(&mut out, &signature);
+            super::armor::push_armored(&mut out, "PGP SIGNATURE", &signature);
             out.extend_from_slice(b"\r\n--");
             out.extend_from_slice(boundary.as_bytes());
             out.extend_from_slice(b"--\r\n");
@@ -239,11 +225,11 @@ Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
         }
         let mut entity = Vec::new();
         plain.write_inner_entity(true, &mut entity)?;
-        let armored = self.sign_and_encrypt(&entity, signer, &recipients)?;
+        let binary = self.sign_and_encrypt(&entity, signer, &recipients)?;
         // RFC 9788: an encrypted message shows an obscured Subject.
         let mut outer = plain.headers.clone();
         outer.subject = Some("[...]".into());
-        out.reserve(armored.len() + armored.len() / 32 + 1024);
+        out.reserve(binary.len() / 48 * 66 + 1024);
         write_header_section(&mut out, &outer, &outer_hints(plain, opts))?;
         out.extend_from_slice(
             b"Content-Type: multipart/encrypted;\r\n protocol=\"application/pgp-encrypted\";\r\n boundary=\"",
@@ -263,7 +249,7 @@ Content-Description: PGP/MIME version identification\r\n\r\nVersion: 1\r\n\r\n--
 Content-Description: OpenPGP encrypted message\r\n\
 Content-Disposition: inline; filename=\"encrypted.asc\"\r\n\r\n",
         );
-        push_crlf(&mut out, &armored);
+        super::armor::push_armored(&mut out, "PGP MESSAGE", &binary);
         out.extend_from_slice(b"\r\n--");
         out.extend_from_slice(boundary.as_bytes());
         out.extend_from_slice(b"--\r\n");
