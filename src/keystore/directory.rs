@@ -238,7 +238,7 @@ impl DirectoryStore {
         }
         let mut out = Vec::new();
         for (_, path) in files.iter() {
-            let (cert, der) = Self::read_cert(&path)?;
+            let (cert, der) = Self::read_cert(path)?;
             let info = cert_info(&cert);
             out.push(StoredCertificate {
                 fingerprint: info.fingerprint,
@@ -412,14 +412,14 @@ impl KeyStore for DirectoryStore {
             ("anchors", EntryKind::TrustAnchor),
         ] {
             for (_, path) in self.pems(sub)?.iter() {
-                let (cert, _) = Self::read_cert(&path)?;
+                let (cert, _) = Self::read_cert(path)?;
                 let e = self.cert_entry(&cert, kind);
                 with_cert.insert(e.fingerprint.clone());
                 out.push(e);
             }
         }
         for (fpr, path) in self.files("openpgp", "pgp")?.iter() {
-            let bytes = fs::read(&path).map_err(io(&path))?;
+            let bytes = fs::read(path).map_err(io(path))?;
             if let Some(cert) = crate::openpgp::keys::parse_stored(&bytes) {
                 let secret = self.root.join("openpgp-keys").join(format!("{fpr}.pgp"));
                 out.push(crate::openpgp::keys::entry(&cert, secret.exists()));
@@ -429,7 +429,7 @@ impl KeyStore for DirectoryStore {
             if with_cert.contains(fpr) {
                 continue;
             }
-            let doc = read_key(&path)?;
+            let doc = read_key(path)?;
             let (alg, _) = key_public(&doc, &path.display().to_string())?;
             out.push(super::key_only_entry(fpr.clone(), alg));
         }

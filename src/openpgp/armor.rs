@@ -85,9 +85,7 @@ pub(crate) fn dearmor(text: &[u8], label: &str) -> Option<Vec<u8>> {
         if line.is_empty() {
             break;
         }
-        if memchr::memmem::find(line, b": ").is_none() {
-            return None;
-        }
+        memchr::memmem::find(line, b": ")?;
     }
     // The base64 lines run to the checksum line or the tail line.
     let body_start = lines.offset();
