@@ -2,7 +2,8 @@
 //! rule, under no profile and under MLS. Invariants: no panic; an envelope that reads
 //! re-serialises to bytes that read back to the same envelope; the hand-written reader
 //! agrees with serde_json (whatever we accept, serde_json reads as the same object;
-//! whatever serde_json reads as an object, we accept unless we refuse it on purpose).
+//! whatever serde_json reads as an object, we accept unless we refuse it on purpose);
+//! the payload tree the rules read is what serde_json reads.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -29,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
             for (k, v) in map {
                 assert_eq!(env.value(k).as_ref(), Some(v));
             }
+            assert_eq!(env.payload_as_read().as_ref(), map.get("payload"));
             let _ = validate(&env, &ValidationContext::default());
             let _ = validate(&env, &ValidationContext::new(Some(Profile::Mls)));
             let _ = (env.kind(), env.operation(), env.group(), env.task_state(), env.payment_kind());

@@ -2,7 +2,8 @@
 //! RFC 3156 structure, armor, packet parsing, PKESK/SEIPD handling, signature and
 //! intended-recipient checks, against a key store with Alice's Cv25519 secret key (the
 //! fast recipient) and Bob's RSA certificate (the seeds are Bob's messages to Alice).
-//! No panic escapes, and nothing opens unless it verified.
+//! No panic escapes, and nothing opens unless it verified. Whatever mailseal's
+//! one-pass armor reader decodes, Sequoia's reader decodes to the same bytes.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -48,4 +49,16 @@ fuzz_target!(|data: &[u8]| {
     let _ = pgp.open(data, &policy);
     let _ = pgp.decrypt_message(data, &policy);
     let _ = pgp.verify_inline(data, &policy);
+    for label in ["PGP MESSAGE", "PGP SIGNATURE"] {
+        if let Some(ours) = mailseal::openpgp::dearmor(data, label) {
+            let mut reader = sequoia_openpgp::armor::Reader::from_bytes(
+                data,
+                sequoia_openpgp::armor::ReaderMode::Tolerant(None),
+            );
+            let mut theirs = Vec::new();
+            let read = std::io::Read::read_to_end(&mut reader, &mut theirs);
+            assert!(read.is_ok(), "Sequoia refuses armor we decode");
+            assert_eq!(ours, theirs, "the armor readers disagree");
+        }
+    }
 });

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
+use super::borrowed::{Borrowed, Value};
 use super::model::{Kind, Operation};
 
 static BUNDLE: &str = include_str!("../../schemas/a2a-v1.0.1.strict.schema.json");
@@ -74,11 +75,14 @@ fn bundle() -> Option<&'static serde_json::Value> {
         .as_ref()
 }
 
-type Cache = Mutex<HashMap<&'static str, &'static jsonschema::Validator>>;
+/// A validator of payloads read as [`Borrowed`] trees.
+type Validator = jsonschema::Validator<Borrowed>;
+
+type Cache = Mutex<HashMap<&'static str, &'static Validator>>;
 
 /// The compiled validator of one A2A message type. Compiled validators live for the
 /// process (there are at most 13 of them), so they are leaked into `'static` once.
-pub(crate) fn validator(name: &'static str) -> Option<&'static jsonschema::Validator> {
+pub(crate) fn validator(name: &'static str) -> Option<&'static Validator> {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -91,22 +95,22 @@ pub(crate) fn validator(name: &'static str) -> Option<&'static jsonschema::Valid
         "$defs": bundle.get("$defs")?,
         "$ref": format!("#/$defs/{name}"),
     });
-    let compiled = jsonschema::options().build(&schema).ok()?;
-    let leaked: &'static jsonschema::Validator = Box::leak(Box::new(compiled));
+    let compiled = jsonschema::options_for::<Borrowed>().build(&schema).ok()?;
+    let leaked: &'static Validator = Box::leak(Box::new(compiled));
     map.insert(name, leaked);
     Some(leaked)
 }
 
 /// Checks a payload; an empty list means it is the A2A message it must be.
 pub(crate) fn check_payload(
-    payload: &serde_json::Value,
+    payload: &Value<'_>,
     expect: Expect,
     limit: usize,
 ) -> Vec<PayloadFault> {
     match expect {
         Expect::AnyObject => Vec::new(),
-        Expect::Empty => match payload.as_object() {
-            Some(m) if m.is_empty() => Vec::new(),
+        Expect::Empty => match payload {
+            Value::Object(m) if m.is_empty() => Vec::new(),
             _ => vec![PayloadFault {
                 pointer: String::new(),
                 reason: "must be the empty object".into(),
@@ -150,12 +154,21 @@ mod tests {
     fn v03_shapes_are_refused() {
         let v03 = serde_json::json!({"message": {"messageId": "m", "role": "user",
             "parts": [{"kind": "text", "text": "hi"}]}});
-        let faults = check_payload(&v03, Expect::Message("SendMessageRequest"), 10);
+        let v03 = v03.to_string();
+        let faults = check_payload(
+            &Value::parse(&v03).unwrap(),
+            Expect::Message("SendMessageRequest"),
+            10,
+        );
         assert!(!faults.is_empty());
         let v10 = serde_json::json!({"message": {"messageId": "m", "role": "ROLE_USER",
             "parts": [{"text": "hi"}]}});
         assert_eq!(
-            check_payload(&v10, Expect::Message("SendMessageRequest"), 10),
+            check_payload(
+                &Value::parse(&v10.to_string()).unwrap(),
+                Expect::Message("SendMessageRequest"),
+                10
+            ),
             vec![]
         );
     }

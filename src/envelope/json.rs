@@ -88,7 +88,7 @@ fn top_key(key: &str, span: Option<Range<usize>>) -> Key {
 }
 
 /// Whether `s` has a byte below 0x20 (no early exit, so the loop vectorises).
-fn has_control(s: &[u8]) -> bool {
+pub(crate) fn has_control(s: &[u8]) -> bool {
     s.iter().fold(false, |acc, &c| acc | (c < 0x20))
 }
 

@@ -6,6 +6,7 @@
 //! defines; [`validate`] checks the binding's rules and reports every violation.
 
 mod a2a;
+pub(crate) mod borrowed;
 mod json;
 mod model;
 mod validate;
@@ -353,8 +354,21 @@ impl Envelope {
     /// The task state the payload reports (`task.status.state`, `status.state` or the
     /// A2A v1.0 stream event `statusUpdate.status.state`), if any.
     pub fn task_state(&self) -> Option<String> {
-        let payload = self.value("payload")?;
+        let payload = self.payload_tree()?;
         model::task_state(&payload).map(str::to_string)
+    }
+
+    /// The payload as a tree over the envelope's text (strings borrowed), or `None`
+    /// when there is no payload or it is not JSON.
+    pub(crate) fn payload_tree(&self) -> Option<borrowed::Value<'_>> {
+        borrowed::Value::parse(self.field("payload")?)
+    }
+
+    /// The payload as the binding's rules read it (see `payload_tree`), converted: for
+    /// the fuzz target that holds it equal to what serde_json reads.
+    #[doc(hidden)]
+    pub fn payload_as_read(&self) -> Option<serde_json::Value> {
+        self.payload_tree().map(|v| v.to_serde())
     }
 }
 

@@ -12,6 +12,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::a2a;
+use super::borrowed::Value as PayloadValue;
 use super::model::{task_state, Kind, PaymentKind, TERMINAL_TASK_STATES};
 use super::{Envelope, A2A_VERSION, BINDING_VERSION};
 use crate::error::A2aErrorType;
@@ -233,13 +234,13 @@ pub(crate) fn parse_utc_timestamp(s: &str) -> Option<OffsetDateTime> {
 
 /// Checks every stateless rule of the binding; an empty list means valid.
 pub fn validate(env: &Envelope, ctx: &ValidationContext) -> Vec<Violation> {
-    validate_with_payload(env, env.value("payload"), ctx)
+    validate_with_payload(env, env.payload_tree().as_ref(), ctx)
 }
 
 /// [`validate`] with the payload already parsed (the message rules need it too).
 pub(crate) fn validate_with_payload(
     env: &Envelope,
-    payload: Option<Value>,
+    payload: Option<&PayloadValue<'_>>,
     ctx: &ValidationContext,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
@@ -425,20 +426,20 @@ pub(crate) fn validate_with_payload(
     check_service_parameters(get("serviceParameters"), a2a_version.as_ref(), &mut out);
 
     // Payload.
-    match &payload {
-        Some(Value::Object(_)) => {}
+    match payload {
+        Some(PayloadValue::Object(_)) => {}
         None => out.push(Violation::new(
             "/payload",
             Code::Required,
             "payload is required",
         )),
-        Some(_) => out.push(Violation::new(
+        _ => out.push(Violation::new(
             "/payload",
             Code::MustBeMap,
             "payload must be an object",
         )),
     }
-    if let Some(p @ Value::Object(_)) = &payload {
+    if let Some(p @ PayloadValue::Object(_)) = payload {
         if let Some(state) = task_state(p) {
             if TERMINAL_TASK_STATES.contains(&state) && is_final != Some(true) {
                 out.push(Violation::new(

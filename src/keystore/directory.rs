@@ -69,7 +69,18 @@ type CachedFile = (
 );
 
 type Stamp = Vec<(PathBuf, Option<std::time::SystemTime>, u64)>;
-type CachedDir = (Stamp, std::sync::Arc<Vec<StoredCertificate>>);
+
+/// A subdirectory's parsed certificates and what they were read from.
+#[derive(Debug)]
+struct CachedDir {
+    /// Each file's (path, mtime, size) when read.
+    stamp: Stamp,
+    /// Every file was read well after its last change (see `settled`).
+    settled: bool,
+    /// When the stamp was last compared with the files.
+    checked: std::time::Instant,
+    certs: std::sync::Arc<Vec<StoredCertificate>>,
+}
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KeyStoreError + '_ {
     move |source| KeyStoreError::Io {
@@ -107,11 +118,18 @@ fn write_file(path: &Path, data: &[u8], mode: u32) -> Result<(), KeyStoreError> 
 
 /// The PKCS#8 DER of a stored key file; every copy is wiped when dropped.
 fn read_key(path: &Path) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
-    let pem = Zeroizing::new(fs::read_to_string(path).map_err(io(path))?);
-    let (_, doc) = der::SecretDocument::from_pem(&pem).map_err(|e| KeyStoreError::Malformed {
+    let pem = Zeroizing::new(fs::read(path).map_err(io(path))?);
+    key_der(&pem, path)
+}
+
+/// The PKCS#8 DER in the PEM text of key file `path`.
+fn key_der(pem: &[u8], path: &Path) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
+    let malformed = |reason: String| KeyStoreError::Malformed {
         what: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
+        reason,
+    };
+    let text = std::str::from_utf8(pem).map_err(|e| malformed(e.to_string()))?;
+    let (_, doc) = der::SecretDocument::from_pem(text).map_err(|e| malformed(e.to_string()))?;
     Ok(Zeroizing::new(doc.as_bytes().to_vec()))
 }
 
@@ -216,8 +234,20 @@ impl DirectoryStore {
         Ok((cert, der))
     }
 
+    /// The certificates of a subdirectory, parsed once and reused while every file's
+    /// (mtime, size) is the recorded one and was read well after its last change (the
+    /// `settled` rule); with the directory unchanged, the files themselves are looked
+    /// at again only every [`RECHECK`].
     fn certs_in(&self, sub: &str) -> Result<std::sync::Arc<Vec<StoredCertificate>>, KeyStoreError> {
-        let files = self.pems(sub)?;
+        let (files, unchanged) = self.listing(sub, "pem")?;
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if unchanged {
+            if let Some(entry) = cache.get(sub) {
+                if entry.checked.elapsed() < RECHECK && entry.settled {
+                    return Ok(entry.certs.clone());
+                }
+            }
+        }
         let stamp: Stamp = files
             .iter()
             .map(|(_, p)| {
@@ -226,16 +256,14 @@ impl DirectoryStore {
                 (p.clone(), modified, meta.map_or(0, |m| m.len()))
             })
             .collect();
-        if let Some((when, certs)) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(sub)
-        {
-            if *when == stamp {
-                return Ok(certs.clone());
+        let checked = std::time::Instant::now();
+        if let Some(entry) = cache.get_mut(sub) {
+            if entry.stamp == stamp && entry.settled {
+                entry.checked = checked;
+                return Ok(entry.certs.clone());
             }
         }
+        let read_at = std::time::SystemTime::now();
         let mut out = Vec::new();
         for (_, path) in files.iter() {
             let (cert, der) = Self::read_cert(path)?;
@@ -246,12 +274,20 @@ impl DirectoryStore {
                 emails: info.emails,
             });
         }
-        let out = std::sync::Arc::new(out);
-        self.cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(sub.to_string(), (stamp, out.clone()));
-        Ok(out)
+        let certs = std::sync::Arc::new(out);
+        let settled = stamp
+            .iter()
+            .all(|(_, m, _)| m.is_some_and(|m| settled(m, read_at)));
+        cache.insert(
+            sub.to_string(),
+            CachedDir {
+                stamp,
+                settled,
+                checked,
+                certs: certs.clone(),
+            },
+        );
+        Ok(certs)
     }
 
     /// Stores every certificate (and secret key) of an OpenPGP input.
@@ -328,8 +364,17 @@ impl DirectoryStore {
         Ok(Some(bytes))
     }
 
+    /// The path of the private key file for `fpr`, when the `keys` listing has one.
+    fn key_file(&self, fpr: &str) -> Result<Option<(PathBuf, bool)>, KeyStoreError> {
+        let (files, unchanged) = self.listing("keys", "pem")?;
+        Ok(files
+            .binary_search_by(|(stem, _)| stem.as_str().cmp(fpr))
+            .ok()
+            .map(|i| (files[i].1.clone(), unchanged)))
+    }
+
     fn has_key(&self, fpr: &str) -> bool {
-        self.root.join("keys").join(format!("{fpr}.pem")).exists()
+        self.key_file(fpr).ok().flatten().is_some()
     }
 
     fn cert_entry(&self, cert: &Certificate, kind: EntryKind) -> KeyEntry {
@@ -463,11 +508,13 @@ impl KeyStore for DirectoryStore {
         if !fpr.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Ok(None);
         }
-        let path = self.root.join("keys").join(format!("{fpr}.pem"));
-        if !path.exists() {
+        let Some((path, unchanged)) = self.key_file(fpr)? else {
             return Ok(None);
-        }
-        let der = read_key(&path)?;
+        };
+        let Some(pem) = self.read_cached(&path, unchanged)? else {
+            return Ok(None);
+        };
+        let der = key_der(&pem, &path)?;
         let (alg, _) = key_public(&der, &path.display().to_string())?;
         Ok(Some(SecretKey::new(fpr.to_string(), alg, der)))
     }

@@ -5,12 +5,11 @@ use std::borrow::Cow;
 
 /// Bare LF (and bare CR) become CRLF; CRLF stays.
 pub(crate) fn canonical_crlf(entity: &[u8]) -> Cow<'_, [u8]> {
-    // Already canonical when every LF follows a CR and there are as many CRs as LFs
-    // (then no CR is bare): two SIMD scans instead of a look at every byte.
-    let lf_after_cr = memchr::memchr_iter(b'\n', entity).all(|i| i > 0 && entity[i - 1] == b'\r');
-    if lf_after_cr
-        && memchr::memchr_iter(b'\r', entity).count() == memchr::memchr_iter(b'\n', entity).count()
-    {
+    // Already canonical when there are as many CRLF pairs as CRs and as LFs (then no
+    // CR or LF is bare): three vectorised counts, no step per line (a step per line
+    // cost a third of the digest of the lines for a large entity).
+    let crs = memchr::memchr_iter(b'\r', entity).count();
+    if crs == memchr::memchr_iter(b'\n', entity).count() && crs == crlf_pairs(entity) {
         return Cow::Borrowed(entity);
     }
     let mut out = Vec::with_capacity(entity.len() + entity.len() / 32);
@@ -28,6 +27,26 @@ pub(crate) fn canonical_crlf(entity: &[u8]) -> Cow<'_, [u8]> {
         i += 1;
     }
     Cow::Owned(out)
+}
+
+/// How many CRLF pairs `bytes` has. Counted in byte-wide counters over blocks of 128
+/// bytes (which cannot overflow them), a loop the compiler turns into SIMD compares.
+fn crlf_pairs(bytes: &[u8]) -> usize {
+    if bytes.len() < 2 {
+        return 0;
+    }
+    let (first, second) = (&bytes[..bytes.len() - 1], &bytes[1..]);
+    first
+        .chunks(128)
+        .zip(second.chunks(128))
+        .map(|(a, b)| {
+            let mut n = 0u8;
+            for (&x, &y) in a.iter().zip(b) {
+                n = n.wrapping_add(u8::from(x == b'\r') & u8::from(y == b'\n'));
+            }
+            usize::from(n)
+        })
+        .sum()
 }
 
 /// A MIME boundary of 192 random bits.
@@ -63,6 +82,42 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(input)
             );
+        }
+    }
+
+    /// The vectorised shortcut agrees with a byte-by-byte reading, line ends placed on
+    /// and around the block edges.
+    #[test]
+    fn canonical_check_agrees_with_a_plain_reading_across_blocks() {
+        fn plain(e: &[u8]) -> Vec<u8> {
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < e.len() {
+                if e[i] == b'\r' && e.get(i + 1) == Some(&b'\n') {
+                    out.extend_from_slice(b"\r\n");
+                    i += 2;
+                } else if e[i] == b'\r' || e[i] == b'\n' {
+                    out.extend_from_slice(b"\r\n");
+                    i += 1;
+                } else {
+                    out.push(e[i]);
+                    i += 1;
+                }
+            }
+            out
+        }
+        for len in [126usize, 127, 128, 129, 255, 256, 257, 600] {
+            for at in (0..len.saturating_sub(1)).step_by(7).chain([len - 2, len - 1]) {
+                for ends in [&b"\r\n"[..], b"\n", b"\r", b"\n\r", b"\r\r\n"] {
+                    let mut e = vec![b'x'; len];
+                    for (k, &c) in ends.iter().enumerate() {
+                        if at + k < len {
+                            e[at + k] = c;
+                        }
+                    }
+                    assert_eq!(canonical_crlf(&e).as_ref(), plain(&e).as_slice(), "{len} {at} {ends:?}");
+                }
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use crate::envelope::borrowed::Value;
 
 use super::{Attachment, Headers};
 use crate::envelope::{Code, Envelope, Violation};
@@ -134,19 +134,19 @@ pub(crate) fn check_headers(h: &Headers, env: &Envelope) -> Vec<Violation> {
 }
 
 /// Every A2A Part in the payload whose `url` is a `cid:` URI, with its JSON pointer.
-fn cid_parts<'v>(
-    v: &'v Value,
+fn cid_parts<'v, 't>(
+    v: &'v Value<'t>,
     pointer: &mut String,
-    out: &mut Vec<(String, &'v serde_json::Map<String, Value>)>,
+    out: &mut Vec<(String, &'v Value<'t>)>,
 ) {
     match v {
         Value::Object(map) => {
-            if map
+            if v
                 .get("url")
                 .and_then(Value::as_str)
                 .is_some_and(|u| u.len() > 4 && u.as_bytes()[..4].eq_ignore_ascii_case(b"cid:"))
             {
-                out.push((pointer.clone(), map));
+                out.push((pointer.clone(), v));
             }
             for (k, child) in map {
                 let len = pointer.len();
@@ -196,7 +196,7 @@ fn decode_cid(url: &str) -> String {
 /// Content-IDs are unique, every `cid:` reference resolves, and a declared `mediaType`
 /// matches the part's Content-Type before the part is exposed (spec 4.3).
 pub(crate) fn check_attachments(
-    payload: Option<&Value>,
+    payload: Option<&Value<'_>>,
     attachments: &[Attachment],
 ) -> Vec<Violation> {
     let mut out = Vec::new();

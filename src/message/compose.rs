@@ -60,21 +60,6 @@ pub(crate) fn size_hint(n: usize) -> usize {
     n.div_ceil(57) * 78 + 2048
 }
 
-/// A message with `headers`, `hints` and `body` (a profile's outer message), into a
-/// buffer of `capacity` bytes (see [`size_hint`]). The header section is written field
-/// by field in a fixed order; the body by mail-builder.
-pub(crate) fn with_body(
-    h: &super::Headers,
-    hints: &super::Hints,
-    body: MimePart<'_>,
-    capacity: usize,
-) -> Result<Vec<u8>, MessageError> {
-    let mut out = Vec::with_capacity(capacity);
-    write_header_section(&mut out, h, hints)?;
-    body.write_part(&mut out);
-    Ok(out)
-}
-
 /// The header section of a message with `headers` and `hints`, up to (not including)
 /// the body part's own Content-Type, appended to `out`.
 pub(crate) fn write_header_section(

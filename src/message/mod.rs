@@ -15,7 +15,7 @@ pub(crate) mod transfer;
 
 mod canonical;
 pub(crate) use canonical::{canonical_crlf, random_boundary};
-pub(crate) use compose::{content_len, size_hint, with_body, write_header_section};
+pub(crate) use compose::{content_len, size_hint, write_header_section};
 pub use limits::Limits;
 pub(crate) use parse::{read_outer, Outer};
 pub use parse::{structure, PartInfo};
@@ -480,12 +480,12 @@ impl MailA2aMessage {
     /// Every rule of the binding this message breaks, envelope rules included.
     pub fn check(&self, ctx: &ValidationContext) -> Vec<Violation> {
         // The payload is parsed once, for the envelope rules and the cid: references.
-        let payload = self.envelope.value("payload");
+        let payload = self.envelope.payload_tree();
         let attachments = check::check_attachments(payload.as_ref(), &self.attachments);
         let mut out = check::check_headers(&self.headers, &self.envelope);
         out.extend(envelope::validate_with_payload(
             &self.envelope,
-            payload,
+            payload.as_ref(),
             ctx,
         ));
         out.extend(attachments);

@@ -154,28 +154,37 @@ fn decode_qp(body: &[u8]) -> Result<Vec<u8>, DecodeFault> {
 /// base64 with CRLF every 76 characters (RFC 2045), ending in CRLF.
 pub(crate) fn encode_base64_lines(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    push_base64_lines(&mut out, data, 76);
+    push_base64_lines(&mut out, data, Width::Mime);
     out
 }
 
-/// Appends `data` in base64 to `out`, `line` characters (a multiple of 4) and CRLF per
-/// line, the last line ending in CRLF too; nothing for empty data. Encoded a block of
-/// lines at a time with the SIMD encoder, then laid out: one pass over the data and no
-/// copy of the whole encoding.
-pub(crate) fn push_base64_lines(out: &mut Vec<u8>, data: &[u8], line: usize) {
-    debug_assert!(line >= 4 && line % 4 == 0);
-    let per_line = line / 4 * 3;
-    let per_block = per_line * 256;
-    out.reserve(data.len().div_ceil(per_line) * (line + 2));
-    let mut encoded = Vec::with_capacity(per_block / 3 * 4);
-    for block in data.chunks(per_block) {
-        encoded.clear();
-        base64_simd::STANDARD.encode_append(block, &mut encoded);
-        for text in encoded.chunks(line) {
-            out.extend_from_slice(text);
-            out.extend_from_slice(b"\r\n");
-        }
+/// Appends `data` in base64 to `out`, 76 characters (RFC 2045) or 64 (RFC 9580
+/// armor) and CRLF per line, the last line ending in CRLF too; nothing for empty data.
+/// encodify's SIMD encoder lays the lines out as it encodes: one pass, no copy.
+pub(crate) fn push_base64_lines(out: &mut Vec<u8>, data: &[u8], line: Width) {
+    use encodify::base64::{LineEnding, STANDARD};
+    const MIME: encodify::base64::Base64 = STANDARD.wrapped(76, LineEnding::CrLf);
+    const ARMOR: encodify::base64::Base64 = STANDARD.wrapped(64, LineEnding::CrLf);
+    if data.is_empty() {
+        return;
     }
+    let engine = match line {
+        Width::Mime => MIME,
+        Width::Armor => ARMOR,
+    };
+    engine.encode_append(data, out);
+    if !out.ends_with(b"\r\n") {
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The line width of [`push_base64_lines`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Width {
+    /// 76 characters, MIME's (RFC 2045 section 6.8).
+    Mime,
+    /// 64 characters, OpenPGP armor's (RFC 9580 section 6.3).
+    Armor,
 }
 
 #[cfg(test)]

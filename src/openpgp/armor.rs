@@ -16,7 +16,7 @@
 //! Writing is the same form with CRLF line ends, as a MIME body needs them, and with
 //! the CRC24 line, as Sequoia writes it for RFC 4880 peers (GnuPG 2.2 among them).
 
-use crate::message::transfer::{decode, push_base64_lines, Cte};
+use crate::message::transfer::{decode, push_base64_lines, Cte, Width};
 
 /// Appends `data` armored as `label` (`PGP MESSAGE`, `PGP SIGNATURE`) to `out`: the
 /// header line, a blank line, base64 in lines of 64 characters, the CRC24 line and the
@@ -25,7 +25,7 @@ pub(crate) fn push_armored(out: &mut Vec<u8>, label: &str, data: &[u8]) {
     out.extend_from_slice(b"-----BEGIN ");
     out.extend_from_slice(label.as_bytes());
     out.extend_from_slice(b"-----\r\n\r\n");
-    push_base64_lines(out, data, 64);
+    push_base64_lines(out, data, Width::Armor);
     let crc = crc24(data).to_be_bytes();
     out.push(b'=');
     base64_simd::STANDARD.encode_append(&crc[1..], out);
@@ -66,7 +66,7 @@ fn crc24(data: &[u8]) -> u32 {
 /// The binary data of an armored block labelled `label` (`PGP MESSAGE`,
 /// `PGP SIGNATURE`), or `None` when `text` is not in the plain armored form (see the
 /// module documentation), including when it is binary already.
-pub(crate) fn dearmor(text: &[u8], label: &str) -> Option<Vec<u8>> {
+pub fn dearmor(text: &[u8], label: &str) -> Option<Vec<u8>> {
     let mut lines = Lines { text, at: 0 };
     // The header line, after nothing but blank lines.
     let first = loop {

@@ -20,15 +20,14 @@ mod signed_data;
 use std::borrow::Cow;
 
 use der::Decode;
-use mail_builder::headers::content_type::ContentType;
-use mail_builder::mime::MimePart;
 use time::OffsetDateTime;
 use x509_cert::Certificate;
 
 use crate::error::{A2aErrorType, Classify, ExitCode};
 use crate::keystore::{KeyStore, StoredCertificate};
+use crate::message::transfer::{push_base64_lines, Width};
 use crate::message::{
-    content_len, read_outer, size_hint, with_body, write_header_section, Hints, MailA2aMessage,
+    content_len, read_outer, size_hint, write_header_section, Hints, MailA2aMessage,
 };
 use crate::profile::{Profile, Protection};
 use crate::seal::{
@@ -220,23 +219,19 @@ impl Sealer for Smime<'_> {
         let (enveloped, start) =
             enveloped::encrypt_into(&recipients, capacity, |buf| signer.write(buf))?;
         let enveloped = &enveloped[start..];
-        let capacity = size_hint(enveloped.len());
-        let body = MimePart::new(
-            ContentType::new("application/pkcs7-mime")
-                .attribute("smime-type", "authEnveloped-data")
-                .attribute("name", "smime.p7m"),
-            enveloped,
-        )
-        .attachment("smime.p7m");
         // RFC 9788: an encrypted message shows an obscured Subject.
         let mut outer = plain.headers.clone();
         outer.subject = Some("[...]".into());
-        Ok(with_body(
-            &outer,
-            &outer_hints(plain, opts),
-            body,
-            capacity,
-        )?)
+        let mut out = Vec::with_capacity(size_hint(enveloped.len()));
+        write_header_section(&mut out, &outer, &outer_hints(plain, opts))?;
+        out.extend_from_slice(
+            b"Content-Type: application/pkcs7-mime; smime-type=\"authEnveloped-data\";\r\n\
+\x20name=\"smime.p7m\"\r\n\
+Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
+Content-Transfer-Encoding: base64\r\n\r\n",
+        );
+        push_base64_lines(&mut out, enveloped, Width::Mime);
+        Ok(out)
     }
 }
 
@@ -306,11 +301,7 @@ impl SignedEntityWriter<'_> {
 Content-Disposition: attachment; filename=\"smime.p7s\"\r\n\
 Content-Transfer-Encoding: base64\r\n\r\n",
         );
-        let encoded = base64_simd::STANDARD.encode_to_string(&cms);
-        for line in encoded.as_bytes().chunks(76) {
-            out.extend_from_slice(line);
-            out.extend_from_slice(b"\r\n");
-        }
+        push_base64_lines(out, &cms, Width::Mime);
         out.extend_from_slice(b"\r\n--");
         out.extend_from_slice(boundary.as_bytes());
         out.extend_from_slice(b"--\r\n");
