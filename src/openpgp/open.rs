@@ -178,25 +178,36 @@ impl DecryptionHelper for Helper<'_> {
         decrypt: &mut dyn FnMut(Option<SymmetricAlgorithm>, &SessionKey) -> bool,
     ) -> openpgp::Result<Option<Cert>> {
         // Our secret keys that can decrypt (see `parsed::Secret`), with their
-        // certificate: the store's, while `certs` are the ones to verify with.
-        let mut ours = Vec::new();
+        // certificate: the store's, while `certs` are the ones to verify with. Only
+        // the certificates a PKESK names are looked up (all of them when one is
+        // anonymous), so a store with many identities reads one key per message.
         let own = match &self.own {
             Some(v) => v.clone(),
             None => return Err(self.fail(OpenPgpError::NotForUs)),
         };
-        for cert in &own.certs {
-            if let Some(secret) = self
-                .store
-                .secret_for(cert)
-                .map_err(|e| self.fail(OpenPgpError::Key(e.to_string())))?
-            {
-                ours.push((cert.fingerprint(), secret));
+        let anonymous = pkesks.iter().any(|p| p.recipient().is_none());
+        let named = |cert: &Cert| {
+            anonymous
+                || pkesks.iter().filter_map(PKESK::recipient).any(|r| {
+                    cert.keys()
+                        .any(|k| r.aliases(k.key().key_handle()))
+                })
+        };
+        let secrets = |wanted: &dyn Fn(&Cert) -> bool| {
+            let mut out = Vec::new();
+            for cert in own.certs.iter().filter(|c| wanted(c)) {
+                if let Some(secret) = self
+                    .store
+                    .secret_for(cert)
+                    .map_err(|e| self.fail(OpenPgpError::Key(e.to_string())))?
+                {
+                    out.push((cert.fingerprint(), secret));
+                }
             }
-        }
-        let ours: Vec<(&Fingerprint, &openpgp::crypto::KeyPair)> = ours
-            .iter()
-            .flat_map(|(f, s)| s.decryption.iter().map(move |k| (f, k)))
-            .collect();
+            Ok::<_, anyhow::Error>(out)
+        };
+        let addressed_secrets = secrets(&named)?;
+        let ours = pairs(&addressed_secrets);
         let mut addressed = false;
         for pkesk in pkesks {
             let wanted = pkesk.recipient();
@@ -226,6 +237,8 @@ impl DecryptionHelper for Helper<'_> {
         }
         // No recipient names a key of ours. If one of our keys still decrypts a
         // session key, the recipient's key ID was changed: altered, not "not for us".
+        let all_secrets = secrets(&|_| true)?;
+        let ours = pairs(&all_secrets);
         for pkesk in pkesks {
             for &(_, key) in &ours {
                 let mut pair = key.clone();
@@ -240,6 +253,16 @@ impl DecryptionHelper for Helper<'_> {
         }
         Err(self.fail(OpenPgpError::NotForUs))
     }
+}
+
+/// Each decryption-capable key of `secrets` with its certificate's fingerprint.
+fn pairs(
+    secrets: &[(Fingerprint, std::sync::Arc<super::parsed::Secret>)],
+) -> Vec<(&Fingerprint, &openpgp::crypto::KeyPair)> {
+    secrets
+        .iter()
+        .flat_map(|(f, s)| s.decryption.iter().map(move |k| (f, k)))
+        .collect()
 }
 
 /// Runs one Sequoia parse, turning a panic inside it into an error. Sequoia 2.4.2
