@@ -214,6 +214,9 @@ pub enum SealError {
     /// The key store failed.
     #[error(transparent)]
     KeyStore(#[from] KeyStoreError),
+    /// Writing the sealed message out failed (`Sealer::seal_to`).
+    #[error("cannot write the sealed message: {0}")]
+    Output(std::io::Error),
 }
 
 impl Classify for SealError {
@@ -231,7 +234,7 @@ impl Classify for SealError {
             Self::Invalid(_) => ExitCode::Malformed,
             Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } => ExitCode::NoUsableKey,
             Self::ProfileUnavailable(_) => ExitCode::Usage,
-            Self::Crypto(_) => ExitCode::Other,
+            Self::Crypto(_) | Self::Output(_) => ExitCode::Other,
             Self::Message(e) => e.exit_code(),
             Self::KeyStore(e) => e.exit_code(),
         }
@@ -333,6 +336,19 @@ pub(crate) fn sealing_addresses(
 pub trait Sealer {
     /// Seal `plain` (which must pass the binding's rules) into RFC 5322 bytes.
     fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError>;
+
+    /// [`Sealer::seal`], written to `out` as it is encoded where the profile can (S/MIME
+    /// encodes its encrypted body into `out` in pieces, so a large message is not held
+    /// twice); nothing is written when sealing fails before the output starts.
+    fn seal_to(
+        &self,
+        plain: &MailA2aMessage,
+        opts: &SealOptions,
+        out: &mut dyn std::io::Write,
+    ) -> Result<(), SealError> {
+        let sealed = self.seal(plain, opts)?;
+        out.write_all(&sealed).map_err(SealError::Output)
+    }
 }
 
 /// Verifies and decrypts a protected message.

@@ -516,15 +516,62 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
     opts.sign_only = a.sign_only;
     opts.rsa_pss = a.rsa_pss;
     opts.outer_hints = a.outer_hints;
-    let sealed = match profile {
-        crate::profile::Profile::Smime => crate::smime::Smime::new(&store).seal(&plain, &opts),
-        crate::profile::Profile::OpenPgp => {
-            crate::openpgp::OpenPgp::new(&store).seal(&plain, &opts)
+    let smime;
+    let openpgp;
+    let sealer: &dyn Sealer = match profile {
+        crate::profile::Profile::Smime => {
+            smime = crate::smime::Smime::new(&store);
+            &smime
         }
-        other => Err(crate::seal::SealError::ProfileUnavailable(other)),
+        crate::profile::Profile::OpenPgp => {
+            openpgp = crate::openpgp::OpenPgp::new(&store);
+            &openpgp
+        }
+        other => {
+            return Err(Failure::from(
+                "seal",
+                crate::seal::SealError::ProfileUnavailable(other),
+            ))
+        }
+    };
+    // Written as it is encoded (see `Sealer::seal_to`); into a temporary file next to
+    // the output, renamed once complete, so a failure leaves no partial message.
+    match a.out.as_deref() {
+        Some(path) => {
+            let tmp = path.with_extension("partial");
+            let written = std::fs::File::create(&tmp)
+                .map_err(crate::seal::SealError::Output)
+                .and_then(|f| {
+                    let mut w = std::io::BufWriter::new(f);
+                    sealer.seal_to(&plain, &opts, &mut w)?;
+                    w.into_inner()
+                        .map_err(|e| crate::seal::SealError::Output(e.into_error()))?
+                        .sync_all()
+                        .map_err(crate::seal::SealError::Output)
+                });
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Failure::from("seal", e));
+            }
+            std::fs::rename(&tmp, path).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                Failure::new(
+                    ExitCode::Other,
+                    format!("cannot write {}: {e}", path.display()),
+                )
+            })
+        }
+        None => {
+            // Every check and all the cryptography finish before `seal_to` writes its
+            // first byte: a refused message leaves stdout empty.
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            sealer
+                .seal_to(&plain, &opts, &mut w)
+                .and_then(|()| w.flush().map_err(crate::seal::SealError::Output))
+                .map_err(|e| Failure::from("seal", e))
+        }
     }
-    .map_err(|e| Failure::from("seal", e))?;
-    write_output(a.out.as_deref(), &sealed)
 }
 
 fn open(dir: PathBuf, a: OpenArgs) -> CliResult {

@@ -306,7 +306,8 @@ impl<'t> Parser<'t> {
                                 return None;
                             }
                             p += 6;
-                            let code = 0x10000 + ((u32::from(unit) - 0xD800) << 10)
+                            let code = 0x10000
+                                + ((u32::from(unit) - 0xD800) << 10)
                                 + (u32::from(low) - 0xDC00);
                             char::from_u32(code)?
                         }
@@ -438,7 +439,9 @@ impl<'a> Node<'a, Borrowed> for &'a Value<'a> {
         Cow::Owned(self.to_serde())
     }
     fn identity(&self) -> Option<NodeIdentity> {
-        Some(NodeIdentity::new(std::ptr::from_ref::<Value<'a>>(*self) as usize))
+        Some(NodeIdentity::new(
+            std::ptr::from_ref::<Value<'a>>(*self) as usize
+        ))
     }
 }
 
@@ -496,7 +499,10 @@ mod tests {
     fn strings_without_escapes_are_borrowed() {
         let text = r#"{"a":"plain","b":"esc\"aped"}"#;
         let v = Value::parse(text).unwrap();
-        assert!(matches!(v.get("a"), Some(Value::String(Cow::Borrowed("plain")))));
+        assert!(matches!(
+            v.get("a"),
+            Some(Value::String(Cow::Borrowed("plain")))
+        ));
         assert!(matches!(v.get("b"), Some(Value::String(Cow::Owned(s))) if s == "esc\"aped"));
     }
 
@@ -509,10 +515,29 @@ mod tests {
             r#"  {"k" : [ ] , "l" : { } }  "#,
             r#"{"dup":1,"dup":2}"#,
             "[1e308, -1.7e308, 1e-400, 0.1, 123456789.123456789e-5]",
-            "[1e309]", "[01]", "[1.]", "[.5]", "[-]", "[1e]", "[+1]", "[tru]", "[nul]",
-            "[\"\u{1}\"]", "[\"a\u{1}\"]", "[\"\\ud800\"]", "[\"\\udc00\"]",
-            "[\"\\ud800\\u0041\"]", "[\"\\x\"]", "[1,]", "{\"a\":1,}", "{\"a\"}", "[] []",
-            "", " ", "\"unterminated", "[\"a\\\"]",
+            "[1e309]",
+            "[01]",
+            "[1.]",
+            "[.5]",
+            "[-]",
+            "[1e]",
+            "[+1]",
+            "[tru]",
+            "[nul]",
+            "[\"\u{1}\"]",
+            "[\"a\u{1}\"]",
+            "[\"\\ud800\"]",
+            "[\"\\udc00\"]",
+            "[\"\\ud800\\u0041\"]",
+            "[\"\\x\"]",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\"}",
+            "[] []",
+            "",
+            " ",
+            "\"unterminated",
+            "[\"a\\\"]",
         ] {
             agrees(text);
         }
@@ -524,7 +549,8 @@ mod tests {
 
     #[test]
     fn agrees_with_serde_json_on_mutations() {
-        let doc = r#"{"k":[0,-1,2.5e-3,true,false,null,"s\n\u00e9\ud83d\ude00"],"o":{"p":{}},"q":"x"}"#;
+        let doc =
+            r#"{"k":[0,-1,2.5e-3,true,false,null,"s\n\u00e9\ud83d\ude00"],"o":{"p":{}},"q":"x"}"#;
         let subs = b" \t\n\"\\/{}[],:0123456789-+.eEtfnrux\x01\x7f";
         for n in 0..=doc.len() {
             agrees(&doc[..n]);

@@ -107,7 +107,10 @@ mod tests {
             out
         }
         for len in [126usize, 127, 128, 129, 255, 256, 257, 600] {
-            for at in (0..len.saturating_sub(1)).step_by(7).chain([len - 2, len - 1]) {
+            for at in (0..len.saturating_sub(1))
+                .step_by(7)
+                .chain([len - 2, len - 1])
+            {
                 for ends in [&b"\r\n"[..], b"\n", b"\r", b"\n\r", b"\r\r\n"] {
                     let mut e = vec![b'x'; len];
                     for (k, &c) in ends.iter().enumerate() {
@@ -115,7 +118,11 @@ mod tests {
                             e[at + k] = c;
                         }
                     }
-                    assert_eq!(canonical_crlf(&e).as_ref(), plain(&e).as_slice(), "{len} {at} {ends:?}");
+                    assert_eq!(
+                        canonical_crlf(&e).as_ref(),
+                        plain(&e).as_slice(),
+                        "{len} {at} {ends:?}"
+                    );
                 }
             }
         }

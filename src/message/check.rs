@@ -141,8 +141,7 @@ fn cid_parts<'v, 't>(
 ) {
     match v {
         Value::Object(map) => {
-            if v
-                .get("url")
+            if v.get("url")
                 .and_then(Value::as_str)
                 .is_some_and(|u| u.len() > 4 && u.as_bytes()[..4].eq_ignore_ascii_case(b"cid:"))
             {

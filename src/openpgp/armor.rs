@@ -197,8 +197,15 @@ mod tests {
             let mut ours = Vec::new();
             push_armored(&mut ours, "PGP MESSAGE", &data);
             let theirs = sequoia_armored(&data, Kind::Message);
-            let theirs = String::from_utf8(theirs).unwrap().replace("\r\n", "\n").replace('\n', "\r\n");
-            assert_eq!(String::from_utf8(ours.clone()).unwrap(), theirs, "length {len}");
+            let theirs = String::from_utf8(theirs)
+                .unwrap()
+                .replace("\r\n", "\n")
+                .replace('\n', "\r\n");
+            assert_eq!(
+                String::from_utf8(ours.clone()).unwrap(),
+                theirs,
+                "length {len}"
+            );
             assert_eq!(sequoia_dearmored(&ours), data);
         }
     }
@@ -226,15 +233,27 @@ mod tests {
             "-----\nVersion: GnuPG v2\nComment: a comment: with colons\n\n",
             1,
         );
-        assert_eq!(dearmor(with_headers.as_bytes(), "PGP MESSAGE").unwrap(), data);
+        assert_eq!(
+            dearmor(with_headers.as_bytes(), "PGP MESSAGE").unwrap(),
+            data
+        );
         let lines: Vec<&str> = text.lines().collect();
-        let crc = lines.iter().position(|l| l.starts_with('=') && l.len() == 5).unwrap();
+        let crc = lines
+            .iter()
+            .position(|l| l.starts_with('=') && l.len() == 5)
+            .unwrap();
         let mut without = lines.clone();
         without.remove(crc);
-        assert_eq!(dearmor(without.join("\n").as_bytes(), "PGP MESSAGE").unwrap(), data);
+        assert_eq!(
+            dearmor(without.join("\n").as_bytes(), "PGP MESSAGE").unwrap(),
+            data
+        );
         let mut wrong = lines.clone();
         wrong[crc] = "=AAAA";
-        assert_eq!(dearmor(wrong.join("\n").as_bytes(), "PGP MESSAGE").unwrap(), data);
+        assert_eq!(
+            dearmor(wrong.join("\n").as_bytes(), "PGP MESSAGE").unwrap(),
+            data
+        );
         let padded = format!("\n\r\n{}  \n\n", text.replace('\n', " \t\n"));
         assert_eq!(dearmor(padded.as_bytes(), "PGP MESSAGE").unwrap(), data);
     }
@@ -248,14 +267,21 @@ mod tests {
             text.replacen("-----\n\n", "-----\n", 1),
             text.replacen("-----\n\n", "-----\nnot a header\n\n", 1),
             format!("{text}trailing text\n"),
-            text.replacen("-----END PGP MESSAGE-----", "-----END PGP SIGNATURE-----", 1),
+            text.replacen(
+                "-----END PGP MESSAGE-----",
+                "-----END PGP SIGNATURE-----",
+                1,
+            ),
             text.replacen("-----END PGP MESSAGE-----", "", 1),
             // A character outside base64 in the body.
             text.replacen("-----\n\n", "-----\n\n*", 1),
             text.lines().take(2).collect::<Vec<_>>().join("\n"),
         ];
         for (i, case) in cases.iter().enumerate() {
-            assert!(dearmor(case.as_bytes(), "PGP MESSAGE").is_none(), "case {i}");
+            assert!(
+                dearmor(case.as_bytes(), "PGP MESSAGE").is_none(),
+                "case {i}"
+            );
         }
         // Binary input is binary already.
         assert!(dearmor(&data, "PGP MESSAGE").is_none());

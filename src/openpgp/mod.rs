@@ -25,10 +25,10 @@ use crate::error::{A2aErrorType, Classify, ExitCode};
 use crate::keystore::{KeyStore, KeyStoreError};
 use crate::seal::{OpenError, SealError};
 
-pub use describe::describe;
 /// The one-pass armor reader, for the fuzz target that checks it against Sequoia's.
 #[doc(hidden)]
 pub use armor::dearmor;
+pub use describe::describe;
 pub use keys::{generate, KeyProfile};
 pub use open::DecryptedMessage;
 

@@ -188,10 +188,10 @@ impl DecryptionHelper for Helper<'_> {
         let anonymous = pkesks.iter().any(|p| p.recipient().is_none());
         let named = |cert: &Cert| {
             anonymous
-                || pkesks.iter().filter_map(PKESK::recipient).any(|r| {
-                    cert.keys()
-                        .any(|k| r.aliases(k.key().key_handle()))
-                })
+                || pkesks
+                    .iter()
+                    .filter_map(PKESK::recipient)
+                    .any(|r| cert.keys().any(|k| r.aliases(k.key().key_handle())))
         };
         let secrets = |wanted: &dyn Fn(&Cert) -> bool| {
             let mut out = Vec::new();

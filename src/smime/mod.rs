@@ -189,8 +189,20 @@ impl Smime<'_> {
     }
 }
 
-impl Sealer for Smime<'_> {
-    fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
+/// A sealed message before its body is laid out: whole, or the header section and the
+/// AuthEnvelopedData DER still to be written in base64.
+enum Sealed {
+    Whole(Vec<u8>),
+    Enveloped {
+        head: Vec<u8>,
+        /// The DER is `buf[start..]` (`encrypt_into` writes it in place).
+        buf: Vec<u8>,
+        start: usize,
+    },
+}
+
+impl Smime<'_> {
+    fn seal_parts(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Sealed, SealError> {
         let (from, addresses) = crate::seal::sealing_addresses(plain, opts, Profile::Smime)?;
         let (cert, key) = self.signing_identity(&from)?;
         let encrypt = !opts.sign_only;
@@ -214,24 +226,63 @@ impl Sealer for Smime<'_> {
             let mut out = Vec::with_capacity(capacity);
             write_header_section(&mut out, &plain.headers, &outer_hints(plain, opts))?;
             signer.write(&mut out)?;
-            return Ok(out);
+            return Ok(Sealed::Whole(out));
         }
-        let (enveloped, start) =
-            enveloped::encrypt_into(&recipients, capacity, |buf| signer.write(buf))?;
-        let enveloped = &enveloped[start..];
+        let (buf, start) = enveloped::encrypt_into(&recipients, capacity, |buf| signer.write(buf))?;
         // RFC 9788: an encrypted message shows an obscured Subject.
         let mut outer = plain.headers.clone();
         outer.subject = Some("[...]".into());
-        let mut out = Vec::with_capacity(size_hint(enveloped.len()));
-        write_header_section(&mut out, &outer, &outer_hints(plain, opts))?;
-        out.extend_from_slice(
+        let mut head = Vec::with_capacity(1024);
+        write_header_section(&mut head, &outer, &outer_hints(plain, opts))?;
+        head.extend_from_slice(
             b"Content-Type: application/pkcs7-mime; smime-type=\"authEnveloped-data\";\r\n\
 \x20name=\"smime.p7m\"\r\n\
 Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
 Content-Transfer-Encoding: base64\r\n\r\n",
         );
-        push_base64_lines(&mut out, enveloped, Width::Mime);
-        Ok(out)
+        Ok(Sealed::Enveloped { head, buf, start })
+    }
+}
+
+impl Sealer for Smime<'_> {
+    fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
+        Ok(match self.seal_parts(plain, opts)? {
+            Sealed::Whole(out) => out,
+            Sealed::Enveloped { head, buf, start } => {
+                let der = &buf[start..];
+                let mut out = Vec::with_capacity(head.len() + size_hint(der.len()));
+                out.extend_from_slice(&head);
+                push_base64_lines(&mut out, der, Width::Mime);
+                out
+            }
+        })
+    }
+
+    /// The encrypted body goes out in base64 a piece at a time: the message is never
+    /// in memory twice (DER and base64), which at 16 MiB is most of the peak.
+    fn seal_to(
+        &self,
+        plain: &MailA2aMessage,
+        opts: &SealOptions,
+        out: &mut dyn std::io::Write,
+    ) -> Result<(), SealError> {
+        match self.seal_parts(plain, opts)? {
+            Sealed::Whole(whole) => out.write_all(&whole),
+            Sealed::Enveloped { head, buf, start } => {
+                // Whole lines per piece (57 bytes make a 76-character line).
+                const PIECE: usize = 57 * 1024;
+                let mut text = Vec::with_capacity(PIECE / 57 * 78);
+                out.write_all(&head).and_then(|()| {
+                    for piece in buf[start..].chunks(PIECE) {
+                        text.clear();
+                        push_base64_lines(&mut text, piece, Width::Mime);
+                        out.write_all(&text)?;
+                    }
+                    Ok(())
+                })
+            }
+        }
+        .map_err(SealError::Output)
     }
 }
 
