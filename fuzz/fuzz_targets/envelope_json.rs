@@ -33,14 +33,24 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(env.payload_as_read().as_ref(), map.get("payload"));
             let _ = validate(&env, &ValidationContext::default());
             let _ = validate(&env, &ValidationContext::new(Some(Profile::Mls)));
-            let _ = (env.kind(), env.operation(), env.group(), env.task_state(), env.payment_kind());
-            let again = Envelope::from_json(&env.to_json()).expect("serialised envelope reads back");
+            let _ = (
+                env.kind(),
+                env.operation(),
+                env.group(),
+                env.task_state(),
+                env.payment_kind(),
+            );
+            let again =
+                Envelope::from_json(&env.to_json()).expect("serialised envelope reads back");
             assert_eq!(again, env);
         }
         Err(e) => {
             if let Ok(serde_json::Value::Object(_)) = theirs {
                 assert!(
-                    matches!(e, EnvelopeError::DuplicateKey { .. } | EnvelopeError::TooDeep { .. }),
+                    matches!(
+                        e,
+                        EnvelopeError::DuplicateKey { .. } | EnvelopeError::TooDeep { .. }
+                    ),
                     "serde_json reads an object we refuse: {e:?}"
                 );
             }

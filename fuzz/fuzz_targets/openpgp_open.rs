@@ -34,7 +34,10 @@ fn store() -> &'static DirectoryStore {
             let dir = tempfile::tempdir().expect("temp dir");
             let store = DirectoryStore::open(dir.path().join("s")).expect("store");
             let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/../keys-fixtures/openpgp/");
-            for f in ["alice@openpgp.example.sec.asc", "bob@openpgp.example.pub.asc"] {
+            for f in [
+                "alice@openpgp.example.sec.asc",
+                "bob@openpgp.example.pub.asc",
+            ] {
                 let bytes = std::fs::read(format!("{fx}{f}")).expect("fixture");
                 store.import(&bytes, f, false).expect("import");
             }
