@@ -91,6 +91,27 @@ fn smime_seal_to_writes_what_opens_like_seal() {
     }
 }
 
+/// `mailseal seal --profile smime` with the store at `store`, to `out` or stdout.
+fn seal_cli(
+    store: &std::path::Path,
+    plain: &std::path::Path,
+    out: Option<&std::path::Path>,
+) -> std::process::Output {
+    let mut args = vec![
+        "seal",
+        "--store",
+        store.to_str().unwrap(),
+        "--profile",
+        "smime",
+        "--in",
+        plain.to_str().unwrap(),
+    ];
+    if let Some(o) = out {
+        args.extend(["--out", o.to_str().unwrap()]);
+    }
+    run(&args, b"")
+}
+
 #[test]
 fn fail_cli_seal_refused_leaves_no_file_and_no_partial() {
     let dir = tempfile::tempdir().unwrap();
@@ -99,20 +120,7 @@ fn fail_cli_seal_refused_leaves_no_file_and_no_partial() {
     let plain = dir.path().join("plain.eml");
     std::fs::write(&plain, message(100).to_rfc5322().unwrap()).unwrap();
     let out_path = dir.path().join("sealed.eml");
-    let out = run(
-        &[
-            "seal",
-            "--store",
-            s.to_str().unwrap(),
-            "--profile",
-            "smime",
-            "--in",
-            plain.to_str().unwrap(),
-            "--out",
-            out_path.to_str().unwrap(),
-        ],
-        b"",
-    );
+    let out = seal_cli(&s, &plain, Some(&out_path));
     assert_eq!(
         out.status.code(),
         Some(5),
@@ -122,18 +130,7 @@ fn fail_cli_seal_refused_leaves_no_file_and_no_partial() {
     assert!(!out_path.exists());
     assert!(!dir.path().join("sealed.partial").exists());
     // To stdout: nothing written.
-    let out = run(
-        &[
-            "seal",
-            "--store",
-            s.to_str().unwrap(),
-            "--profile",
-            "smime",
-            "--in",
-            plain.to_str().unwrap(),
-        ],
-        b"",
-    );
+    let out = seal_cli(&s, &plain, None);
     assert_eq!(out.status.code(), Some(5));
     assert!(out.stdout.is_empty());
 }
@@ -156,23 +153,7 @@ fn cli_seal_to_a_file_writes_it_whole() {
     let plain = dir.path().join("plain.eml");
     std::fs::write(&plain, message(200_000).to_rfc5322().unwrap()).unwrap();
     let out_path = dir.path().join("sealed.eml");
-    let args = |out: Option<&str>| {
-        let mut a = vec![
-            "seal".to_string(),
-            "--store".into(),
-            s.to_str().unwrap().into(),
-            "--profile".into(),
-            "smime".into(),
-            "--in".into(),
-            plain.to_str().unwrap().into(),
-        ];
-        if let Some(o) = out {
-            a.extend(["--out".into(), o.into()]);
-        }
-        a
-    };
-    let a = args(Some(out_path.to_str().unwrap()));
-    let out = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), b"");
+    let out = seal_cli(&s, &plain, Some(&out_path));
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -181,8 +162,7 @@ fn cli_seal_to_a_file_writes_it_whole() {
     );
     assert!(out.stdout.is_empty());
     assert!(!dir.path().join("sealed.partial").exists());
-    let a = args(None);
-    let to_stdout = run(&a.iter().map(String::as_str).collect::<Vec<_>>(), b"");
+    let to_stdout = seal_cli(&s, &plain, None);
     let written = std::fs::read(&out_path).unwrap();
     assert_eq!(to_stdout.status.code(), Some(0));
     assert!(written.len().abs_diff(to_stdout.stdout.len()) < 64);
