@@ -59,7 +59,10 @@ fn read_only_request_opens_and_reports_no_protection() {
         mailseal::keystore::hex(&Sha256::digest(msg.envelope_bytes()))
     );
 
-    let out = run(&["open", "--eml"], &raw);
+    assert_eq!(report["delivery"], "deliver");
+
+    // Inspecting it again: the receiver rules would call it a duplicate.
+    let out = run(&["open", "--eml", "--stateless"], &raw);
     assert_eq!(out.status.code(), Some(0));
     let inner = MailA2aMessage::parse(&out.stdout, &Default::default()).unwrap();
     assert_eq!(inner.envelope_bytes(), msg.envelope_bytes());

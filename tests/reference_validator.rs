@@ -5,7 +5,7 @@ mod common;
 
 use common::{codes, env, request, violations, violations_under, with};
 use mailseal::envelope::{next_event, Code};
-use mailseal::replay::ReplayKey;
+use mailseal::replay::Candidate;
 use mailseal::{A2aErrorType, Profile};
 use serde_json::json;
 
@@ -147,8 +147,9 @@ fn t7_event_ordering() {
 
 #[test]
 fn t8_replay_key_keeps_authority_and_content() {
-    let digest = [0xab; 32];
-    let key = ReplayKey::new("did:web:alice.example", &env(request()), digest);
+    let e = env(request());
+    let bytes = e.to_json();
+    let key = Candidate::new("did:web:alice.example".into(), &e, &bytes).unwrap();
     assert_eq!(
         (
             key.signer.as_str(),
@@ -162,7 +163,7 @@ fn t8_replay_key_keeps_authority_and_content() {
             "urn:uuid:request-1",
             Some("effect-1"),
             "message/send",
-            digest
+            mailseal::envelope::content_digest(&bytes)
         )
     );
 }

@@ -7,7 +7,7 @@ use crate::error::{Classify, ExitCode};
 use crate::keystore::{DirectoryStore, KeyStore};
 use crate::message::{Attachment, Limits, MailA2aMessage};
 use crate::profile::Profile;
-use crate::replay::{MemoryReplayStore, ReplayKey, ReplayStore};
+use crate::replay::{Admission, Candidate, ReceiverPolicy, ReplayStore, SqliteReplayStore};
 use crate::seal::{OpenPolicy, Opener, SealOptions, Sealer};
 use crate::smime::Smime;
 
@@ -260,22 +260,59 @@ pub(super) fn run() -> CliResult {
         8,
         "replay state: redelivery is a duplicate, same messageId with other bytes a conflict",
     );
-    let replay = MemoryReplayStore::default();
-    let signer = opened
-        .verdict
-        .signer
-        .as_ref()
-        .map(|s| s.replay_id())
-        .unwrap_or_default();
-    let key = ReplayKey::new(&signer, opened.envelope(), opened.message.content_digest());
-    println!("    first delivery: {:?}", replay.check_and_record(&key));
-    println!("    SMTP redelivery: {:?}", replay.check_and_record(&key));
-    let mut altered = key.clone();
-    altered.digest[0] ^= 1;
+    let replay = SqliteReplayStore::open(&dir.path().join("mailseal.db"))
+        .map_err(|e| fail("replay state", e))?;
+    let policy = ReceiverPolicy::default();
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let first = Candidate::from_opened(&opened).map_err(|e| fail("replay", e))?;
+    let admit = |c: &Candidate| match replay.admit(c, now, &policy) {
+        Ok(a) => format!("{a:?}"),
+        Err(e) => format!("refused (exit {}): {e}", e.exit_code().as_u8()),
+    };
     println!(
-        "    altered content, same messageId: {:?}",
-        replay.check_and_record(&altered)
+        "    (SQLite in {}, schema {})",
+        replay.path().display(),
+        replay.schema_version().map_err(|e| fail("replay", e))?
     );
+    println!("    first delivery: {}", admit(&first));
+    println!("    SMTP redelivery: {}", admit(&first));
+    let mut altered = first.clone();
+    altered.digest[0] ^= 1;
+    println!("    altered content, same messageId: {}", admit(&altered));
+    if !matches!(
+        replay.admit(&first, now, &policy),
+        Ok(Admission::Duplicate { .. })
+    ) {
+        return Err(fail("replay", "a redelivery was not recognised"));
+    }
+    println!("    the stream of step 6 arrives out of order: 1, 3, 2");
+    let bob = "x509:bob-demo".to_string();
+    for i in [0, 2, 1] {
+        let e = &events[i];
+        let c = Candidate::new(bob.clone(), e, &e.to_json()).map_err(|e| fail("replay", e))?;
+        println!("    event {}: {}", i + 1, admit(&c));
+        if i == 2 {
+            for s in replay
+                .streams(Some("demo-exchange-1"))
+                .map_err(|e| fail("replay", e))?
+            {
+                println!(
+                    "      stream {}: next {}, missing {:?}, held {:?}, complete {}",
+                    s.correlation_id, s.next_sequence, s.missing, s.held, s.complete
+                );
+            }
+        }
+    }
+    let released = replay
+        .take_deliverable("demo-exchange-1")
+        .map_err(|e| fail("replay", e))?;
+    println!(
+        "    released after the gap closed: {:?}",
+        released.iter().map(|e| e.sequence).collect::<Vec<_>>()
+    );
+    if released.len() != 1 {
+        return Err(fail("replay", "the held event was not released"));
+    }
 
     step(9, "protection profiles in this build");
     println!(

@@ -3,7 +3,9 @@
 
 mod demo;
 mod inspect;
+mod receive;
 mod sop;
+mod stream;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -15,7 +17,7 @@ use crate::envelope::Envelope;
 use crate::error::{Classify, ExitCode};
 use crate::keystore::{DirectoryStore, KeyStore};
 use crate::message::{validate_message, Attachment, Limits, MailA2aMessage, Mailbox};
-use crate::seal::{OpenPolicy, Opener, Sealer};
+use crate::seal::Sealer;
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +29,10 @@ struct Cli {
     /// Key store directory (default: $MAILSEAL_HOME, else $XDG_DATA_HOME/mailseal).
     #[arg(long, global = true, value_name = "DIR")]
     store: Option<PathBuf>,
+    /// Replay and stream state: `postgres://...` (shared by several gateways),
+    /// `sqlite:PATH`, or a directory (default: the store's `mailseal.db`).
+    #[arg(long, global = true, value_name = "URL", env = "MAILSEAL_STATE")]
+    state: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -52,10 +58,13 @@ enum Command {
     /// Protect a plain MailA2A message (.eml) under a profile.
     Seal(SealArgs),
     /// Verify and open a message; prints the envelope JSON (or the inner .eml).
-    Open(OpenArgs),
+    Open(receive::OpenArgs),
     /// Manage keys and certificates.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Streams of replies: what is missing, and the events a closed gap released.
+    #[command(subcommand)]
+    Stream(stream::StreamCommand),
     /// The whole tour on a temporary store.
     Demo,
     /// The Stateless OpenPGP interface (`mailseal sop --help`), with SOP's exit codes.
@@ -118,26 +127,6 @@ struct SealArgs {
     /// Output file (default: stdout).
     #[arg(long)]
     out: Option<PathBuf>,
-}
-
-#[derive(Args)]
-struct OpenArgs {
-    /// The message (default: stdin).
-    #[arg(long = "in")]
-    input: Option<PathBuf>,
-    /// Output file (default: stdout).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Write the inner message (.eml) instead of the envelope JSON.
-    #[arg(long)]
-    eml: bool,
-    /// Write the verdict as JSON to this file.
-    #[arg(long, value_name = "F")]
-    report: Option<PathBuf>,
-    /// Read legacy CBC EnvelopedData (no integrity): the message then counts as
-    /// signed only, never as authenticated encryption.
-    #[arg(long)]
-    allow_legacy_cbc: bool,
 }
 
 #[derive(Subcommand)]
@@ -272,8 +261,12 @@ fn run(cli: Cli) -> CliResult {
             inspect::inspect(&file.display().to_string(), &raw, json)
         }
         Command::Seal(args) => seal(store_dir(store)?, args),
-        Command::Open(args) => open(store_dir(store)?, args),
+        Command::Open(args) => {
+            let state = state_location(cli.state, store.clone())?;
+            receive::open(store_dir(store)?, &state, args)
+        }
         Command::Key(cmd) => key(store_dir(store)?, cmd),
+        Command::Stream(cmd) => stream::run(&state_location(cli.state, store)?, cmd),
         Command::Demo => demo::run(),
         Command::Sop { .. } => Err(Failure::new(
             ExitCode::Usage,
@@ -302,6 +295,14 @@ fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
                 "no key store: pass --store or set MAILSEAL_HOME",
             )
         })
+}
+
+/// `--state`, else the store directory (its `mailseal.db`).
+fn state_location(flag: Option<String>, store: Option<PathBuf>) -> Result<String, Failure> {
+    match flag.filter(|s| !s.is_empty()) {
+        Some(s) => Ok(s),
+        None => Ok(store_dir(store)?.display().to_string()),
+    }
 }
 
 pub(crate) fn read_input(path: Option<&Path>) -> Result<Vec<u8>, Failure> {
@@ -572,43 +573,6 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
                 .map_err(|e| Failure::from("seal", e))
         }
     }
-}
-
-fn open(dir: PathBuf, a: OpenArgs) -> CliResult {
-    let raw = read_input(a.input.as_deref())?;
-    let policy = OpenPolicy {
-        allow_legacy_cbc: a.allow_legacy_cbc,
-        ..OpenPolicy::default()
-    };
-    let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
-    let opened = crate::dispatch::Dispatcher::with_store(&store)
-        .open(&raw, &policy)
-        .map_err(|e| Failure::from("open", e))?;
-    if let Some(report) = &a.report {
-        let v = &opened.verdict;
-        let json = serde_json::json!({
-            "profile": v.profile.map(|p| p.token()),
-            "protection": format!("{:?}", v.protection),
-            "signer": v.signer.as_ref().map(|s| s.replay_id()),
-            "algorithm": v.algorithm,
-            "protectedHeaders": v.protected_headers,
-            "outerHeadersMatched": v.outer_headers_matched,
-            "envelopeSha256": crate::keystore::hex(&opened.message.content_digest()),
-        });
-        let text = serde_json::to_vec_pretty(&json).unwrap_or_default();
-        write_output(Some(report), &text)?;
-    }
-    let body = if a.eml {
-        opened
-            .message
-            .to_rfc5322()
-            .map_err(|e| Failure::from("open", e))?
-    } else {
-        let mut b = opened.message.envelope_bytes().to_vec();
-        b.push(b'\n');
-        b
-    };
-    write_output(a.out.as_deref(), &body)
 }
 
 /// The first line of a passphrase file (without its line end), wiped after use.

@@ -9,7 +9,7 @@ mod a2a;
 pub(crate) mod borrowed;
 mod json;
 mod model;
-mod validate;
+pub(crate) mod validate;
 
 pub use model::{GroupCoordinates, Kind, Operation, PaymentKind, TERMINAL_TASK_STATES};
 pub(crate) use validate::validate_with_payload;

@@ -1,77 +1,384 @@
 //! Replay and stream state: the receiver rules of MailA2A sections 6 and 7.
 //!
-//! The replay tuple (DESIGN decision 5) is the authenticated signer, `messageId`,
-//! `idempotencyKey`, operation and the SHA-256 of the protected bytes. A store records
-//! each accepted tuple; the same `messageId` again with the same bytes is a duplicate
-//! (SMTP redelivery, not a second operation), with other bytes a security error.
+//! Every message that verified goes through [`ReplayStore::admit`] before an agent sees
+//! it. The store decides, atomically across every process that shares it:
+//!
+//! - **replay** (DESIGN decision 5): the tuple of signer, `messageId`,
+//!   `idempotencyKey`, operation and SHA-256 of the protected JSON is persisted for the
+//!   message's lifetime. The same `messageId` with the same bytes is a
+//!   [`Admission::Duplicate`] (SMTP redelivery, not a second operation); with other
+//!   bytes it is [`ReceiverError::Conflict`], a security error.
+//! - **expiry**: past `expiresAt` (plus the clock skew) is refused; a message without
+//!   `expiresAt` lives [`ReceiverPolicy::default_lifetime`] from its `createdAt`.
+//! - **streams** (section 6): the replies of one correlation are delivered in sequence
+//!   order only. A gap holds later events back ([`Admission::Held`], persisted and
+//!   bounded per sender) and [`ReplayStore::streams`] shows what is missing and since
+//!   when; exactly one `final`.
+//!
+//! The rules live once, in `rules`, over a small transaction interface; the adapters
+//! (memory, SQLite, PostgreSQL) only provide storage and isolation.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
+mod memory;
+mod postgres;
+mod rules;
+mod sqlite;
 
-use crate::envelope::Envelope;
+pub use memory::MemoryReplayStore;
+pub use postgres::PostgresReplayStore;
+pub use sqlite::SqliteReplayStore;
 
-/// The replay tuple.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ReplayKey {
-    /// The verified signer ([`crate::seal::SignerIdentity::replay_id`]).
+use crate::envelope::{Envelope, Kind};
+use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::seal::Opened;
+
+/// Why the receiver refused a message, or why its state could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReceiverError {
+    /// `expiresAt` (or `createdAt` plus the default lifetime) plus the clock skew is in
+    /// the past.
+    #[error("message {message_id} expired at {expired_at}")]
+    Expired {
+        /// Its `messageId`.
+        message_id: String,
+        /// When it expired (RFC 3339).
+        expired_at: String,
+    },
+    /// `createdAt` is further in the future than the clock skew allows.
+    #[error("message {message_id} is dated {created_at}, in the future")]
+    FromTheFuture {
+        /// Its `messageId`.
+        message_id: String,
+        /// Its `createdAt`.
+        created_at: String,
+    },
+    /// The signer's `messageId` was accepted before with other protected bytes.
+    #[error("security: message {message_id} was accepted before with different content")]
+    Conflict {
+        /// The `messageId`.
+        message_id: String,
+    },
+    /// The signer's `idempotencyKey` was used before for another operation.
+    #[error("security: idempotency key {key} was used before for {previous}, now for {operation}")]
+    IdempotencyConflict {
+        /// The key.
+        key: String,
+        /// The operation it was first used for.
+        previous: String,
+        /// This message's operation.
+        operation: String,
+    },
+    /// Another message of the stream already holds this sequence number.
+    #[error(
+        "security: stream {correlation_id} already has an event {sequence} with another messageId"
+    )]
+    SequenceReused {
+        /// The correlation.
+        correlation_id: String,
+        /// The sequence number.
+        sequence: u64,
+    },
+    /// A second `final`, or an event after the final one.
+    #[error(
+        "stream {correlation_id} ended at sequence {final_sequence}; event {sequence} is refused"
+    )]
+    AfterFinal {
+        /// The correlation.
+        correlation_id: String,
+        /// This event's sequence.
+        sequence: u64,
+        /// The final event's sequence.
+        final_sequence: u64,
+    },
+    /// A reply whose operation differs from the stream's.
+    #[error("stream {correlation_id} is {expected}, this reply says {operation}")]
+    StreamMismatch {
+        /// The correlation.
+        correlation_id: String,
+        /// The stream's operation.
+        expected: String,
+        /// This message's operation.
+        operation: String,
+    },
+    /// A sequence number further ahead of the next expected one than the buffer holds.
+    #[error("stream {correlation_id} expects sequence {next}; {sequence} is too far ahead")]
+    TooFarAhead {
+        /// The correlation.
+        correlation_id: String,
+        /// This event's sequence.
+        sequence: u64,
+        /// The next sequence the stream can deliver.
+        next: u64,
+    },
+    /// The sender already has [`ReceiverPolicy::max_pending_per_sender`] events waiting
+    /// for earlier ones; this one is not recorded, so a redelivery later can succeed.
+    #[error("{limit} events of this sender already wait for missing ones; try again later")]
+    BufferFull {
+        /// The bound.
+        limit: u64,
+    },
+    /// The envelope lacks what the rules need (`messageId`, `operation`, `kind`,
+    /// `sequence`, a reply's `correlationId`): validation lets none of these through.
+    #[error("envelope lacks {field}")]
+    Incomplete {
+        /// The field.
+        field: &'static str,
+    },
+    /// The state database was written by a newer mailseal.
+    #[error("replay state schema version {found} is newer than this mailseal ({supported})")]
+    NewerSchema {
+        /// The version found.
+        found: i64,
+        /// The newest this build knows.
+        supported: i64,
+    },
+    /// The state store failed (I/O, connection, SQL).
+    #[error("replay state: {0}")]
+    Store(String),
+}
+
+impl Classify for ReceiverError {
+    fn a2a_error(&self) -> A2aErrorType {
+        match self {
+            Self::Store(_) | Self::NewerSchema { .. } => A2aErrorType::InternalError,
+            _ => A2aErrorType::InvalidRequestError,
+        }
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Store(_) | Self::NewerSchema { .. } => ExitCode::Other,
+            Self::Incomplete { .. } => ExitCode::Malformed,
+            _ => ExitCode::RefusedByPolicy,
+        }
+    }
+}
+
+/// The receiver's tolerances.
+#[derive(Clone, Debug)]
+pub struct ReceiverPolicy {
+    /// Clock skew allowed on `expiresAt` and `createdAt`, seconds (default 300).
+    pub skew: i64,
+    /// Lifetime of a message without `expiresAt`, from its `createdAt`, seconds
+    /// (default 7 days). Its replay tuple is kept as long.
+    pub default_lifetime: i64,
+    /// Events a sender may have waiting (held or not yet taken), over all its streams.
+    pub max_pending_per_sender: u64,
+    /// How far ahead of the next expected sequence an event may be.
+    pub max_gap: u64,
+}
+
+impl Default for ReceiverPolicy {
+    fn default() -> Self {
+        ReceiverPolicy {
+            skew: 300,
+            default_lifetime: 7 * 24 * 3600,
+            max_pending_per_sender: 256,
+            max_gap: 1024,
+        }
+    }
+}
+
+/// What the rules need of a verified message.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// The authenticated sender ([`crate::seal::SignerIdentity::replay_id`]), or
+    /// `unsigned:` and the From address.
     pub signer: String,
     /// `messageId`.
     pub message_id: String,
-    /// `idempotencyKey`, if any.
+    /// `idempotencyKey`.
     pub idempotency_key: Option<String>,
     /// The operation token.
     pub operation: String,
+    /// `kind`.
+    pub kind: Kind,
+    /// `correlationId`.
+    pub correlation_id: Option<String>,
+    /// `serviceParameters.retry` (0 for the first attempt): a payment retry's replies
+    /// are numbered from 1 again, so each attempt is its own stream.
+    pub attempt: u64,
+    /// `sequence`.
+    pub sequence: u64,
+    /// `final`.
+    pub is_final: bool,
+    /// `createdAt`, Unix seconds.
+    pub created_at: Option<i64>,
+    /// `expiresAt`, Unix seconds.
+    pub expires_at: Option<i64>,
     /// SHA-256 of the transfer-decoded `application/a2a+json` bytes.
     pub digest: [u8; 32],
+    /// Those bytes, kept while the event waits in a stream.
+    pub envelope: Vec<u8>,
 }
 
-impl ReplayKey {
-    /// The tuple of `envelope` signed by `signer` with protected-content `digest`.
-    pub fn new(signer: &str, envelope: &Envelope, digest: [u8; 32]) -> Self {
-        ReplayKey {
-            signer: signer.to_string(),
-            message_id: envelope.message_id().unwrap_or_default(),
-            idempotency_key: envelope.idempotency_key(),
-            operation: envelope.get::<String>("operation").unwrap_or_default(),
-            digest,
+impl Candidate {
+    /// The candidate of an opened (verified) message.
+    pub fn from_opened(opened: &Opened) -> Result<Candidate, ReceiverError> {
+        let signer = match &opened.verdict.signer {
+            Some(s) => s.replay_id(),
+            None => format!("unsigned:{}", opened.message.sender().unwrap_or_default()),
+        };
+        Candidate::new(signer, opened.envelope(), opened.message.envelope_bytes())
+    }
+
+    /// The candidate of `envelope` (whose exact bytes are `envelope_bytes`) from an
+    /// authenticated `signer`.
+    pub fn new(
+        signer: String,
+        env: &Envelope,
+        envelope_bytes: &[u8],
+    ) -> Result<Candidate, ReceiverError> {
+        let kind = env
+            .kind()
+            .ok_or(ReceiverError::Incomplete { field: "kind" })?;
+        let correlation_id = env.correlation_id();
+        if kind != Kind::Request && correlation_id.is_none() {
+            return Err(ReceiverError::Incomplete {
+                field: "correlationId",
+            });
         }
+        let attempt = env
+            .value("serviceParameters")
+            .and_then(|v| v.get("retry").and_then(|r| r.as_u64()))
+            .unwrap_or(0);
+        Ok(Candidate {
+            signer,
+            message_id: env
+                .message_id()
+                .ok_or(ReceiverError::Incomplete { field: "messageId" })?,
+            idempotency_key: env.idempotency_key(),
+            operation: env
+                .str_field("operation")
+                .ok_or(ReceiverError::Incomplete { field: "operation" })?
+                .into_owned(),
+            kind,
+            correlation_id,
+            attempt,
+            sequence: env
+                .sequence()
+                .ok_or(ReceiverError::Incomplete { field: "sequence" })?,
+            is_final: env.is_final().unwrap_or(false),
+            created_at: env.created_at().map(|t| t.unix_timestamp()),
+            expires_at: env.expires_at().map(|t| t.unix_timestamp()),
+            digest: crate::envelope::content_digest(envelope_bytes),
+            envelope: envelope_bytes.to_vec(),
+        })
     }
 }
 
-/// What a store says of a tuple.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplayOutcome {
-    /// First sight: recorded, deliver it.
-    New,
-    /// Same signer, messageId and bytes as an accepted message: do not deliver again.
-    Duplicate,
-    /// Same signer and messageId with other content: a security error.
-    Conflict,
+/// What the receiver does with a message that passed the rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Admission {
+    /// Recorded: give it to the agent now.
+    Deliver {
+        /// For a request that repeats an accepted idempotency key with the same
+        /// operation (a retry), the `messageId` that first used it: the agent must not
+        /// perform the operation twice.
+        retry_of: Option<String>,
+        /// Events of this stream that were held for this one and are now deliverable
+        /// ([`ReplayStore::take_deliverable`]).
+        released: u64,
+    },
+    /// Accepted before with the same bytes: not delivered again.
+    Duplicate {
+        /// When it was first accepted, Unix seconds.
+        first_accepted: i64,
+    },
+    /// Recorded, but held back: its stream misses earlier events.
+    Held {
+        /// The sequence numbers still missing before this one.
+        missing: Vec<u64>,
+    },
 }
 
-/// Persists replay tuples. Implementations must make `check_and_record` atomic across
-/// every process sharing the store.
+/// One stream's state, for `mailseal stream status`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamStatus {
+    /// The sender.
+    pub signer: String,
+    /// The correlation.
+    pub correlation_id: String,
+    /// The attempt (`serviceParameters.retry`).
+    pub attempt: u64,
+    /// The stream's operation.
+    pub operation: String,
+    /// The next sequence number the stream waits for.
+    pub next_sequence: u64,
+    /// The final event's sequence, once seen.
+    pub final_sequence: Option<u64>,
+    /// Every event up to the final one has been accepted in order.
+    pub complete: bool,
+    /// Missing sequence numbers below the highest one held (at most 64 listed).
+    pub missing: Vec<u64>,
+    /// Since when a gap holds events back (RFC 3339).
+    pub gap_since: Option<String>,
+    /// Events held behind the gap.
+    pub held: Vec<u64>,
+    /// Events in order, not yet taken by the agent.
+    pub deliverable: Vec<u64>,
+    /// Last change (RFC 3339).
+    pub updated_at: String,
+}
+
+/// An event handed to the agent by [`ReplayStore::take_deliverable`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamEvent {
+    /// The sender.
+    pub signer: String,
+    /// The correlation.
+    pub correlation_id: String,
+    /// Its sequence number.
+    pub sequence: u64,
+    /// Its `messageId`.
+    pub message_id: String,
+    /// The protected envelope JSON, as received.
+    pub envelope: Vec<u8>,
+}
+
+/// Persists replay tuples and stream state. Every method is atomic across all the
+/// processes that share the store.
 pub trait ReplayStore {
-    /// Records `key` unless the signer's `messageId` is already known, and says which.
-    fn check_and_record(&self, key: &ReplayKey) -> ReplayOutcome;
+    /// Applies the receiver rules to `candidate` at `now` (Unix seconds) and records it
+    /// when accepted.
+    fn admit(
+        &self,
+        candidate: &Candidate,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Result<Admission, ReceiverError>;
+    /// The streams of `correlation_id` (every stream when `None`).
+    fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError>;
+    /// Takes the deliverable events of `correlation_id`, in order, and forgets them.
+    fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError>;
 }
 
-/// An in-process replay store (tests and single-process tools).
-#[derive(Debug, Default)]
-pub struct MemoryReplayStore {
-    seen: Mutex<HashMap<(String, String), ReplayKey>>,
-}
-
-impl ReplayStore for MemoryReplayStore {
-    fn check_and_record(&self, key: &ReplayKey) -> ReplayOutcome {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        match seen.get(&(key.signer.clone(), key.message_id.clone())) {
-            Some(prev) if prev == key => ReplayOutcome::Duplicate,
-            Some(_) => ReplayOutcome::Conflict,
-            None => {
-                seen.insert((key.signer.clone(), key.message_id.clone()), key.clone());
-                ReplayOutcome::New
-            }
-        }
+/// Opens the state store a location names: `postgres://...` or `postgresql://...`,
+/// `sqlite:PATH`, or a directory (its `mailseal.db`).
+pub fn open_store(location: &str) -> Result<Box<dyn ReplayStore>, ReceiverError> {
+    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+        return Ok(Box::new(PostgresReplayStore::connect(location)?));
     }
+    let path = match location.strip_prefix("sqlite:") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::path::Path::new(location).join(sqlite::FILE_NAME),
+    };
+    Ok(Box::new(SqliteReplayStore::open(&path)?))
+}
+
+/// RFC 3339 of Unix seconds (for messages and status; never fails on our own values).
+pub(crate) fn rfc3339(t: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(t)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| t.to_string())
+}
+
+/// A backend error, with the operation it happened in.
+pub(crate) fn store_error(what: &str, e: impl std::fmt::Display) -> ReceiverError {
+    ReceiverError::Store(format!("{what}: {e}"))
 }

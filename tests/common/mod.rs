@@ -68,8 +68,12 @@ pub fn bin() -> PathBuf {
 /// Runs `mailseal ARGS` with `stdin`.
 pub fn run(args: &[&str], stdin: &[u8]) -> Output {
     use std::io::Write;
+    // A command without --store gets a fresh store of its own, never the user's.
+    let home = tempfile::tempdir().expect("temporary MAILSEAL_HOME");
     let mut child = Command::new(bin())
         .args(args)
+        .env("MAILSEAL_HOME", home.path().join("store"))
+        .env_remove("MAILSEAL_STATE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -279,4 +283,65 @@ pub fn armored_block(text: &[u8], kind: &str) -> Vec<u8> {
     let s = memchr::memmem::find(text, begin.as_bytes()).expect("armor begins");
     let e = s + memchr::memmem::find(&text[s..], end.as_bytes()).expect("armor ends") + end.len();
     text[s..e].to_vec()
+}
+
+/// A new, empty PostgreSQL database on the server `MAILSEAL_TEST_POSTGRES` names (a URL
+/// whose user may create databases; `.ci/postgres-up` starts one and prints it), as a
+/// URL. `None` (the test skips, saying why) when the variable is unset, unless
+/// `MAILSEAL_REQUIRE_PEERS=1`, where it fails instead.
+#[allow(dead_code)]
+pub fn postgres_database() -> Option<String> {
+    let Some(admin) = std::env::var("MAILSEAL_TEST_POSTGRES")
+        .ok()
+        .filter(|s| !s.is_empty())
+    else {
+        assert!(
+            std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
+            "PostgreSQL is required (MAILSEAL_REQUIRE_PEERS=1): set MAILSEAL_TEST_POSTGRES"
+        );
+        eprintln!("skipping: MAILSEAL_TEST_POSTGRES is not set (.ci/postgres-up starts a server)");
+        return None;
+    };
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let name = format!(
+        "mailseal_t{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    );
+    let mut client = postgres::Client::connect(&admin, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("MAILSEAL_TEST_POSTGRES: cannot connect: {e}"));
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .expect("create a test database");
+    let cut = admin
+        .rfind('/')
+        .expect("MAILSEAL_TEST_POSTGRES ends in /DATABASE");
+    Some(format!("{}/{name}", &admin[..cut]))
+}
+
+/// Alice's key store (her RFC 9216 signing identity) in `dir/alice`, and Bob's store
+/// directory `dir/bob`, which trusts the RFC 9216 CA and knows Alice's certificate.
+#[allow(dead_code)]
+pub fn alice_signs_for_bob(dir: &std::path::Path) -> (mailseal::keystore::DirectoryStore, PathBuf) {
+    use mailseal::keystore::{DirectoryStore, KeyStore};
+    let import = |root: &std::path::Path, files: &[(&str, bool)]| {
+        let s = DirectoryStore::open(root).unwrap();
+        for (f, trusted) in files {
+            let bytes = std::fs::read(fixture(&format!("rfc9216/{f}"))).unwrap();
+            s.import(&bytes, f, *trusted).unwrap();
+        }
+        s
+    };
+    let alice = import(
+        &dir.join("alice"),
+        &[("alice.sign.crt", false), ("alice.sign.key", false)],
+    );
+    let bob = dir.join("bob");
+    import(&bob, &[("alice.sign.crt", false), ("ca.rsa.crt", true)]);
+    (alice, bob)
 }

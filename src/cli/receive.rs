@@ -1,0 +1,321 @@
+//! `mailseal open`: verify, then apply the receiver rules, then hand over only what an
+//! agent may act on. One message (stdin or `--in`), or a batch directory.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::{read_input, write_output, CliResult, Failure};
+use crate::error::ExitCode;
+use crate::keystore::DirectoryStore;
+use crate::replay::{Admission, Candidate, ReceiverPolicy, ReplayStore};
+use crate::seal::{OpenPolicy, Opened, Opener};
+
+#[derive(Args)]
+pub(super) struct OpenArgs {
+    /// The message (default: stdin).
+    #[arg(long = "in", conflicts_with = "batch")]
+    input: Option<PathBuf>,
+    /// Output file (default: stdout).
+    #[arg(long, conflicts_with = "batch")]
+    out: Option<PathBuf>,
+    /// Open every .eml file of this directory (in name order); one JSON result line per
+    /// file on stdout, and each delivered envelope in `--out-dir`.
+    #[arg(long, value_name = "DIR", requires = "out_dir")]
+    batch: Option<PathBuf>,
+    /// Where `--batch` writes `NAME.json` for each delivered message (`NAME.eml` with
+    /// `--eml`). A file appears only once its message is recorded as accepted; a batch
+    /// killed midway completes on the next run.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// Write the inner message (.eml) instead of the envelope JSON.
+    #[arg(long)]
+    eml: bool,
+    /// Write the verdict as JSON to this file.
+    #[arg(long, value_name = "F", conflicts_with = "batch")]
+    report: Option<PathBuf>,
+    /// Read legacy CBC EnvelopedData (no integrity): the message then counts as
+    /// signed only, never as authenticated encryption.
+    #[arg(long)]
+    allow_legacy_cbc: bool,
+    /// Verify only: skip the receiver rules (replay, expiry, stream order) and record
+    /// nothing. For inspecting archives; an agent must never act on such output.
+    #[arg(long, conflicts_with = "batch")]
+    stateless: bool,
+    /// Judge expiry as of this time (RFC 3339) instead of now: for replaying archives.
+    #[arg(long, value_name = "TIME")]
+    now: Option<String>,
+}
+
+/// What one open came to.
+struct Received {
+    opened: Opened,
+    candidate: Candidate,
+    admission: Admission,
+}
+
+/// Everything an open needs besides the message.
+struct Receiver<'a> {
+    keys: &'a DirectoryStore,
+    replay: &'a dyn ReplayStore,
+    policy: OpenPolicy,
+    rules: ReceiverPolicy,
+    now: i64,
+}
+
+impl Receiver<'_> {
+    /// Verifies `raw` (signature, decryption, binding) without touching the state.
+    fn verify(&self, raw: &[u8]) -> Result<(Opened, Candidate), Failure> {
+        let opened = crate::dispatch::Dispatcher::with_store(self.keys)
+            .open(raw, &self.policy)
+            .map_err(|e| Failure::from("open", e))?;
+        let candidate = Candidate::from_opened(&opened).map_err(|e| Failure::from("open", e))?;
+        Ok((opened, candidate))
+    }
+
+    fn receive(&self, raw: &[u8]) -> Result<Received, Failure> {
+        let (opened, candidate) = self.verify(raw)?;
+        let admission = self
+            .replay
+            .admit(&candidate, self.now, &self.rules)
+            .map_err(|e| Failure::from("open", e))?;
+        Ok(Received {
+            opened,
+            candidate,
+            admission,
+        })
+    }
+}
+
+fn body(opened: &Opened, eml: bool) -> Result<Vec<u8>, Failure> {
+    if eml {
+        return opened
+            .message
+            .to_rfc5322()
+            .map_err(|e| Failure::from("open", e));
+    }
+    let mut b = opened.message.envelope_bytes().to_vec();
+    b.push(b'\n');
+    Ok(b)
+}
+
+fn now(flag: Option<&str>) -> Result<i64, Failure> {
+    Ok(match flag {
+        None => time::OffsetDateTime::now_utc(),
+        Some(t) => crate::envelope::validate::parse_utc_timestamp(t).ok_or_else(|| {
+            Failure::new(
+                ExitCode::Usage,
+                format!("--now {t}: not an RFC 3339 UTC time"),
+            )
+        })?,
+    }
+    .unix_timestamp())
+}
+
+pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
+    let keys = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
+    let policy = OpenPolicy {
+        allow_legacy_cbc: a.allow_legacy_cbc,
+        ..OpenPolicy::default()
+    };
+    let now = now(a.now.as_deref())?;
+    if a.stateless {
+        let raw = read_input(a.input.as_deref())?;
+        let opened = crate::dispatch::Dispatcher::with_store(&keys)
+            .open(&raw, &policy)
+            .map_err(|e| Failure::from("open", e))?;
+        if let Some(report) = &a.report {
+            write_report(report, &opened, "not-checked")?;
+        }
+        eprintln!("mailseal: receiver rules not applied (--stateless): do not act on this");
+        return write_output(a.out.as_deref(), &body(&opened, a.eml)?);
+    }
+    let replay = crate::replay::open_store(state).map_err(|e| Failure::from("open", e))?;
+    let receiver = Receiver {
+        keys: &keys,
+        replay: replay.as_ref(),
+        policy,
+        rules: ReceiverPolicy::default(),
+        now,
+    };
+    if let (Some(batch), Some(out_dir)) = (&a.batch, &a.out_dir) {
+        return open_batch(&receiver, batch, out_dir, a.eml);
+    }
+    let raw = read_input(a.input.as_deref())?;
+    let r = receiver.receive(&raw)?;
+    if let Some(report) = &a.report {
+        write_report(report, &r.opened, delivery(&r.admission))?;
+    }
+    // Only a message to act on reaches stdout; the others are a status line.
+    if let Some(line) = status_line(&r) {
+        eprintln!("mailseal: {line}");
+    }
+    if !matches!(r.admission, Admission::Deliver { .. }) {
+        return Ok(());
+    }
+    write_output(a.out.as_deref(), &body(&r.opened, a.eml)?)
+}
+
+fn delivery(a: &Admission) -> &'static str {
+    match a {
+        Admission::Deliver { .. } => "deliver",
+        Admission::Duplicate { .. } => "duplicate",
+        Admission::Held { .. } => "held",
+    }
+}
+
+/// What stderr says of an admission besides plain delivery.
+fn status_line(r: &Received) -> Option<String> {
+    let corr = r.candidate.correlation_id.as_deref().unwrap_or_default();
+    match &r.admission {
+        Admission::Duplicate { first_accepted } => Some(format!(
+            "duplicate: message {} was accepted at {}; not delivered again",
+            r.candidate.message_id,
+            crate::replay::rfc3339(*first_accepted)
+        )),
+        Admission::Held { missing } => Some(format!(
+            "held: stream {corr} waits for sequence {missing:?}; `mailseal stream next --correlation {corr}` delivers it once they arrive"
+        )),
+        Admission::Deliver {
+            retry_of: Some(first),
+            ..
+        } => Some(format!(
+            "retry of message {first} (same idempotency key): do not perform the operation twice"
+        )),
+        Admission::Deliver { released, .. } if *released > 0 => Some(format!(
+            "{released} held event(s) of stream {corr} follow this one: `mailseal stream next --correlation {corr}`"
+        )),
+        Admission::Deliver { .. } => None,
+    }
+}
+
+fn write_report(path: &Path, opened: &Opened, delivery: &str) -> CliResult {
+    let v = &opened.verdict;
+    let json = serde_json::json!({
+        "profile": v.profile.map(|p| p.token()),
+        "protection": format!("{:?}", v.protection),
+        "signer": v.signer.as_ref().map(|s| s.replay_id()),
+        "algorithm": v.algorithm,
+        "protectedHeaders": v.protected_headers,
+        "outerHeadersMatched": v.outer_headers_matched,
+        "envelopeSha256": crate::keystore::hex(&opened.message.content_digest()),
+        "delivery": delivery,
+    });
+    write_output(
+        Some(path),
+        &serde_json::to_vec_pretty(&json).unwrap_or_default(),
+    )
+}
+
+/// Opens every `.eml` of `dir`. For each message the output is first written as
+/// `NAME.json.partial`, then the message is admitted (the commit that makes it
+/// accepted), then the file is renamed into place: a kill between the last two leaves a
+/// `.partial` that the next run, finding the message a duplicate, completes. So each
+/// accepted message ends up in `out_dir` exactly once. An `out_dir` serves one process
+/// at a time.
+fn open_batch(r: &Receiver<'_>, dir: &Path, out_dir: &Path, eml: bool) -> CliResult {
+    let io = |what: &Path, e: std::io::Error| {
+        Failure::new(ExitCode::Other, format!("{}: {e}", what.display()))
+    };
+    std::fs::create_dir_all(out_dir).map_err(|e| io(out_dir, e))?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "eml"))
+        .collect();
+    files.sort();
+    let bar = indicatif::ProgressBar::new(files.len() as u64);
+    let mut first_failure: Option<ExitCode> = None;
+    let mut stdout = std::io::stdout().lock();
+    for path in &files {
+        bar.inc(1);
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let target = out_dir.join(format!("{name}.{}", if eml { "eml" } else { "json" }));
+        let partial = out_dir.join(format!("{name}.partial"));
+        let line = match batch_one(r, path, &target, &partial, eml) {
+            Ok((c, result)) => serde_json::json!({
+                "file": path.display().to_string(),
+                "result": result,
+                "messageId": c.message_id,
+                "correlationId": c.correlation_id,
+                "sequence": c.sequence,
+            }),
+            Err(f) => {
+                first_failure.get_or_insert(f.code);
+                serde_json::json!({
+                    "file": path.display().to_string(),
+                    "result": "refused",
+                    "exit": f.code.as_u8(),
+                    "error": f.line,
+                })
+            }
+        };
+        use std::io::Write;
+        writeln!(stdout, "{line}")
+            .and_then(|()| stdout.flush())
+            .map_err(|e| Failure::new(ExitCode::Other, format!("stdout: {e}")))?;
+    }
+    bar.finish_and_clear();
+    match first_failure {
+        None => Ok(()),
+        Some(code) => Err(Failure::new(
+            code,
+            "some messages of the batch were refused (see their result lines)",
+        )),
+    }
+}
+
+fn batch_one(
+    r: &Receiver<'_>,
+    path: &Path,
+    target: &Path,
+    partial: &Path,
+    eml: bool,
+) -> Result<(Candidate, &'static str), Failure> {
+    let io = |what: &Path, e: std::io::Error| {
+        Failure::new(ExitCode::Other, format!("{}: {e}", what.display()))
+    };
+    let raw = read_input(Some(path))?;
+    let (opened, candidate) = r.verify(&raw)?;
+    let out = body(&opened, eml)?;
+    // A partial output of this very message left by a killed run: the run may have
+    // been killed after the message was accepted.
+    let leftover = !target.exists() && partial_matches(partial, &out);
+    write_synced(partial, &out).map_err(|e| io(partial, e))?;
+    let admission = r.replay.admit(&candidate, r.now, &r.rules);
+    let result = match admission {
+        Ok(Admission::Deliver { .. }) => {
+            std::fs::rename(partial, target).map_err(|e| io(target, e))?;
+            "deliver"
+        }
+        Ok(Admission::Duplicate { .. }) if leftover => {
+            // Accepted by a run that was killed before the rename.
+            std::fs::rename(partial, target).map_err(|e| io(target, e))?;
+            "deliver-resumed"
+        }
+        Ok(a) => {
+            let _ = std::fs::remove_file(partial);
+            delivery(&a)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(partial);
+            return Err(Failure::from("open", e));
+        }
+    };
+    Ok((candidate, result))
+}
+
+/// Writes and flushes to disk, so a later rename never exposes a short file.
+fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(data)?;
+    f.sync_all()
+}
+
+fn partial_matches(partial: &Path, out: &[u8]) -> bool {
+    std::fs::read(partial).is_ok_and(|b| b == out)
+}

@@ -1,0 +1,79 @@
+//! `mailseal stream status|next`: the receiver's view of reply streams.
+
+use clap::Subcommand;
+
+use super::{CliResult, Failure};
+use crate::replay::open_store;
+
+#[derive(Subcommand)]
+pub(super) enum StreamCommand {
+    /// Each stream's state: next sequence, missing events and since when, final.
+    Status {
+        /// Only the streams of this correlation.
+        #[arg(long, value_name = "ID")]
+        correlation: Option<String>,
+        /// JSON output (an array).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the events of a correlation that are deliverable now (held ones a late
+    /// event released), one envelope JSON per line in order, and forget them.
+    Next {
+        /// The correlation.
+        #[arg(long, value_name = "ID")]
+        correlation: String,
+    },
+}
+
+pub(super) fn run(state: &str, cmd: StreamCommand) -> CliResult {
+    let store = open_store(state).map_err(|e| Failure::from("stream", e))?;
+    match cmd {
+        StreamCommand::Status { correlation, json } => {
+            let streams = store
+                .streams(correlation.as_deref())
+                .map_err(|e| Failure::from("stream status", e))?;
+            if json {
+                let text = serde_json::to_string_pretty(&streams).unwrap_or_default();
+                println!("{text}");
+                return Ok(());
+            }
+            for s in &streams {
+                let state = if s.complete {
+                    "complete".to_string()
+                } else if !s.missing.is_empty() {
+                    format!(
+                        "gap: missing {:?} since {}",
+                        s.missing,
+                        s.gap_since.as_deref().unwrap_or("-")
+                    )
+                } else {
+                    "open".to_string()
+                };
+                println!(
+                    "{} attempt {} from {}: {} next {} final {} held {:?} deliverable {:?}: {}",
+                    s.correlation_id,
+                    s.attempt,
+                    s.signer,
+                    s.operation,
+                    s.next_sequence,
+                    s.final_sequence.map_or("-".to_string(), |f| f.to_string()),
+                    s.held,
+                    s.deliverable,
+                    state
+                );
+            }
+            Ok(())
+        }
+        StreamCommand::Next { correlation } => {
+            let events = store
+                .take_deliverable(&correlation)
+                .map_err(|e| Failure::from("stream next", e))?;
+            let mut out = Vec::new();
+            for e in events {
+                out.extend_from_slice(&e.envelope);
+                out.push(b'\n');
+            }
+            super::write_output(None, &out)
+        }
+    }
+}

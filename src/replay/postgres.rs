@@ -1,0 +1,424 @@
+//! Replay and stream state in PostgreSQL, shared by several gateway processes on
+//! several machines.
+//!
+//! Each decision runs in a SERIALIZABLE transaction: PostgreSQL aborts one of two
+//! transactions whose reads and writes cross (two processes opening the same message),
+//! and the loser runs again from the start, this time seeing the winner's commit. So
+//! exactly one process accepts a message and the other reports a duplicate.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use postgres::error::SqlState;
+use postgres::{Client, IsolationLevel, NoTls, Row};
+
+use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Tuple, Txn};
+use super::{
+    store_error, Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, StreamEvent,
+    StreamStatus,
+};
+
+/// Schema migrations, in order; migration `i` takes the version from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: replay tuples, streams, pending stream events.
+    "CREATE TABLE mailseal_replay_tuple (
+        signer TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        idempotency_key TEXT,
+        operation TEXT NOT NULL,
+        digest BYTEA NOT NULL,
+        accepted_at BIGINT NOT NULL,
+        keep_until BIGINT,
+        PRIMARY KEY (signer, message_id)
+     );
+     CREATE INDEX mailseal_replay_tuple_idempotency
+        ON mailseal_replay_tuple (signer, idempotency_key);
+     CREATE INDEX mailseal_replay_tuple_keep ON mailseal_replay_tuple (keep_until);
+     CREATE TABLE mailseal_stream (
+        signer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        attempt BIGINT NOT NULL,
+        operation TEXT NOT NULL,
+        next_seq BIGINT NOT NULL,
+        final_seq BIGINT,
+        gap_since BIGINT,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (signer, correlation_id, attempt)
+     );
+     CREATE INDEX mailseal_stream_correlation ON mailseal_stream (correlation_id);
+     CREATE INDEX mailseal_stream_updated ON mailseal_stream (updated_at);
+     CREATE TABLE mailseal_stream_event (
+        signer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        attempt BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        message_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        envelope BYTEA NOT NULL,
+        received_at BIGINT NOT NULL,
+        PRIMARY KEY (signer, correlation_id, attempt, seq)
+     );",
+];
+
+/// How often a transaction that lost a serialisation race is run again.
+const MAX_ATTEMPTS: u32 = 64;
+
+/// Replay and stream state in a PostgreSQL database.
+pub struct PostgresReplayStore {
+    client: Mutex<Client>,
+}
+
+impl std::fmt::Debug for PostgresReplayStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The connection string may hold a password: never printed.
+        f.debug_struct("PostgresReplayStore")
+            .finish_non_exhaustive()
+    }
+}
+
+fn pg(what: &str) -> impl FnOnce(postgres::Error) -> ReceiverError + '_ {
+    move |e| store_error(what, e)
+}
+
+/// Whether PostgreSQL asks for the transaction to be run again.
+fn retryable(e: &postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE
+            || *c == SqlState::T_R_DEADLOCK_DETECTED
+            || *c == SqlState::UNIQUE_VIOLATION
+    )
+}
+
+impl PostgresReplayStore {
+    /// Connects (`postgres://user:password@host/db`; TLS is not offered, so use a local
+    /// socket or a trusted network) and brings the schema up to date.
+    pub fn connect(url: &str) -> Result<Self, ReceiverError> {
+        let client = Client::connect(url, NoTls).map_err(pg("connect"))?;
+        let store = PostgresReplayStore {
+            client: Mutex::new(client),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The schema version of the database.
+    pub fn schema_version(&self) -> Result<i64, ReceiverError> {
+        let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        let row = c
+            .query_one("SELECT version FROM mailseal_schema", &[])
+            .map_err(pg("schema version"))?;
+        Ok(row.get(0))
+    }
+
+    fn migrate(&self) -> Result<(), ReceiverError> {
+        let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tx = c.transaction().map_err(pg("migration"))?;
+        // One migrating process at a time, whichever table exists yet.
+        tx.execute("SELECT pg_advisory_xact_lock(7391770301)", &[])
+            .map_err(pg("migration"))?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS mailseal_schema (version BIGINT NOT NULL)")
+            .map_err(pg("migration"))?;
+        let found: i64 = match tx
+            .query_opt("SELECT version FROM mailseal_schema", &[])
+            .map_err(pg("migration"))?
+        {
+            Some(r) => r.get(0),
+            None => {
+                tx.execute("INSERT INTO mailseal_schema VALUES (0)", &[])
+                    .map_err(pg("migration"))?;
+                0
+            }
+        };
+        let supported = MIGRATIONS.len() as i64;
+        if found > supported {
+            return Err(ReceiverError::NewerSchema { found, supported });
+        }
+        for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+            tx.batch_execute(step).map_err(pg("migration"))?;
+            tx.execute(
+                "UPDATE mailseal_schema SET version = $1",
+                &[&(i as i64 + 1)],
+            )
+            .map_err(pg("migration"))?;
+        }
+        tx.commit().map_err(pg("migration"))
+    }
+
+    /// Runs `f` in a SERIALIZABLE transaction, again from the start while PostgreSQL
+    /// reports a serialisation failure.
+    fn transact<R>(
+        &self,
+        f: impl Fn(&mut PgTxn<'_>) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError> {
+        let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let tx = c
+                .build_transaction()
+                .isolation_level(IsolationLevel::Serializable)
+                .start()
+                .map_err(pg("begin"))?;
+            let mut t = PgTxn { tx, retry: false };
+            let lost = match f(&mut t) {
+                Ok(out) => match t.tx.commit() {
+                    Ok(()) => return Ok(out),
+                    Err(e) if retryable(&e) => store_error("commit", e),
+                    Err(e) => return Err(store_error("commit", e)),
+                },
+                // Dropping the transaction rolls it back.
+                Err(e) if t.retry => e,
+                Err(e) => return Err(e),
+            };
+            if attempt >= MAX_ATTEMPTS {
+                return Err(lost);
+            }
+            std::thread::sleep(Duration::from_millis(u64::from(attempt.min(20))));
+        }
+    }
+}
+
+impl ReplayStore for PostgresReplayStore {
+    fn admit(
+        &self,
+        candidate: &Candidate,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Result<Admission, ReceiverError> {
+        self.transact(|t| rules::admit(t, candidate, now, policy))
+    }
+    fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError> {
+        self.transact(|t| rules::streams(t, correlation_id))
+    }
+    fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
+        self.transact(|t| rules::take_deliverable(t, correlation_id))
+    }
+}
+
+struct PgTxn<'c> {
+    tx: postgres::Transaction<'c>,
+    /// Set when a statement failed in a way that running the transaction again fixes.
+    retry: bool,
+}
+
+impl PgTxn<'_> {
+    fn note<T>(&mut self, r: Result<T, postgres::Error>) -> Result<T, postgres::Error> {
+        if let Err(e) = &r {
+            self.retry |= retryable(e);
+        }
+        r
+    }
+    fn query(
+        &mut self,
+        q: &str,
+        args: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let r = self.tx.query(q, args);
+        self.note(r)
+    }
+    fn execute(
+        &mut self,
+        q: &str,
+        args: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<(), postgres::Error> {
+        let r = self.tx.execute(q, args).map(drop);
+        self.note(r)
+    }
+}
+
+/// Sequence numbers and attempts are stored as BIGINT.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+fn nat(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+const TUPLE_COLUMNS: &str =
+    "signer, message_id, idempotency_key, operation, digest, accepted_at, keep_until";
+const STREAM_COLUMNS: &str =
+    "signer, correlation_id, attempt, operation, next_seq, final_seq, gap_since, updated_at";
+
+fn tuple_row(r: &Row) -> Tuple {
+    let digest: Vec<u8> = r.get(4);
+    Tuple {
+        signer: r.get(0),
+        message_id: r.get(1),
+        idempotency_key: r.get(2),
+        operation: r.get(3),
+        digest: digest.try_into().unwrap_or([0; 32]),
+        accepted_at: r.get(5),
+        keep_until: r.get(6),
+    }
+}
+
+fn stream_row(r: &Row) -> StreamRow {
+    StreamRow {
+        id: StreamId {
+            signer: r.get(0),
+            correlation_id: r.get(1),
+            attempt: nat(r.get(2)),
+        },
+        operation: r.get(3),
+        next_seq: nat(r.get(4)),
+        final_seq: r.get::<_, Option<i64>>(5).map(nat),
+        gap_since: r.get(6),
+        updated_at: r.get(7),
+    }
+}
+
+impl Txn for PgTxn<'_> {
+    type Error = postgres::Error;
+    fn tuple(&mut self, signer: &str, message_id: &str) -> Result<Option<Tuple>, Self::Error> {
+        let rows = self.query(
+            &format!(
+                "SELECT {TUPLE_COLUMNS} FROM mailseal_replay_tuple
+                 WHERE signer = $1 AND message_id = $2"
+            ),
+            &[&signer, &message_id],
+        )?;
+        Ok(rows.first().map(tuple_row))
+    }
+    fn tuple_by_idempotency(
+        &mut self,
+        signer: &str,
+        key: &str,
+    ) -> Result<Option<Tuple>, Self::Error> {
+        let rows = self.query(
+            &format!(
+                "SELECT {TUPLE_COLUMNS} FROM mailseal_replay_tuple
+                 WHERE signer = $1 AND idempotency_key = $2 ORDER BY accepted_at LIMIT 1"
+            ),
+            &[&signer, &key],
+        )?;
+        Ok(rows.first().map(tuple_row))
+    }
+    fn insert_tuple(&mut self, t: &Tuple) -> Result<(), Self::Error> {
+        self.execute(
+            &format!(
+                "INSERT INTO mailseal_replay_tuple ({TUPLE_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            ),
+            &[
+                &t.signer,
+                &t.message_id,
+                &t.idempotency_key,
+                &t.operation,
+                &&t.digest[..],
+                &t.accepted_at,
+                &t.keep_until,
+            ],
+        )
+    }
+    fn stream(&mut self, id: &StreamId) -> Result<Option<StreamRow>, Self::Error> {
+        let rows = self.query(
+            &format!(
+                "SELECT {STREAM_COLUMNS} FROM mailseal_stream
+                 WHERE signer = $1 AND correlation_id = $2 AND attempt = $3"
+            ),
+            &[&id.signer, &id.correlation_id, &int(id.attempt)],
+        )?;
+        Ok(rows.first().map(stream_row))
+    }
+    fn streams(&mut self, correlation_id: Option<&str>) -> Result<Vec<StreamRow>, Self::Error> {
+        let rows = self.query(
+            &format!(
+                "SELECT {STREAM_COLUMNS} FROM mailseal_stream
+                 WHERE $1::TEXT IS NULL OR correlation_id = $1
+                 ORDER BY correlation_id, signer, attempt"
+            ),
+            &[&correlation_id],
+        )?;
+        Ok(rows.iter().map(stream_row).collect())
+    }
+    fn put_stream(&mut self, s: &StreamRow) -> Result<(), Self::Error> {
+        self.execute(
+            &format!(
+                "INSERT INTO mailseal_stream ({STREAM_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 ON CONFLICT (signer, correlation_id, attempt) DO UPDATE SET
+                   operation = EXCLUDED.operation, next_seq = EXCLUDED.next_seq,
+                   final_seq = EXCLUDED.final_seq, gap_since = EXCLUDED.gap_since,
+                   updated_at = EXCLUDED.updated_at"
+            ),
+            &[
+                &s.id.signer,
+                &s.id.correlation_id,
+                &int(s.id.attempt),
+                &s.operation,
+                &int(s.next_seq),
+                &s.final_seq.map(int),
+                &s.gap_since,
+                &s.updated_at,
+            ],
+        )
+    }
+    fn pending(&mut self, id: &StreamId) -> Result<Vec<Pending>, Self::Error> {
+        let rows = self.query(
+            "SELECT seq, message_id, state, envelope, received_at FROM mailseal_stream_event
+             WHERE signer = $1 AND correlation_id = $2 AND attempt = $3 ORDER BY seq",
+            &[&id.signer, &id.correlation_id, &int(id.attempt)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| Pending {
+                seq: nat(r.get(0)),
+                message_id: r.get(1),
+                state: PendingState::parse(r.get(2)),
+                envelope: r.get(3),
+                received_at: r.get(4),
+            })
+            .collect())
+    }
+    fn insert_pending(&mut self, id: &StreamId, p: &Pending) -> Result<(), Self::Error> {
+        self.execute(
+            "INSERT INTO mailseal_stream_event
+             (signer, correlation_id, attempt, seq, message_id, state, envelope, received_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &id.signer,
+                &id.correlation_id,
+                &int(id.attempt),
+                &int(p.seq),
+                &p.message_id,
+                &p.state.as_str(),
+                &p.envelope,
+                &p.received_at,
+            ],
+        )
+    }
+    fn set_deliverable(&mut self, id: &StreamId, seq: u64) -> Result<(), Self::Error> {
+        self.execute(
+            "UPDATE mailseal_stream_event SET state = 'deliverable'
+             WHERE signer = $1 AND correlation_id = $2 AND attempt = $3 AND seq = $4",
+            &[&id.signer, &id.correlation_id, &int(id.attempt), &int(seq)],
+        )
+    }
+    fn delete_pending(&mut self, id: &StreamId, seq: u64) -> Result<(), Self::Error> {
+        self.execute(
+            "DELETE FROM mailseal_stream_event
+             WHERE signer = $1 AND correlation_id = $2 AND attempt = $3 AND seq = $4",
+            &[&id.signer, &id.correlation_id, &int(id.attempt), &int(seq)],
+        )
+    }
+    fn pending_count(&mut self, signer: &str) -> Result<u64, Self::Error> {
+        let rows = self.query(
+            "SELECT count(*) FROM mailseal_stream_event WHERE signer = $1",
+            &[&signer],
+        )?;
+        Ok(rows.first().map_or(0, |r| nat(r.get(0))))
+    }
+    fn prune(&mut self, now: i64, retention: i64) -> Result<(), Self::Error> {
+        self.execute(
+            "DELETE FROM mailseal_replay_tuple WHERE keep_until < $1",
+            &[&now],
+        )?;
+        self.execute(
+            "DELETE FROM mailseal_stream s WHERE updated_at < $1 AND NOT EXISTS (
+               SELECT 1 FROM mailseal_stream_event e WHERE e.signer = s.signer
+               AND e.correlation_id = s.correlation_id AND e.attempt = s.attempt)",
+            &[&now.saturating_sub(retention)],
+        )
+    }
+}

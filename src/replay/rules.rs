@@ -1,0 +1,359 @@
+//! The receiver rules, once, over [`Txn`]: what every adapter runs inside one
+//! transaction. All checks read first; writes come only after the decision, so a
+//! refused message leaves the state as it was.
+
+use super::{
+    rfc3339, Admission, Candidate, ReceiverError, ReceiverPolicy, StreamEvent, StreamStatus,
+};
+use crate::envelope::Kind;
+
+/// A persisted replay tuple.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Tuple {
+    pub signer: String,
+    pub message_id: String,
+    pub idempotency_key: Option<String>,
+    pub operation: String,
+    pub digest: [u8; 32],
+    pub accepted_at: i64,
+    /// When the tuple may be forgotten (`None`: never, the message has no lifetime).
+    pub keep_until: Option<i64>,
+}
+
+/// A stream: the replies of one correlation and attempt from one sender.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct StreamId {
+    pub signer: String,
+    pub correlation_id: String,
+    pub attempt: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StreamRow {
+    pub id: StreamId,
+    pub operation: String,
+    /// The next sequence number to accept in order.
+    pub next_seq: u64,
+    pub final_seq: Option<u64>,
+    pub gap_since: Option<i64>,
+    pub updated_at: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PendingState {
+    /// Behind a gap.
+    Held,
+    /// In order, waiting for the agent to take it.
+    Deliverable,
+}
+
+impl PendingState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Held => "held",
+            Self::Deliverable => "deliverable",
+        }
+    }
+    pub(crate) fn parse(s: &str) -> Self {
+        if s == "deliverable" {
+            Self::Deliverable
+        } else {
+            Self::Held
+        }
+    }
+}
+
+/// An event kept in a stream until the agent takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pending {
+    pub seq: u64,
+    pub message_id: String,
+    pub state: PendingState,
+    pub envelope: Vec<u8>,
+    pub received_at: i64,
+}
+
+/// Storage inside one transaction. Implementations give serialisable isolation for
+/// one signer at least (every key the rules touch starts with the signer).
+pub(crate) trait Txn {
+    type Error: std::fmt::Display;
+    fn tuple(&mut self, signer: &str, message_id: &str) -> Result<Option<Tuple>, Self::Error>;
+    fn tuple_by_idempotency(
+        &mut self,
+        signer: &str,
+        key: &str,
+    ) -> Result<Option<Tuple>, Self::Error>;
+    fn insert_tuple(&mut self, t: &Tuple) -> Result<(), Self::Error>;
+    fn stream(&mut self, id: &StreamId) -> Result<Option<StreamRow>, Self::Error>;
+    /// Every stream of `correlation_id`, or every stream.
+    fn streams(&mut self, correlation_id: Option<&str>) -> Result<Vec<StreamRow>, Self::Error>;
+    /// Inserts or replaces.
+    fn put_stream(&mut self, s: &StreamRow) -> Result<(), Self::Error>;
+    /// The stream's pending events, by sequence.
+    fn pending(&mut self, id: &StreamId) -> Result<Vec<Pending>, Self::Error>;
+    fn insert_pending(&mut self, id: &StreamId, p: &Pending) -> Result<(), Self::Error>;
+    fn set_deliverable(&mut self, id: &StreamId, seq: u64) -> Result<(), Self::Error>;
+    fn delete_pending(&mut self, id: &StreamId, seq: u64) -> Result<(), Self::Error>;
+    /// Pending events of `signer` over all its streams.
+    fn pending_count(&mut self, signer: &str) -> Result<u64, Self::Error>;
+    /// Forgets tuples whose `keep_until` is before `now`, and streams that ended (or
+    /// went quiet) `retention` seconds ago with nothing pending.
+    fn prune(&mut self, now: i64, retention: i64) -> Result<(), Self::Error>;
+}
+
+fn backend<E: std::fmt::Display>(e: E) -> ReceiverError {
+    super::store_error("storage", e)
+}
+
+/// The rules of sections 6 and 7 for one candidate.
+pub(crate) fn admit<T: Txn>(
+    tx: &mut T,
+    c: &Candidate,
+    now: i64,
+    p: &ReceiverPolicy,
+) -> Result<Admission, ReceiverError> {
+    // Replay first: a redelivery is benign whatever its age.
+    if let Some(prev) = tx.tuple(&c.signer, &c.message_id).map_err(backend)? {
+        if prev.digest == c.digest {
+            return Ok(Admission::Duplicate {
+                first_accepted: prev.accepted_at,
+            });
+        }
+        return Err(ReceiverError::Conflict {
+            message_id: c.message_id.clone(),
+        });
+    }
+    let keep_until = lifetime(c, now, p)?;
+    let mut retry_of = None;
+    if let (Kind::Request, Some(key)) = (c.kind, &c.idempotency_key) {
+        if let Some(prev) = tx.tuple_by_idempotency(&c.signer, key).map_err(backend)? {
+            if prev.operation != c.operation {
+                return Err(ReceiverError::IdempotencyConflict {
+                    key: key.clone(),
+                    previous: prev.operation,
+                    operation: c.operation.clone(),
+                });
+            }
+            retry_of = Some(prev.message_id);
+        }
+    }
+    let tuple = Tuple {
+        signer: c.signer.clone(),
+        message_id: c.message_id.clone(),
+        idempotency_key: c.idempotency_key.clone(),
+        operation: c.operation.clone(),
+        digest: c.digest,
+        accepted_at: now,
+        keep_until,
+    };
+    let admission = match (&c.kind, &c.correlation_id) {
+        (Kind::Request, _) | (_, None) => Admission::Deliver {
+            retry_of,
+            released: 0,
+        },
+        (_, Some(corr)) => stream_event(tx, c, corr, now, p)?,
+    };
+    tx.insert_tuple(&tuple).map_err(backend)?;
+    tx.prune(now, p.default_lifetime).map_err(backend)?;
+    Ok(admission)
+}
+
+/// Until when the tuple is kept; refuses what is expired or dated in the future.
+fn lifetime(c: &Candidate, now: i64, p: &ReceiverPolicy) -> Result<Option<i64>, ReceiverError> {
+    if let Some(created) = c.created_at {
+        if created > now.saturating_add(p.skew) {
+            return Err(ReceiverError::FromTheFuture {
+                message_id: c.message_id.clone(),
+                created_at: rfc3339(created),
+            });
+        }
+    }
+    let end = c
+        .expires_at
+        .or_else(|| c.created_at.map(|t| t.saturating_add(p.default_lifetime)));
+    match end {
+        Some(end) if now > end.saturating_add(p.skew) => Err(ReceiverError::Expired {
+            message_id: c.message_id.clone(),
+            expired_at: rfc3339(end),
+        }),
+        Some(end) => Ok(Some(end.saturating_add(p.skew))),
+        None => Ok(None),
+    }
+}
+
+fn stream_event<T: Txn>(
+    tx: &mut T,
+    c: &Candidate,
+    corr: &str,
+    now: i64,
+    p: &ReceiverPolicy,
+) -> Result<Admission, ReceiverError> {
+    let id = StreamId {
+        signer: c.signer.clone(),
+        correlation_id: corr.to_string(),
+        attempt: c.attempt,
+    };
+    let mut s = tx.stream(&id).map_err(backend)?.unwrap_or(StreamRow {
+        id: id.clone(),
+        operation: c.operation.clone(),
+        next_seq: 1,
+        final_seq: None,
+        gap_since: None,
+        updated_at: now,
+    });
+    if s.operation != c.operation {
+        return Err(ReceiverError::StreamMismatch {
+            correlation_id: corr.to_string(),
+            expected: s.operation,
+            operation: c.operation.clone(),
+        });
+    }
+    let pending = tx.pending(&id).map_err(backend)?;
+    let n = c.sequence;
+    if n < s.next_seq || pending.iter().any(|e| e.seq == n) {
+        return Err(ReceiverError::SequenceReused {
+            correlation_id: corr.to_string(),
+            sequence: n,
+        });
+    }
+    let after_final = |final_sequence: u64| ReceiverError::AfterFinal {
+        correlation_id: corr.to_string(),
+        sequence: n,
+        final_sequence,
+    };
+    if let Some(f) = s.final_seq {
+        if n > f || c.is_final {
+            return Err(after_final(f));
+        }
+    }
+    if c.is_final {
+        if let Some(later) = pending.iter().map(|e| e.seq).filter(|&q| q > n).max() {
+            // A later event arrived first: this "final" cannot be the last one.
+            return Err(ReceiverError::AfterFinal {
+                correlation_id: corr.to_string(),
+                sequence: later,
+                final_sequence: n,
+            });
+        }
+    }
+    if n - s.next_seq > p.max_gap {
+        return Err(ReceiverError::TooFarAhead {
+            correlation_id: corr.to_string(),
+            sequence: n,
+            next: s.next_seq,
+        });
+    }
+    if c.is_final {
+        s.final_seq = Some(n);
+    }
+    s.updated_at = now;
+    if n > s.next_seq {
+        if tx.pending_count(&c.signer).map_err(backend)? >= p.max_pending_per_sender {
+            return Err(ReceiverError::BufferFull {
+                limit: p.max_pending_per_sender,
+            });
+        }
+        let held = Pending {
+            seq: n,
+            message_id: c.message_id.clone(),
+            state: PendingState::Held,
+            envelope: c.envelope.clone(),
+            received_at: now,
+        };
+        tx.insert_pending(&id, &held).map_err(backend)?;
+        s.gap_since.get_or_insert(now);
+        let missing = missing(s.next_seq, n, &pending);
+        tx.put_stream(&s).map_err(backend)?;
+        return Ok(Admission::Held { missing });
+    }
+    // In order: this one goes to the agent now, and the held run behind it follows.
+    s.next_seq = n + 1;
+    let mut released = 0;
+    for e in pending.iter().filter(|e| e.state == PendingState::Held) {
+        if e.seq != s.next_seq {
+            break;
+        }
+        tx.set_deliverable(&id, e.seq).map_err(backend)?;
+        s.next_seq += 1;
+        released += 1;
+    }
+    if !pending
+        .iter()
+        .any(|e| e.state == PendingState::Held && e.seq >= s.next_seq)
+    {
+        s.gap_since = None;
+    }
+    tx.put_stream(&s).map_err(backend)?;
+    Ok(Admission::Deliver {
+        retry_of: None,
+        released,
+    })
+}
+
+/// The sequence numbers in `next..upto` that no pending event holds (at most 64).
+fn missing(next: u64, upto: u64, pending: &[Pending]) -> Vec<u64> {
+    (next..upto)
+        .filter(|q| !pending.iter().any(|e| e.seq == *q))
+        .take(64)
+        .collect()
+}
+
+/// The status of every stream of `correlation_id` (or all).
+pub(crate) fn streams<T: Txn>(
+    tx: &mut T,
+    correlation_id: Option<&str>,
+) -> Result<Vec<StreamStatus>, ReceiverError> {
+    let rows = tx.streams(correlation_id).map_err(backend)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for s in rows {
+        let pending = tx.pending(&s.id).map_err(backend)?;
+        let seqs = |state| {
+            pending
+                .iter()
+                .filter(|e| e.state == state)
+                .map(|e| e.seq)
+                .collect::<Vec<_>>()
+        };
+        let held = seqs(PendingState::Held);
+        let top = held.iter().copied().max().unwrap_or(s.next_seq);
+        out.push(StreamStatus {
+            complete: s.final_seq.is_some_and(|f| s.next_seq > f),
+            missing: missing(s.next_seq, top, &pending),
+            gap_since: s.gap_since.map(rfc3339),
+            deliverable: seqs(PendingState::Deliverable),
+            held,
+            signer: s.id.signer,
+            correlation_id: s.id.correlation_id,
+            attempt: s.id.attempt,
+            operation: s.operation,
+            next_sequence: s.next_seq,
+            final_sequence: s.final_seq,
+            updated_at: rfc3339(s.updated_at),
+        });
+    }
+    Ok(out)
+}
+
+/// Takes the deliverable events of every stream of `correlation_id`.
+pub(crate) fn take_deliverable<T: Txn>(
+    tx: &mut T,
+    correlation_id: &str,
+) -> Result<Vec<StreamEvent>, ReceiverError> {
+    let mut out = Vec::new();
+    for s in tx.streams(Some(correlation_id)).map_err(backend)? {
+        for e in tx.pending(&s.id).map_err(backend)? {
+            if e.state != PendingState::Deliverable {
+                continue;
+            }
+            tx.delete_pending(&s.id, e.seq).map_err(backend)?;
+            out.push(StreamEvent {
+                signer: s.id.signer.clone(),
+                correlation_id: s.id.correlation_id.clone(),
+                sequence: e.seq,
+                message_id: e.message_id,
+                envelope: e.envelope,
+            });
+        }
+    }
+    Ok(out)
+}

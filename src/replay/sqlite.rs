@@ -1,0 +1,390 @@
+//! The embedded default: replay and stream state in one SQLite database of the store
+//! directory, shared safely by every process on the machine.
+//!
+//! Each decision runs in a `BEGIN IMMEDIATE` transaction, which takes SQLite's write
+//! lock first, so two processes opening the same message serialise and exactly one
+//! records it. The journal is a WAL with `synchronous=FULL`: an accepted message is on
+//! disk before `admit` returns, whatever happens to the process (or the machine) next.
+//! The file is created owner-only; SQLite gives its WAL and shared-memory files the
+//! same mode.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Tuple, Txn};
+use super::{
+    store_error, Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, StreamEvent,
+    StreamStatus,
+};
+
+/// The database's name in a store directory.
+pub(crate) const FILE_NAME: &str = "mailseal.db";
+
+/// Schema migrations, in order: migration `i` takes `user_version` from `i` to `i + 1`.
+/// Never edit one that has shipped; append.
+const MIGRATIONS: &[&str] = &[
+    // 1: replay tuples, streams, pending stream events.
+    "CREATE TABLE replay_tuple (
+        signer TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        idempotency_key TEXT,
+        operation TEXT NOT NULL,
+        digest BLOB NOT NULL,
+        accepted_at INTEGER NOT NULL,
+        keep_until INTEGER,
+        PRIMARY KEY (signer, message_id)
+     ) WITHOUT ROWID;
+     CREATE INDEX replay_tuple_idempotency ON replay_tuple (signer, idempotency_key);
+     CREATE INDEX replay_tuple_keep ON replay_tuple (keep_until);
+     CREATE TABLE stream (
+        signer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        operation TEXT NOT NULL,
+        next_seq INTEGER NOT NULL,
+        final_seq INTEGER,
+        gap_since INTEGER,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (signer, correlation_id, attempt)
+     ) WITHOUT ROWID;
+     CREATE INDEX stream_correlation ON stream (correlation_id);
+     CREATE INDEX stream_updated ON stream (updated_at);
+     CREATE TABLE stream_event (
+        signer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        envelope BLOB NOT NULL,
+        received_at INTEGER NOT NULL,
+        PRIMARY KEY (signer, correlation_id, attempt, seq)
+     );",
+];
+
+/// The schema version this build writes.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Replay and stream state in a SQLite file.
+#[derive(Debug)]
+pub struct SqliteReplayStore {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+fn sql(what: &str) -> impl FnOnce(rusqlite::Error) -> ReceiverError + '_ {
+    move |e| store_error(what, e)
+}
+
+impl SqliteReplayStore {
+    /// Opens (creating it owner-only if absent) the database at `path` and brings its
+    /// schema up to date. A database written by a newer mailseal is refused.
+    pub fn open(path: &Path) -> Result<Self, ReceiverError> {
+        create_private(path)?;
+        let what = path.display().to_string();
+        let conn = Connection::open(path).map_err(sql(&what))?;
+        conn.busy_timeout(Duration::from_secs(60))
+            .map_err(sql(&what))?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(sql(&what))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(sql(&what))?;
+        let store = SqliteReplayStore {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the file.
+    pub fn schema_version(&self) -> Result<i64, ReceiverError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(sql("schema version"))
+    }
+
+    fn migrate(&self) -> Result<(), ReceiverError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql("migration"))?;
+        let found: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(sql("migration"))?;
+        if found > SCHEMA_VERSION {
+            return Err(ReceiverError::NewerSchema {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+            tx.execute_batch(step).map_err(sql("migration"))?;
+            tx.pragma_update(None, "user_version", i as i64 + 1)
+                .map_err(sql("migration"))?;
+        }
+        tx.commit().map_err(sql("migration"))
+    }
+
+    /// Runs `f` in one immediate (write-locked) transaction, committed when `f` accepts.
+    fn transact<R>(
+        &self,
+        f: impl FnOnce(&mut SqliteTxn<'_>) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql("begin"))?;
+        let mut t = SqliteTxn { tx };
+        let out = f(&mut t)?;
+        t.tx.commit().map_err(sql("commit"))?;
+        Ok(out)
+    }
+}
+
+/// Creates `path` empty with mode 0600 when it does not exist, so no other user can
+/// ever read it (SQLite would create it with the umask's mode).
+fn create_private(path: &Path) -> Result<(), ReceiverError> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    match o.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(store_error(&path.display().to_string(), e)),
+    }
+}
+
+impl ReplayStore for SqliteReplayStore {
+    fn admit(
+        &self,
+        candidate: &Candidate,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Result<Admission, ReceiverError> {
+        self.transact(|t| rules::admit(t, candidate, now, policy))
+    }
+    fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError> {
+        self.transact(|t| rules::streams(t, correlation_id))
+    }
+    fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
+        self.transact(|t| rules::take_deliverable(t, correlation_id))
+    }
+}
+
+struct SqliteTxn<'c> {
+    tx: rusqlite::Transaction<'c>,
+}
+
+/// Sequence numbers and attempts are stored as SQLite's signed 64-bit integers.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+fn nat(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn tuple_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Tuple> {
+    let digest: Vec<u8> = r.get(4)?;
+    Ok(Tuple {
+        signer: r.get(0)?,
+        message_id: r.get(1)?,
+        idempotency_key: r.get(2)?,
+        operation: r.get(3)?,
+        digest: digest.try_into().unwrap_or([0; 32]),
+        accepted_at: r.get(5)?,
+        keep_until: r.get(6)?,
+    })
+}
+
+fn stream_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StreamRow> {
+    Ok(StreamRow {
+        id: StreamId {
+            signer: r.get(0)?,
+            correlation_id: r.get(1)?,
+            attempt: nat(r.get(2)?),
+        },
+        operation: r.get(3)?,
+        next_seq: nat(r.get(4)?),
+        final_seq: r.get::<_, Option<i64>>(5)?.map(nat),
+        gap_since: r.get(6)?,
+        updated_at: r.get(7)?,
+    })
+}
+
+const TUPLE_COLUMNS: &str =
+    "signer, message_id, idempotency_key, operation, digest, accepted_at, keep_until";
+const STREAM_COLUMNS: &str =
+    "signer, correlation_id, attempt, operation, next_seq, final_seq, gap_since, updated_at";
+
+impl Txn for SqliteTxn<'_> {
+    type Error = rusqlite::Error;
+    fn tuple(&mut self, signer: &str, message_id: &str) -> rusqlite::Result<Option<Tuple>> {
+        self.tx
+            .prepare_cached(&format!(
+                "SELECT {TUPLE_COLUMNS} FROM replay_tuple WHERE signer = ?1 AND message_id = ?2"
+            ))?
+            .query_row(params![signer, message_id], tuple_row)
+            .optional()
+    }
+    fn tuple_by_idempotency(&mut self, signer: &str, key: &str) -> rusqlite::Result<Option<Tuple>> {
+        self.tx
+            .prepare_cached(&format!(
+                "SELECT {TUPLE_COLUMNS} FROM replay_tuple WHERE signer = ?1 AND idempotency_key = ?2
+                 ORDER BY accepted_at LIMIT 1"
+            ))?
+            .query_row(params![signer, key], tuple_row)
+            .optional()
+    }
+    fn insert_tuple(&mut self, t: &Tuple) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT INTO replay_tuple ({TUPLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+            ))?
+            .execute(params![
+                t.signer,
+                t.message_id,
+                t.idempotency_key,
+                t.operation,
+                &t.digest[..],
+                t.accepted_at,
+                t.keep_until
+            ])
+            .map(drop)
+    }
+    fn stream(&mut self, id: &StreamId) -> rusqlite::Result<Option<StreamRow>> {
+        self.tx
+            .prepare_cached(&format!(
+                "SELECT {STREAM_COLUMNS} FROM stream
+                 WHERE signer = ?1 AND correlation_id = ?2 AND attempt = ?3"
+            ))?
+            .query_row(
+                params![id.signer, id.correlation_id, int(id.attempt)],
+                stream_row,
+            )
+            .optional()
+    }
+    fn streams(&mut self, correlation_id: Option<&str>) -> rusqlite::Result<Vec<StreamRow>> {
+        self.tx
+            .prepare_cached(&format!(
+                "SELECT {STREAM_COLUMNS} FROM stream
+                 WHERE ?1 IS NULL OR correlation_id = ?1
+                 ORDER BY correlation_id, signer, attempt"
+            ))?
+            .query_map(params![correlation_id], stream_row)?
+            .collect()
+    }
+    fn put_stream(&mut self, s: &StreamRow) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO stream ({STREAM_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+            ))?
+            .execute(params![
+                s.id.signer,
+                s.id.correlation_id,
+                int(s.id.attempt),
+                s.operation,
+                int(s.next_seq),
+                s.final_seq.map(int),
+                s.gap_since,
+                s.updated_at
+            ])
+            .map(drop)
+    }
+    fn pending(&mut self, id: &StreamId) -> rusqlite::Result<Vec<Pending>> {
+        self.tx
+            .prepare_cached(
+                "SELECT seq, message_id, state, envelope, received_at FROM stream_event
+                 WHERE signer = ?1 AND correlation_id = ?2 AND attempt = ?3 ORDER BY seq",
+            )?
+            .query_map(
+                params![id.signer, id.correlation_id, int(id.attempt)],
+                |r| {
+                    Ok(Pending {
+                        seq: nat(r.get(0)?),
+                        message_id: r.get(1)?,
+                        state: PendingState::parse(&r.get::<_, String>(2)?),
+                        envelope: r.get(3)?,
+                        received_at: r.get(4)?,
+                    })
+                },
+            )?
+            .collect()
+    }
+    fn insert_pending(&mut self, id: &StreamId, p: &Pending) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT INTO stream_event
+                 (signer, correlation_id, attempt, seq, message_id, state, envelope, received_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                id.signer,
+                id.correlation_id,
+                int(id.attempt),
+                int(p.seq),
+                p.message_id,
+                p.state.as_str(),
+                p.envelope,
+                p.received_at
+            ])
+            .map(drop)
+    }
+    fn set_deliverable(&mut self, id: &StreamId, seq: u64) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(
+                "UPDATE stream_event SET state = 'deliverable'
+                 WHERE signer = ?1 AND correlation_id = ?2 AND attempt = ?3 AND seq = ?4",
+            )?
+            .execute(params![
+                id.signer,
+                id.correlation_id,
+                int(id.attempt),
+                int(seq)
+            ])
+            .map(drop)
+    }
+    fn delete_pending(&mut self, id: &StreamId, seq: u64) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(
+                "DELETE FROM stream_event
+                 WHERE signer = ?1 AND correlation_id = ?2 AND attempt = ?3 AND seq = ?4",
+            )?
+            .execute(params![
+                id.signer,
+                id.correlation_id,
+                int(id.attempt),
+                int(seq)
+            ])
+            .map(drop)
+    }
+    fn pending_count(&mut self, signer: &str) -> rusqlite::Result<u64> {
+        self.tx
+            .prepare_cached("SELECT count(*) FROM stream_event WHERE signer = ?1")?
+            .query_row(params![signer], |r| r.get::<_, i64>(0))
+            .map(nat)
+    }
+    fn prune(&mut self, now: i64, retention: i64) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached("DELETE FROM replay_tuple WHERE keep_until < ?1")?
+            .execute(params![now])?;
+        self.tx
+            .prepare_cached(
+                "DELETE FROM stream WHERE updated_at < ?1 AND NOT EXISTS (
+                   SELECT 1 FROM stream_event e WHERE e.signer = stream.signer
+                   AND e.correlation_id = stream.correlation_id AND e.attempt = stream.attempt)",
+            )?
+            .execute(params![now.saturating_sub(retention)])
+            .map(drop)
+    }
+}
