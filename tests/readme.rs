@@ -84,6 +84,8 @@ fn readme_smime_example_runs() {
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(stderr.contains("Verification successful"), "{stderr}");
     assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
+    assert!(stderr.contains("duplicate: message req-1"), "{stderr}");
+    assert!(stderr.contains("--stateless"), "{stderr}");
     let verdict: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("verdict.json")).unwrap()).unwrap();
     assert_eq!(verdict["profile"], "smime");
