@@ -6,11 +6,13 @@
 //! and the loser runs again from the start, this time seeing the winner's commit. So
 //! exactly one process accepts a message and the other reports a duplicate.
 
+use std::collections::HashMap;
+use std::sync::atomic::AtomicI64;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, NoTls, Row};
+use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
 
 use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Tuple, Txn};
 use super::{
@@ -32,7 +34,7 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (signer, message_id)
      );
      CREATE INDEX mailseal_replay_tuple_idempotency
-        ON mailseal_replay_tuple (signer, idempotency_key);
+        ON mailseal_replay_tuple (signer, idempotency_key, accepted_at);
      CREATE INDEX mailseal_replay_tuple_keep ON mailseal_replay_tuple (keep_until);
      CREATE TABLE mailseal_stream (
         signer TEXT NOT NULL,
@@ -65,7 +67,15 @@ const MAX_ATTEMPTS: u32 = 64;
 
 /// Replay and stream state in a PostgreSQL database.
 pub struct PostgresReplayStore {
-    client: Mutex<Client>,
+    client: Mutex<Connection>,
+    last_prune: AtomicI64,
+}
+
+/// The connection and the statements prepared on it (one round trip less for every
+/// statement after the first).
+struct Connection {
+    client: Client,
+    prepared: HashMap<String, Statement>,
 }
 
 impl std::fmt::Debug for PostgresReplayStore {
@@ -96,7 +106,11 @@ impl PostgresReplayStore {
     pub fn connect(url: &str) -> Result<Self, ReceiverError> {
         let client = Client::connect(url, NoTls).map_err(pg("connect"))?;
         let store = PostgresReplayStore {
-            client: Mutex::new(client),
+            client: Mutex::new(Connection {
+                client,
+                prepared: HashMap::new(),
+            }),
+            last_prune: AtomicI64::new(i64::MIN),
         };
         store.migrate()?;
         Ok(store)
@@ -106,6 +120,7 @@ impl PostgresReplayStore {
     pub fn schema_version(&self) -> Result<i64, ReceiverError> {
         let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
         let row = c
+            .client
             .query_one("SELECT version FROM mailseal_schema", &[])
             .map_err(pg("schema version"))?;
         Ok(row.get(0))
@@ -113,7 +128,7 @@ impl PostgresReplayStore {
 
     fn migrate(&self) -> Result<(), ReceiverError> {
         let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
-        let mut tx = c.transaction().map_err(pg("migration"))?;
+        let mut tx = c.client.transaction().map_err(pg("migration"))?;
         // One migrating process at a time, whichever table exists yet.
         tx.execute("SELECT pg_advisory_xact_lock(7391770301)", &[])
             .map_err(pg("migration"))?;
@@ -151,16 +166,23 @@ impl PostgresReplayStore {
         &self,
         f: impl Fn(&mut PgTxn<'_>) -> Result<R, ReceiverError>,
     ) -> Result<R, ReceiverError> {
-        let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        let c = &mut *guard;
         let mut attempt = 0;
         loop {
             attempt += 1;
             let tx = c
+                .client
                 .build_transaction()
                 .isolation_level(IsolationLevel::Serializable)
                 .start()
                 .map_err(pg("begin"))?;
-            let mut t = PgTxn { tx, retry: false };
+            let mut t = PgTxn {
+                tx,
+                retry: false,
+                prepared: &mut c.prepared,
+                last_prune: &self.last_prune,
+            };
             let lost = match f(&mut t) {
                 Ok(out) => match t.tx.commit() {
                     Ok(()) => return Ok(out),
@@ -200,6 +222,8 @@ struct PgTxn<'c> {
     tx: postgres::Transaction<'c>,
     /// Set when a statement failed in a way that running the transaction again fixes.
     retry: bool,
+    prepared: &'c mut HashMap<String, Statement>,
+    last_prune: &'c AtomicI64,
 }
 
 impl PgTxn<'_> {
@@ -209,12 +233,22 @@ impl PgTxn<'_> {
         }
         r
     }
+    fn statement(&mut self, q: &str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = self.prepared.get(q) {
+            return Ok(s.clone());
+        }
+        let r = self.tx.prepare(q);
+        let s = self.note(r)?;
+        self.prepared.insert(q.to_string(), s.clone());
+        Ok(s)
+    }
     fn query(
         &mut self,
         q: &str,
         args: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<Row>, postgres::Error> {
-        let r = self.tx.query(q, args);
+        let s = self.statement(q)?;
+        let r = self.tx.query(&s, args);
         self.note(r)
     }
     fn execute(
@@ -222,7 +256,8 @@ impl PgTxn<'_> {
         q: &str,
         args: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<(), postgres::Error> {
-        let r = self.tx.execute(q, args).map(drop);
+        let s = self.statement(q)?;
+        let r = self.tx.execute(&s, args).map(drop);
         self.note(r)
     }
 }
@@ -408,6 +443,9 @@ impl Txn for PgTxn<'_> {
             &[&signer],
         )?;
         Ok(rows.first().map_or(0, |r| nat(r.get(0))))
+    }
+    fn prune_due(&mut self, now: i64) -> bool {
+        rules::due(self.last_prune, now)
     }
     fn prune(&mut self, now: i64, retention: i64) -> Result<(), Self::Error> {
         self.execute(

@@ -99,6 +99,25 @@ pub(crate) trait Txn {
     /// Forgets tuples whose `keep_until` is before `now`, and streams that ended (or
     /// went quiet) `retention` seconds ago with nothing pending.
     fn prune(&mut self, now: i64, retention: i64) -> Result<(), Self::Error>;
+    /// Whether to prune now. Pruning only forgets what the rules would refuse anyway
+    /// (expired messages), so a store may do it once in a while instead of every time.
+    fn prune_due(&mut self, _now: i64) -> bool {
+        true
+    }
+}
+
+/// How often a shared store prunes, seconds.
+pub(crate) const PRUNE_INTERVAL: i64 = 60;
+
+/// Whether `last` (the time of the last prune) is `PRUNE_INTERVAL` old, and if so
+/// moves it to `now`.
+pub(crate) fn due(last: &std::sync::atomic::AtomicI64, now: i64) -> bool {
+    use std::sync::atomic::Ordering;
+    let prev = last.load(Ordering::Relaxed);
+    (now.saturating_sub(prev) >= PRUNE_INTERVAL || now < prev)
+        && last
+            .compare_exchange(prev, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
 }
 
 fn backend<E: std::fmt::Display>(e: E) -> ReceiverError {
@@ -154,7 +173,9 @@ pub(crate) fn admit<T: Txn>(
         (_, Some(corr)) => stream_event(tx, c, corr, now, p)?,
     };
     tx.insert_tuple(&tuple).map_err(backend)?;
-    tx.prune(now, p.default_lifetime).map_err(backend)?;
+    if tx.prune_due(now) {
+        tx.prune(now, p.default_lifetime).map_err(backend)?;
+    }
     Ok(admission)
 }
 

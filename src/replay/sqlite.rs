@@ -9,6 +9,7 @@
 //! same mode.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicI64;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -37,7 +38,8 @@ const MIGRATIONS: &[&str] = &[
         keep_until INTEGER,
         PRIMARY KEY (signer, message_id)
      ) WITHOUT ROWID;
-     CREATE INDEX replay_tuple_idempotency ON replay_tuple (signer, idempotency_key);
+     CREATE INDEX replay_tuple_idempotency
+        ON replay_tuple (signer, idempotency_key, accepted_at);
      CREATE INDEX replay_tuple_keep ON replay_tuple (keep_until);
      CREATE TABLE stream (
         signer TEXT NOT NULL,
@@ -73,6 +75,7 @@ pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 pub struct SqliteReplayStore {
     path: PathBuf,
     conn: Mutex<Connection>,
+    last_prune: AtomicI64,
 }
 
 fn sql(what: &str) -> impl FnOnce(rusqlite::Error) -> ReceiverError + '_ {
@@ -95,6 +98,7 @@ impl SqliteReplayStore {
         let store = SqliteReplayStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
+            last_prune: AtomicI64::new(i64::MIN),
         };
         store.migrate()?;
         Ok(store)
@@ -143,7 +147,10 @@ impl SqliteReplayStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql("begin"))?;
-        let mut t = SqliteTxn { tx };
+        let mut t = SqliteTxn {
+            tx,
+            last_prune: &self.last_prune,
+        };
         let out = f(&mut t)?;
         t.tx.commit().map_err(sql("commit"))?;
         Ok(out)
@@ -183,6 +190,7 @@ impl ReplayStore for SqliteReplayStore {
 
 struct SqliteTxn<'c> {
     tx: rusqlite::Transaction<'c>,
+    last_prune: &'c AtomicI64,
 }
 
 /// Sequence numbers and attempts are stored as SQLite's signed 64-bit integers.
@@ -373,6 +381,9 @@ impl Txn for SqliteTxn<'_> {
             .prepare_cached("SELECT count(*) FROM stream_event WHERE signer = ?1")?
             .query_row(params![signer], |r| r.get::<_, i64>(0))
             .map(nat)
+    }
+    fn prune_due(&mut self, now: i64) -> bool {
+        rules::due(self.last_prune, now)
     }
     fn prune(&mut self, now: i64, retention: i64) -> rusqlite::Result<()> {
         self.tx
