@@ -146,7 +146,7 @@ enum KeyCommand {
     },
     /// Make a new key and certificate in the store (S/MIME: self-signed, issued by a CA
     /// in the store or in files, or a new CA).
-    Generate(GenerateArgs),
+    Generate(Box<GenerateArgs>),
     /// List the store.
     List {
         /// JSON output.
@@ -196,6 +196,13 @@ struct GenerateArgs {
     /// certificate), to give to peers.
     #[arg(long, value_name = "FILE", alias = "export-cert")]
     cert_out: Option<PathBuf>,
+    /// S/MIME only: create the key pair on this PKCS#11 token (an RFC 7512 URI:
+    /// `pkcs11:token=T;object=LABEL?module-path=LIB&pin-value=PIN`) instead of in the
+    /// store: it is sensitive and never extractable; the store keeps the certificate
+    /// and the URI without the PIN (give the PIN later by `pin-source` or
+    /// `MAILSEAL_PKCS11_PIN`). Algorithms: p256, rsa2048, rsa3072, rsa4096.
+    #[arg(long, value_name = "URI", conflicts_with = "ca")]
+    pkcs11: Option<String>,
 }
 
 /// A failure on its way to stderr: one line, and an exit code.
@@ -668,14 +675,14 @@ fn generate(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
         passphrase.as_deref().map(|p| &p[..]),
     )
     .map_err(|e| Failure::from("issuer", e))?;
-    let identities = crate::smime::generate(
-        &request,
-        issuer
-            .as_ref()
-            .map(|(certificate, key)| crate::smime::Issuer { certificate, key })
-            .as_ref(),
-    )
-    .map_err(|e| Failure::from("generate", e))?;
+    let issuer = issuer
+        .as_ref()
+        .map(|(certificate, key)| crate::smime::Issuer { certificate, key });
+    if let Some(uri) = &a.pkcs11 {
+        return generate_on_token(store, &a, uri, &request, issuer.as_ref());
+    }
+    let identities = crate::smime::generate(&request, issuer.as_ref())
+        .map_err(|e| Failure::from("generate", e))?;
     let mut certs_pem = String::new();
     for id in &identities {
         let pem = crate::keystore::identity_pem(&id.certificate, &id.private_key)
@@ -688,6 +695,51 @@ fn generate(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
     }
     if let Some(out) = &a.cert_out {
         write_output(Some(out), certs_pem.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `key generate --kind smime --pkcs11 URI`: the key pair on the token, the
+/// certificate (signed by the token key, or by `issuer`) and the URI in the store.
+fn generate_on_token(
+    store: &DirectoryStore,
+    a: &GenerateArgs,
+    uri: &str,
+    request: &crate::smime::IdentityRequest,
+    issuer: Option<&crate::smime::Issuer<'_>>,
+) -> CliResult {
+    use crate::keystore::{Pkcs11Uri, SecretKey, TokenKey, TokenKeyKind};
+    use der::{Encode, EncodePem};
+    let kind = match a.algorithm.as_str() {
+        "p256" => TokenKeyKind::P256,
+        "rsa2048" => TokenKeyKind::Rsa(2048),
+        "rsa3072" => TokenKeyKind::Rsa(3072),
+        "rsa4096" => TokenKeyKind::Rsa(4096),
+        other => {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                format!("--pkcs11 --algorithm {other}: p256, rsa2048, rsa3072 or rsa4096"),
+            ))
+        }
+    };
+    let uri = Pkcs11Uri::parse(uri).map_err(|e| Failure::from("--pkcs11", e))?;
+    let (spki, token) =
+        TokenKey::generate(&uri, kind).map_err(|e| Failure::from("generate on token", e))?;
+    let key = SecretKey::on_token(String::new(), std::sync::Arc::new(token));
+    let cert = crate::smime::certify_token_key(request, &spki, &key, issuer)
+        .map_err(|e| Failure::from("generate", e))?;
+    let der = cert
+        .to_der()
+        .map_err(|e| Failure::new(ExitCode::Other, format!("generate: certificate: {e}")))?;
+    let entries = store
+        .add_token_key(&der, &uri)
+        .map_err(|e| Failure::from("generate", e))?;
+    print_entries("generated on token", &entries);
+    if let Some(out) = &a.cert_out {
+        let pem = cert
+            .to_pem(der::pem::LineEnding::LF)
+            .map_err(|e| Failure::new(ExitCode::Other, format!("generate: {e}")))?;
+        write_output(Some(out), pem.as_bytes())?;
     }
     Ok(())
 }
@@ -719,7 +771,7 @@ fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
             }
             Ok(())
         }
-        KeyCommand::Generate(args) => generate(&store, args),
+        KeyCommand::Generate(args) => generate(&store, *args),
         KeyCommand::List { json } => {
             let entries = store.list().map_err(|e| Failure::from("key list", e))?;
             let mut out = String::new();

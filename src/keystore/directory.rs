@@ -36,6 +36,11 @@ pub struct DirectoryStore {
     /// Directory listings, valid while the directory's mtime is the recorded one
     /// (every file is written to a temporary name and renamed, which changes it).
     listings: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, CachedListing>>>,
+    /// Open PKCS#11 keys by fingerprint: one logged-in session each for the store's
+    /// life, instead of a module load and a login per message.
+    tokens: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<super::TokenKey>>>,
+    >,
 }
 
 /// The files of a subdirectory, by name.
@@ -164,7 +169,49 @@ impl DirectoryStore {
             cache: Default::default(),
             files_cache: Default::default(),
             listings: Default::default(),
+            tokens: Default::default(),
         })
+    }
+
+    /// Records that the private key of `certificate` (DER) lives on the token `uri`
+    /// names: the certificate is imported, and `keys/FINGERPRINT.pkcs11` keeps the URI
+    /// without its PIN. The key itself never touches the disk.
+    pub fn add_token_key(
+        &self,
+        certificate: &[u8],
+        uri: &super::Pkcs11Uri,
+    ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        use der::Decode;
+        let cert = Certificate::from_der(certificate).map_err(|e| KeyStoreError::Malformed {
+            what: "token certificate".into(),
+            reason: e.to_string(),
+        })?;
+        let fpr = cert_info(&cert).fingerprint;
+        let path = self.root.join("keys").join(format!("{fpr}.pkcs11"));
+        write_file(&path, uri.without_pin().as_bytes(), 0o600)?;
+        self.import(certificate, "token certificate", false)
+    }
+
+    /// The token key reference file for `fpr`, when the `keys` listing has one.
+    fn token_ref(&self, fpr: &str) -> Result<Option<PathBuf>, KeyStoreError> {
+        let (files, _) = self.listing("keys", "pkcs11")?;
+        Ok(files
+            .binary_search_by(|(stem, _)| stem.as_str().cmp(fpr))
+            .ok()
+            .map(|i| files[i].1.clone()))
+    }
+
+    /// The open token key for `fpr`, opening it the first time.
+    fn token_key(&self, fpr: &str, path: &Path) -> Result<SecretKey, KeyStoreError> {
+        let mut open = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = open.get(fpr) {
+            return Ok(SecretKey::on_token(fpr.to_string(), k.clone()));
+        }
+        let text = fs::read_to_string(path).map_err(io(path))?;
+        let uri = super::Pkcs11Uri::parse(text.trim())?;
+        let key = std::sync::Arc::new(super::TokenKey::open(&uri)?);
+        open.insert(fpr.to_string(), key.clone());
+        Ok(SecretKey::on_token(fpr.to_string(), key))
     }
 
     /// The directory.
@@ -374,7 +421,7 @@ impl DirectoryStore {
     }
 
     fn has_key(&self, fpr: &str) -> bool {
-        self.key_file(fpr).ok().flatten().is_some()
+        self.key_file(fpr).ok().flatten().is_some() || self.token_ref(fpr).ok().flatten().is_some()
     }
 
     fn cert_entry(&self, cert: &Certificate, kind: EntryKind) -> KeyEntry {
@@ -509,7 +556,10 @@ impl KeyStore for DirectoryStore {
             return Ok(None);
         }
         let Some((path, unchanged)) = self.key_file(fpr)? else {
-            return Ok(None);
+            return match self.token_ref(fpr)? {
+                Some(path) => self.token_key(fpr, &path).map(Some),
+                None => Ok(None),
+            };
         };
         let Some(pem) = self.read_cached(&path, unchanged)? else {
             return Ok(None);

@@ -8,12 +8,14 @@
 mod directory;
 mod material;
 mod memory;
+mod pkcs11;
 mod pkcs12;
 
 pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
 pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
 pub use memory::MemoryStore;
+pub use pkcs11::{Pkcs11Uri, TokenKey, TokenKeyKind};
 
 use std::fmt;
 
@@ -63,6 +65,12 @@ pub enum KeyStoreError {
         /// What kind of file.
         kind: String,
     },
+    /// A PKCS#11 token refused or failed an operation (no PIN or key material in it).
+    #[error("PKCS#11 token: {0}")]
+    Token(String),
+    /// The token cannot perform a mechanism the message needs.
+    #[error("the PKCS#11 token does not support {0}")]
+    TokenUnsupported(String),
     /// The store directory is readable by others than its owner.
     #[error("key store {path} is accessible by group or others (mode {mode:o}); run chmod 700")]
     Permissions {
@@ -81,7 +89,9 @@ impl Classify for KeyStoreError {
         match self {
             Self::Unrecognised { .. } | Self::Malformed { .. } => ExitCode::Malformed,
             Self::PassphraseRequired { .. } => ExitCode::Usage,
-            Self::UnsupportedAlgorithm { .. } => ExitCode::NoUsableKey,
+            Self::UnsupportedAlgorithm { .. } | Self::Token(_) | Self::TokenUnsupported(_) => {
+                ExitCode::NoUsableKey
+            }
             _ => ExitCode::Other,
         }
     }
@@ -156,6 +166,9 @@ pub struct SecretKey {
     #[zeroize(skip)]
     algorithm: KeyAlgorithm,
     pkcs8: Zeroizing<Vec<u8>>,
+    /// Set for a key on a PKCS#11 token (then `pkcs8` is empty).
+    #[zeroize(skip)]
+    token: Option<std::sync::Arc<TokenKey>>,
 }
 
 impl SecretKey {
@@ -168,7 +181,21 @@ impl SecretKey {
             fingerprint,
             algorithm,
             pkcs8,
+            token: None,
         }
+    }
+    /// A key held by a PKCS#11 token: every private-key operation happens there.
+    pub fn on_token(fingerprint: String, token: std::sync::Arc<TokenKey>) -> Self {
+        SecretKey {
+            fingerprint,
+            algorithm: token.algorithm(),
+            pkcs8: Zeroizing::new(Vec::new()),
+            token: Some(token),
+        }
+    }
+    /// The token holding the key, for a PKCS#11 key.
+    pub fn token(&self) -> Option<&TokenKey> {
+        self.token.as_deref()
     }
     /// The public-key fingerprint this key matches.
     pub fn fingerprint(&self) -> &str {
@@ -178,7 +205,7 @@ impl SecretKey {
     pub fn algorithm(&self) -> KeyAlgorithm {
         self.algorithm
     }
-    /// The PKCS#8 DER bytes, for the profile that uses the key.
+    /// The PKCS#8 DER bytes, for the profile that uses the key (empty for a token key).
     pub fn pkcs8_der(&self) -> &[u8] {
         &self.pkcs8
     }

@@ -285,6 +285,9 @@ fn unwrap_cek(
     if key.algorithm() != KeyAlgorithm::Rsa {
         return Err(SmimeError::Key("not an RSA key".into()));
     }
+    if let Some(token) = key.token() {
+        return token_unwrap_cek(token, ktri, cek_len);
+    }
     if ktri.key_enc_alg.oid == RSA_ENCRYPTION {
         let private = loaded.get(key, Use::Pkcs1, || rsa_decryptor(key, Use::Pkcs1))?;
         return Ok(unwrap_pkcs1(&private, ktri.enc_key.as_bytes(), cek_len));
@@ -301,6 +304,36 @@ fn unwrap_cek(
         .len();
     out.truncate(n);
     Ok(out)
+}
+
+/// Key transport decrypted on a PKCS#11 token. A PKCS#1 v1.5 padding failure continues
+/// with a random content key, as in software (the token's own timing is its maker's
+/// to vouch for).
+fn token_unwrap_cek(
+    token: &crate::keystore::TokenKey,
+    ktri: &KeyTransRecipientInfo,
+    cek_len: usize,
+) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
+    let wrapped = ktri.enc_key.as_bytes();
+    if ktri.key_enc_alg.oid == RSA_ENCRYPTION {
+        let mut random = Zeroizing::new(vec![0u8; cek_len]);
+        let _ = SystemRandom::new().fill(&mut random);
+        return Ok(match token.rsa_decrypt_pkcs1(wrapped) {
+            Ok(cek) if cek.len() == cek_len => cek,
+            _ => random,
+        });
+    }
+    let sha256 = std::ptr::eq(oaep_algorithm(&ktri.key_enc_alg)?, &OAEP_SHA256_MGF1SHA256);
+    token
+        .rsa_decrypt_oaep(sha256, wrapped)
+        .map_err(|e| match e {
+            // What the token cannot do says so; anything the ciphertext may have caused
+            // looks like every other failed decryption (no OAEP oracle).
+            crate::keystore::KeyStoreError::TokenUnsupported(m) => {
+                SmimeError::Token(format!("the PKCS#11 token does not support {m}"))
+            }
+            _ => SmimeError::Undecryptable,
+        })
 }
 
 /// RSAES-PKCS1-v1_5 key transport (OpenSSL's default), without a padding oracle: the

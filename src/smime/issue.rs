@@ -242,6 +242,14 @@ pub struct Issuer<'a> {
     pub key: &'a SecretKey,
 }
 
+/// The key a new certificate is for.
+enum SubjectKey<'a> {
+    /// Generated here: PKCS#8 DER.
+    Software(&'a [u8]),
+    /// On a PKCS#11 token: its public key, and the handle that signs.
+    Token(SubjectPublicKeyInfoOwned, &'a SecretKey),
+}
+
 /// Builds and signs one certificate for `key_der` (PKCS#8).
 fn certify(
     req: &IdentityRequest,
@@ -249,7 +257,37 @@ fn certify(
     usage: KeyUsage,
     issuer: Option<&Issuer<'_>>,
 ) -> Result<Certificate, SmimeError> {
-    let spki = spki_of(key_der)?;
+    certify_key(req, SubjectKey::Software(key_der), usage, issuer)
+}
+
+/// A certificate for a key on a PKCS#11 token, `spki_der` being its public key: signed
+/// by `issuer`, or by the token key itself. Key usages as for a generated key of the
+/// same algorithm (P-256: digitalSignature and keyAgreement; RSA: digitalSignature and
+/// keyEncipherment).
+pub fn certify_token_key(
+    req: &IdentityRequest,
+    spki_der: &[u8],
+    key: &SecretKey,
+    issuer: Option<&Issuer<'_>>,
+) -> Result<Certificate, SmimeError> {
+    let spki = SubjectPublicKeyInfoOwned::from_der(spki_der).map_err(err("token public key"))?;
+    let usage = match key.algorithm() {
+        KeyAlgorithm::Ec => KeyUsage(KeyUsages::DigitalSignature | KeyUsages::KeyAgreement),
+        _ => KeyUsage(KeyUsages::DigitalSignature | KeyUsages::KeyEncipherment),
+    };
+    certify_key(req, SubjectKey::Token(spki, key), usage, issuer)
+}
+
+fn certify_key(
+    req: &IdentityRequest,
+    subject_key: SubjectKey<'_>,
+    usage: KeyUsage,
+    issuer: Option<&Issuer<'_>>,
+) -> Result<Certificate, SmimeError> {
+    let spki = match &subject_key {
+        SubjectKey::Software(der) => spki_of(der)?,
+        SubjectKey::Token(spki, _) => spki.clone(),
+    };
     let ski = key_identifier(&spki)?;
     let cn = req
         .common_name
@@ -334,10 +372,15 @@ fn certify(
             .to_der()
             .map_err(err("certificate"))?;
             provisional = Certificate::from_der(&der).map_err(err("certificate"))?;
-            let (alg, _) = crate::keystore::key_public(key_der, "new key")
-                .map_err(|e| SmimeError::Key(e.to_string()))?;
-            own_key = SecretKey::new(String::new(), alg, Zeroizing::new(key_der.to_vec()));
-            (&provisional, &own_key)
+            match subject_key {
+                SubjectKey::Software(key_der) => {
+                    let (alg, _) = crate::keystore::key_public(key_der, "new key")
+                        .map_err(|e| SmimeError::Key(e.to_string()))?;
+                    own_key = SecretKey::new(String::new(), alg, Zeroizing::new(key_der.to_vec()));
+                    (&provisional, &own_key)
+                }
+                SubjectKey::Token(_, key) => (&provisional, key),
+            }
         }
     };
     let mut algorithm = super::signed_data::signature_algorithm(signer_key, signer_cert)?;

@@ -264,6 +264,24 @@ fn private_key(
     PrivateKey::from_private_key(&X25519, secret.as_bytes()).map_err(|_| unusable())
 }
 
+/// The key-encryption key from our software `key` and the originator's public key.
+fn software_kek(
+    curve: &'static agreement::Algorithm,
+    key: &SecretKey,
+    originator: &[u8],
+    scheme: ObjectIdentifier,
+    wrap: &AlgorithmIdentifierOwned,
+    ukm: Option<&OctetString>,
+) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
+    let private = private_key(curve, key)?;
+    agreement::agree(
+        &private,
+        UnparsedPublicKey::new(curve, originator),
+        SmimeError::Undecryptable,
+        |z| kek(scheme, wrap, ukm, z),
+    )
+}
+
 /// Unwraps the content key of `rek` in `kari` with our `key` for `cert`.
 pub(crate) fn unwrap(
     kari: &KeyAgreeRecipientInfo,
@@ -307,15 +325,24 @@ pub(crate) fn unwrap(
             "key wrap algorithm with parameters".into(),
         ));
     }
-    let private = private_key(curve, key)?;
     let scheme = kari.key_enc_alg.oid;
     let ukm = kari.ukm.as_ref();
-    let kek = agreement::agree(
-        &private,
-        UnparsedPublicKey::new(curve, originator.public_key.raw_bytes()),
-        SmimeError::Undecryptable,
-        |z| kek(scheme, &wrap, ukm, z),
-    )?;
+    let kek = if let Some(token) = key.token() {
+        // The token computes Z; the KDF runs here on it.
+        let z = token
+            .ecdh(originator.public_key.raw_bytes())
+            .map_err(|_| SmimeError::Undecryptable)?;
+        kek(scheme, &wrap, ukm, &z)?
+    } else {
+        software_kek(
+            curve,
+            key,
+            originator.public_key.raw_bytes(),
+            scheme,
+            &wrap,
+            ukm,
+        )?
+    };
     let cipher = if kek.len() == 16 { &AES_128 } else { &AES_256 };
     let wrapped = rek.enc_key.as_bytes();
     let mut out = Zeroizing::new(vec![0u8; wrapped.len()]);

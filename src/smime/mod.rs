@@ -14,7 +14,7 @@ mod issue;
 mod kari;
 mod layout;
 mod loaded;
-mod oids;
+pub(crate) mod oids;
 mod signed_data;
 
 use std::borrow::Cow;
@@ -37,7 +37,7 @@ use crate::seal::{
 use certificate::Trust;
 pub use describe::describe;
 pub use enveloped::{Decrypted, Kek};
-pub use issue::{generate, Identity, IdentityRequest, Issuer, KeyKind};
+pub use issue::{certify_token_key, generate, Identity, IdentityRequest, Issuer, KeyKind};
 
 /// Why an S/MIME layer failed to verify or to be made. Never carries content.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +68,10 @@ pub enum SmimeError {
     /// A private key could not be used.
     #[error("{0}")]
     Key(String),
+    /// The PKCS#11 token holding our key cannot do what the message needs (a
+    /// mechanism it lacks), or refused to work (no PIN, token absent).
+    #[error("{0}")]
+    Token(String),
     /// Legacy CBC EnvelopedData (no integrity, open to EFAIL-style changes) and the
     /// policy does not allow it.
     #[error("legacy EnvelopedData (CBC, no integrity, EFAIL) is refused; --allow-legacy-cbc reads it as unauthenticated")]
@@ -94,7 +98,11 @@ impl From<SmimeError> for SealError {
 
 impl From<SmimeError> for OpenError {
     fn from(e: SmimeError) -> Self {
-        OpenError::AuthenticationFailed(e.to_string())
+        match e {
+            // Our own key cannot be used: no fault of the message (exit 5).
+            SmimeError::Token(m) => OpenError::NoUsableKey(m),
+            e => OpenError::AuthenticationFailed(e.to_string()),
+        }
     }
 }
 

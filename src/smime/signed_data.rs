@@ -148,6 +148,50 @@ fn pss_sha256() -> Result<AlgorithmIdentifierOwned, SmimeError> {
     })
 }
 
+/// RFC 3279 Ecdsa-Sig-Value.
+#[derive(der::Sequence)]
+struct EcdsaSigValue<'a> {
+    r: der::asn1::UintRef<'a>,
+    s: der::asn1::UintRef<'a>,
+}
+
+/// Signs on a PKCS#11 token: ECDSA over the digest (the token returns `r || s`, CMS
+/// wants DER), RSA with SHA-256 hashed on the token.
+fn token_sign(
+    token: &crate::keystore::TokenKey,
+    key: &SecretKey,
+    cert: &Certificate,
+    rsa_pss: bool,
+    message: &[u8],
+) -> Result<Vec<u8>, SmimeError> {
+    let failed = |e: crate::keystore::KeyStoreError| SmimeError::Key(e.to_string());
+    match key.algorithm() {
+        KeyAlgorithm::Ec => {
+            let scheme = scheme_for(key, cert, false)?;
+            let raw = token
+                .ecdsa_sign_digest(digest::digest(scheme.digest, message).as_ref())
+                .map_err(failed)?;
+            if raw.is_empty() || raw.len() % 2 != 0 {
+                return Err(SmimeError::Key(
+                    "the token's ECDSA signature is malformed".into(),
+                ));
+            }
+            let (r, s) = raw.split_at(raw.len() / 2);
+            let bad = |_| SmimeError::Key("the token's ECDSA signature is malformed".into());
+            EcdsaSigValue {
+                r: der::asn1::UintRef::new(r).map_err(bad)?,
+                s: der::asn1::UintRef::new(s).map_err(bad)?,
+            }
+            .to_der()
+            .map_err(bad)
+        }
+        KeyAlgorithm::Rsa => token.rsa_sign_sha256(message, rsa_pss).map_err(failed),
+        other => Err(SmimeError::UnsupportedAlgorithm(format!(
+            "no token signing with a {other} key"
+        ))),
+    }
+}
+
 fn sign_bytes(
     loaded: &LoadedKeys,
     key: &SecretKey,
@@ -155,6 +199,9 @@ fn sign_bytes(
     rsa_pss: bool,
     message: &[u8],
 ) -> Result<Vec<u8>, SmimeError> {
+    if let Some(token) = key.token() {
+        return token_sign(token, key, cert, rsa_pss, message);
+    }
     let rng = SystemRandom::new();
     let bad_key = |_| SmimeError::Key("the private key does not load".into());
     let pair = loaded.get(key, Use::Sign, || {
