@@ -25,6 +25,7 @@ pub mod profile;
 pub mod replay;
 pub mod seal;
 pub mod smime;
+mod sqlite;
 
 #[doc(hidden)]
 pub mod cli;

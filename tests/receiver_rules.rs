@@ -426,6 +426,9 @@ fn an_empty_older_file_is_migrated() {
         .execute_batch("CREATE TABLE unrelated (x INTEGER)")
         .unwrap();
     let s = SqliteReplayStore::open(&path).unwrap();
-    assert_eq!(s.schema_version().unwrap(), 1);
+    assert_eq!(
+        s.schema_version().unwrap(),
+        mailseal::replay::SCHEMA_VERSION
+    );
     admit(&s, &candidate(ALICE, request("req-1"))).unwrap();
 }

@@ -5,6 +5,7 @@ mod demo;
 mod inspect;
 mod receive;
 mod sop;
+mod store;
 mod stream;
 
 use std::io::{Read, Write};
@@ -15,9 +16,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::envelope::Envelope;
 use crate::error::{Classify, ExitCode};
-use crate::keystore::{DirectoryStore, KeyStore};
 use crate::message::{validate_message, Attachment, Limits, MailA2aMessage, Mailbox};
 use crate::seal::Sealer;
+use store::Keys;
 
 #[derive(Parser)]
 #[command(
@@ -26,7 +27,8 @@ use crate::seal::Sealer;
     about = "Seal and open MailA2A agent email (S/MIME 4.0, OpenPGP/MIME, MLS)"
 )]
 struct Cli {
-    /// Key store directory (default: $MAILSEAL_HOME, else $XDG_DATA_HOME/mailseal).
+    /// Key store: a directory, or `sqlite:PATH` (default: $MAILSEAL_HOME, else
+    /// $XDG_DATA_HOME/mailseal).
     #[arg(long, global = true, value_name = "DIR")]
     store: Option<PathBuf>,
     /// Replay and stream state: `postgres://...` (shared by several gateways),
@@ -147,6 +149,31 @@ enum KeyCommand {
     /// Make a new key and certificate in the store (S/MIME: self-signed, issued by a CA
     /// in the store or in files, or a new CA).
     Generate(Box<GenerateArgs>),
+    /// Write a certificate (PEM, or an armored OpenPGP certificate) for peers.
+    Export {
+        /// Its fingerprint (see `key list`).
+        fingerprint: String,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Delete everything stored under these fingerprints (certificates, keys, token
+    /// references; a token's key itself stays on the token).
+    Delete {
+        /// Fingerprints (see `key list`).
+        #[arg(required = true)]
+        fingerprints: Vec<String>,
+    },
+    /// Change the passphrase that encrypts a `sqlite:` store's private keys (the
+    /// current one from MAILSEAL_PASSPHRASE_FILE).
+    Passwd {
+        /// The new passphrase: the first line of this file.
+        #[arg(long, value_name = "FILE")]
+        new_passphrase_file: Option<PathBuf>,
+        /// Store the keys without a passphrase.
+        #[arg(long)]
+        clear: bool,
+    },
     /// List the store.
     List {
         /// JSON output.
@@ -519,7 +546,8 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
         MailA2aMessage::parse(&raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?;
     drop(raw); // the parsed message owns what it needs: a large input is not held twice
 
-    let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
+    let keys = Keys::open(&dir)?;
+    let store = keys.store();
     let mut opts = crate::seal::SealOptions::new(profile);
     opts.sign_only = a.sign_only;
     opts.rsa_pss = a.rsa_pss;
@@ -528,11 +556,11 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
     let openpgp;
     let sealer: &dyn Sealer = match profile {
         crate::profile::Profile::Smime => {
-            smime = crate::smime::Smime::new(&store);
+            smime = crate::smime::Smime::new(store);
             &smime
         }
         crate::profile::Profile::OpenPgp => {
-            openpgp = crate::openpgp::OpenPgp::new(&store);
+            openpgp = crate::openpgp::OpenPgp::new(store);
             &openpgp
         }
         other => {
@@ -611,7 +639,7 @@ fn print_entries(verb: &str, entries: &[crate::keystore::KeyEntry]) {
     }
 }
 
-fn generate_openpgp(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
+fn generate_openpgp(store: &dyn crate::keystore::KeyStore, a: GenerateArgs) -> CliResult {
     let email = a.email.as_deref().ok_or_else(|| {
         Failure::new(ExitCode::Usage, "key generate --kind openpgp needs --email")
     })?;
@@ -635,7 +663,8 @@ fn generate_openpgp(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
     Ok(())
 }
 
-fn generate(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
+fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
+    let store = keys.store();
     match a.kind.as_str() {
         "smime" => {}
         "openpgp" => return generate_openpgp(store, a),
@@ -679,7 +708,7 @@ fn generate(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
         .as_ref()
         .map(|(certificate, key)| crate::smime::Issuer { certificate, key });
     if let Some(uri) = &a.pkcs11 {
-        return generate_on_token(store, &a, uri, &request, issuer.as_ref());
+        return generate_on_token(keys, &a, uri, &request, issuer.as_ref());
     }
     let identities = crate::smime::generate(&request, issuer.as_ref())
         .map_err(|e| Failure::from("generate", e))?;
@@ -702,7 +731,7 @@ fn generate(store: &DirectoryStore, a: GenerateArgs) -> CliResult {
 /// `key generate --kind smime --pkcs11 URI`: the key pair on the token, the
 /// certificate (signed by the token key, or by `issuer`) and the URI in the store.
 fn generate_on_token(
-    store: &DirectoryStore,
+    store: &Keys,
     a: &GenerateArgs,
     uri: &str,
     request: &crate::smime::IdentityRequest,
@@ -745,7 +774,8 @@ fn generate_on_token(
 }
 
 fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
-    let store = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
+    let keys = Keys::open(&dir)?;
+    let store = keys.store();
     match cmd {
         KeyCommand::Import {
             trusted,
@@ -771,7 +801,7 @@ fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
             }
             Ok(())
         }
-        KeyCommand::Generate(args) => generate(&store, *args),
+        KeyCommand::Generate(args) => generate(&keys, *args),
         KeyCommand::List { json } => {
             let entries = store.list().map_err(|e| Failure::from("key list", e))?;
             let mut out = String::new();
@@ -795,6 +825,55 @@ fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
                 }
             }
             write_output(None, out.as_bytes())
+        }
+        KeyCommand::Export { fingerprint, out } => {
+            let cert = keys
+                .export_certificate(&fingerprint)
+                .map_err(|e| Failure::from("key export", e))?
+                .ok_or_else(|| {
+                    Failure::new(
+                        ExitCode::NoUsableKey,
+                        format!("key export: no certificate {fingerprint} in the store"),
+                    )
+                })?;
+            write_output(out.as_deref(), &cert)
+        }
+        KeyCommand::Delete { fingerprints } => {
+            for f in &fingerprints {
+                if !keys.delete(f).map_err(|e| Failure::from("key delete", e))? {
+                    return Err(Failure::new(
+                        ExitCode::NoUsableKey,
+                        format!("key delete: nothing stored under {f}"),
+                    ));
+                }
+                println!("deleted {f}");
+            }
+            Ok(())
+        }
+        KeyCommand::Passwd {
+            new_passphrase_file,
+            clear,
+        } => {
+            let new = match (&new_passphrase_file, clear) {
+                (Some(f), false) => Some(read_passphrase(f)?),
+                (None, true) => None,
+                _ => {
+                    return Err(Failure::new(
+                        ExitCode::Usage,
+                        "key passwd: --new-passphrase-file FILE, or --clear",
+                    ))
+                }
+            };
+            let n = keys.set_passphrase(new.as_deref().map(|p| &p[..]))?;
+            println!(
+                "{n} private key(s) {}",
+                if new.is_some() {
+                    "encrypted under the new passphrase"
+                } else {
+                    "stored without a passphrase"
+                }
+            );
+            Ok(())
         }
     }
 }

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{read_input, write_output, CliResult, Failure};
 use crate::error::ExitCode;
-use crate::keystore::DirectoryStore;
+use crate::keystore::KeyStore;
 use crate::replay::{Admission, Candidate, ReceiverPolicy, ReplayStore};
 use crate::seal::{OpenPolicy, Opened, Opener};
 
@@ -56,7 +56,7 @@ struct Received {
 
 /// Everything an open needs besides the message.
 struct Receiver<'a> {
-    keys: &'a DirectoryStore,
+    keys: &'a dyn KeyStore,
     replay: &'a dyn ReplayStore,
     policy: OpenPolicy,
     rules: ReceiverPolicy,
@@ -113,7 +113,8 @@ fn now(flag: Option<&str>) -> Result<i64, Failure> {
 }
 
 pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
-    let keys = DirectoryStore::open(&dir).map_err(|e| Failure::from("key store", e))?;
+    let opened_keys = super::store::Keys::open(&dir)?;
+    let keys = opened_keys.store();
     let policy = OpenPolicy {
         allow_legacy_cbc: a.allow_legacy_cbc,
         ..OpenPolicy::default()
@@ -121,7 +122,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     let now = now(a.now.as_deref())?;
     if a.stateless {
         let raw = read_input(a.input.as_deref())?;
-        let opened = crate::dispatch::Dispatcher::with_store(&keys)
+        let opened = crate::dispatch::Dispatcher::with_store(keys)
             .open(&raw, &policy)
             .map_err(|e| Failure::from("open", e))?;
         if let Some(report) = &a.report {
@@ -132,7 +133,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     }
     let replay = crate::replay::open_store(state).map_err(|e| Failure::from("open", e))?;
     let receiver = Receiver {
-        keys: &keys,
+        keys,
         replay: replay.as_ref(),
         policy,
         rules: ReceiverPolicy::default(),

@@ -192,6 +192,53 @@ impl DirectoryStore {
         self.import(certificate, "token certificate", false)
     }
 
+    /// Deletes every file stored under `fpr` (certificate, trust anchor, private key or
+    /// token reference, OpenPGP certificate and secret key). Says whether any was there.
+    pub fn delete(&self, fpr: &str) -> Result<bool, KeyStoreError> {
+        if fpr.is_empty() || !fpr.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(false);
+        }
+        let mut any = false;
+        for (sub, ext) in [
+            ("certs", "pem"),
+            ("anchors", "pem"),
+            ("keys", "pem"),
+            ("keys", "pkcs11"),
+            ("openpgp", "pgp"),
+            ("openpgp-keys", "pgp"),
+        ] {
+            let path = self.root.join(sub).join(format!("{fpr}.{ext}"));
+            match fs::remove_file(&path) {
+                Ok(()) => any = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(&path)(e)),
+            }
+        }
+        self.tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(fpr);
+        Ok(any)
+    }
+
+    /// The certificate stored under `fpr`: PEM for X.509, armored for OpenPGP.
+    pub fn export_certificate(&self, fpr: &str) -> Result<Option<Vec<u8>>, KeyStoreError> {
+        if fpr.is_empty() || !fpr.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        for sub in ["certs", "anchors"] {
+            let path = self.root.join(sub).join(format!("{fpr}.pem"));
+            if let Ok(pem) = fs::read(&path) {
+                return Ok(Some(pem));
+            }
+        }
+        let path = self.root.join("openpgp").join(format!("{fpr}.pgp"));
+        match fs::read(&path) {
+            Ok(bytes) => crate::openpgp::keys::armored_certificate(&bytes).map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
     /// The token key reference file for `fpr`, when the `keys` listing has one.
     fn token_ref(&self, fpr: &str) -> Result<Option<PathBuf>, KeyStoreError> {
         let (files, _) = self.listing("keys", "pkcs11")?;

@@ -10,12 +10,14 @@ mod material;
 mod memory;
 mod pkcs11;
 mod pkcs12;
+mod sqlite;
 
 pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
 pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
 pub use memory::MemoryStore;
 pub use pkcs11::{Pkcs11Uri, TokenKey, TokenKeyKind};
+pub use sqlite::SqliteStore;
 
 use std::fmt;
 
@@ -68,6 +70,15 @@ pub enum KeyStoreError {
     /// A PKCS#11 token refused or failed an operation (no PIN or key material in it).
     #[error("PKCS#11 token: {0}")]
     Token(String),
+    /// The store's passphrase does not open its private keys.
+    #[error("wrong passphrase for the key store")]
+    WrongPassphrase,
+    /// The store's private keys are encrypted and no passphrase was given.
+    #[error("the key store's private keys are encrypted: give its passphrase (--passphrase-file or MAILSEAL_PASSPHRASE_FILE)")]
+    Locked,
+    /// A SQL key store failed.
+    #[error("key store database: {0}")]
+    Database(String),
     /// The token cannot perform a mechanism the message needs.
     #[error("the PKCS#11 token does not support {0}")]
     TokenUnsupported(String),
@@ -88,7 +99,9 @@ impl Classify for KeyStoreError {
     fn exit_code(&self) -> ExitCode {
         match self {
             Self::Unrecognised { .. } | Self::Malformed { .. } => ExitCode::Malformed,
-            Self::PassphraseRequired { .. } => ExitCode::Usage,
+            Self::PassphraseRequired { .. } | Self::WrongPassphrase | Self::Locked => {
+                ExitCode::Usage
+            }
             Self::UnsupportedAlgorithm { .. } | Self::Token(_) | Self::TokenUnsupported(_) => {
                 ExitCode::NoUsableKey
             }

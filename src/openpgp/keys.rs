@@ -158,6 +158,47 @@ fn unlock(cert: Cert, what: &str, passphrase: Option<&[u8]>) -> Result<Cert, Key
     Ok(cert)
 }
 
+/// `tsk` (a transferable secret key, unlocked) with every secret locked under
+/// `passphrase` (Sequoia's default S2K), for storage at rest.
+pub(crate) fn lock(tsk: &[u8], passphrase: &[u8]) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
+    let what = "secret key";
+    let cert = Cert::from_bytes(tsk).map_err(|e| malformed(what, e))?;
+    let password = Password::from(passphrase);
+    let mut locked: Vec<Packet> = Vec::new();
+    for ka in cert.keys().secret() {
+        if !ka.key().has_unencrypted_secret() {
+            continue;
+        }
+        let key = ka
+            .key()
+            .clone()
+            .encrypt_secret(&password)
+            .map_err(|e| malformed(what, e))?;
+        locked.push(if ka.primary() {
+            Packet::SecretKey(key.role_into_primary())
+        } else {
+            Packet::SecretSubkey(key.role_into_subordinate())
+        });
+    }
+    let (cert, _) = cert
+        .insert_packets(locked)
+        .map_err(|e| malformed(what, e))?;
+    let bytes = cert.as_tsk().to_vec().map_err(|e| malformed(what, e))?;
+    Ok(Zeroizing::new(bytes))
+}
+
+/// The secret key stored locked by [`lock`], unlocked with `passphrase`.
+pub(crate) fn unlock_stored(
+    locked: &[u8],
+    passphrase: &[u8],
+) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
+    let what = "stored secret key";
+    let cert = Cert::from_bytes(locked).map_err(|e| malformed(what, e))?;
+    let cert = unlock(cert, what, Some(passphrase)).map_err(|_| KeyStoreError::WrongPassphrase)?;
+    let bytes = cert.as_tsk().to_vec().map_err(|e| malformed(what, e))?;
+    Ok(Zeroizing::new(bytes))
+}
+
 /// Refuses a passphrase derivation whose cost a key file chooses beyond reason: Argon2
 /// over 2 GiB of memory (RFC 9580 4.x recommends at most 2 GiB), more than 16 passes or
 /// lanes. Without this, importing a hostile key could exhaust memory.

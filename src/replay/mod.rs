@@ -23,6 +23,8 @@ mod postgres;
 mod rules;
 mod sqlite;
 
+/// The schema version of the store database this build writes.
+pub use crate::sqlite::SCHEMA_VERSION;
 pub use memory::MemoryReplayStore;
 pub use postgres::PostgresReplayStore;
 pub use sqlite::SqliteReplayStore;

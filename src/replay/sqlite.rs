@@ -3,72 +3,22 @@
 //!
 //! Each decision runs in a `BEGIN IMMEDIATE` transaction, which takes SQLite's write
 //! lock first, so two processes opening the same message serialise and exactly one
-//! records it. The journal is a WAL with `synchronous=FULL`: an accepted message is on
-//! disk before `admit` returns, whatever happens to the process (or the machine) next.
-//! The file is created owner-only; SQLite gives its WAL and shared-memory files the
-//! same mode.
+//! records it. The file itself (owner-only, WAL, `synchronous=FULL`, migrations) is
+//! [`crate::sqlite`]'s.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicI64;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+pub(crate) use crate::sqlite::FILE_NAME;
 
 use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Tuple, Txn};
 use super::{
     store_error, Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, StreamEvent,
     StreamStatus,
 };
-
-/// The database's name in a store directory.
-pub(crate) const FILE_NAME: &str = "mailseal.db";
-
-/// Schema migrations, in order: migration `i` takes `user_version` from `i` to `i + 1`.
-/// Never edit one that has shipped; append.
-const MIGRATIONS: &[&str] = &[
-    // 1: replay tuples, streams, pending stream events.
-    "CREATE TABLE replay_tuple (
-        signer TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        idempotency_key TEXT,
-        operation TEXT NOT NULL,
-        digest BLOB NOT NULL,
-        accepted_at INTEGER NOT NULL,
-        keep_until INTEGER,
-        PRIMARY KEY (signer, message_id)
-     ) WITHOUT ROWID;
-     CREATE INDEX replay_tuple_idempotency
-        ON replay_tuple (signer, idempotency_key, accepted_at);
-     CREATE INDEX replay_tuple_keep ON replay_tuple (keep_until);
-     CREATE TABLE stream (
-        signer TEXT NOT NULL,
-        correlation_id TEXT NOT NULL,
-        attempt INTEGER NOT NULL,
-        operation TEXT NOT NULL,
-        next_seq INTEGER NOT NULL,
-        final_seq INTEGER,
-        gap_since INTEGER,
-        updated_at INTEGER NOT NULL,
-        PRIMARY KEY (signer, correlation_id, attempt)
-     ) WITHOUT ROWID;
-     CREATE INDEX stream_correlation ON stream (correlation_id);
-     CREATE INDEX stream_updated ON stream (updated_at);
-     CREATE TABLE stream_event (
-        signer TEXT NOT NULL,
-        correlation_id TEXT NOT NULL,
-        attempt INTEGER NOT NULL,
-        seq INTEGER NOT NULL,
-        message_id TEXT NOT NULL,
-        state TEXT NOT NULL,
-        envelope BLOB NOT NULL,
-        received_at INTEGER NOT NULL,
-        PRIMARY KEY (signer, correlation_id, attempt, seq)
-     );",
-];
-
-/// The schema version this build writes.
-pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Replay and stream state in a SQLite file.
 #[derive(Debug)]
@@ -86,22 +36,17 @@ impl SqliteReplayStore {
     /// Opens (creating it owner-only if absent) the database at `path` and brings its
     /// schema up to date. A database written by a newer mailseal is refused.
     pub fn open(path: &Path) -> Result<Self, ReceiverError> {
-        create_private(path)?;
-        let what = path.display().to_string();
-        let conn = Connection::open(path).map_err(sql(&what))?;
-        conn.busy_timeout(Duration::from_secs(60))
-            .map_err(sql(&what))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(sql(&what))?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(sql(&what))?;
-        let store = SqliteReplayStore {
+        let conn = crate::sqlite::open(path).map_err(|e| match e {
+            crate::sqlite::DbError::NewerSchema { found, supported } => {
+                ReceiverError::NewerSchema { found, supported }
+            }
+            e => store_error(&path.display().to_string(), e),
+        })?;
+        Ok(SqliteReplayStore {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
             last_prune: AtomicI64::new(i64::MIN),
-        };
-        store.migrate()?;
-        Ok(store)
+        })
     }
 
     /// The database file.
@@ -114,28 +59,6 @@ impl SqliteReplayStore {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         conn.query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(sql("schema version"))
-    }
-
-    fn migrate(&self) -> Result<(), ReceiverError> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql("migration"))?;
-        let found: i64 = tx
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(sql("migration"))?;
-        if found > SCHEMA_VERSION {
-            return Err(ReceiverError::NewerSchema {
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
-            tx.execute_batch(step).map_err(sql("migration"))?;
-            tx.pragma_update(None, "user_version", i as i64 + 1)
-                .map_err(sql("migration"))?;
-        }
-        tx.commit().map_err(sql("migration"))
     }
 
     /// Runs `f` in one immediate (write-locked) transaction, committed when `f` accepts.
@@ -154,20 +77,6 @@ impl SqliteReplayStore {
         let out = f(&mut t)?;
         t.tx.commit().map_err(sql("commit"))?;
         Ok(out)
-    }
-}
-
-/// Creates `path` empty with mode 0600 when it does not exist, so no other user can
-/// ever read it (SQLite would create it with the umask's mode).
-fn create_private(path: &Path) -> Result<(), ReceiverError> {
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    match o.open(path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(store_error(&path.display().to_string(), e)),
     }
 }
 

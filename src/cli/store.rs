@@ -1,0 +1,83 @@
+//! Which key store a command uses: `--store DIR` (the directory layout) or
+//! `--store sqlite:PATH` (one SQLite file; private keys encrypted at rest when
+//! `MAILSEAL_PASSPHRASE_FILE` names the store's passphrase).
+
+use std::path::Path;
+
+use super::{read_passphrase, Failure};
+use crate::error::ExitCode;
+use crate::keystore::{DirectoryStore, KeyEntry, KeyStore, KeyStoreError, Pkcs11Uri, SqliteStore};
+
+/// An open key store of either kind.
+pub(crate) enum Keys {
+    Directory(DirectoryStore),
+    Sqlite(Box<SqliteStore>),
+}
+
+impl Keys {
+    /// Opens the store `location` names.
+    pub(crate) fn open(location: &Path) -> Result<Keys, Failure> {
+        let text = location.to_string_lossy();
+        if let Some(path) = text.strip_prefix("sqlite:") {
+            let passphrase = std::env::var_os("MAILSEAL_PASSPHRASE_FILE")
+                .filter(|v| !v.is_empty())
+                .map(|f| read_passphrase(Path::new(&f)))
+                .transpose()?;
+            return SqliteStore::open(Path::new(path), passphrase.as_deref().map(|p| &p[..]))
+                .map(|s| Keys::Sqlite(Box::new(s)))
+                .map_err(|e| Failure::from("key store", e));
+        }
+        DirectoryStore::open(location)
+            .map(Keys::Directory)
+            .map_err(|e| Failure::from("key store", e))
+    }
+
+    /// The store behind the common interface.
+    pub(crate) fn store(&self) -> &dyn KeyStore {
+        match self {
+            Keys::Directory(d) => d,
+            Keys::Sqlite(s) => s.as_ref(),
+        }
+    }
+
+    pub(crate) fn add_token_key(
+        &self,
+        certificate: &[u8],
+        uri: &Pkcs11Uri,
+    ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        match self {
+            Keys::Directory(d) => d.add_token_key(certificate, uri),
+            Keys::Sqlite(s) => s.add_token_key(certificate, uri),
+        }
+    }
+
+    pub(crate) fn delete(&self, fingerprint: &str) -> Result<bool, KeyStoreError> {
+        match self {
+            Keys::Directory(d) => d.delete(fingerprint),
+            Keys::Sqlite(s) => s.delete(fingerprint),
+        }
+    }
+
+    pub(crate) fn export_certificate(
+        &self,
+        fingerprint: &str,
+    ) -> Result<Option<Vec<u8>>, KeyStoreError> {
+        match self {
+            Keys::Directory(d) => d.export_certificate(fingerprint),
+            Keys::Sqlite(s) => s.export_certificate(fingerprint),
+        }
+    }
+
+    pub(crate) fn set_passphrase(&self, new: Option<&[u8]>) -> Result<usize, Failure> {
+        match self {
+            Keys::Directory(_) => Err(Failure::new(
+                ExitCode::Usage,
+                "key passwd: a directory store keeps keys in owner-only files, unencrypted; \
+                 use a sqlite: store for keys encrypted at rest",
+            )),
+            Keys::Sqlite(s) => s
+                .set_passphrase(new)
+                .map_err(|e| Failure::from("key passwd", e)),
+        }
+    }
+}

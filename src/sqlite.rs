@@ -1,0 +1,147 @@
+//! The store's SQLite database: one owner-only file (`mailseal.db` in the store
+//! directory) holding the replay and stream state and the keys, with versioned
+//! migrations so a file written by an older mailseal opens in a newer one.
+//!
+//! The journal is a WAL with `synchronous=FULL`: what a transaction commits is on disk
+//! before it returns, whatever happens to the process (or the machine) next. The file
+//! is created mode 0600 before SQLite opens it; SQLite gives its WAL and shared-memory
+//! files the same mode.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// The database's name in a store directory.
+pub(crate) const FILE_NAME: &str = "mailseal.db";
+
+/// Schema migrations, in order: migration `i` takes `user_version` from `i` to `i + 1`.
+/// Never edit one that has shipped; append.
+const MIGRATIONS: &[&str] = &[
+    // 1: replay tuples, streams, pending stream events.
+    "CREATE TABLE replay_tuple (
+        signer TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        idempotency_key TEXT,
+        operation TEXT NOT NULL,
+        digest BLOB NOT NULL,
+        accepted_at INTEGER NOT NULL,
+        keep_until INTEGER,
+        PRIMARY KEY (signer, message_id)
+     ) WITHOUT ROWID;
+     CREATE INDEX replay_tuple_idempotency
+        ON replay_tuple (signer, idempotency_key, accepted_at);
+     CREATE INDEX replay_tuple_keep ON replay_tuple (keep_until);
+     CREATE TABLE stream (
+        signer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        operation TEXT NOT NULL,
+        next_seq INTEGER NOT NULL,
+        final_seq INTEGER,
+        gap_since INTEGER,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (signer, correlation_id, attempt)
+     ) WITHOUT ROWID;
+     CREATE INDEX stream_correlation ON stream (correlation_id);
+     CREATE INDEX stream_updated ON stream (updated_at);
+     CREATE TABLE stream_event (
+        signer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        envelope BLOB NOT NULL,
+        received_at INTEGER NOT NULL,
+        PRIMARY KEY (signer, correlation_id, attempt, seq)
+     );",
+    // 2: keys. X.509 certificates (and trust anchors) with their addresses; private
+    // keys as PKCS#8 DER, as EncryptedPrivateKeyInfo DER when a passphrase protects
+    // them, or as a PKCS#11 URI (no PIN) for a key on a token; OpenPGP certificates
+    // with their secret keys (locked with the passphrase's S2K when one is set).
+    "CREATE TABLE x509_certificate (
+        fingerprint TEXT NOT NULL,
+        anchor INTEGER NOT NULL,
+        der BLOB NOT NULL,
+        PRIMARY KEY (fingerprint, anchor)
+     ) WITHOUT ROWID;
+     CREATE TABLE x509_email (
+        email TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        PRIMARY KEY (email, fingerprint)
+     ) WITHOUT ROWID;
+     CREATE TABLE private_key (
+        fingerprint TEXT PRIMARY KEY,
+        algorithm TEXT NOT NULL,
+        pkcs8 BLOB,
+        encrypted INTEGER NOT NULL,
+        token_uri TEXT
+     ) WITHOUT ROWID;
+     CREATE TABLE openpgp_certificate (
+        fingerprint TEXT PRIMARY KEY,
+        cert BLOB NOT NULL,
+        secret BLOB,
+        secret_locked INTEGER NOT NULL DEFAULT 0
+     ) WITHOUT ROWID;",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Why the database did not open.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DbError {
+    /// Written by a newer mailseal: refused rather than misread.
+    #[error("schema version {found} is newer than this mailseal ({supported})")]
+    NewerSchema { found: i64, supported: i64 },
+    /// Creating the file failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// SQLite failed.
+    #[error("{0}")]
+    Sql(#[from] rusqlite::Error),
+}
+
+/// Opens (creating it owner-only if absent) the database at `path` and brings its
+/// schema up to date.
+pub(crate) fn open(path: &Path) -> Result<Connection, DbError> {
+    create_private(path)?;
+    let mut conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(60))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), DbError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let found: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(DbError::NewerSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1)?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Creates `path` empty with mode 0600 when it does not exist, so no other user can
+/// ever read it (SQLite would create it with the umask's mode).
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    match o.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
