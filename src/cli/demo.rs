@@ -4,7 +4,7 @@ use super::{CliResult, Failure};
 use crate::dispatch::Dispatcher;
 use crate::envelope::{next_event, Envelope, Kind, Operation};
 use crate::error::{Classify, ExitCode};
-use crate::keystore::{DirectoryStore, KeyStore};
+use crate::keystore::{KeyStore, SqliteStore};
 use crate::message::{Attachment, Limits, MailA2aMessage};
 use crate::profile::Profile;
 use crate::replay::{Admission, Candidate, ReceiverPolicy, ReplayStore, SqliteReplayStore};
@@ -31,8 +31,12 @@ pub(super) fn run() -> CliResult {
         dir.path().display()
     );
 
-    step(1, "key store: import the RFC 9216 sample identities");
-    let store = DirectoryStore::open(dir.path().join("store")).map_err(|e| fail("store", e))?;
+    step(
+        1,
+        "key store (SQLite, the embedded default): import the RFC 9216 sample identities",
+    );
+    let store = SqliteStore::open(&dir.path().join("store/mailseal.db"), None)
+        .map_err(|e| fail("store", e))?;
     for (name, bytes, trusted) in [
         ("ca.rsa.crt", CA_RSA, true),
         ("alice.sign.crt", ALICE_CERT, false),
@@ -134,9 +138,10 @@ pub(super) fn run() -> CliResult {
     }
 
     println!("\n[4b] OpenPGP: new v4 keys for two agents; sign-then-encrypt, open, tamper");
-    let pgp_alice =
-        DirectoryStore::open(dir.path().join("pgp-alice")).map_err(|e| fail("store", e))?;
-    let pgp_bob = DirectoryStore::open(dir.path().join("pgp-bob")).map_err(|e| fail("store", e))?;
+    let pgp_alice = SqliteStore::open(&dir.path().join("pgp-alice/mailseal.db"), None)
+        .map_err(|e| fail("store", e))?;
+    let pgp_bob = SqliteStore::open(&dir.path().join("pgp-bob/mailseal.db"), None)
+        .map_err(|e| fail("store", e))?;
     for (store, email) in [
         (&pgp_alice, "alice@smime.example"),
         (&pgp_bob, "bob@smime.example"),
@@ -260,7 +265,7 @@ pub(super) fn run() -> CliResult {
         8,
         "replay state: redelivery is a duplicate, same messageId with other bytes a conflict",
     );
-    let replay = SqliteReplayStore::open(&dir.path().join("mailseal.db"))
+    let replay = SqliteReplayStore::open(&dir.path().join("pgp-bob/mailseal.db"))
         .map_err(|e| fail("replay state", e))?;
     let policy = ReceiverPolicy::default();
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
