@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use common::{armored_block, run, Gpg};
 use mailseal::envelope::{Envelope, Kind, Operation};
-use mailseal::keystore::DirectoryStore;
 use mailseal::message::MailA2aMessage;
 use mailseal::openpgp::OpenPgp;
 use mailseal::seal::{OpenPolicy, SignerIdentity};
@@ -88,8 +87,8 @@ fn seal(store: &Path, msg: &MailA2aMessage, dir: &Path, sign_only: bool) -> Vec<
 
 /// The signed entity mailseal's library recovers from `sealed`, and its signer.
 fn verified_entity(store: &Path, sealed: &[u8]) -> (Vec<u8>, SignerIdentity) {
-    let store = DirectoryStore::open(store).unwrap();
-    OpenPgp::new(&store)
+    let store = common::cli_store(store);
+    OpenPgp::new(store.as_ref())
         .verified_entity(sealed, &OpenPolicy::default())
         .unwrap()
 }
@@ -100,13 +99,9 @@ fn open(store: &Path, sealed: &[u8]) -> std::process::Output {
 
 /// The transferable secret key mailseal stored for `email` (binary), for gpg.
 fn stored_secret(store: &Path) -> Vec<u8> {
-    let dir = store.join("openpgp-keys");
-    let entry = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .expect("one secret key")
-        .unwrap();
-    std::fs::read(entry.path()).unwrap()
+    let mut secrets = common::stored_openpgp_secrets(store);
+    assert_eq!(secrets.len(), 1, "one secret key");
+    secrets.remove(0)
 }
 
 /// gpg's key for `uid` made with `algo` (`future-default` is Ed25519/Cv25519), exported

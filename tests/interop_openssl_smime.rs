@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use common::{fixture, openssl, run};
 use mailseal::envelope::{Envelope, Kind, Operation};
-use mailseal::keystore::DirectoryStore;
 use mailseal::message::{Limits, MailA2aMessage};
 use mailseal::seal::{OpenError, OpenPolicy, Opener, SealOptions, Sealer};
 use mailseal::smime::Smime;
@@ -392,8 +391,8 @@ fn openssl_rsa_pkcs1_and_pss_signatures_open() {
         args.extend(extra);
         openssl(&args, dir.path());
         let raw = std::fs::read(dir.path().join("o.eml")).unwrap();
-        let store = DirectoryStore::open(&s).unwrap();
-        let opened = Smime::new(&store)
+        let store = common::cli_store(&s);
+        let opened = Smime::new(store.as_ref())
             .open(&raw, &OpenPolicy::default())
             .unwrap();
         assert_eq!(opened.verdict.algorithm.as_deref(), Some(alg));
@@ -421,8 +420,8 @@ fn ed25519_rfc9216_round_trip() {
     );
     let sealed = seal_cli(&s, &msg, dir.path());
     assert!(String::from_utf8_lossy(&sealed).contains("micalg=\"sha-512\""));
-    let store = DirectoryStore::open(&s).unwrap();
-    let opened = Smime::new(&store)
+    let store = common::cli_store(&s);
+    let opened = Smime::new(store.as_ref())
         .open(&sealed, &OpenPolicy::default())
         .unwrap();
     assert_eq!(opened.verdict.algorithm.as_deref(), Some("ed25519"));
@@ -472,8 +471,8 @@ fn fail_every_flipped_cms_byte_is_refused_as_unauthentic() {
         dir.path(),
     );
     let der = signature_der(&sealed);
-    let store = DirectoryStore::open(&s).unwrap();
-    let smime = Smime::new(&store);
+    let store = common::cli_store(&s);
+    let smime = Smime::new(store.as_ref());
     let policy = OpenPolicy::default();
     assert!(smime.open(&sealed, &policy).is_ok());
     assert!(
@@ -536,8 +535,8 @@ fn fail_every_flipped_content_byte_is_refused() {
         .windows(content.len())
         .position(|w| w == content.as_slice())
         .unwrap();
-    let store = DirectoryStore::open(&s).unwrap();
-    let smime = Smime::new(&store);
+    let store = common::cli_store(&s);
+    let smime = Smime::new(store.as_ref());
     let mut wrong = Vec::new();
     for i in start..start + content.len() {
         let mut m = sealed.clone();
@@ -664,8 +663,8 @@ fn fail_forwarded_to_a_third_party_and_downgrade_are_refused() {
         ),
         dir.path(),
     );
-    let store = DirectoryStore::open(&s).unwrap();
-    let smime = Smime::new(&store);
+    let store = common::cli_store(&s);
+    let smime = Smime::new(store.as_ref());
     // Bob forwards Alice's signed request to Carol: Carol is not a protected recipient.
     let carol = OpenPolicy {
         our_addresses: vec!["carol@example.net".into()],
@@ -708,8 +707,8 @@ fn sealing_refuses_invalid_messages_and_missing_keys() {
         ],
         &[],
     );
-    let store = DirectoryStore::open(&s).unwrap();
-    let smime = Smime::new(&store);
+    let store = common::cli_store(&s);
+    let smime = Smime::new(store.as_ref());
     let mut opts = SealOptions::new(Profile::Smime);
     opts.sign_only = true;
     let nobody = plain(

@@ -10,7 +10,6 @@ use std::process::{Command, Output};
 
 use common::{armored_block, peer_available, run};
 use mailseal::envelope::{Envelope, Kind, Operation};
-use mailseal::keystore::DirectoryStore;
 use mailseal::message::MailA2aMessage;
 use mailseal::openpgp::OpenPgp;
 use mailseal::seal::OpenPolicy;
@@ -101,13 +100,13 @@ fn stores(dir: &Path) -> (PathBuf, PathBuf) {
     (alice, bob)
 }
 
+/// The store's one OpenPGP secret key, in a file beside the store for `sq`.
 fn secret_of(store: &Path) -> PathBuf {
-    std::fs::read_dir(store.join("openpgp-keys"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
+    let mut secrets = common::stored_openpgp_secrets(store);
+    assert_eq!(secrets.len(), 1, "one secret key");
+    let path = store.with_extension("secret.pgp");
+    std::fs::write(&path, secrets.remove(0)).unwrap();
+    path
 }
 
 fn seal(store: &Path, msg: &MailA2aMessage, dir: &Path, sign_only: bool) -> Vec<u8> {
@@ -152,8 +151,8 @@ fn sq_decrypts_and_verifies_what_mailseal_seals() {
             "enc.asc",
         ],
     );
-    let store = DirectoryStore::open(&bob).unwrap();
-    let (entity, _) = OpenPgp::new(&store)
+    let store = common::cli_store(&bob);
+    let (entity, _) = OpenPgp::new(store.as_ref())
         .verified_entity(&sealed, &OpenPolicy::default())
         .unwrap();
     assert!(

@@ -53,20 +53,16 @@ fn import(dir: &Path, store: &str, file: &Path, trusted: bool) {
     mailseal(&args);
 }
 
-/// The one private key file in `store` (owner-only, checked).
+/// The store's one private key (the store file owner-only, checked), written as a
+/// PEM file beside the store for openssl.
 fn key_file(store: &Path) -> PathBuf {
-    let keys: Vec<PathBuf> = std::fs::read_dir(store.join("keys"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(keys.len(), 1, "{keys:?}");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&keys[0]).unwrap().permissions().mode();
-        assert_eq!(mode & 0o077, 0, "key file mode {mode:o}");
-    }
-    keys[0].clone()
+    let mut keys = common::stored_private_keys(store);
+    assert_eq!(keys.len(), 1);
+    let pem =
+        der::pem::encode_string("PRIVATE KEY", der::pem::LineEnding::LF, &keys.remove(0)).unwrap();
+    let path = store.with_extension("key.pem");
+    std::fs::write(&path, pem).unwrap();
+    path
 }
 
 /// `openssl verify -purpose smimesign` of `cert` under `ca` must succeed.
@@ -346,9 +342,7 @@ fn fail_generate_without_address_bad_algorithm_or_mismatched_issuer_key() {
     );
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not belong"));
-    assert!(
-        !store.join("keys").exists() || std::fs::read_dir(store.join("keys")).unwrap().count() == 0
-    );
+    assert!(common::stored_private_keys(&store).is_empty());
 }
 
 #[test]

@@ -357,14 +357,21 @@ fn token_keys_never_leave_the_token() {
     let Some(hsm) = Hsm::new() else { return };
     let cert = hsm.generate("store", "bob@smime.example", "kept", "p256");
     // The store holds the certificate and a reference without the PIN, no key.
-    let keys = hsm.path("store/keys");
-    let files: Vec<PathBuf> = std::fs::read_dir(&keys)
+    let db = rusqlite::Connection::open(hsm.path("store/mailseal.db")).unwrap();
+    let rows: Vec<(Option<Vec<u8>>, String)> = db
+        .prepare("SELECT pkcs8, token_uri FROM private_key")
         .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    assert_eq!(files[0].extension().unwrap(), "pkcs11");
-    let reference = std::fs::read_to_string(&files[0]).unwrap();
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let (pkcs8, reference) = &rows[0];
+    assert!(pkcs8.is_none(), "no key material in the store");
+    assert!(
+        reference.starts_with("pkcs11:token=mailseal;object=kept"),
+        "{reference}"
+    );
     assert!(
         !reference.contains(PIN) && !reference.contains("pin-value"),
         "{reference}"
@@ -372,10 +379,11 @@ fn token_keys_never_leave_the_token() {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            std::fs::metadata(&files[0]).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        let mode = std::fs::metadata(hsm.path("store/mailseal.db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
     let list = hsm.ok(
         &[

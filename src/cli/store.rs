@@ -1,12 +1,51 @@
-//! Which key store a command uses: `--store DIR` (the directory layout) or
-//! `--store sqlite:PATH` (one SQLite file; private keys encrypted at rest when
-//! `MAILSEAL_PASSPHRASE_FILE` names the store's passphrase).
+//! Which key store a command uses: `--store DIR` (the database `DIR/mailseal.db`, or
+//! the file layout of earlier versions when DIR has it) or `--store sqlite:PATH`. Private
+//! keys in a database are encrypted at rest when `MAILSEAL_PASSPHRASE_FILE` names the
+//! store's passphrase.
 
 use std::path::Path;
 
 use super::{read_passphrase, Failure};
 use crate::error::ExitCode;
 use crate::keystore::{DirectoryStore, KeyEntry, KeyStore, KeyStoreError, Pkcs11Uri, SqliteStore};
+
+/// The store passphrase, from the file `MAILSEAL_PASSPHRASE_FILE` names.
+fn passphrase() -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, Failure> {
+    std::env::var_os("MAILSEAL_PASSPHRASE_FILE")
+        .filter(|v| !v.is_empty())
+        .map(|f| read_passphrase(Path::new(&f)))
+        .transpose()
+}
+
+/// Creates the store directory owner-only, or refuses one others can read.
+fn private_dir(dir: &Path) -> Result<(), Failure> {
+    let fail = |e: std::io::Error| {
+        Failure::new(ExitCode::Other, format!("key store {}: {e}", dir.display()))
+    };
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir).map_err(fail)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(Failure::from(
+                "key store",
+                KeyStoreError::Permissions {
+                    path: dir.display().to_string(),
+                    mode,
+                },
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// An open key store of either kind.
 pub(crate) enum Keys {
@@ -19,17 +58,29 @@ impl Keys {
     pub(crate) fn open(location: &Path) -> Result<Keys, Failure> {
         let text = location.to_string_lossy();
         if let Some(path) = text.strip_prefix("sqlite:") {
-            let passphrase = std::env::var_os("MAILSEAL_PASSPHRASE_FILE")
-                .filter(|v| !v.is_empty())
-                .map(|f| read_passphrase(Path::new(&f)))
-                .transpose()?;
+            let passphrase = passphrase()?;
             return SqliteStore::open(Path::new(path), passphrase.as_deref().map(|p| &p[..]))
                 .map(|s| Keys::Sqlite(Box::new(s)))
                 .map_err(|e| Failure::from("key store", e));
         }
-        DirectoryStore::open(location)
-            .map(Keys::Directory)
-            .map_err(|e| Failure::from("key store", e))
+        // A directory written by an earlier mailseal keeps its file layout; any other
+        // directory holds one SQLite database, the embedded default.
+        let legacy = ["certs", "anchors", "keys", "openpgp", "openpgp-keys"]
+            .iter()
+            .any(|sub| location.join(sub).is_dir());
+        if legacy {
+            return DirectoryStore::open(location)
+                .map(Keys::Directory)
+                .map_err(|e| Failure::from("key store", e));
+        }
+        private_dir(location)?;
+        let passphrase = passphrase()?;
+        SqliteStore::open(
+            &location.join(crate::sqlite::FILE_NAME),
+            passphrase.as_deref().map(|p| &p[..]),
+        )
+        .map(|s| Keys::Sqlite(Box::new(s)))
+        .map_err(|e| Failure::from("key store", e))
     }
 
     /// The store behind the common interface.

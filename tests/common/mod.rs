@@ -345,3 +345,51 @@ pub fn alice_signs_for_bob(dir: &std::path::Path) -> (mailseal::keystore::Direct
     import(&bob, &[("alice.sign.crt", false), ("ca.rsa.crt", true)]);
     (alice, bob)
 }
+
+/// The key store the CLI keeps at `dir`: its database (the default), or the file
+/// layout when the test made the store with `DirectoryStore`.
+#[allow(dead_code)]
+pub fn cli_store(dir: &std::path::Path) -> Box<dyn mailseal::keystore::KeyStore> {
+    let db = dir.join("mailseal.db");
+    if db.exists() && !dir.join("certs").is_dir() {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&db).unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "store database mode {mode:o}");
+        }
+        Box::new(mailseal::keystore::SqliteStore::open(&db, None).unwrap())
+    } else {
+        Box::new(mailseal::keystore::DirectoryStore::open(dir).unwrap())
+    }
+}
+
+/// The PKCS#8 DER of every private key in the CLI's store at `dir`.
+#[allow(dead_code)]
+pub fn stored_private_keys(dir: &std::path::Path) -> Vec<Vec<u8>> {
+    let store = cli_store(dir);
+    store
+        .list()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e.has_private_key && e.kind != mailseal::keystore::EntryKind::OpenPgpCertificate
+        })
+        .filter_map(|e| store.private_key(&e.fingerprint).unwrap())
+        .map(|k| k.pkcs8_der().to_vec())
+        .collect()
+}
+
+/// Every OpenPGP secret key (binary) in the CLI's store at `dir`.
+#[allow(dead_code)]
+pub fn stored_openpgp_secrets(dir: &std::path::Path) -> Vec<Vec<u8>> {
+    let store = cli_store(dir);
+    store
+        .list()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == mailseal::keystore::EntryKind::OpenPgpCertificate)
+        .filter_map(|e| store.openpgp_secret_key(&e.fingerprint).unwrap())
+        .map(|k| k.to_vec())
+        .collect()
+}
