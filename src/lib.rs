@@ -21,6 +21,7 @@ pub mod error;
 pub mod keystore;
 pub mod message;
 pub mod openpgp;
+mod postgres_db;
 pub mod profile;
 pub mod replay;
 pub mod seal;

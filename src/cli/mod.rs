@@ -27,7 +27,7 @@ use store::Keys;
     about = "Seal and open MailA2A agent email (S/MIME 4.0, OpenPGP/MIME, MLS)"
 )]
 struct Cli {
-    /// Key store: a directory, or `sqlite:PATH` (default: $MAILSEAL_HOME, else
+    /// Key store: a directory, `sqlite:PATH` or `postgres://...` (default: $MAILSEAL_HOME, else
     /// $XDG_DATA_HOME/mailseal).
     #[arg(long, global = true, value_name = "DIR")]
     store: Option<PathBuf>,

@@ -1,5 +1,6 @@
 //! Which key store a command uses: `--store DIR` (the database `DIR/mailseal.db`, or
-//! the file layout of earlier versions when DIR has it) or `--store sqlite:PATH`. Private
+//! the file layout of earlier versions when DIR has it), `--store sqlite:PATH`, or
+//! `--store postgres://...` (a key directory several gateways share). Private
 //! keys in a database are encrypted at rest when `MAILSEAL_PASSPHRASE_FILE` names the
 //! store's passphrase.
 
@@ -7,7 +8,9 @@ use std::path::Path;
 
 use super::{read_passphrase, Failure};
 use crate::error::ExitCode;
-use crate::keystore::{DirectoryStore, KeyEntry, KeyStore, KeyStoreError, Pkcs11Uri, SqliteStore};
+use crate::keystore::{
+    DirectoryStore, KeyEntry, KeyStore, KeyStoreError, Pkcs11Uri, PostgresStore, SqliteStore,
+};
 
 /// The store passphrase, from the file `MAILSEAL_PASSPHRASE_FILE` names.
 fn passphrase() -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, Failure> {
@@ -51,12 +54,19 @@ fn private_dir(dir: &Path) -> Result<(), Failure> {
 pub(crate) enum Keys {
     Directory(DirectoryStore),
     Sqlite(Box<SqliteStore>),
+    Postgres(Box<PostgresStore>),
 }
 
 impl Keys {
     /// Opens the store `location` names.
     pub(crate) fn open(location: &Path) -> Result<Keys, Failure> {
         let text = location.to_string_lossy();
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            let passphrase = passphrase()?;
+            return PostgresStore::connect(&text, passphrase.as_deref().map(|p| &p[..]))
+                .map(|s| Keys::Postgres(Box::new(s)))
+                .map_err(|e| Failure::from("key store", e));
+        }
         if let Some(path) = text.strip_prefix("sqlite:") {
             let passphrase = passphrase()?;
             return SqliteStore::open(Path::new(path), passphrase.as_deref().map(|p| &p[..]))
@@ -88,6 +98,7 @@ impl Keys {
         match self {
             Keys::Directory(d) => d,
             Keys::Sqlite(s) => s.as_ref(),
+            Keys::Postgres(s) => s.as_ref(),
         }
     }
 
@@ -99,6 +110,7 @@ impl Keys {
         match self {
             Keys::Directory(d) => d.add_token_key(certificate, uri),
             Keys::Sqlite(s) => s.add_token_key(certificate, uri),
+            Keys::Postgres(s) => s.add_token_key(certificate, uri),
         }
     }
 
@@ -106,6 +118,7 @@ impl Keys {
         match self {
             Keys::Directory(d) => d.delete(fingerprint),
             Keys::Sqlite(s) => s.delete(fingerprint),
+            Keys::Postgres(s) => s.delete(fingerprint),
         }
     }
 
@@ -116,6 +129,7 @@ impl Keys {
         match self {
             Keys::Directory(d) => d.export_certificate(fingerprint),
             Keys::Sqlite(s) => s.export_certificate(fingerprint),
+            Keys::Postgres(s) => s.export_certificate(fingerprint),
         }
     }
 
@@ -127,6 +141,9 @@ impl Keys {
                  use a sqlite: store for keys encrypted at rest",
             )),
             Keys::Sqlite(s) => s
+                .set_passphrase(new)
+                .map_err(|e| Failure::from("key passwd", e)),
+            Keys::Postgres(s) => s
                 .set_passphrase(new)
                 .map_err(|e| Failure::from("key passwd", e)),
         }

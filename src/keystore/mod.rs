@@ -10,6 +10,8 @@ mod material;
 mod memory;
 mod pkcs11;
 mod pkcs12;
+mod postgres;
+mod sql;
 mod sqlite;
 
 pub use directory::DirectoryStore;
@@ -17,7 +19,9 @@ pub(crate) use material::key_public;
 pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
 pub use memory::MemoryStore;
 pub use pkcs11::{Pkcs11Uri, TokenKey, TokenKeyKind};
-pub use sqlite::SqliteStore;
+pub use postgres::{PostgresStore, PostgresTables};
+pub use sql::SqlKeyStore;
+pub use sqlite::{SqliteStore, SqliteTables};
 
 use std::fmt;
 

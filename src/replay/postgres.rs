@@ -12,55 +12,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use postgres::error::SqlState;
-use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
+use postgres::{Client, IsolationLevel, Row, Statement};
 
 use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Tuple, Txn};
 use super::{
     store_error, Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, StreamEvent,
     StreamStatus,
 };
-
-/// Schema migrations, in order; migration `i` takes the version from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    // 1: replay tuples, streams, pending stream events.
-    "CREATE TABLE mailseal_replay_tuple (
-        signer TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        idempotency_key TEXT,
-        operation TEXT NOT NULL,
-        digest BYTEA NOT NULL,
-        accepted_at BIGINT NOT NULL,
-        keep_until BIGINT,
-        PRIMARY KEY (signer, message_id)
-     );
-     CREATE INDEX mailseal_replay_tuple_idempotency
-        ON mailseal_replay_tuple (signer, idempotency_key, accepted_at);
-     CREATE INDEX mailseal_replay_tuple_keep ON mailseal_replay_tuple (keep_until);
-     CREATE TABLE mailseal_stream (
-        signer TEXT NOT NULL,
-        correlation_id TEXT NOT NULL,
-        attempt BIGINT NOT NULL,
-        operation TEXT NOT NULL,
-        next_seq BIGINT NOT NULL,
-        final_seq BIGINT,
-        gap_since BIGINT,
-        updated_at BIGINT NOT NULL,
-        PRIMARY KEY (signer, correlation_id, attempt)
-     );
-     CREATE INDEX mailseal_stream_correlation ON mailseal_stream (correlation_id);
-     CREATE INDEX mailseal_stream_updated ON mailseal_stream (updated_at);
-     CREATE TABLE mailseal_stream_event (
-        signer TEXT NOT NULL,
-        correlation_id TEXT NOT NULL,
-        attempt BIGINT NOT NULL,
-        seq BIGINT NOT NULL,
-        message_id TEXT NOT NULL,
-        state TEXT NOT NULL,
-        envelope BYTEA NOT NULL,
-        received_at BIGINT NOT NULL,
-        PRIMARY KEY (signer, correlation_id, attempt, seq)
-     );",
-];
 
 /// How often a transaction that lost a serialisation race is run again.
 const MAX_ATTEMPTS: u32 = 64;
@@ -104,7 +62,12 @@ impl PostgresReplayStore {
     /// Connects (`postgres://user:password@host/db`; TLS is not offered, so use a local
     /// socket or a trusted network) and brings the schema up to date.
     pub fn connect(url: &str) -> Result<Self, ReceiverError> {
-        let client = Client::connect(url, NoTls).map_err(pg("connect"))?;
+        let client = crate::postgres_db::connect(url).map_err(|e| match e {
+            crate::postgres_db::PgDbError::NewerSchema { found, supported } => {
+                ReceiverError::NewerSchema { found, supported }
+            }
+            e => store_error("connect", e),
+        })?;
         let store = PostgresReplayStore {
             client: Mutex::new(Connection {
                 client,
@@ -112,7 +75,6 @@ impl PostgresReplayStore {
             }),
             last_prune: AtomicI64::new(i64::MIN),
         };
-        store.migrate()?;
         Ok(store)
     }
 
@@ -124,40 +86,6 @@ impl PostgresReplayStore {
             .query_one("SELECT version FROM mailseal_schema", &[])
             .map_err(pg("schema version"))?;
         Ok(row.get(0))
-    }
-
-    fn migrate(&self) -> Result<(), ReceiverError> {
-        let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
-        let mut tx = c.client.transaction().map_err(pg("migration"))?;
-        // One migrating process at a time, whichever table exists yet.
-        tx.execute("SELECT pg_advisory_xact_lock(7391770301)", &[])
-            .map_err(pg("migration"))?;
-        tx.batch_execute("CREATE TABLE IF NOT EXISTS mailseal_schema (version BIGINT NOT NULL)")
-            .map_err(pg("migration"))?;
-        let found: i64 = match tx
-            .query_opt("SELECT version FROM mailseal_schema", &[])
-            .map_err(pg("migration"))?
-        {
-            Some(r) => r.get(0),
-            None => {
-                tx.execute("INSERT INTO mailseal_schema VALUES (0)", &[])
-                    .map_err(pg("migration"))?;
-                0
-            }
-        };
-        let supported = MIGRATIONS.len() as i64;
-        if found > supported {
-            return Err(ReceiverError::NewerSchema { found, supported });
-        }
-        for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
-            tx.batch_execute(step).map_err(pg("migration"))?;
-            tx.execute(
-                "UPDATE mailseal_schema SET version = $1",
-                &[&(i as i64 + 1)],
-            )
-            .map_err(pg("migration"))?;
-        }
-        tx.commit().map_err(pg("migration"))
     }
 
     /// Runs `f` in a SERIALIZABLE transaction, again from the start while PostgreSQL

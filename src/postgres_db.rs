@@ -1,0 +1,113 @@
+//! The PostgreSQL schema several gateways share: replay and stream state and the key
+//! directory, with versioned migrations (the `mailseal_schema` table) that one process
+//! at a time applies.
+
+use postgres::{Client, NoTls};
+
+/// Schema migrations, in order; migration `i` takes the version from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: replay tuples, streams, pending stream events.
+    "CREATE TABLE mailseal_replay_tuple (
+        signer TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        idempotency_key TEXT,
+        operation TEXT NOT NULL,
+        digest BYTEA NOT NULL,
+        accepted_at BIGINT NOT NULL,
+        keep_until BIGINT,
+        PRIMARY KEY (signer, message_id)
+     );
+     CREATE INDEX mailseal_replay_tuple_idempotency
+        ON mailseal_replay_tuple (signer, idempotency_key, accepted_at);
+     CREATE INDEX mailseal_replay_tuple_keep ON mailseal_replay_tuple (keep_until);
+     CREATE TABLE mailseal_stream (
+        signer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        attempt BIGINT NOT NULL,
+        operation TEXT NOT NULL,
+        next_seq BIGINT NOT NULL,
+        final_seq BIGINT,
+        gap_since BIGINT,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (signer, correlation_id, attempt)
+     );
+     CREATE INDEX mailseal_stream_correlation ON mailseal_stream (correlation_id);
+     CREATE INDEX mailseal_stream_updated ON mailseal_stream (updated_at);
+     CREATE TABLE mailseal_stream_event (
+        signer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        attempt BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        message_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        envelope BYTEA NOT NULL,
+        received_at BIGINT NOT NULL,
+        PRIMARY KEY (signer, correlation_id, attempt, seq)
+     );",
+    // 2: the key directory (as the SQLite store's migration 2).
+    "CREATE TABLE mailseal_x509_certificate (
+        fingerprint TEXT NOT NULL,
+        anchor BOOLEAN NOT NULL,
+        der BYTEA NOT NULL,
+        PRIMARY KEY (fingerprint, anchor)
+     );
+     CREATE TABLE mailseal_x509_email (
+        email TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        PRIMARY KEY (email, fingerprint)
+     );
+     CREATE TABLE mailseal_private_key (
+        fingerprint TEXT PRIMARY KEY,
+        algorithm TEXT NOT NULL,
+        pkcs8 BYTEA,
+        encrypted BOOLEAN NOT NULL,
+        token_uri TEXT
+     );
+     CREATE TABLE mailseal_openpgp_certificate (
+        fingerprint TEXT PRIMARY KEY,
+        cert BYTEA NOT NULL,
+        secret BYTEA,
+        secret_locked BOOLEAN NOT NULL DEFAULT FALSE
+     );",
+];
+
+/// Why the database did not open.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PgDbError {
+    /// Written by a newer mailseal: refused rather than misread.
+    #[error("schema version {found} is newer than this mailseal ({supported})")]
+    NewerSchema { found: i64, supported: i64 },
+    /// Connecting or migrating failed.
+    #[error("{0}")]
+    Sql(#[from] postgres::Error),
+}
+
+/// Connects (`postgres://user:password@host/db`; no TLS: a local socket or a trusted
+/// network) and brings the schema up to date.
+pub(crate) fn connect(url: &str) -> Result<Client, PgDbError> {
+    let mut client = Client::connect(url, NoTls)?;
+    let mut tx = client.transaction()?;
+    // One migrating process at a time, whichever table exists yet.
+    tx.execute("SELECT pg_advisory_xact_lock(7391770301)", &[])?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS mailseal_schema (version BIGINT NOT NULL)")?;
+    let found: i64 = match tx.query_opt("SELECT version FROM mailseal_schema", &[])? {
+        Some(r) => r.get(0),
+        None => {
+            tx.execute("INSERT INTO mailseal_schema VALUES (0)", &[])?;
+            0
+        }
+    };
+    let supported = MIGRATIONS.len() as i64;
+    if found > supported {
+        return Err(PgDbError::NewerSchema { found, supported });
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        tx.batch_execute(step)?;
+        tx.execute(
+            "UPDATE mailseal_schema SET version = $1",
+            &[&(i as i64 + 1)],
+        )?;
+    }
+    tx.commit()?;
+    Ok(client)
+}
