@@ -450,3 +450,74 @@ fn token_keys_never_leave_the_token() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("MAILSEAL_PKCS11_PIN"));
 }
+
+#[test]
+fn a_token_alone_is_a_signing_store() {
+    let Some(hsm) = Hsm::new() else { return };
+    let store = format!("pkcs11:token=mailseal?module-path={MODULE}");
+    let cert = hsm.path("carol.pem");
+    hsm.ok(
+        &[
+            "key",
+            "generate",
+            "--store",
+            &store,
+            "--kind",
+            "smime",
+            "--email",
+            "carol@smime.example",
+            "--cert-out",
+            cert.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let list = hsm.ok(&["key", "list", "--store", &store], b"");
+    let list = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(list.contains("ec+secret carol@smime.example"), "{list}");
+    let msg = request("tok-store", "carol@smime.example", "alice@smime.example");
+    let signed = hsm
+        .ok(
+            &[
+                "seal",
+                "--store",
+                &store,
+                "--profile",
+                "smime",
+                "--sign-only",
+            ],
+            &msg.to_rfc5322().unwrap(),
+        )
+        .stdout;
+    std::fs::write(hsm.path("signed.eml"), &signed).unwrap();
+    let out = openssl(
+        &[
+            "cms",
+            "-verify",
+            "-in",
+            "signed.eml",
+            "-CAfile",
+            cert.to_str().unwrap(),
+            "-purpose",
+            "smimesign",
+            "-out",
+            "/dev/null",
+        ],
+        hsm.dir.path(),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Verification successful"));
+    // Software keys never enter the token, nor certificates without a key on it.
+    for f in ["alice.sign.key", "alice.sign.crt"] {
+        let out = hsm.mailseal(
+            &[
+                "key",
+                "import",
+                "--store",
+                &store,
+                fixture(&format!("rfc9216/{f}")).to_str().unwrap(),
+            ],
+            b"",
+        );
+        assert_ne!(out.status.code(), Some(0), "{f}");
+        assert!(out.stdout.is_empty());
+    }
+}

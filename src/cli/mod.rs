@@ -333,6 +333,8 @@ fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
 
 /// `--state`, else the store directory (its `mailseal.db`).
 fn state_location(flag: Option<String>, store: Option<PathBuf>) -> Result<String, Failure> {
+    // A token holds keys, not state: its state is the default store directory's.
+    let store = store.filter(|s| !s.to_string_lossy().starts_with("pkcs11:"));
     match flag.filter(|s| !s.is_empty()) {
         Some(s) => Ok(s),
         None => Ok(store_dir(store)?.display().to_string()),
@@ -708,6 +710,11 @@ fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
         .as_ref()
         .map(|(certificate, key)| crate::smime::Issuer { certificate, key });
     if let Some(uri) = &a.pkcs11 {
+        let uri =
+            crate::keystore::Pkcs11Uri::parse(uri).map_err(|e| Failure::from("--pkcs11", e))?;
+        return generate_on_token(keys, &a, uri, &request, issuer.as_ref());
+    }
+    if let Some(uri) = keys.token_key_uri(a.email.as_deref().unwrap_or("mailseal")) {
         return generate_on_token(keys, &a, uri, &request, issuer.as_ref());
     }
     let identities = crate::smime::generate(&request, issuer.as_ref())
@@ -733,11 +740,11 @@ fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
 fn generate_on_token(
     store: &Keys,
     a: &GenerateArgs,
-    uri: &str,
+    uri: crate::keystore::Pkcs11Uri,
     request: &crate::smime::IdentityRequest,
     issuer: Option<&crate::smime::Issuer<'_>>,
 ) -> CliResult {
-    use crate::keystore::{Pkcs11Uri, SecretKey, TokenKey, TokenKeyKind};
+    use crate::keystore::{SecretKey, TokenKey, TokenKeyKind};
     use der::{Encode, EncodePem};
     let kind = match a.algorithm.as_str() {
         "p256" => TokenKeyKind::P256,
@@ -751,7 +758,6 @@ fn generate_on_token(
             ))
         }
     };
-    let uri = Pkcs11Uri::parse(uri).map_err(|e| Failure::from("--pkcs11", e))?;
     let (spki, token) =
         TokenKey::generate(&uri, kind).map_err(|e| Failure::from("generate on token", e))?;
     let key = SecretKey::on_token(String::new(), std::sync::Arc::new(token));
@@ -760,6 +766,10 @@ fn generate_on_token(
     let der = cert
         .to_der()
         .map_err(|e| Failure::new(ExitCode::Other, format!("generate: certificate: {e}")))?;
+    // The certificate also goes on the token beside its key (CKA_ID = the key's
+    // label), so the token alone is a signing identity (`--store pkcs11:...`).
+    crate::keystore::store_certificate(&uri, &der, &uri.object, uri.object.as_bytes())
+        .map_err(|e| Failure::from("generate", e))?;
     let entries = store
         .add_token_key(&der, &uri)
         .map_err(|e| Failure::from("generate", e))?;

@@ -1,6 +1,7 @@
 //! Which key store a command uses: `--store DIR` (the database `DIR/mailseal.db`, or
 //! the file layout of earlier versions when DIR has it), `--store sqlite:PATH`, or
-//! `--store postgres://...` (a key directory several gateways share). Private
+//! `--store postgres://...` (a key directory several gateways share), or `--store
+//! pkcs11:token=...?module-path=...` (a token's certificates and keys). Private
 //! keys in a database are encrypted at rest when `MAILSEAL_PASSPHRASE_FILE` names the
 //! store's passphrase.
 
@@ -10,6 +11,7 @@ use super::{read_passphrase, Failure};
 use crate::error::ExitCode;
 use crate::keystore::{
     DirectoryStore, KeyEntry, KeyStore, KeyStoreError, Pkcs11Uri, PostgresStore, SqliteStore,
+    TokenStore,
 };
 
 /// The store passphrase, from the file `MAILSEAL_PASSPHRASE_FILE` names.
@@ -55,12 +57,18 @@ pub(crate) enum Keys {
     Directory(DirectoryStore),
     Sqlite(Box<SqliteStore>),
     Postgres(Box<PostgresStore>),
+    Token(TokenStore),
 }
 
 impl Keys {
     /// Opens the store `location` names.
     pub(crate) fn open(location: &Path) -> Result<Keys, Failure> {
         let text = location.to_string_lossy();
+        if text.starts_with("pkcs11:") {
+            return TokenStore::open(&text)
+                .map(Keys::Token)
+                .map_err(|e| Failure::from("key store", e));
+        }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
             let passphrase = passphrase()?;
             return PostgresStore::connect(&text, passphrase.as_deref().map(|p| &p[..]))
@@ -99,6 +107,7 @@ impl Keys {
             Keys::Directory(d) => d,
             Keys::Sqlite(s) => s.as_ref(),
             Keys::Postgres(s) => s.as_ref(),
+            Keys::Token(t) => t,
         }
     }
 
@@ -111,6 +120,17 @@ impl Keys {
             Keys::Directory(d) => d.add_token_key(certificate, uri),
             Keys::Sqlite(s) => s.add_token_key(certificate, uri),
             Keys::Postgres(s) => s.add_token_key(certificate, uri),
+            // On a token store the certificate object beside the key is the record.
+            Keys::Token(_) => {
+                use der::Decode;
+                let cert = x509_cert::Certificate::from_der(certificate).map_err(|e| {
+                    KeyStoreError::Malformed {
+                        what: "token certificate".into(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                Ok(vec![crate::keystore::cert_entry_of(&cert, true)])
+            }
         }
     }
 
@@ -119,6 +139,9 @@ impl Keys {
             Keys::Directory(d) => d.delete(fingerprint),
             Keys::Sqlite(s) => s.delete(fingerprint),
             Keys::Postgres(s) => s.delete(fingerprint),
+            Keys::Token(_) => Err(KeyStoreError::Token(
+                "delete objects on the token with the token's own tools".into(),
+            )),
         }
     }
 
@@ -130,6 +153,11 @@ impl Keys {
             Keys::Directory(d) => d.export_certificate(fingerprint),
             Keys::Sqlite(s) => s.export_certificate(fingerprint),
             Keys::Postgres(s) => s.export_certificate(fingerprint),
+            Keys::Token(t) => Ok(t.certificates_for_fingerprint(fingerprint)?.map(|der| {
+                der::pem::encode_string("CERTIFICATE", der::pem::LineEnding::LF, &der)
+                    .unwrap_or_default()
+                    .into_bytes()
+            })),
         }
     }
 
@@ -146,6 +174,21 @@ impl Keys {
             Keys::Postgres(s) => s
                 .set_passphrase(new)
                 .map_err(|e| Failure::from("key passwd", e)),
+            Keys::Token(_) => Err(Failure::new(
+                ExitCode::Usage,
+                "key passwd: a token's PIN is changed with the token's own tools",
+            )),
+        }
+    }
+}
+
+impl Keys {
+    /// The token a `key generate` without `--pkcs11` creates its key on: the store's,
+    /// when the store is a token (the key labelled with the address).
+    pub(crate) fn token_key_uri(&self, label: &str) -> Option<Pkcs11Uri> {
+        match self {
+            Keys::Token(t) => Some(t.key_uri(label)),
+            _ => None,
         }
     }
 }

@@ -18,7 +18,13 @@ pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
 pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
 pub use memory::MemoryStore;
-pub use pkcs11::{Pkcs11Uri, TokenKey, TokenKeyKind};
+pub(crate) use pkcs11::store_certificate;
+pub use pkcs11::{Pkcs11Uri, TokenKey, TokenKeyKind, TokenStore};
+
+/// The listing entry of a certificate (`has_private_key` as given).
+pub(crate) fn cert_entry_of(cert: &x509_cert::Certificate, has_private_key: bool) -> KeyEntry {
+    material::cert_entry(cert, EntryKind::Certificate, has_private_key)
+}
 pub use postgres::{PostgresStore, PostgresTables};
 pub use sql::SqlKeyStore;
 pub use sqlite::{SqliteStore, SqliteTables};

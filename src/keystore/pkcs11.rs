@@ -80,8 +80,17 @@ fn escape(v: &str) -> String {
 }
 
 impl Pkcs11Uri {
-    /// Parses `pkcs11:PATH-ATTRS?QUERY-ATTRS`.
+    /// Parses `pkcs11:PATH-ATTRS?QUERY-ATTRS` naming one key (`object` required).
     pub fn parse(uri: &str) -> Result<Self, KeyStoreError> {
+        let parsed = Self::parse_token(uri)?;
+        if parsed.object.is_empty() {
+            return Err(bad_uri(uri, "no object (the key's label)"));
+        }
+        Ok(parsed)
+    }
+
+    /// Parses a URI naming a token (the `object` may be absent).
+    pub fn parse_token(uri: &str) -> Result<Self, KeyStoreError> {
         let rest = uri
             .strip_prefix("pkcs11:")
             .ok_or_else(|| bad_uri(uri, "does not start with pkcs11:"))?;
@@ -120,7 +129,7 @@ impl Pkcs11Uri {
         Ok(Pkcs11Uri {
             module: module.ok_or_else(|| bad_uri(uri, "no module-path"))?,
             token,
-            object: object.ok_or_else(|| bad_uri(uri, "no object (the key's label)"))?,
+            object: object.unwrap_or_default(),
             pin,
             pin_source,
         })
@@ -132,9 +141,11 @@ impl Pkcs11Uri {
         if let Some(t) = &self.token {
             s.push_str(&format!("token={};", escape(t)));
         }
+        if !self.object.is_empty() {
+            s.push_str(&format!("object={};type=private", escape(&self.object)));
+        }
         s.push_str(&format!(
-            "object={};type=private?module-path={}",
-            escape(&self.object),
+            "?module-path={}",
             escape(&self.module.display().to_string())
         ));
         if let Some(p) = &self.pin_source {
@@ -254,12 +265,18 @@ const P256_PARAMS: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x0
 impl TokenKey {
     /// Opens the private key the URI names.
     pub fn open(uri: &Pkcs11Uri) -> Result<TokenKey, KeyStoreError> {
+        Self::find(uri, Attribute::Label(uri.object.as_bytes().to_vec()))
+    }
+
+    /// Opens the private key with this CKA_ID on the URI's token.
+    fn open_by_id(uri: &Pkcs11Uri, id: &[u8]) -> Result<TokenKey, KeyStoreError> {
+        Self::find(uri, Attribute::Id(id.to_vec()))
+    }
+
+    fn find(uri: &Pkcs11Uri, by: Attribute) -> Result<TokenKey, KeyStoreError> {
         let session = session(uri)?;
         let found = session
-            .find_objects(&[
-                Attribute::Class(ObjectClass::PRIVATE_KEY),
-                Attribute::Label(uri.object.as_bytes().to_vec()),
-            ])
+            .find_objects(&[Attribute::Class(ObjectClass::PRIVATE_KEY), by])
             .map_err(|e| token_error("C_FindObjects", e))?;
         let handle = *found
             .first()
@@ -552,4 +569,293 @@ fn public_spki(
     }
     .to_der()
     .map_err(bad)
+}
+
+/// Puts `certificate` (DER) on the token as a certificate object beside the key whose
+/// CKA_ID is `id` (the label of a key mailseal generated), so the token alone holds a
+/// signing identity, as a smart card does.
+pub(crate) fn store_certificate(
+    uri: &Pkcs11Uri,
+    certificate: &[u8],
+    label: &str,
+    id: &[u8],
+) -> Result<(), KeyStoreError> {
+    use cryptoki::object::CertificateType;
+    use der::{Decode, Encode};
+    let bad = |e: der::Error| token_error("certificate", e);
+    let cert = x509_cert::Certificate::from_der(certificate).map_err(bad)?;
+    let tbs = cert.tbs_certificate();
+    let session = session(uri)?;
+    session
+        .create_object(&[
+            Attribute::Class(ObjectClass::CERTIFICATE),
+            Attribute::CertificateType(CertificateType::X_509),
+            Attribute::Token(true),
+            Attribute::Label(label.as_bytes().to_vec()),
+            Attribute::Id(id.to_vec()),
+            // PKCS#11 4.6.3: an X.509 certificate object needs its subject.
+            Attribute::Subject(tbs.subject().to_der().map_err(bad)?),
+            Attribute::Issuer(tbs.issuer().to_der().map_err(bad)?),
+            Attribute::SerialNumber(tbs.serial_number().to_der().map_err(bad)?),
+            Attribute::Value(certificate.to_vec()),
+        ])
+        .map(drop)
+        .map_err(|e| token_error("C_CreateObject", e))
+}
+
+/// A certificate object's CKA_ID and DER.
+type IdAndDer = (Vec<u8>, Vec<u8>);
+
+/// A token as a key store (`--store pkcs11:token=...?module-path=...`): its certificate
+/// objects are the certificates, each with the private key of the same CKA_ID. Keys
+/// enter it only by generation on the token; peers' certificates and trust anchors
+/// live in another store.
+pub struct TokenStore {
+    uri: Pkcs11Uri,
+    keys: Mutex<HashMap<String, Arc<TokenKey>>>,
+}
+
+impl std::fmt::Debug for TokenStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenStore")
+            .field("uri", &self.uri.without_pin())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenStore {
+    /// The token the URI names (logging in to check the PIN).
+    pub fn open(uri: &str) -> Result<TokenStore, KeyStoreError> {
+        let uri = Pkcs11Uri::parse_token(uri)?;
+        drop(session(&uri)?);
+        Ok(TokenStore {
+            uri,
+            keys: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The token's URI for a key labelled `object`, with the store's PIN source.
+    pub fn key_uri(&self, object: &str) -> Pkcs11Uri {
+        let mut uri = self.uri.clone();
+        uri.object = object.to_string();
+        uri
+    }
+
+    /// Every certificate object: (CKA_ID, DER).
+    fn certificates(&self) -> Result<Vec<IdAndDer>, KeyStoreError> {
+        let s = session(&self.uri)?;
+        let handles = s
+            .find_objects(&[Attribute::Class(ObjectClass::CERTIFICATE)])
+            .map_err(|e| token_error("C_FindObjects", e))?;
+        let mut out = Vec::new();
+        for h in handles {
+            let attrs = s
+                .get_attributes(h, &[AttributeType::Id, AttributeType::Value])
+                .map_err(|e| token_error("C_GetAttributeValue", e))?;
+            let (mut id, mut der) = (Vec::new(), Vec::new());
+            for a in attrs {
+                match a {
+                    Attribute::Id(v) => id = v,
+                    Attribute::Value(v) => der = v,
+                    _ => {}
+                }
+            }
+            out.push((id, der));
+        }
+        Ok(out)
+    }
+
+    fn stored(&self) -> Result<Vec<(Vec<u8>, super::StoredCertificate)>, KeyStoreError> {
+        use der::Decode;
+        let mut out = Vec::new();
+        for (id, der) in self.certificates()? {
+            let Ok(cert) = x509_cert::Certificate::from_der(&der) else {
+                continue;
+            };
+            let info = super::material::cert_info(&cert);
+            out.push((
+                id,
+                super::StoredCertificate {
+                    fingerprint: info.fingerprint,
+                    der,
+                    emails: info.emails,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    fn has_key(&self, id: &[u8]) -> bool {
+        session(&self.uri)
+            .and_then(|s| {
+                s.find_objects(&[
+                    Attribute::Class(ObjectClass::PRIVATE_KEY),
+                    Attribute::Id(id.to_vec()),
+                ])
+                .map_err(|e| token_error("C_FindObjects", e))
+            })
+            .is_ok_and(|found| !found.is_empty())
+    }
+}
+
+fn refused(what: &str, why: &str) -> KeyStoreError {
+    KeyStoreError::Malformed {
+        what: what.to_string(),
+        reason: why.to_string(),
+    }
+}
+
+impl super::KeyStore for TokenStore {
+    fn import_with_passphrase(
+        &self,
+        input: &[u8],
+        what: &str,
+        trusted: bool,
+        passphrase: Option<&[u8]>,
+    ) -> Result<Vec<super::KeyEntry>, KeyStoreError> {
+        if trusted {
+            return Err(refused(
+                what,
+                "a token store holds our own identities; keep trust anchors in another store",
+            ));
+        }
+        let mut out = Vec::new();
+        for m in super::material::read_all(input, what, passphrase)? {
+            let super::material::Material::Certificate(cert) = m else {
+                return Err(refused(
+                    what,
+                    "private keys enter a token only by generation on it (key generate --pkcs11)",
+                ));
+            };
+            // The certificate goes beside the token key with the same public key.
+            use der::Encode;
+            let spki = cert
+                .tbs_certificate()
+                .subject_public_key_info()
+                .to_der()
+                .map_err(|e| refused(what, &e.to_string()))?;
+            let id = self
+                .key_id_for(&spki)?
+                .ok_or_else(|| refused(what, "no key on the token belongs to this certificate"))?;
+            let der = cert.to_der().map_err(|e| refused(what, &e.to_string()))?;
+            let label = super::material::cert_info(&cert).fingerprint;
+            store_certificate(&self.uri, &der, &label, &id)?;
+            out.push(super::material::cert_entry(
+                &cert,
+                super::EntryKind::Certificate,
+                true,
+            ));
+        }
+        Ok(out)
+    }
+
+    fn list(&self) -> Result<Vec<super::KeyEntry>, KeyStoreError> {
+        use der::Decode;
+        let mut out = Vec::new();
+        for (id, c) in self.stored()? {
+            let cert = x509_cert::Certificate::from_der(&c.der)
+                .map_err(|e| refused("token certificate", &e.to_string()))?;
+            out.push(super::material::cert_entry(
+                &cert,
+                super::EntryKind::Certificate,
+                self.has_key(&id),
+            ));
+        }
+        Ok(out)
+    }
+
+    fn certificates_for(
+        &self,
+        email: &str,
+    ) -> Result<Vec<super::StoredCertificate>, KeyStoreError> {
+        let email = email.to_ascii_lowercase();
+        Ok(self
+            .stored()?
+            .into_iter()
+            .map(|(_, c)| c)
+            .filter(|c| c.emails.contains(&email))
+            .collect())
+    }
+
+    fn trust_anchors(&self) -> Result<Vec<super::StoredCertificate>, KeyStoreError> {
+        Ok(Vec::new())
+    }
+
+    fn own_certificates(&self) -> Result<Vec<super::StoredCertificate>, KeyStoreError> {
+        Ok(self
+            .stored()?
+            .into_iter()
+            .filter(|(id, _)| self.has_key(id))
+            .map(|(_, c)| c)
+            .collect())
+    }
+
+    fn private_key(&self, fpr: &str) -> Result<Option<super::SecretKey>, KeyStoreError> {
+        let mut open = self.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = open.get(fpr) {
+            return Ok(Some(super::SecretKey::on_token(fpr.to_string(), k.clone())));
+        }
+        let Some((id, _)) = self
+            .stored()?
+            .into_iter()
+            .find(|(_, c)| c.fingerprint == fpr)
+        else {
+            return Ok(None);
+        };
+        if !self.has_key(&id) {
+            return Ok(None);
+        }
+        let key = Arc::new(TokenKey::open_by_id(&self.uri, &id)?);
+        open.insert(fpr.to_string(), key.clone());
+        Ok(Some(super::SecretKey::on_token(fpr.to_string(), key)))
+    }
+
+    fn openpgp_certificates(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        Ok(Vec::new())
+    }
+
+    fn openpgp_secret_key(&self, _: &str) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError> {
+        Ok(None)
+    }
+}
+
+impl TokenStore {
+    /// The DER of the certificate object with this fingerprint.
+    pub fn certificates_for_fingerprint(
+        &self,
+        fpr: &str,
+    ) -> Result<Option<Vec<u8>>, KeyStoreError> {
+        Ok(self
+            .stored()?
+            .into_iter()
+            .find(|(_, c)| c.fingerprint == fpr)
+            .map(|(_, c)| c.der))
+    }
+
+    /// The CKA_ID of the token key pair whose public key is `spki` (DER).
+    fn key_id_for(&self, spki: &[u8]) -> Result<Option<Vec<u8>>, KeyStoreError> {
+        let s = session(&self.uri)?;
+        let handles = s
+            .find_objects(&[Attribute::Class(ObjectClass::PUBLIC_KEY)])
+            .map_err(|e| token_error("C_FindObjects", e))?;
+        for h in handles {
+            let attrs = s
+                .get_attributes(h, &[AttributeType::KeyType, AttributeType::Id])
+                .map_err(|e| token_error("C_GetAttributeValue", e))?;
+            let (mut alg, mut id) = (None, Vec::new());
+            for a in attrs {
+                match a {
+                    Attribute::KeyType(t) if t == KeyType::EC => alg = Some(KeyAlgorithm::Ec),
+                    Attribute::KeyType(t) if t == KeyType::RSA => alg = Some(KeyAlgorithm::Rsa),
+                    Attribute::Id(v) => id = v,
+                    _ => {}
+                }
+            }
+            let Some(alg) = alg else { continue };
+            if public_spki(&s, h, alg).is_ok_and(|p| p == spki) {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
 }
