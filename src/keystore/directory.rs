@@ -530,17 +530,7 @@ impl KeyStore for DirectoryStore {
                 }
             }
         }
-        // Keys are listed under their certificate when it is in the store.
-        for (fpr, alg) in imported_keys {
-            if let Some(e) = entries.iter_mut().find(|e| e.fingerprint == fpr) {
-                e.has_private_key = true;
-            } else if let Some(e) = self.list()?.into_iter().find(|e| e.fingerprint == fpr) {
-                entries.push(e);
-            } else {
-                entries.push(super::key_only_entry(fpr, alg));
-            }
-        }
-        Ok(entries)
+        super::list_keys_with_certificates(self, entries, imported_keys)
     }
 
     fn list(&self) -> Result<Vec<KeyEntry>, KeyStoreError> {

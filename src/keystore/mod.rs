@@ -243,6 +243,25 @@ impl fmt::Debug for SecretKey {
     }
 }
 
+/// The entries of an import: each imported key (fingerprint, algorithm) is listed
+/// under its certificate, this import's or one already in `store`, else alone.
+pub(crate) fn list_keys_with_certificates(
+    store: &dyn KeyStore,
+    mut entries: Vec<KeyEntry>,
+    keys: Vec<(String, KeyAlgorithm)>,
+) -> Result<Vec<KeyEntry>, KeyStoreError> {
+    for (fpr, alg) in keys {
+        if let Some(e) = entries.iter_mut().find(|e| e.fingerprint == fpr) {
+            e.has_private_key = true;
+        } else if let Some(e) = store.list()?.into_iter().find(|e| e.fingerprint == fpr) {
+            entries.push(e);
+        } else {
+            entries.push(key_only_entry(fpr, alg));
+        }
+    }
+    Ok(entries)
+}
+
 /// The entry of a private key whose certificate is not in the store.
 pub(crate) fn key_only_entry(fingerprint: String, algorithm: KeyAlgorithm) -> KeyEntry {
     KeyEntry {
