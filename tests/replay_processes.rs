@@ -178,8 +178,15 @@ fn a_batch_killed_midway_loses_nothing_and_accepts_nothing_twice() {
             };
             assert_eq!(r, &expected, "{name}: {id}");
         }
-        // Every message delivered exactly once, nothing half-written left behind.
+        // Every message delivered exactly once, nothing half-written left behind, and
+        // the decrypted outputs readable by their owner only.
         assert_eq!(outputs(&out, "json").len(), n, "{name}");
+        #[cfg(unix)]
+        for f in std::fs::read_dir(&out).unwrap() {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = f.unwrap().metadata().unwrap().permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{name}: output mode {mode:o}");
+        }
         assert!(outputs(&out, "partial").is_empty(), "{name}");
     }
 }

@@ -309,10 +309,15 @@ fn batch_one(
     Ok((candidate, result))
 }
 
-/// Writes and flushes to disk, so a later rename never exposes a short file.
+/// Writes and flushes to disk, so a later rename never exposes a short file. Owner-only:
+/// it is decrypted content.
 fn write_synced(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let mut f = std::fs::File::create(path)?;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let mut f = o.open(path)?;
     f.write_all(data)?;
     f.sync_all()
 }
