@@ -18,6 +18,7 @@ mod binding;
 pub mod dispatch;
 pub mod envelope;
 pub mod error;
+pub mod ext;
 pub mod keystore;
 pub mod message;
 pub mod openpgp;

@@ -1,0 +1,4 @@
+//! Protocol extensions around the envelope: what agents built on the designs this
+//! project grew from carry inside a sealed MailA2A message.
+
+pub mod edge_cloud;
