@@ -69,6 +69,14 @@ const MIGRATIONS: &[&str] = &[
         secret BYTEA,
         secret_locked BOOLEAN NOT NULL DEFAULT FALSE
      );",
+    // 3: x402 payment flows (as the SQLite store's migration 3).
+    "CREATE TABLE mailseal_payment_flow (
+        peer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (peer, correlation_id)
+     );",
 ];
 
 /// Why the database did not open.

@@ -84,6 +84,15 @@ const MIGRATIONS: &[&str] = &[
         secret BLOB,
         secret_locked INTEGER NOT NULL DEFAULT 0
      ) WITHOUT ROWID;",
+    // 3: x402 payment flows (MailA2A section 8): a PaymentPayload is accepted only
+    // from a peer we sent a PaymentRequired to, in that exchange.
+    "CREATE TABLE payment_flow (
+        peer TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (peer, correlation_id)
+     ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.

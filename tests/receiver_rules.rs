@@ -432,3 +432,34 @@ fn an_empty_older_file_is_migrated() {
     );
     admit(&s, &candidate(ALICE, request("req-1"))).unwrap();
 }
+
+#[test]
+fn fail_a_payment_payload_nobody_asked_for() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let mut paid = request("paid-1");
+        paid["payment"] = json!({"kind": "payload", "x402Version": 2,
+            "object": {"x402Version": 2, "accepted": {}, "payload": {}}});
+        let mut c = candidate(ALICE, paid);
+        c.peer = "alice@example.net".into();
+        let err = admit(s, &c).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::UnsolicitedPayment { .. }),
+            "{name}: {err}"
+        );
+        // Asked of someone else, or in another exchange: still refused.
+        s.record_payment_required("mallory@example.net", "corr-1", NOW)
+            .unwrap();
+        s.record_payment_required("alice@example.net", "corr-9", NOW)
+            .unwrap();
+        assert!(admit(s, &c).is_err(), "{name}");
+        // Asked of this peer in this exchange: accepted (and not before).
+        s.record_payment_required("alice@example.net", "corr-1", NOW)
+            .unwrap();
+        assert!(
+            matches!(admit(s, &c).unwrap(), Admission::Deliver { .. }),
+            "{name}"
+        );
+    }
+}

@@ -294,7 +294,10 @@ fn run(cli: Cli) -> CliResult {
             let raw = read_input(Some(&file))?;
             inspect::inspect(&file.display().to_string(), &raw, json)
         }
-        Command::Seal(args) => seal(store_dir(store)?, args),
+        Command::Seal(args) => {
+            let state = state_location(cli.state, store.clone())?;
+            seal(store_dir(store)?, &state, args)
+        }
         Command::Open(args) => {
             let state = state_location(cli.state, store.clone())?;
             receive::open(store_dir(store)?, &state, args)
@@ -538,7 +541,7 @@ fn validate(paths: &[PathBuf]) -> CliResult {
     Ok(())
 }
 
-fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
+fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
     let profile: crate::profile::Profile = a
         .profile
         .parse()
@@ -572,6 +575,7 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
             ))
         }
     };
+    record_payment_required(state, &plain)?;
     // Written as it is encoded (see `Sealer::seal_to`); into a temporary file next to
     // the output, renamed once complete, so a failure leaves no partial message.
     match a.out.as_deref() {
@@ -610,6 +614,29 @@ fn seal(dir: PathBuf, a: SealArgs) -> CliResult {
                 .map_err(|e| Failure::from("seal", e))
         }
     }
+}
+
+/// A `PaymentRequiredError` carrying x402 `PaymentRequired` asks its recipients for a
+/// payment: recorded before it is sealed, so their `PaymentPayload` is accepted
+/// (MailA2A section 8), and only theirs.
+fn record_payment_required(state: &str, plain: &MailA2aMessage) -> CliResult {
+    let env = plain.envelope();
+    if env.kind() != Some(crate::envelope::Kind::Error)
+        || env.payment_kind() != Some(crate::envelope::PaymentKind::Required)
+    {
+        return Ok(());
+    }
+    let Some(corr) = env.correlation_id() else {
+        return Ok(());
+    };
+    let replay = crate::replay::open_store(state).map_err(|e| Failure::from("seal", e))?;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    for to in plain.headers.to.iter().chain(&plain.headers.cc) {
+        replay
+            .record_payment_required(&to.normalized(), &corr, now)
+            .map_err(|e| Failure::from("seal", e))?;
+    }
+    Ok(())
 }
 
 /// The first line of a passphrase file (without its line end), wiped after use.

@@ -50,6 +50,9 @@ pub enum Code {
     MustBeX402V2,
     /// A `PaymentRequired` or `PaymentPayload` object whose own `x402Version` is not 2.
     X402ObjectVersionMismatch,
+    /// A `SettlementResponse` with an `x402Version` of its own: x402 defines none, and
+    /// the object is carried exactly as x402 defines it.
+    SettlementWithX402Version,
     /// `group` coordinates on a message not protected by MLS (the profile comes from
     /// the verdict, never from the JSON).
     GroupRequiresMls,
@@ -113,6 +116,7 @@ impl Code {
             UnknownPaymentKind => "unknown-payment-kind",
             MustBeX402V2 => "must-be-x402-v2",
             X402ObjectVersionMismatch => "x402-object-version-mismatch",
+            SettlementWithX402Version => "settlement-with-x402-version",
             GroupRequiresMls => "group-requires-mls",
             MustBeString => "must-be-string",
             UnsupportedA2aVersion => "unsupported-a2a-version",
@@ -665,6 +669,15 @@ fn check_payment(
                 "/payment/object/x402Version",
                 Code::X402ObjectVersionMismatch,
                 "PaymentRequired and PaymentPayload keep x402Version 2",
+            ));
+        }
+    }
+    if let (Some(PaymentKind::Response), Some(Value::Object(o))) = (pkind, object) {
+        if o.contains_key("x402Version") {
+            out.push(Violation::new(
+                "/payment/object/x402Version",
+                Code::SettlementWithX402Version,
+                "a SettlementResponse is carried as x402 defines it, without x402Version",
             ));
         }
     }

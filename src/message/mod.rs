@@ -509,6 +509,43 @@ pub fn validate_message(
     Ok((msg, violations))
 }
 
+/// The RFC 2392 `mid:` URL of a Message-ID (with or without its angle brackets), as
+/// an x402 `PaymentRequired.resource.url` names the request when no web resource
+/// exists (MailA2A section 8). Characters outside RFC 3986's unreserved and
+/// sub-delims (and `@`) are percent-encoded.
+pub fn mid_url(message_id: &str) -> String {
+    let id = message_id
+        .trim()
+        .trim_start_matches('<')
+        .trim_end_matches('>');
+    let mut out = String::from("mid:");
+    for b in id.bytes() {
+        match b {
+            b'A'..=b'Z'
+            | b'a'..=b'z'
+            | b'0'..=b'9'
+            | b'-'
+            | b'.'
+            | b'_'
+            | b'~'
+            | b'!'
+            | b'$'
+            | b'&'
+            | b'\''
+            | b'('
+            | b')'
+            | b'*'
+            | b'+'
+            | b','
+            | b';'
+            | b'='
+            | b'@' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::Mailbox;

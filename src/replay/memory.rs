@@ -20,6 +20,7 @@ struct State {
     tuples: HashMap<(String, String), Tuple>,
     streams: BTreeMap<StreamId, StreamRow>,
     pending: BTreeMap<StreamId, BTreeMap<u64, Pending>>,
+    payments: HashMap<(String, String), String>,
 }
 
 impl MemoryReplayStore {
@@ -45,6 +46,14 @@ impl ReplayStore for MemoryReplayStore {
     }
     fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
         self.with(|s| rules::take_deliverable(s, correlation_id))
+    }
+    fn record_payment_required(
+        &self,
+        peer: &str,
+        correlation_id: &str,
+        now: i64,
+    ) -> Result<(), ReceiverError> {
+        self.with(|s| rules::payment_required(s, peer, correlation_id, now))
     }
 }
 
@@ -121,6 +130,23 @@ impl Txn for State {
             .filter(|(id, _)| id.signer == signer)
             .map(|(_, m)| m.len() as u64)
             .sum())
+    }
+    fn payment_state(&mut self, peer: &str, corr: &str) -> Result<Option<String>, Infallible> {
+        Ok(self
+            .payments
+            .get(&(peer.to_string(), corr.to_string()))
+            .cloned())
+    }
+    fn put_payment_state(
+        &mut self,
+        peer: &str,
+        corr: &str,
+        state: &str,
+        _now: i64,
+    ) -> Result<(), Infallible> {
+        self.payments
+            .insert((peer.to_string(), corr.to_string()), state.to_string());
+        Ok(())
     }
     fn prune(&mut self, now: i64, retention: i64) -> Result<(), Infallible> {
         self.tuples

@@ -29,7 +29,7 @@ pub use memory::MemoryReplayStore;
 pub use postgres::PostgresReplayStore;
 pub use sqlite::SqliteReplayStore;
 
-use crate::envelope::{Envelope, Kind};
+use crate::envelope::{Envelope, Kind, PaymentKind};
 use crate::error::{A2aErrorType, Classify, ExitCode};
 use crate::seal::Opened;
 
@@ -118,6 +118,16 @@ pub enum ReceiverError {
     BufferFull {
         /// The bound.
         limit: u64,
+    },
+    /// A request carries an x402 `PaymentPayload`, but we never asked this peer for a
+    /// payment in this exchange (no `PaymentRequiredError` with `required` went to it
+    /// for the correlation).
+    #[error("security: payment from {peer} for exchange {correlation_id}, which asked for none")]
+    UnsolicitedPayment {
+        /// The paying peer.
+        peer: String,
+        /// The exchange.
+        correlation_id: String,
     },
     /// The envelope lacks what the rules need (`messageId`, `operation`, `kind`,
     /// `sequence`, a reply's `correlationId`): validation lets none of these through.
@@ -211,6 +221,11 @@ pub struct Candidate {
     pub digest: [u8; 32],
     /// Those bytes, kept while the event waits in a stream.
     pub envelope: Vec<u8>,
+    /// The sender's address (the protected From, bound to the signer), lower case:
+    /// the peer of a payment flow.
+    pub peer: String,
+    /// `payment.kind`, when the message carries x402 data.
+    pub payment: Option<PaymentKind>,
 }
 
 impl Candidate {
@@ -220,7 +235,9 @@ impl Candidate {
             Some(s) => s.replay_id(),
             None => format!("unsigned:{}", opened.message.sender().unwrap_or_default()),
         };
-        Candidate::new(signer, opened.envelope(), opened.message.envelope_bytes())
+        let mut c = Candidate::new(signer, opened.envelope(), opened.message.envelope_bytes())?;
+        c.peer = opened.message.sender().unwrap_or_default();
+        Ok(c)
     }
 
     /// The candidate of `envelope` (whose exact bytes are `envelope_bytes`) from an
@@ -264,6 +281,8 @@ impl Candidate {
             expires_at: env.expires_at().map(|t| t.unix_timestamp()),
             digest: crate::envelope::content_digest(envelope_bytes),
             envelope: envelope_bytes.to_vec(),
+            peer: String::new(),
+            payment: env.payment_kind(),
         })
     }
 }
@@ -354,6 +373,15 @@ pub trait ReplayStore {
     fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError>;
     /// Takes the deliverable events of `correlation_id`, in order, and forgets them.
     fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError>;
+    /// Records that we asked `peer` (an address) for a payment in exchange
+    /// `correlation_id` (we sent it a `PaymentRequiredError` with x402
+    /// `PaymentRequired`): only then is a `PaymentPayload` from it accepted.
+    fn record_payment_required(
+        &self,
+        peer: &str,
+        correlation_id: &str,
+        now: i64,
+    ) -> Result<(), ReceiverError>;
 }
 
 /// Opens the state store a location names: `postgres://...` or `postgresql://...`,

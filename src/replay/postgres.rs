@@ -144,6 +144,14 @@ impl ReplayStore for PostgresReplayStore {
     fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
         self.transact(|t| rules::take_deliverable(t, correlation_id))
     }
+    fn record_payment_required(
+        &self,
+        peer: &str,
+        correlation_id: &str,
+        now: i64,
+    ) -> Result<(), ReceiverError> {
+        self.transact(|t| rules::payment_required(t, peer, correlation_id, now))
+    }
 }
 
 struct PgTxn<'c> {
@@ -371,6 +379,28 @@ impl Txn for PgTxn<'_> {
             &[&signer],
         )?;
         Ok(rows.first().map_or(0, |r| nat(r.get(0))))
+    }
+    fn payment_state(&mut self, peer: &str, corr: &str) -> Result<Option<String>, Self::Error> {
+        let rows = self.query(
+            "SELECT state FROM mailseal_payment_flow WHERE peer = $1 AND correlation_id = $2",
+            &[&peer, &corr],
+        )?;
+        Ok(rows.first().map(|r| r.get(0)))
+    }
+    fn put_payment_state(
+        &mut self,
+        peer: &str,
+        corr: &str,
+        state: &str,
+        now: i64,
+    ) -> Result<(), Self::Error> {
+        self.execute(
+            "INSERT INTO mailseal_payment_flow (peer, correlation_id, state, updated_at)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (peer, correlation_id) DO UPDATE SET state = EXCLUDED.state,
+             updated_at = EXCLUDED.updated_at",
+            &[&peer, &corr, &state, &now],
+        )
     }
     fn prune_due(&mut self, now: i64) -> bool {
         rules::due(self.last_prune, now)

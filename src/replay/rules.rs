@@ -99,11 +99,48 @@ pub(crate) trait Txn {
     /// Forgets tuples whose `keep_until` is before `now`, and streams that ended (or
     /// went quiet) `retention` seconds ago with nothing pending.
     fn prune(&mut self, now: i64, retention: i64) -> Result<(), Self::Error>;
+    /// The state of the payment flow with `peer` in exchange `correlation_id`.
+    fn payment_state(
+        &mut self,
+        peer: &str,
+        correlation_id: &str,
+    ) -> Result<Option<String>, Self::Error>;
+    /// Inserts or replaces it.
+    fn put_payment_state(
+        &mut self,
+        peer: &str,
+        correlation_id: &str,
+        state: &str,
+        now: i64,
+    ) -> Result<(), Self::Error>;
     /// Whether to prune now. Pruning only forgets what the rules would refuse anyway
     /// (expired messages), so a store may do it once in a while instead of every time.
     fn prune_due(&mut self, _now: i64) -> bool {
         true
     }
+}
+
+/// Payment flow states.
+pub(crate) const REQUIRED_SENT: &str = "required-sent";
+pub(crate) const PAYLOAD_RECEIVED: &str = "payload-received";
+
+/// Records that a `PaymentRequired` went to `peer` for `correlation_id`. A flow that
+/// already received a payload stays so.
+pub(crate) fn payment_required<T: Txn>(
+    tx: &mut T,
+    peer: &str,
+    correlation_id: &str,
+    now: i64,
+) -> Result<(), ReceiverError> {
+    if tx
+        .payment_state(peer, correlation_id)
+        .map_err(backend)?
+        .is_none()
+    {
+        tx.put_payment_state(peer, correlation_id, REQUIRED_SENT, now)
+            .map_err(backend)?;
+    }
+    Ok(())
 }
 
 /// How often a shared store prunes, seconds.
@@ -165,6 +202,18 @@ pub(crate) fn admit<T: Txn>(
         accepted_at: now,
         keep_until,
     };
+    // x402 (section 8): a PaymentPayload answers a PaymentRequired we sent.
+    if c.kind == Kind::Request && c.payment == Some(crate::envelope::PaymentKind::Payload) {
+        let corr = c.correlation_id.clone().unwrap_or_default();
+        if corr.is_empty() || tx.payment_state(&c.peer, &corr).map_err(backend)?.is_none() {
+            return Err(ReceiverError::UnsolicitedPayment {
+                peer: c.peer.clone(),
+                correlation_id: corr,
+            });
+        }
+        tx.put_payment_state(&c.peer, &corr, PAYLOAD_RECEIVED, now)
+            .map_err(backend)?;
+    }
     let admission = match (&c.kind, &c.correlation_id) {
         (Kind::Request, _) | (_, None) => Admission::Deliver {
             retry_of,

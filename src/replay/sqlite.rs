@@ -95,6 +95,14 @@ impl ReplayStore for SqliteReplayStore {
     fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
         self.transact(|t| rules::take_deliverable(t, correlation_id))
     }
+    fn record_payment_required(
+        &self,
+        peer: &str,
+        correlation_id: &str,
+        now: i64,
+    ) -> Result<(), ReceiverError> {
+        self.transact(|t| rules::payment_required(t, peer, correlation_id, now))
+    }
 }
 
 struct SqliteTxn<'c> {
@@ -290,6 +298,29 @@ impl Txn for SqliteTxn<'_> {
             .prepare_cached("SELECT count(*) FROM stream_event WHERE signer = ?1")?
             .query_row(params![signer], |r| r.get::<_, i64>(0))
             .map(nat)
+    }
+    fn payment_state(&mut self, peer: &str, corr: &str) -> rusqlite::Result<Option<String>> {
+        self.tx
+            .prepare_cached(
+                "SELECT state FROM payment_flow WHERE peer = ?1 AND correlation_id = ?2",
+            )?
+            .query_row(params![peer, corr], |r| r.get(0))
+            .optional()
+    }
+    fn put_payment_state(
+        &mut self,
+        peer: &str,
+        corr: &str,
+        state: &str,
+        now: i64,
+    ) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO payment_flow (peer, correlation_id, state, updated_at)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![peer, corr, state, now])
+            .map(drop)
     }
     fn prune_due(&mut self, now: i64) -> bool {
         rules::due(self.last_prune, now)
