@@ -5,9 +5,9 @@
 //! request and the result, and a tampered digest is refused.
 
 use mailseal::ext::edge_cloud::{
-    select, sha256_tag, verify_receipt, CapabilityContract, ContractRefusal, EdgeCloudError,
-    ExecutionReceipt, ExecutionRequirements, NetworkMode, ReceiptError, SideEffectKind,
-    SiteRefusal, SiteType, URI,
+    receipts_in, select, sha256_tag, verify_receipt, CapabilityContract, ContractRefusal,
+    EdgeCloudError, ExecutionReceipt, ExecutionRequirements, NetworkMode, ReceiptError,
+    SideEffectKind, SiteRefusal, SiteType, URI,
 };
 use serde_json::{json, Value};
 
@@ -350,4 +350,28 @@ fn fail_tampered_receipts_are_refused() {
         verify_receipt(&t, &c, &r, result),
         Err(ReceiptError::IdempotencyKeyDigest)
     );
+}
+
+#[test]
+fn receipts_travel_in_the_payload_and_are_read_from_it() {
+    let (c, r) = (contract(), requirements());
+    let result = b"artifact bytes";
+    let receipt = serde_json::to_value(receipt_for(&c, result)).unwrap();
+    // A SendMessageResponse whose task's final artifact carries the receipt, and a
+    // response message carrying one.
+    let payload = json!({"task": {"id": "t", "contextId": "c",
+        "status": {"state": "TASK_STATE_COMPLETED"},
+        "artifacts": [{"artifactId": "a", "parts": [{"text": "x"}], "metadata": {URI: receipt.clone()}}]}});
+    let found = receipts_in(&payload).unwrap();
+    assert_eq!(found.len(), 1);
+    verify_receipt(&found[0], &c, &r, result).unwrap();
+    let payload = json!({"message": {"messageId": "m", "role": "ROLE_AGENT",
+        "parts": [{"text": "x"}], "metadata": {URI: receipt}}});
+    assert_eq!(receipts_in(&payload).unwrap().len(), 1);
+    assert!(receipts_in(&json!({"message": {"messageId": "m"}}))
+        .unwrap()
+        .is_empty());
+    // A malformed receipt is an error, not silently skipped.
+    let bad = json!({"message": {"metadata": {URI: {"siteId": "device"}}}});
+    assert!(receipts_in(&bad).is_err());
 }

@@ -302,6 +302,34 @@ impl ExecutionReceipt {
     }
 }
 
+/// The receipts an A2A payload carries under [`URI`]: in a response `Message`'s
+/// metadata, or in the metadata of a final `Artifact` (of a `Task`, or of an artifact
+/// update event). In a sealed MailA2A envelope they are signed by the callee. A
+/// receipt that breaks its schema is an error, not skipped.
+pub fn receipts_in(payload: &serde_json::Value) -> Result<Vec<ExecutionReceipt>, EdgeCloudError> {
+    let mut holders: Vec<&serde_json::Value> = Vec::new();
+    holders.extend(payload.get("message"));
+    holders.extend(payload.pointer("/statusUpdate/status/message"));
+    holders.extend(payload.pointer("/task/status/message"));
+    holders.extend(payload.pointer("/artifactUpdate/artifact"));
+    for task in [payload.get("task"), Some(payload)].into_iter().flatten() {
+        if let Some(serde_json::Value::Array(artifacts)) = task.get("artifacts") {
+            holders.extend(artifacts.iter());
+        }
+    }
+    let mut out = Vec::new();
+    for h in holders {
+        if let Some(r) = h.get("metadata").and_then(|m| m.get(URI)) {
+            out.push(from_value(
+                "execution receipt",
+                r.clone(),
+                validator(RECEIPT_SCHEMA, &RECEIPT),
+            )?);
+        }
+    }
+    Ok(out)
+}
+
 /// `sha256:` and the lower-case hex digest of `bytes`.
 pub fn sha256_tag(bytes: &[u8]) -> String {
     format!("sha256:{}", crate::keystore::hex(&Sha256::digest(bytes)))
