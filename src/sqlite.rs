@@ -116,9 +116,36 @@ pub(crate) enum DbError {
 /// schema up to date.
 pub(crate) fn open(path: &Path) -> Result<Connection, DbError> {
     create_private(path)?;
+    // Several processes opening a new file at once race to switch it to WAL and to
+    // migrate it; SQLite reports the loser busy at once (its busy handler does not run
+    // for a journal-mode change), so the whole setup is tried again for a while.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match setup(path) {
+            Err(DbError::Sql(e)) if busy(&e) && std::time::Instant::now() < deadline => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+fn setup(path: &Path) -> Result<Connection, DbError> {
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(60))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+    }
     conn.pragma_update(None, "synchronous", "FULL")?;
     migrate(&mut conn)?;
     Ok(conn)

@@ -190,3 +190,34 @@ fn a_batch_killed_midway_loses_nothing_and_accepts_nothing_twice() {
         assert!(outputs(&out, "partial").is_empty(), "{name}");
     }
 }
+
+#[test]
+fn processes_opening_a_new_state_file_at_once_all_succeed() {
+    // Regression: the first processes to open a new database race to switch it to WAL
+    // and migrate it; SQLite answered the loser "database is locked" at once.
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..10 {
+        let state = format!(
+            "sqlite:{}",
+            dir.path().join(format!("r{round}.db")).display()
+        );
+        let children: Vec<_> = (0..8)
+            .map(|_| {
+                Command::new(common::bin())
+                    .args(["stream", "status", "--state", &state])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
