@@ -121,16 +121,10 @@ impl Keys {
             Keys::Sqlite(s) => s.add_token_key(certificate, uri),
             Keys::Postgres(s) => s.add_token_key(certificate, uri),
             // On a token store the certificate object beside the key is the record.
-            Keys::Token(_) => {
-                use der::Decode;
-                let cert = x509_cert::Certificate::from_der(certificate).map_err(|e| {
-                    KeyStoreError::Malformed {
-                        what: "token certificate".into(),
-                        reason: e.to_string(),
-                    }
-                })?;
-                Ok(vec![crate::keystore::cert_entry_of(&cert, true)])
-            }
+            Keys::Token(_) => Ok(vec![crate::keystore::cert_entry_of(
+                &crate::keystore::token_certificate(certificate)?,
+                true,
+            )]),
         }
     }
 

@@ -181,12 +181,7 @@ impl DirectoryStore {
         certificate: &[u8],
         uri: &super::Pkcs11Uri,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        use der::Decode;
-        let cert = Certificate::from_der(certificate).map_err(|e| KeyStoreError::Malformed {
-            what: "token certificate".into(),
-            reason: e.to_string(),
-        })?;
-        let fpr = cert_info(&cert).fingerprint;
+        let fpr = cert_info(&super::token_certificate(certificate)?).fingerprint;
         let path = self.root.join("keys").join(format!("{fpr}.pkcs11"));
         write_file(&path, uri.without_pin().as_bytes(), 0o600)?;
         self.import(certificate, "token certificate", false)

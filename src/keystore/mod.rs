@@ -18,7 +18,7 @@ pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
 pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
 pub use memory::MemoryStore;
-pub(crate) use pkcs11::store_certificate;
+pub(crate) use pkcs11::{store_certificate, token_certificate};
 pub use pkcs11::{Pkcs11Uri, TokenKey, TokenKeyKind, TokenStore};
 
 /// The listing entry of a certificate (`has_private_key` as given).

@@ -571,6 +571,15 @@ fn public_spki(
     .map_err(bad)
 }
 
+/// The certificate (DER) of a key on a token, as `key generate --pkcs11` made it.
+pub(crate) fn token_certificate(der: &[u8]) -> Result<x509_cert::Certificate, KeyStoreError> {
+    use der::Decode;
+    x509_cert::Certificate::from_der(der).map_err(|e| KeyStoreError::Malformed {
+        what: "token certificate".into(),
+        reason: e.to_string(),
+    })
+}
+
 /// Puts `certificate` (DER) on the token as a certificate object beside the key whose
 /// CKA_ID is `id` (the label of a key mailseal generated), so the token alone holds a
 /// signing identity, as a smart card does.

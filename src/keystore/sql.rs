@@ -233,10 +233,7 @@ impl<T: KeyTables> SqlKeyStore<T> {
         certificate: &[u8],
         uri: &super::Pkcs11Uri,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        let cert = Certificate::from_der(certificate).map_err(|e| KeyStoreError::Malformed {
-            what: "token certificate".into(),
-            reason: e.to_string(),
-        })?;
+        let cert = super::token_certificate(certificate)?;
         let info = cert_info(&cert);
         let algorithm = super::material::cert_entry(&cert, EntryKind::Certificate, true).algorithm;
         self.tables.put_key(&KeyRow {

@@ -4,10 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
 use std::sync::Mutex;
 
-use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Tuple, Txn};
-use super::{
-    Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, StreamEvent, StreamStatus,
-};
+use super::rules::{Pending, PendingState, StreamId, StreamRow, Transact, Tuple, Txn};
+use super::ReceiverError;
 
 /// Replay and stream state in memory, behind one lock.
 #[derive(Debug, Default)]
@@ -16,44 +14,23 @@ pub struct MemoryReplayStore {
 }
 
 #[derive(Debug, Default)]
-struct State {
+pub(crate) struct State {
     tuples: HashMap<(String, String), Tuple>,
     streams: BTreeMap<StreamId, StreamRow>,
     pending: BTreeMap<StreamId, BTreeMap<u64, Pending>>,
     payments: HashMap<(String, String), String>,
 }
 
-impl MemoryReplayStore {
-    /// Runs `f` on the state; the rules write only after deciding, so a refusal
-    /// changes nothing and no rollback is needed.
-    fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+impl Transact for MemoryReplayStore {
+    type Tx<'a> = State;
+    /// Runs `f` on the state under the lock; the rules write only after deciding, so a
+    /// refusal changes nothing and no rollback is needed.
+    fn transact<R>(
+        &self,
+        f: &dyn Fn(&mut State) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError> {
         let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut guard)
-    }
-}
-
-impl ReplayStore for MemoryReplayStore {
-    fn admit(
-        &self,
-        candidate: &Candidate,
-        now: i64,
-        policy: &ReceiverPolicy,
-    ) -> Result<Admission, ReceiverError> {
-        self.with(|s| rules::admit(s, candidate, now, policy))
-    }
-    fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError> {
-        self.with(|s| rules::streams(s, correlation_id))
-    }
-    fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
-        self.with(|s| rules::take_deliverable(s, correlation_id))
-    }
-    fn record_payment_required(
-        &self,
-        peer: &str,
-        correlation_id: &str,
-        now: i64,
-    ) -> Result<(), ReceiverError> {
-        self.with(|s| rules::payment_required(s, peer, correlation_id, now))
     }
 }
 

@@ -384,6 +384,33 @@ pub trait ReplayStore {
     ) -> Result<(), ReceiverError>;
 }
 
+// Every adapter is the same rules over its own transactions.
+#[allow(private_bounds)]
+impl<S: rules::Transact> ReplayStore for S {
+    fn admit(
+        &self,
+        candidate: &Candidate,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Result<Admission, ReceiverError> {
+        self.transact(&|t| rules::admit(t, candidate, now, policy))
+    }
+    fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError> {
+        self.transact(&|t| rules::streams(t, correlation_id))
+    }
+    fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
+        self.transact(&|t| rules::take_deliverable(t, correlation_id))
+    }
+    fn record_payment_required(
+        &self,
+        peer: &str,
+        correlation_id: &str,
+        now: i64,
+    ) -> Result<(), ReceiverError> {
+        self.transact(&|t| rules::payment_required(t, peer, correlation_id, now))
+    }
+}
+
 /// Opens the state store a location names: `postgres://...` or `postgresql://...`,
 /// `sqlite:PATH`, or a directory (its `mailseal.db`).
 pub fn open_store(location: &str) -> Result<Box<dyn ReplayStore>, ReceiverError> {

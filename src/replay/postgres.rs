@@ -14,11 +14,8 @@ use std::time::Duration;
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, Row, Statement};
 
-use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Tuple, Txn};
-use super::{
-    store_error, Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, StreamEvent,
-    StreamStatus,
-};
+use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Transact, Tuple, Txn};
+use super::{store_error, ReceiverError};
 
 /// How often a transaction that lost a serialisation race is run again.
 const MAX_ATTEMPTS: u32 = 64;
@@ -87,12 +84,15 @@ impl PostgresReplayStore {
             .map_err(pg("schema version"))?;
         Ok(row.get(0))
     }
+}
 
+impl Transact for PostgresReplayStore {
+    type Tx<'a> = PgTxn<'a>;
     /// Runs `f` in a SERIALIZABLE transaction, again from the start while PostgreSQL
     /// reports a serialisation failure.
     fn transact<R>(
         &self,
-        f: impl Fn(&mut PgTxn<'_>) -> Result<R, ReceiverError>,
+        f: &dyn Fn(&mut PgTxn<'_>) -> Result<R, ReceiverError>,
     ) -> Result<R, ReceiverError> {
         let mut guard = self.client.lock().unwrap_or_else(|p| p.into_inner());
         let c = &mut *guard;
@@ -129,32 +129,7 @@ impl PostgresReplayStore {
     }
 }
 
-impl ReplayStore for PostgresReplayStore {
-    fn admit(
-        &self,
-        candidate: &Candidate,
-        now: i64,
-        policy: &ReceiverPolicy,
-    ) -> Result<Admission, ReceiverError> {
-        self.transact(|t| rules::admit(t, candidate, now, policy))
-    }
-    fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError> {
-        self.transact(|t| rules::streams(t, correlation_id))
-    }
-    fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
-        self.transact(|t| rules::take_deliverable(t, correlation_id))
-    }
-    fn record_payment_required(
-        &self,
-        peer: &str,
-        correlation_id: &str,
-        now: i64,
-    ) -> Result<(), ReceiverError> {
-        self.transact(|t| rules::payment_required(t, peer, correlation_id, now))
-    }
-}
-
-struct PgTxn<'c> {
+pub(crate) struct PgTxn<'c> {
     tx: postgres::Transaction<'c>,
     /// Set when a statement failed in a way that running the transaction again fixes.
     retry: bool,

@@ -120,6 +120,19 @@ pub(crate) trait Txn {
     }
 }
 
+/// A store that runs the rules inside its own transactions; every such store is a
+/// [`super::ReplayStore`] (the impl in `mod.rs`), so each adapter writes only its
+/// storage and its isolation.
+pub(crate) trait Transact: 'static {
+    type Tx<'a>: Txn;
+    /// Runs `f` atomically, committing when it succeeds (and from the start again when
+    /// the backend asks for it, so `f` may run more than once).
+    fn transact<R>(
+        &self,
+        f: &dyn Fn(&mut Self::Tx<'_>) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError>;
+}
+
 /// Payment flow states.
 pub(crate) const REQUIRED_SENT: &str = "required-sent";
 pub(crate) const PAYLOAD_RECEIVED: &str = "payload-received";

@@ -14,11 +14,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 pub(crate) use crate::sqlite::FILE_NAME;
 
-use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Tuple, Txn};
-use super::{
-    store_error, Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, StreamEvent,
-    StreamStatus,
-};
+use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Transact, Tuple, Txn};
+use super::{store_error, ReceiverError};
 
 /// Replay and stream state in a SQLite file.
 #[derive(Debug)]
@@ -60,11 +57,14 @@ impl SqliteReplayStore {
         conn.query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(sql("schema version"))
     }
+}
 
+impl Transact for SqliteReplayStore {
+    type Tx<'a> = SqliteTxn<'a>;
     /// Runs `f` in one immediate (write-locked) transaction, committed when `f` accepts.
     fn transact<R>(
         &self,
-        f: impl FnOnce(&mut SqliteTxn<'_>) -> Result<R, ReceiverError>,
+        f: &dyn Fn(&mut SqliteTxn<'_>) -> Result<R, ReceiverError>,
     ) -> Result<R, ReceiverError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn
@@ -80,32 +80,7 @@ impl SqliteReplayStore {
     }
 }
 
-impl ReplayStore for SqliteReplayStore {
-    fn admit(
-        &self,
-        candidate: &Candidate,
-        now: i64,
-        policy: &ReceiverPolicy,
-    ) -> Result<Admission, ReceiverError> {
-        self.transact(|t| rules::admit(t, candidate, now, policy))
-    }
-    fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError> {
-        self.transact(|t| rules::streams(t, correlation_id))
-    }
-    fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
-        self.transact(|t| rules::take_deliverable(t, correlation_id))
-    }
-    fn record_payment_required(
-        &self,
-        peer: &str,
-        correlation_id: &str,
-        now: i64,
-    ) -> Result<(), ReceiverError> {
-        self.transact(|t| rules::payment_required(t, peer, correlation_id, now))
-    }
-}
-
-struct SqliteTxn<'c> {
+pub(crate) struct SqliteTxn<'c> {
     tx: rusqlite::Transaction<'c>,
     last_prune: &'c AtomicI64,
 }
