@@ -21,6 +21,7 @@ pub mod error;
 pub mod ext;
 pub mod keystore;
 pub mod message;
+pub mod mls;
 pub mod openpgp;
 mod postgres_db;
 pub mod profile;

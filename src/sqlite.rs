@@ -170,7 +170,7 @@ fn migrate(conn: &mut Connection) -> Result<(), DbError> {
 
 /// Creates `path` empty with mode 0600 when it does not exist, so no other user can
 /// ever read it (SQLite would create it with the umask's mode).
-fn create_private(path: &Path) -> std::io::Result<()> {
+pub(crate) fn create_private(path: &Path) -> std::io::Result<()> {
     let mut o = std::fs::OpenOptions::new();
     o.write(true).create_new(true);
     #[cfg(unix)]

@@ -18,6 +18,11 @@ pub(crate) use canonical::{canonical_crlf, random_boundary};
 pub(crate) use compose::{content_len, size_hint, write_header_section};
 pub use limits::Limits;
 pub(crate) use parse::{read_outer, Outer};
+
+/// Appends `data` in MIME base64 lines (76 characters, CRLF) to `out`.
+pub(crate) fn push_base64_mime(out: &mut Vec<u8>, data: &[u8]) {
+    transfer::push_base64_lines(out, data, transfer::Width::Mime);
+}
 pub use parse::{structure, PartInfo};
 
 use time::OffsetDateTime;

@@ -1,0 +1,150 @@
+//! The MLS profile (RFC 9420) on `openmls`: a group of agents shares one MLS group and
+//! exchanges MailA2A messages as MLS application data in `message/mls; version=1.0`
+//! parts. The handshake travels by mail too: KeyPackages, Commits and Welcomes are
+//! `message/mls` mails like the application messages.
+//!
+//! Mail is store-and-forward, so the group state here is built for messages that
+//! arrive late, twice, out of order or not at all:
+//! - a message for a future epoch is held (bounded, persisted) until the Commits that
+//!   lead there arrive, and Commits apply strictly in epoch order;
+//! - a message from one of the last [`MlsConfig::past_epochs`] epochs still opens;
+//! - a message seen before is reported as a duplicate, never opened twice;
+//! - a second, different Commit for an epoch already left is a fork, refused with the
+//!   state unchanged.
+//!
+//! Every received message is processed in one SQLite transaction over the openmls
+//! storage and our own tables ([`state`]): a process killed at any point leaves the
+//! group at the old epoch or the new one, never in between.
+
+mod ops;
+mod state;
+pub mod wire;
+
+pub use ops::{Held, Mls, MlsConfig, Receipt, Received};
+
+use crate::error::{A2aErrorType, Classify, ExitCode};
+
+/// The cipher suite of groups created here (DESIGN "MLS").
+pub const CIPHERSUITE: openmls::prelude::Ciphersuite =
+    openmls::prelude::Ciphersuite::MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519;
+
+/// Why an MLS operation failed. Never carries decrypted content or key material.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MlsError {
+    /// The mail is not a `message/mls` mail, or its body is not one MLSMessage.
+    #[error("MLS structure: {0}")]
+    Malformed(String),
+    /// openmls refused the message: a signature, membership tag or AEAD check failed,
+    /// or the message contradicts the group state.
+    #[error("MLS message does not verify: {0}")]
+    Invalid(String),
+    /// No MLS identity (signature key) for this address in the store.
+    #[error("no MLS identity for {0}: `mailseal key generate --kind mls --email {0}`")]
+    NoIdentity(String),
+    /// We are not a member of this group (never joined, or unknown group id).
+    #[error("not a member of MLS group {0}")]
+    UnknownGroup(String),
+    /// We were removed from this group: its new messages are not for us.
+    #[error("removed from MLS group {group} (at epoch {epoch}): its messages are no longer for us")]
+    Removed {
+        /// The group id (base64url).
+        group: String,
+        /// The epoch our removal took effect.
+        epoch: u64,
+    },
+    /// A second, different Commit for an epoch this member already left: the group has
+    /// forked. The state is unchanged.
+    #[error("fork: a different commit for epoch {epoch} of group {group} was already applied")]
+    Fork {
+        /// The group id (base64url).
+        group: String,
+        /// The epoch both Commits start from.
+        epoch: u64,
+    },
+    /// The message is from an epoch whose secrets are no longer kept.
+    #[error("message for epoch {epoch} of group {group}, which is no longer kept (now at epoch {current})")]
+    EpochGone {
+        /// The group id (base64url).
+        group: String,
+        /// The message's epoch.
+        epoch: u64,
+        /// Our epoch.
+        current: u64,
+    },
+    /// Too many messages are held waiting for Commits; this one is not recorded.
+    #[error("{held} messages of group {group} already wait for commits; this one is not kept")]
+    BufferFull {
+        /// The group id (base64url).
+        group: String,
+        /// How many are held.
+        held: usize,
+    },
+    /// The sender's credential does not name the From address, or the envelope's
+    /// `group` coordinates disagree with the MLS framing.
+    #[error("refused: {0}")]
+    Binding(String),
+    /// The inner message failed the binding's checks.
+    #[error(transparent)]
+    Open(#[from] crate::seal::OpenError),
+    /// A message could not be written.
+    #[error(transparent)]
+    Message(#[from] crate::message::MessageError),
+    /// The group or key operation failed in openmls.
+    #[error("MLS operation failed: {0}")]
+    Operation(String),
+    /// The state database failed.
+    #[error("MLS state: {0}")]
+    State(String),
+    /// A key package's, member's or argument's value is not usable.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl From<rusqlite::Error> for MlsError {
+    fn from(e: rusqlite::Error) -> Self {
+        MlsError::State(e.to_string())
+    }
+}
+
+impl Classify for MlsError {
+    fn a2a_error(&self) -> A2aErrorType {
+        match self {
+            Self::Open(e) => e.a2a_error(),
+            Self::Message(e) => e.a2a_error(),
+            Self::Operation(_) | Self::State(_) => A2aErrorType::InternalError,
+            _ => A2aErrorType::InvalidRequestError,
+        }
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Malformed(_) => ExitCode::Malformed,
+            Self::Invalid(_) => ExitCode::AuthenticationFailed,
+            Self::NoIdentity(_) | Self::UnknownGroup(_) | Self::Removed { .. } => {
+                ExitCode::NoUsableKey
+            }
+            Self::EpochGone { .. } => ExitCode::NoUsableKey,
+            Self::Fork { .. } | Self::BufferFull { .. } | Self::Binding(_) => {
+                ExitCode::RefusedByPolicy
+            }
+            Self::Open(e) => e.exit_code(),
+            Self::Message(e) => e.exit_code(),
+            Self::Operation(_) | Self::State(_) => ExitCode::Other,
+            Self::Usage(_) => ExitCode::Usage,
+        }
+    }
+}
+
+/// base64url without padding: how a group id is written (DESIGN "MLS").
+pub fn group_id_text(id: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
+}
+
+/// Reads a group id written by [`group_id_text`].
+pub fn parse_group_id(text: &str) -> Result<Vec<u8>, MlsError> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text.trim())
+        .map_err(|_| MlsError::Usage(format!("{text}: not a base64url group id")))
+}

@@ -1,0 +1,188 @@
+//! Where an agent's MLS state lives: one owner-only SQLite file (`mls.db` in the store
+//! directory) holding openmls' own storage (`openmls_sqlite_storage`: group state,
+//! secret trees, HPKE and signature keys) and our tables beside it: identities, the
+//! commits applied per epoch (fork detection), messages seen (duplicates), messages
+//! held for a future epoch, and our own send generation per epoch.
+//!
+//! Every operation runs in one `BEGIN IMMEDIATE` transaction across both, committed
+//! only when the operation (and whatever the caller does with its result) succeeded:
+//! a process killed at any point leaves the file at the old state or the new one.
+
+use std::path::Path;
+use std::rc::Rc;
+
+use openmls_rust_crypto::RustCrypto;
+use openmls_sqlite_storage::{Codec, SqliteStorageProvider};
+use rusqlite::Connection;
+
+use super::MlsError;
+
+/// The file's name in a store directory.
+pub(crate) const FILE_NAME: &str = "mls.db";
+
+/// Our tables; migration `i` takes `user_version` from `i` to `i + 1` (openmls' tables
+/// have their own migration table). Never edit one that has shipped; append.
+const MIGRATIONS: &[&str] = &[
+    // 1: identities, groups, applied commits, seen and held messages, send counters.
+    "CREATE TABLE mailseal_mls_identity (
+        email TEXT PRIMARY KEY,
+        public_key BLOB NOT NULL,
+        scheme INTEGER NOT NULL
+     ) WITHOUT ROWID;
+     CREATE TABLE mailseal_mls_group (
+        group_id BLOB PRIMARY KEY,
+        email TEXT NOT NULL,
+        joined_epoch INTEGER NOT NULL,
+        removed_epoch INTEGER
+     ) WITHOUT ROWID;
+     CREATE TABLE mailseal_mls_commit (
+        group_id BLOB NOT NULL,
+        epoch INTEGER NOT NULL,
+        digest BLOB NOT NULL,
+        PRIMARY KEY (group_id, epoch)
+     ) WITHOUT ROWID;
+     CREATE TABLE mailseal_mls_seen (
+        group_id BLOB NOT NULL,
+        digest BLOB NOT NULL,
+        epoch INTEGER NOT NULL,
+        seen_at INTEGER NOT NULL,
+        PRIMARY KEY (group_id, digest)
+     ) WITHOUT ROWID;
+     CREATE INDEX mailseal_mls_seen_epoch ON mailseal_mls_seen (group_id, epoch);
+     CREATE TABLE mailseal_mls_held (
+        group_id BLOB NOT NULL,
+        digest BLOB NOT NULL,
+        epoch INTEGER NOT NULL,
+        is_commit INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        raw BLOB NOT NULL,
+        held_at INTEGER NOT NULL,
+        PRIMARY KEY (group_id, digest)
+     ) WITHOUT ROWID;
+     CREATE TABLE mailseal_mls_sent (
+        group_id BLOB NOT NULL,
+        epoch INTEGER NOT NULL,
+        next_generation INTEGER NOT NULL,
+        PRIMARY KEY (group_id, epoch)
+     ) WITHOUT ROWID;",
+];
+
+/// serde_json for openmls' stored values.
+#[derive(Default)]
+pub(crate) struct JsonCodec;
+
+impl Codec for JsonCodec {
+    type Error = serde_json::Error;
+    fn to_vec<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, Self::Error> {
+        serde_json::to_vec(value)
+    }
+    fn from_slice<T: serde::de::DeserializeOwned>(slice: &[u8]) -> Result<T, Self::Error> {
+        serde_json::from_slice(slice)
+    }
+}
+
+/// openmls' provider: RustCrypto for the cryptography, the shared connection for
+/// storage.
+pub(crate) struct Provider {
+    crypto: RustCrypto,
+    storage: SqliteStorageProvider<JsonCodec, Rc<Connection>>,
+}
+
+impl openmls_traits::OpenMlsProvider for Provider {
+    type CryptoProvider = RustCrypto;
+    type RandProvider = RustCrypto;
+    type StorageProvider = SqliteStorageProvider<JsonCodec, Rc<Connection>>;
+    fn storage(&self) -> &Self::StorageProvider {
+        &self.storage
+    }
+    fn crypto(&self) -> &Self::CryptoProvider {
+        &self.crypto
+    }
+    fn rand(&self) -> &Self::RandProvider {
+        &self.crypto
+    }
+}
+
+/// The open state file.
+pub(crate) struct State {
+    pub conn: Rc<Connection>,
+    pub provider: Provider,
+}
+
+impl State {
+    /// Opens (creating it owner-only) the state file at `path`.
+    pub(crate) fn open(path: &Path) -> Result<State, MlsError> {
+        crate::sqlite::create_private(path).map_err(|e| MlsError::State(e.to_string()))?;
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(60))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        Self::setup(conn)
+    }
+
+    /// A state in memory (tests, benches).
+    pub(crate) fn in_memory() -> Result<State, MlsError> {
+        Self::setup(Connection::open_in_memory()?)
+    }
+
+    fn setup(mut conn: Connection) -> Result<State, MlsError> {
+        {
+            let mut storage = SqliteStorageProvider::<JsonCodec, &mut Connection>::new(&mut conn);
+            storage
+                .run_migrations()
+                .map_err(|e| MlsError::State(format!("openmls storage migration: {e}")))?;
+        }
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let found: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if found > MIGRATIONS.len() as i64 {
+            return Err(MlsError::State(format!(
+                "schema version {found} is newer than this mailseal ({})",
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, step) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+            tx.execute_batch(step)?;
+            tx.pragma_update(None, "user_version", i as i64 + 1)?;
+        }
+        tx.commit()?;
+        let conn = Rc::new(conn);
+        Ok(State {
+            provider: Provider {
+                crypto: RustCrypto::default(),
+                storage: SqliteStorageProvider::new(conn.clone()),
+            },
+            conn,
+        })
+    }
+
+    /// Starts the transaction every operation runs in.
+    pub(crate) fn begin(&self) -> Result<Tx<'_>, MlsError> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        Ok(Tx {
+            conn: &self.conn,
+            done: false,
+        })
+    }
+}
+
+/// An open transaction: rolled back when dropped uncommitted.
+pub(crate) struct Tx<'a> {
+    conn: &'a Connection,
+    done: bool,
+}
+
+impl Tx<'_> {
+    pub(crate) fn commit(mut self) -> Result<(), MlsError> {
+        self.done = true;
+        self.conn.execute_batch("COMMIT")?;
+        Ok(())
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! The MLS profile through the library: membership by mail, application messages,
+//! reordering, duplicates, forks and removal, each member with its own state.
+
+use mailseal::envelope::{Envelope, Kind, Operation};
+use mailseal::mls::{Mls, MlsError, Received};
+use mailseal::seal::OpenPolicy;
+use mailseal::MailA2aMessage;
+
+fn member(email: &str) -> Mls {
+    let m = Mls::in_memory().unwrap();
+    m.generate_identity(email).unwrap();
+    m
+}
+
+fn request(from: &str, to: &[&str], id: &str) -> MailA2aMessage {
+    let mut env = Envelope::new(Kind::Request, Operation::TasksGet, id);
+    env.set("payload", &serde_json::json!({"id": "task-7"}));
+    MailA2aMessage::new(from, to, env)
+}
+
+fn open(m: &Mls, raw: &[u8]) -> Result<Received, MlsError> {
+    m.receive(raw, &OpenPolicy::default(), "x")?.commit()
+}
+
+/// alice creates a group and adds bob and carol.
+fn trio() -> (Mls, Mls, Mls, String) {
+    let (a, b, c) = (member("alice@a.example"), member("bob@b.example"), member("carol@c.example"));
+    let g = a.create_group("alice@a.example").unwrap();
+    let kps = vec![
+        b.key_package("bob@b.example").unwrap(),
+        c.key_package("carol@c.example").unwrap(),
+    ];
+    let added = a.add(&g, &kps).unwrap();
+    for m in [&b, &c] {
+        match open(m, &added.welcome).unwrap() {
+            Received::Joined { group, epoch, by } => {
+                assert_eq!(group, g);
+                assert_eq!(epoch, 1);
+                assert_eq!(by, "alice@a.example");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    (a, b, c, g)
+}
+
+fn sender_of(r: &Received) -> String {
+    match r {
+        Received::Application(o) => o.envelope().message_id().unwrap_or_default().to_string(),
+        other => panic!("not an application message: {other:?}"),
+    }
+}
+
+#[test]
+fn group_by_mail_and_application_messages() {
+    let (a, b, c, g) = trio();
+    let sealed = a
+        .seal(&request("alice@a.example", &["bob@b.example", "carol@c.example"], "m-1"), &g, false)
+        .unwrap();
+    for m in [&b, &c] {
+        let r = open(m, &sealed).unwrap();
+        assert_eq!(sender_of(&r), "m-1");
+        let Received::Application(o) = &r else { unreachable!() };
+        let coords = o.envelope().group().unwrap();
+        assert_eq!((coords.id.as_str(), coords.epoch, coords.generation), (g.as_str(), 1, 0));
+        // The same mail again: a duplicate, not a second delivery.
+        assert!(matches!(open(m, &sealed).unwrap(), Received::Duplicate { .. }));
+    }
+    // Our own copy is recognised.
+    assert!(matches!(open(&a, &sealed).unwrap(), Received::Duplicate { .. }));
+    let second = b
+        .seal(&request("bob@b.example", &["alice@a.example", "carol@c.example"], "m-2"), &g, false)
+        .unwrap();
+    let r = open(&a, &second).unwrap();
+    let Received::Application(o) = &r else { panic!() };
+    assert_eq!(o.envelope().group().unwrap().generation, 0);
+    assert_eq!(o.verdict.signer.as_ref().unwrap().replay_id(), "mls:bob@b.example");
+}
+
+#[test]
+fn future_epoch_held_until_its_commit() {
+    let (a, b, c, g) = trio();
+    let commit = a.update(&g).unwrap();
+    let later = a
+        .seal(&request("alice@a.example", &["bob@b.example", "carol@c.example"], "m-9"), &g, false)
+        .unwrap();
+    // bob gets the epoch-2 message before the commit that leads there.
+    match open(&b, &later).unwrap() {
+        Received::Held { epoch: 2, current: 1, .. } => {}
+        other => panic!("{other:?}"),
+    }
+    match open(&b, &commit).unwrap() {
+        Received::Committed { epoch: 2, ready: 1, .. } => {}
+        other => panic!("{other:?}"),
+    }
+    let held = b.next_ready(Some(&g)).unwrap().unwrap();
+    let r = b.receive(&held.raw, &OpenPolicy::default(), &held.name).unwrap().commit().unwrap();
+    assert_eq!(sender_of(&r), "m-9");
+    assert!(b.next_ready(Some(&g)).unwrap().is_none());
+    // carol in order.
+    assert!(matches!(open(&c, &commit).unwrap(), Received::Committed { ready: 0, .. }));
+    assert_eq!(sender_of(&open(&c, &later).unwrap()), "m-9");
+}
+
+#[test]
+fn fail_fork_leaves_state_unchanged() {
+    let (a, b, c, g) = trio();
+    let from_a = a.update(&g).unwrap();
+    let from_b = b.update(&g).unwrap();
+    assert!(matches!(open(&c, &from_a).unwrap(), Received::Committed { epoch: 2, .. }));
+    let err = open(&c, &from_b).unwrap_err();
+    assert!(matches!(err, MlsError::Fork { epoch: 1, .. }), "{err}");
+    assert_eq!(c.members(&g).unwrap().epoch, 2);
+    // c still talks with a.
+    let m = a
+        .seal(&request("alice@a.example", &["carol@c.example"], "m-3"), &g, false)
+        .unwrap();
+    assert_eq!(sender_of(&open(&c, &m).unwrap()), "m-3");
+}
+
+#[test]
+fn fail_removed_member_cannot_open_new_messages() {
+    let (a, b, c, g) = trio();
+    let commit = a.remove(&g, "carol@c.example").unwrap();
+    assert!(matches!(open(&b, &commit).unwrap(), Received::Committed { removed_us: false, .. }));
+    assert!(matches!(open(&c, &commit).unwrap(), Received::Committed { removed_us: true, .. }));
+    let m = a.seal(&request("alice@a.example", &["bob@b.example"], "m-4"), &g, false).unwrap();
+    assert_eq!(sender_of(&open(&b, &m).unwrap()), "m-4");
+    assert!(matches!(open(&c, &m).unwrap_err(), MlsError::Removed { .. }));
+    assert!(matches!(
+        c.seal(&request("carol@c.example", &["bob@b.example"], "m-5"), &g, false).unwrap_err(),
+        MlsError::Removed { .. }
+    ));
+    assert_eq!(b.members(&g).unwrap().members.len(), 2);
+}
