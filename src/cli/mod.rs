@@ -3,6 +3,7 @@
 
 mod demo;
 mod inspect;
+mod mls;
 mod receive;
 mod sop;
 mod store;
@@ -67,6 +68,9 @@ enum Command {
     /// Streams of replies: what is missing, and the events a closed gap released.
     #[command(subcommand)]
     Stream(stream::StreamCommand),
+    /// MLS groups: key packages, membership by mail, held messages.
+    #[command(subcommand)]
+    Mls(mls::MlsCommand),
     /// The whole tour on a temporary store.
     Demo,
     /// The Stateless OpenPGP interface (`mailseal sop --help`), with SOP's exit codes.
@@ -111,9 +115,12 @@ struct ComposeArgs {
 
 #[derive(Args)]
 struct SealArgs {
-    /// Protection profile: smime (openpgp and mls are not in this build yet).
+    /// Protection profile: smime, openpgp or mls.
     #[arg(long)]
     profile: String,
+    /// mls: the group (its id, as `mls create` printed it).
+    #[arg(long, value_name = "ID")]
+    group: Option<String>,
     /// Sign without encrypting.
     #[arg(long)]
     sign_only: bool,
@@ -184,7 +191,8 @@ enum KeyCommand {
 
 #[derive(Args)]
 struct GenerateArgs {
-    /// What kind of key: smime or openpgp.
+    /// What kind of key: smime, openpgp or mls (an MLS signature key and credential
+    /// for group membership).
     #[arg(long)]
     kind: String,
     /// OpenPGP only: rfc4880 (default: a v4 Ed25519/Cv25519 key, which GnuPG 2.2
@@ -304,6 +312,11 @@ fn run(cli: Cli) -> CliResult {
         }
         Command::Key(cmd) => key(store_dir(store)?, cmd),
         Command::Stream(cmd) => stream::run(&state_location(cli.state, store)?, cmd),
+        Command::Mls(mls::MlsCommand::Next { group, out, eml }) => {
+            let state = state_location(cli.state, store.clone())?;
+            receive::mls_next(store_dir(store)?, &state, group, out, eml)
+        }
+        Command::Mls(cmd) => mls::run(&store_dir(store)?, cmd),
         Command::Demo => demo::run(),
         Command::Sop { .. } => Err(Failure::new(
             ExitCode::Usage,
@@ -551,6 +564,27 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         MailA2aMessage::parse(&raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?;
     drop(raw); // the parsed message owns what it needs: a large input is not held twice
 
+    if profile == crate::profile::Profile::Mls {
+        let group = a.group.as_deref().ok_or_else(|| {
+            Failure::new(ExitCode::Usage, "seal --profile mls needs --group ID")
+        })?;
+        if a.sign_only {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                "--sign-only: MLS application messages are always encrypted",
+            ));
+        }
+        let mls = crate::mls::Mls::open(&mls::state_dir(&dir)?)
+            .map_err(|e| Failure::from("seal", e))?;
+        record_payment_required(state, &plain)?;
+        let sealed = mls
+            .seal(&plain, group, a.outer_hints)
+            .map_err(|e| Failure::from("seal", e))?;
+        return write_output(a.out.as_deref(), &sealed);
+    }
+    if a.group.is_some() {
+        return Err(Failure::new(ExitCode::Usage, "--group is for --profile mls"));
+    }
     let keys = Keys::open(&dir)?;
     let store = keys.store();
     let mut opts = crate::seal::SealOptions::new(profile);
@@ -700,7 +734,7 @@ fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
         other => {
             return Err(Failure::new(
                 ExitCode::Usage,
-                format!("key generate --kind {other}: smime or openpgp in this build"),
+                format!("key generate --kind {other}: smime, openpgp or mls"),
             ))
         }
     }
@@ -811,6 +845,14 @@ fn generate_on_token(
 }
 
 fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
+    if let KeyCommand::Generate(a) = &cmd {
+        if a.kind == "mls" {
+            let email = a.email.as_deref().ok_or_else(|| {
+                Failure::new(ExitCode::Usage, "key generate --kind mls needs --email")
+            })?;
+            return mls::generate(&dir, email);
+        }
+    }
     let keys = Keys::open(&dir)?;
     let store = keys.store();
     match cmd {

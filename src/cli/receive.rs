@@ -8,6 +8,7 @@ use clap::Args;
 use super::{read_input, write_output, CliResult, Failure};
 use crate::error::ExitCode;
 use crate::keystore::KeyStore;
+use crate::mls::{Mls, MlsError, Received as MlsReceived};
 use crate::replay::{Admission, Candidate, ReceiverPolicy, ReplayStore};
 use crate::seal::{OpenPolicy, Opened, Opener};
 
@@ -55,15 +56,58 @@ struct Received {
 }
 
 /// Everything an open needs besides the message.
-struct Receiver<'a> {
+pub(super) struct Receiver<'a> {
     keys: &'a dyn KeyStore,
     replay: &'a dyn ReplayStore,
     policy: OpenPolicy,
     rules: ReceiverPolicy,
     now: i64,
+    /// The store's MLS state, opened at the first `message/mls` mail.
+    mls_dir: PathBuf,
+    mls: std::cell::OnceCell<Mls>,
+}
+
+/// What an MLS mail came to, for the caller to report.
+enum MlsOutcome {
+    /// An application message, with what became of it.
+    Application(Box<Candidate>, &'static str),
+    /// A handshake message or a non-delivery: one status line.
+    Status(String),
 }
 
 impl Receiver<'_> {
+    pub(super) fn mls(&self) -> Result<&Mls, Failure> {
+        if let Some(m) = self.mls.get() {
+            return Ok(m);
+        }
+        let m = Mls::open(&self.mls_dir).map_err(|e| Failure::from("mls", e))?;
+        Ok(self.mls.get_or_init(|| m))
+    }
+
+    /// Receives an MLS mail. For an application message `deliver` applies the
+    /// receiver rules and hands the result over, before the MLS state change commits:
+    /// if it fails, the group state is as before and the message can be opened again.
+    fn receive_mls(
+        &self,
+        raw: &[u8],
+        name: &str,
+        deliver: impl FnOnce(&Opened, &Candidate) -> Result<&'static str, Failure>,
+    ) -> Result<MlsOutcome, Failure> {
+        let fail = |e: MlsError| Failure::from("open", e);
+        let receipt = self.mls()?.receive(raw, &self.policy, name).map_err(fail)?;
+        let outcome = match &receipt.received {
+            MlsReceived::Application(opened) => {
+                let candidate =
+                    Candidate::from_opened(opened).map_err(|e| Failure::from("open", e))?;
+                let result = deliver(opened, &candidate)?;
+                MlsOutcome::Application(Box::new(candidate), result)
+            }
+            other => MlsOutcome::Status(mls_status(other)),
+        };
+        receipt.commit().map_err(fail)?;
+        Ok(outcome)
+    }
+
     /// Verifies `raw` (signature, decryption, binding) without touching the state.
     fn verify(&self, raw: &[u8]) -> Result<(Opened, Candidate), Failure> {
         let opened = crate::dispatch::Dispatcher::with_store(self.keys)
@@ -138,11 +182,16 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         policy,
         rules: ReceiverPolicy::default(),
         now,
+        mls_dir: super::mls::state_dir(&dir)?,
+        mls: std::cell::OnceCell::new(),
     };
     if let (Some(batch), Some(out_dir)) = (&a.batch, &a.out_dir) {
         return open_batch(&receiver, batch, out_dir, a.eml);
     }
     let raw = read_input(a.input.as_deref())?;
+    if crate::dispatch::detect_profile(&raw) == Some(crate::profile::Profile::Mls) {
+        return open_mls_one(&receiver, &raw, "stdin", &a.out, a.eml, a.report.as_deref());
+    }
     let r = receiver.receive(&raw)?;
     if let Some(report) = &a.report {
         write_report(report, &r.opened, delivery(&r.admission))?;
@@ -155,6 +204,128 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         return Ok(());
     }
     write_output(a.out.as_deref(), &body(&r.opened, a.eml)?)
+}
+
+/// `mailseal mls next`: opens the next held MLS message whose epoch has come, through
+/// the receiver rules like any other.
+pub(super) fn mls_next(
+    dir: PathBuf,
+    state: &str,
+    group: Option<String>,
+    out: Option<PathBuf>,
+    eml: bool,
+) -> CliResult {
+    let opened_keys = super::store::Keys::open(&dir)?;
+    let replay = crate::replay::open_store(state).map_err(|e| Failure::from("mls next", e))?;
+    let receiver = Receiver {
+        keys: opened_keys.store(),
+        replay: replay.as_ref(),
+        policy: OpenPolicy::default(),
+        rules: ReceiverPolicy::default(),
+        now: now(None)?,
+        mls_dir: super::mls::state_dir(&dir)?,
+        mls: std::cell::OnceCell::new(),
+    };
+    let mls = receiver.mls()?;
+    let Some(held) = mls
+        .next_ready(group.as_deref())
+        .map_err(|e| Failure::from("mls next", e))?
+    else {
+        eprintln!("mailseal: no held MLS message is ready");
+        return Ok(());
+    };
+    let result = open_mls_one(&receiver, &held.raw, &held.name, &out, eml, None);
+    if result.is_err() {
+        mls.discard(&held).map_err(|e| Failure::from("mls next", e))?;
+    }
+    result
+}
+
+/// Opens one MLS mail: an application message goes to `out` (once the receiver rules
+/// admit it), anything else is a status line.
+pub(super) fn open_mls_one(
+    receiver: &Receiver<'_>,
+    raw: &[u8],
+    name: &str,
+    out: &Option<PathBuf>,
+    eml: bool,
+    report: Option<&Path>,
+) -> CliResult {
+    let outcome = receiver.receive_mls(raw, name, |opened, candidate| {
+        let admission = receiver
+            .replay
+            .admit(candidate, receiver.now, &receiver.rules)
+            .map_err(|e| Failure::from("open", e))?;
+        let r = Received {
+            opened: opened.clone(),
+            candidate: candidate.clone(),
+            admission,
+        };
+        let r = &r;
+        if let Some(report) = report {
+            write_report(report, &r.opened, delivery(&r.admission))?;
+        }
+        if let Some(line) = status_line(r) {
+            eprintln!("mailseal: {line}");
+        }
+        if matches!(r.admission, Admission::Deliver { .. }) {
+            write_output(out.as_deref(), &body(&r.opened, eml)?)?;
+        }
+        Ok(delivery(&r.admission))
+    })?;
+    if let MlsOutcome::Status(line) = outcome {
+        eprintln!("mailseal: {line}");
+    }
+    Ok(())
+}
+
+/// The status line of an MLS mail that is not an application message to deliver.
+fn mls_status(r: &MlsReceived) -> String {
+    match r {
+        MlsReceived::Joined { group, epoch, by } => {
+            format!("joined MLS group {group} at epoch {epoch} (added by {by})")
+        }
+        MlsReceived::Committed {
+            group,
+            epoch,
+            by,
+            removed_us,
+            ready,
+        } => {
+            let mut line = format!("applied the commit of {by}: group {group} is at epoch {epoch}");
+            if *removed_us {
+                line.push_str("; it removed us from the group");
+            }
+            if *ready > 0 {
+                line.push_str(&format!(
+                    "; {ready} held message(s) can now be opened: `mailseal mls next --group {group}`"
+                ));
+            }
+            line
+        }
+        MlsReceived::Proposal { group, by } => {
+            format!("queued the proposal of {by} for group {group}'s next commit")
+        }
+        MlsReceived::KeyPackage { identity } => format!(
+            "a KeyPackage of {identity}: add it with `mailseal mls add --group ID FILE`"
+        ),
+        MlsReceived::Duplicate { first_seen, .. } => format!(
+            "duplicate: this MLS message was first seen at {}; not processed again",
+            crate::replay::rfc3339(*first_seen)
+        ),
+        MlsReceived::Held {
+            group,
+            epoch,
+            current,
+        } => format!(
+            "held: group {group} is at epoch {current} and this message is for epoch {epoch}: it needs the commits for epochs {current}..{}",
+            epoch - 1
+        ),
+        MlsReceived::Stale { group, epoch } => format!(
+            "stale: a handshake message for epoch {epoch} of group {group}, from before we joined; ignored"
+        ),
+        MlsReceived::Application(_) => "an application message".into(),
+    }
 }
 
 fn delivery(a: &Admission) -> &'static str {
@@ -228,36 +399,35 @@ fn open_batch(r: &Receiver<'_>, dir: &Path, out_dir: &Path, eml: bool) -> CliRes
     let bar = indicatif::ProgressBar::new(files.len() as u64);
     let mut first_failure: Option<ExitCode> = None;
     let mut stdout = std::io::stdout().lock();
+    let mut emit = |line: serde_json::Value| {
+        use std::io::Write;
+        writeln!(stdout, "{line}")
+            .and_then(|()| stdout.flush())
+            .map_err(|e| Failure::new(ExitCode::Other, format!("stdout: {e}")))
+    };
     for path in &files {
         bar.inc(1);
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let target = out_dir.join(format!("{name}.{}", if eml { "eml" } else { "json" }));
-        let partial = out_dir.join(format!("{name}.partial"));
-        let line = match batch_one(r, path, &target, &partial, eml) {
-            Ok((c, result)) => serde_json::json!({
-                "file": path.display().to_string(),
-                "result": result,
-                "messageId": c.message_id,
-                "correlationId": c.correlation_id,
-                "sequence": c.sequence,
-            }),
-            Err(f) => {
-                first_failure.get_or_insert(f.code);
-                serde_json::json!({
-                    "file": path.display().to_string(),
-                    "result": "refused",
-                    "exit": f.code.as_u8(),
-                    "error": f.line,
-                })
+        let file = path.display().to_string();
+        let line = read_input(Some(path)).and_then(|raw| batch_one(r, &raw, &name, out_dir, eml));
+        emit(result_line(&file, line, &mut first_failure))?;
+        // A Commit may have released held MLS messages: open them now, under the
+        // names they arrived with.
+        if r.mls.get().is_some() {
+            while let Some(held) = r.mls()?.next_ready(None).map_err(|e| Failure::from("open", e))? {
+                let line = batch_one(r, &held.raw, &held.name, out_dir, eml);
+                if line.is_err() {
+                    r.mls()?.discard(&held).map_err(|e| Failure::from("open", e))?;
+                }
+                let line = line.map(|(c, result)| {
+                    (c, if result == "deliver" { "deliver-released" } else { result })
+                });
+                emit(result_line(&held.name, line, &mut first_failure))?;
             }
-        };
-        use std::io::Write;
-        writeln!(stdout, "{line}")
-            .and_then(|()| stdout.flush())
-            .map_err(|e| Failure::new(ExitCode::Other, format!("stdout: {e}")))?;
+        }
     }
     bar.finish_and_clear();
     match first_failure {
@@ -269,25 +439,84 @@ fn open_batch(r: &Receiver<'_>, dir: &Path, out_dir: &Path, eml: bool) -> CliRes
     }
 }
 
+/// One JSON result line of a batch.
+fn result_line(
+    file: &str,
+    outcome: Result<(Option<Candidate>, &'static str), Failure>,
+    first_failure: &mut Option<ExitCode>,
+) -> serde_json::Value {
+    match outcome {
+        Ok((Some(c), result)) => serde_json::json!({
+            "file": file,
+            "result": result,
+            "messageId": c.message_id,
+            "correlationId": c.correlation_id,
+            "sequence": c.sequence,
+        }),
+        Ok((None, result)) => serde_json::json!({"file": file, "result": result}),
+        Err(f) => {
+            first_failure.get_or_insert(f.code);
+            serde_json::json!({
+                "file": file,
+                "result": "refused",
+                "exit": f.code.as_u8(),
+                "error": f.line,
+            })
+        }
+    }
+}
+
+/// Opens one message of a batch into `out_dir/NAME.json` (or `.eml`).
 fn batch_one(
     r: &Receiver<'_>,
-    path: &Path,
+    raw: &[u8],
+    name: &str,
+    out_dir: &Path,
+    eml: bool,
+) -> Result<(Option<Candidate>, &'static str), Failure> {
+    let target = out_dir.join(format!("{name}.{}", if eml { "eml" } else { "json" }));
+    let partial = out_dir.join(format!("{name}.partial"));
+    if crate::dispatch::detect_profile(raw) == Some(crate::profile::Profile::Mls) {
+        return match r.receive_mls(raw, name, |opened, candidate| {
+            admit_into(r, opened, candidate, &target, &partial, eml)
+        })? {
+            MlsOutcome::Application(c, result) => Ok((Some(*c), result)),
+            MlsOutcome::Status(line) => Ok((None, mls_result(&line))),
+        };
+    }
+    let (opened, candidate) = r.verify(raw)?;
+    let result = admit_into(r, &opened, &candidate, &target, &partial, eml)?;
+    Ok((Some(candidate), result))
+}
+
+/// The result word of an MLS mail that delivered nothing.
+fn mls_result(status: &str) -> &'static str {
+    ["joined", "applied", "queued", "duplicate", "held", "stale"]
+        .into_iter()
+        .find(|w| status.starts_with(w))
+        .unwrap_or("handshake")
+}
+
+/// The output is first written to `partial`, then the message is admitted (the commit
+/// that makes it accepted), then `partial` is renamed to `target`.
+fn admit_into(
+    r: &Receiver<'_>,
+    opened: &Opened,
+    candidate: &Candidate,
     target: &Path,
     partial: &Path,
     eml: bool,
-) -> Result<(Candidate, &'static str), Failure> {
+) -> Result<&'static str, Failure> {
     let io = |what: &Path, e: std::io::Error| {
         Failure::new(ExitCode::Other, format!("{}: {e}", what.display()))
     };
-    let raw = read_input(Some(path))?;
-    let (opened, candidate) = r.verify(&raw)?;
-    let out = body(&opened, eml)?;
+    let out = body(opened, eml)?;
     // A partial output of this very message left by a killed run: the run may have
     // been killed after the message was accepted.
     let leftover = !target.exists() && partial_matches(partial, &out);
     write_synced(partial, &out).map_err(|e| io(partial, e))?;
-    let admission = r.replay.admit(&candidate, r.now, &r.rules);
-    let result = match admission {
+    let admission = r.replay.admit(candidate, r.now, &r.rules);
+    Ok(match admission {
         Ok(Admission::Deliver { .. }) => {
             std::fs::rename(partial, target).map_err(|e| io(target, e))?;
             "deliver"
@@ -305,8 +534,7 @@ fn batch_one(
             let _ = std::fs::remove_file(partial);
             return Err(Failure::from("open", e));
         }
-    };
-    Ok((candidate, result))
+    })
 }
 
 /// Writes and flushes to disk, so a later rename never exposes a short file. Owner-only:

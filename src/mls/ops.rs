@@ -213,7 +213,12 @@ fn check_from(headers: &Headers, identity: &str) -> Result<(), MlsError> {
 impl Mls {
     /// Opens the MLS state of the store directory `dir` (creating it owner-only).
     pub fn open(dir: &Path) -> Result<Mls, MlsError> {
-        std::fs::create_dir_all(dir).map_err(|e| MlsError::State(e.to_string()))?;
+        // Owner-only, like a key store directory: the state holds private keys.
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir).map_err(|e| MlsError::State(e.to_string()))?;
         Ok(Self::with_state(State::open(&dir.join(super::state::FILE_NAME))?))
     }
 

@@ -1,0 +1,240 @@
+//! `mailseal mls ...`: group membership by mail. Every handshake message is a
+//! `message/mls` mail written to a file, to be sent like any other mail.
+
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+
+use super::{read_input, write_output, CliResult, Failure};
+use crate::error::ExitCode;
+use crate::mls::{Mls, Received};
+
+#[derive(Subcommand)]
+pub(super) enum MlsCommand {
+    /// Write a KeyPackage mail (message/mls) from ADDR, to publish or send to a group's
+    /// admin.
+    Keypackage {
+        /// The MLS identity (`key generate --kind mls --email ADDR` first).
+        #[arg(long)]
+        email: String,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write the bare MLSMessage (TLS bytes) instead of a mail: for an Agent Card.
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Create a group with ADDR as its only member; prints the group id.
+    Create {
+        /// Our MLS identity.
+        #[arg(long)]
+        email: String,
+    },
+    /// Add members from their KeyPackage mails: writes commit.eml (to the members) and
+    /// welcome.eml (to the new ones).
+    Add {
+        /// The group id.
+        #[arg(long)]
+        group: String,
+        /// KeyPackage mails.
+        #[arg(required = true)]
+        key_packages: Vec<PathBuf>,
+        /// Where to write commit.eml and welcome.eml.
+        #[arg(long)]
+        out_dir: PathBuf,
+    },
+    /// Remove a member: writes commit.eml (to every member, the removed one included).
+    Remove {
+        /// The group id.
+        #[arg(long)]
+        group: String,
+        /// The member's address (its credential identity).
+        #[arg(long)]
+        member: String,
+        /// Where to write commit.eml.
+        #[arg(long)]
+        out_dir: PathBuf,
+    },
+    /// Self-update (fresh keys, post-compromise security): writes commit.eml.
+    Update {
+        /// The group id.
+        #[arg(long)]
+        group: String,
+        /// Where to write commit.eml.
+        #[arg(long)]
+        out_dir: PathBuf,
+    },
+    /// Join a group from a Welcome mail (the same as `open` on it).
+    Join {
+        /// The Welcome mail (default: stdin).
+        #[arg(long = "in")]
+        input: Option<PathBuf>,
+    },
+    /// A group's epoch and members; without --group, the groups.
+    Members {
+        /// The group id.
+        #[arg(long)]
+        group: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open the next held message whose epoch has come (after `open` applied the
+    /// commit it waited for); nothing (exit 0) when none is ready.
+    Next {
+        /// Only this group.
+        #[arg(long)]
+        group: Option<String>,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Write the inner message (.eml) instead of the envelope JSON.
+        #[arg(long)]
+        eml: bool,
+    },
+}
+
+/// Where a store keeps its MLS state: the store directory itself, or the directory
+/// of a `sqlite:` store's file. PostgreSQL and token stores have no local directory.
+pub(crate) fn state_dir(store: &Path) -> Result<PathBuf, Failure> {
+    let text = store.to_string_lossy();
+    if let Some(file) = text.strip_prefix("sqlite:") {
+        let parent = Path::new(file).parent().unwrap_or(Path::new("."));
+        return Ok(if parent.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            parent.to_path_buf()
+        });
+    }
+    if text.starts_with("postgres://")
+        || text.starts_with("postgresql://")
+        || text.starts_with("pkcs11:")
+    {
+        return std::env::var_os("MAILSEAL_MLS_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                Failure::new(
+                    ExitCode::Usage,
+                    "MLS group state lives in a local directory: set MAILSEAL_MLS_HOME for a PostgreSQL or token store",
+                )
+            });
+    }
+    Ok(store.to_path_buf())
+}
+
+fn fail(what: &str) -> impl Fn(crate::mls::MlsError) -> Failure + '_ {
+    move |e| Failure::from(what, e)
+}
+
+fn write_file(dir: &Path, name: &str, data: &[u8]) -> CliResult {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Failure::new(ExitCode::Other, format!("{}: {e}", dir.display())))?;
+    let path = dir.join(name);
+    write_output(Some(&path), data)?;
+    eprintln!("mailseal: wrote {}", path.display());
+    Ok(())
+}
+
+/// `key generate --kind mls --email ADDR`.
+pub(super) fn generate(store: &Path, email: &str) -> CliResult {
+    let mls = Mls::open(&state_dir(store)?).map_err(fail("key generate"))?;
+    let public = mls.generate_identity(email).map_err(fail("key generate"))?;
+    println!("generated mls {public} Ed25519 {}", email.to_ascii_lowercase());
+    Ok(())
+}
+
+pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
+    let mls = Mls::open(&state_dir(store)?).map_err(fail("mls"))?;
+    match cmd {
+        MlsCommand::Keypackage { email, out, raw } => {
+            let bytes = if raw {
+                mls.key_package_message(&email)
+            } else {
+                mls.key_package(&email)
+            }
+            .map_err(fail("mls keypackage"))?;
+            write_output(out.as_deref(), &bytes)
+        }
+        MlsCommand::Create { email } => {
+            let id = mls.create_group(&email).map_err(fail("mls create"))?;
+            println!("{id}");
+            Ok(())
+        }
+        MlsCommand::Add {
+            group,
+            key_packages,
+            out_dir,
+        } => {
+            let mails = key_packages
+                .iter()
+                .map(|p| read_input(Some(p)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let added = mls.add(&group, &mails).map_err(fail("mls add"))?;
+            write_file(&out_dir, "commit.eml", &added.commit)?;
+            write_file(&out_dir, "welcome.eml", &added.welcome)
+        }
+        MlsCommand::Remove {
+            group,
+            member,
+            out_dir,
+        } => {
+            let commit = mls.remove(&group, &member).map_err(fail("mls remove"))?;
+            write_file(&out_dir, "commit.eml", &commit)
+        }
+        MlsCommand::Update { group, out_dir } => {
+            let commit = mls.update(&group).map_err(fail("mls update"))?;
+            write_file(&out_dir, "commit.eml", &commit)
+        }
+        MlsCommand::Join { input } => {
+            let raw = read_input(input.as_deref())?;
+            let receipt = mls
+                .receive(&raw, &crate::seal::OpenPolicy::default(), "welcome")
+                .map_err(fail("mls join"))?;
+            let joined = match &receipt.received {
+                Received::Joined { group, epoch, by } => Some((
+                    group.clone(),
+                    format!("joined MLS group {group} at epoch {epoch} (added by {by})"),
+                )),
+                _ => None,
+            };
+            match (&receipt.received, joined) {
+                (_, Some((group, line))) => {
+                    receipt.commit().map_err(fail("mls join"))?;
+                    println!("{group}");
+                    eprintln!("mailseal: {line}");
+                    Ok(())
+                }
+                (Received::Duplicate { .. }, None) => Err(Failure::new(
+                    ExitCode::RefusedByPolicy,
+                    "mls join: this Welcome was already used",
+                )),
+                _ => Err(Failure::new(ExitCode::Usage, "mls join: not a Welcome mail")),
+            }
+        }
+        MlsCommand::Members { group, json } => match group {
+            None => {
+                for g in mls.groups().map_err(fail("mls members"))? {
+                    println!("{g}");
+                }
+                Ok(())
+            }
+            Some(group) => {
+                let m = mls.members(&group).map_err(fail("mls members"))?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&m).unwrap_or_default());
+                } else {
+                    println!("group {} epoch {} (we are {})", m.group, m.epoch, m.me);
+                    for (leaf, id) in &m.members {
+                        println!("{leaf} {id}");
+                    }
+                }
+                Ok(())
+            }
+        },
+        MlsCommand::Next { .. } => Err(Failure::new(
+            ExitCode::Usage,
+            "mls next is handled by the receiver",
+        )),
+    }
+}
