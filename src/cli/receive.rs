@@ -449,6 +449,7 @@ fn result_line(
         Ok((Some(c), result)) => serde_json::json!({
             "file": file,
             "result": result,
+            "signer": c.signer,
             "messageId": c.message_id,
             "correlationId": c.correlation_id,
             "sequence": c.sequence,
