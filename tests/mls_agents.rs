@@ -7,35 +7,9 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
-struct Agent {
-    email: String,
-    store: PathBuf,
-    inbox: PathBuf,
-}
-
-fn mailseal(store: &Path, args: &[&str]) -> std::process::Output {
-    let out = Command::new(common::bin())
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("MAILSEAL_STATE")
-        .output()
-        .expect("mailseal runs");
-    out
-}
-
-fn ok(store: &Path, args: &[&str]) -> Vec<u8> {
-    let out = mailseal(store, args);
-    assert!(
-        out.status.success(),
-        "mailseal {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
+use common::mls::{mailseal, ok, send, Agent};
 
 /// A deterministic shuffle (xorshift), so a failure reproduces.
 fn shuffle<T>(v: &mut [T], seed: &mut u64) {
@@ -47,82 +21,15 @@ fn shuffle<T>(v: &mut [T], seed: &mut u64) {
     }
 }
 
-fn envelope(n: usize) -> String {
-    serde_json::json!({
-        "bindingVersion": "1.0",
-        "a2aVersion": "1.0",
-        "kind": "request",
-        "operation": "message/send",
-        "messageId": format!("urn:uuid:group-{n}"),
-        "correlationId": format!("exchange-{n}"),
-        "sequence": 0,
-        "final": false,
-        "idempotencyKey": format!("effect-{n}"),
-        "payload": {"message": {"messageId": format!("m-{n}"), "role": "ROLE_USER",
-            "parts": [{"text": format!("message {n}")}]}}
-    })
-    .to_string()
-}
-
-/// `from` seals message `n` to the group; returns the sealed mail's path.
-fn send(dir: &Path, from: &Agent, to: &[&Agent], group: &str, n: usize) -> PathBuf {
-    let env = dir.join(format!("env-{n}.json"));
-    std::fs::write(&env, envelope(n)).unwrap();
-    let plain = dir.join(format!("plain-{n}.eml"));
-    let mut args = vec!["compose", "--from", &from.email];
-    for a in to {
-        args.extend(["--to", a.email.as_str()]);
-    }
-    let (env_s, plain_s) = (env.display().to_string(), plain.display().to_string());
-    args.extend(["--in", &env_s, "--out", &plain_s]);
-    ok(&from.store, &args);
-    let sealed = dir.join(format!("sealed-{n}.eml"));
-    ok(
-        &from.store,
-        &["seal", "--profile", "mls", "--group", group, "--in", &plain_s, "--out", &sealed.display().to_string()],
-    );
-    sealed
-}
-
 #[test]
 fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
     let root = tempfile::tempdir().unwrap();
-    let agents: Vec<Agent> = (1..=5)
-        .map(|i| Agent {
-            email: format!("agent{i}@group.example"),
-            store: root.path().join(format!("store{i}")),
-            inbox: root.path().join(format!("inbox{i}")),
-        })
-        .collect();
-    for a in &agents {
-        ok(&a.store, &["key", "generate", "--kind", "mls", "--email", &a.email]);
-        std::fs::create_dir_all(&a.inbox).unwrap();
+    let (agents, group) = common::mls::group(root.path(), 5);
+    let inboxes: Vec<PathBuf> = (1..=5).map(|i| root.path().join(format!("inbox{i}"))).collect();
+    for i in &inboxes {
+        std::fs::create_dir_all(i).unwrap();
     }
     let mail = root.path().join("mail");
-    std::fs::create_dir_all(&mail).unwrap();
-
-    // Membership by mail: agent1 creates the group, the others publish KeyPackages.
-    let group = String::from_utf8(ok(&agents[0].store, &["mls", "create", "--email", &agents[0].email]))
-        .unwrap()
-        .trim()
-        .to_string();
-    let mut kps = Vec::new();
-    for a in &agents[1..] {
-        let kp = mail.join(format!("kp-{}.eml", a.email));
-        ok(&a.store, &["mls", "keypackage", "--email", &a.email, "--out", &kp.display().to_string()]);
-        kps.push(kp.display().to_string());
-    }
-    let add_dir = mail.join("add");
-    let mut args = vec!["mls", "add", "--group", group.as_str()];
-    args.extend(kps.iter().map(String::as_str));
-    let add_s = add_dir.display().to_string();
-    args.extend(["--out-dir", &add_s]);
-    ok(&agents[0].store, &args);
-    let welcome = add_dir.join("welcome.eml").display().to_string();
-    for a in &agents[1..] {
-        let printed = ok(&a.store, &["mls", "join", "--in", &welcome]);
-        assert_eq!(String::from_utf8_lossy(&printed).trim(), group);
-    }
     let members = ok(&agents[2].store, &["mls", "members", "--group", &group, "--json"]);
     let members: serde_json::Value = serde_json::from_slice(&members).unwrap();
     assert_eq!(members["members"].as_array().unwrap().len(), 5);
@@ -173,13 +80,13 @@ fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
 
     // Delivery: each inbox shuffled, with every fourth mail delivered twice.
     let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-    for (i, a) in agents.iter().enumerate() {
+    for i in 0..agents.len() {
         let mut mails = deliveries[i].clone();
         let dups: Vec<PathBuf> = mails.iter().step_by(4).cloned().collect();
         mails.extend(dups);
         shuffle(&mut mails, &mut seed);
         for (k, m) in mails.iter().enumerate() {
-            std::fs::copy(m, a.inbox.join(format!("{k:04}.eml"))).unwrap();
+            std::fs::copy(m, inboxes[i].join(format!("{k:04}.eml"))).unwrap();
         }
     }
 
@@ -187,7 +94,7 @@ fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
         let out_dir = root.path().join(format!("out{}", i + 1));
         let out = mailseal(
             &a.store,
-            &["open", "--batch", &a.inbox.display().to_string(), "--out-dir", &out_dir.display().to_string()],
+            &["open", "--batch", &inboxes[i].display().to_string(), "--out-dir", &out_dir.display().to_string()],
         );
         let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
             .lines()

@@ -712,6 +712,48 @@ impl Mls {
         Ok(mail)
     }
 
+    /// Seals `entity` as it is, with `aad` as the MLS authenticated data: no check of
+    /// the entity, its From or its coordinates. For conformance tests of receivers
+    /// (what a lying or broken sender writes); never for real messages.
+    #[doc(hidden)]
+    pub fn seal_unchecked(
+        &self,
+        entity: &[u8],
+        group: &str,
+        headers: &Headers,
+        aad: Vec<u8>,
+    ) -> Result<Vec<u8>, MlsError> {
+        let id = parse_group_id(group)?;
+        let (me, _) = self.membership(&id)?;
+        let (signer, _) = self.signer(&me)?;
+        let tx = self.state.begin()?;
+        let mut g = self.take_group(&id)?;
+        let epoch = g.epoch().as_u64();
+        g.set_aad(aad);
+        let out = g
+            .create_message(&self.state.provider, &signer, entity)
+            .map_err(op)?;
+        let bytes = out.to_bytes().map_err(op)?;
+        let generation: i64 = self
+            .state
+            .conn
+            .query_row(
+                "SELECT next_generation FROM mailseal_mls_sent WHERE group_id = ?1 AND epoch = ?2",
+                params![id, epoch as i64],
+                |r| r.get(0),
+            )
+            .optional()?
+            .unwrap_or(0);
+        self.state.conn.execute(
+            "INSERT OR REPLACE INTO mailseal_mls_sent (group_id, epoch, next_generation) VALUES (?1, ?2, ?3)",
+            params![id, epoch as i64, generation + 1],
+        )?;
+        let mail = wire::write_mail(headers, &Hints::binding_only(), &bytes)?;
+        tx.commit()?;
+        self.cache_put(g);
+        Ok(mail)
+    }
+
     // === Receiving ===
 
     /// Receives one `message/mls` mail: an application message is verified, decrypted

@@ -2,6 +2,8 @@
 //! repository's test data.
 #![allow(dead_code)]
 
+pub mod mls;
+
 use std::path::PathBuf;
 
 use base64::Engine;

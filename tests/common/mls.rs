@@ -1,0 +1,119 @@
+//! MLS agents for the CLI tests: each with its own store directory, driven through
+//! the `mailseal` binary only.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// One agent: its address and store.
+pub struct Agent {
+    pub email: String,
+    pub store: PathBuf,
+}
+
+/// Runs `mailseal --store STORE ARGS`.
+pub fn mailseal(store: &Path, args: &[&str]) -> Output {
+    Command::new(super::bin())
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("MAILSEAL_STATE")
+        .output()
+        .expect("mailseal runs")
+}
+
+/// [`mailseal`], which must succeed; its stdout.
+pub fn ok(store: &Path, args: &[&str]) -> Vec<u8> {
+    let out = mailseal(store, args);
+    assert!(
+        out.status.success(),
+        "mailseal {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A valid `message/send` request envelope numbered `n`.
+pub fn envelope(n: usize) -> String {
+    serde_json::json!({
+        "bindingVersion": "1.0",
+        "a2aVersion": "1.0",
+        "kind": "request",
+        "operation": "message/send",
+        "messageId": format!("urn:uuid:group-{n}"),
+        "correlationId": format!("exchange-{n}"),
+        "sequence": 0,
+        "final": false,
+        "idempotencyKey": format!("effect-{n}"),
+        "payload": {"message": {"messageId": format!("m-{n}"), "role": "ROLE_USER",
+            "parts": [{"text": format!("message {n}")}]}}
+    })
+    .to_string()
+}
+
+/// `count` agents under `root` with MLS identities; the first creates a group and adds
+/// the others by KeyPackage and Welcome mails. Returns the agents and the group id.
+pub fn group(root: &Path, count: usize) -> (Vec<Agent>, String) {
+    let agents: Vec<Agent> = (1..=count)
+        .map(|i| Agent {
+            email: format!("agent{i}@group.example"),
+            store: root.join(format!("store{i}")),
+        })
+        .collect();
+    for a in &agents {
+        ok(&a.store, &["key", "generate", "--kind", "mls", "--email", &a.email]);
+    }
+    let mail = root.join("mail");
+    std::fs::create_dir_all(&mail).unwrap();
+    let group = String::from_utf8(ok(
+        &agents[0].store,
+        &["mls", "create", "--email", &agents[0].email],
+    ))
+    .unwrap()
+    .trim()
+    .to_string();
+    let mut kps = Vec::new();
+    for a in &agents[1..] {
+        let kp = mail.join(format!("kp-{}.eml", a.email));
+        ok(
+            &a.store,
+            &["mls", "keypackage", "--email", &a.email, "--out", &kp.display().to_string()],
+        );
+        kps.push(kp.display().to_string());
+    }
+    let add_dir = mail.join("add");
+    let add_s = add_dir.display().to_string();
+    let mut args = vec!["mls", "add", "--group", group.as_str()];
+    args.extend(kps.iter().map(String::as_str));
+    args.extend(["--out-dir", &add_s]);
+    ok(&agents[0].store, &args);
+    let welcome = add_dir.join("welcome.eml").display().to_string();
+    for a in &agents[1..] {
+        let printed = ok(&a.store, &["mls", "join", "--in", &welcome]);
+        assert_eq!(String::from_utf8_lossy(&printed).trim(), group);
+    }
+    (agents, group)
+}
+
+/// `from` seals message `n` to `to` in the group; returns the sealed mail's path.
+pub fn send(dir: &Path, from: &Agent, to: &[&Agent], group: &str, n: usize) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let env = dir.join(format!("env-{n}.json"));
+    std::fs::write(&env, envelope(n)).unwrap();
+    let plain = dir.join(format!("plain-{n}.eml"));
+    let (env_s, plain_s) = (env.display().to_string(), plain.display().to_string());
+    let mut args = vec!["compose", "--from", from.email.as_str()];
+    for a in to {
+        args.extend(["--to", a.email.as_str()]);
+    }
+    args.extend(["--in", &env_s, "--out", &plain_s]);
+    ok(&from.store, &args);
+    let sealed = dir.join(format!("sealed-{n}.eml"));
+    ok(
+        &from.store,
+        &[
+            "seal", "--profile", "mls", "--group", group, "--in", &plain_s, "--out",
+            &sealed.display().to_string(),
+        ],
+    );
+    sealed
+}
