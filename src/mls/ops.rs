@@ -867,12 +867,16 @@ impl Mls {
                 None,
             ));
         }
-        let staged = StagedWelcome::new_from_welcome(
+        // The tree's leaves keep the lifetime of the KeyPackage that added them until
+        // they update: a member added months ago and silent since would make every
+        // later Welcome fail. RFC 9420 section 7.3 allows skipping that check on tree
+        // leaves; the new KeyPackages themselves are checked when they are added.
+        let staged = StagedWelcome::build_from_welcome(
             &self.state.provider,
             &self.join_config(),
             welcome,
-            None,
         )
+        .and_then(|b| b.skip_lifetime_validation().build())
         .map_err(|e| match e {
             WelcomeError::NoMatchingKeyPackage | WelcomeError::NoMatchingEncryptionKey => {
                 MlsError::UnknownGroup("of this Welcome: none of our KeyPackages is in it".into())
