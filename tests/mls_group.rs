@@ -133,3 +133,37 @@ fn fail_removed_member_cannot_open_new_messages() {
     ));
     assert_eq!(b.members(&g).unwrap().members.len(), 2);
 }
+
+#[test]
+fn external_join_from_group_info() {
+    let (a, b, c, g) = trio();
+    let info = a.group_info(&g).unwrap();
+    // Opening a GroupInfo mail only reports it.
+    assert!(matches!(open(&b, &info).unwrap(), Received::GroupInfo { .. }));
+    let d = member("dave@d.example");
+    let (joined, commit) = d.join_external(&info, "dave@d.example").unwrap();
+    assert_eq!(joined, g);
+    for m in [&a, &b, &c] {
+        match open(m, &commit).unwrap() {
+            Received::Committed { epoch: 2, by, .. } => assert_eq!(by, "dave@d.example"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let hello = d
+        .seal(&request("dave@d.example", &["bob@b.example"], "m-d"), &g, false)
+        .unwrap();
+    assert_eq!(sender_of(&open(&b, &hello).unwrap()), "m-d");
+    assert_eq!(a.members(&g).unwrap().members.len(), 4);
+}
+
+#[test]
+fn fail_group_info_tampered() {
+    let (a, _b, _c, g) = trio();
+    let info = a.group_info(&g).unwrap();
+    let mut bad = info.clone();
+    let at = bad.len() - 12;
+    bad[at] = if bad[at] == b'A' { b'B' } else { b'A' };
+    let d = member("dave@d.example");
+    assert!(d.join_external(&bad, "dave@d.example").is_err());
+    assert!(d.groups().unwrap().is_empty());
+}

@@ -144,3 +144,47 @@ fn readme_openpgp_example_runs() {
     assert_eq!(verdict["profile"], "openpgp");
     assert_eq!(verdict["protection"], "SignedEncrypted");
 }
+
+#[test]
+fn readme_mls_example_runs() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme.split("## Command line").nth(1).unwrap();
+    let blocks: Vec<&str> = section
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    let mls = blocks
+        .iter()
+        .find(|b| b.contains("mls create"))
+        .expect("the MLS block");
+    // The MLS block reuses envelope.json and report.csv from the first block.
+    let script = format!("{}\n{mls}", blocks[0]);
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = common::bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("MAILSEAL_HOME", dir.path().join("store"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("joined MLS group"), "{stderr}");
+    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
+    assert!(stderr.contains("duplicate: this MLS message"), "{stderr}");
+    assert!(stderr.contains("held: group"), "{stderr}");
+    assert!(stderr.contains("1 held message(s) can now be opened"), "{stderr}");
+    assert!(stdout.contains("\"messageId\":\"req-2\""), "{stdout}");
+    // ann and bea remain.
+    assert!(stdout.contains("1 bea@mls.example"), "{stdout}");
+    assert!(!stdout.contains("2 cal@mls.example"), "{stdout}");
+}

@@ -64,11 +64,30 @@ pub(super) enum MlsCommand {
         #[arg(long)]
         out_dir: PathBuf,
     },
-    /// Join a group from a Welcome mail (the same as `open` on it).
+    /// Join a group from a Welcome mail (the same as `open` on it); with --external,
+    /// from a GroupInfo mail by an external commit (writes commit.eml for the members).
     Join {
-        /// The Welcome mail (default: stdin).
+        /// The Welcome (or GroupInfo) mail (default: stdin).
         #[arg(long = "in")]
         input: Option<PathBuf>,
+        /// Join by external commit from a GroupInfo mail.
+        #[arg(long, requires_all = ["email", "out_dir"])]
+        external: bool,
+        /// --external: our MLS identity.
+        #[arg(long)]
+        email: Option<String>,
+        /// --external: where to write commit.eml.
+        #[arg(long)]
+        out_dir: Option<PathBuf>,
+    },
+    /// Write a GroupInfo mail: whoever holds it can join by external commit.
+    GroupInfo {
+        /// The group id.
+        #[arg(long)]
+        group: String,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// A group's epoch and members; without --group, the groups.
     Members {
@@ -186,7 +205,25 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
             let commit = mls.update(&group).map_err(fail("mls update"))?;
             write_file(&out_dir, "commit.eml", &commit)
         }
-        MlsCommand::Join { input } => {
+        MlsCommand::GroupInfo { group, out } => {
+            let mail = mls.group_info(&group).map_err(fail("mls group-info"))?;
+            write_output(out.as_deref(), &mail)
+        }
+        MlsCommand::Join {
+            input,
+            external: true,
+            email: Some(email),
+            out_dir: Some(out_dir),
+        } => {
+            let raw = read_input(input.as_deref())?;
+            let (group, commit) = mls
+                .join_external(&raw, &email)
+                .map_err(fail("mls join --external"))?;
+            write_file(&out_dir, "commit.eml", &commit)?;
+            println!("{group}");
+            Ok(())
+        }
+        MlsCommand::Join { input, .. } => {
             let raw = read_input(input.as_deref())?;
             let receipt = mls
                 .receive(&raw, &crate::seal::OpenPolicy::default(), "welcome")

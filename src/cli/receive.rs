@@ -306,6 +306,9 @@ fn mls_status(r: &MlsReceived) -> String {
         MlsReceived::Proposal { group, by } => {
             format!("queued the proposal of {by} for group {group}'s next commit")
         }
+        MlsReceived::GroupInfo { group } => format!(
+            "a GroupInfo of group {group}: join it with `mailseal mls join --external --email ADDR --in FILE --out-dir DIR`"
+        ),
         MlsReceived::KeyPackage { identity } => format!(
             "a KeyPackage of {identity}: add it with `mailseal mls add --group ID FILE`"
         ),

@@ -79,6 +79,12 @@ pub enum Received {
         /// Who proposed.
         by: String,
     },
+    /// A GroupInfo (an invitation to join by external commit: `mailseal mls join
+    /// --external`); its signature is checked when it is used.
+    GroupInfo {
+        /// The group id (base64url) it names.
+        group: String,
+    },
     /// A KeyPackage (it joins nobody by itself: `mailseal mls add`).
     KeyPackage {
         /// Its credential identity.
@@ -197,6 +203,14 @@ fn identity_of(c: &Credential) -> Result<String, MlsError> {
     let id = std::str::from_utf8(basic.identity())
         .map_err(|_| MlsError::Binding("credential identity is not UTF-8".into()))?;
     Ok(id.to_ascii_lowercase())
+}
+
+/// A GroupInfo mail needs a From (who invites).
+fn check_group_info_sender(headers: &Headers) -> Result<(), MlsError> {
+    if headers.from.is_none() {
+        return Err(MlsError::Malformed("a GroupInfo mail without From".into()));
+    }
+    Ok(())
 }
 
 /// The outer From must be the MLS sender when the mail names one.
@@ -580,6 +594,74 @@ impl Mls {
         Ok(mail)
     }
 
+    /// A GroupInfo mail for the group (signed by us, with the ratchet tree): whoever
+    /// holds it can join by an external commit ([`Mls::join_external`]), so give it
+    /// only to agents that may join.
+    pub fn group_info(&self, group: &str) -> Result<Vec<u8>, MlsError> {
+        let id = parse_group_id(group)?;
+        let (me, removed) = self.membership(&id)?;
+        if let Some(epoch) = removed {
+            return Err(MlsError::Removed {
+                group: group.to_string(),
+                epoch,
+            });
+        }
+        let (signer, _) = self.signer(&me)?;
+        let g = self.take_group(&id)?;
+        let info = g.export_group_info(self.state.provider.crypto(), &signer, true);
+        self.cache_put(g);
+        let bytes = info.map_err(op)?.to_bytes().map_err(op)?;
+        self.mail(&me, &[me.clone()], "MLS group info", &bytes)
+    }
+
+    /// Joins a group from its GroupInfo mail by an external commit, as `email`;
+    /// returns the group id and the Commit mail for the members.
+    pub fn join_external(
+        &self,
+        group_info_mail: &[u8],
+        email: &str,
+    ) -> Result<(String, Vec<u8>), MlsError> {
+        let email = email.trim().to_ascii_lowercase();
+        let mail = wire::read_mail(group_info_mail, &self.limits)?;
+        let Body::GroupInfo(info) = wire::split(wire::decode(&mail.message)?)?.1 else {
+            return Err(MlsError::Usage("not a GroupInfo mail".into()));
+        };
+        let (signer, credential) = self.signer(&email)?;
+        let tx = self.state.begin()?;
+        let (group, bundle) = MlsGroup::external_commit_builder()
+            .with_config(self.join_config())
+            .skip_lifetime_validation()
+            .build_group(&self.state.provider, info, credential)
+            .map_err(|e| MlsError::Invalid(format!("GroupInfo: {e}")))?
+            .load_psks(self.state.provider.storage())
+            .map_err(op)?
+            .build(
+                self.state.provider.rand(),
+                self.state.provider.crypto(),
+                &signer,
+                |_| true,
+            )
+            .map_err(op)?
+            .finalize(&self.state.provider)
+            .map_err(op)?;
+        let id = group.group_id().as_slice().to_vec();
+        let epoch = group.epoch().as_u64();
+        let commit = bundle.commit().to_bytes().map_err(op)?;
+        self.state.conn.execute(
+            "INSERT OR REPLACE INTO mailseal_mls_group (group_id, email, joined_epoch, removed_epoch) VALUES (?1, ?2, ?3, NULL)",
+            params![id, email, epoch as i64],
+        )?;
+        self.record_commit(&id, epoch.saturating_sub(1), &commit)?;
+        let mut to = Self::others(&group, &email);
+        if to.is_empty() {
+            to.push(email.clone());
+        }
+        let out = self.mail(&email, &to, "MLS commit", &commit)?;
+        tx.commit()?;
+        self.cache_put(group);
+        Ok((group_id_text(&id), out))
+    }
+
     /// The groups we belong to (or belonged to), as base64url ids.
     pub fn groups(&self) -> Result<Vec<String>, MlsError> {
         let mut st = self
@@ -790,10 +872,10 @@ impl Mls {
                 (Received::KeyPackage { identity }, None)
             }
             (_, Body::Welcome(w)) => self.join(w, &mail.headers, &digest)?,
-            (_, Body::GroupInfo(_)) => {
-                return Err(MlsError::Usage(
-                    "a GroupInfo is not a message to open: it is for an external join".into(),
-                ))
+            (_, Body::GroupInfo(info)) => {
+                let group = group_id_text(info.group_id().as_slice());
+                check_group_info_sender(&mail.headers)?;
+                (Received::GroupInfo { group }, None)
             }
             (
                 Framing::Protocol {

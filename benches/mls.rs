@@ -1,0 +1,293 @@
+//! The MLS profile against openmls alone, in the same process on the same payload:
+//! - application messages: seal and open of a 2 KiB A2A message (mailseal: envelope
+//!   checks, inner entity, MLS, `message/mls` mail, state in SQLite in memory; openmls:
+//!   `create_message` / `process_message` of the same inner-entity bytes with its
+//!   in-memory storage), and the same with mailseal's durable state file;
+//! - membership: adding one member to a group of 10, 100 and 1000 members, and one
+//!   member's self-update commit (mailseal: KeyPackage mail in, Commit and Welcome
+//!   mails out; openmls: `add_members` / `self_update` and the merge). openmls
+//!   publishes 734 ms for one add to a 1000-member group.
+
+mod common;
+
+use std::cell::RefCell;
+
+use criterion::{BenchmarkId, Criterion};
+use mailseal::envelope::{Envelope, Kind, Operation};
+use mailseal::mls::{Mls, MlsConfig};
+use mailseal::seal::OpenPolicy;
+use mailseal::MailA2aMessage;
+use openmls::prelude::tls_codec::Deserialize as _;
+use openmls::prelude::*;
+use openmls_basic_credential::SignatureKeyPair;
+use openmls_rust_crypto::OpenMlsRustCrypto;
+
+const SUITE: Ciphersuite = Ciphersuite::MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519;
+
+fn plain(i: usize) -> MailA2aMessage {
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, &format!("urn:uuid:b-{i}"));
+    env.set("correlationId", &serde_json::json!(format!("c-{i}")));
+    env.set("idempotencyKey", &serde_json::json!(format!("e-{i}")));
+    env.set(
+        "payload",
+        &serde_json::json!({"message": {"messageId": format!("m-{i}"), "role": "ROLE_USER",
+            "parts": [{"text": "x".repeat(2048)}]}}),
+    );
+    MailA2aMessage::new("alice@bench.example", &["bob@bench.example"], env)
+}
+
+/// Two members of one group, mailseal.
+fn ours_pair(durable: Option<&std::path::Path>) -> (Mls, Mls, String) {
+    let open = |name: &str| match durable {
+        Some(d) => Mls::open(&d.join(name)).unwrap(),
+        None => Mls::in_memory().unwrap(),
+    };
+    let (a, b) = (open("alice"), open("bob"));
+    a.generate_identity("alice@bench.example").unwrap();
+    b.generate_identity("bob@bench.example").unwrap();
+    let g = a.create_group("alice@bench.example").unwrap();
+    let added = a.add(&g, &[b.key_package("bob@bench.example").unwrap()]).unwrap();
+    b.receive(&added.welcome, &OpenPolicy::default(), "w").unwrap().commit().unwrap();
+    (a, b, g)
+}
+
+struct Member {
+    provider: OpenMlsRustCrypto,
+    signer: SignatureKeyPair,
+    credential: CredentialWithKey,
+}
+
+fn member(name: &str) -> Member {
+    let provider = OpenMlsRustCrypto::default();
+    let signer = SignatureKeyPair::new(SUITE.signature_algorithm()).unwrap();
+    signer.store(provider.storage()).unwrap();
+    let credential = CredentialWithKey {
+        credential: BasicCredential::new(name.as_bytes().to_vec()).into(),
+        signature_key: signer.public().into(),
+    };
+    Member { provider, signer, credential }
+}
+
+fn config() -> MlsGroupCreateConfig {
+    MlsGroupCreateConfig::builder()
+        .ciphersuite(SUITE)
+        .use_ratchet_tree_extension(true)
+        .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
+        .build()
+}
+
+/// Two members of one group, openmls alone.
+fn theirs_pair() -> (Member, MlsGroup, Member, MlsGroup) {
+    let a = member("alice@bench.example");
+    let b = member("bob@bench.example");
+    let mut ga = MlsGroup::new(&a.provider, &a.signer, &config(), a.credential.clone()).unwrap();
+    let kp = KeyPackage::builder().build(SUITE, &b.provider, &b.signer, b.credential.clone()).unwrap();
+    let (_, welcome, _) = ga.add_members(&a.provider, &a.signer, &[kp.key_package().clone()]).unwrap();
+    ga.merge_pending_commit(&a.provider).unwrap();
+    let MlsMessageBodyIn::Welcome(w) = MlsMessageIn::tls_deserialize_exact(welcome.to_bytes().unwrap()).unwrap().extract() else {
+        panic!()
+    };
+    let gb = StagedWelcome::new_from_welcome(&b.provider, &MlsGroupJoinConfig::default(), w, None)
+        .unwrap()
+        .into_group(&b.provider)
+        .unwrap();
+    (a, ga, b, gb)
+}
+
+fn application(c: &mut Criterion) {
+    // The same plaintext for both: the inner entity mailseal encrypts.
+    let (a, b, g) = ours_pair(None);
+    let entity = {
+        let mut p = plain(0);
+        let mut env = p.envelope().clone();
+        env.set("group", &serde_json::json!({"id": g, "epoch": 1, "generation": 0}));
+        p.set_envelope(env);
+        p.to_inner_entity(true).unwrap()
+    };
+    let (ta, tga, tb, tgb) = theirs_pair();
+    let (tga, tgb) = (RefCell::new(tga), RefCell::new(tgb));
+    let counter = std::cell::Cell::new(0usize);
+    let next = || {
+        counter.set(counter.get() + 1);
+        counter.get()
+    };
+
+    let mut grp = c.benchmark_group("mls_seal_2k");
+    grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
+        bch.iter_batched(|| plain(next()), |p| a.seal(&p, &g, false).unwrap(), criterion::BatchSize::SmallInput)
+    });
+    grp.bench_function(BenchmarkId::from_parameter("openmls"), |bch| {
+        bch.iter(|| {
+            tga.borrow_mut()
+                .create_message(&ta.provider, &ta.signer, &entity)
+                .unwrap()
+                .to_bytes()
+                .unwrap()
+        })
+    });
+    grp.finish();
+
+    let mut grp = c.benchmark_group("mls_open_2k");
+    grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
+        bch.iter_batched(
+            || a.seal(&plain(next()), &g, false).unwrap(),
+            |mail| b.receive(&mail, &OpenPolicy::default(), "m").unwrap().commit().unwrap(),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    grp.bench_function(BenchmarkId::from_parameter("openmls"), |bch| {
+        bch.iter_batched(
+            || tga.borrow_mut().create_message(&ta.provider, &ta.signer, &entity).unwrap().to_bytes().unwrap(),
+            |bytes| {
+                let m = MlsMessageIn::tls_deserialize_exact(&bytes).unwrap();
+                let p = tgb
+                    .borrow_mut()
+                    .process_message(&tb.provider, m.try_into_protocol_message().unwrap())
+                    .unwrap();
+                p.into_content()
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    grp.finish();
+
+    // mailseal with its state on disk (WAL, synchronous=FULL: each message durable).
+    let dir = tempfile::tempdir().unwrap();
+    let (da, db, dg) = ours_pair(Some(dir.path()));
+    let mut grp = c.benchmark_group("mls_durable_2k");
+    grp.sample_size(30);
+    grp.bench_function(BenchmarkId::from_parameter("seal"), |bch| {
+        bch.iter_batched(|| plain(next()), |p| da.seal(&p, &dg, false).unwrap(), criterion::BatchSize::SmallInput)
+    });
+    grp.bench_function(BenchmarkId::from_parameter("open"), |bch| {
+        bch.iter_batched(
+            || da.seal(&plain(next()), &dg, false).unwrap(),
+            |mail| db.receive(&mail, &OpenPolicy::default(), "m").unwrap().commit().unwrap(),
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    grp.finish();
+}
+
+/// A mailseal group of `n` members (the first is ours) and a factory of new members'
+/// KeyPackage mails.
+fn ours_group(n: usize) -> (Mls, String, Mls) {
+    let a = Mls::in_memory().unwrap().with_config(MlsConfig::default());
+    a.generate_identity("admin@bench.example").unwrap();
+    let g = a.create_group("admin@bench.example").unwrap();
+    let others = Mls::in_memory().unwrap();
+    let kps: Vec<Vec<u8>> = (1..n)
+        .map(|i| {
+            let e = format!("m{i}@bench.example");
+            others.generate_identity(&e).unwrap();
+            others.key_package(&e).unwrap()
+        })
+        .collect();
+    if !kps.is_empty() {
+        a.add(&g, &kps).unwrap();
+    }
+    (a, g, others)
+}
+
+fn theirs_group(n: usize) -> (Member, MlsGroup) {
+    let a = member("admin@bench.example");
+    let mut g = MlsGroup::new(&a.provider, &a.signer, &config(), a.credential.clone()).unwrap();
+    let kps: Vec<KeyPackage> = (1..n)
+        .map(|i| {
+            let m = member(&format!("m{i}@bench.example"));
+            KeyPackage::builder()
+                .build(SUITE, &m.provider, &m.signer, m.credential.clone())
+                .unwrap()
+                .key_package()
+                .clone()
+        })
+        .collect();
+    if !kps.is_empty() {
+        g.add_members(&a.provider, &a.signer, &kps).unwrap();
+        g.merge_pending_commit(&a.provider).unwrap();
+    }
+    (a, g)
+}
+
+fn membership(c: &mut Criterion) {
+    let sizes: Vec<usize> = std::env::var("MAILSEAL_BENCH_MLS_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![10, 100, 1000]);
+    for n in sizes {
+        let (a, g, others) = ours_group(n);
+        let (ta, tg) = theirs_group(n);
+        let tg = RefCell::new(tg);
+        let fresh = std::cell::Cell::new(0usize);
+        let mut grp = c.benchmark_group(format!("mls_add_{n}"));
+        grp.sample_size(10);
+        grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
+            bch.iter_batched(
+                || {
+                    fresh.set(fresh.get() + 1);
+                    let e = format!("new{}@bench.example", fresh.get());
+                    others.generate_identity(&e).unwrap();
+                    others.key_package(&e).unwrap()
+                },
+                |kp| a.add(&g, &[kp]).unwrap(),
+                criterion::BatchSize::PerIteration,
+            )
+        });
+        grp.bench_function(BenchmarkId::from_parameter("openmls"), |bch| {
+            bch.iter_batched(
+                || {
+                    let m = member("new@bench.example");
+                    KeyPackage::builder()
+                        .build(SUITE, &m.provider, &m.signer, m.credential.clone())
+                        .unwrap()
+                        .key_package()
+                        .clone()
+                },
+                |kp| {
+                    let mut g = tg.borrow_mut();
+                    let out = g.add_members(&ta.provider, &ta.signer, &[kp]).unwrap();
+                    g.merge_pending_commit(&ta.provider).unwrap();
+                    out
+                },
+                criterion::BatchSize::PerIteration,
+            )
+        });
+        grp.finish();
+        let mut grp = c.benchmark_group(format!("mls_update_{n}"));
+        grp.sample_size(10);
+        grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
+            bch.iter(|| a.update(&g).unwrap())
+        });
+        grp.bench_function(BenchmarkId::from_parameter("openmls"), |bch| {
+            bch.iter(|| {
+                let mut g = tg.borrow_mut();
+                let out = g
+                    .self_update(&ta.provider, &ta.signer, LeafNodeParameters::default())
+                    .unwrap();
+                g.merge_pending_commit(&ta.provider).unwrap();
+                out
+            })
+        });
+        grp.finish();
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    application(&mut c);
+    membership(&mut c);
+    c.final_summary();
+    let mut rows = vec![
+        ("mls_seal_2k", "mailseal", "openmls"),
+        ("mls_open_2k", "mailseal", "openmls"),
+    ];
+    let groups: Vec<(String, String)> = [10, 100, 1000]
+        .iter()
+        .map(|n| (format!("mls_add_{n}"), format!("mls_update_{n}")))
+        .collect();
+    for (add, update) in &groups {
+        rows.push((add, "mailseal", "openmls"));
+        rows.push((update, "mailseal", "openmls"));
+    }
+    common::print_ratios(&rows);
+}
