@@ -167,3 +167,57 @@ fn fail_group_info_tampered() {
     assert!(d.join_external(&bad, "dave@d.example").is_err());
     assert!(d.groups().unwrap().is_empty());
 }
+
+#[test]
+fn past_epochs_kept_three_by_default() {
+    let (a, b, _c, g) = trio();
+    let old = a
+        .seal(&request("alice@a.example", &["bob@b.example"], "m-old"), &g, false)
+        .unwrap();
+    let older = a
+        .seal(&request("alice@a.example", &["bob@b.example"], "m-older"), &g, false)
+        .unwrap();
+    for _ in 0..3 {
+        let commit = a.update(&g).unwrap();
+        assert!(matches!(open(&b, &commit).unwrap(), Received::Committed { .. }));
+    }
+    // Epoch 1 is three epochs back: still kept.
+    assert_eq!(sender_of(&open(&b, &old).unwrap()), "m-old");
+    let commit = a.update(&g).unwrap();
+    open(&b, &commit).unwrap();
+    // Four back: gone, and said so.
+    match open(&b, &older).unwrap_err() {
+        MlsError::EpochGone { epoch: 1, current: 5, .. } => {}
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn fail_hold_is_bounded() {
+    use mailseal::mls::MlsConfig;
+    let a = member("alice@a.example");
+    let b = Mls::in_memory()
+        .unwrap()
+        .with_config(MlsConfig { max_held: 2, ..MlsConfig::default() });
+    b.generate_identity("bob@b.example").unwrap();
+    let g = a.create_group("alice@a.example").unwrap();
+    let added = a.add(&g, &[b.key_package("bob@b.example").unwrap()]).unwrap();
+    open(&b, &added.welcome).unwrap();
+    let commit = a.update(&g).unwrap();
+    let future: Vec<Vec<u8>> = (0..3)
+        .map(|i| a.seal(&request("alice@a.example", &["bob@b.example"], &format!("f-{i}")), &g, false).unwrap())
+        .collect();
+    assert!(matches!(open(&b, &future[0]).unwrap(), Received::Held { .. }));
+    assert!(matches!(open(&b, &future[1]).unwrap(), Received::Held { .. }));
+    assert!(matches!(open(&b, &future[2]).unwrap_err(), MlsError::BufferFull { held: 2, .. }));
+    // The held ones survive and open once their commit is in; the refused one was not
+    // kept and opens when delivered again.
+    assert!(matches!(open(&b, &commit).unwrap(), Received::Committed { ready: 2, .. }));
+    let mut ids = Vec::new();
+    while let Some(h) = b.next_ready(None).unwrap() {
+        ids.push(sender_of(&b.receive(&h.raw, &OpenPolicy::default(), &h.name).unwrap().commit().unwrap()));
+    }
+    ids.sort();
+    assert_eq!(ids, ["f-0", "f-1"]);
+    assert_eq!(sender_of(&open(&b, &future[2]).unwrap()), "f-2");
+}

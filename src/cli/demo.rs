@@ -415,21 +415,25 @@ fn demo_mls() -> CliResult {
         .ok_or_else(|| fail("mls", "the held message was not released"))?;
     let released = receive(cal, &held.raw)?;
     println!("    released: {:?}", short(&released));
-    let mut forked = ann.update(&group).map_err(|e| fail("mls update", e))?;
+    receive(bea, &commit)?;
+    let forked = ann.update(&group).map_err(|e| fail("mls update", e))?;
     let rival = bea.update(&group).map_err(|e| fail("mls update", e))?;
     receive(cal, &forked)?;
     match cal.receive(&rival, &OpenPolicy::default(), "demo") {
         Err(e) => println!(
-            "    a second commit for epoch 2 (bea's, racing ann's): refused (exit {}): {e}",
+            "    bea's commit racing ann's for epoch 2 reaches cal second: refused (exit {}): {e}",
             e.exit_code().as_u8()
         ),
         Ok(_) => return Err(fail("mls", "a fork was accepted")),
     }
-    let at = forked.len() - 10;
-    forked[at] = if forked[at] == b'A' { b'B' } else { b'A' };
-    match bea.receive(&forked, &OpenPolicy::default(), "demo") {
+    let mut tampered = ann
+        .seal(&message("demo-mls-3"), &group, false)
+        .map_err(|e| fail("mls seal", e))?;
+    let at = tampered.len() - 10;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    match cal.receive(&tampered, &OpenPolicy::default(), "demo") {
         Err(e) => println!(
-            "    one changed character in a commit: refused (exit {}): {e}",
+            "    one changed character in an application message: refused (exit {}): {e}",
             e.exit_code().as_u8()
         ),
         Ok(_) => return Err(fail("mls", "a tampered message was accepted")),

@@ -142,6 +142,26 @@ pub(crate) fn state_dir(store: &Path) -> Result<PathBuf, Failure> {
     Ok(store.to_path_buf())
 }
 
+/// The store's MLS state, with `MAILSEAL_MLS_PAST_EPOCHS` (epochs kept for late
+/// messages, default 3; applies to groups created or joined afterwards) and
+/// `MAILSEAL_MLS_MAX_HELD` (messages held per group for a future epoch, default 256).
+pub(crate) fn open_state(store: &Path) -> Result<Mls, Failure> {
+    let mut config = crate::mls::MlsConfig::default();
+    for (var, slot) in [
+        ("MAILSEAL_MLS_PAST_EPOCHS", &mut config.past_epochs),
+        ("MAILSEAL_MLS_MAX_HELD", &mut config.max_held),
+    ] {
+        if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+            *slot = v.trim().parse().map_err(|_| {
+                Failure::new(ExitCode::Usage, format!("{var}={v}: not a number"))
+            })?;
+        }
+    }
+    Mls::open(&state_dir(store)?)
+        .map(|m| m.with_config(config))
+        .map_err(|e| Failure::from("mls", e))
+}
+
 fn fail(what: &str) -> impl Fn(crate::mls::MlsError) -> Failure + '_ {
     move |e| Failure::from(what, e)
 }
@@ -157,14 +177,14 @@ fn write_file(dir: &Path, name: &str, data: &[u8]) -> CliResult {
 
 /// `key generate --kind mls --email ADDR`.
 pub(super) fn generate(store: &Path, email: &str) -> CliResult {
-    let mls = Mls::open(&state_dir(store)?).map_err(fail("key generate"))?;
+    let mls = open_state(store)?;
     let public = mls.generate_identity(email).map_err(fail("key generate"))?;
     println!("generated mls {public} Ed25519 {}", email.to_ascii_lowercase());
     Ok(())
 }
 
 pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
-    let mls = Mls::open(&state_dir(store)?).map_err(fail("mls"))?;
+    let mls = open_state(store)?;
     match cmd {
         MlsCommand::Keypackage { email, out, raw } => {
             let bytes = if raw {

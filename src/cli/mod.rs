@@ -574,8 +574,7 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
                 "--sign-only: MLS application messages are always encrypted",
             ));
         }
-        let mls = crate::mls::Mls::open(&mls::state_dir(&dir)?)
-            .map_err(|e| Failure::from("seal", e))?;
+        let mls = mls::open_state(&dir)?;
         record_payment_required(state, &plain)?;
         let sealed = mls
             .seal(&plain, group, a.outer_hints)

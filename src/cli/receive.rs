@@ -63,7 +63,7 @@ pub(super) struct Receiver<'a> {
     rules: ReceiverPolicy,
     now: i64,
     /// The store's MLS state, opened at the first `message/mls` mail.
-    mls_dir: PathBuf,
+    store_path: PathBuf,
     mls: std::cell::OnceCell<Mls>,
 }
 
@@ -80,7 +80,7 @@ impl Receiver<'_> {
         if let Some(m) = self.mls.get() {
             return Ok(m);
         }
-        let m = Mls::open(&self.mls_dir).map_err(|e| Failure::from("mls", e))?;
+        let m = super::mls::open_state(&self.store_path)?;
         Ok(self.mls.get_or_init(|| m))
     }
 
@@ -182,7 +182,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         policy,
         rules: ReceiverPolicy::default(),
         now,
-        mls_dir: super::mls::state_dir(&dir)?,
+        store_path: dir.clone(),
         mls: std::cell::OnceCell::new(),
     };
     if let (Some(batch), Some(out_dir)) = (&a.batch, &a.out_dir) {
@@ -223,7 +223,7 @@ pub(super) fn mls_next(
         policy: OpenPolicy::default(),
         rules: ReceiverPolicy::default(),
         now: now(None)?,
-        mls_dir: super::mls::state_dir(&dir)?,
+        store_path: dir.clone(),
         mls: std::cell::OnceCell::new(),
     };
     let mls = receiver.mls()?;

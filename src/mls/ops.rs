@@ -1102,7 +1102,9 @@ impl Mls {
         let framing_epoch = processed.epoch().as_u64();
         let received = match processed.into_content() {
             ProcessedMessageContent::ApplicationMessage(app) => {
-                let entity = app.into_bytes();
+                // The plaintext: wiped when this scope ends (the opened message keeps
+                // what it parsed).
+                let entity = zeroize::Zeroizing::new(app.into_bytes());
                 let opened = finish(
                     Authenticated {
                         profile: Profile::Mls,
