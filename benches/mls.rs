@@ -25,7 +25,11 @@ use openmls_rust_crypto::OpenMlsRustCrypto;
 const SUITE: Ciphersuite = Ciphersuite::MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519;
 
 fn plain(i: usize) -> MailA2aMessage {
-    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, &format!("urn:uuid:b-{i}"));
+    let mut env = Envelope::new(
+        Kind::Request,
+        Operation::MessageSend,
+        &format!("urn:uuid:b-{i}"),
+    );
     env.set("correlationId", &serde_json::json!(format!("c-{i}")));
     env.set("idempotencyKey", &serde_json::json!(format!("e-{i}")));
     env.set(
@@ -46,8 +50,13 @@ fn ours_pair(durable: Option<&std::path::Path>) -> (Mls, Mls, String) {
     a.generate_identity("alice@bench.example").unwrap();
     b.generate_identity("bob@bench.example").unwrap();
     let g = a.create_group("alice@bench.example").unwrap();
-    let added = a.add(&g, &[b.key_package("bob@bench.example").unwrap()]).unwrap();
-    b.receive(&added.welcome, &OpenPolicy::default(), "w").unwrap().commit().unwrap();
+    let added = a
+        .add(&g, &[b.key_package("bob@bench.example").unwrap()])
+        .unwrap();
+    b.receive(&added.welcome, &OpenPolicy::default(), "w")
+        .unwrap()
+        .commit()
+        .unwrap();
     (a, b, g)
 }
 
@@ -65,7 +74,11 @@ fn member(name: &str) -> Member {
         credential: BasicCredential::new(name.as_bytes().to_vec()).into(),
         signature_key: signer.public().into(),
     };
-    Member { provider, signer, credential }
+    Member {
+        provider,
+        signer,
+        credential,
+    }
 }
 
 fn config() -> MlsGroupCreateConfig {
@@ -81,10 +94,18 @@ fn theirs_pair() -> (Member, MlsGroup, Member, MlsGroup) {
     let a = member("alice@bench.example");
     let b = member("bob@bench.example");
     let mut ga = MlsGroup::new(&a.provider, &a.signer, &config(), a.credential.clone()).unwrap();
-    let kp = KeyPackage::builder().build(SUITE, &b.provider, &b.signer, b.credential.clone()).unwrap();
-    let (_, welcome, _) = ga.add_members(&a.provider, &a.signer, &[kp.key_package().clone()]).unwrap();
+    let kp = KeyPackage::builder()
+        .build(SUITE, &b.provider, &b.signer, b.credential.clone())
+        .unwrap();
+    let (_, welcome, _) = ga
+        .add_members(&a.provider, &a.signer, &[kp.key_package().clone()])
+        .unwrap();
     ga.merge_pending_commit(&a.provider).unwrap();
-    let MlsMessageBodyIn::Welcome(w) = MlsMessageIn::tls_deserialize_exact(welcome.to_bytes().unwrap()).unwrap().extract() else {
+    let MlsMessageBodyIn::Welcome(w) =
+        MlsMessageIn::tls_deserialize_exact(welcome.to_bytes().unwrap())
+            .unwrap()
+            .extract()
+    else {
         panic!()
     };
     let gb = StagedWelcome::new_from_welcome(&b.provider, &MlsGroupJoinConfig::default(), w, None)
@@ -100,7 +121,10 @@ fn application(c: &mut Criterion) {
     let entity = {
         let mut p = plain(0);
         let mut env = p.envelope().clone();
-        env.set("group", &serde_json::json!({"id": g, "epoch": 1, "generation": 0}));
+        env.set(
+            "group",
+            &serde_json::json!({"id": g, "epoch": 1, "generation": 0}),
+        );
         p.set_envelope(env);
         p.to_inner_entity(true).unwrap()
     };
@@ -114,7 +138,11 @@ fn application(c: &mut Criterion) {
 
     let mut grp = c.benchmark_group("mls_seal_2k");
     grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
-        bch.iter_batched(|| plain(next()), |p| a.seal(&p, &g, false).unwrap(), criterion::BatchSize::SmallInput)
+        bch.iter_batched(
+            || plain(next()),
+            |p| a.seal(&p, &g, false).unwrap(),
+            criterion::BatchSize::SmallInput,
+        )
     });
     grp.bench_function(BenchmarkId::from_parameter("openmls"), |bch| {
         bch.iter(|| {
@@ -131,13 +159,24 @@ fn application(c: &mut Criterion) {
     grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
         bch.iter_batched(
             || a.seal(&plain(next()), &g, false).unwrap(),
-            |mail| b.receive(&mail, &OpenPolicy::default(), "m").unwrap().commit().unwrap(),
+            |mail| {
+                b.receive(&mail, &OpenPolicy::default(), "m")
+                    .unwrap()
+                    .commit()
+                    .unwrap()
+            },
             criterion::BatchSize::SmallInput,
         )
     });
     grp.bench_function(BenchmarkId::from_parameter("openmls"), |bch| {
         bch.iter_batched(
-            || tga.borrow_mut().create_message(&ta.provider, &ta.signer, &entity).unwrap().to_bytes().unwrap(),
+            || {
+                tga.borrow_mut()
+                    .create_message(&ta.provider, &ta.signer, &entity)
+                    .unwrap()
+                    .to_bytes()
+                    .unwrap()
+            },
             |bytes| {
                 let m = MlsMessageIn::tls_deserialize_exact(&bytes).unwrap();
                 let p = tgb
@@ -157,12 +196,21 @@ fn application(c: &mut Criterion) {
     let mut grp = c.benchmark_group("mls_durable_2k");
     grp.sample_size(30);
     grp.bench_function(BenchmarkId::from_parameter("seal"), |bch| {
-        bch.iter_batched(|| plain(next()), |p| da.seal(&p, &dg, false).unwrap(), criterion::BatchSize::SmallInput)
+        bch.iter_batched(
+            || plain(next()),
+            |p| da.seal(&p, &dg, false).unwrap(),
+            criterion::BatchSize::SmallInput,
+        )
     });
     grp.bench_function(BenchmarkId::from_parameter("open"), |bch| {
         bch.iter_batched(
             || da.seal(&plain(next()), &dg, false).unwrap(),
-            |mail| db.receive(&mail, &OpenPolicy::default(), "m").unwrap().commit().unwrap(),
+            |mail| {
+                db.receive(&mail, &OpenPolicy::default(), "m")
+                    .unwrap()
+                    .commit()
+                    .unwrap()
+            },
             criterion::BatchSize::SmallInput,
         )
     });

@@ -208,6 +208,10 @@ pub enum SealError {
     /// This build has no implementation of the profile.
     #[error("profile {0} is not available in this build")]
     ProfileUnavailable(Profile),
+    /// MLS: no group given, not (or no longer) a member of it, or the From is not our
+    /// identity in it.
+    #[error("{0}")]
+    Group(String),
     /// The message could not be written.
     #[error(transparent)]
     Message(#[from] MessageError),
@@ -232,7 +236,9 @@ impl Classify for SealError {
     fn exit_code(&self) -> ExitCode {
         match self {
             Self::Invalid(_) => ExitCode::Malformed,
-            Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } => ExitCode::NoUsableKey,
+            Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } | Self::Group(_) => {
+                ExitCode::NoUsableKey
+            }
             Self::ProfileUnavailable(_) => ExitCode::Usage,
             Self::Crypto(_) | Self::Output(_) => ExitCode::Other,
             Self::Message(e) => e.exit_code(),

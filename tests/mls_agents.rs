@@ -25,12 +25,17 @@ fn shuffle<T>(v: &mut [T], seed: &mut u64) {
 fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
     let root = tempfile::tempdir().unwrap();
     let (agents, group) = common::mls::group(root.path(), 5);
-    let inboxes: Vec<PathBuf> = (1..=5).map(|i| root.path().join(format!("inbox{i}"))).collect();
+    let inboxes: Vec<PathBuf> = (1..=5)
+        .map(|i| root.path().join(format!("inbox{i}")))
+        .collect();
     for i in &inboxes {
         std::fs::create_dir_all(i).unwrap();
     }
     let mail = root.path().join("mail");
-    let members = ok(&agents[2].store, &["mls", "members", "--group", &group, "--json"]);
+    let members = ok(
+        &agents[2].store,
+        &["mls", "members", "--group", &group, "--json"],
+    );
     let members: serde_json::Value = serde_json::from_slice(&members).unwrap();
     assert_eq!(members["members"].as_array().unwrap().len(), 5);
 
@@ -39,7 +44,12 @@ fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
     let mut deliveries: Vec<Vec<PathBuf>> = vec![Vec::new(); 5];
     for n in 0..25 {
         let s = n % 5;
-        let to: Vec<&Agent> = agents.iter().enumerate().filter(|(i, _)| *i != s).map(|(_, a)| a).collect();
+        let to: Vec<&Agent> = agents
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != s)
+            .map(|(_, a)| a)
+            .collect();
         let path = send(&mail, &agents[s], &to, &group, n);
         sent.insert(format!("urn:uuid:group-{n}"), (s, path.clone()));
         for (i, d) in deliveries.iter_mut().enumerate() {
@@ -52,7 +62,16 @@ fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
     let rm_dir = mail.join("remove");
     ok(
         &agents[0].store,
-        &["mls", "remove", "--group", &group, "--member", &agents[4].email, "--out-dir", &rm_dir.display().to_string()],
+        &[
+            "mls",
+            "remove",
+            "--group",
+            &group,
+            "--member",
+            &agents[4].email,
+            "--out-dir",
+            &rm_dir.display().to_string(),
+        ],
     );
     let commit = rm_dir.join("commit.eml");
     for d in deliveries.iter_mut().skip(1) {
@@ -67,7 +86,12 @@ fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
     let mut after_removal = BTreeSet::new();
     for n in 25..50 {
         let s = n % 3;
-        let to: Vec<&Agent> = agents.iter().enumerate().filter(|(i, _)| *i != s).map(|(_, a)| a).collect();
+        let to: Vec<&Agent> = agents
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != s)
+            .map(|(_, a)| a)
+            .collect();
         let path = send(&mail, &agents[s], &to, &group, n);
         sent.insert(format!("urn:uuid:group-{n}"), (s, path.clone()));
         after_removal.insert(format!("urn:uuid:group-{n}"));
@@ -94,7 +118,13 @@ fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
         let out_dir = root.path().join(format!("out{}", i + 1));
         let out = mailseal(
             &a.store,
-            &["open", "--batch", &inboxes[i].display().to_string(), "--out-dir", &out_dir.display().to_string()],
+            &[
+                "open",
+                "--batch",
+                &inboxes[i].display().to_string(),
+                "--out-dir",
+                &out_dir.display().to_string(),
+            ],
         );
         let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -105,14 +135,19 @@ fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
             if l["result"] == "deliver" || l["result"] == "deliver-released" {
                 let id = l["messageId"].as_str().unwrap().to_string();
                 let signer = l["signer"].as_str().unwrap().to_string();
-                assert!(delivered.insert(id.clone(), signer).is_none(), "agent{} got {id} twice", i + 1);
+                assert!(
+                    delivered.insert(id.clone(), signer).is_none(),
+                    "agent{} got {id} twice",
+                    i + 1
+                );
             }
         }
         // What reached the output directory is exactly what was delivered.
         let files: BTreeSet<String> = std::fs::read_dir(&out_dir)
             .unwrap()
             .map(|e| {
-                let v: serde_json::Value = serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
+                let v: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(e.unwrap().path()).unwrap()).unwrap();
                 v["messageId"].as_str().unwrap().to_string()
             })
             .collect();
@@ -123,11 +158,20 @@ fn five_agents_fifty_messages_shuffled_with_duplicates_and_a_removal() {
                 assert!(!delivered.contains_key(id), "removed agent5 opened {id}");
             }
             assert!(!out.status.success());
-            assert!(lines.iter().any(|l| l["result"] == "refused" && l["exit"] == 5
-                && l["error"].as_str().unwrap().contains("removed from MLS group")));
+            assert!(lines.iter().any(|l| l["result"] == "refused"
+                && l["exit"] == 5
+                && l["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("removed from MLS group")));
             continue;
         }
-        assert!(out.status.success(), "agent{}: {}", i + 1, String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "agent{}: {}",
+            i + 1,
+            String::from_utf8_lossy(&out.stderr)
+        );
         let expected: BTreeMap<String, String> = sent
             .iter()
             .filter(|(_, (s, _))| *s != i)

@@ -9,12 +9,18 @@ use mailseal::mls::{Mls, MlsError, Received};
 use mailseal::seal::OpenPolicy;
 
 fn fuzz_dir(rel: &str) -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz").join(rel)
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz")
+        .join(rel)
 }
 
 fn bob() -> (tempfile::TempDir, Mls) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(fuzz_dir("fixtures/mls/bob-mls.db"), dir.path().join("mls.db")).unwrap();
+    std::fs::copy(
+        fuzz_dir("fixtures/mls/bob-mls.db"),
+        dir.path().join("mls.db"),
+    )
+    .unwrap();
     let mls = Mls::open(dir.path()).unwrap();
     (dir, mls)
 }
@@ -22,7 +28,8 @@ fn bob() -> (tempfile::TempDir, Mls) {
 fn receive(mls: &Mls, seed: &str) -> Result<Received, MlsError> {
     let raw = std::fs::read(fuzz_dir(&format!("seeds/mls_open/{seed}"))).unwrap();
     // Dropped, not committed: every seed sees the fixture's state.
-    mls.receive(&raw, &OpenPolicy::default(), "seed").map(|r| r.received)
+    mls.receive(&raw, &OpenPolicy::default(), "seed")
+        .map(|r| r.received)
 }
 
 #[test]
@@ -33,26 +40,51 @@ fn seeds_come_to_what_they_were_made_to_be() {
     assert_eq!(bob.members(group).unwrap().epoch, 1);
     match receive(&bob, "application.eml").unwrap() {
         Received::Application(o) => {
-            assert_eq!(o.verdict.signer.as_ref().unwrap().replay_id(), "mls:alice@fuzz.example");
+            assert_eq!(
+                o.verdict.signer.as_ref().unwrap().replay_id(),
+                "mls:alice@fuzz.example"
+            );
             assert_eq!(o.envelope().group().unwrap().id, group);
         }
         other => panic!("{other:?}"),
     }
     match receive(&bob, "application-outer-hints.eml").unwrap() {
         Received::Application(o) => {
-            assert_eq!(o.verdict.signer.as_ref().unwrap().replay_id(), "mls:carol@fuzz.example")
+            assert_eq!(
+                o.verdict.signer.as_ref().unwrap().replay_id(),
+                "mls:carol@fuzz.example"
+            )
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(receive(&bob, "commit-add.eml").unwrap(), Received::Committed { epoch: 2, .. }));
-    assert!(matches!(receive(&bob, "welcome-used.eml").unwrap(), Received::Duplicate { .. }));
-    assert!(matches!(receive(&bob, "welcome-other.eml").unwrap_err(), MlsError::UnknownGroup(_)));
-    assert!(matches!(receive(&bob, "keypackage.eml").unwrap(), Received::KeyPackage { .. }));
+    assert!(matches!(
+        receive(&bob, "commit-add.eml").unwrap(),
+        Received::Committed { epoch: 2, .. }
+    ));
+    assert!(matches!(
+        receive(&bob, "welcome-used.eml").unwrap(),
+        Received::Duplicate { .. }
+    ));
+    assert!(matches!(
+        receive(&bob, "welcome-other.eml").unwrap_err(),
+        MlsError::UnknownGroup(_)
+    ));
+    assert!(matches!(
+        receive(&bob, "keypackage.eml").unwrap(),
+        Received::KeyPackage { .. }
+    ));
     assert!(matches!(
         receive(&bob, "application-future-epoch.eml").unwrap(),
-        Received::Held { epoch: 2, current: 1, .. }
+        Received::Held {
+            epoch: 2,
+            current: 1,
+            ..
+        }
     ));
-    assert!(matches!(receive(&bob, "group-info.eml").unwrap(), Received::GroupInfo { .. }));
+    assert!(matches!(
+        receive(&bob, "group-info.eml").unwrap(),
+        Received::GroupInfo { .. }
+    ));
     // Nothing above was committed.
     assert_eq!(bob.members(group).unwrap().epoch, 1);
     assert_eq!(bob.held_count(group).unwrap(), 0);
@@ -67,10 +99,12 @@ fn every_seed_and_crash_reproducer_is_handled() {
         .collect();
     let crashes = common::data("../cases/crashes");
     if let Ok(rd) = std::fs::read_dir(&crashes) {
-        inputs.extend(
-            rd.map(|e| e.unwrap().path())
-                .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("mls_open-")),
-        );
+        inputs.extend(rd.map(|e| e.unwrap().path()).filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("mls_open-")
+        }));
     }
     assert!(inputs.len() > 90);
     for p in inputs {

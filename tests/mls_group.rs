@@ -24,7 +24,11 @@ fn open(m: &Mls, raw: &[u8]) -> Result<Received, MlsError> {
 
 /// alice creates a group and adds bob and carol.
 fn trio() -> (Mls, Mls, Mls, String) {
-    let (a, b, c) = (member("alice@a.example"), member("bob@b.example"), member("carol@c.example"));
+    let (a, b, c) = (
+        member("alice@a.example"),
+        member("bob@b.example"),
+        member("carol@c.example"),
+    );
     let g = a.create_group("alice@a.example").unwrap();
     let kps = vec![
         b.key_package("bob@b.example").unwrap(),
@@ -55,26 +59,58 @@ fn sender_of(r: &Received) -> String {
 fn group_by_mail_and_application_messages() {
     let (a, b, c, g) = trio();
     let sealed = a
-        .seal(&request("alice@a.example", &["bob@b.example", "carol@c.example"], "m-1"), &g, false)
+        .seal(
+            &request(
+                "alice@a.example",
+                &["bob@b.example", "carol@c.example"],
+                "m-1",
+            ),
+            &g,
+            false,
+        )
         .unwrap();
     for m in [&b, &c] {
         let r = open(m, &sealed).unwrap();
         assert_eq!(sender_of(&r), "m-1");
-        let Received::Application(o) = &r else { unreachable!() };
+        let Received::Application(o) = &r else {
+            unreachable!()
+        };
         let coords = o.envelope().group().unwrap();
-        assert_eq!((coords.id.as_str(), coords.epoch, coords.generation), (g.as_str(), 1, 0));
+        assert_eq!(
+            (coords.id.as_str(), coords.epoch, coords.generation),
+            (g.as_str(), 1, 0)
+        );
         // The same mail again: a duplicate, not a second delivery.
-        assert!(matches!(open(m, &sealed).unwrap(), Received::Duplicate { .. }));
+        assert!(matches!(
+            open(m, &sealed).unwrap(),
+            Received::Duplicate { .. }
+        ));
     }
     // Our own copy is recognised.
-    assert!(matches!(open(&a, &sealed).unwrap(), Received::Duplicate { .. }));
+    assert!(matches!(
+        open(&a, &sealed).unwrap(),
+        Received::Duplicate { .. }
+    ));
     let second = b
-        .seal(&request("bob@b.example", &["alice@a.example", "carol@c.example"], "m-2"), &g, false)
+        .seal(
+            &request(
+                "bob@b.example",
+                &["alice@a.example", "carol@c.example"],
+                "m-2",
+            ),
+            &g,
+            false,
+        )
         .unwrap();
     let r = open(&a, &second).unwrap();
-    let Received::Application(o) = &r else { panic!() };
+    let Received::Application(o) = &r else {
+        panic!()
+    };
     assert_eq!(o.envelope().group().unwrap().generation, 0);
-    assert_eq!(o.verdict.signer.as_ref().unwrap().replay_id(), "mls:bob@b.example");
+    assert_eq!(
+        o.verdict.signer.as_ref().unwrap().replay_id(),
+        "mls:bob@b.example"
+    );
 }
 
 #[test]
@@ -82,23 +118,44 @@ fn future_epoch_held_until_its_commit() {
     let (a, b, c, g) = trio();
     let commit = a.update(&g).unwrap();
     let later = a
-        .seal(&request("alice@a.example", &["bob@b.example", "carol@c.example"], "m-9"), &g, false)
+        .seal(
+            &request(
+                "alice@a.example",
+                &["bob@b.example", "carol@c.example"],
+                "m-9",
+            ),
+            &g,
+            false,
+        )
         .unwrap();
     // bob gets the epoch-2 message before the commit that leads there.
     match open(&b, &later).unwrap() {
-        Received::Held { epoch: 2, current: 1, .. } => {}
+        Received::Held {
+            epoch: 2,
+            current: 1,
+            ..
+        } => {}
         other => panic!("{other:?}"),
     }
     match open(&b, &commit).unwrap() {
-        Received::Committed { epoch: 2, ready: 1, .. } => {}
+        Received::Committed {
+            epoch: 2, ready: 1, ..
+        } => {}
         other => panic!("{other:?}"),
     }
     let held = b.next_ready(Some(&g)).unwrap().unwrap();
-    let r = b.receive(&held.raw, &OpenPolicy::default(), &held.name).unwrap().commit().unwrap();
+    let r = b
+        .receive(&held.raw, &OpenPolicy::default(), &held.name)
+        .unwrap()
+        .commit()
+        .unwrap();
     assert_eq!(sender_of(&r), "m-9");
     assert!(b.next_ready(Some(&g)).unwrap().is_none());
     // carol in order.
-    assert!(matches!(open(&c, &commit).unwrap(), Received::Committed { ready: 0, .. }));
+    assert!(matches!(
+        open(&c, &commit).unwrap(),
+        Received::Committed { ready: 0, .. }
+    ));
     assert_eq!(sender_of(&open(&c, &later).unwrap()), "m-9");
 }
 
@@ -107,13 +164,20 @@ fn fail_fork_leaves_state_unchanged() {
     let (a, b, c, g) = trio();
     let from_a = a.update(&g).unwrap();
     let from_b = b.update(&g).unwrap();
-    assert!(matches!(open(&c, &from_a).unwrap(), Received::Committed { epoch: 2, .. }));
+    assert!(matches!(
+        open(&c, &from_a).unwrap(),
+        Received::Committed { epoch: 2, .. }
+    ));
     let err = open(&c, &from_b).unwrap_err();
     assert!(matches!(err, MlsError::Fork { epoch: 1, .. }), "{err}");
     assert_eq!(c.members(&g).unwrap().epoch, 2);
     // c still talks with a.
     let m = a
-        .seal(&request("alice@a.example", &["carol@c.example"], "m-3"), &g, false)
+        .seal(
+            &request("alice@a.example", &["carol@c.example"], "m-3"),
+            &g,
+            false,
+        )
         .unwrap();
     assert_eq!(sender_of(&open(&c, &m).unwrap()), "m-3");
 }
@@ -122,13 +186,39 @@ fn fail_fork_leaves_state_unchanged() {
 fn fail_removed_member_cannot_open_new_messages() {
     let (a, b, c, g) = trio();
     let commit = a.remove(&g, "carol@c.example").unwrap();
-    assert!(matches!(open(&b, &commit).unwrap(), Received::Committed { removed_us: false, .. }));
-    assert!(matches!(open(&c, &commit).unwrap(), Received::Committed { removed_us: true, .. }));
-    let m = a.seal(&request("alice@a.example", &["bob@b.example"], "m-4"), &g, false).unwrap();
-    assert_eq!(sender_of(&open(&b, &m).unwrap()), "m-4");
-    assert!(matches!(open(&c, &m).unwrap_err(), MlsError::Removed { .. }));
     assert!(matches!(
-        c.seal(&request("carol@c.example", &["bob@b.example"], "m-5"), &g, false).unwrap_err(),
+        open(&b, &commit).unwrap(),
+        Received::Committed {
+            removed_us: false,
+            ..
+        }
+    ));
+    assert!(matches!(
+        open(&c, &commit).unwrap(),
+        Received::Committed {
+            removed_us: true,
+            ..
+        }
+    ));
+    let m = a
+        .seal(
+            &request("alice@a.example", &["bob@b.example"], "m-4"),
+            &g,
+            false,
+        )
+        .unwrap();
+    assert_eq!(sender_of(&open(&b, &m).unwrap()), "m-4");
+    assert!(matches!(
+        open(&c, &m).unwrap_err(),
+        MlsError::Removed { .. }
+    ));
+    assert!(matches!(
+        c.seal(
+            &request("carol@c.example", &["bob@b.example"], "m-5"),
+            &g,
+            false
+        )
+        .unwrap_err(),
         MlsError::Removed { .. }
     ));
     assert_eq!(b.members(&g).unwrap().members.len(), 2);
@@ -139,7 +229,10 @@ fn external_join_from_group_info() {
     let (a, b, c, g) = trio();
     let info = a.group_info(&g).unwrap();
     // Opening a GroupInfo mail only reports it.
-    assert!(matches!(open(&b, &info).unwrap(), Received::GroupInfo { .. }));
+    assert!(matches!(
+        open(&b, &info).unwrap(),
+        Received::GroupInfo { .. }
+    ));
     let d = member("dave@d.example");
     let (joined, commit) = d.join_external(&info, "dave@d.example").unwrap();
     assert_eq!(joined, g);
@@ -150,7 +243,11 @@ fn external_join_from_group_info() {
         }
     }
     let hello = d
-        .seal(&request("dave@d.example", &["bob@b.example"], "m-d"), &g, false)
+        .seal(
+            &request("dave@d.example", &["bob@b.example"], "m-d"),
+            &g,
+            false,
+        )
         .unwrap();
     assert_eq!(sender_of(&open(&b, &hello).unwrap()), "m-d");
     assert_eq!(a.members(&g).unwrap().members.len(), 4);
@@ -172,14 +269,25 @@ fn fail_group_info_tampered() {
 fn past_epochs_kept_three_by_default() {
     let (a, b, _c, g) = trio();
     let old = a
-        .seal(&request("alice@a.example", &["bob@b.example"], "m-old"), &g, false)
+        .seal(
+            &request("alice@a.example", &["bob@b.example"], "m-old"),
+            &g,
+            false,
+        )
         .unwrap();
     let older = a
-        .seal(&request("alice@a.example", &["bob@b.example"], "m-older"), &g, false)
+        .seal(
+            &request("alice@a.example", &["bob@b.example"], "m-older"),
+            &g,
+            false,
+        )
         .unwrap();
     for _ in 0..3 {
         let commit = a.update(&g).unwrap();
-        assert!(matches!(open(&b, &commit).unwrap(), Received::Committed { .. }));
+        assert!(matches!(
+            open(&b, &commit).unwrap(),
+            Received::Committed { .. }
+        ));
     }
     // Epoch 1 is three epochs back: still kept.
     assert_eq!(sender_of(&open(&b, &old).unwrap()), "m-old");
@@ -187,7 +295,11 @@ fn past_epochs_kept_three_by_default() {
     open(&b, &commit).unwrap();
     // Four back: gone, and said so.
     match open(&b, &older).unwrap_err() {
-        MlsError::EpochGone { epoch: 1, current: 5, .. } => {}
+        MlsError::EpochGone {
+            epoch: 1,
+            current: 5,
+            ..
+        } => {}
         other => panic!("{other}"),
     }
 }
@@ -196,28 +308,78 @@ fn past_epochs_kept_three_by_default() {
 fn fail_hold_is_bounded() {
     use mailseal::mls::MlsConfig;
     let a = member("alice@a.example");
-    let b = Mls::in_memory()
-        .unwrap()
-        .with_config(MlsConfig { max_held: 2, ..MlsConfig::default() });
+    let b = Mls::in_memory().unwrap().with_config(MlsConfig {
+        max_held: 2,
+        ..MlsConfig::default()
+    });
     b.generate_identity("bob@b.example").unwrap();
     let g = a.create_group("alice@a.example").unwrap();
-    let added = a.add(&g, &[b.key_package("bob@b.example").unwrap()]).unwrap();
+    let added = a
+        .add(&g, &[b.key_package("bob@b.example").unwrap()])
+        .unwrap();
     open(&b, &added.welcome).unwrap();
     let commit = a.update(&g).unwrap();
     let future: Vec<Vec<u8>> = (0..3)
-        .map(|i| a.seal(&request("alice@a.example", &["bob@b.example"], &format!("f-{i}")), &g, false).unwrap())
+        .map(|i| {
+            a.seal(
+                &request("alice@a.example", &["bob@b.example"], &format!("f-{i}")),
+                &g,
+                false,
+            )
+            .unwrap()
+        })
         .collect();
-    assert!(matches!(open(&b, &future[0]).unwrap(), Received::Held { .. }));
-    assert!(matches!(open(&b, &future[1]).unwrap(), Received::Held { .. }));
-    assert!(matches!(open(&b, &future[2]).unwrap_err(), MlsError::BufferFull { held: 2, .. }));
+    assert!(matches!(
+        open(&b, &future[0]).unwrap(),
+        Received::Held { .. }
+    ));
+    assert!(matches!(
+        open(&b, &future[1]).unwrap(),
+        Received::Held { .. }
+    ));
+    assert!(matches!(
+        open(&b, &future[2]).unwrap_err(),
+        MlsError::BufferFull { held: 2, .. }
+    ));
     // The held ones survive and open once their commit is in; the refused one was not
     // kept and opens when delivered again.
-    assert!(matches!(open(&b, &commit).unwrap(), Received::Committed { ready: 2, .. }));
+    assert!(matches!(
+        open(&b, &commit).unwrap(),
+        Received::Committed { ready: 2, .. }
+    ));
     let mut ids = Vec::new();
     while let Some(h) = b.next_ready(None).unwrap() {
-        ids.push(sender_of(&b.receive(&h.raw, &OpenPolicy::default(), &h.name).unwrap().commit().unwrap()));
+        ids.push(sender_of(
+            &b.receive(&h.raw, &OpenPolicy::default(), &h.name)
+                .unwrap()
+                .commit()
+                .unwrap(),
+        ));
     }
     ids.sort();
     assert_eq!(ids, ["f-0", "f-1"]);
     assert_eq!(sender_of(&open(&b, &future[2]).unwrap()), "f-2");
+}
+
+#[test]
+fn sealer_trait_names_the_group() {
+    use mailseal::seal::{SealError, SealOptions, Sealer};
+    use mailseal::Profile;
+    let (a, b, _c, g) = trio();
+    let sealer: &dyn Sealer = &a;
+    let mut opts = SealOptions::new(Profile::Mls);
+    let msg = request("alice@a.example", &["bob@b.example"], "m-t");
+    assert!(matches!(
+        sealer.seal(&msg, &opts).unwrap_err(),
+        SealError::Group(_)
+    ));
+    opts.group = Some(g.clone());
+    let sealed = sealer.seal(&msg, &opts).unwrap();
+    assert_eq!(sender_of(&open(&b, &sealed).unwrap()), "m-t");
+    // Not our identity in the group: refused before anything is sealed.
+    let bobs = request("bob@b.example", &["alice@a.example"], "m-u");
+    assert!(matches!(
+        sealer.seal(&bobs, &opts).unwrap_err(),
+        SealError::Group(_)
+    ));
 }

@@ -12,13 +12,26 @@ use mailseal::mls::Mls;
 /// The sealed mail's MLSMessage, and the mail rebuilt around other MLSMessage bytes.
 fn body(mail: &[u8]) -> (usize, Vec<u8>) {
     let start = mail.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-    let b64: Vec<u8> = mail[start..].iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
-    (start, base64::engine::general_purpose::STANDARD.decode(b64).unwrap())
+    let b64: Vec<u8> = mail[start..]
+        .iter()
+        .copied()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    (
+        start,
+        base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap(),
+    )
 }
 
 fn rebuild(mail: &[u8], start: usize, message: &[u8]) -> Vec<u8> {
     let mut out = mail[..start].to_vec();
-    out.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(message).as_bytes());
+    out.extend_from_slice(
+        base64::engine::general_purpose::STANDARD
+            .encode(message)
+            .as_bytes(),
+    );
     out.extend_from_slice(b"\r\n");
     out
 }
@@ -38,7 +51,10 @@ fn fail_flipped_bytes_are_refused_and_nothing_reaches_stdout() {
         let mut m = message.clone();
         m[i] ^= 0x20;
         std::fs::write(&tampered, rebuild(&mail, start, &m)).unwrap();
-        let out = mailseal(&agents[1].store, &["open", "--in", &tampered.display().to_string()]);
+        let out = mailseal(
+            &agents[1].store,
+            &["open", "--in", &tampered.display().to_string()],
+        );
         assert!(out.stdout.is_empty(), "byte {i}: something reached stdout");
         let code = out.status.code().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -52,9 +68,15 @@ fn fail_flipped_bytes_are_refused_and_nothing_reaches_stdout() {
             authentication_failures += 1;
         }
     }
-    assert!(authentication_failures > message.len() / 4, "{authentication_failures}");
+    assert!(
+        authentication_failures > message.len() / 4,
+        "{authentication_failures}"
+    );
     // The untouched message still opens, once.
-    let opened = ok(&agents[1].store, &["open", "--in", &sealed.display().to_string()]);
+    let opened = ok(
+        &agents[1].store,
+        &["open", "--in", &sealed.display().to_string()],
+    );
     assert!(String::from_utf8_lossy(&opened).contains("urn:uuid:group-1"));
 }
 
@@ -72,7 +94,13 @@ fn fail_replayed_application_message_is_a_duplicate() {
 }
 
 /// A lying sender: the inner entity of a valid message, sealed with other coordinates.
-fn crafted(agents: &[common::mls::Agent], g: &str, entity_env: serde_json::Value, aad: u64, from: &str) -> Vec<u8> {
+fn crafted(
+    agents: &[common::mls::Agent],
+    g: &str,
+    entity_env: serde_json::Value,
+    aad: u64,
+    from: &str,
+) -> Vec<u8> {
     let sender = Mls::open(&agents[0].store).unwrap();
     let env = mailseal::Envelope::from_json(entity_env.to_string().as_bytes()).unwrap();
     let msg = mailseal::MailA2aMessage::new(from, &[agents[1].email.as_str()], env);
@@ -85,7 +113,9 @@ fn crafted(agents: &[common::mls::Agent], g: &str, entity_env: serde_json::Value
         message_id: msg.headers.message_id.clone(),
         ..Headers::default()
     };
-    sender.seal_unchecked(&entity, g, &headers, aad.to_be_bytes().to_vec()).unwrap()
+    sender
+        .seal_unchecked(&entity, g, &headers, aad.to_be_bytes().to_vec())
+        .unwrap()
 }
 
 fn envelope_with_group(g: &str, epoch: u64, generation: u64) -> serde_json::Value {
@@ -121,7 +151,13 @@ fn fail_envelope_group_disagrees_with_framing() {
     assert_eq!(out.status.code(), Some(6));
     assert!(String::from_utf8_lossy(&out.stderr).contains("group.generation"));
     // Another group's id.
-    let mail = crafted(&agents, &g, envelope_with_group("AAAAAAAAAAAAAAAAAAAAAA", 1, 3), 3, &from);
+    let mail = crafted(
+        &agents,
+        &g,
+        envelope_with_group("AAAAAAAAAAAAAAAAAAAAAA", 1, 3),
+        3,
+        &from,
+    );
     let out = open_file(&agents[1].store, &mail, root.path());
     assert_eq!(out.status.code(), Some(6));
     assert!(String::from_utf8_lossy(&out.stderr).contains("group.id"));
@@ -138,10 +174,21 @@ fn fail_sender_is_not_the_from() {
     let root = tempfile::tempdir().unwrap();
     let (agents, g) = group(root.path(), 3);
     // agent1's credential, agent3's address in the protected and outer From.
-    let mail = crafted(&agents, &g, envelope_with_group(&g, 1, 0), 0, &agents[2].email);
+    let mail = crafted(
+        &agents,
+        &g,
+        envelope_with_group(&g, 1, 0),
+        0,
+        &agents[2].email,
+    );
     let out = open_file(&agents[1].store, &mail, root.path());
     assert!(out.stdout.is_empty());
-    assert_eq!(out.status.code(), Some(6), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -158,7 +205,19 @@ fn fail_removed_member() {
         std::fs::copy(&f, copy.join(f.file_name().unwrap())).unwrap();
     }
     let rm = root.path().join("rm");
-    ok(&agents[0].store, &["mls", "remove", "--group", &g, "--member", &agents[2].email, "--out-dir", &rm.display().to_string()]);
+    ok(
+        &agents[0].store,
+        &[
+            "mls",
+            "remove",
+            "--group",
+            &g,
+            "--member",
+            &agents[2].email,
+            "--out-dir",
+            &rm.display().to_string(),
+        ],
+    );
     let commit = rm.join("commit.eml").display().to_string();
     ok(&agents[1].store, &["open", "--in", &commit]);
     let out = mailseal(&agents[2].store, &["open", "--in", &commit]);
@@ -168,13 +227,40 @@ fn fail_removed_member() {
     let env = mail_dir.join("env-9.json");
     std::fs::write(&env, common::mls::envelope(9)).unwrap();
     let plain = mail_dir.join("plain-9.eml");
-    ok(&agents[2].store, &["compose", "--from", &agents[2].email, "--to", &agents[1].email, "--in", &env.display().to_string(), "--out", &plain.display().to_string()]);
-    let out = mailseal(&agents[2].store, &["seal", "--profile", "mls", "--group", &g, "--in", &plain.display().to_string()]);
+    ok(
+        &agents[2].store,
+        &[
+            "compose",
+            "--from",
+            &agents[2].email,
+            "--to",
+            &agents[1].email,
+            "--in",
+            &env.display().to_string(),
+            "--out",
+            &plain.display().to_string(),
+        ],
+    );
+    let out = mailseal(
+        &agents[2].store,
+        &[
+            "seal",
+            "--profile",
+            "mls",
+            "--group",
+            &g,
+            "--in",
+            &plain.display().to_string(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(5));
     assert!(out.stdout.is_empty());
     // ... nor read it.
     let after = send(&mail_dir, &agents[0], &[&agents[1], &agents[2]], &g, 10);
-    let out = mailseal(&agents[2].store, &["open", "--in", &after.display().to_string()]);
+    let out = mailseal(
+        &agents[2].store,
+        &["open", "--in", &after.display().to_string()],
+    );
     assert_eq!(out.status.code(), Some(5));
     assert!(out.stdout.is_empty());
     // With its old state it still writes at the epoch it was removed from; once that
@@ -182,14 +268,38 @@ fn fail_removed_member() {
     for _ in 0..3 {
         let up = root.path().join("up");
         let _ = std::fs::remove_dir_all(&up);
-        ok(&agents[0].store, &["mls", "update", "--group", &g, "--out-dir", &up.display().to_string()]);
-        ok(&agents[1].store, &["open", "--in", &up.join("commit.eml").display().to_string()]);
+        ok(
+            &agents[0].store,
+            &[
+                "mls",
+                "update",
+                "--group",
+                &g,
+                "--out-dir",
+                &up.display().to_string(),
+            ],
+        );
+        ok(
+            &agents[1].store,
+            &["open", "--in", &up.join("commit.eml").display().to_string()],
+        );
     }
-    let stale = common::mls::Agent { email: agents[2].email.clone(), store: copy };
+    let stale = common::mls::Agent {
+        email: agents[2].email.clone(),
+        store: copy,
+    };
     let late = send(&root.path().join("late"), &stale, &[&agents[1]], &g, 11);
-    let out = mailseal(&agents[1].store, &["open", "--in", &late.display().to_string()]);
+    let out = mailseal(
+        &agents[1].store,
+        &["open", "--in", &late.display().to_string()],
+    );
     assert!(out.stdout.is_empty());
-    assert_eq!(out.status.code(), Some(5), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("no longer kept"));
 }
 
@@ -198,7 +308,17 @@ fn killed_mid_commit_leaves_old_or_new_epoch() {
     let root = tempfile::tempdir().unwrap();
     let (agents, g) = group(root.path(), 3);
     let up = root.path().join("up");
-    ok(&agents[0].store, &["mls", "update", "--group", &g, "--out-dir", &up.display().to_string()]);
+    ok(
+        &agents[0].store,
+        &[
+            "mls",
+            "update",
+            "--group",
+            &g,
+            "--out-dir",
+            &up.display().to_string(),
+        ],
+    );
     let commit = up.join("commit.eml").display().to_string();
     let pristine = root.path().join("pristine");
     std::fs::create_dir_all(&pristine).unwrap();
@@ -216,7 +336,13 @@ fn killed_mid_commit_leaves_old_or_new_epoch() {
     for delay_ms in (0..60).step_by(3) {
         copy_dir(&pristine, &agents[1].store);
         let mut child = std::process::Command::new(common::bin())
-            .args(["--store", &agents[1].store.display().to_string(), "open", "--in", &commit])
+            .args([
+                "--store",
+                &agents[1].store.display().to_string(),
+                "open",
+                "--in",
+                &commit,
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -224,7 +350,10 @@ fn killed_mid_commit_leaves_old_or_new_epoch() {
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
-        let m = ok(&agents[1].store, &["mls", "members", "--group", &g, "--json"]);
+        let m = ok(
+            &agents[1].store,
+            &["mls", "members", "--group", &g, "--json"],
+        );
         let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
         match m["epoch"].as_u64() {
             Some(1) => {
@@ -236,8 +365,18 @@ fn killed_mid_commit_leaves_old_or_new_epoch() {
             other => panic!("epoch {other:?}"),
         }
         // Either way the group works at epoch 2.
-        let msg = send(&root.path().join(format!("m{delay_ms}")), &agents[0], &[&agents[1]], &g, delay_ms as usize);
-        assert!(!ok(&agents[1].store, &["open", "--in", &msg.display().to_string()]).is_empty());
+        let msg = send(
+            &root.path().join(format!("m{delay_ms}")),
+            &agents[0],
+            &[&agents[1]],
+            &g,
+            delay_ms as usize,
+        );
+        assert!(!ok(
+            &agents[1].store,
+            &["open", "--in", &msg.display().to_string()]
+        )
+        .is_empty());
     }
     eprintln!("killed at the old epoch {old} times, at the new one {new} times");
     assert!(old > 0, "no kill landed before the commit");

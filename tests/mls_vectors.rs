@@ -22,7 +22,11 @@ fn vectors(name: &str) -> Vec<serde_json::Value> {
 /// error (it checks more than the wire format).
 fn roundtrip<T: Deserialize + Serialize>(what: &str, i: usize, bytes: &[u8]) -> Result<(), String> {
     let v = T::tls_deserialize_exact(bytes).map_err(|e| e.to_string())?;
-    assert_eq!(v.tls_serialize_detached().unwrap(), bytes, "entry {i} {what}");
+    assert_eq!(
+        v.tls_serialize_detached().unwrap(),
+        bytes,
+        "entry {i} {what}"
+    );
     Ok(())
 }
 
@@ -71,20 +75,69 @@ fn messages_json_round_trips_byte_for_byte() {
                 assert_eq!(read.message, bytes, "entry {i} {field}: transfer decoding");
                 let decoded = mailseal::mls::wire::decode(&read.message)
                     .unwrap_or_else(|e| panic!("entry {i} {field}: {e}"));
-                assert_eq!(mailseal::mls::wire::encode(&decoded).unwrap(), bytes, "entry {i} {field}");
+                assert_eq!(
+                    mailseal::mls::wire::encode(&decoded).unwrap(),
+                    bytes,
+                    "entry {i} {field}"
+                );
             }
             // And our own writer: what it writes reads back to the same MLSMessage.
             count += 1;
         }
         let b = |f: &str| unhex(e[f].as_str().unwrap());
         let results = [
-            ("ratchet_tree", roundtrip::<openmls::treesync::RatchetTreeIn>("ratchet_tree", i, &b("ratchet_tree"))),
-            ("add_proposal", roundtrip::<openmls::prelude::AddProposalIn>("add_proposal", i, &b("add_proposal"))),
-            ("update_proposal", roundtrip::<openmls::prelude::UpdateProposalIn>("update_proposal", i, &b("update_proposal"))),
-            ("remove_proposal", roundtrip::<openmls::prelude::RemoveProposal>("remove_proposal", i, &b("remove_proposal"))),
-            ("pre_shared_key_proposal", roundtrip::<openmls::prelude::PreSharedKeyProposal>("pre_shared_key_proposal", i, &b("pre_shared_key_proposal"))),
-            ("re_init_proposal", roundtrip::<openmls::prelude::ReInitProposal>("re_init_proposal", i, &b("re_init_proposal"))),
-            ("external_init_proposal", roundtrip::<openmls::prelude::ExternalInitProposal>("external_init_proposal", i, &b("external_init_proposal"))),
+            (
+                "ratchet_tree",
+                roundtrip::<openmls::treesync::RatchetTreeIn>(
+                    "ratchet_tree",
+                    i,
+                    &b("ratchet_tree"),
+                ),
+            ),
+            (
+                "add_proposal",
+                roundtrip::<openmls::prelude::AddProposalIn>("add_proposal", i, &b("add_proposal")),
+            ),
+            (
+                "update_proposal",
+                roundtrip::<openmls::prelude::UpdateProposalIn>(
+                    "update_proposal",
+                    i,
+                    &b("update_proposal"),
+                ),
+            ),
+            (
+                "remove_proposal",
+                roundtrip::<openmls::prelude::RemoveProposal>(
+                    "remove_proposal",
+                    i,
+                    &b("remove_proposal"),
+                ),
+            ),
+            (
+                "pre_shared_key_proposal",
+                roundtrip::<openmls::prelude::PreSharedKeyProposal>(
+                    "pre_shared_key_proposal",
+                    i,
+                    &b("pre_shared_key_proposal"),
+                ),
+            ),
+            (
+                "re_init_proposal",
+                roundtrip::<openmls::prelude::ReInitProposal>(
+                    "re_init_proposal",
+                    i,
+                    &b("re_init_proposal"),
+                ),
+            ),
+            (
+                "external_init_proposal",
+                roundtrip::<openmls::prelude::ExternalInitProposal>(
+                    "external_init_proposal",
+                    i,
+                    &b("external_init_proposal"),
+                ),
+            ),
         ];
         for (what, r) in results {
             match r {
@@ -101,8 +154,14 @@ fn messages_json_round_trips_byte_for_byte() {
     }
     assert_eq!(count, 300 * 7);
     eprintln!("round-tripped {structures:?}; refused by openmls' decoder {refused:?}");
-    for what in ["ratchet_tree", "add_proposal", "update_proposal", "remove_proposal",
-        "pre_shared_key_proposal", "external_init_proposal"] {
+    for what in [
+        "ratchet_tree",
+        "add_proposal",
+        "update_proposal",
+        "remove_proposal",
+        "pre_shared_key_proposal",
+        "external_init_proposal",
+    ] {
         assert_eq!(structures.get(what), Some(&300), "{what}");
     }
     // Every ReInit vector carries a RatchetTree extension among its group context
@@ -117,12 +176,17 @@ fn fail_message_mls_truncated_or_padded() {
     let entries = vectors("messages.json");
     let limits = mailseal::Limits::default();
     let bytes = unhex(entries[0]["private_message"].as_str().unwrap());
-    for bad in [&bytes[..bytes.len() - 1], &[bytes.as_slice(), &[0]].concat()[..]] {
+    for bad in [
+        &bytes[..bytes.len() - 1],
+        &[bytes.as_slice(), &[0]].concat()[..],
+    ] {
         let read = mailseal::mls::wire::read_mail(&mail(bad, true), &limits).unwrap();
         assert!(mailseal::mls::wire::decode(&read.message).is_err());
     }
     // Another version is not MLS 1.0.
-    let m = String::from_utf8(mail(&bytes, true)).unwrap().replace("version=1.0", "version=2.0");
+    let m = String::from_utf8(mail(&bytes, true))
+        .unwrap()
+        .replace("version=1.0", "version=2.0");
     assert!(mailseal::mls::wire::read_mail(m.as_bytes(), &limits).is_err());
 }
 
@@ -158,15 +222,21 @@ fn passive_client(e: &serde_json::Value) -> Passive {
     for psk in e["external_psks"].as_array().unwrap() {
         let id = unhex(psk["psk_id"].as_str().unwrap());
         let secret = unhex(psk["psk"].as_str().unwrap());
-        openmls::schedule::PreSharedKeyId::external(id, vec![]).store(&provider, &secret).unwrap();
+        openmls::schedule::PreSharedKeyId::external(id, vec![])
+            .store(&provider, &secret)
+            .unwrap();
     }
     // The KeyPackage with its init and encryption private keys, as openmls stores a
     // KeyPackageBundle; KeyPackageIn and KeyPackage share their serde layout.
-    let MlsMessageBodyIn::KeyPackage(kp_in) = MlsMessageIn::tls_deserialize_exact(h("key_package")).unwrap().extract() else {
+    let MlsMessageBodyIn::KeyPackage(kp_in) = MlsMessageIn::tls_deserialize_exact(h("key_package"))
+        .unwrap()
+        .extract()
+    else {
         panic!("key_package is not a KeyPackage");
     };
     let kp: KeyPackage = serde_json::from_value(serde_json::to_value(&kp_in).unwrap()).unwrap();
-    let private = |b: Vec<u8>| serde_json::to_value(openmls_traits::types::HpkePrivateKey::from(b)).unwrap();
+    let private =
+        |b: Vec<u8>| serde_json::to_value(openmls_traits::types::HpkePrivateKey::from(b)).unwrap();
     let bundle: KeyPackageBundle = serde_json::from_value(serde_json::json!({
         "key_package": serde_json::to_value(&kp).unwrap(),
         "private_init_key": private(h("init_priv")),
@@ -175,12 +245,16 @@ fn passive_client(e: &serde_json::Value) -> Passive {
     .unwrap();
     let storage = provider.storage();
     use openmls_traits::storage::StorageProvider;
-    storage.write_key_package(&kp.hash_ref(provider.crypto()).unwrap(), &bundle).unwrap();
+    storage
+        .write_key_package(&kp.hash_ref(provider.crypto()).unwrap(), &bundle)
+        .unwrap();
     let pair = Stored(serde_json::json!({
         "public_key": serde_json::to_value(kp.leaf_node().encryption_key()).unwrap(),
         "private_key": {"key": private(h("encryption_priv"))},
     }));
-    storage.write_encryption_key_pair(kp.leaf_node().encryption_key(), &pair).unwrap();
+    storage
+        .write_encryption_key_pair(kp.leaf_node().encryption_key(), &pair)
+        .unwrap();
 
     let config = MlsGroupJoinConfig::builder()
         .use_ratchet_tree_extension(true)
@@ -196,7 +270,10 @@ fn passive_client(e: &serde_json::Value) -> Passive {
     let tree = e["ratchet_tree"]
         .as_str()
         .map(|t| openmls::treesync::RatchetTreeIn::tls_deserialize_exact(unhex(t)).unwrap());
-    let MlsMessageBodyIn::Welcome(welcome) = MlsMessageIn::tls_deserialize_exact(h("welcome")).unwrap().extract() else {
+    let MlsMessageBodyIn::Welcome(welcome) = MlsMessageIn::tls_deserialize_exact(h("welcome"))
+        .unwrap()
+        .extract()
+    else {
         panic!("welcome is not a Welcome");
     };
     // The vectors' KeyPackages expired in 2024; the ratchet tree's lifetimes are
@@ -217,7 +294,10 @@ fn passive_client(e: &serde_json::Value) -> Passive {
         Ok(g) => g,
         Err(p) => return p,
     };
-    assert_eq!(group.epoch_authenticator().as_slice(), h("initial_epoch_authenticator"));
+    assert_eq!(
+        group.epoch_authenticator().as_slice(),
+        h("initial_epoch_authenticator")
+    );
     for epoch in e["epochs"].as_array().unwrap() {
         let messages = epoch["proposals"]
             .as_array()
@@ -233,9 +313,9 @@ fn passive_client(e: &serde_json::Value) -> Passive {
                 Err(e) => return refused("process", &e),
             };
             match processed.into_content() {
-                ProcessedMessageContent::ProposalMessage(q) => {
-                    group.store_pending_proposal(provider.storage(), *q).unwrap()
-                }
+                ProcessedMessageContent::ProposalMessage(q) => group
+                    .store_pending_proposal(provider.storage(), *q)
+                    .unwrap(),
                 ProcessedMessageContent::StagedCommitMessage(c) => {
                     group.merge_staged_commit(&provider, *c).unwrap()
                 }
@@ -272,8 +352,19 @@ fn passive_client_handling_commit_vectors() {
     for e in &entries {
         *outcomes.entry(passive_client(e)).or_default() += 1;
     }
-    eprintln!("passive-client-handling-commit.json ({} scenarios): {outcomes:?}", entries.len());
-    let supported = entries.len() - outcomes.get(&Passive::UnsupportedSuite).copied().unwrap_or(0);
+    eprintln!(
+        "passive-client-handling-commit.json ({} scenarios): {outcomes:?}",
+        entries.len()
+    );
+    let supported = entries.len()
+        - outcomes
+            .get(&Passive::UnsupportedSuite)
+            .copied()
+            .unwrap_or(0);
     assert!(supported > 0);
-    assert_eq!(outcomes.get(&Passive::Replayed), Some(&supported), "{outcomes:?}");
+    assert_eq!(
+        outcomes.get(&Passive::Replayed),
+        Some(&supported),
+        "{outcomes:?}"
+    );
 }

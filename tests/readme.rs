@@ -182,7 +182,10 @@ fn readme_mls_example_runs() {
     assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
     assert!(stderr.contains("duplicate: this MLS message"), "{stderr}");
     assert!(stderr.contains("held: group"), "{stderr}");
-    assert!(stderr.contains("1 held message(s) can now be opened"), "{stderr}");
+    assert!(
+        stderr.contains("1 held message(s) can now be opened"),
+        "{stderr}"
+    );
     assert!(stdout.contains("\"messageId\":\"req-2\""), "{stdout}");
     // ann and bea remain.
     assert!(stdout.contains("1 bea@mls.example"), "{stdout}");

@@ -402,13 +402,22 @@ fn demo_mls() -> CliResult {
             c.map(|c| (c.epoch, c.generation))
         );
     }
-    println!("    the same mail again: {:?}", short(&receive(bea, &first)?));
+    println!(
+        "    the same mail again: {:?}",
+        short(&receive(bea, &first)?)
+    );
     let commit = ann.update(&group).map_err(|e| fail("mls update", e))?;
     let later = ann
         .seal(&message("demo-mls-2"), &group, false)
         .map_err(|e| fail("mls seal", e))?;
-    println!("    cal gets the epoch-2 message first: {:?}", short(&receive(cal, &later)?));
-    println!("    then ann's self-update commit: {:?}", short(&receive(cal, &commit)?));
+    println!(
+        "    cal gets the epoch-2 message first: {:?}",
+        short(&receive(cal, &later)?)
+    );
+    println!(
+        "    then ann's self-update commit: {:?}",
+        short(&receive(cal, &commit)?)
+    );
     let held = cal
         .next_ready(Some(&group))
         .map_err(|e| fail("mls", e))?

@@ -152,9 +152,10 @@ pub(crate) fn open_state(store: &Path) -> Result<Mls, Failure> {
         ("MAILSEAL_MLS_MAX_HELD", &mut config.max_held),
     ] {
         if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
-            *slot = v.trim().parse().map_err(|_| {
-                Failure::new(ExitCode::Usage, format!("{var}={v}: not a number"))
-            })?;
+            *slot = v
+                .trim()
+                .parse()
+                .map_err(|_| Failure::new(ExitCode::Usage, format!("{var}={v}: not a number")))?;
         }
     }
     Mls::open(&state_dir(store)?)
@@ -179,7 +180,10 @@ fn write_file(dir: &Path, name: &str, data: &[u8]) -> CliResult {
 pub(super) fn generate(store: &Path, email: &str) -> CliResult {
     let mls = open_state(store)?;
     let public = mls.generate_identity(email).map_err(fail("key generate"))?;
-    println!("generated mls {public} Ed25519 {}", email.to_ascii_lowercase());
+    println!(
+        "generated mls {public} Ed25519 {}",
+        email.to_ascii_lowercase()
+    );
     Ok(())
 }
 
@@ -266,7 +270,10 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
                     ExitCode::RefusedByPolicy,
                     "mls join: this Welcome was already used",
                 )),
-                _ => Err(Failure::new(ExitCode::Usage, "mls join: not a Welcome mail")),
+                _ => Err(Failure::new(
+                    ExitCode::Usage,
+                    "mls join: not a Welcome mail",
+                )),
             }
         }
         MlsCommand::Members { group, json } => match group {

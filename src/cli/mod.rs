@@ -565,9 +565,10 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
     drop(raw); // the parsed message owns what it needs: a large input is not held twice
 
     if profile == crate::profile::Profile::Mls {
-        let group = a.group.as_deref().ok_or_else(|| {
-            Failure::new(ExitCode::Usage, "seal --profile mls needs --group ID")
-        })?;
+        let group = a
+            .group
+            .as_deref()
+            .ok_or_else(|| Failure::new(ExitCode::Usage, "seal --profile mls needs --group ID"))?;
         if a.sign_only {
             return Err(Failure::new(
                 ExitCode::Usage,
@@ -582,7 +583,10 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         return write_output(a.out.as_deref(), &sealed);
     }
     if a.group.is_some() {
-        return Err(Failure::new(ExitCode::Usage, "--group is for --profile mls"));
+        return Err(Failure::new(
+            ExitCode::Usage,
+            "--group is for --profile mls",
+        ));
     }
     let keys = Keys::open(&dir)?;
     let store = keys.store();

@@ -236,7 +236,8 @@ pub(super) fn mls_next(
     };
     let result = open_mls_one(&receiver, &held.raw, &held.name, &out, eml, None);
     if result.is_err() {
-        mls.discard(&held).map_err(|e| Failure::from("mls next", e))?;
+        mls.discard(&held)
+            .map_err(|e| Failure::from("mls next", e))?;
     }
     result
 }
@@ -420,13 +421,26 @@ fn open_batch(r: &Receiver<'_>, dir: &Path, out_dir: &Path, eml: bool) -> CliRes
         // A Commit may have released held MLS messages: open them now, under the
         // names they arrived with.
         if r.mls.get().is_some() {
-            while let Some(held) = r.mls()?.next_ready(None).map_err(|e| Failure::from("open", e))? {
+            while let Some(held) = r
+                .mls()?
+                .next_ready(None)
+                .map_err(|e| Failure::from("open", e))?
+            {
                 let line = batch_one(r, &held.raw, &held.name, out_dir, eml);
                 if line.is_err() {
-                    r.mls()?.discard(&held).map_err(|e| Failure::from("open", e))?;
+                    r.mls()?
+                        .discard(&held)
+                        .map_err(|e| Failure::from("open", e))?;
                 }
                 let line = line.map(|(c, result)| {
-                    (c, if result == "deliver" { "deliver-released" } else { result })
+                    (
+                        c,
+                        if result == "deliver" {
+                            "deliver-released"
+                        } else {
+                            result
+                        },
+                    )
                 });
                 emit(result_line(&held.name, line, &mut first_failure))?;
             }

@@ -46,7 +46,9 @@ pub enum MlsError {
     #[error("not a member of MLS group {0}")]
     UnknownGroup(String),
     /// We were removed from this group: its new messages are not for us.
-    #[error("removed from MLS group {group} (at epoch {epoch}): its messages are no longer for us")]
+    #[error(
+        "removed from MLS group {group} (at epoch {epoch}): its messages are no longer for us"
+    )]
     Removed {
         /// The group id (base64url).
         group: String,

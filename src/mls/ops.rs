@@ -233,7 +233,9 @@ impl Mls {
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
         b.create(dir).map_err(|e| MlsError::State(e.to_string()))?;
-        Ok(Self::with_state(State::open(&dir.join(super::state::FILE_NAME))?))
+        Ok(Self::with_state(State::open(
+            &dir.join(super::state::FILE_NAME),
+        )?))
     }
 
     /// A state that lives in memory only (tests, benches).
@@ -287,7 +289,11 @@ impl Mls {
             .map_err(|e| MlsError::State(format!("{e:?}")))?;
         self.state.conn.execute(
             "INSERT INTO mailseal_mls_identity (email, public_key, scheme) VALUES (?1, ?2, ?3)",
-            params![email, keys.public(), CIPHERSUITE.signature_algorithm() as u16],
+            params![
+                email,
+                keys.public(),
+                CIPHERSUITE.signature_algorithm() as u16
+            ],
         )?;
         tx.commit()?;
         Ok(crate::keystore::hex(keys.public()))
@@ -386,7 +392,8 @@ impl Mls {
             ))
             .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
             .build();
-        let group = MlsGroup::new(&self.state.provider, &signer, &config, credential).map_err(op)?;
+        let group =
+            MlsGroup::new(&self.state.provider, &signer, &config, credential).map_err(op)?;
         let id = group.group_id().as_slice().to_vec();
         self.state.conn.execute(
             "INSERT INTO mailseal_mls_group (group_id, email, joined_epoch) VALUES (?1, ?2, 0)",
@@ -415,7 +422,7 @@ impl Mls {
     pub fn key_package(&self, email: &str) -> Result<Vec<u8>, MlsError> {
         let bytes = self.key_package_message(email)?;
         let email = email.trim().to_ascii_lowercase();
-        self.mail(&email, &[email.clone()], "MLS key package", &bytes)
+        self.mail(&email, std::slice::from_ref(&email), "MLS key package", &bytes)
     }
 
     fn mail(
@@ -513,7 +520,11 @@ impl Mls {
         let commit = commit.to_bytes().map_err(op)?;
         let welcome = welcome.to_bytes().map_err(op)?;
         self.record_commit(&id, epoch, &commit)?;
-        let to = if before.is_empty() { vec![me.clone()] } else { before };
+        let to = if before.is_empty() {
+            vec![me.clone()]
+        } else {
+            before
+        };
         let added = Added {
             commit: self.mail(&me, &to, "MLS commit", &commit)?,
             welcome: self.mail(&me, &joiners, "MLS welcome", &welcome)?,
@@ -547,7 +558,9 @@ impl Mls {
             .map(|m| m.index);
         let Some(leaf) = leaf else {
             self.cache_put(g);
-            return Err(MlsError::Usage(format!("{member} is not a member of {group}")));
+            return Err(MlsError::Usage(format!(
+                "{member} is not a member of {group}"
+            )));
         };
         let to = Self::others(&g, &me);
         let epoch = g.epoch().as_u64();
@@ -611,7 +624,7 @@ impl Mls {
         let info = g.export_group_info(self.state.provider.crypto(), &signer, true);
         self.cache_put(g);
         let bytes = info.map_err(op)?.to_bytes().map_err(op)?;
-        self.mail(&me, &[me.clone()], "MLS group info", &bytes)
+        self.mail(&me, std::slice::from_ref(&me), "MLS group info", &bytes)
     }
 
     /// Joins a group from its GroupInfo mail by an external commit, as `email`;
@@ -755,10 +768,7 @@ impl Mls {
                 )));
             }
             Some(_) => {}
-            None => env.set(
-                "group",
-                &serde_json::to_value(&coordinates).map_err(op)?,
-            ),
+            None => env.set("group", &serde_json::to_value(&coordinates).map_err(op)?),
         }
         let mut msg = plain.clone();
         msg.set_envelope(env);
@@ -953,18 +963,17 @@ impl Mls {
         // they update: a member added months ago and silent since would make every
         // later Welcome fail. RFC 9420 section 7.3 allows skipping that check on tree
         // leaves; the new KeyPackages themselves are checked when they are added.
-        let staged = StagedWelcome::build_from_welcome(
-            &self.state.provider,
-            &self.join_config(),
-            welcome,
-        )
-        .and_then(|b| b.skip_lifetime_validation().build())
-        .map_err(|e| match e {
-            WelcomeError::NoMatchingKeyPackage | WelcomeError::NoMatchingEncryptionKey => {
-                MlsError::UnknownGroup("of this Welcome: none of our KeyPackages is in it".into())
-            }
-            other => MlsError::Invalid(format!("Welcome: {other}")),
-        })?;
+        let staged =
+            StagedWelcome::build_from_welcome(&self.state.provider, &self.join_config(), welcome)
+                .and_then(|b| b.skip_lifetime_validation().build())
+                .map_err(|e| match e {
+                    WelcomeError::NoMatchingKeyPackage | WelcomeError::NoMatchingEncryptionKey => {
+                        MlsError::UnknownGroup(
+                            "of this Welcome: none of our KeyPackages is in it".into(),
+                        )
+                    }
+                    other => MlsError::Invalid(format!("Welcome: {other}")),
+                })?;
         let by = staged
             .welcome_sender()
             .map_err(op)
@@ -1083,19 +1092,17 @@ impl Mls {
                 }
             };
         }
-        let processed = g
-            .process_message(&self.state.provider, p)
-            .map_err(|e| {
-                if m.epoch < current {
-                    MlsError::EpochGone {
-                        group: group_text.clone(),
-                        epoch: m.epoch,
-                        current,
-                    }
-                } else {
-                    MlsError::Invalid(e.to_string())
+        let processed = g.process_message(&self.state.provider, p).map_err(|e| {
+            if m.epoch < current {
+                MlsError::EpochGone {
+                    group: group_text.clone(),
+                    epoch: m.epoch,
+                    current,
                 }
-            })?;
+            } else {
+                MlsError::Invalid(e.to_string())
+            }
+        })?;
         let sender = identity_of(processed.credential())?;
         check_from(m.headers, &sender)?;
         let aad = processed.aad().to_vec();
@@ -1161,10 +1168,9 @@ impl Mls {
                         "UPDATE mailseal_mls_group SET removed_epoch = ?2 WHERE group_id = ?1",
                         params![m.id, epoch as i64],
                     )?;
-                    self.state.conn.execute(
-                        "DELETE FROM mailseal_mls_held WHERE group_id = ?1",
-                        [&m.id],
-                    )?;
+                    self.state
+                        .conn
+                        .execute("DELETE FROM mailseal_mls_held WHERE group_id = ?1", [&m.id])?;
                 }
                 // Seen entries older than the kept epochs can never match again.
                 let floor = epoch.saturating_sub(self.config.past_epochs as u64 + 1);
@@ -1296,4 +1302,36 @@ fn check_coordinates(opened: &Opened, id: &[u8], epoch: u64, aad: &[u8]) -> Resu
         )));
     }
     Ok(())
+}
+
+/// The [`Sealer`](crate::seal::Sealer) of the MLS profile: `opts.group` names the
+/// group. Receiving has no `Opener`: opening MLS mail changes the group state and
+/// handles handshake mail too, so it is [`Mls::receive`].
+impl crate::seal::Sealer for Mls {
+    fn seal(
+        &self,
+        plain: &MailA2aMessage,
+        opts: &crate::seal::SealOptions,
+    ) -> Result<Vec<u8>, crate::seal::SealError> {
+        use crate::seal::{OpenError, SealError};
+        if opts.profile != Profile::Mls {
+            return Err(SealError::ProfileUnavailable(opts.profile));
+        }
+        if opts.sign_only {
+            return Err(SealError::Group(
+                "MLS application messages are always encrypted".into(),
+            ));
+        }
+        let group = opts
+            .group
+            .as_deref()
+            .ok_or_else(|| SealError::Group("no MLS group given".into()))?;
+        Mls::seal(self, plain, group, opts.outer_hints).map_err(|e| match e {
+            MlsError::NoIdentity(address) => SealError::NoSigningKey { address },
+            MlsError::Open(OpenError::Invalid(v)) => SealError::Invalid(v),
+            MlsError::Message(m) => SealError::Message(m),
+            MlsError::Operation(o) | MlsError::State(o) => SealError::Crypto(o),
+            other => SealError::Group(other.to_string()),
+        })
+    }
 }

@@ -149,7 +149,11 @@ pub(crate) fn split(message: MlsMessageIn) -> Result<(Framing, Body), MlsError> 
         MlsMessageBodyIn::GroupInfo(g) => (Framing::GroupInfo, Body::GroupInfo(g)),
         MlsMessageBodyIn::KeyPackage(k) => (Framing::KeyPackage, Body::KeyPackage(k)),
         #[allow(unreachable_patterns)]
-        _ => return Err(MlsError::Malformed("unsupported MLSMessage wire format".into())),
+        _ => {
+            return Err(MlsError::Malformed(
+                "unsupported MLSMessage wire format".into(),
+            ))
+        }
     })
 }
 

@@ -60,7 +60,10 @@ pub fn group(root: &Path, count: usize) -> (Vec<Agent>, String) {
         })
         .collect();
     for a in &agents {
-        ok(&a.store, &["key", "generate", "--kind", "mls", "--email", &a.email]);
+        ok(
+            &a.store,
+            &["key", "generate", "--kind", "mls", "--email", &a.email],
+        );
     }
     let mail = root.join("mail");
     std::fs::create_dir_all(&mail).unwrap();
@@ -76,7 +79,14 @@ pub fn group(root: &Path, count: usize) -> (Vec<Agent>, String) {
         let kp = mail.join(format!("kp-{}.eml", a.email));
         ok(
             &a.store,
-            &["mls", "keypackage", "--email", &a.email, "--out", &kp.display().to_string()],
+            &[
+                "mls",
+                "keypackage",
+                "--email",
+                &a.email,
+                "--out",
+                &kp.display().to_string(),
+            ],
         );
         kps.push(kp.display().to_string());
     }
@@ -111,7 +121,14 @@ pub fn send(dir: &Path, from: &Agent, to: &[&Agent], group: &str, n: usize) -> P
     ok(
         &from.store,
         &[
-            "seal", "--profile", "mls", "--group", group, "--in", &plain_s, "--out",
+            "seal",
+            "--profile",
+            "mls",
+            "--group",
+            group,
+            "--in",
+            &plain_s,
+            "--out",
             &sealed.display().to_string(),
         ],
     );
