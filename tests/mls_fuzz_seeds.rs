@@ -121,3 +121,20 @@ fn every_seed_and_crash_reproducer_is_handled() {
         let _ = bob.receive(&mail, &OpenPolicy::default(), "seed");
     }
 }
+
+#[test]
+fn inspect_reads_the_framing_only() {
+    for (seed, expect) in [
+        ("application.eml", "MLS PrivateMessage (application data"),
+        ("commit-add.eml", "MLS PrivateMessage (a Commit)"),
+        ("welcome-other.eml", "MLS Welcome"),
+        ("keypackage.eml", "MLS KeyPackage"),
+        ("group-info.eml", "MLS GroupInfo"),
+    ] {
+        let path = fuzz_dir(&format!("seeds/mls_open/{seed}"));
+        let out = common::run(&["inspect", &path.display().to_string()], b"");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{seed}");
+        assert!(text.contains(expect), "{seed}: {text}");
+    }
+}

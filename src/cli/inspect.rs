@@ -75,12 +75,14 @@ pub(super) fn inspect(name: &str, raw: &[u8], json: bool) -> CliResult {
                 let _ = writeln!(out, "layer 1: OpenPGP/MIME, unreadable: {e}");
             }
         },
-        Some(p) => {
-            let _ = writeln!(
-                out,
-                "layer 1: {p} protected message (open it to see the inner layers)"
-            );
-        }
+        Some(crate::profile::Profile::Mls) => match crate::mls::wire::describe(raw, &limits) {
+            Ok(line) => {
+                let _ = writeln!(out, "layer 1: {line}");
+            }
+            Err(e) => {
+                let _ = writeln!(out, "layer 1: MLS, unreadable: {e}");
+            }
+        },
     }
     let _ = writeln!(out, "MIME parts:");
     for p in &parts {

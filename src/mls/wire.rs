@@ -162,3 +162,30 @@ pub(crate) fn split(message: MlsMessageIn) -> Result<(Framing, Body), MlsError> 
 pub fn framing_of(bytes: &[u8]) -> Result<Framing, MlsError> {
     split(decode(bytes)?).map(|(f, _)| f)
 }
+
+/// One line on what a `message/mls` mail carries, from its framing alone (for
+/// `inspect`: nothing is decrypted or verified).
+pub fn describe(raw: &[u8], limits: &Limits) -> Result<String, MlsError> {
+    let mail = read_mail(raw, limits)?;
+    Ok(match framing_of(&mail.message)? {
+        Framing::Protocol {
+            group_id,
+            epoch,
+            content,
+            private,
+        } => format!(
+            "MLS {} ({}), group {}, epoch {epoch}, {} bytes",
+            if private { "PrivateMessage" } else { "PublicMessage" },
+            match content {
+                Content::Application => "application data: open it to see the inner layers",
+                Content::Proposal => "a proposal",
+                Content::Commit => "a Commit",
+            },
+            super::group_id_text(&group_id),
+            mail.message.len()
+        ),
+        Framing::Welcome => format!("MLS Welcome, {} bytes", mail.message.len()),
+        Framing::GroupInfo => format!("MLS GroupInfo, {} bytes", mail.message.len()),
+        Framing::KeyPackage => format!("MLS KeyPackage, {} bytes", mail.message.len()),
+    })
+}
