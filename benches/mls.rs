@@ -60,10 +60,78 @@ fn ours_pair(durable: Option<&std::path::Path>) -> (Mls, Mls, String) {
     (a, b, g)
 }
 
-struct Member {
-    provider: OpenMlsRustCrypto,
+struct Member<P = OpenMlsRustCrypto> {
+    provider: P,
     signer: SignatureKeyPair,
     credential: CredentialWithKey,
+}
+
+/// serde_json, as mailseal stores openmls' values.
+#[derive(Default)]
+struct Json;
+impl openmls_sqlite_storage::Codec for Json {
+    type Error = serde_json::Error;
+    fn to_vec<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, Self::Error> {
+        serde_json::to_vec(v)
+    }
+    fn from_slice<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, Self::Error> {
+        serde_json::from_slice(b)
+    }
+}
+
+/// openmls with the SQLite storage mailseal uses (in memory): the same work below
+/// the MLS API, so the ratio is mailseal's own cost.
+struct SqliteProvider {
+    crypto: openmls_rust_crypto::RustCrypto,
+    storage: openmls_sqlite_storage::SqliteStorageProvider<Json, rusqlite::Connection>,
+}
+
+impl openmls_traits::OpenMlsProvider for SqliteProvider {
+    type CryptoProvider = openmls_rust_crypto::RustCrypto;
+    type RandProvider = openmls_rust_crypto::RustCrypto;
+    type StorageProvider = openmls_sqlite_storage::SqliteStorageProvider<Json, rusqlite::Connection>;
+    fn storage(&self) -> &Self::StorageProvider {
+        &self.storage
+    }
+    fn crypto(&self) -> &Self::CryptoProvider {
+        &self.crypto
+    }
+    fn rand(&self) -> &Self::RandProvider {
+        &self.crypto
+    }
+}
+
+fn sqlite_member(name: &str) -> Member<SqliteProvider> {
+    let mut storage = openmls_sqlite_storage::SqliteStorageProvider::<Json, rusqlite::Connection>::new(
+        rusqlite::Connection::open_in_memory().unwrap(),
+    );
+    storage.run_migrations().unwrap();
+    let provider = SqliteProvider { crypto: Default::default(), storage };
+    let signer = SignatureKeyPair::new(SUITE.signature_algorithm()).unwrap();
+    signer.store(provider.storage()).unwrap();
+    let credential = CredentialWithKey {
+        credential: BasicCredential::new(name.as_bytes().to_vec()).into(),
+        signature_key: signer.public().into(),
+    };
+    Member { provider, signer, credential }
+}
+
+/// Two members of one group, openmls on SQLite storage.
+fn sqlite_pair() -> (Member<SqliteProvider>, MlsGroup, Member<SqliteProvider>, MlsGroup) {
+    let a = sqlite_member("alice@bench.example");
+    let b = sqlite_member("bob@bench.example");
+    let mut ga = MlsGroup::new(&a.provider, &a.signer, &config(), a.credential.clone()).unwrap();
+    let kp = KeyPackage::builder().build(SUITE, &b.provider, &b.signer, b.credential.clone()).unwrap();
+    let (_, welcome, _) = ga.add_members(&a.provider, &a.signer, &[kp.key_package().clone()]).unwrap();
+    ga.merge_pending_commit(&a.provider).unwrap();
+    let MlsMessageBodyIn::Welcome(w) = MlsMessageIn::tls_deserialize_exact(welcome.to_bytes().unwrap()).unwrap().extract() else {
+        panic!()
+    };
+    let gb = StagedWelcome::new_from_welcome(&b.provider, &MlsGroupJoinConfig::default(), w, None)
+        .unwrap()
+        .into_group(&b.provider)
+        .unwrap();
+    (a, ga, b, gb)
 }
 
 fn member(name: &str) -> Member {
@@ -153,8 +221,24 @@ fn application(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    let (sa, sga, _sb, _sgb) = sqlite_pair();
+    let sga = RefCell::new(sga);
+    grp.bench_function(BenchmarkId::from_parameter("openmls-sqlite"), |bch| {
+        bch.iter(|| {
+            sga.borrow_mut()
+                .create_message(&sa.provider, &sa.signer, &entity)
+                .unwrap()
+                .to_bytes()
+                .unwrap()
+        })
+    });
     grp.finish();
 
+    // Fresh pairs for opening: the sealing runs above left thousands of generations
+    // the receivers never saw (beyond any forward distance).
+    let (a, b, g) = ours_pair(None);
+    let (ta, tga, tb, tgb) = theirs_pair();
+    let (tga, tgb) = (RefCell::new(tga), RefCell::new(tgb));
     let mut grp = c.benchmark_group("mls_open_2k");
     grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
         bch.iter_batched(
@@ -182,6 +266,22 @@ fn application(c: &mut Criterion) {
                 let p = tgb
                     .borrow_mut()
                     .process_message(&tb.provider, m.try_into_protocol_message().unwrap())
+                    .unwrap();
+                p.into_content()
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    let (sa, sga, sb, sgb) = sqlite_pair();
+    let (sga, sgb) = (RefCell::new(sga), RefCell::new(sgb));
+    grp.bench_function(BenchmarkId::from_parameter("openmls-sqlite"), |bch| {
+        bch.iter_batched(
+            || sga.borrow_mut().create_message(&sa.provider, &sa.signer, &entity).unwrap().to_bytes().unwrap(),
+            |bytes| {
+                let m = MlsMessageIn::tls_deserialize_exact(&bytes).unwrap();
+                let p = sgb
+                    .borrow_mut()
+                    .process_message(&sb.provider, m.try_into_protocol_message().unwrap())
                     .unwrap();
                 p.into_content()
             },
@@ -327,7 +427,9 @@ fn main() {
     c.final_summary();
     let mut rows = vec![
         ("mls_seal_2k", "mailseal", "openmls"),
+        ("mls_seal_2k", "mailseal", "openmls-sqlite"),
         ("mls_open_2k", "mailseal", "openmls"),
+        ("mls_open_2k", "mailseal", "openmls-sqlite"),
     ];
     let groups: Vec<(String, String)> = [10, 100, 1000]
         .iter()

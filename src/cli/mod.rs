@@ -68,6 +68,9 @@ enum Command {
     /// Streams of replies: what is missing, and the events a closed gap released.
     #[command(subcommand)]
     Stream(stream::StreamCommand),
+    /// AEP (Agent Email Protocol) mail to a plain MailA2A message and back.
+    #[command(subcommand)]
+    Aep(AepCommand),
     /// MLS groups: key packages, membership by mail, held messages.
     #[command(subcommand)]
     Mls(mls::MlsCommand),
@@ -111,6 +114,53 @@ struct ComposeArgs {
     /// Output file (default: stdout).
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum AepCommand {
+    /// An AEP mail (X-AEP-Type, X-AEP-Conversation-Id, JSON or text body) as a plain
+    /// MailA2A message (.eml), ready to seal (`seal` also takes AEP mail directly).
+    ToMaila2a {
+        /// The AEP mail (default: stdin).
+        #[arg(long = "in")]
+        input: Option<PathBuf>,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// A MailA2A message made from AEP (plain, or the inner message `open --eml`
+    /// writes) as the AEP mail it came from.
+    FromMaila2a {
+        /// The MailA2A message (default: stdin).
+        #[arg(long = "in")]
+        input: Option<PathBuf>,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+fn aep(cmd: AepCommand) -> CliResult {
+    use crate::ext::aep::AepMessage;
+    match cmd {
+        AepCommand::ToMaila2a { input, out } => {
+            let raw = read_input(input.as_deref())?;
+            let m = AepMessage::parse(&raw, &Limits::default())
+                .and_then(|a| a.to_maila2a())
+                .map_err(|e| Failure::from("aep", e))?;
+            let bytes = m.to_rfc5322().map_err(|e| Failure::from("aep", e))?;
+            write_output(out.as_deref(), &bytes)
+        }
+        AepCommand::FromMaila2a { input, out } => {
+            let raw = read_input(input.as_deref())?;
+            let m = MailA2aMessage::parse(&raw, &Limits::default())
+                .map_err(|e| Failure::from("aep", e))?;
+            let bytes = AepMessage::from_maila2a(&m)
+                .and_then(|a| a.to_rfc5322())
+                .map_err(|e| Failure::from("aep", e))?;
+            write_output(out.as_deref(), &bytes)
+        }
+    }
 }
 
 #[derive(Args)]
@@ -297,6 +347,7 @@ fn run(cli: Cli) -> CliResult {
     let store = cli.store;
     match cli.command {
         Command::Compose(args) => compose(args),
+        Command::Aep(cmd) => aep(cmd),
         Command::Validate { files } => validate(&files),
         Command::Inspect { file, json } => {
             let raw = read_input(Some(&file))?;
@@ -560,8 +611,15 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         .parse()
         .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
     let raw = read_input(a.input.as_deref())?;
-    let plain =
-        MailA2aMessage::parse(&raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?;
+    // An AEP message (X-AEP-Type, no MailA2A part) is mapped first: AEP leaves
+    // end-to-end protection to the payload layer, this provides it.
+    let plain = if crate::ext::aep::is_aep(&raw) {
+        crate::ext::aep::AepMessage::parse(&raw, &Limits::default())
+            .and_then(|a| a.to_maila2a())
+            .map_err(|e| Failure::from("seal (AEP)", e))?
+    } else {
+        MailA2aMessage::parse(&raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?
+    };
     drop(raw); // the parsed message owns what it needs: a large input is not held twice
 
     if profile == crate::profile::Profile::Mls {

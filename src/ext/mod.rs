@@ -1,4 +1,5 @@
 //! Protocol extensions around the envelope: what agents built on the designs this
 //! project grew from carry inside a sealed MailA2A message.
 
+pub mod aep;
 pub mod edge_cloud;

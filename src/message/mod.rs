@@ -19,6 +19,25 @@ pub(crate) use compose::{content_len, size_hint, write_header_section};
 pub use limits::Limits;
 pub(crate) use parse::{read_outer, Outer};
 
+/// The top-level header fields of `raw` in order: (name as written, unfolded value).
+pub(crate) fn header_fields(
+    raw: &[u8],
+    limits: &Limits,
+) -> Result<Vec<(String, String)>, MessageError> {
+    let tree = mime::Tree::parse_top(raw, limits)?;
+    Ok(tree
+        .root()
+        .fields
+        .iter()
+        .map(|f| {
+            (
+                String::from_utf8_lossy(f.name(raw)).into_owned(),
+                f.text(raw),
+            )
+        })
+        .collect())
+}
+
 /// Appends `data` in MIME base64 lines (76 characters, CRLF) to `out`.
 pub(crate) fn push_base64_mime(out: &mut Vec<u8>, data: &[u8]) {
     transfer::push_base64_lines(out, data, transfer::Width::Mime);

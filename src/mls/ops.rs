@@ -182,6 +182,13 @@ pub struct Mls {
     config: MlsConfig,
     limits: Limits,
     groups: RefCell<HashMap<Vec<u8>, MlsGroup>>,
+    signers: RefCell<HashMap<String, std::rc::Rc<Identity>>>,
+}
+
+/// One of our MLS identities: its signature key (zeroized on drop) and credential.
+struct Identity {
+    keys: SignatureKeyPair,
+    credential: CredentialWithKey,
 }
 
 fn now() -> i64 {
@@ -249,6 +256,7 @@ impl Mls {
             config: MlsConfig::default(),
             limits: Limits::default(),
             groups: RefCell::new(HashMap::new()),
+            signers: RefCell::new(HashMap::new()),
         }
     }
 
@@ -287,7 +295,7 @@ impl Mls {
         let keys = SignatureKeyPair::new(CIPHERSUITE.signature_algorithm()).map_err(op)?;
         keys.store(self.state.provider.storage())
             .map_err(|e| MlsError::State(format!("{e:?}")))?;
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT INTO mailseal_mls_identity (email, public_key, scheme) VALUES (?1, ?2, ?3)",
             params![
                 email,
@@ -317,10 +325,7 @@ impl Mls {
     }
 
     fn public_key(&self, email: &str) -> Result<Option<Vec<u8>>, MlsError> {
-        Ok(self
-            .state
-            .conn
-            .query_row(
+        Ok(self.state.query_row(
                 "SELECT public_key FROM mailseal_mls_identity WHERE email = ?1",
                 [email],
                 |r| r.get(0),
@@ -328,7 +333,11 @@ impl Mls {
             .optional()?)
     }
 
-    fn signer(&self, email: &str) -> Result<(SignatureKeyPair, CredentialWithKey), MlsError> {
+    /// Our signature key and credential for `email`, read once per process.
+    fn signer(&self, email: &str) -> Result<std::rc::Rc<Identity>, MlsError> {
+        if let Some(id) = self.signers.borrow().get(email) {
+            return Ok(id.clone());
+        }
         let pk = self
             .public_key(email)?
             .ok_or_else(|| MlsError::NoIdentity(email.to_string()))?;
@@ -342,7 +351,11 @@ impl Mls {
             credential: BasicCredential::new(email.as_bytes().to_vec()).into(),
             signature_key: pk.into(),
         };
-        Ok((keys, credential))
+        let id = std::rc::Rc::new(Identity { keys, credential });
+        self.signers
+            .borrow_mut()
+            .insert(email.to_string(), id.clone());
+        Ok(id)
     }
 
     // === Groups ===
@@ -366,9 +379,7 @@ impl Mls {
 
     /// (our identity, removed at epoch) for a group we belong to.
     fn membership(&self, id: &[u8]) -> Result<(String, Option<u64>), MlsError> {
-        self.state
-            .conn
-            .query_row(
+        self.state.query_row(
                 "SELECT email, removed_epoch FROM mailseal_mls_group WHERE group_id = ?1",
                 [id],
                 |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.map(|e| e as u64))),
@@ -380,7 +391,8 @@ impl Mls {
     /// Creates a group with `email` as its only member; returns its id (base64url).
     pub fn create_group(&self, email: &str) -> Result<String, MlsError> {
         let email = email.trim().to_ascii_lowercase();
-        let (signer, credential) = self.signer(&email)?;
+        let me_id = self.signer(&email)?;
+        let (signer, credential) = (&me_id.keys, me_id.credential.clone());
         let tx = self.state.begin()?;
         let config = MlsGroupCreateConfig::builder()
             .ciphersuite(CIPHERSUITE)
@@ -393,9 +405,9 @@ impl Mls {
             .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
             .build();
         let group =
-            MlsGroup::new(&self.state.provider, &signer, &config, credential).map_err(op)?;
+            MlsGroup::new(&self.state.provider, signer, &config, credential).map_err(op)?;
         let id = group.group_id().as_slice().to_vec();
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT INTO mailseal_mls_group (group_id, email, joined_epoch) VALUES (?1, ?2, 0)",
             params![id, email],
         )?;
@@ -407,10 +419,11 @@ impl Mls {
     /// A KeyPackage for `email`, as the MLSMessage bytes (for an Agent Card).
     pub fn key_package_message(&self, email: &str) -> Result<Vec<u8>, MlsError> {
         let email = email.trim().to_ascii_lowercase();
-        let (signer, credential) = self.signer(&email)?;
+        let me_id = self.signer(&email)?;
+        let (signer, credential) = (&me_id.keys, me_id.credential.clone());
         let tx = self.state.begin()?;
         let bundle = KeyPackage::builder()
-            .build(CIPHERSUITE, &self.state.provider, &signer, credential)
+            .build(CIPHERSUITE, &self.state.provider, signer, credential)
             .map_err(op)?;
         let msg = MlsMessageOut::from(bundle.key_package().clone());
         let bytes = msg.to_bytes().map_err(op)?;
@@ -458,11 +471,11 @@ impl Mls {
     /// different Commit for the same epoch a fork).
     fn record_commit(&self, id: &[u8], epoch: u64, bytes: &[u8]) -> Result<(), MlsError> {
         let digest = sha256(bytes);
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT OR REPLACE INTO mailseal_mls_commit (group_id, epoch, digest) VALUES (?1, ?2, ?3)",
             params![id, epoch as i64, digest],
         )?;
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
             params![id, digest, epoch as i64, now()],
         )?;
@@ -504,7 +517,8 @@ impl Mls {
                 epoch,
             });
         }
-        let (signer, _) = self.signer(&me)?;
+        let me_id = self.signer(&me)?;
+        let signer = &me_id.keys;
         let tx = self.state.begin()?;
         let mut g = self.take_group(&id)?;
         let before = Self::others(&g, &me);
@@ -514,7 +528,7 @@ impl Mls {
         }
         let epoch = g.epoch().as_u64();
         let (commit, welcome, _) = g
-            .add_members(&self.state.provider, &signer, &packages)
+            .add_members(&self.state.provider, signer, &packages)
             .map_err(op)?;
         g.merge_pending_commit(&self.state.provider).map_err(op)?;
         let commit = commit.to_bytes().map_err(op)?;
@@ -549,7 +563,8 @@ impl Mls {
         if member == me {
             return Err(MlsError::Usage("a member cannot remove itself here".into()));
         }
-        let (signer, _) = self.signer(&me)?;
+        let me_id = self.signer(&me)?;
+        let signer = &me_id.keys;
         let tx = self.state.begin()?;
         let mut g = self.take_group(&id)?;
         let leaf = g
@@ -565,7 +580,7 @@ impl Mls {
         let to = Self::others(&g, &me);
         let epoch = g.epoch().as_u64();
         let (commit, _, _) = g
-            .remove_members(&self.state.provider, &signer, &[leaf])
+            .remove_members(&self.state.provider, signer, &[leaf])
             .map_err(op)?;
         g.merge_pending_commit(&self.state.provider).map_err(op)?;
         let commit = commit.to_bytes().map_err(op)?;
@@ -587,12 +602,13 @@ impl Mls {
                 epoch,
             });
         }
-        let (signer, _) = self.signer(&me)?;
+        let me_id = self.signer(&me)?;
+        let signer = &me_id.keys;
         let tx = self.state.begin()?;
         let mut g = self.take_group(&id)?;
         let epoch = g.epoch().as_u64();
         let bundle = g
-            .self_update(&self.state.provider, &signer, LeafNodeParameters::default())
+            .self_update(&self.state.provider, signer, LeafNodeParameters::default())
             .map_err(op)?;
         g.merge_pending_commit(&self.state.provider).map_err(op)?;
         let commit = bundle.commit().to_bytes().map_err(op)?;
@@ -619,9 +635,10 @@ impl Mls {
                 epoch,
             });
         }
-        let (signer, _) = self.signer(&me)?;
+        let me_id = self.signer(&me)?;
+        let signer = &me_id.keys;
         let g = self.take_group(&id)?;
-        let info = g.export_group_info(self.state.provider.crypto(), &signer, true);
+        let info = g.export_group_info(self.state.provider.crypto(), signer, true);
         self.cache_put(g);
         let bytes = info.map_err(op)?.to_bytes().map_err(op)?;
         self.mail(&me, std::slice::from_ref(&me), "MLS group info", &bytes)
@@ -639,7 +656,8 @@ impl Mls {
         let Body::GroupInfo(info) = wire::split(wire::decode(&mail.message)?)?.1 else {
             return Err(MlsError::Usage("not a GroupInfo mail".into()));
         };
-        let (signer, credential) = self.signer(&email)?;
+        let me_id = self.signer(&email)?;
+        let (signer, credential) = (&me_id.keys, me_id.credential.clone());
         let tx = self.state.begin()?;
         let (group, bundle) = MlsGroup::external_commit_builder()
             .with_config(self.join_config())
@@ -651,7 +669,7 @@ impl Mls {
             .build(
                 self.state.provider.rand(),
                 self.state.provider.crypto(),
-                &signer,
+                signer,
                 |_| true,
             )
             .map_err(op)?
@@ -660,7 +678,7 @@ impl Mls {
         let id = group.group_id().as_slice().to_vec();
         let epoch = group.epoch().as_u64();
         let commit = bundle.commit().to_bytes().map_err(op)?;
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT OR REPLACE INTO mailseal_mls_group (group_id, email, joined_epoch, removed_epoch) VALUES (?1, ?2, ?3, NULL)",
             params![id, email, epoch as i64],
         )?;
@@ -739,14 +757,12 @@ impl Mls {
                 "the message is from {from}, our identity in group {group} is {me}"
             )));
         }
-        let (signer, _) = self.signer(&me)?;
+        let me_id = self.signer(&me)?;
+        let signer = &me_id.keys;
         let tx = self.state.begin()?;
         let mut g = self.take_group(&id)?;
         let epoch = g.epoch().as_u64();
-        let generation: u64 = self
-            .state
-            .conn
-            .query_row(
+        let generation: u64 = self.state.query_row(
                 "SELECT next_generation FROM mailseal_mls_sent WHERE group_id = ?1 AND epoch = ?2",
                 params![id, epoch as i64],
                 |r| r.get::<_, i64>(0),
@@ -780,14 +796,14 @@ impl Mls {
         let entity = msg.to_inner_entity(true)?;
         g.set_aad(generation.to_be_bytes().to_vec());
         let out = g
-            .create_message(&self.state.provider, &signer, &entity)
+            .create_message(&self.state.provider, signer, &entity)
             .map_err(op)?;
         let bytes = out.to_bytes().map_err(op)?;
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT OR REPLACE INTO mailseal_mls_sent (group_id, epoch, next_generation) VALUES (?1, ?2, ?3)",
             params![id, epoch as i64, generation as i64 + 1],
         )?;
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
             params![id, sha256(&bytes), epoch as i64, now()],
         )?;
@@ -817,26 +833,24 @@ impl Mls {
     ) -> Result<Vec<u8>, MlsError> {
         let id = parse_group_id(group)?;
         let (me, _) = self.membership(&id)?;
-        let (signer, _) = self.signer(&me)?;
+        let me_id = self.signer(&me)?;
+        let signer = &me_id.keys;
         let tx = self.state.begin()?;
         let mut g = self.take_group(&id)?;
         let epoch = g.epoch().as_u64();
         g.set_aad(aad);
         let out = g
-            .create_message(&self.state.provider, &signer, entity)
+            .create_message(&self.state.provider, signer, entity)
             .map_err(op)?;
         let bytes = out.to_bytes().map_err(op)?;
-        let generation: i64 = self
-            .state
-            .conn
-            .query_row(
+        let generation: i64 = self.state.query_row(
                 "SELECT next_generation FROM mailseal_mls_sent WHERE group_id = ?1 AND epoch = ?2",
                 params![id, epoch as i64],
                 |r| r.get(0),
             )
             .optional()?
             .unwrap_or(0);
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT OR REPLACE INTO mailseal_mls_sent (group_id, epoch, next_generation) VALUES (?1, ?2, ?3)",
             params![id, epoch as i64, generation + 1],
         )?;
@@ -919,10 +933,7 @@ impl Mls {
     }
 
     fn seen(&self, id: &[u8], digest: &[u8]) -> Result<Option<i64>, MlsError> {
-        Ok(self
-            .state
-            .conn
-            .query_row(
+        Ok(self.state.query_row(
                 "SELECT seen_at FROM mailseal_mls_seen WHERE group_id = ?1 AND digest = ?2",
                 params![id, digest],
                 |r| r.get(0),
@@ -931,11 +942,11 @@ impl Mls {
     }
 
     fn mark_seen(&self, id: &[u8], digest: &[u8], epoch: u64) -> Result<(), MlsError> {
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
             params![id, digest, epoch as i64, now()],
         )?;
-        self.state.conn.execute(
+        self.state.exec(
             "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2",
             params![id, digest],
         )?;
@@ -983,7 +994,7 @@ impl Mls {
         let id = group.group_id().as_slice().to_vec();
         let me = identity_of(group.credential().map_err(op)?)?;
         let epoch = group.epoch().as_u64();
-        self.state.conn.execute(
+        self.state.exec(
             "INSERT OR REPLACE INTO mailseal_mls_group (group_id, email, joined_epoch, removed_epoch) VALUES (?1, ?2, ?3, NULL)",
             params![id, me, epoch as i64],
         )?;
@@ -1039,7 +1050,7 @@ impl Mls {
     ) -> Result<Received, MlsError> {
         let group_text = group_id_text(&m.id);
         if m.epoch > current {
-            let held: i64 = self.state.conn.query_row(
+            let held: i64 = self.state.query_row(
                 "SELECT count(*) FROM mailseal_mls_held WHERE group_id = ?1",
                 [&m.id],
                 |r| r.get(0),
@@ -1050,7 +1061,7 @@ impl Mls {
                     held: held as usize,
                 });
             }
-            self.state.conn.execute(
+            self.state.exec(
                 "INSERT OR IGNORE INTO mailseal_mls_held (group_id, digest, epoch, is_commit, name, raw, held_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     m.id,
@@ -1069,10 +1080,7 @@ impl Mls {
             });
         }
         if m.epoch < current && m.content != Content::Application {
-            let applied: Option<Vec<u8>> = self
-                .state
-                .conn
-                .query_row(
+            let applied: Option<Vec<u8>> = self.state.query_row(
                     "SELECT digest FROM mailseal_mls_commit WHERE group_id = ?1 AND epoch = ?2",
                     params![m.id, m.epoch as i64],
                     |r| r.get(0),
@@ -1159,26 +1167,24 @@ impl Mls {
                 g.merge_staged_commit(&self.state.provider, *staged)
                     .map_err(op)?;
                 let epoch = g.epoch().as_u64();
-                self.state.conn.execute(
+                self.state.exec(
                     "INSERT OR REPLACE INTO mailseal_mls_commit (group_id, epoch, digest) VALUES (?1, ?2, ?3)",
                     params![m.id, m.epoch as i64, m.digest],
                 )?;
                 if removed_us || !g.is_active() {
-                    self.state.conn.execute(
+                    self.state.exec(
                         "UPDATE mailseal_mls_group SET removed_epoch = ?2 WHERE group_id = ?1",
                         params![m.id, epoch as i64],
                     )?;
-                    self.state
-                        .conn
-                        .execute("DELETE FROM mailseal_mls_held WHERE group_id = ?1", [&m.id])?;
+                    self.state.exec("DELETE FROM mailseal_mls_held WHERE group_id = ?1", [&m.id])?;
                 }
                 // Seen entries older than the kept epochs can never match again.
                 let floor = epoch.saturating_sub(self.config.past_epochs as u64 + 1);
-                self.state.conn.execute(
+                self.state.exec(
                     "DELETE FROM mailseal_mls_seen WHERE group_id = ?1 AND epoch < ?2",
                     params![m.id, floor as i64],
                 )?;
-                let ready: i64 = self.state.conn.query_row(
+                let ready: i64 = self.state.query_row(
                     "SELECT count(*) FROM mailseal_mls_held WHERE group_id = ?1 AND epoch <= ?2",
                     params![m.id, epoch as i64],
                     |r| r.get(0),
@@ -1218,10 +1224,7 @@ impl Mls {
             };
             let epoch = g.epoch().as_u64();
             self.cache_put(g);
-            let row = self
-                .state
-                .conn
-                .query_row(
+            let row = self.state.query_row(
                     "SELECT digest, name, raw FROM mailseal_mls_held WHERE group_id = ?1 AND epoch <= ?2 ORDER BY epoch, is_commit, held_at LIMIT 1",
                     params![id, epoch as i64],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -1241,7 +1244,7 @@ impl Mls {
 
     /// Drops a held message that did not open.
     pub fn discard(&self, held: &Held) -> Result<(), MlsError> {
-        self.state.conn.execute(
+        self.state.exec(
             "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2",
             params![held.group_id, held.digest],
         )?;
@@ -1251,7 +1254,7 @@ impl Mls {
     /// How many messages wait for a Commit, per group.
     pub fn held_count(&self, group: &str) -> Result<usize, MlsError> {
         let id = parse_group_id(group)?;
-        let n: i64 = self.state.conn.query_row(
+        let n: i64 = self.state.query_row(
             "SELECT count(*) FROM mailseal_mls_held WHERE group_id = ?1",
             [id],
             |r| r.get(0),

@@ -155,9 +155,23 @@ impl State {
         })
     }
 
+    /// `execute` with the statement prepared once per connection.
+    pub(crate) fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+        self.conn.prepare_cached(sql)?.execute(params)
+    }
+
+    /// `query_row` with the statement prepared once per connection.
+    pub(crate) fn query_row<T, P, F>(&self, sql: &str, params: P, f: F) -> rusqlite::Result<T>
+    where
+        P: rusqlite::Params,
+        F: FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    {
+        self.conn.prepare_cached(sql)?.query_row(params, f)
+    }
+
     /// Starts the transaction every operation runs in.
     pub(crate) fn begin(&self) -> Result<Tx<'_>, MlsError> {
-        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.exec("BEGIN IMMEDIATE", [])?;
         Ok(Tx {
             conn: &self.conn,
             done: false,
@@ -174,7 +188,7 @@ pub(crate) struct Tx<'a> {
 impl Tx<'_> {
     pub(crate) fn commit(mut self) -> Result<(), MlsError> {
         self.done = true;
-        self.conn.execute_batch("COMMIT")?;
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
         Ok(())
     }
 }
