@@ -89,7 +89,8 @@ struct SqliteProvider {
 impl openmls_traits::OpenMlsProvider for SqliteProvider {
     type CryptoProvider = openmls_rust_crypto::RustCrypto;
     type RandProvider = openmls_rust_crypto::RustCrypto;
-    type StorageProvider = openmls_sqlite_storage::SqliteStorageProvider<Json, rusqlite::Connection>;
+    type StorageProvider =
+        openmls_sqlite_storage::SqliteStorageProvider<Json, rusqlite::Connection>;
     fn storage(&self) -> &Self::StorageProvider {
         &self.storage
     }
@@ -102,32 +103,53 @@ impl openmls_traits::OpenMlsProvider for SqliteProvider {
 }
 
 fn sqlite_member(name: &str) -> Member<SqliteProvider> {
-    let mut storage = openmls_sqlite_storage::SqliteStorageProvider::<Json, rusqlite::Connection>::new(
-        rusqlite::Connection::open_in_memory().unwrap(),
-    );
+    let mut storage =
+        openmls_sqlite_storage::SqliteStorageProvider::<Json, rusqlite::Connection>::new(
+            rusqlite::Connection::open_in_memory().unwrap(),
+        );
     storage.run_migrations().unwrap();
-    let provider = SqliteProvider { crypto: Default::default(), storage };
+    let provider = SqliteProvider {
+        crypto: Default::default(),
+        storage,
+    };
     let signer = SignatureKeyPair::new(SUITE.signature_algorithm()).unwrap();
     signer.store(provider.storage()).unwrap();
     let credential = CredentialWithKey {
         credential: BasicCredential::new(name.as_bytes().to_vec()).into(),
         signature_key: signer.public().into(),
     };
-    Member { provider, signer, credential }
+    Member {
+        provider,
+        signer,
+        credential,
+    }
 }
 
 /// Two members of one group, openmls on SQLite storage.
-fn sqlite_pair() -> (Member<SqliteProvider>, MlsGroup, Member<SqliteProvider>, MlsGroup) {
+fn sqlite_pair() -> (
+    Member<SqliteProvider>,
+    MlsGroup,
+    Member<SqliteProvider>,
+    MlsGroup,
+) {
     let a = sqlite_member("alice@bench.example");
     let b = sqlite_member("bob@bench.example");
     let mut ga = MlsGroup::new(&a.provider, &a.signer, &config(), a.credential.clone()).unwrap();
-    let kp = KeyPackage::builder().build(SUITE, &b.provider, &b.signer, b.credential.clone()).unwrap();
-    let (_, welcome, _) = ga.add_members(&a.provider, &a.signer, &[kp.key_package().clone()]).unwrap();
+    let kp = KeyPackage::builder()
+        .build(SUITE, &b.provider, &b.signer, b.credential.clone())
+        .unwrap();
+    let (_, welcome, _) = ga
+        .add_members(&a.provider, &a.signer, &[kp.key_package().clone()])
+        .unwrap();
     ga.merge_pending_commit(&a.provider).unwrap();
-    let MlsMessageBodyIn::Welcome(w) = MlsMessageIn::tls_deserialize_exact(welcome.to_bytes().unwrap()).unwrap().extract() else {
+    let MlsMessageBodyIn::Welcome(w) =
+        MlsMessageIn::tls_deserialize_exact(welcome.to_bytes().unwrap())
+            .unwrap()
+            .extract()
+    else {
         panic!()
     };
-    let gb = StagedWelcome::new_from_welcome(&b.provider, &MlsGroupJoinConfig::default(), w, None)
+    let gb = StagedWelcome::new_from_welcome(&b.provider, &join_config(), w, None)
         .unwrap()
         .into_group(&b.provider)
         .unwrap();
@@ -149,10 +171,30 @@ fn member(name: &str) -> Member {
     }
 }
 
+/// The configuration mailseal gives its groups (MlsConfig's defaults: three past
+/// epochs kept, a sender's messages accepted up to 1000 generations late and 10000
+/// ahead, because mail reorders far more than a delivery service), so both sides do
+/// the same work.
+fn ratchet() -> SenderRatchetConfiguration {
+    let c = MlsConfig::default();
+    SenderRatchetConfiguration::new(c.out_of_order_tolerance, c.max_forward_distance)
+}
+
 fn config() -> MlsGroupCreateConfig {
     MlsGroupCreateConfig::builder()
         .ciphersuite(SUITE)
         .use_ratchet_tree_extension(true)
+        .max_past_epochs(MlsConfig::default().past_epochs)
+        .sender_ratchet_configuration(ratchet())
+        .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
+        .build()
+}
+
+fn join_config() -> MlsGroupJoinConfig {
+    MlsGroupJoinConfig::builder()
+        .use_ratchet_tree_extension(true)
+        .max_past_epochs(MlsConfig::default().past_epochs)
+        .sender_ratchet_configuration(ratchet())
         .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
         .build()
 }
@@ -176,7 +218,7 @@ fn theirs_pair() -> (Member, MlsGroup, Member, MlsGroup) {
     else {
         panic!()
     };
-    let gb = StagedWelcome::new_from_welcome(&b.provider, &MlsGroupJoinConfig::default(), w, None)
+    let gb = StagedWelcome::new_from_welcome(&b.provider, &join_config(), w, None)
         .unwrap()
         .into_group(&b.provider)
         .unwrap();
@@ -276,7 +318,13 @@ fn application(c: &mut Criterion) {
     let (sga, sgb) = (RefCell::new(sga), RefCell::new(sgb));
     grp.bench_function(BenchmarkId::from_parameter("openmls-sqlite"), |bch| {
         bch.iter_batched(
-            || sga.borrow_mut().create_message(&sa.provider, &sa.signer, &entity).unwrap().to_bytes().unwrap(),
+            || {
+                sga.borrow_mut()
+                    .create_message(&sa.provider, &sa.signer, &entity)
+                    .unwrap()
+                    .to_bytes()
+                    .unwrap()
+            },
             |bytes| {
                 let m = MlsMessageIn::tls_deserialize_exact(&bytes).unwrap();
                 let p = sgb
@@ -289,7 +337,6 @@ fn application(c: &mut Criterion) {
         )
     });
     grp.finish();
-
     // mailseal with its state on disk (WAL, synchronous=FULL: each message durable).
     let dir = tempfile::tempdir().unwrap();
     let (da, db, dg) = ours_pair(Some(dir.path()));

@@ -4,8 +4,8 @@
 
 mod common;
 
-use mailseal::ext::aep::{is_aep, AepBody, AepError, AepMessage};
 use mailseal::envelope::ValidationContext;
+use mailseal::ext::aep::{is_aep, AepBody, AepError, AepMessage};
 use mailseal::keystore::{KeyStore, MemoryStore};
 use mailseal::seal::{OpenPolicy, Opener, SealOptions, Sealer};
 use mailseal::{Limits, MailA2aMessage, Profile};
@@ -70,7 +70,11 @@ fn parse(raw: &[u8]) -> AepMessage {
 /// AEP -> MailA2A (valid under `profile`) -> RFC 5322 -> parsed -> AEP: the same.
 fn round_trip(aep: &AepMessage, profile: Option<Profile>) -> MailA2aMessage {
     let m = aep.to_maila2a().unwrap();
-    assert!(m.check(&ValidationContext::new(profile)).is_empty(), "{:?}", m.check(&ValidationContext::new(profile)));
+    assert!(
+        m.check(&ValidationContext::new(profile)).is_empty(),
+        "{:?}",
+        m.check(&ValidationContext::new(profile))
+    );
     let bytes = m.to_rfc5322().unwrap();
     let again = MailA2aMessage::parse(&bytes, &Limits::default()).unwrap();
     assert_eq!(&AepMessage::from_maila2a(&again).unwrap(), aep);
@@ -84,7 +88,9 @@ fn section_7_conversation_maps_both_ways() {
     assert_eq!(submit.conversation_id.as_deref(), Some("c-abc123"));
     assert_eq!(
         submit.body,
-        AepBody::Json(serde_json::json!({"task_id": "t-42", "input": "https://example.org/README.md"}))
+        AepBody::Json(
+            serde_json::json!({"task_id": "t-42", "input": "https://example.org/README.md"})
+        )
     );
     let m = round_trip(&submit, None);
     let env: serde_json::Value = serde_json::from_slice(m.envelope_bytes()).unwrap();
@@ -92,7 +98,10 @@ fn section_7_conversation_maps_both_ways() {
     assert_eq!(env["operation"], "message/send");
     assert_eq!(env["correlationId"], "15@kankan.email");
     assert_eq!(env["payload"]["message"]["contextId"], "c-abc123");
-    assert_eq!(env["payload"]["message"]["parts"][0]["data"]["task_id"], "t-42");
+    assert_eq!(
+        env["payload"]["message"]["parts"][0]["data"]["task_id"],
+        "t-42"
+    );
 
     let result = parse(&task_result());
     let r = round_trip(&result, None);
@@ -115,17 +124,41 @@ fn every_aep_type_maps_both_ways() {
     let cases: Vec<(&str, Option<&str>, &str, &str)> = vec![
         ("ping", None, "", ""),
         ("pong", Some("<p@kankan.email>"), "", ""),
-        ("capability.query", None, "application/json", r#"{"asker":"boss-x2@kankan.email"}"#),
-        ("capability.result", Some("<q@kankan.email>"), "application/json",
-            r#"{"registered":true,"address":"worker-x1@kankan.email","capabilities":["translate"]}"#),
+        (
+            "capability.query",
+            None,
+            "application/json",
+            r#"{"asker":"boss-x2@kankan.email"}"#,
+        ),
+        (
+            "capability.result",
+            Some("<q@kankan.email>"),
+            "application/json",
+            r#"{"registered":true,"address":"worker-x1@kankan.email","capabilities":["translate"]}"#,
+        ),
         ("message", None, "", "hello in plain text"),
-        ("error", Some("<t@kankan.email>"), "application/json", r#"{"message":"no such task","task_id":"t-9"}"#),
-        ("custom.thing", None, "application/json", r#"[1,2,{"x":null}]"#),
+        (
+            "error",
+            Some("<t@kankan.email>"),
+            "application/json",
+            r#"{"message":"no such task","task_id":"t-9"}"#,
+        ),
+        (
+            "custom.thing",
+            None,
+            "application/json",
+            r#"[1,2,{"x":null}]"#,
+        ),
     ];
     for (i, (ty, irt, ct, body)) in cases.into_iter().enumerate() {
         let id = format!("<m{i}@kankan.email>");
-        let mut h = vec![("From", A), ("To", B), ("Message-ID", id.as_str()), ("X-AEP-Type", ty),
-            ("Date", "Mon, 30 Nov 2026 10:00:00 +0000")];
+        let mut h = vec![
+            ("From", A),
+            ("To", B),
+            ("Message-ID", id.as_str()),
+            ("X-AEP-Type", ty),
+            ("Date", "Mon, 30 Nov 2026 10:00:00 +0000"),
+        ];
         if let Some(r) = irt {
             h.push(("In-Reply-To", r));
         }
@@ -140,22 +173,58 @@ fn every_aep_type_maps_both_ways() {
 #[test]
 fn fail_aep_cases() {
     // A reply that answers nothing.
-    let raw = aep_mail(&[("From", B), ("To", A), ("Message-ID", "<r@k>"), ("X-AEP-Type", "task.result")], "x");
-    assert!(matches!(parse(&raw).to_maila2a().unwrap_err(), AepError::Unthreaded(_)));
+    let raw = aep_mail(
+        &[
+            ("From", B),
+            ("To", A),
+            ("Message-ID", "<r@k>"),
+            ("X-AEP-Type", "task.result"),
+        ],
+        "x",
+    );
+    assert!(matches!(
+        parse(&raw).to_maila2a().unwrap_err(),
+        AepError::Unthreaded(_)
+    ));
     // JSON announced, not JSON.
     let raw = aep_mail(
-        &[("From", A), ("To", B), ("Message-ID", "<j@k>"), ("X-AEP-Type", "task.submit"), ("X-AEP-Content-Type", "application/json")],
+        &[
+            ("From", A),
+            ("To", B),
+            ("Message-ID", "<j@k>"),
+            ("X-AEP-Type", "task.submit"),
+            ("X-AEP-Content-Type", "application/json"),
+        ],
         "{not json",
     );
-    assert!(matches!(AepMessage::parse(&raw, &Limits::default()).unwrap_err(), AepError::Json));
+    assert!(matches!(
+        AepMessage::parse(&raw, &Limits::default()).unwrap_err(),
+        AepError::Json
+    ));
     // A type given twice.
-    let raw = aep_mail(&[("From", A), ("To", B), ("Message-ID", "<d@k>"), ("X-AEP-Type", "ping"), ("X-AEP-Type", "pong")], "");
-    assert!(matches!(AepMessage::parse(&raw, &Limits::default()).unwrap_err(), AepError::Header(_)));
+    let raw = aep_mail(
+        &[
+            ("From", A),
+            ("To", B),
+            ("Message-ID", "<d@k>"),
+            ("X-AEP-Type", "ping"),
+            ("X-AEP-Type", "pong"),
+        ],
+        "",
+    );
+    assert!(matches!(
+        AepMessage::parse(&raw, &Limits::default()).unwrap_err(),
+        AepError::Header(_)
+    ));
     // A MailA2A message that did not come from AEP.
-    let mut env = mailseal::Envelope::new(mailseal::Kind::Request, mailseal::Operation::TasksGet, "x");
+    let mut env =
+        mailseal::Envelope::new(mailseal::Kind::Request, mailseal::Operation::TasksGet, "x");
     env.set("payload", &serde_json::json!({"id": "t"}));
     let plain = MailA2aMessage::new(A, &[B], env);
-    assert!(matches!(AepMessage::from_maila2a(&plain).unwrap_err(), AepError::NotAep(_)));
+    assert!(matches!(
+        AepMessage::from_maila2a(&plain).unwrap_err(),
+        AepError::NotAep(_)
+    ));
     assert!(!is_aep(&plain.to_rfc5322().unwrap()));
 }
 
@@ -187,7 +256,8 @@ fn smime_stores() -> (MemoryStore, MemoryStore) {
 fn openpgp_stores() -> (MemoryStore, MemoryStore) {
     let (sa, sb) = (MemoryStore::new(), MemoryStore::new());
     for (store, other, email) in [(&sa, &sb, A), (&sb, &sa, B)] {
-        let tsk = mailseal::openpgp::generate(email, None, mailseal::openpgp::KeyProfile::Rfc4880).unwrap();
+        let tsk = mailseal::openpgp::generate(email, None, mailseal::openpgp::KeyProfile::Rfc4880)
+            .unwrap();
         store.import(&tsk, email, false).unwrap();
         let cert = mailseal::openpgp::keys::armored_certificate(&tsk).unwrap();
         other.import(&cert, email, false).unwrap();
@@ -199,9 +269,16 @@ fn openpgp_stores() -> (MemoryStore, MemoryStore) {
 fn through(profile: Profile, sealer: &dyn Sealer, opener: &dyn Opener, aep: &AepMessage) {
     let plain = aep.to_maila2a().unwrap();
     let sealed = sealer.seal(&plain, &SealOptions::new(profile)).unwrap();
-    assert!(!String::from_utf8_lossy(&sealed).contains("t-42"), "{profile}: payload in the clear");
+    assert!(
+        !String::from_utf8_lossy(&sealed).contains("t-42"),
+        "{profile}: payload in the clear"
+    );
     let opened = opener.open(&sealed, &OpenPolicy::default()).unwrap();
-    assert_eq!(&AepMessage::from_maila2a(&opened.message).unwrap(), aep, "{profile}");
+    assert_eq!(
+        &AepMessage::from_maila2a(&opened.message).unwrap(),
+        aep,
+        "{profile}"
+    );
 }
 
 #[test]
@@ -209,11 +286,31 @@ fn sealed_and_opened_under_smime_and_openpgp() {
     let submit = parse(&task_submit());
     let result = parse(&task_result());
     let (sa, sb) = smime_stores();
-    through(Profile::Smime, &mailseal::smime::Smime::new(&sa), &mailseal::smime::Smime::new(&sb), &submit);
-    through(Profile::Smime, &mailseal::smime::Smime::new(&sb), &mailseal::smime::Smime::new(&sa), &result);
+    through(
+        Profile::Smime,
+        &mailseal::smime::Smime::new(&sa),
+        &mailseal::smime::Smime::new(&sb),
+        &submit,
+    );
+    through(
+        Profile::Smime,
+        &mailseal::smime::Smime::new(&sb),
+        &mailseal::smime::Smime::new(&sa),
+        &result,
+    );
     let (pa, pb) = openpgp_stores();
-    through(Profile::OpenPgp, &mailseal::openpgp::OpenPgp::new(&pa), &mailseal::openpgp::OpenPgp::new(&pb), &submit);
-    through(Profile::OpenPgp, &mailseal::openpgp::OpenPgp::new(&pb), &mailseal::openpgp::OpenPgp::new(&pa), &result);
+    through(
+        Profile::OpenPgp,
+        &mailseal::openpgp::OpenPgp::new(&pa),
+        &mailseal::openpgp::OpenPgp::new(&pb),
+        &submit,
+    );
+    through(
+        Profile::OpenPgp,
+        &mailseal::openpgp::OpenPgp::new(&pb),
+        &mailseal::openpgp::OpenPgp::new(&pa),
+        &result,
+    );
 }
 
 #[test]
@@ -224,13 +321,21 @@ fn sealed_and_opened_under_mls() {
     mb.generate_identity(B).unwrap();
     let g = ma.create_group(A).unwrap();
     let added = ma.add(&g, &[mb.key_package(B).unwrap()]).unwrap();
-    mb.receive(&added.welcome, &OpenPolicy::default(), "w").unwrap().commit().unwrap();
+    mb.receive(&added.welcome, &OpenPolicy::default(), "w")
+        .unwrap()
+        .commit()
+        .unwrap();
     for (from, to, raw) in [(&ma, &mb, task_submit()), (&mb, &ma, task_result())] {
         let aep = parse(&raw);
         let mut opts = SealOptions::new(Profile::Mls);
         opts.group = Some(g.clone());
         let sealed = Sealer::seal(from, &aep.to_maila2a().unwrap(), &opts).unwrap();
-        let Received::Application(opened) = to.receive(&sealed, &OpenPolicy::default(), "m").unwrap().commit().unwrap() else {
+        let Received::Application(opened) = to
+            .receive(&sealed, &OpenPolicy::default(), "m")
+            .unwrap()
+            .commit()
+            .unwrap()
+        else {
             panic!("not an application message");
         };
         // The group coordinates were added inside; the AEP message is unchanged.

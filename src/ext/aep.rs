@@ -372,15 +372,22 @@ impl AepMessage {
         } else if let Some(t) = part.get("text").and_then(Value::as_str) {
             AepBody::Text(t.to_string())
         } else {
-            return Err(AepError::NotAep("a part that is neither data nor text".into()));
+            return Err(AepError::NotAep(
+                "a part that is neither data nor text".into(),
+            ));
         };
         let extra = match aep.get("headers") {
             None => Vec::new(),
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|p| match (p.get(0).and_then(Value::as_str), p.get(1).and_then(Value::as_str)) {
-                    (Some(n), Some(v)) => Ok((n.to_string(), v.to_string())),
-                    _ => Err(AepError::NotAep("metadata.aep.headers".into())),
+                .map(|p| {
+                    match (
+                        p.get(0).and_then(Value::as_str),
+                        p.get(1).and_then(Value::as_str),
+                    ) {
+                        (Some(n), Some(v)) => Ok((n.to_string(), v.to_string())),
+                        _ => Err(AepError::NotAep("metadata.aep.headers".into())),
+                    }
                 })
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(AepError::NotAep("metadata.aep.headers".into())),

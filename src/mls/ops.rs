@@ -325,7 +325,9 @@ impl Mls {
     }
 
     fn public_key(&self, email: &str) -> Result<Option<Vec<u8>>, MlsError> {
-        Ok(self.state.query_row(
+        Ok(self
+            .state
+            .query_row(
                 "SELECT public_key FROM mailseal_mls_identity WHERE email = ?1",
                 [email],
                 |r| r.get(0),
@@ -379,7 +381,8 @@ impl Mls {
 
     /// (our identity, removed at epoch) for a group we belong to.
     fn membership(&self, id: &[u8]) -> Result<(String, Option<u64>), MlsError> {
-        self.state.query_row(
+        self.state
+            .query_row(
                 "SELECT email, removed_epoch FROM mailseal_mls_group WHERE group_id = ?1",
                 [id],
                 |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.map(|e| e as u64))),
@@ -404,8 +407,7 @@ impl Mls {
             ))
             .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
             .build();
-        let group =
-            MlsGroup::new(&self.state.provider, signer, &config, credential).map_err(op)?;
+        let group = MlsGroup::new(&self.state.provider, signer, &config, credential).map_err(op)?;
         let id = group.group_id().as_slice().to_vec();
         self.state.exec(
             "INSERT INTO mailseal_mls_group (group_id, email, joined_epoch) VALUES (?1, ?2, 0)",
@@ -435,7 +437,12 @@ impl Mls {
     pub fn key_package(&self, email: &str) -> Result<Vec<u8>, MlsError> {
         let bytes = self.key_package_message(email)?;
         let email = email.trim().to_ascii_lowercase();
-        self.mail(&email, std::slice::from_ref(&email), "MLS key package", &bytes)
+        self.mail(
+            &email,
+            std::slice::from_ref(&email),
+            "MLS key package",
+            &bytes,
+        )
     }
 
     fn mail(
@@ -762,7 +769,9 @@ impl Mls {
         let tx = self.state.begin()?;
         let mut g = self.take_group(&id)?;
         let epoch = g.epoch().as_u64();
-        let generation: u64 = self.state.query_row(
+        let generation: u64 = self
+            .state
+            .query_row(
                 "SELECT next_generation FROM mailseal_mls_sent WHERE group_id = ?1 AND epoch = ?2",
                 params![id, epoch as i64],
                 |r| r.get::<_, i64>(0),
@@ -843,7 +852,9 @@ impl Mls {
             .create_message(&self.state.provider, signer, entity)
             .map_err(op)?;
         let bytes = out.to_bytes().map_err(op)?;
-        let generation: i64 = self.state.query_row(
+        let generation: i64 = self
+            .state
+            .query_row(
                 "SELECT next_generation FROM mailseal_mls_sent WHERE group_id = ?1 AND epoch = ?2",
                 params![id, epoch as i64],
                 |r| r.get(0),
@@ -933,7 +944,9 @@ impl Mls {
     }
 
     fn seen(&self, id: &[u8], digest: &[u8]) -> Result<Option<i64>, MlsError> {
-        Ok(self.state.query_row(
+        Ok(self
+            .state
+            .query_row(
                 "SELECT seen_at FROM mailseal_mls_seen WHERE group_id = ?1 AND digest = ?2",
                 params![id, digest],
                 |r| r.get(0),
@@ -1080,7 +1093,9 @@ impl Mls {
             });
         }
         if m.epoch < current && m.content != Content::Application {
-            let applied: Option<Vec<u8>> = self.state.query_row(
+            let applied: Option<Vec<u8>> = self
+                .state
+                .query_row(
                     "SELECT digest FROM mailseal_mls_commit WHERE group_id = ?1 AND epoch = ?2",
                     params![m.id, m.epoch as i64],
                     |r| r.get(0),
@@ -1176,7 +1191,8 @@ impl Mls {
                         "UPDATE mailseal_mls_group SET removed_epoch = ?2 WHERE group_id = ?1",
                         params![m.id, epoch as i64],
                     )?;
-                    self.state.exec("DELETE FROM mailseal_mls_held WHERE group_id = ?1", [&m.id])?;
+                    self.state
+                        .exec("DELETE FROM mailseal_mls_held WHERE group_id = ?1", [&m.id])?;
                 }
                 // Seen entries older than the kept epochs can never match again.
                 let floor = epoch.saturating_sub(self.config.past_epochs as u64 + 1);

@@ -156,7 +156,11 @@ impl State {
     }
 
     /// `execute` with the statement prepared once per connection.
-    pub(crate) fn exec<P: rusqlite::Params>(&self, sql: &str, params: P) -> rusqlite::Result<usize> {
+    pub(crate) fn exec<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+    ) -> rusqlite::Result<usize> {
         self.conn.prepare_cached(sql)?.execute(params)
     }
 

@@ -175,7 +175,11 @@ pub fn describe(raw: &[u8], limits: &Limits) -> Result<String, MlsError> {
             private,
         } => format!(
             "MLS {} ({}), group {}, epoch {epoch}, {} bytes",
-            if private { "PrivateMessage" } else { "PublicMessage" },
+            if private {
+                "PrivateMessage"
+            } else {
+                "PublicMessage"
+            },
             match content {
                 Content::Application => "application data: open it to see the inner layers",
                 Content::Proposal => "a proposal",
