@@ -227,7 +227,7 @@ fn theirs_pair() -> (Member, MlsGroup, Member, MlsGroup) {
 
 fn application(c: &mut Criterion) {
     // The same plaintext for both: the inner entity mailseal encrypts.
-    let (a, b, g) = ours_pair(None);
+    let (a, _b, g) = ours_pair(None);
     let entity = {
         let mut p = plain(0);
         let mut env = p.envelope().clone();
@@ -238,8 +238,8 @@ fn application(c: &mut Criterion) {
         p.set_envelope(env);
         p.to_inner_entity(true).unwrap()
     };
-    let (ta, tga, tb, tgb) = theirs_pair();
-    let (tga, tgb) = (RefCell::new(tga), RefCell::new(tgb));
+    let (ta, tga, _tb, _tgb) = theirs_pair();
+    let tga = RefCell::new(tga);
     let counter = std::cell::Cell::new(0usize);
     let next = || {
         counter.set(counter.get() + 1);
@@ -339,7 +339,7 @@ fn application(c: &mut Criterion) {
     grp.finish();
     // mailseal with its state on disk (WAL, synchronous=FULL: each message durable).
     let dir = tempfile::tempdir().unwrap();
-    let (da, db, dg) = ours_pair(Some(dir.path()));
+    let (da, _db, dg) = ours_pair(Some(dir.path()));
     let mut grp = c.benchmark_group("mls_durable_2k");
     grp.sample_size(30);
     grp.bench_function(BenchmarkId::from_parameter("seal"), |bch| {
@@ -349,6 +349,8 @@ fn application(c: &mut Criterion) {
             criterion::BatchSize::SmallInput,
         )
     });
+    let dir2 = tempfile::tempdir().unwrap();
+    let (da, db, dg) = ours_pair(Some(dir2.path()));
     grp.bench_function(BenchmarkId::from_parameter("open"), |bch| {
         bch.iter_batched(
             || da.seal(&plain(next()), &dg, false).unwrap(),
@@ -404,66 +406,111 @@ fn theirs_group(n: usize) -> (Member, MlsGroup) {
     (a, g)
 }
 
+/// Each size is measured on a group of exactly that size: for 10 and 100 members a
+/// fresh group per add (building it is not timed), for 1000 one group that the ~12
+/// timed adds grow by about 1%. Self-updates do not change the size.
 fn membership(c: &mut Criterion) {
+    use std::time::{Duration, Instant};
     let sizes: Vec<usize> = std::env::var("MAILSEAL_BENCH_MLS_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![10, 100, 1000]);
     for n in sizes {
+        let t = Instant::now();
         let (a, g, others) = ours_group(n);
+        let built_ours = t.elapsed();
+        let t = Instant::now();
         let (ta, tg) = theirs_group(n);
+        eprintln!(
+            "group of {n}: built by mailseal in {built_ours:?} (KeyPackage mails in, one Commit), by openmls in {:?}",
+            t.elapsed()
+        );
         let tg = RefCell::new(tg);
         let fresh = std::cell::Cell::new(0usize);
+        let new_kp = || {
+            fresh.set(fresh.get() + 1);
+            let e = format!("new{}@bench.example", fresh.get());
+            others.generate_identity(&e).unwrap();
+            others.key_package(&e).unwrap()
+        };
         let mut grp = c.benchmark_group(format!("mls_add_{n}"));
-        grp.sample_size(10);
+        grp.sample_size(10)
+            .warm_up_time(Duration::from_millis(1))
+            .measurement_time(Duration::from_secs(1));
         grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
-            bch.iter_batched(
-                || {
-                    fresh.set(fresh.get() + 1);
-                    let e = format!("new{}@bench.example", fresh.get());
-                    others.generate_identity(&e).unwrap();
-                    others.key_package(&e).unwrap()
-                },
-                |kp| a.add(&g, &[kp]).unwrap(),
-                criterion::BatchSize::PerIteration,
-            )
+            bch.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let kp = new_kp();
+                    if n <= 100 {
+                        let (a, g, _) = ours_group(n);
+                        let t = Instant::now();
+                        a.add(&g, &[kp]).unwrap();
+                        total += t.elapsed();
+                    } else {
+                        let t = Instant::now();
+                        a.add(&g, &[kp]).unwrap();
+                        total += t.elapsed();
+                    }
+                }
+                total
+            })
         });
+        let their_kp = || {
+            let m = member("new@bench.example");
+            KeyPackage::builder()
+                .build(SUITE, &m.provider, &m.signer, m.credential.clone())
+                .unwrap()
+                .key_package()
+                .clone()
+        };
         grp.bench_function(BenchmarkId::from_parameter("openmls"), |bch| {
-            bch.iter_batched(
-                || {
-                    let m = member("new@bench.example");
-                    KeyPackage::builder()
-                        .build(SUITE, &m.provider, &m.signer, m.credential.clone())
-                        .unwrap()
-                        .key_package()
-                        .clone()
-                },
-                |kp| {
-                    let mut g = tg.borrow_mut();
-                    let out = g.add_members(&ta.provider, &ta.signer, &[kp]).unwrap();
-                    g.merge_pending_commit(&ta.provider).unwrap();
-                    out
-                },
-                criterion::BatchSize::PerIteration,
-            )
+            bch.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let kp = their_kp();
+                    let (fa, mut fg) = if n <= 100 {
+                        theirs_group(n)
+                    } else {
+                        (member("unused"), theirs_group(1).1)
+                    };
+                    let (who, g) = if n <= 100 {
+                        (&fa, &mut fg)
+                    } else {
+                        (&ta, &mut *tg.borrow_mut())
+                    };
+                    let t = Instant::now();
+                    g.add_members(&who.provider, &who.signer, &[kp]).unwrap();
+                    g.merge_pending_commit(&who.provider).unwrap();
+                    total += t.elapsed();
+                }
+                total
+            })
         });
         grp.finish();
+        // Self-updates on groups of exactly n members.
+        let (ua, ug, _) = ours_group(n);
+        let (uta, utg) = theirs_group(n);
+        let utg = RefCell::new(utg);
         let mut grp = c.benchmark_group(format!("mls_update_{n}"));
-        grp.sample_size(10);
+        grp.sample_size(10)
+            .warm_up_time(Duration::from_millis(1))
+            .measurement_time(Duration::from_secs(1));
         grp.bench_function(BenchmarkId::from_parameter("mailseal"), |bch| {
-            bch.iter(|| a.update(&g).unwrap())
+            bch.iter(|| ua.update(&ug).unwrap())
         });
         grp.bench_function(BenchmarkId::from_parameter("openmls"), |bch| {
             bch.iter(|| {
-                let mut g = tg.borrow_mut();
+                let mut g = utg.borrow_mut();
                 let out = g
-                    .self_update(&ta.provider, &ta.signer, LeafNodeParameters::default())
+                    .self_update(&uta.provider, &uta.signer, LeafNodeParameters::default())
                     .unwrap();
-                g.merge_pending_commit(&ta.provider).unwrap();
+                g.merge_pending_commit(&uta.provider).unwrap();
                 out
             })
         });
         grp.finish();
+        drop((a, g));
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 
 use mailseal::envelope::ValidationContext;
 use mailseal::ext::aep::{is_aep, AepBody, AepError, AepMessage};
-use mailseal::keystore::{KeyStore, MemoryStore};
+use mailseal::keystore::{KeyStore, MemoryStore, SqliteStore};
 use mailseal::seal::{OpenPolicy, Opener, SealOptions, Sealer};
 use mailseal::{Limits, MailA2aMessage, Profile};
 
@@ -228,8 +228,11 @@ fn fail_aep_cases() {
     assert!(!is_aep(&plain.to_rfc5322().unwrap()));
 }
 
-fn smime_stores() -> (MemoryStore, MemoryStore) {
-    let (sa, sb) = (MemoryStore::new(), MemoryStore::new());
+fn smime_stores(dir: &std::path::Path) -> (SqliteStore, SqliteStore) {
+    let (sa, sb) = (
+        SqliteStore::open(&dir.join("a.db"), None).unwrap(),
+        SqliteStore::open(&dir.join("b.db"), None).unwrap(),
+    );
     let mut certs = Vec::new();
     for (store, email) in [(&sa, A), (&sb, B)] {
         let req = mailseal::smime::IdentityRequest {
@@ -241,14 +244,15 @@ fn smime_stores() -> (MemoryStore, MemoryStore) {
         };
         for id in mailseal::smime::generate(&req, None).unwrap() {
             let pem = mailseal::keystore::identity_pem(&id.certificate, &id.private_key).unwrap();
-            store.import(pem.as_bytes(), email, false).unwrap();
+            store.import(pem.as_bytes(), "generated", false).unwrap();
             let cert = pem[..pem.find("-----BEGIN PRIVATE KEY-----").unwrap()].to_string();
             certs.push((email, cert));
         }
     }
     for (email, cert) in certs {
         let other = if email == A { &sb } else { &sa };
-        other.import(cert.as_bytes(), email, true).unwrap();
+        other.import(cert.as_bytes(), "peer.pem", false).unwrap();
+        other.import(cert.as_bytes(), "peer.pem", true).unwrap();
     }
     (sa, sb)
 }
@@ -285,7 +289,8 @@ fn through(profile: Profile, sealer: &dyn Sealer, opener: &dyn Opener, aep: &Aep
 fn sealed_and_opened_under_smime_and_openpgp() {
     let submit = parse(&task_submit());
     let result = parse(&task_result());
-    let (sa, sb) = smime_stores();
+    let dir = tempfile::tempdir().unwrap();
+    let (sa, sb) = smime_stores(dir.path());
     through(
         Profile::Smime,
         &mailseal::smime::Smime::new(&sa),
@@ -342,4 +347,104 @@ fn sealed_and_opened_under_mls() {
         assert!(opened.envelope().group().is_some());
         assert_eq!(AepMessage::from_maila2a(&opened.message).unwrap(), aep);
     }
+}
+
+#[test]
+fn command_line_maps_and_seals_aep_mail() {
+    let dir = tempfile::tempdir().unwrap();
+    let submit = dir.path().join("submit.eml");
+    std::fs::write(&submit, task_submit()).unwrap();
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    // AEP -> MailA2A -> AEP.
+    let out = common::run(
+        &[
+            "aep",
+            "to-maila2a",
+            "--in",
+            &p("submit.eml"),
+            "--out",
+            &p("m.eml"),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = common::run(&["validate", &p("m.eml")], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = common::run(&["aep", "from-maila2a", "--in", &p("m.eml")], b"");
+    assert!(out.status.success());
+    assert_eq!(parse(&out.stdout), parse(&task_submit()));
+    // `seal` takes the AEP mail as it is (OpenPGP between two stores).
+    let (a, b) = (p("a"), p("b"));
+    for (store, email, other) in [(&a, A, &b), (&b, B, &a)] {
+        let cert = p(&format!("{email}.asc"));
+        let out = common::run(
+            &[
+                "--store",
+                store,
+                "key",
+                "generate",
+                "--kind",
+                "openpgp",
+                "--email",
+                email,
+                "--cert-out",
+                &cert,
+            ],
+            b"",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = common::run(&["--store", other, "key", "import", &cert], b"");
+        assert!(out.status.success());
+    }
+    let out = common::run(
+        &[
+            "--store",
+            &a,
+            "seal",
+            "--profile",
+            "openpgp",
+            "--in",
+            &p("submit.eml"),
+            "--out",
+            &p("sealed.eml"),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = common::run(
+        &[
+            "--store",
+            &b,
+            "open",
+            "--eml",
+            "--in",
+            &p("sealed.eml"),
+            "--out",
+            &p("inner.eml"),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = common::run(&["aep", "from-maila2a", "--in", &p("inner.eml")], b"");
+    assert_eq!(parse(&out.stdout), parse(&task_submit()));
 }
