@@ -87,6 +87,7 @@ pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened
             protected_headers,
             outer_headers_matched: true,
             algorithm: Some(a.algorithm),
+            dkim: Vec::new(),
         },
     })
 }

@@ -97,6 +97,7 @@ impl<'a> Dispatcher<'a> {
                 protected_headers: Vec::new(),
                 outer_headers_matched: true,
                 algorithm: None,
+                dkim: Vec::new(),
             },
         })
     }
@@ -111,12 +112,16 @@ impl Opener for Dispatcher<'_> {
             }
             .into());
         }
-        match detect_profile(raw) {
+        let mut opened = match detect_profile(raw) {
             None => self.open_plain(raw, policy),
             Some(p) => match self.profiles.iter().find(|(q, _)| *q == p) {
                 Some((_, opener)) => opener.open(raw, policy),
                 None => Err(OpenError::ProfileUnavailable(p)),
             },
+        }?;
+        if let Some(keys) = &policy.dkim_keys {
+            opened.verdict.dkim = crate::ext::dkim::verify(raw, keys);
         }
+        Ok(opened)
     }
 }

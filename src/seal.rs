@@ -60,6 +60,9 @@ pub struct OpenPolicy {
     pub our_addresses: Vec<String>,
     /// Resource limits.
     pub limits: Limits,
+    /// DKIM keys to check the outer message's signatures with (a transport signal
+    /// reported in [`Verdict::dkim`], never authority); `None`: not checked.
+    pub dkim_keys: Option<crate::ext::dkim::KeyMap>,
 }
 
 impl Default for OpenPolicy {
@@ -70,6 +73,7 @@ impl Default for OpenPolicy {
             allow_legacy_cbc: false,
             our_addresses: Vec::new(),
             limits: Limits::default(),
+            dkim_keys: None,
         }
     }
 }
@@ -164,6 +168,10 @@ pub struct Verdict {
     pub outer_headers_matched: bool,
     /// The signature algorithm, when signed.
     pub algorithm: Option<String>,
+    /// The outer message's DKIM results when the policy had keys to check them: which
+    /// domain's server handled the message. A transport signal only: it never raises
+    /// `protection` and a failure never refuses a message the profile authenticated.
+    pub dkim: Vec<crate::ext::dkim::DkimSignal>,
 }
 
 /// An opened message: the inner message (envelope, its exact bytes and digest inside)

@@ -46,6 +46,11 @@ pub(super) struct OpenArgs {
     /// Judge expiry as of this time (RFC 3339) instead of now: for replaying archives.
     #[arg(long, value_name = "TIME")]
     now: Option<String>,
+    /// Check the outer message's DKIM signatures with these keys (a JSON object
+    /// `{"SELECTOR._domainkey.DOMAIN": "v=DKIM1; k=...; p=..."}`): reported in the
+    /// `--report` and on stderr, never a reason to accept or refuse.
+    #[arg(long, value_name = "FILE")]
+    dkim_keys: Option<PathBuf>,
 }
 
 /// What one open came to.
@@ -159,8 +164,16 @@ fn now(flag: Option<&str>) -> Result<i64, Failure> {
 pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     let opened_keys = super::store::Keys::open(&dir)?;
     let keys = opened_keys.store();
+    let dkim_keys = match &a.dkim_keys {
+        None => None,
+        Some(path) => Some(
+            crate::ext::dkim::KeyMap::from_json(&read_input(Some(path))?)
+                .map_err(|e| Failure::from("--dkim-keys", e))?,
+        ),
+    };
     let policy = OpenPolicy {
         allow_legacy_cbc: a.allow_legacy_cbc,
+        dkim_keys,
         ..OpenPolicy::default()
     };
     let now = now(a.now.as_deref())?;
@@ -169,6 +182,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         let opened = crate::dispatch::Dispatcher::with_store(keys)
             .open(&raw, &policy)
             .map_err(|e| Failure::from("open", e))?;
+        dkim_line(&opened);
         if let Some(report) = &a.report {
             write_report(report, &opened, "not-checked")?;
         }
@@ -196,6 +210,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     if let Some(report) = &a.report {
         write_report(report, &r.opened, delivery(&r.admission))?;
     }
+    dkim_line(&r.opened);
     // Only a message to act on reaches stdout; the others are a status line.
     if let Some(line) = status_line(&r) {
         eprintln!("mailseal: {line}");
@@ -263,6 +278,7 @@ pub(super) fn open_mls_one(
             admission,
         };
         let r = &r;
+        dkim_line(&r.opened);
         if let Some(report) = report {
             write_report(report, &r.opened, delivery(&r.admission))?;
         }
@@ -332,6 +348,27 @@ fn mls_status(r: &MlsReceived) -> String {
     }
 }
 
+/// One stderr line on the outer DKIM signatures, when they were checked.
+fn dkim_line(opened: &Opened) {
+    let signals = &opened.verdict.dkim;
+    if signals.is_empty() {
+        return;
+    }
+    let parts: Vec<String> = signals
+        .iter()
+        .map(|d| match (&d.domain, &d.reason) {
+            (Some(dom), None) => format!("{} (d={dom})", d.result),
+            (Some(dom), Some(r)) => format!("{} (d={dom}: {r})", d.result),
+            (None, Some(r)) => format!("{} ({r})", d.result),
+            (None, None) => d.result.to_string(),
+        })
+        .collect();
+    eprintln!(
+        "mailseal: dkim (transport signal only): {}",
+        parts.join(", ")
+    );
+}
+
 fn delivery(a: &Admission) -> &'static str {
     match a {
         Admission::Deliver { .. } => "deliver",
@@ -375,6 +412,7 @@ fn write_report(path: &Path, opened: &Opened, delivery: &str) -> CliResult {
         "protectedHeaders": v.protected_headers,
         "outerHeadersMatched": v.outer_headers_matched,
         "envelopeSha256": crate::keystore::hex(&opened.message.content_digest()),
+        "dkim": v.dkim,
         "delivery": delivery,
     });
     write_output(

@@ -2,4 +2,5 @@
 //! project grew from carry inside a sealed MailA2A message.
 
 pub mod aep;
+pub mod dkim;
 pub mod edge_cloud;

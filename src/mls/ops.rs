@@ -1151,6 +1151,10 @@ impl Mls {
                     policy,
                 )?;
                 check_coordinates(&opened, &m.id, framing_epoch, &aad)?;
+                let mut opened = opened;
+                if let Some(keys) = &policy.dkim_keys {
+                    opened.verdict.dkim = crate::ext::dkim::verify(m.raw, keys);
+                }
                 Received::Application(Box::new(opened))
             }
             ProcessedMessageContent::ProposalMessage(q) => {
