@@ -381,3 +381,48 @@ fn killed_mid_commit_leaves_old_or_new_epoch() {
     eprintln!("killed at the old epoch {old} times, at the new one {new} times");
     assert!(old > 0, "no kill landed before the commit");
 }
+
+#[test]
+fn stateless_open_leaves_the_group_state_as_it_was() {
+    let root = tempfile::tempdir().unwrap();
+    let (agents, g) = group(root.path(), 2);
+    let sealed = send(&root.path().join("mail"), &agents[0], &[&agents[1]], &g, 1);
+    let path = sealed.display().to_string();
+    for _ in 0..2 {
+        let out = mailseal(&agents[1].store, &["open", "--stateless", "--in", &path]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("urn:uuid:group-1"));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("do not act on this"));
+    }
+    // Still unopened for the receiver rules and the ratchet: delivered once now.
+    assert!(!ok(&agents[1].store, &["open", "--in", &path]).is_empty());
+    let again = mailseal(&agents[1].store, &["open", "--in", &path]);
+    assert!(again.stdout.is_empty());
+    // A Commit under --stateless is reported, not applied.
+    let up = root.path().join("up");
+    ok(
+        &agents[0].store,
+        &[
+            "mls",
+            "update",
+            "--group",
+            &g,
+            "--out-dir",
+            &up.display().to_string(),
+        ],
+    );
+    let commit = up.join("commit.eml").display().to_string();
+    let out = mailseal(&agents[1].store, &["open", "--stateless", "--in", &commit]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not applied"));
+    let m = ok(
+        &agents[1].store,
+        &["mls", "members", "--group", &g, "--json"],
+    );
+    let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+    assert_eq!(m["epoch"], 1);
+}

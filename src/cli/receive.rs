@@ -179,9 +179,29 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     let now = now(a.now.as_deref())?;
     if a.stateless {
         let raw = read_input(a.input.as_deref())?;
-        let opened = crate::dispatch::Dispatcher::with_store(keys)
-            .open(&raw, &policy)
-            .map_err(|e| Failure::from("open", e))?;
+        let opened = if crate::dispatch::detect_profile(&raw) == Some(crate::profile::Profile::Mls)
+        {
+            // Opened and then rolled back: the group state (ratchets, epoch, hold) is
+            // exactly as before, so the message opens again later.
+            let mls = super::mls::open_state(&dir)?;
+            let receipt = mls
+                .receive(&raw, &policy, "stateless")
+                .map_err(|e| Failure::from("open", e))?;
+            match receipt.received {
+                MlsReceived::Application(o) => *o,
+                other => {
+                    eprintln!(
+                        "mailseal: {} (--stateless: not applied)",
+                        mls_status(&other)
+                    );
+                    return Ok(());
+                }
+            }
+        } else {
+            crate::dispatch::Dispatcher::with_store(keys)
+                .open(&raw, &policy)
+                .map_err(|e| Failure::from("open", e))?
+        };
         dkim_line(&opened);
         if let Some(report) = &a.report {
             write_report(report, &opened, "not-checked")?;
