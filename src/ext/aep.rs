@@ -108,8 +108,29 @@ pub fn is_aep(raw: &[u8]) -> bool {
 }
 
 impl AepMessage {
-    /// Reads an AEP mail within `limits`.
+    /// Reads an AEP mail within `limits`. A mail whose headers would not read back the
+    /// same once written again (an address that is not an addr-spec, control
+    /// characters, an unreadable date) is refused: what maps must map back.
     pub fn parse(raw: &[u8], limits: &Limits) -> Result<AepMessage, AepError> {
+        let aep = Self::parse_once(raw, limits)?;
+        for a in std::iter::once(&aep.from).chain(&aep.to).chain(&aep.cc) {
+            if !Mailbox::new(a).is_valid_addr_spec() {
+                return Err(AepError::Header(format!(
+                    "{}: not an addr-spec",
+                    a.chars().take(80).collect::<String>()
+                )));
+            }
+        }
+        let written = aep.to_rfc5322()?;
+        match Self::parse_once(&written, limits) {
+            Ok(again) if again == aep => Ok(aep),
+            _ => Err(AepError::Header(
+                "a header that does not read back the same once written".into(),
+            )),
+        }
+    }
+
+    fn parse_once(raw: &[u8], limits: &Limits) -> Result<AepMessage, AepError> {
         if raw.len() > limits.max_message_bytes {
             return Err(MessageError::TooLarge {
                 size: raw.len(),
@@ -194,7 +215,22 @@ impl AepMessage {
     /// Writes the AEP mail (what an AEP server would deliver).
     pub fn to_rfc5322(&self) -> Result<Vec<u8>, AepError> {
         let mut out = Vec::new();
-        crate::message::write_header_section(&mut out, &self.headers()?, &Default::default())?;
+        let mut headers = self.headers()?;
+        let undated = headers.date.is_none();
+        if undated {
+            headers.date = Some(time::OffsetDateTime::UNIX_EPOCH);
+        }
+        crate::message::write_header_section(&mut out, &headers, &Default::default())?;
+        if undated {
+            // The section writer always dates; an undated AEP mail stays undated.
+            let text = String::from_utf8_lossy(&out).into_owned();
+            if let Some(start) = text.find("\r\nDate: ") {
+                let end = text[start + 2..]
+                    .find("\r\n")
+                    .map_or(text.len(), |e| start + 2 + e);
+                out = format!("{}{}", &text[..start], &text[end..]).into_bytes();
+            }
+        }
         let mut field = |name: &str, value: &str| {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
