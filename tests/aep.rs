@@ -458,7 +458,12 @@ fn fuzz_reproducers_refused_or_round_trip() {
     let mut n = 0;
     for e in std::fs::read_dir(dir).unwrap() {
         let path = e.unwrap().path();
-        if !path.file_name().unwrap().to_string_lossy().starts_with("aep_map-") {
+        if !path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("aep_map-")
+        {
             continue;
         }
         n += 1;
@@ -468,7 +473,10 @@ fn fuzz_reproducers_refused_or_round_trip() {
         }
     }
     assert!(n >= 1);
-    let raw = std::fs::read(common::data("../cases/crashes/aep_map-control-chars-in-from")).unwrap();
+    let raw = std::fs::read(common::data(
+        "../cases/crashes/aep_map-control-chars-in-from",
+    ))
+    .unwrap();
     assert!(matches!(
         AepMessage::parse(&raw, &Limits::default()).unwrap_err(),
         AepError::Header(_)
