@@ -220,6 +220,15 @@ pub fn sign(raw: &[u8], key: &DkimSigningKey) -> Result<Vec<u8>, DkimError> {
     }
 }
 
+/// The authenticator, made once: building a resolver costs milliseconds. It is never
+/// asked (the cache answers every name), so its default configuration is only a
+/// placeholder.
+fn authenticator() -> Option<&'static MessageAuthenticator> {
+    static AUTH: std::sync::OnceLock<Option<MessageAuthenticator>> = std::sync::OnceLock::new();
+    AUTH.get_or_init(|| MessageAuthenticator::new(Default::default(), Default::default()).ok())
+        .as_ref()
+}
+
 /// Verifies every DKIM signature of `raw` with the keys of `keys`. An unsigned message
 /// gives one `none`.
 pub fn verify(raw: &[u8], keys: &KeyMap) -> Vec<DkimSignal> {
@@ -241,10 +250,7 @@ pub fn verify(raw: &[u8], keys: &KeyMap) -> Vec<DkimSignal> {
         }
     }
     let cache = StaticTxt(cache);
-    // The resolver is never asked (the cache answers every name), so the default
-    // configuration is only a placeholder.
-    let Ok(authenticator) = MessageAuthenticator::new(Default::default(), Default::default())
-    else {
+    let Some(authenticator) = authenticator() else {
         return vec![DkimSignal {
             result: "temperror",
             domain: None,
