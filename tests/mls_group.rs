@@ -383,3 +383,55 @@ fn sealer_trait_names_the_group() {
         SealError::Group(_)
     ));
 }
+
+#[test]
+fn two_processes_on_one_store_never_work_on_a_stale_group() {
+    // Two handles on one state directory stand for two gateway processes: what one
+    // applies, the other sees at its next message, not a cached older group.
+    let dir = tempfile::tempdir().unwrap();
+    let a = member("alice@a.example");
+    let b1 = Mls::open(dir.path()).unwrap();
+    b1.generate_identity("bob@b.example").unwrap();
+    let b2 = Mls::open(dir.path()).unwrap();
+    let g = a.create_group("alice@a.example").unwrap();
+    let added = a
+        .add(&g, &[b1.key_package("bob@b.example").unwrap()])
+        .unwrap();
+    open(&b1, &added.welcome).unwrap();
+    let m1 = a
+        .seal(
+            &request("alice@a.example", &["bob@b.example"], "p-1"),
+            &g,
+            false,
+        )
+        .unwrap();
+    assert_eq!(sender_of(&open(&b2, &m1).unwrap()), "p-1"); // b2 caches the group
+    let commit = a.update(&g).unwrap();
+    assert!(matches!(
+        open(&b1, &commit).unwrap(),
+        Received::Committed { epoch: 2, .. }
+    ));
+    // b2's cached group is at epoch 1; the state is at 2: b2 must not hold this.
+    let m2 = a
+        .seal(
+            &request("alice@a.example", &["bob@b.example"], "p-2"),
+            &g,
+            false,
+        )
+        .unwrap();
+    assert_eq!(sender_of(&open(&b2, &m2).unwrap()), "p-2");
+    // And b1, whose cache b2 made stale in turn, still sees everything once.
+    assert!(matches!(
+        open(&b1, &m2).unwrap(),
+        Received::Duplicate { .. }
+    ));
+    let m3 = a
+        .seal(
+            &request("alice@a.example", &["bob@b.example"], "p-3"),
+            &g,
+            false,
+        )
+        .unwrap();
+    assert_eq!(sender_of(&open(&b1, &m3).unwrap()), "p-3");
+    assert_eq!(b2.members(&g).unwrap().epoch, 2);
+}

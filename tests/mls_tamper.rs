@@ -426,3 +426,36 @@ fn stateless_open_leaves_the_group_state_as_it_was() {
     let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
     assert_eq!(m["epoch"], 1);
 }
+
+#[test]
+fn group_ids_may_begin_with_a_hyphen() {
+    // base64url ids begin with '-' one time in 64: they are values, not flags.
+    let root = tempfile::tempdir().unwrap();
+    let store = root.path().join("s");
+    for args in [
+        vec!["mls", "members", "--group", "-cy-hLVAW2YNbqClDPFNNg"],
+        vec![
+            "mls",
+            "update",
+            "--group",
+            "-cy-hLVAW2YNbqClDPFNNg",
+            "--out-dir",
+            "x",
+        ],
+        vec!["mls", "next", "--group", "-cy-hLVAW2YNbqClDPFNNg"],
+    ] {
+        let out = mailseal(&store, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+    let out = mailseal(
+        &store,
+        &["mls", "members", "--group", "-cy-hLVAW2YNbqClDPFNNg"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -34,7 +34,7 @@ pub(super) enum MlsCommand {
     /// welcome.eml (to the new ones).
     Add {
         /// The group id.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         group: String,
         /// KeyPackage mails.
         #[arg(required = true)]
@@ -46,7 +46,7 @@ pub(super) enum MlsCommand {
     /// Remove a member: writes commit.eml (to every member, the removed one included).
     Remove {
         /// The group id.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         group: String,
         /// The member's address (its credential identity).
         #[arg(long)]
@@ -58,7 +58,7 @@ pub(super) enum MlsCommand {
     /// Self-update (fresh keys, post-compromise security): writes commit.eml.
     Update {
         /// The group id.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         group: String,
         /// Where to write commit.eml.
         #[arg(long)]
@@ -83,7 +83,7 @@ pub(super) enum MlsCommand {
     /// Write a GroupInfo mail: whoever holds it can join by external commit.
     GroupInfo {
         /// The group id.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         group: String,
         /// Output file (default: stdout).
         #[arg(long)]
@@ -92,7 +92,7 @@ pub(super) enum MlsCommand {
     /// A group's epoch and members; without --group, the groups.
     Members {
         /// The group id.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         group: Option<String>,
         /// JSON output.
         #[arg(long)]
@@ -102,7 +102,7 @@ pub(super) enum MlsCommand {
     /// commit it waited for); nothing (exit 0) when none is ready.
     Next {
         /// Only this group.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         group: Option<String>,
         /// Output file (default: stdout).
         #[arg(long)]

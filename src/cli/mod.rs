@@ -244,7 +244,7 @@ struct SealArgs {
     #[arg(long)]
     profile: String,
     /// mls: the group (its id, as `mls create` printed it).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
     group: Option<String>,
     /// Sign without encrypting.
     #[arg(long)]

@@ -181,7 +181,11 @@ pub struct Mls {
     state: State,
     config: MlsConfig,
     limits: Limits,
-    groups: RefCell<HashMap<Vec<u8>, MlsGroup>>,
+    /// Groups loaded, with the version they were taken at.
+    groups: RefCell<HashMap<Vec<u8>, (i64, MlsGroup)>>,
+    /// The version each group was last taken at (by this process, inside its
+    /// transaction): what [`Mls::cache_put`] files it under.
+    versions: RefCell<HashMap<Vec<u8>, i64>>,
     signers: RefCell<HashMap<String, std::rc::Rc<Identity>>>,
 }
 
@@ -256,6 +260,7 @@ impl Mls {
             config: MlsConfig::default(),
             limits: Limits::default(),
             groups: RefCell::new(HashMap::new()),
+            versions: RefCell::new(HashMap::new()),
             signers: RefCell::new(HashMap::new()),
         }
     }
@@ -363,16 +368,36 @@ impl Mls {
     // === Groups ===
 
     fn cache_put(&self, g: MlsGroup) {
-        self.groups
-            .borrow_mut()
-            .insert(g.group_id().as_slice().to_vec(), g);
+        let id = g.group_id().as_slice().to_vec();
+        let version = self.versions.borrow().get(&id).copied().unwrap_or(0);
+        self.groups.borrow_mut().insert(id, (version, g));
     }
 
     /// Takes the group out of the cache (or loads it): put back only once the
-    /// transaction that changed it committed.
+    /// transaction that changed it committed. The group's version is bumped in the
+    /// caller's transaction; a cached group of another version (another process
+    /// changed the group since) is loaded again.
     fn take_group(&self, id: &[u8]) -> Result<MlsGroup, MlsError> {
-        if let Some(g) = self.groups.borrow_mut().remove(id) {
-            return Ok(g);
+        let stored: Option<i64> = self
+            .state
+            .query_row(
+                "SELECT version FROM mailseal_mls_group WHERE group_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let version = stored.unwrap_or(0);
+        if stored.is_some() {
+            self.state.exec(
+                "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1",
+                [id],
+            )?;
+            self.versions.borrow_mut().insert(id.to_vec(), version + 1);
+        }
+        if let Some((v, g)) = self.groups.borrow_mut().remove(id) {
+            if v == version {
+                return Ok(g);
+            }
         }
         MlsGroup::load(self.state.provider.storage(), &GroupId::from_slice(id))
             .map_err(|e| MlsError::State(e.to_string()))?
@@ -414,6 +439,7 @@ impl Mls {
             params![id, email],
         )?;
         tx.commit()?;
+        self.versions.borrow_mut().insert(id.clone(), 0);
         self.cache_put(group);
         Ok(group_id_text(&id))
     }
@@ -690,6 +716,7 @@ impl Mls {
             params![id, email, epoch as i64],
         )?;
         self.record_commit(&id, epoch.saturating_sub(1), &commit)?;
+        self.versions.borrow_mut().insert(id.clone(), 0);
         let mut to = Self::others(&group, &email);
         if to.is_empty() {
             to.push(email.clone());
@@ -1012,6 +1039,7 @@ impl Mls {
             params![id, me, epoch as i64],
         )?;
         self.mark_seen(&[], digest, epoch)?;
+        self.versions.borrow_mut().insert(id.clone(), 0);
         Ok((
             Received::Joined {
                 group: group_id_text(&id),

@@ -65,6 +65,9 @@ const MIGRATIONS: &[&str] = &[
         next_generation INTEGER NOT NULL,
         PRIMARY KEY (group_id, epoch)
      ) WITHOUT ROWID;",
+    // 2: a group's version, bumped by every transaction that takes the group, so a
+    // process whose cached group another process has changed since loads it again.
+    "ALTER TABLE mailseal_mls_group ADD COLUMN version INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// serde_json for openmls' stored values.
