@@ -102,16 +102,8 @@ impl openmls_traits::OpenMlsProvider for SqliteProvider {
     }
 }
 
-fn sqlite_member(name: &str) -> Member<SqliteProvider> {
-    let mut storage =
-        openmls_sqlite_storage::SqliteStorageProvider::<Json, rusqlite::Connection>::new(
-            rusqlite::Connection::open_in_memory().unwrap(),
-        );
-    storage.run_migrations().unwrap();
-    let provider = SqliteProvider {
-        crypto: Default::default(),
-        storage,
-    };
+/// A member with a fresh signature key stored in `provider`.
+fn member_with<P: openmls_traits::OpenMlsProvider>(provider: P, name: &str) -> Member<P> {
     let signer = SignatureKeyPair::new(SUITE.signature_algorithm()).unwrap();
     signer.store(provider.storage()).unwrap();
     let credential = CredentialWithKey {
@@ -125,15 +117,29 @@ fn sqlite_member(name: &str) -> Member<SqliteProvider> {
     }
 }
 
-/// Two members of one group, openmls on SQLite storage.
-fn sqlite_pair() -> (
-    Member<SqliteProvider>,
-    MlsGroup,
-    Member<SqliteProvider>,
-    MlsGroup,
-) {
-    let a = sqlite_member("alice@bench.example");
-    let b = sqlite_member("bob@bench.example");
+fn member(name: &str) -> Member {
+    member_with(OpenMlsRustCrypto::default(), name)
+}
+
+fn sqlite_member(name: &str) -> Member<SqliteProvider> {
+    let mut storage =
+        openmls_sqlite_storage::SqliteStorageProvider::<Json, rusqlite::Connection>::new(
+            rusqlite::Connection::open_in_memory().unwrap(),
+        );
+    storage.run_migrations().unwrap();
+    let provider = SqliteProvider {
+        crypto: Default::default(),
+        storage,
+    };
+    member_with(provider, name)
+}
+
+/// `a` creates a group and adds `b` by KeyPackage and Welcome: two members of one
+/// group, openmls alone on whichever provider they have.
+fn pair_of<P: openmls_traits::OpenMlsProvider>(
+    a: Member<P>,
+    b: Member<P>,
+) -> (Member<P>, MlsGroup, Member<P>, MlsGroup) {
     let mut ga = MlsGroup::new(&a.provider, &a.signer, &config(), a.credential.clone()).unwrap();
     let kp = KeyPackage::builder()
         .build(SUITE, &b.provider, &b.signer, b.credential.clone())
@@ -156,19 +162,22 @@ fn sqlite_pair() -> (
     (a, ga, b, gb)
 }
 
-fn member(name: &str) -> Member {
-    let provider = OpenMlsRustCrypto::default();
-    let signer = SignatureKeyPair::new(SUITE.signature_algorithm()).unwrap();
-    signer.store(provider.storage()).unwrap();
-    let credential = CredentialWithKey {
-        credential: BasicCredential::new(name.as_bytes().to_vec()).into(),
-        signature_key: signer.public().into(),
-    };
-    Member {
-        provider,
-        signer,
-        credential,
-    }
+/// Two members of one group, openmls with its in-memory storage.
+fn theirs_pair() -> (Member, MlsGroup, Member, MlsGroup) {
+    pair_of(member("alice@bench.example"), member("bob@bench.example"))
+}
+
+/// Two members of one group, openmls on SQLite storage.
+fn sqlite_pair() -> (
+    Member<SqliteProvider>,
+    MlsGroup,
+    Member<SqliteProvider>,
+    MlsGroup,
+) {
+    pair_of(
+        sqlite_member("alice@bench.example"),
+        sqlite_member("bob@bench.example"),
+    )
 }
 
 /// The configuration mailseal gives its groups (MlsConfig's defaults: three past
@@ -197,32 +206,6 @@ fn join_config() -> MlsGroupJoinConfig {
         .sender_ratchet_configuration(ratchet())
         .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
         .build()
-}
-
-/// Two members of one group, openmls alone.
-fn theirs_pair() -> (Member, MlsGroup, Member, MlsGroup) {
-    let a = member("alice@bench.example");
-    let b = member("bob@bench.example");
-    let mut ga = MlsGroup::new(&a.provider, &a.signer, &config(), a.credential.clone()).unwrap();
-    let kp = KeyPackage::builder()
-        .build(SUITE, &b.provider, &b.signer, b.credential.clone())
-        .unwrap();
-    let (_, welcome, _) = ga
-        .add_members(&a.provider, &a.signer, &[kp.key_package().clone()])
-        .unwrap();
-    ga.merge_pending_commit(&a.provider).unwrap();
-    let MlsMessageBodyIn::Welcome(w) =
-        MlsMessageIn::tls_deserialize_exact(welcome.to_bytes().unwrap())
-            .unwrap()
-            .extract()
-    else {
-        panic!()
-    };
-    let gb = StagedWelcome::new_from_welcome(&b.provider, &join_config(), w, None)
-        .unwrap()
-        .into_group(&b.provider)
-        .unwrap();
-    (a, ga, b, gb)
 }
 
 fn application(c: &mut Criterion) {

@@ -5,7 +5,7 @@
 mod common;
 
 use base64::Engine;
-use common::mls::{group, mailseal, ok, send};
+use common::mls::{copy_store, group, mailseal, ok, send, update};
 use mailseal::message::{Headers, Mailbox};
 use mailseal::mls::Mls;
 
@@ -198,12 +198,7 @@ fn fail_removed_member() {
     let mail_dir = root.path().join("mail");
     // agent3 keeps a copy of its state from before its removal.
     let copy = root.path().join("store3-copy");
-    std::fs::create_dir_all(&copy).unwrap();
-    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    for f in std::fs::read_dir(&agents[2].store).unwrap() {
-        let f = f.unwrap().path();
-        std::fs::copy(&f, copy.join(f.file_name().unwrap())).unwrap();
-    }
+    copy_store(&agents[2].store, &copy);
     let rm = root.path().join("rm");
     ok(
         &agents[0].store,
@@ -266,22 +261,10 @@ fn fail_removed_member() {
     // With its old state it still writes at the epoch it was removed from; once that
     // epoch has left the kept window (three more epochs), the message is refused.
     for _ in 0..3 {
-        let up = root.path().join("up");
-        let _ = std::fs::remove_dir_all(&up);
-        ok(
-            &agents[0].store,
-            &[
-                "mls",
-                "update",
-                "--group",
-                &g,
-                "--out-dir",
-                &up.display().to_string(),
-            ],
-        );
+        let commit = update(&agents[0], &g, &root.path().join("up"));
         ok(
             &agents[1].store,
-            &["open", "--in", &up.join("commit.eml").display().to_string()],
+            &["open", "--in", &commit.display().to_string()],
         );
     }
     let stale = common::mls::Agent {
@@ -307,34 +290,14 @@ fn fail_removed_member() {
 fn killed_mid_commit_leaves_old_or_new_epoch() {
     let root = tempfile::tempdir().unwrap();
     let (agents, g) = group(root.path(), 3);
-    let up = root.path().join("up");
-    ok(
-        &agents[0].store,
-        &[
-            "mls",
-            "update",
-            "--group",
-            &g,
-            "--out-dir",
-            &up.display().to_string(),
-        ],
-    );
-    let commit = up.join("commit.eml").display().to_string();
+    let commit = update(&agents[0], &g, &root.path().join("up"))
+        .display()
+        .to_string();
     let pristine = root.path().join("pristine");
-    std::fs::create_dir_all(&pristine).unwrap();
-    let copy_dir = |from: &std::path::Path, to: &std::path::Path| {
-        let _ = std::fs::remove_dir_all(to);
-        std::fs::create_dir_all(to).unwrap();
-        std::fs::set_permissions(to, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-        for f in std::fs::read_dir(from).unwrap() {
-            let f = f.unwrap().path();
-            std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
-        }
-    };
-    copy_dir(&agents[1].store, &pristine);
+    copy_store(&agents[1].store, &pristine);
     let (mut old, mut new) = (0, 0);
     for delay_ms in (0..60).step_by(3) {
-        copy_dir(&pristine, &agents[1].store);
+        copy_store(&pristine, &agents[1].store);
         let mut child = std::process::Command::new(common::bin())
             .args([
                 "--store",
@@ -403,19 +366,9 @@ fn stateless_open_leaves_the_group_state_as_it_was() {
     let again = mailseal(&agents[1].store, &["open", "--in", &path]);
     assert!(again.stdout.is_empty());
     // A Commit under --stateless is reported, not applied.
-    let up = root.path().join("up");
-    ok(
-        &agents[0].store,
-        &[
-            "mls",
-            "update",
-            "--group",
-            &g,
-            "--out-dir",
-            &up.display().to_string(),
-        ],
-    );
-    let commit = up.join("commit.eml").display().to_string();
+    let commit = update(&agents[0], &g, &root.path().join("up"))
+        .display()
+        .to_string();
     let out = mailseal(&agents[1].store, &["open", "--stateless", "--in", &commit]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not applied"));

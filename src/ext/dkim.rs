@@ -61,10 +61,17 @@ pub struct DkimSignal {
     pub reason: Option<String>,
 }
 
-/// DKIM public keys by `selector._domainkey.domain`, as their TXT records.
-#[derive(Clone, Debug, Default)]
+/// DKIM public keys by `selector._domainkey.domain`, parsed once when added.
+#[derive(Clone, Default)]
 pub struct KeyMap {
-    records: HashMap<String, String>,
+    /// By the fully qualified name (trailing dot) `mail-auth` looks up.
+    records: HashMap<Box<str>, Txt>,
+}
+
+impl std::fmt::Debug for KeyMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.records.keys()).finish()
+    }
 }
 
 impl KeyMap {
@@ -76,11 +83,14 @@ impl KeyMap {
     /// Adds the TXT record (`v=DKIM1; k=ed25519; p=...`) of `selector` at `domain`.
     pub fn insert(&mut self, selector: &str, domain: &str, record: &str) -> Result<(), DkimError> {
         let name = format!("{selector}._domainkey.{domain}").to_ascii_lowercase();
-        DomainKey::parse(record.as_bytes()).map_err(|e| DkimError::Record {
+        let key = DomainKey::parse(record.as_bytes()).map_err(|e| DkimError::Record {
             name: name.clone(),
             reason: e.to_string(),
         })?;
-        self.records.insert(name, record.to_string());
+        self.records.insert(
+            format!("{name}.").into_boxed_str(),
+            Txt::DomainKey(Arc::new(key)),
+        );
         Ok(())
     }
 
@@ -107,9 +117,9 @@ impl KeyMap {
 
 /// The resolver cache `mail-auth` looks in first: answers from the key map only, and
 /// "not found" for every other name, so no lookup ever reaches the network.
-struct StaticTxt(HashMap<Box<str>, Txt>);
+struct StaticTxt<'a>(&'a HashMap<Box<str>, Txt>);
 
-impl ResolverCache<Box<str>, Txt> for StaticTxt {
+impl ResolverCache<Box<str>, Txt> for StaticTxt<'_> {
     fn get<Q>(&self, name: &Q) -> Option<Txt>
     where
         Box<str>: std::borrow::Borrow<Q>,
@@ -240,16 +250,7 @@ pub fn verify(raw: &[u8], keys: &KeyMap) -> Vec<DkimSignal> {
             reason: Some("not an RFC 5322 message".into()),
         }];
     };
-    let mut cache = HashMap::new();
-    for (name, record) in &keys.records {
-        if let Ok(k) = DomainKey::parse(record.as_bytes()) {
-            cache.insert(
-                format!("{name}.").into_boxed_str(),
-                Txt::DomainKey(Arc::new(k)),
-            );
-        }
-    }
-    let cache = StaticTxt(cache);
+    let cache = StaticTxt(&keys.records);
     let Some(authenticator) = authenticator() else {
         return vec![DkimSignal {
             result: "temperror",

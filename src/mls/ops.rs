@@ -404,6 +404,28 @@ impl Mls {
             .ok_or_else(|| MlsError::UnknownGroup(group_id_text(id)))
     }
 
+    /// Our identity in a group we still belong to; `Removed` once a Commit removed us.
+    fn active_member(&self, id: &[u8]) -> Result<String, MlsError> {
+        match self.membership(id)? {
+            (me, None) => Ok(me),
+            (_, Some(epoch)) => Err(MlsError::Removed {
+                group: group_id_text(id),
+                epoch,
+            }),
+        }
+    }
+
+    /// The members a Commit of ours goes to: everyone else, or ourselves when alone
+    /// (a mail needs a recipient).
+    fn commit_recipients(group: &MlsGroup, me: &str) -> Vec<String> {
+        let to = Self::others(group, me);
+        if to.is_empty() {
+            vec![me.to_string()]
+        } else {
+            to
+        }
+    }
+
     /// (our identity, removed at epoch) for a group we belong to.
     fn membership(&self, id: &[u8]) -> Result<(String, Option<u64>), MlsError> {
         self.state
@@ -543,13 +565,7 @@ impl Mls {
         if packages.is_empty() {
             return Err(MlsError::Usage("no KeyPackage to add".into()));
         }
-        let (me, removed) = self.membership(&id)?;
-        if let Some(epoch) = removed {
-            return Err(MlsError::Removed {
-                group: group.to_string(),
-                epoch,
-            });
-        }
+        let me = self.active_member(&id)?;
         let me_id = self.signer(&me)?;
         let signer = &me_id.keys;
         let tx = self.state.begin()?;
@@ -586,13 +602,7 @@ impl Mls {
     pub fn remove(&self, group: &str, member: &str) -> Result<Vec<u8>, MlsError> {
         let id = parse_group_id(group)?;
         let member = member.trim().to_ascii_lowercase();
-        let (me, removed) = self.membership(&id)?;
-        if let Some(epoch) = removed {
-            return Err(MlsError::Removed {
-                group: group.to_string(),
-                epoch,
-            });
-        }
+        let me = self.active_member(&id)?;
         if member == me {
             return Err(MlsError::Usage("a member cannot remove itself here".into()));
         }
@@ -628,13 +638,7 @@ impl Mls {
     /// others.
     pub fn update(&self, group: &str) -> Result<Vec<u8>, MlsError> {
         let id = parse_group_id(group)?;
-        let (me, removed) = self.membership(&id)?;
-        if let Some(epoch) = removed {
-            return Err(MlsError::Removed {
-                group: group.to_string(),
-                epoch,
-            });
-        }
+        let me = self.active_member(&id)?;
         let me_id = self.signer(&me)?;
         let signer = &me_id.keys;
         let tx = self.state.begin()?;
@@ -646,10 +650,7 @@ impl Mls {
         g.merge_pending_commit(&self.state.provider).map_err(op)?;
         let commit = bundle.commit().to_bytes().map_err(op)?;
         self.record_commit(&id, epoch, &commit)?;
-        let mut to = Self::others(&g, &me);
-        if to.is_empty() {
-            to.push(me.clone());
-        }
+        let to = Self::commit_recipients(&g, &me);
         let mail = self.mail(&me, &to, "MLS commit", &commit)?;
         tx.commit()?;
         self.cache_put(g);
@@ -661,13 +662,7 @@ impl Mls {
     /// only to agents that may join.
     pub fn group_info(&self, group: &str) -> Result<Vec<u8>, MlsError> {
         let id = parse_group_id(group)?;
-        let (me, removed) = self.membership(&id)?;
-        if let Some(epoch) = removed {
-            return Err(MlsError::Removed {
-                group: group.to_string(),
-                epoch,
-            });
-        }
+        let me = self.active_member(&id)?;
         let me_id = self.signer(&me)?;
         let signer = &me_id.keys;
         let g = self.take_group(&id)?;
@@ -717,10 +712,7 @@ impl Mls {
         )?;
         self.record_commit(&id, epoch.saturating_sub(1), &commit)?;
         self.versions.borrow_mut().insert(id.clone(), 0);
-        let mut to = Self::others(&group, &email);
-        if to.is_empty() {
-            to.push(email.clone());
-        }
+        let to = Self::commit_recipients(&group, &email);
         let out = self.mail(&email, &to, "MLS commit", &commit)?;
         tx.commit()?;
         self.cache_put(group);
@@ -778,13 +770,7 @@ impl Mls {
         outer_hints: bool,
     ) -> Result<Vec<u8>, MlsError> {
         let id = parse_group_id(group)?;
-        let (me, removed) = self.membership(&id)?;
-        if let Some(epoch) = removed {
-            return Err(MlsError::Removed {
-                group: group.to_string(),
-                epoch,
-            });
-        }
+        let me = self.active_member(&id)?;
         let from = plain.sender().unwrap_or_default();
         if from != me {
             return Err(MlsError::Binding(format!(

@@ -134,3 +134,33 @@ pub fn send(dir: &Path, from: &Agent, to: &[&Agent], group: &str, n: usize) -> P
     );
     sealed
 }
+
+/// `agent` self-updates in the group; returns the path of the Commit mail it wrote
+/// into `dir` (emptied first).
+pub fn update(agent: &Agent, group: &str, dir: &Path) -> PathBuf {
+    let _ = std::fs::remove_dir_all(dir);
+    ok(
+        &agent.store,
+        &[
+            "mls",
+            "update",
+            "--group",
+            group,
+            "--out-dir",
+            &dir.display().to_string(),
+        ],
+    );
+    dir.join("commit.eml")
+}
+
+/// Replaces `to` with a copy of the store directory `from` (owner-only, as a store
+/// must be).
+pub fn copy_store(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    std::fs::set_permissions(to, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    for f in std::fs::read_dir(from).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, to.join(f.file_name().unwrap())).unwrap();
+    }
+}
