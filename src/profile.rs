@@ -59,3 +59,37 @@ pub enum Protection {
     /// confidentiality.
     SignedEncrypted,
 }
+
+impl Protection {
+    /// The token of a minimum in an Agent Card's `#protection` extension and in the
+    /// peer policy file.
+    pub fn token(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::EncryptedUnauthenticated => "encrypted-unauthenticated",
+            Self::Signed => "signed",
+            Self::SignedEncrypted => "signed-encrypted",
+        }
+    }
+}
+
+impl fmt::Display for Protection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.token())
+    }
+}
+
+impl FromStr for Protection {
+    type Err = String;
+    /// Only the minimums a policy may demand: `signed` or `signed-encrypted` (MailA2A
+    /// 9.1: nothing weaker authenticates a sender).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "signed" => Ok(Self::Signed),
+            "signed-encrypted" => Ok(Self::SignedEncrypted),
+            other => Err(format!(
+                "unknown minimum protection `{other}` (signed or signed-encrypted)"
+            )),
+        }
+    }
+}

@@ -272,7 +272,7 @@ pub enum OpenError {
     #[error("no usable key: {0}")]
     NoUsableKey(String),
     /// Weaker protection than the policy requires for this peer and operation.
-    #[error("refused: {operation} from {peer} needs {required:?} protection, message has {got:?}")]
+    #[error("refused: {operation} from {peer} needs {required} protection, the message has {got}")]
     Downgrade {
         /// The peer.
         peer: String,

@@ -29,7 +29,7 @@ fn fail_unsigned_effectful_request_is_refused_with_exit_6() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("message/send") && err.contains("Signed"),
+        err.contains("message/send") && err.contains("needs signed protection"),
         "{err}"
     );
 }

@@ -147,6 +147,24 @@ fn readme_openpgp_example_runs() {
 
 #[test]
 fn readme_mls_example_runs() {
+    let (stdout, stderr, _dir) = run_block_after_first("mls create");
+    assert!(stderr.contains("joined MLS group"), "{stderr}");
+    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
+    assert!(stderr.contains("duplicate: this MLS message"), "{stderr}");
+    assert!(stderr.contains("held: group"), "{stderr}");
+    assert!(
+        stderr.contains("1 held message(s) can now be opened"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("\"messageId\":\"req-2\""), "{stdout}");
+    // ann and bea remain.
+    assert!(stdout.contains("1 bea@mls.example"), "{stdout}");
+    assert!(!stdout.contains("2 cal@mls.example"), "{stdout}");
+}
+
+/// Runs the first block of "Command line" (it makes envelope.json and report.csv),
+/// then the first block containing `marker`: (stdout, stderr, the directory).
+fn run_block_after_first(marker: &str) -> (String, String, tempfile::TempDir) {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     let section = readme.split("## Command line").nth(1).unwrap();
@@ -155,12 +173,11 @@ fn readme_mls_example_runs() {
         .skip(1)
         .map(|b| b.split("```").next().unwrap())
         .collect();
-    let mls = blocks
+    let block = blocks
         .iter()
-        .find(|b| b.contains("mls create"))
-        .expect("the MLS block");
-    // The MLS block reuses envelope.json and report.csv from the first block.
-    let script = format!("{}\n{mls}", blocks[0]);
+        .find(|b| b.contains(marker))
+        .unwrap_or_else(|| panic!("a block with {marker}"));
+    let script = format!("{}\n{block}", blocks[0]);
     let dir = tempfile::tempdir().unwrap();
     let bin_dir = common::bin().parent().unwrap().to_path_buf();
     let path = format!(
@@ -175,19 +192,26 @@ fn readme_mls_example_runs() {
         .env("MAILSEAL_HOME", dir.path().join("store"))
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stderr.contains("joined MLS group"), "{stderr}");
-    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
-    assert!(stderr.contains("duplicate: this MLS message"), "{stderr}");
-    assert!(stderr.contains("held: group"), "{stderr}");
+    (stdout, stderr, dir)
+}
+
+#[test]
+fn readme_agent_card_example_runs() {
+    let (stdout, stderr, dir) = run_block_after_first("mailseal card");
     assert!(
-        stderr.contains("1 held message(s) can now be opened"),
+        stderr.contains("imported card bob@card.example: minimum signed-encrypted"),
         "{stderr}"
     );
-    assert!(stdout.contains("\"messageId\":\"req-2\""), "{stdout}");
-    // ann and bea remain.
-    assert!(stdout.contains("1 bea@mls.example"), "{stdout}");
-    assert!(!stdout.contains("2 cal@mls.example"), "{stdout}");
+    assert!(stdout.contains("\"messageId\":\"req-7\""), "{stdout}");
+    assert!(stdout.contains("refused with exit 6"), "{stdout}");
+    assert!(stderr.contains("joined MLS group"), "{stderr}");
+    let card2: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("card2.json")).unwrap()).unwrap();
+    assert_eq!(
+        card2["supportedInterfaces"][0]["url"],
+        "mailto:bob@card.example"
+    );
 }

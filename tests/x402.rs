@@ -312,3 +312,246 @@ fn fail_each_malformed_payment_gives_its_exact_error() {
     )))
     .is_empty());
 }
+
+/// `mailseal compose` builds each step from the message it answers; sealed and
+/// opened by the two parties, the receivers accept the flow and every x402 object
+/// arrives byte for byte.
+#[test]
+fn compose_builds_every_step_and_the_flow_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (alice, bob) = parties(d);
+    let (a, b) = ("alice@smime.example", "bob@smime.example");
+    let path = |n: &str| d.join(n).display().to_string();
+    let ok = |args: &[&str], stdin: &[u8]| {
+        let o = run(args, stdin);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        o
+    };
+    let seal_open = |from_store: &str, to_store: &str, plain: &str, inner: &str| {
+        let sealed = ok(
+            &[
+                "seal",
+                "--store",
+                from_store,
+                "--profile",
+                "smime",
+                "--sign-only",
+                "--in",
+                plain,
+            ],
+            b"",
+        );
+        let o = ok(
+            &["open", "--store", to_store, "--eml", "--out", inner],
+            &sealed.stdout,
+        );
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let envelope_of = |eml: &str| {
+        let m = MailA2aMessage::parse(&std::fs::read(eml).unwrap(), &Limits::default()).unwrap();
+        String::from_utf8(m.envelope_bytes().to_vec()).unwrap()
+    };
+
+    // The request, as Alice composes it and as Bob opens it.
+    std::fs::write(path("request.json"), request("request-1", None, None)).unwrap();
+    ok(
+        &[
+            "compose",
+            "--from",
+            a,
+            "--to",
+            b,
+            "--in",
+            &path("request.json"),
+            "--out",
+            &path("request.eml"),
+        ],
+        b"",
+    );
+    seal_open(&alice, &bob, &path("request.eml"), &path("bob-request.eml"));
+    let request_id = MailA2aMessage::parse(
+        &std::fs::read(path("request.eml")).unwrap(),
+        &Limits::default(),
+    )
+    .unwrap()
+    .headers
+    .message_id
+    .unwrap();
+
+    // Step 1: Bob's PaymentRequired, its resource the request's mid: URL.
+    let required = PAYMENT_REQUIRED.replace(
+        "mid:request-1@smime.example",
+        &mailseal::message::mid_url(&request_id),
+    );
+    std::fs::write(path("required.json"), format!("{required}\n")).unwrap();
+    ok(
+        &[
+            "compose",
+            "--payment-required",
+            &path("required.json"),
+            "--request",
+            &path("bob-request.eml"),
+            "--out",
+            &path("required.eml"),
+        ],
+        b"",
+    );
+    seal_open(
+        &bob,
+        &alice,
+        &path("required.eml"),
+        &path("alice-required.eml"),
+    );
+    let env = envelope_of(&path("alice-required.eml"));
+    assert!(
+        env.contains(&format!(
+            r#""payment":{{"kind":"required","x402Version":2,"object":{required}}}"#
+        )),
+        "{env}"
+    );
+    assert!(env.contains(r#""type":"PaymentRequiredError""#));
+    assert!(env.contains(r#""correlationId":"exchange-1""#));
+
+    // Step 2: Alice's paid retry of her request.
+    std::fs::write(path("payload.json"), PAYMENT_PAYLOAD).unwrap();
+    ok(
+        &[
+            "compose",
+            "--payment-payload",
+            &path("payload.json"),
+            "--request",
+            &path("request.eml"),
+            "--after",
+            &path("alice-required.eml"),
+            "--out",
+            &path("retry.eml"),
+        ],
+        b"",
+    );
+    let said = seal_open(&alice, &bob, &path("retry.eml"), &path("bob-retry.eml"));
+    assert!(said.contains("retry of message request-1"), "{said}");
+    let env = envelope_of(&path("bob-retry.eml"));
+    assert!(
+        env.contains(&format!(
+            r#""payment":{{"kind":"payload","x402Version":2,"object":{PAYMENT_PAYLOAD}}}"#
+        )),
+        "{env}"
+    );
+    assert!(env.contains(r#""idempotencyKey":"effect-1""#));
+    assert!(env.contains(r#""serviceParameters":{"retry":1}"#));
+    assert!(
+        !env.contains(r#""messageId":"request-1""#),
+        "a new messageId"
+    );
+
+    // Step 3: Bob's response to the retry (its stream: retry 1) with the
+    // SettlementResponse.
+    let response = r#"{"bindingVersion":"1.0","a2aVersion":"1.0","kind":"response","operation":"message/send","messageId":"response-1","correlationId":"exchange-1","sequence":1,"final":true,"serviceParameters":{"retry":1},"payload":{"message":{"messageId":"m-2","role":"ROLE_AGENT","parts":[{"text":"done"}]}}}"#;
+    std::fs::write(path("response.json"), response).unwrap();
+    std::fs::write(path("settlement.json"), SETTLEMENT).unwrap();
+    let retry_id = MailA2aMessage::parse(
+        &std::fs::read(path("bob-retry.eml")).unwrap(),
+        &Limits::default(),
+    )
+    .unwrap()
+    .headers
+    .message_id
+    .unwrap();
+    ok(
+        &[
+            "compose",
+            "--from",
+            b,
+            "--to",
+            a,
+            "--in-reply-to",
+            &retry_id,
+            "--in",
+            &path("response.json"),
+            "--settlement",
+            &path("settlement.json"),
+            "--out",
+            &path("response.eml"),
+        ],
+        b"",
+    );
+    seal_open(
+        &bob,
+        &alice,
+        &path("response.eml"),
+        &path("alice-response.eml"),
+    );
+    let env = envelope_of(&path("alice-response.eml"));
+    assert!(
+        env.contains(&format!(
+            r#""payment":{{"kind":"response","x402Version":2,"object":{SETTLEMENT}}}"#
+        )),
+        "{env}"
+    );
+
+    // What each step refuses.
+    let refused = |args: &[&str], why: &str| {
+        let o = run(args, b"");
+        assert_eq!(o.status.code(), Some(3), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(why),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    std::fs::write(
+        path("other.json"),
+        PAYMENT_REQUIRED.replace("request-1@smime", "other@smime"),
+    )
+    .unwrap();
+    refused(
+        &[
+            "compose",
+            "--payment-required",
+            &path("other.json"),
+            "--request",
+            &path("bob-request.eml"),
+        ],
+        "but the request is mid:",
+    );
+    refused(
+        &[
+            "compose",
+            "--payment-required",
+            &path("required.json"),
+            "--request",
+            &path("alice-required.eml"),
+        ],
+        "answers a request",
+    );
+    std::fs::write(path("array.json"), "[1]").unwrap();
+    refused(
+        &[
+            "compose",
+            "--payment-payload",
+            &path("array.json"),
+            "--request",
+            &path("request.eml"),
+        ],
+        "not an object",
+    );
+    refused(
+        &[
+            "compose",
+            "--from",
+            a,
+            "--to",
+            b,
+            "--in",
+            &path("request.json"),
+            "--settlement",
+            &path("settlement.json"),
+        ],
+        "goes on a response or event",
+    );
+}

@@ -187,6 +187,7 @@ pub(super) fn run() -> CliResult {
     }
 
     demo_mls()?;
+    demo_agent_card(dir.path(), &pgp_bob, &reparsed)?;
 
     step(5, "a read-only tasks/get opens unprotected and reports so");
     let mut get = Envelope::new(Kind::Request, Operation::TasksGet, "demo-get-1");
@@ -348,6 +349,89 @@ pub(super) fn run() -> CliResult {
 }
 
 /// Step 4c: three agents form an MLS group by mail and talk in it, out of order.
+/// Bob publishes his OpenPGP certificate and his minimum protection in an A2A Agent
+/// Card; Dana, who has nothing of his but that card, seals to him.
+fn demo_agent_card(
+    dir: &std::path::Path,
+    pgp_bob: &SqliteStore,
+    request: &MailA2aMessage,
+) -> CliResult {
+    use crate::ext::agent_card::{self, CardFields, Published};
+    use crate::ext::peers::PeerPolicies;
+    println!("\n[4d] Agent Card: Bob publishes keys and minimum protection; Dana seals with only his card");
+    let (bob, dana) = ("bob@smime.example", "dana@smime.example");
+    let mut published = Published::from_store(pgp_bob, bob).map_err(|e| fail("card", e))?;
+    published.minimum = crate::profile::Protection::SignedEncrypted;
+    let (card, _) = agent_card::write_card(None, bob, &CardFields::default(), &published)
+        .map_err(|e| fail("card", e))?;
+    let card_bytes = agent_card::to_pretty_json(&card);
+    let dana_store = SqliteStore::open(&dir.join("card-dana/mailseal.db"), None)
+        .map_err(|e| fail("store", e))?;
+    let tsk = crate::openpgp::generate(dana, None, crate::openpgp::KeyProfile::Rfc4880)
+        .map_err(|e| fail("generate", e))?;
+    dana_store
+        .import(&tsk, dana, false)
+        .map_err(|e| fail("import", e))?;
+    // Bob knows Dana's certificate (from her card, the same way).
+    pgp_bob
+        .import(
+            &crate::openpgp::keys::armored_certificate(&tsk).map_err(|e| fail("card", e))?,
+            dana,
+            false,
+        )
+        .map_err(|e| fail("import", e))?;
+    let now = time::OffsetDateTime::now_utc();
+    let peer = agent_card::read_card(&card_bytes, &dana_store, now).map_err(|e| fail("card", e))?;
+    agent_card::import_keys(&peer, &dana_store).map_err(|e| fail("card", e))?;
+    let mut policies = PeerPolicies::default();
+    policies.record(&peer, now);
+    println!(
+        "    card: {} bytes, a valid A2A v1.0 AgentCard for {} (profiles {}, minimum {}); Dana imported it",
+        card_bytes.len(),
+        peer.address,
+        peer.profiles.join(","),
+        peer.minimum
+    );
+    let mut to_bob = request.clone();
+    to_bob.headers.from = Some(crate::message::Mailbox::new(dana));
+    to_bob.headers.to = vec![crate::message::Mailbox::new(bob)];
+    match policies.check_seal(&[bob.to_string()], Profile::OpenPgp, true) {
+        Err(e) => println!(
+            "    Dana signs without encrypting: refused (exit {}): {e}",
+            e.exit_code().as_u8()
+        ),
+        Ok(()) => return Err(fail("card", "a seal below the card's minimum was allowed")),
+    }
+    let sealed = crate::openpgp::OpenPgp::new(&dana_store)
+        .seal(&to_bob, &SealOptions::new(Profile::OpenPgp))
+        .map_err(|e| fail("seal to the card's key", e))?;
+    let mut policy = OpenPolicy::default();
+    policies.apply(&mut policy);
+    let opened = Dispatcher::with_store(pgp_bob)
+        .open(&sealed, &policy)
+        .map_err(|e| fail("open", e))?;
+    println!(
+        "    sealed with the card's certificate; Bob opened it: protection {:?}, signer {}",
+        opened.verdict.protection,
+        opened.message.sender().unwrap_or_default()
+    );
+    let forged = String::from_utf8_lossy(&card_bytes)
+        .replace("mailto:bob@smime.example", "mailto:mallory@smime.example");
+    match agent_card::read_card(forged.as_bytes(), &dana_store, now) {
+        Err(e) => println!(
+            "    the card re-addressed to mallory: refused (exit {}): {e}",
+            e.exit_code().as_u8()
+        ),
+        Ok(_) => {
+            return Err(fail(
+                "card",
+                "a card with another agent's keys was accepted",
+            ))
+        }
+    }
+    Ok(())
+}
+
 fn demo_mls() -> CliResult {
     use crate::mls::{Mls, Received};
     println!("\n[4c] MLS: three agents form a group by mail; one message overtakes its commit");

@@ -37,8 +37,12 @@ pub(super) enum MlsCommand {
         #[arg(long, allow_hyphen_values = true)]
         group: String,
         /// KeyPackage mails.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "member")]
         key_packages: Vec<PathBuf>,
+        /// Add this peer with the KeyPackage of its imported Agent Card
+        /// (`key import --agent-card`) instead of a KeyPackage mail.
+        #[arg(long, conflicts_with = "key_packages")]
+        member: Option<String>,
         /// Where to write commit.eml and welcome.eml.
         #[arg(long)]
         out_dir: PathBuf,
@@ -207,13 +211,38 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
         MlsCommand::Add {
             group,
             key_packages,
+            member,
             out_dir,
         } => {
-            let mails = key_packages
-                .iter()
-                .map(|p| read_input(Some(p)))
-                .collect::<Result<Vec<_>, _>>()?;
-            let added = mls.add(&group, &mails).map_err(fail("mls add"))?;
+            let added = match member {
+                Some(member) => {
+                    let dir = state_dir(store)?;
+                    let mut policies = crate::ext::peers::PeerPolicies::load(&dir)
+                        .map_err(|e| Failure::from("mls add", e))?;
+                    let kp = policies.take_key_package(&member).ok_or_else(|| {
+                        Failure::new(
+                            ExitCode::NoUsableKey,
+                            format!(
+                                "mls add: no KeyPackage of {member} from an Agent Card: import its card (key import --agent-card) or give its KeyPackage mail"
+                            ),
+                        )
+                    })?;
+                    let added = mls
+                        .add_published(&group, &member, &kp)
+                        .map_err(fail("mls add"))?;
+                    policies
+                        .save(&dir)
+                        .map_err(|e| Failure::from("mls add", e))?;
+                    added
+                }
+                None => {
+                    let mails = key_packages
+                        .iter()
+                        .map(|p| read_input(Some(p)))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    mls.add(&group, &mails).map_err(fail("mls add"))?
+                }
+            };
             write_file(&out_dir, "commit.eml", &added.commit)?;
             write_file(&out_dir, "welcome.eml", &added.welcome)
         }

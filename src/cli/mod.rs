@@ -1,6 +1,7 @@
 //! The `mailseal` command line: parse arguments, call the library, print, exit with the
 //! codes of DESIGN.md. No protocol logic lives here.
 
+mod card;
 mod demo;
 mod inspect;
 mod mls;
@@ -77,6 +78,9 @@ enum Command {
     /// MLS groups: key packages, membership by mail, held messages.
     #[command(subcommand)]
     Mls(mls::MlsCommand),
+    /// Print our A2A v1.0 Agent Card with the MailA2A interface and the #protection
+    /// extension (profiles, certificates, MLS KeyPackage), or add them to a card.
+    Card(card::CardArgs),
     /// The whole tour on a temporary store.
     Demo,
     /// The Stateless OpenPGP interface (`mailseal sop --help`), with SOP's exit codes.
@@ -91,11 +95,34 @@ enum Command {
 #[derive(Args)]
 struct ComposeArgs {
     /// Sender address.
-    #[arg(long)]
-    from: String,
+    #[arg(long, required_unless_present_any = ["payment_required", "payment_payload"],
+          conflicts_with_all = ["payment_required", "payment_payload"])]
+    from: Option<String>,
     /// Recipient addresses.
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present_any = ["payment_required", "payment_payload"],
+          conflicts_with_all = ["payment_required", "payment_payload"])]
     to: Vec<String>,
+    /// x402 step 1: the agent's PaymentRequiredError reply to --request, carrying this
+    /// x402 PaymentRequired (JSON, kept byte for byte); From, To and thread come from
+    /// the request.
+    #[arg(long, value_name = "FILE", requires = "request", conflicts_with_all = ["input", "payment_payload", "settlement"])]
+    payment_required: Option<PathBuf>,
+    /// x402 step 2: the client's retry of --request with this x402 PaymentPayload:
+    /// same operation, payload, idempotency key and correlation, a new messageId,
+    /// serviceParameters.retry one more.
+    #[arg(long, value_name = "FILE", requires = "request", conflicts_with_all = ["input", "settlement"])]
+    payment_payload: Option<PathBuf>,
+    /// The request (.eml, plain or as `open --eml` wrote it) a payment step answers.
+    #[arg(long, value_name = "REQUEST.eml")]
+    request: Option<PathBuf>,
+    /// With --payment-payload: the agent's PaymentRequired reply (.eml), to thread
+    /// the retry after it.
+    #[arg(long, value_name = "REPLY.eml", requires = "payment_payload")]
+    after: Option<PathBuf>,
+    /// x402 step 3: add this x402 SettlementResponse to the response (or event)
+    /// envelope of --in.
+    #[arg(long, value_name = "FILE")]
+    settlement: Option<PathBuf>,
     /// Carbon-copy addresses.
     #[arg(long)]
     cc: Vec<String>,
@@ -274,8 +301,17 @@ enum KeyCommand {
         /// Passphrase for encrypted keys and PKCS#12: the first line of this file.
         #[arg(long, value_name = "FILE")]
         passphrase_file: Option<PathBuf>,
+        /// A peer's A2A Agent Card: imports the certificates of its #protection
+        /// extension and records its minimum protection and MLS KeyPackages (in
+        /// peers.json beside the store). Signatures on it must verify.
+        #[arg(long, value_name = "CARD.json")]
+        agent_card: Option<PathBuf>,
+        /// With --agent-card: refuse a card without a signature by a certificate this
+        /// store already holds for the peer or that chains to a trust anchor.
+        #[arg(long, requires = "agent_card")]
+        require_signature: bool,
         /// Files.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "agent_card")]
         files: Vec<PathBuf>,
     },
     /// Make a new key and certificate in the store (S/MIME: self-signed, issued by a CA
@@ -444,6 +480,7 @@ fn run(cli: Cli) -> CliResult {
             receive::mls_next(store_dir(store)?, &state, group, out, eml)
         }
         Command::Mls(cmd) => mls::run(&store_dir(store)?, cmd),
+        Command::Card(args) => card::card(&store_dir(store)?, args),
         Command::Demo => demo::run(),
         Command::Sop { .. } => Err(Failure::new(
             ExitCode::Usage,
@@ -527,12 +564,70 @@ fn guess_media_type(path: &Path) -> &'static str {
     }
 }
 
+/// The plain message a payment step answers.
+fn read_plain(path: &Path, what: &str) -> Result<MailA2aMessage, Failure> {
+    MailA2aMessage::parse(&read_input(Some(path))?, &Limits::default()).map_err(|e| {
+        Failure::new(
+            e.exit_code(),
+            format!(
+                "{what} {}: {e} (give the plain message, or the inner one `open --eml` writes)",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// The x402 steps 1 and 2, whose message is made from the request they answer.
+fn compose_payment_step(a: &ComposeArgs) -> Result<Option<MailA2aMessage>, Failure> {
+    use crate::ext::payment;
+    let Some(request) = &a.request else {
+        return Ok(None);
+    };
+    let request = read_plain(request, "--request")?;
+    let fail = |e| Failure::from("compose", e);
+    if let Some(f) = &a.payment_required {
+        return payment::required_reply(&request, &read_input(Some(f))?)
+            .map(Some)
+            .map_err(fail);
+    }
+    if let Some(f) = &a.payment_payload {
+        let after = a
+            .after
+            .as_deref()
+            .map(|p| read_plain(p, "--after"))
+            .transpose()?;
+        return payment::paid_retry(
+            &request,
+            after.as_ref().map(|m| &m.headers),
+            &read_input(Some(f))?,
+        )
+        .map(Some)
+        .map_err(fail);
+    }
+    Err(Failure::new(
+        ExitCode::Usage,
+        "--request is for --payment-required or --payment-payload",
+    ))
+}
+
 fn compose(a: ComposeArgs) -> CliResult {
-    let json = read_input(a.input.as_deref())?;
-    let envelope = Envelope::from_json(&json).map_err(|e| Failure::from("envelope", e))?;
-    let to: Vec<&str> = a.to.iter().map(String::as_str).collect();
-    let mut msg = MailA2aMessage::new(&a.from, &to, envelope);
-    msg.headers.cc = a.cc.iter().map(|c| Mailbox::new(c)).collect();
+    let mut msg = match compose_payment_step(&a)? {
+        Some(m) => m,
+        None => {
+            let json = read_input(a.input.as_deref())?;
+            let mut envelope =
+                Envelope::from_json(&json).map_err(|e| Failure::from("envelope", e))?;
+            if let Some(f) = &a.settlement {
+                crate::ext::payment::with_settlement(&mut envelope, &read_input(Some(f))?)
+                    .map_err(|e| Failure::from("compose", e))?;
+            }
+            let to: Vec<&str> = a.to.iter().map(String::as_str).collect();
+            MailA2aMessage::new(a.from.as_deref().unwrap_or_default(), &to, envelope)
+        }
+    };
+    if !a.cc.is_empty() {
+        msg.headers.cc = a.cc.iter().map(|c| Mailbox::new(c)).collect();
+    }
     if let Some(id) = a.in_reply_to {
         let id = id
             .trim()
@@ -722,6 +817,17 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
             "--group is for --profile mls",
         ));
     }
+    // What the recipients' imported Agent Cards demand (DESIGN decision 8, sender side).
+    let recipients: Vec<String> = plain
+        .headers
+        .to
+        .iter()
+        .chain(&plain.headers.cc)
+        .map(|m| m.normalized())
+        .collect();
+    card::load_policies(&dir)?
+        .check_seal(&recipients, profile, a.sign_only)
+        .map_err(|e| Failure::from("seal", e))?;
     let keys = Keys::open(&dir)?;
     let store = keys.store();
     let mut opts = crate::seal::SealOptions::new(profile);
@@ -996,8 +1102,13 @@ fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
         KeyCommand::Import {
             trusted,
             passphrase_file,
+            agent_card,
+            require_signature,
             files,
         } => {
+            if let Some(card_file) = &agent_card {
+                card::import(&dir, &keys, card_file, require_signature)?;
+            }
             let passphrase = passphrase_file
                 .as_deref()
                 .map(read_passphrase)

@@ -171,11 +171,13 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
                 .map_err(|e| Failure::from("--dkim-keys", e))?,
         ),
     };
-    let policy = OpenPolicy {
+    let mut policy = OpenPolicy {
         allow_legacy_cbc: a.allow_legacy_cbc,
         dkim_keys,
         ..OpenPolicy::default()
     };
+    // The minimums the peers' imported Agent Cards declare.
+    super::card::load_policies(&dir)?.apply(&mut policy);
     let now = now(a.now.as_deref())?;
     if a.stateless {
         let raw = read_input(a.input.as_deref())?;
@@ -252,10 +254,12 @@ pub(super) fn mls_next(
 ) -> CliResult {
     let opened_keys = super::store::Keys::open(&dir)?;
     let replay = crate::replay::open_store(state).map_err(|e| Failure::from("mls next", e))?;
+    let mut policy = OpenPolicy::default();
+    super::card::load_policies(&dir)?.apply(&mut policy);
     let receiver = Receiver {
         keys: opened_keys.store(),
         replay: replay.as_ref(),
-        policy: OpenPolicy::default(),
+        policy,
         rules: ReceiverPolicy::default(),
         now: now(None)?,
         store_path: dir.clone(),

@@ -372,6 +372,23 @@ impl Envelope {
     }
 }
 
+/// Checks `text` against the A2A v1.0 message `name` of the strict schema bundle:
+/// `None` when it is not JSON (or deeper than the parser allows), else the first
+/// `limit` violations as (JSON pointer, reason), values masked.
+pub(crate) fn check_a2a_json(
+    text: &str,
+    name: &'static str,
+    limit: usize,
+) -> Option<Vec<(String, String)>> {
+    let value = borrowed::Value::parse(text)?;
+    Some(
+        a2a::check_payload(&value, a2a::Expect::Message(name), limit)
+            .into_iter()
+            .map(|f| (f.pointer, f.reason))
+            .collect(),
+    )
+}
+
 /// SHA-256 of the transfer-decoded `application/a2a+json` bytes: the protected-content
 /// digest of the replay tuple (DESIGN decision 5).
 pub fn content_digest(envelope_bytes: &[u8]) -> [u8; 32] {

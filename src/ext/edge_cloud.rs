@@ -335,41 +335,11 @@ pub fn sha256_tag(bytes: &[u8]) -> String {
     format!("sha256:{}", crate::keystore::hex(&Sha256::digest(bytes)))
 }
 
-/// RFC 8785 canonical JSON for what these schemas hold (strings, integers, booleans,
-/// arrays, objects): members sorted by key, no insignificant whitespace.
+/// RFC 8785 canonical JSON (the one JCS implementation, shared with Agent Card
+/// signatures).
 fn canonical(v: &serde_json::Value) -> Vec<u8> {
-    fn write(v: &serde_json::Value, out: &mut Vec<u8>) {
-        match v {
-            serde_json::Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                // RFC 8785 sorts by UTF-16 code units; these keys are ASCII.
-                keys.sort();
-                out.push(b'{');
-                for (i, k) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    out.extend(serde_json::to_vec(k).unwrap_or_default());
-                    out.push(b':');
-                    write(&m[k], out);
-                }
-                out.push(b'}');
-            }
-            serde_json::Value::Array(a) => {
-                out.push(b'[');
-                for (i, x) in a.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    write(x, out);
-                }
-                out.push(b']');
-            }
-            other => out.extend(serde_json::to_vec(other).unwrap_or_default()),
-        }
-    }
     let mut out = Vec::new();
-    write(v, &mut out);
+    super::jws::jcs(v, &mut out);
     out
 }
 

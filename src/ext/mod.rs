@@ -2,5 +2,9 @@
 //! project grew from carry inside a sealed MailA2A message.
 
 pub mod aep;
+pub mod agent_card;
 pub mod dkim;
 pub mod edge_cloud;
+pub(crate) mod jws;
+pub mod payment;
+pub mod peers;

@@ -235,6 +235,38 @@ fn check_from(headers: &Headers, identity: &str) -> Result<(), MlsError> {
     }
 }
 
+/// Verifies a KeyPackage (signature, our cipher suite) and returns it with its
+/// credential identity.
+fn checked_key_package(
+    kp: KeyPackageIn,
+    crypto: &impl openmls_traits::crypto::OpenMlsCrypto,
+) -> Result<(KeyPackage, String), MlsError> {
+    let kp = kp
+        .validate(crypto, ProtocolVersion::Mls10)
+        .map_err(|e| MlsError::Invalid(format!("KeyPackage: {e}")))?;
+    if kp.ciphersuite() != CIPHERSUITE {
+        return Err(MlsError::Usage(format!(
+            "KeyPackage cipher suite {:?} is not the one mailseal groups use",
+            kp.ciphersuite()
+        )));
+    }
+    let identity = identity_of(kp.leaf_node().credential())?;
+    Ok((kp, identity))
+}
+
+/// A published KeyPackage (a bare MLSMessage, as an Agent Card carries it), checked
+/// without any state: its signature verifies, its cipher suite is ours. Returns its
+/// credential identity (the member's address) and whether it is a last-resort
+/// KeyPackage (usable for more than one group).
+pub fn key_package_identity(bytes: &[u8]) -> Result<(String, bool), MlsError> {
+    let Body::KeyPackage(kp) = wire::split(wire::decode(bytes)?)?.1 else {
+        return Err(MlsError::Malformed("not a KeyPackage".into()));
+    };
+    let crypto = openmls_rust_crypto::RustCrypto::default();
+    let (kp, identity) = checked_key_package(kp, &crypto)?;
+    Ok((identity, kp.last_resort()))
+}
+
 impl Mls {
     /// Opens the MLS state of the store directory `dir` (creating it owner-only).
     pub fn open(dir: &Path) -> Result<Mls, MlsError> {
@@ -468,11 +500,36 @@ impl Mls {
 
     /// A KeyPackage for `email`, as the MLSMessage bytes (for an Agent Card).
     pub fn key_package_message(&self, email: &str) -> Result<Vec<u8>, MlsError> {
+        self.new_key_package(email, false)
+    }
+
+    /// A last-resort KeyPackage (RFC 9420 section 16.8) of `email` as a bare
+    /// MLSMessage, for publication in an Agent Card: a card is read by many peers, so
+    /// its KeyPackage must survive being used for more than one group (its private
+    /// part stays in the state after a join).
+    pub fn last_resort_key_package(&self, email: &str) -> Result<Vec<u8>, MlsError> {
+        self.new_key_package(email, true)
+    }
+
+    fn new_key_package(&self, email: &str, last_resort: bool) -> Result<Vec<u8>, MlsError> {
         let email = email.trim().to_ascii_lowercase();
         let me_id = self.signer(&email)?;
         let (signer, credential) = (&me_id.keys, me_id.credential.clone());
         let tx = self.state.begin()?;
-        let bundle = KeyPackage::builder()
+        let mut builder = KeyPackage::builder();
+        if last_resort {
+            // The leaf must list the extension it carries (RFC 9420 section 13.4).
+            builder = builder
+                .mark_as_last_resort()
+                .leaf_node_capabilities(Capabilities::new(
+                    None,
+                    None,
+                    Some(&[ExtensionType::LastResort]),
+                    None,
+                    None,
+                ));
+        }
+        let bundle = builder
             .build(CIPHERSUITE, &self.state.provider, signer, credential)
             .map_err(op)?;
         let msg = MlsMessageOut::from(bundle.key_package().clone());
@@ -540,28 +597,50 @@ impl Mls {
     /// Adds the members whose KeyPackage mails are given: a Commit for the group and a
     /// Welcome for them. Each KeyPackage must verify and name its mail's From.
     pub fn add(&self, group: &str, key_package_mails: &[Vec<u8>]) -> Result<Added, MlsError> {
-        let id = parse_group_id(group)?;
         let mut packages = Vec::new();
-        let mut joiners = Vec::new();
         for raw in key_package_mails {
             let mail = wire::read_mail(raw, &self.limits)?;
             let Body::KeyPackage(kp) = wire::split(wire::decode(&mail.message)?)?.1 else {
                 return Err(MlsError::Usage("not a KeyPackage mail".into()));
             };
-            let kp = kp
-                .validate(self.state.provider.crypto(), ProtocolVersion::Mls10)
-                .map_err(|e| MlsError::Invalid(format!("KeyPackage: {e}")))?;
-            if kp.ciphersuite() != CIPHERSUITE {
-                return Err(MlsError::Usage(format!(
-                    "KeyPackage cipher suite {:?} is not the group's",
-                    kp.ciphersuite()
-                )));
-            }
-            let identity = identity_of(kp.leaf_node().credential())?;
+            let (kp, identity) = checked_key_package(kp, self.state.provider.crypto())?;
             check_from(&mail.headers, &identity)?;
-            joiners.push(identity);
-            packages.push(kp);
+            packages.push((kp, identity));
         }
+        self.add_packages(group, packages)
+    }
+
+    /// Adds `member` with a KeyPackage published for it (a bare MLSMessage, as an
+    /// Agent Card carries it): the KeyPackage must verify and its credential must be
+    /// `member`.
+    pub fn add_published(
+        &self,
+        group: &str,
+        member: &str,
+        key_package: &[u8],
+    ) -> Result<Added, MlsError> {
+        let member = member.trim().to_ascii_lowercase();
+        let Body::KeyPackage(kp) = wire::split(wire::decode(key_package)?)?.1 else {
+            return Err(MlsError::Usage(format!(
+                "the KeyPackage published for {member} is not a KeyPackage"
+            )));
+        };
+        let (kp, identity) = checked_key_package(kp, self.state.provider.crypto())?;
+        if identity != member {
+            return Err(MlsError::Binding(format!(
+                "the KeyPackage published for {member} names {identity}"
+            )));
+        }
+        self.add_packages(group, vec![(kp, identity)])
+    }
+
+    fn add_packages(
+        &self,
+        group: &str,
+        checked: Vec<(KeyPackage, String)>,
+    ) -> Result<Added, MlsError> {
+        let id = parse_group_id(group)?;
+        let (packages, joiners): (Vec<KeyPackage>, Vec<String>) = checked.into_iter().unzip();
         if packages.is_empty() {
             return Err(MlsError::Usage("no KeyPackage to add".into()));
         }

@@ -34,10 +34,11 @@ use crate::seal::{
     OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignerIdentity,
 };
 
-use certificate::Trust;
+pub(crate) use certificate::{check_signer_usage, trust, Trust};
 pub use describe::describe;
 pub use enveloped::{Decrypted, Kek};
 pub use issue::{certify_token_key, generate, Identity, IdentityRequest, Issuer, KeyKind};
+pub(crate) use signed_data::sign_with;
 
 /// Why an S/MIME layer failed to verify or to be made. Never carries content.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,74 @@
+//! Untrusted bytes as a peer's A2A Agent Card, as `key import --agent-card` reads it:
+//! JSON and the A2A v1.0 schema, the MailA2A interface's mailto: URL, the #protection
+//! extension's certificates (X.509 PEM, OpenPGP armor) and MLS KeyPackages, and JWS
+//! signatures (headers, x5c chains, jwk keys, JCS of the card). Judged against a store
+//! that holds a certificate of the seeds' address, so the pinned path runs too.
+//! Invariants: no panic; a card that reads has only keys for its own address; written
+//! again with those keys (`mailseal card --in`) it reads back to the same keys and
+//! minimum; its certificates import; the policy it records is its minimum.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mailseal::ext::agent_card::{self, CardFields, Published};
+use mailseal::ext::peers::PeerPolicies;
+use mailseal::keystore::{KeyStore, SqliteStore};
+
+/// Two stores for the whole run, in a temporary directory: the one judging trust,
+/// which holds Bob's fixture certificate, and the one cards are imported into.
+struct Stores {
+    _dir: tempfile::TempDir,
+    trust: SqliteStore,
+    target: SqliteStore,
+}
+
+fn stores() -> &'static Stores {
+    static STORES: std::sync::OnceLock<Stores> = std::sync::OnceLock::new();
+    STORES.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let trust = SqliteStore::open(&dir.path().join("trust.db"), None).expect("store");
+        let target = SqliteStore::open(&dir.path().join("target.db"), None).expect("store");
+        let pinned = include_bytes!("../fixtures/agent_card/bob-cert.pem");
+        trust
+            .import(pinned, "fixture", false)
+            .expect("the fixture certificate imports");
+        Stores {
+            _dir: dir,
+            trust,
+            target,
+        }
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    // A fixed time: the same input always takes the same path.
+    let now = time::OffsetDateTime::from_unix_timestamp(1_796_000_000).unwrap();
+    let keys = &stores().trust;
+    let Ok(card) = agent_card::read_card(data, keys, now) else {
+        return;
+    };
+    for der in &card.smime_certificates {
+        let cert = <x509_cert::Certificate as der::Decode>::from_der(der).unwrap();
+        assert!(mailseal::keystore::emails_of(&cert).contains(&card.address));
+    }
+    let published = Published {
+        smime_certificates: card.smime_certificates.clone(),
+        openpgp_certificates: card.openpgp_certificates.clone(),
+        mls_key_packages: card.mls_key_packages.iter().map(|(k, _)| k.clone()).collect(),
+        minimum: card.minimum,
+    };
+    let (rewritten, _) =
+        agent_card::write_card(Some(data), &card.address, &CardFields::default(), &published)
+            .expect("a card that reads can be written again");
+    let bytes = agent_card::to_pretty_json(&rewritten);
+    let again = agent_card::read_card(&bytes, keys, now).expect("the rewritten card reads");
+    assert_eq!(again.address, card.address);
+    assert_eq!(again.minimum, card.minimum);
+    assert_eq!(again.smime_certificates, card.smime_certificates);
+    assert_eq!(again.openpgp_certificates, card.openpgp_certificates);
+    assert_eq!(again.mls_key_packages, card.mls_key_packages);
+    assert!(again.signatures.is_empty(), "a changed card keeps no signature");
+    agent_card::import_keys(&card, &stores().target).expect("a checked card's keys import");
+    let mut policies = PeerPolicies::default();
+    policies.record(&card, now);
+    assert_eq!(policies.minimum_for(&card.address), Some(card.minimum));
+});

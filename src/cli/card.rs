@@ -1,0 +1,159 @@
+//! `mailseal card` (write our Agent Card) and `mailseal key import --agent-card`
+//! (import a peer's): the library's `ext::agent_card` and `ext::peers` on the store.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::store::Keys;
+use super::{read_input, write_output, CliResult, Failure};
+use crate::error::ExitCode;
+use crate::ext::agent_card::{self, CardFields, Published};
+use crate::ext::peers::PeerPolicies;
+use crate::profile::Protection;
+
+#[derive(Args)]
+pub(super) struct CardArgs {
+    /// Our address: the MailA2A interface's mailto: and the keys published.
+    #[arg(long)]
+    email: String,
+    /// Add the interface and the #protection extension to this card (A2A v1.0; v0.3
+    /// members are moved to their v1.0 places) instead of writing a new one.
+    #[arg(long = "in", value_name = "CARD.json")]
+    input: Option<PathBuf>,
+    /// The card's name (default: the given card's, else the address).
+    #[arg(long)]
+    name: Option<String>,
+    /// The card's description.
+    #[arg(long)]
+    description: Option<String>,
+    /// The agent's version (default: the given card's, else 1.0.0).
+    #[arg(long = "agent-version", value_name = "VERSION")]
+    agent_version: Option<String>,
+    /// The weakest protection we send and accept for effectful operations:
+    /// signed or signed-encrypted.
+    #[arg(long, default_value = "signed")]
+    minimum: String,
+    /// Publish no MLS KeyPackage even when the store has an MLS identity.
+    #[arg(long)]
+    no_mls: bool,
+    /// Sign the card (JWS, A2A `signatures`) with our S/MIME key, its certificate in
+    /// x5c.
+    #[arg(long)]
+    sign: bool,
+    /// Output file (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Where the peer policy file of a store lives: the store's directory (the MLS
+/// state's, so `MAILSEAL_MLS_HOME` for a PostgreSQL or token store).
+pub(super) fn policy_dir(store: &Path) -> Result<PathBuf, Failure> {
+    super::mls::state_dir(store).map_err(|_| {
+        Failure::new(
+            ExitCode::Usage,
+            "the peer policy file (peers.json) lives in a local directory: set MAILSEAL_MLS_HOME for a PostgreSQL or token store",
+        )
+    })
+}
+
+/// The store's peer policies (empty when the store has no local directory yet).
+pub(super) fn load_policies(store: &Path) -> Result<PeerPolicies, Failure> {
+    match policy_dir(store) {
+        Ok(dir) => PeerPolicies::load(&dir).map_err(|e| Failure::from("peer policy", e)),
+        Err(_) => Ok(PeerPolicies::default()),
+    }
+}
+
+pub(super) fn card(store: &Path, a: CardArgs) -> CliResult {
+    let minimum: Protection = a
+        .minimum
+        .parse()
+        .map_err(|e: String| Failure::new(ExitCode::Usage, format!("--minimum: {e}")))?;
+    let keys = Keys::open(store)?;
+    let fail = |e| Failure::from("card", e);
+    let mut published = Published::from_store(keys.store(), &a.email).map_err(fail)?;
+    published.minimum = minimum;
+    let email = a.email.trim().to_ascii_lowercase();
+    if !a.no_mls {
+        // Only a store that already has MLS state and an identity for the address
+        // publishes a KeyPackage: writing a card creates no MLS state of its own.
+        let has_state = policy_dir(store)
+            .map(|d| d.join("mls.db").exists())
+            .unwrap_or(false);
+        if has_state {
+            let mls = super::mls::open_state(store)?;
+            let ids = mls.identities().map_err(|e| Failure::from("card", e))?;
+            if ids.iter().any(|(e, _)| *e == email) {
+                let kp = mls
+                    .last_resort_key_package(&email)
+                    .map_err(|e| Failure::from("card", e))?;
+                published.mls_key_packages.push(kp);
+            }
+        }
+    }
+    if published.is_empty() {
+        return Err(fail(agent_card::CardError::NothingToPublish(email)));
+    }
+    let base = a
+        .input
+        .as_deref()
+        .map(|p| read_input(Some(p)))
+        .transpose()?;
+    let fields = CardFields {
+        name: a.name,
+        description: a.description,
+        version: a.agent_version,
+    };
+    let (mut card, notes) =
+        agent_card::write_card(base.as_deref(), &email, &fields, &published).map_err(fail)?;
+    for n in notes {
+        eprintln!("mailseal: card: {n}");
+    }
+    if a.sign {
+        agent_card::sign_card(&mut card, keys.store(), &email).map_err(fail)?;
+    }
+    write_output(a.out.as_deref(), &agent_card::to_pretty_json(&card))
+}
+
+/// `key import --agent-card FILE`: the card's keys into the store, its policy into
+/// the peer policy file.
+pub(super) fn import(store: &Path, keys: &Keys, file: &Path, require_signature: bool) -> CliResult {
+    let bytes = read_input(Some(file))?;
+    let now = time::OffsetDateTime::now_utc();
+    let name = file.display().to_string();
+    let fail = |e| Failure::from(&format!("import {name}"), e);
+    let card = agent_card::read_card(&bytes, keys.store(), now).map_err(fail)?;
+    if require_signature && !card.trusted() {
+        return Err(fail(agent_card::CardError::Untrusted(card.address.clone())));
+    }
+    let dir = policy_dir(store)?;
+    let mut policies = PeerPolicies::load(&dir).map_err(|e| Failure::from("peer policy", e))?;
+    let entries = agent_card::import_keys(&card, keys.store()).map_err(fail)?;
+    super::print_entries("imported", &entries);
+    policies.record(&card, now);
+    policies
+        .save(&dir)
+        .map_err(|e| Failure::from("peer policy", e))?;
+    let signed = if card.signatures.is_empty() {
+        "unsigned".to_string()
+    } else {
+        card.signatures
+            .iter()
+            .map(|s| format!("{} by {} ({})", s.algorithm, s.signer, s.trust))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    eprintln!(
+        "imported card {}: minimum {}, profiles {}, {} MLS KeyPackage(s), {signed}",
+        card.address,
+        card.minimum,
+        if card.profiles.is_empty() {
+            "-".to_string()
+        } else {
+            card.profiles.join(",")
+        },
+        card.mls_key_packages.len(),
+    );
+    Ok(())
+}

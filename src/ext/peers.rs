@@ -1,0 +1,262 @@
+//! The peer policy file: what imported Agent Cards say about each peer, kept beside
+//! the key store as `peers.json` (owner-only, replaced atomically).
+//!
+//! A receiver applies it in [`PeerPolicies::apply`] (DESIGN decision 8: the peer's
+//! minimum protection, never below the policy's default); a sender checks it in
+//! [`PeerPolicies::check_seal`] (never seal below a recipient's minimum, nor under a
+//! profile its card does not list). MLS KeyPackages from cards wait here for
+//! `mls add --member`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+
+use super::agent_card::{PeerCard, MLS_TOKEN, OPENPGP_TOKEN, SMIME_TOKEN};
+use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::profile::{Profile, Protection};
+use crate::seal::OpenPolicy;
+
+/// The file name, in the store's directory.
+pub const FILE_NAME: &str = "peers.json";
+
+/// Why the peer policy file could not be used, or a seal goes against it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PeerPolicyError {
+    /// The file could not be read or written.
+    #[error("peer policy file {path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// Sealing for a recipient below the minimum its card declares.
+    #[error("{peer}'s Agent Card demands {required} for every message; this one would be {got}")]
+    BelowMinimum {
+        /// The recipient.
+        peer: String,
+        /// What its card demands.
+        required: Protection,
+        /// What the seal would give.
+        got: Protection,
+    },
+    /// Sealing for a recipient under a profile its card does not list.
+    #[error("{peer}'s Agent Card lists {listed}, not {profile}")]
+    ProfileNotListed {
+        /// The recipient.
+        peer: String,
+        /// The profile token asked for.
+        profile: String,
+        /// What the card lists.
+        listed: String,
+    },
+}
+
+impl Classify for PeerPolicyError {
+    fn a2a_error(&self) -> A2aErrorType {
+        A2aErrorType::InternalError
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::File { .. } => ExitCode::Other,
+            Self::BelowMinimum { .. } | Self::ProfileNotListed { .. } => ExitCode::RefusedByPolicy,
+        }
+    }
+}
+
+/// What one imported card said.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerRecord {
+    /// `minimumProtection` (`signed` or `signed-encrypted`).
+    pub minimum_protection: String,
+    /// The card's `profiles`.
+    pub profiles: Vec<String>,
+    /// SHA-256 of the card's signed form.
+    pub card_digest: String,
+    /// When it was imported (RFC 3339).
+    pub imported_at: String,
+    /// Each verified signature: `ALG by SIGNER (TRUST)`; empty when unsigned.
+    #[serde(default)]
+    pub signatures: Vec<String>,
+    /// The card's MLS KeyPackages (standard base64), for `mls add --member`.
+    #[serde(default)]
+    pub mls_key_packages: Vec<StoredKeyPackage>,
+}
+
+/// A KeyPackage from a card.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredKeyPackage {
+    /// The MLSMessage, standard base64.
+    pub key_package: String,
+    /// A last-resort KeyPackage stays for the next group; another is used once.
+    pub last_resort: bool,
+}
+
+/// The peer policy file's content.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct PeerPolicies {
+    /// By address, lower case.
+    #[serde(default)]
+    pub peers: BTreeMap<String, PeerRecord>,
+}
+
+fn file_error(path: &Path, reason: impl std::fmt::Display) -> PeerPolicyError {
+    PeerPolicyError::File {
+        path: path.display().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+impl PeerPolicies {
+    /// The file in `dir`.
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join(FILE_NAME)
+    }
+
+    /// Reads `dir`'s file; none yet is an empty policy.
+    pub fn load(dir: &Path) -> Result<PeerPolicies, PeerPolicyError> {
+        let path = Self::path(dir);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| file_error(&path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PeerPolicies::default()),
+            Err(e) => Err(file_error(&path, e)),
+        }
+    }
+
+    /// Writes `dir`'s file: a new owner-only file renamed over the old one, so a
+    /// reader sees the old policy or the new, never half of one.
+    pub fn save(&self, dir: &Path) -> Result<(), PeerPolicyError> {
+        let path = Self::path(dir);
+        let mut text = serde_json::to_vec_pretty(self).map_err(|e| file_error(&path, e))?;
+        text.push(b'\n');
+        let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| file_error(&path, e))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| file_error(&path, e))?;
+        }
+        std::fs::write(tmp.path(), &text).map_err(|e| file_error(&path, e))?;
+        tmp.as_file().sync_all().map_err(|e| file_error(&path, e))?;
+        tmp.persist(&path).map_err(|e| file_error(&path, e.error))?;
+        Ok(())
+    }
+
+    /// Records what `card` says, replacing an earlier card of the same address.
+    pub fn record(&mut self, card: &PeerCard, now: time::OffsetDateTime) {
+        let imported_at = now
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        self.peers.insert(
+            card.address.clone(),
+            PeerRecord {
+                minimum_protection: card.minimum.token().to_string(),
+                profiles: card.profiles.clone(),
+                card_digest: card.digest.clone(),
+                imported_at,
+                signatures: card
+                    .signatures
+                    .iter()
+                    .map(|s| format!("{} by {} ({})", s.algorithm, s.signer, s.trust))
+                    .collect(),
+                mls_key_packages: card
+                    .mls_key_packages
+                    .iter()
+                    .map(|(kp, last_resort)| StoredKeyPackage {
+                        key_package: STANDARD.encode(kp),
+                        last_resort: *last_resort,
+                    })
+                    .collect(),
+            },
+        );
+    }
+
+    /// The minimum protection `peer`'s card declares.
+    pub fn minimum_for(&self, peer: &str) -> Option<Protection> {
+        self.peers
+            .get(&peer.trim().to_ascii_lowercase())
+            .and_then(|r| r.minimum_protection.parse().ok())
+    }
+
+    /// Puts each peer's minimum into `policy` (never below its default: a card can
+    /// raise what we demand of its agent, not lower it).
+    pub fn apply(&self, policy: &mut OpenPolicy) {
+        for peer in self.peers.keys() {
+            if let Some(min) = self.minimum_for(peer) {
+                let current = policy.minimum_for(peer);
+                policy
+                    .minimum_per_peer
+                    .insert(peer.clone(), min.max(current));
+            }
+        }
+    }
+
+    /// Refuses a seal for `recipients` under `profile` (`sign_only`: signed, not
+    /// encrypted) that a recipient's card rules out.
+    pub fn check_seal(
+        &self,
+        recipients: &[String],
+        profile: Profile,
+        sign_only: bool,
+    ) -> Result<(), PeerPolicyError> {
+        let got = if sign_only {
+            Protection::Signed
+        } else {
+            Protection::SignedEncrypted
+        };
+        let token = match profile {
+            Profile::Smime => SMIME_TOKEN,
+            Profile::OpenPgp => OPENPGP_TOKEN,
+            _ => MLS_TOKEN,
+        };
+        for r in recipients {
+            let peer = r.trim().to_ascii_lowercase();
+            let Some(record) = self.peers.get(&peer) else {
+                continue;
+            };
+            if let Some(required) = self.minimum_for(&peer) {
+                if required > got {
+                    return Err(PeerPolicyError::BelowMinimum {
+                        peer,
+                        required,
+                        got,
+                    });
+                }
+            }
+            // A group message goes to the group, not to one card's profiles.
+            if profile != Profile::Mls
+                && !record.profiles.is_empty()
+                && !record.profiles.iter().any(|p| p == token)
+            {
+                return Err(PeerPolicyError::ProfileNotListed {
+                    peer,
+                    profile: token.to_string(),
+                    listed: record.profiles.join(", "),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A KeyPackage `peer`'s card published, for adding it to a group: a last-resort
+    /// one stays, any other is taken out (a KeyPackage serves one join).
+    pub fn take_key_package(&mut self, peer: &str) -> Option<Vec<u8>> {
+        let record = self.peers.get_mut(&peer.trim().to_ascii_lowercase())?;
+        let i = record
+            .mls_key_packages
+            .iter()
+            .position(|k| !k.last_resort)
+            .or_else(|| (!record.mls_key_packages.is_empty()).then_some(0))?;
+        let kp = if record.mls_key_packages[i].last_resort {
+            record.mls_key_packages[i].clone()
+        } else {
+            record.mls_key_packages.remove(i)
+        };
+        STANDARD.decode(kp.key_package).ok()
+    }
+}
