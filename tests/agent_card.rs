@@ -53,42 +53,51 @@ fn import(store: &Path, file: &Path, extra: &[&str]) -> (i32, String) {
     )
 }
 
-/// The A2A v1.0 strict schema of `../shared/a2a-spec/derived/` (the repository's copy,
-/// `schemas/`, when the shared folder is absent: they are the same file).
-fn agent_card_validator() -> jsonschema::Validator {
+/// The A2A v1.0 schemas of `../shared/a2a-spec/derived/`: strict and lenient (for
+/// the strict one, the repository's copy in `schemas/` when the shared folder is
+/// absent: they are the same file).
+fn agent_card_validators() -> Vec<(&'static str, jsonschema::Validator)> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let shared = repo.join("../shared/a2a-spec/derived/a2a-v1.0.1.strict.schema.json");
-    let copy = repo.join("schemas/a2a-v1.0.1.strict.schema.json");
-    let text = match std::fs::read(&shared) {
-        Ok(s) => {
-            assert_eq!(
-                s,
-                std::fs::read(&copy).unwrap(),
-                "schemas/ is the shared schema"
-            );
-            s
-        }
-        Err(_) => std::fs::read(&copy).unwrap(),
-    };
-    let bundle: Value = serde_json::from_slice(&text).unwrap();
-    let schema = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$defs": bundle["$defs"],
-        "$ref": "#/$defs/AgentCard",
-    });
-    jsonschema::validator_for(&schema).unwrap()
+    let derived = repo.join("../shared/a2a-spec/derived");
+    let copy = std::fs::read(repo.join("schemas/a2a-v1.0.1.strict.schema.json")).unwrap();
+    let mut bundles = vec![(
+        "strict",
+        match std::fs::read(derived.join("a2a-v1.0.1.strict.schema.json")) {
+            Ok(shared) => {
+                assert_eq!(shared, copy, "schemas/ is the shared schema");
+                shared
+            }
+            Err(_) => copy,
+        },
+    )];
+    if let Ok(lenient) = std::fs::read(derived.join("a2a-v1.0.1.lenient.schema.json")) {
+        bundles.push(("lenient", lenient));
+    }
+    bundles
+        .into_iter()
+        .map(|(name, text)| {
+            let bundle: Value = serde_json::from_slice(&text).unwrap();
+            let schema = json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "$defs": bundle["$defs"],
+                "$ref": "#/$defs/AgentCard",
+            });
+            (name, jsonschema::validator_for(&schema).unwrap())
+        })
+        .collect()
 }
 
 fn assert_valid_card(card: &Value) {
-    let v = agent_card_validator();
-    let errors: Vec<String> = v
-        .iter_errors(card)
-        .map(|e| format!("{}: {e}", e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "not a valid A2A v1.0 AgentCard: {errors:?}"
-    );
+    for (name, v) in agent_card_validators() {
+        let errors: Vec<String> = v
+            .iter_errors(card)
+            .map(|e| format!("{}: {e}", e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "not a valid A2A v1.0 AgentCard ({name} schema): {errors:?}"
+        );
+    }
 }
 
 fn protection(card: &Value) -> &Value {

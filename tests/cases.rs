@@ -189,3 +189,23 @@ fn fail_nonexistent_file_is_reported_not_panicked() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("FAIL /nonexistent/x.eml: cannot read"));
 }
+
+#[test]
+fn sealed_messages_are_reported_as_sealed_not_as_failures() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds");
+    let files = [
+        ("smime_open/signed.eml", "smime"),
+        ("openpgp_open/bob-to-alice-encrypted.eml", "openpgp"),
+        ("mls_open/application.eml", "mls"),
+    ];
+    for (file, profile) in files {
+        let path = root.join(file);
+        let out = run(&["validate", path.to_str().unwrap()], b"");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{file}: {stdout}");
+        assert!(
+            stdout.starts_with("SEALED ") && stdout.contains(&format!("protected under {profile}")),
+            "{file}: {stdout}"
+        );
+    }
+}

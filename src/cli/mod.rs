@@ -714,8 +714,18 @@ fn expand(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
     Ok(out)
 }
 
-/// One line for one file: `OK path` or `FAIL path: code at where: reason (A2A error)`.
+/// One line for one file: `OK path`, `FAIL path: code at where: reason (A2A error)`,
+/// or `SEALED path: ...` for a message under a protection profile, whose envelope only
+/// `open` can reach (not a failure: validate needs no keys).
 pub(crate) fn validate_line(name: &str, raw: &[u8]) -> (bool, String) {
+    if let Some(profile) = crate::dispatch::detect_profile(raw) {
+        return (
+            true,
+            format!(
+                "SEALED {name}: protected under {profile}; `mailseal open` verifies it and checks its envelope"
+            ),
+        );
+    }
     match validate_message(raw, &Limits::default()) {
         Err(e) => (
             false,
