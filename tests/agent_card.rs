@@ -230,6 +230,11 @@ fn the_card_is_a_valid_a2a_v1_agent_card_with_interface_and_keys() {
     assert_eq!(p["smimeCertificates"].as_array().unwrap().len(), 1);
     assert_eq!(p["openpgpCertificates"].as_array().unwrap().len(), 1);
     assert_eq!(p["mlsKeyPackages"].as_array().unwrap().len(), 1);
+    // MailA2A section 11: the limits this agent enforces.
+    assert_eq!(p["limits"]["maxMessageBytes"], 25 * 1024 * 1024);
+    assert_eq!(p["limits"]["maxMimeParts"], 64);
+    assert_eq!(p["limits"]["maxHeldMessages"], 256);
+    assert_eq!(p["limits"]["expiryHorizonSeconds"], 7 * 24 * 3600);
     assert_eq!(c["signatures"].as_array().unwrap().len(), 1);
 
     // Real peers read what the card publishes: OpenSSL the certificate, GnuPG the
@@ -882,6 +887,14 @@ fn fail_cases_each_give_their_error() {
             }),
             3,
             "MLS KeyPackage 0",
+        ),
+        (
+            "limits-not-integers",
+            Box::new(|c| {
+                protection_mut(c)["limits"]["maxMessageBytes"] = json!("25 MiB");
+            }),
+            3,
+            "limits.maxMessageBytes is not a non-negative integer",
         ),
         (
             "seventeen-certificates",

@@ -20,7 +20,7 @@ fn store() -> (tempfile::TempDir, SqliteStore) {
 }
 
 fn now() -> time::OffsetDateTime {
-    time::OffsetDateTime::from_unix_timestamp(1_796_000_000).unwrap()
+    time::OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap()
 }
 
 fn seed(name: &str) -> Result<mailseal::ext::agent_card::PeerCard, CardError> {
@@ -42,8 +42,8 @@ fn seeds_come_to_what_they_were_made_to_be() {
     );
     assert_eq!(all.signatures.len(), 1);
     assert_eq!(all.signatures[0].algorithm, "EdDSA");
-    // Signed with Bob's Ed25519 certificate; the fixture pins his P-256 one.
-    assert_eq!(all.signatures[0].trust, SignerTrust::Unknown);
+    // Signed with Bob's Ed25519 certificate, which the fixture pins.
+    assert_eq!(all.signatures[0].trust, SignerTrust::Pinned);
 
     let unsigned = seed("unsigned-no-mls.json").unwrap();
     assert!(unsigned.signatures.is_empty());
@@ -59,6 +59,13 @@ fn seeds_come_to_what_they_were_made_to_be() {
         assert_eq!(card.signatures[0].algorithm, alg, "{name}");
     }
     assert!(seed("spec-example-added.json").is_ok());
+    // Signed by Bob's pinned certificate too; limits published.
+    let limits = seed("signed-with-limits.json").unwrap();
+    assert_eq!(limits.signatures[0].trust, SignerTrust::Pinned);
+    assert_eq!(
+        limits.limits.as_ref().and_then(|l| l.max_mime_parts),
+        Some(64)
+    );
     // The draft's example is a v0.3-style card without keys: refused by the schema.
     assert!(matches!(
         seed("spec-example-v03.json"),

@@ -173,6 +173,60 @@ pub struct Published {
     pub mls_key_packages: Vec<Vec<u8>>,
     /// The weakest protection the agent sends and accepts for effectful operations.
     pub minimum: Protection,
+    /// The resource limits it enforces, if published.
+    pub limits: Option<CardLimits>,
+}
+
+/// The resource limits an agent publishes (MailA2A section 11: "Agent Cards SHOULD
+/// publish maximum decoded message size, MIME part count, ... buffered reorder
+/// window, expiry horizon"), in the `#protection` params as `limits`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CardLimits {
+    /// Largest raw message accepted, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<u64>,
+    /// Most transfer-decoded bytes over all parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_decoded_bytes: Option<u64>,
+    /// Most MIME parts, containers included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_mime_parts: Option<u64>,
+    /// Deepest MIME nesting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_mime_depth: Option<u64>,
+    /// Deepest JSON nesting of the envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_json_depth: Option<u64>,
+    /// MLS messages buffered per group while they wait for a Commit (the reorder
+    /// window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_held_messages: Option<u64>,
+    /// How long a message without `expiresAt` is accepted after its `createdAt`,
+    /// seconds (the expiry horizon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry_horizon_seconds: Option<u64>,
+    /// Clock skew allowed on `createdAt` and `expiresAt`, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_skew_seconds: Option<u64>,
+}
+
+impl CardLimits {
+    /// What this build enforces with its default configuration.
+    pub fn enforced() -> CardLimits {
+        let l = crate::message::Limits::default();
+        let r = crate::replay::ReceiverPolicy::default();
+        CardLimits {
+            max_message_bytes: Some(l.max_message_bytes as u64),
+            max_decoded_bytes: Some(l.max_decoded_bytes as u64),
+            max_mime_parts: Some(l.max_parts as u64),
+            max_mime_depth: Some(l.max_mime_depth as u64),
+            max_json_depth: Some(l.max_json_depth as u64),
+            max_held_messages: Some(crate::mls::MlsConfig::default().max_held as u64),
+            expiry_horizon_seconds: u64::try_from(r.default_lifetime).ok(),
+            clock_skew_seconds: u64::try_from(r.skew).ok(),
+        }
+    }
 }
 
 impl Published {
@@ -211,6 +265,7 @@ impl Published {
             openpgp_certificates,
             mls_key_packages: Vec::new(),
             minimum: Protection::Signed,
+            limits: Some(CardLimits::enforced()),
         })
     }
 
@@ -256,6 +311,9 @@ impl Published {
         }
         params.insert("profiles".into(), json!(profiles));
         params.insert("minimumProtection".into(), json!(self.minimum.token()));
+        if let Some(l) = &self.limits {
+            params.insert("limits".into(), serde_json::to_value(l).unwrap_or_default());
+        }
         Value::Object(params)
     }
 }
@@ -717,6 +775,8 @@ pub struct PeerCard {
     pub openpgp_certificates: Vec<Vec<u8>>,
     /// MLS KeyPackages (MLSMessage bytes), with whether each is last-resort.
     pub mls_key_packages: Vec<(Vec<u8>, bool)>,
+    /// The resource limits it publishes, if any.
+    pub limits: Option<CardLimits>,
     /// The signatures, all verified.
     pub signatures: Vec<CardSignature>,
     /// SHA-256 (hex) of what the signatures cover: the card's identity.
@@ -919,6 +979,21 @@ fn read_params(address: &str, params: &Map<String, Value>) -> Result<PeerCard, C
         }
         openpgp.push(armored.as_bytes().to_vec());
     }
+    let limits = match params.get("limits") {
+        None => None,
+        Some(v @ Value::Object(m)) => {
+            if let Some((k, _)) = m.iter().find(|(_, v)| !v.is_u64()) {
+                return Err(CardError::Protection(format!(
+                    "limits.{k} is not a non-negative integer"
+                )));
+            }
+            Some(
+                serde_json::from_value::<CardLimits>(v.clone())
+                    .map_err(|e| CardError::Protection(format!("limits: {e}")))?,
+            )
+        }
+        Some(_) => return Err(CardError::Protection("limits is not an object".into())),
+    };
     let mut mls = Vec::new();
     for (i, b64) in strings(params, "mlsKeyPackages")?.into_iter().enumerate() {
         let what = format!("MLS KeyPackage {i}");
@@ -943,6 +1018,7 @@ fn read_params(address: &str, params: &Map<String, Value>) -> Result<PeerCard, C
         smime_certificates: smime,
         openpgp_certificates: openpgp,
         mls_key_packages: mls,
+        limits,
         signatures: Vec::new(),
         digest: String::new(),
     })

@@ -85,6 +85,9 @@ pub struct PeerRecord {
     /// The card's MLS KeyPackages (standard base64), for `mls add --member`.
     #[serde(default)]
     pub mls_key_packages: Vec<StoredKeyPackage>,
+    /// The resource limits the card publishes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<super::agent_card::CardLimits>,
 }
 
 /// A KeyPackage from a card.
@@ -172,6 +175,7 @@ impl PeerPolicies {
                         last_resort: *last_resort,
                     })
                     .collect(),
+                limits: card.limits.clone(),
             },
         );
     }
