@@ -49,39 +49,7 @@ fn readme_command_line_example_runs() {
 
 #[test]
 fn readme_smime_example_runs() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let blocks: Vec<&str> = readme
-        .split("## Command line")
-        .nth(1)
-        .unwrap()
-        .split("```sh\n")
-        .skip(1)
-        .map(|b| b.split("```").next().unwrap())
-        .collect();
-    let (first, smime) = (blocks[0], blocks[1]);
-    let dir = tempfile::tempdir().unwrap();
-    let bin_dir = common::bin().parent().unwrap().to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    // The S/MIME block reuses envelope.json from the first block.
-    let script = format!("{first}\n{smime}");
-    let out = std::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &script])
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .env(
-            "FIXTURES",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures"),
-        )
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let (stdout, stderr, dir) = run_block_after_first("mailseal seal --profile smime --sign-only");
     assert!(stderr.contains("Verification successful"), "{stderr}");
     assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
     assert!(stderr.contains("duplicate: message req-1"), "{stderr}");
@@ -109,33 +77,7 @@ fn demo_runs() {
 
 #[test]
 fn readme_openpgp_example_runs() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    let section = readme.split("## Command line").nth(1).unwrap();
-    let blocks: Vec<&str> = section
-        .split("```sh\n")
-        .skip(1)
-        .map(|b| b.split("```").next().unwrap())
-        .collect();
-    // The OpenPGP block reuses envelope.json from the first block.
-    let script = format!("{}\n{}", blocks[0], blocks[2]);
-    let dir = tempfile::tempdir().unwrap();
-    let bin_dir = common::bin().parent().unwrap().to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = std::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &script])
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .env("MAILSEAL_HOME", dir.path().join("store"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let (stdout, _stderr, dir) = run_block_after_first("--email alice@pgp.example");
     assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
     assert!(stdout.contains(" mode:binary"), "{stdout}");
     let verdict: serde_json::Value =
@@ -163,7 +105,8 @@ fn readme_mls_example_runs() {
 }
 
 /// Runs the first block of "Command line" (it makes envelope.json and report.csv),
-/// then the first block containing `marker`: (stdout, stderr, the directory).
+/// then the first block containing `marker`, with the built binary first on PATH and
+/// `$FIXTURES` the key fixtures: (stdout, stderr, the directory).
 fn run_block_after_first(marker: &str) -> (String, String, tempfile::TempDir) {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
@@ -190,6 +133,10 @@ fn run_block_after_first(marker: &str) -> (String, String, tempfile::TempDir) {
         .current_dir(dir.path())
         .env("PATH", path)
         .env("MAILSEAL_HOME", dir.path().join("store"))
+        .env(
+            "FIXTURES",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures"),
+        )
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
