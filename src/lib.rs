@@ -25,11 +25,14 @@ pub mod mls;
 pub mod openpgp;
 mod postgres_db;
 pub mod profile;
+pub mod receiver;
 pub mod replay;
 pub mod seal;
+pub mod sender;
 pub mod smime;
 mod sqlite;
 
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
 
@@ -42,4 +45,6 @@ pub use envelope::{Envelope, Kind, Operation};
 pub use error::{A2aErrorType, Classify, ExitCode};
 pub use message::{Limits, MailA2aMessage};
 pub use profile::{Profile, Protection};
+pub use receiver::{Incoming, Outcome, ReceiveError, Receiver};
 pub use seal::{OpenPolicy, Opened, Opener, SealOptions, Sealer, Verdict};
+pub use sender::{SendError, Sender};

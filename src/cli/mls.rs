@@ -150,21 +150,29 @@ pub(crate) fn state_dir(store: &Path) -> Result<PathBuf, Failure> {
 /// messages, default 3; applies to groups created or joined afterwards) and
 /// `MAILSEAL_MLS_MAX_HELD` (messages held per group for a future epoch, default 256).
 pub(crate) fn open_state(store: &Path) -> Result<Mls, Failure> {
-    let mut config = crate::mls::MlsConfig::default();
-    for (var, slot) in [
-        ("MAILSEAL_MLS_PAST_EPOCHS", &mut config.past_epochs),
-        ("MAILSEAL_MLS_MAX_HELD", &mut config.max_held),
-    ] {
-        if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
-            *slot = v
-                .trim()
-                .parse()
-                .map_err(|_| Failure::new(ExitCode::Usage, format!("{var}={v}: not a number")))?;
+    lazy_state(store)().map_err(|e| Failure::from("mls", e))
+}
+
+/// Opens the store's MLS state when called (a receiver calls it at the first MLS
+/// mail), configured from `MAILSEAL_MLS_PAST_EPOCHS` and `MAILSEAL_MLS_MAX_HELD`.
+pub(crate) fn lazy_state(store: &Path) -> impl Fn() -> Result<Mls, crate::mls::MlsError> {
+    let store = store.to_path_buf();
+    move || {
+        let mut config = crate::mls::MlsConfig::default();
+        for (var, slot) in [
+            ("MAILSEAL_MLS_PAST_EPOCHS", &mut config.past_epochs),
+            ("MAILSEAL_MLS_MAX_HELD", &mut config.max_held),
+        ] {
+            if let Some(v) = std::env::var(var).ok().filter(|v| !v.is_empty()) {
+                *slot = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| crate::mls::MlsError::Usage(format!("{var}={v}: not a number")))?;
+            }
         }
+        let dir = state_dir(&store).map_err(|f| crate::mls::MlsError::Usage(f.line))?;
+        Mls::open(&dir).map(|m| m.with_config(config))
     }
-    Mls::open(&state_dir(store)?)
-        .map(|m| m.with_config(config))
-        .map_err(|e| Failure::from("mls", e))
 }
 
 fn fail(what: &str) -> impl Fn(crate::mls::MlsError) -> Failure + '_ {

@@ -19,7 +19,6 @@ use clap::{Args, Parser, Subcommand};
 use crate::envelope::Envelope;
 use crate::error::{Classify, ExitCode};
 use crate::message::{validate_message, Attachment, Limits, MailA2aMessage, Mailbox};
-use crate::seal::Sealer;
 use store::Keys;
 
 #[derive(Parser)]
@@ -804,79 +803,50 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
     drop(raw); // the parsed message owns what it needs: a large input is not held twice
 
     if profile == crate::profile::Profile::Mls {
-        let group = a
-            .group
-            .as_deref()
-            .ok_or_else(|| Failure::new(ExitCode::Usage, "seal --profile mls needs --group ID"))?;
+        if a.group.is_none() {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                "seal --profile mls needs --group ID",
+            ));
+        }
         if a.sign_only {
             return Err(Failure::new(
                 ExitCode::Usage,
                 "--sign-only: MLS application messages are always encrypted",
             ));
         }
-        let mls = mls::open_state(&dir)?;
-        record_payment_required(state, &plain)?;
-        let sealed = mls
-            .seal(&plain, group, a.outer_hints)
-            .map_err(|e| Failure::from("seal", e))?;
-        return write_output(a.out.as_deref(), &sealed);
-    }
-    if a.group.is_some() {
+    } else if a.group.is_some() {
         return Err(Failure::new(
             ExitCode::Usage,
             "--group is for --profile mls",
         ));
     }
-    // What the recipients' imported Agent Cards demand (DESIGN decision 8, sender side).
-    let recipients: Vec<String> = plain
-        .headers
-        .to
-        .iter()
-        .chain(&plain.headers.cc)
-        .map(|m| m.normalized())
-        .collect();
-    card::load_policies(&dir)?
-        .check_seal(&recipients, profile, a.sign_only)
-        .map_err(|e| Failure::from("seal", e))?;
     let keys = Keys::open(&dir)?;
-    let store = keys.store();
+    let replay = crate::replay::open_store(state).map_err(|e| Failure::from("seal", e))?;
+    let sender = crate::Sender::builder(keys.store())
+        .replay_boxed(replay)
+        .peers(card::load_policies(&dir)?)
+        .mls_lazy(mls::lazy_state(&dir))
+        .build();
     let mut opts = crate::seal::SealOptions::new(profile);
     opts.sign_only = a.sign_only;
     opts.rsa_pss = a.rsa_pss;
     opts.outer_hints = a.outer_hints;
-    let smime;
-    let openpgp;
-    let sealer: &dyn Sealer = match profile {
-        crate::profile::Profile::Smime => {
-            smime = crate::smime::Smime::new(store);
-            &smime
-        }
-        crate::profile::Profile::OpenPgp => {
-            openpgp = crate::openpgp::OpenPgp::new(store);
-            &openpgp
-        }
-        other => {
-            return Err(Failure::from(
-                "seal",
-                crate::seal::SealError::ProfileUnavailable(other),
-            ))
-        }
-    };
-    record_payment_required(state, &plain)?;
-    // Written as it is encoded (see `Sealer::seal_to`); into a temporary file next to
-    // the output, renamed once complete, so a failure leaves no partial message.
+    opts.group = a.group.clone();
+    // Written as it is encoded; into a temporary file next to the output, renamed once
+    // complete, so a failure leaves no partial message.
     match a.out.as_deref() {
         Some(path) => {
             let tmp = path.with_extension("partial");
             let written = std::fs::File::create(&tmp)
-                .map_err(crate::seal::SealError::Output)
+                .map_err(|e| crate::SendError::from(crate::seal::SealError::Output(e)))
                 .and_then(|f| {
                     let mut w = std::io::BufWriter::new(f);
-                    sealer.seal_to(&plain, &opts, &mut w)?;
+                    sender.seal_to(&plain, &opts, &mut w)?;
                     w.into_inner()
                         .map_err(|e| crate::seal::SealError::Output(e.into_error()))?
                         .sync_all()
-                        .map_err(crate::seal::SealError::Output)
+                        .map_err(|e| crate::seal::SealError::Output(e).into())
                 });
             if let Err(e) = written {
                 let _ = std::fs::remove_file(&tmp);
@@ -895,35 +865,15 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
             // first byte: a refused message leaves stdout empty.
             let stdout = std::io::stdout();
             let mut w = std::io::BufWriter::new(stdout.lock());
-            sealer
+            sender
                 .seal_to(&plain, &opts, &mut w)
-                .and_then(|()| w.flush().map_err(crate::seal::SealError::Output))
+                .and_then(|()| {
+                    w.flush()
+                        .map_err(|e| crate::seal::SealError::Output(e).into())
+                })
                 .map_err(|e| Failure::from("seal", e))
         }
     }
-}
-
-/// A `PaymentRequiredError` carrying x402 `PaymentRequired` asks its recipients for a
-/// payment: recorded before it is sealed, so their `PaymentPayload` is accepted
-/// (MailA2A section 8), and only theirs.
-fn record_payment_required(state: &str, plain: &MailA2aMessage) -> CliResult {
-    let env = plain.envelope();
-    if env.kind() != Some(crate::envelope::Kind::Error)
-        || env.payment_kind() != Some(crate::envelope::PaymentKind::Required)
-    {
-        return Ok(());
-    }
-    let Some(corr) = env.correlation_id() else {
-        return Ok(());
-    };
-    let replay = crate::replay::open_store(state).map_err(|e| Failure::from("seal", e))?;
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    for to in plain.headers.to.iter().chain(&plain.headers.cc) {
-        replay
-            .record_payment_required(&to.normalized(), &corr, now)
-            .map_err(|e| Failure::from("seal", e))?;
-    }
-    Ok(())
 }
 
 /// The first line of a passphrase file (without its line end), wiped after use.

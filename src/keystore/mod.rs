@@ -18,10 +18,13 @@ pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
 pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
 pub use memory::MemoryStore;
-pub(crate) use pkcs11::{store_certificate, token_certificate};
+#[cfg(feature = "cli")]
+pub(crate) use pkcs11::store_certificate;
+pub(crate) use pkcs11::token_certificate;
 pub use pkcs11::{Pkcs11Uri, TokenKey, TokenKeyKind, TokenStore};
 
 /// The listing entry of a certificate (`has_private_key` as given).
+#[cfg(feature = "cli")]
 pub(crate) fn cert_entry_of(cert: &x509_cert::Certificate, has_private_key: bool) -> KeyEntry {
     material::cert_entry(cert, EntryKind::Certificate, has_private_key)
 }
@@ -306,6 +309,44 @@ pub fn describe_with_passphrase(
         });
     }
     Ok(out)
+}
+
+/// A borrowed store is a store: a caller that keeps its store lends it to a
+/// [`crate::Receiver`] or [`crate::Sender`] for their lifetime.
+impl<T: KeyStore + ?Sized> KeyStore for &T {
+    fn import_with_passphrase(
+        &self,
+        input: &[u8],
+        what: &str,
+        trusted: bool,
+        passphrase: Option<&[u8]>,
+    ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        (**self).import_with_passphrase(input, what, trusted, passphrase)
+    }
+    fn list(&self) -> Result<Vec<KeyEntry>, KeyStoreError> {
+        (**self).list()
+    }
+    fn certificates_for(&self, email: &str) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        (**self).certificates_for(email)
+    }
+    fn trust_anchors(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        (**self).trust_anchors()
+    }
+    fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        (**self).own_certificates()
+    }
+    fn private_key(&self, fingerprint: &str) -> Result<Option<SecretKey>, KeyStoreError> {
+        (**self).private_key(fingerprint)
+    }
+    fn openpgp_certificates(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        (**self).openpgp_certificates()
+    }
+    fn openpgp_secret_key(
+        &self,
+        fingerprint: &str,
+    ) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError> {
+        (**self).openpgp_secret_key(fingerprint)
+    }
 }
 
 /// Where keys come from. Implementations: [`DirectoryStore`]; SQLite, PKCS#11 and

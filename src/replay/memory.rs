@@ -13,7 +13,7 @@ pub struct MemoryReplayStore {
     state: Mutex<State>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct State {
     tuples: HashMap<(String, String), Tuple>,
     streams: BTreeMap<StreamId, StreamRow>,
@@ -31,6 +31,15 @@ impl Transact for MemoryReplayStore {
     ) -> Result<R, ReceiverError> {
         let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut guard)
+    }
+    /// On a copy of the state, thrown away: linear in the state's size, which an
+    /// in-process store keeps small.
+    fn transact_dry<R>(
+        &self,
+        f: &dyn Fn(&mut State) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError> {
+        let mut copy = self.state.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        f(&mut copy)
     }
 }
 

@@ -369,6 +369,15 @@ pub trait ReplayStore {
         now: i64,
         policy: &ReceiverPolicy,
     ) -> Result<Admission, ReceiverError>;
+    /// What [`ReplayStore::admit`] would decide for `candidate` at `now`, recording
+    /// nothing: the first phase of [`crate::Receiver`]. Another process sharing the
+    /// store may decide first, so only `admit`'s answer is final.
+    fn preview(
+        &self,
+        candidate: &Candidate,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Result<Admission, ReceiverError>;
     /// The streams of `correlation_id` (every stream when `None`).
     fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError>;
     /// Takes the deliverable events of `correlation_id`, in order, and forgets them.
@@ -384,6 +393,43 @@ pub trait ReplayStore {
     ) -> Result<(), ReceiverError>;
 }
 
+/// A state store lent by a caller that keeps it (a blanket impl for references would
+/// collide with the one for every [`rules::Transact`] adapter).
+pub struct Borrowed<'a>(pub &'a dyn ReplayStore);
+
+impl ReplayStore for Borrowed<'_> {
+    fn admit(
+        &self,
+        candidate: &Candidate,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Result<Admission, ReceiverError> {
+        self.0.admit(candidate, now, policy)
+    }
+    fn preview(
+        &self,
+        candidate: &Candidate,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Result<Admission, ReceiverError> {
+        self.0.preview(candidate, now, policy)
+    }
+    fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError> {
+        self.0.streams(correlation_id)
+    }
+    fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError> {
+        self.0.take_deliverable(correlation_id)
+    }
+    fn record_payment_required(
+        &self,
+        peer: &str,
+        correlation_id: &str,
+        now: i64,
+    ) -> Result<(), ReceiverError> {
+        self.0.record_payment_required(peer, correlation_id, now)
+    }
+}
+
 // Every adapter is the same rules over its own transactions.
 #[allow(private_bounds)]
 impl<S: rules::Transact> ReplayStore for S {
@@ -394,6 +440,14 @@ impl<S: rules::Transact> ReplayStore for S {
         policy: &ReceiverPolicy,
     ) -> Result<Admission, ReceiverError> {
         self.transact(&|t| rules::admit(t, candidate, now, policy))
+    }
+    fn preview(
+        &self,
+        candidate: &Candidate,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Result<Admission, ReceiverError> {
+        self.transact_dry(&|t| rules::admit(t, candidate, now, policy))
     }
     fn streams(&self, correlation_id: Option<&str>) -> Result<Vec<StreamStatus>, ReceiverError> {
         self.transact(&|t| rules::streams(t, correlation_id))

@@ -86,13 +86,14 @@ impl PostgresReplayStore {
     }
 }
 
-impl Transact for PostgresReplayStore {
-    type Tx<'a> = PgTxn<'a>;
+impl PostgresReplayStore {
     /// Runs `f` in a SERIALIZABLE transaction, again from the start while PostgreSQL
-    /// reports a serialisation failure.
-    fn transact<R>(
+    /// reports a serialisation failure; committed when `f` accepts, or always rolled
+    /// back when `dry`.
+    fn run<R>(
         &self,
         f: &dyn Fn(&mut PgTxn<'_>) -> Result<R, ReceiverError>,
+        dry: bool,
     ) -> Result<R, ReceiverError> {
         let mut guard = self.client.lock().unwrap_or_else(|p| p.into_inner());
         let c = &mut *guard;
@@ -110,8 +111,13 @@ impl Transact for PostgresReplayStore {
                 retry: false,
                 prepared: &mut c.prepared,
                 last_prune: &self.last_prune,
+                dry,
             };
             let lost = match f(&mut t) {
+                Ok(out) if dry => match t.tx.rollback() {
+                    Ok(()) => return Ok(out),
+                    Err(e) => return Err(store_error("rollback", e)),
+                },
                 Ok(out) => match t.tx.commit() {
                     Ok(()) => return Ok(out),
                     Err(e) if retryable(&e) => store_error("commit", e),
@@ -129,12 +135,32 @@ impl Transact for PostgresReplayStore {
     }
 }
 
+impl Transact for PostgresReplayStore {
+    type Tx<'a> = PgTxn<'a>;
+    /// Runs `f` in a SERIALIZABLE transaction, again from the start while PostgreSQL
+    /// reports a serialisation failure.
+    fn transact<R>(
+        &self,
+        f: &dyn Fn(&mut PgTxn<'_>) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError> {
+        self.run(f, false)
+    }
+    fn transact_dry<R>(
+        &self,
+        f: &dyn Fn(&mut PgTxn<'_>) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError> {
+        self.run(f, true)
+    }
+}
+
 pub(crate) struct PgTxn<'c> {
     tx: postgres::Transaction<'c>,
     /// Set when a statement failed in a way that running the transaction again fixes.
     retry: bool,
     prepared: &'c mut HashMap<String, Statement>,
     last_prune: &'c AtomicI64,
+    /// A dry run (rolled back): never prunes.
+    dry: bool,
 }
 
 impl PgTxn<'_> {
@@ -378,7 +404,7 @@ impl Txn for PgTxn<'_> {
         )
     }
     fn prune_due(&mut self, now: i64) -> bool {
-        rules::due(self.last_prune, now)
+        !self.dry && rules::due(self.last_prune, now)
     }
     fn prune(&mut self, now: i64, retention: i64) -> Result<(), Self::Error> {
         self.execute(

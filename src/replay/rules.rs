@@ -131,6 +131,13 @@ pub(crate) trait Transact: 'static {
         &self,
         f: &dyn Fn(&mut Self::Tx<'_>) -> Result<R, ReceiverError>,
     ) -> Result<R, ReceiverError>;
+    /// Runs `f` as [`Transact::transact`] does, then rolls back whatever it wrote: what
+    /// the rules *would* decide, for the two-phase [`crate::Receiver`]. A dry run never
+    /// prunes.
+    fn transact_dry<R>(
+        &self,
+        f: &dyn Fn(&mut Self::Tx<'_>) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError>;
 }
 
 /// Payment flow states.

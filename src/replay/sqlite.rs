@@ -73,16 +73,39 @@ impl Transact for SqliteReplayStore {
         let mut t = SqliteTxn {
             tx,
             last_prune: &self.last_prune,
+            dry: false,
         };
         let out = f(&mut t)?;
         t.tx.commit().map_err(sql("commit"))?;
         Ok(out)
+    }
+    fn transact_dry<R>(
+        &self,
+        f: &dyn Fn(&mut SqliteTxn<'_>) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        // Immediate like a real run: the rules write before they decide, and a
+        // deferred transaction that upgrades to a write lock while another process
+        // writes fails at once (SQLITE_BUSY_SNAPSHOT) instead of waiting.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql("begin"))?;
+        let mut t = SqliteTxn {
+            tx,
+            last_prune: &self.last_prune,
+            dry: true,
+        };
+        let out = f(&mut t);
+        t.tx.rollback().map_err(sql("rollback"))?;
+        out
     }
 }
 
 pub(crate) struct SqliteTxn<'c> {
     tx: rusqlite::Transaction<'c>,
     last_prune: &'c AtomicI64,
+    /// A dry run (rolled back): never prunes.
+    dry: bool,
 }
 
 /// Sequence numbers and attempts are stored as SQLite's signed 64-bit integers.
@@ -298,7 +321,7 @@ impl Txn for SqliteTxn<'_> {
             .map(drop)
     }
     fn prune_due(&mut self, now: i64) -> bool {
-        rules::due(self.last_prune, now)
+        !self.dry && rules::due(self.last_prune, now)
     }
     fn prune(&mut self, now: i64, retention: i64) -> rusqlite::Result<()> {
         self.tx

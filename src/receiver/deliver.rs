@@ -1,0 +1,264 @@
+//! Exactly-once delivery into files: the output of each accepted message appears at
+//! its target path once, whatever point a crash interrupts.
+//!
+//! For each message the output is first written beside the target as `TARGET.partial`
+//! (owner-only, synced, never through a symlink), then the message is committed, then
+//! the partial file is renamed onto the target and the directory synced. A crash
+//! before the commit leaves the message unrecorded: the next run stages it again. A
+//! crash after the commit leaves a staged file for a message the state now calls a
+//! duplicate: the next run, finding it, publishes it. A consumer that takes files out of
+//! the directory therefore sees each accepted message once. One process per directory.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{Incoming, Outcome, ReceiveError, Receiver};
+use crate::message::MessageError;
+
+/// What is written for a delivered message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Format {
+    /// The protected envelope JSON, as received (`NAME.json`).
+    #[default]
+    EnvelopeJson,
+    /// The inner message, RFC 5322 (`NAME.eml`).
+    Eml,
+}
+
+impl Format {
+    /// The file extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::EnvelopeJson => "json",
+            Format::Eml => "eml",
+        }
+    }
+
+    /// The bytes written for `delivery`.
+    pub fn render(self, delivery: &super::Delivery) -> Result<Vec<u8>, MessageError> {
+        match self {
+            Format::EnvelopeJson => Ok(delivery.envelope_json()),
+            Format::Eml => delivery.opened.message.to_rfc5322(),
+        }
+    }
+}
+
+/// Why a delivery failed. Nothing was recorded unless the message was.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeliverError {
+    /// The message was refused, or the state failed.
+    #[error(transparent)]
+    Receive(#[from] ReceiveError),
+    /// The output could not be rendered.
+    #[error(transparent)]
+    Render(#[from] MessageError),
+    /// The output could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl crate::error::Classify for DeliverError {
+    fn a2a_error(&self) -> crate::A2aErrorType {
+        match self {
+            Self::Receive(e) => e.a2a_error(),
+            Self::Render(e) => e.a2a_error(),
+            Self::Io { .. } => crate::A2aErrorType::InternalError,
+        }
+    }
+    fn exit_code(&self) -> crate::ExitCode {
+        match self {
+            Self::Receive(e) => e.exit_code(),
+            Self::Render(e) => e.exit_code(),
+            Self::Io { .. } => crate::ExitCode::Other,
+        }
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DeliverError + '_ {
+    move |source| DeliverError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// What became of a message delivered to a file.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Delivered {
+    /// The outcome the state recorded.
+    pub outcome: Outcome,
+    /// The output was published now, from a run that committed the message and was
+    /// killed before publishing it (the outcome then says duplicate).
+    pub resumed: bool,
+    /// Where the output is, when there is one.
+    pub path: Option<PathBuf>,
+}
+
+/// A released MLS message's name and what its delivery came to.
+pub type ReleasedDelivery = (String, Result<Delivered, DeliverError>);
+
+/// A directory that receives each accepted message as `NAME.json` (or `NAME.eml`).
+#[derive(Clone, Debug)]
+pub struct DeliveryDir {
+    dir: PathBuf,
+    format: Format,
+}
+
+impl DeliveryDir {
+    /// Creates `dir` if needed.
+    pub fn open(dir: impl Into<PathBuf>, format: Format) -> Result<Self, DeliverError> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        Ok(DeliveryDir { dir, format })
+    }
+
+    /// Where `name`'s output goes.
+    pub fn target(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.{}", self.format.extension()))
+    }
+
+    /// Receives `raw` (named `name`) through `receiver` and delivers it exactly once.
+    pub fn deliver(
+        &self,
+        receiver: &mut Receiver<'_>,
+        raw: &[u8],
+        name: &str,
+    ) -> Result<Delivered, DeliverError> {
+        let incoming = receiver.receive_named(raw, name)?;
+        deliver_to(incoming, &self.target(name), self.format)
+    }
+
+    /// Delivers the held MLS messages a Commit released, each under the name it first
+    /// arrived with; one result per message, in order. Stops at the first state error.
+    pub fn deliver_released(
+        &self,
+        receiver: &mut Receiver<'_>,
+    ) -> Result<Vec<ReleasedDelivery>, DeliverError> {
+        let mut out = Vec::new();
+        while let Some(released) = receiver.next_released(None)? {
+            let name = released.name;
+            let target = self.target(&name);
+            let result = released
+                .result
+                .map_err(DeliverError::from)
+                .and_then(|incoming| deliver_to(incoming, &target, self.format));
+            out.push((name, result));
+        }
+        Ok(out)
+    }
+}
+
+/// Delivers `incoming` to `target` exactly once (see the module documentation).
+pub fn deliver_to(
+    incoming: Incoming<'_>,
+    target: &Path,
+    format: Format,
+) -> Result<Delivered, DeliverError> {
+    let partial = partial_path(target);
+    match incoming.outcome() {
+        Outcome::Deliver { delivery, .. } => {
+            let out = format.render(delivery)?;
+            write_new(&partial, &out).map_err(io(&partial))?;
+            let outcome = match incoming.commit() {
+                Ok(o) => o,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&partial);
+                    return Err(e.into());
+                }
+            };
+            if matches!(outcome, Outcome::Deliver { .. }) {
+                publish(&partial, target)?;
+                return Ok(Delivered {
+                    outcome,
+                    resumed: false,
+                    path: Some(target.to_path_buf()),
+                });
+            }
+            // Another process sharing the state took it first.
+            let _ = std::fs::remove_file(&partial);
+            Ok(Delivered {
+                outcome,
+                resumed: false,
+                path: None,
+            })
+        }
+        Outcome::Duplicate { delivery, .. } => {
+            // Committed by a run killed before it published: the staged output is
+            // this message's (compared byte for byte when the message was opened; an
+            // MLS message seen before is known to have been committed with it).
+            let staged = !target.exists()
+                && match delivery {
+                    Some(d) => {
+                        let out = format.render(d)?;
+                        std::fs::read(&partial).is_ok_and(|b| b == out)
+                    }
+                    None => partial.is_file(),
+                };
+            let outcome = incoming.commit()?;
+            if staged {
+                publish(&partial, target)?;
+                return Ok(Delivered {
+                    outcome,
+                    resumed: true,
+                    path: Some(target.to_path_buf()),
+                });
+            }
+            Ok(Delivered {
+                outcome,
+                resumed: false,
+                path: None,
+            })
+        }
+        _ => {
+            let outcome = incoming.commit()?;
+            Ok(Delivered {
+                outcome,
+                resumed: false,
+                path: None,
+            })
+        }
+    }
+}
+
+fn partial_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    target.with_file_name(name)
+}
+
+/// Writes a new owner-only file and syncs it. An existing file (a stale partial) is
+/// removed first; `create_new` never follows a symlink planted at the path.
+pub(crate) fn write_new(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let mut f = o.open(path)?;
+    f.write_all(data)?;
+    f.sync_all()
+}
+
+/// Renames the staged file onto the target and syncs the directory, so the rename
+/// survives a power cut.
+fn publish(partial: &Path, target: &Path) -> Result<(), DeliverError> {
+    std::fs::rename(partial, target).map_err(io(target))?;
+    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! The one receive path: [`Receiver`] opens a message under any profile (MLS
+//! included), applies the binding and identity checks, the peers' minimums and the
+//! receiver rules (replay, expiry, streams), and says what the message came to, as an
+//! [`Incoming`] that records nothing until [`Incoming::commit`].
+//!
+//! Two phases, so that nothing is lost or delivered twice across a crash:
+//!
+//! 1. [`Receiver::receive`] verifies and decrypts, and asks the state what it *would*
+//!    decide (a dry run of the rules, an uncommitted MLS transaction). Every store is
+//!    as before; dropping the [`Incoming`] keeps it so.
+//! 2. The caller stores or forwards the output durably, then calls
+//!    [`Incoming::commit`], which records the message (replay tuple, stream position,
+//!    then the MLS state) and returns the final [`Outcome`]. The MLS state is committed
+//!    last, so it is never ahead of what was delivered.
+//!
+//! A crash between the two leaves the message unrecorded: it is received again and
+//! delivered again to the same place, which [`deliver::DeliveryDir`] makes idempotent.
+//! A crash after the commit but before the output is published leaves a staged output
+//! that `DeliveryDir` publishes on the next run (the message is then a duplicate).
+//!
+//! ```
+//! use mailseal::keystore::{DirectoryStore, KeyStore};
+//! use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Outcome, Profile};
+//! use mailseal::{Receiver, SealOptions, Sender};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let tmp = tempfile::tempdir()?;
+//! let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures/rfc9216/");
+//! let read = |f: &str| std::fs::read(format!("{fx}{f}"));
+//! // Alice signs; Bob trusts her CA.
+//! let alice = DirectoryStore::open(tmp.path().join("alice"))?;
+//! alice.import(&read("alice.sign.crt")?, "crt", false)?;
+//! alice.import(&read("alice.sign.key")?, "key", false)?;
+//! let bob = DirectoryStore::open(tmp.path().join("bob"))?;
+//! bob.import(&read("ca.rsa.crt")?, "ca", true)?;
+//!
+//! let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "m-1");
+//! env.set("payload", &serde_json::json!({"id": "task-7"}));
+//! let plain = MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env);
+//! let mut opts = SealOptions::new(Profile::Smime);
+//! opts.sign_only = true;
+//! let sealed = Sender::builder(&alice).build().seal(&plain, &opts)?;
+//!
+//! let mut receiver = Receiver::builder(&bob).build();
+//! // Phase one: verified, nothing recorded. Dropped, it would be received afresh.
+//! let incoming = receiver.receive(&sealed)?;
+//! assert!(matches!(incoming.outcome(), Outcome::Deliver { .. }));
+//! // Phase two, once the output is safe: recorded, and final.
+//! let Outcome::Deliver { delivery, .. } = incoming.commit()? else { unreachable!() };
+//! assert_eq!(delivery.candidate.message_id, "m-1");
+//! // An SMTP redelivery is a duplicate.
+//! assert!(matches!(receiver.receive(&sealed)?.commit()?, Outcome::Duplicate { .. }));
+//! # Ok(()) }
+//! ```
+
+pub mod deliver;
+mod outcome;
+
+use std::cell::OnceCell;
+
+pub use outcome::{Delivery, Handshake, HeldReason, Outcome, ReceiveError};
+
+use crate::dispatch::{detect_profile, Dispatcher};
+use crate::keystore::KeyStore;
+use crate::mls::{Held, Mls, MlsError, Receipt, Received as MlsReceived};
+use crate::profile::Profile;
+use crate::replay::{MemoryReplayStore, ReceiverPolicy, ReplayStore, StreamEvent};
+use crate::seal::{OpenPolicy, Opener};
+
+/// The time the receiver judges expiry and freshness at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Clock {
+    /// The system clock, read for every message.
+    #[default]
+    System,
+    /// A fixed time, Unix seconds: for replaying archives and for tests.
+    Fixed(i64),
+}
+
+impl Clock {
+    /// Now, Unix seconds.
+    pub fn now(&self) -> i64 {
+        match self {
+            Clock::System => time::OffsetDateTime::now_utc().unix_timestamp(),
+            Clock::Fixed(t) => *t,
+        }
+    }
+}
+
+type MlsOpener<'a> = Box<dyn Fn() -> Result<Mls, MlsError> + 'a>;
+
+/// Opens messages and applies every receiver rule; built once, reused for many
+/// messages. See the [module documentation](self) for the two phases.
+pub struct Receiver<'a> {
+    keys: Box<dyn KeyStore + 'a>,
+    replay: Box<dyn ReplayStore + 'a>,
+    mls: OnceCell<Mls>,
+    mls_open: Option<MlsOpener<'a>>,
+    policy: OpenPolicy,
+    rules: ReceiverPolicy,
+    clock: Clock,
+}
+
+/// Builds a [`Receiver`].
+pub struct ReceiverBuilder<'a> {
+    receiver: Receiver<'a>,
+}
+
+impl<'a> ReceiverBuilder<'a> {
+    /// The replay and stream state (default: in memory, gone with the process).
+    pub fn replay(mut self, store: impl ReplayStore + 'a) -> Self {
+        self.receiver.replay = Box::new(store);
+        self
+    }
+
+    /// The replay and stream state, lent by a caller that keeps it.
+    pub fn replay_ref(self, store: &'a dyn ReplayStore) -> Self {
+        self.replay(crate::replay::Borrowed(store))
+    }
+
+    /// The replay and stream state, already boxed (as [`crate::replay::open_store`]
+    /// returns it).
+    pub fn replay_boxed(mut self, store: Box<dyn ReplayStore + 'a>) -> Self {
+        self.receiver.replay = store;
+        self
+    }
+
+    /// The MLS state. Without it (and without [`ReceiverBuilder::mls_lazy`]), MLS mail
+    /// is refused as a profile this receiver does not have.
+    pub fn mls(mut self, mls: Mls) -> Self {
+        self.receiver.mls = OnceCell::from(mls);
+        self
+    }
+
+    /// The MLS state, opened by `open` at the first `message/mls` mail (so a receiver
+    /// that never sees one creates no MLS state).
+    pub fn mls_lazy(mut self, open: impl Fn() -> Result<Mls, MlsError> + 'a) -> Self {
+        self.receiver.mls_open = Some(Box::new(open));
+        self
+    }
+
+    /// The open policy: minimums, legacy CBC, limits, DKIM keys, our addresses.
+    pub fn policy(mut self, policy: OpenPolicy) -> Self {
+        self.receiver.policy = policy;
+        self
+    }
+
+    /// Raises the minimums to what the peers' imported Agent Cards declare (never
+    /// lowers one).
+    pub fn peers(mut self, peers: &crate::ext::peers::PeerPolicies) -> Self {
+        peers.apply(&mut self.receiver.policy);
+        self
+    }
+
+    /// Our own addresses: a signed message must name one of them among its protected
+    /// recipients (MailA2A section 9, no surreptitious forwarding).
+    pub fn our_addresses<S: AsRef<str>>(mut self, addresses: impl IntoIterator<Item = S>) -> Self {
+        self.receiver.policy.our_addresses = addresses
+            .into_iter()
+            .map(|a| a.as_ref().trim().to_ascii_lowercase())
+            .collect();
+        self
+    }
+
+    /// The receiver rules' tolerances (skew, lifetime, stream buffers).
+    pub fn rules(mut self, rules: ReceiverPolicy) -> Self {
+        self.receiver.rules = rules;
+        self
+    }
+
+    /// The clock (default: the system's).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.receiver.clock = clock;
+        self
+    }
+
+    /// The resource limits on untrusted messages.
+    pub fn limits(mut self, limits: crate::message::Limits) -> Self {
+        self.receiver.policy.limits = limits;
+        self
+    }
+
+    /// The receiver.
+    pub fn build(self) -> Receiver<'a> {
+        self.receiver
+    }
+}
+
+/// A message received but not yet recorded. [`Incoming::commit`] once its output is
+/// safe; dropped, every store is as before.
+#[must_use = "nothing is recorded until commit(); dropping it forgets the message"]
+pub struct Incoming<'r> {
+    outcome: Outcome,
+    receipt: Option<Receipt<'r>>,
+    receiver: &'r Receiver<'r>,
+}
+
+impl std::fmt::Debug for Incoming<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incoming")
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'r> Incoming<'r> {
+    /// What the message would come to if committed now.
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    /// Records the message: the receiver rules decide again, atomically (another
+    /// process sharing the state may have taken the message since [`Receiver::receive`]),
+    /// then the MLS state change is made durable. Returns the final outcome: act on
+    /// this one, not on the preview. On an error nothing is recorded.
+    pub fn commit(self) -> Result<Outcome, ReceiveError> {
+        let Incoming {
+            outcome,
+            receipt,
+            receiver,
+        } = self;
+        let outcome = match outcome.into_delivery() {
+            Ok(delivery) => {
+                let admission = receiver.replay.admit(
+                    &delivery.candidate,
+                    receiver.clock.now(),
+                    &receiver.rules,
+                )?;
+                Outcome::from_admission(delivery, admission)
+            }
+            Err(other) => other,
+        };
+        if let Some(r) = receipt {
+            r.commit()?;
+        }
+        Ok(outcome)
+    }
+}
+
+/// A held MLS message whose epoch has come, as received again.
+pub struct Released<'r> {
+    /// The name it was first received under.
+    pub name: String,
+    /// What it came to; on an error it was dropped from the hold.
+    pub result: Result<Incoming<'r>, ReceiveError>,
+}
+
+impl<'a> Receiver<'a> {
+    /// A receiver over `keys`, with in-memory replay state, no MLS state, the default
+    /// policy and rules, and the system clock.
+    pub fn builder(keys: impl KeyStore + 'a) -> ReceiverBuilder<'a> {
+        Self::builder_boxed(Box::new(keys))
+    }
+
+    /// As [`Receiver::builder`], with the key store already boxed.
+    pub fn builder_boxed(keys: Box<dyn KeyStore + 'a>) -> ReceiverBuilder<'a> {
+        ReceiverBuilder {
+            receiver: Receiver {
+                keys,
+                replay: Box::new(MemoryReplayStore::default()),
+                mls: OnceCell::new(),
+                mls_open: None,
+                policy: OpenPolicy::default(),
+                rules: ReceiverPolicy::default(),
+                clock: Clock::System,
+            },
+        }
+    }
+
+    /// The open policy in force.
+    pub fn policy(&self) -> &OpenPolicy {
+        &self.policy
+    }
+
+    /// The replay and stream state.
+    pub fn replay(&self) -> &dyn ReplayStore {
+        self.replay.as_ref()
+    }
+
+    /// The MLS state, opening it now if it is opened lazily.
+    pub fn mls(&self) -> Result<&Mls, ReceiveError> {
+        if let Some(m) = self.mls.get() {
+            return Ok(m);
+        }
+        let open = self.mls_open.as_ref().ok_or(ReceiveError::Open(
+            crate::seal::OpenError::ProfileUnavailable(Profile::Mls),
+        ))?;
+        let m = open()?;
+        Ok(self.mls.get_or_init(|| m))
+    }
+
+    /// Receives one message (see [`Receiver::receive_named`]).
+    pub fn receive(&mut self, raw: &[u8]) -> Result<Incoming<'_>, ReceiveError> {
+        self.receive_named(raw, "")
+    }
+
+    /// Receives one message: verifies, decrypts, binds, and previews the receiver
+    /// rules. `name` names an MLS message that is held for a future epoch (it comes
+    /// back under that name from [`Receiver::next_released`]). Takes `&mut self`: one
+    /// message at a time, so that each commit sees the one before.
+    pub fn receive_named(&mut self, raw: &[u8], name: &str) -> Result<Incoming<'_>, ReceiveError> {
+        let me: &Receiver<'_> = self;
+        me.receive_shared(raw, name)
+    }
+
+    fn receive_shared<'r>(&'r self, raw: &[u8], name: &str) -> Result<Incoming<'r>, ReceiveError> {
+        if detect_profile(raw) == Some(Profile::Mls) {
+            let receipt = self.mls()?.receive(raw, &self.policy, name)?;
+            return self.after_mls(receipt);
+        }
+        let opened = Dispatcher::with_store(self.keys.as_ref()).open(raw, &self.policy)?;
+        Ok(Incoming {
+            outcome: self.preview(Delivery::new(opened)?)?,
+            receipt: None,
+            receiver: self,
+        })
+    }
+
+    /// What the rules would decide for `delivery` now, recording nothing.
+    fn preview(&self, delivery: Delivery) -> Result<Outcome, ReceiveError> {
+        let admission = self
+            .replay
+            .preview(&delivery.candidate, self.clock.now(), &self.rules)?;
+        Ok(Outcome::from_admission(Box::new(delivery), admission))
+    }
+
+    fn after_mls<'r>(&'r self, receipt: Receipt<'r>) -> Result<Incoming<'r>, ReceiveError> {
+        let outcome = match &receipt.received {
+            MlsReceived::Application(opened) => self.preview(Delivery::new((**opened).clone())?)?,
+            other => Outcome::from_mls(other),
+        };
+        Ok(Incoming {
+            outcome,
+            receipt: Some(receipt),
+            receiver: self,
+        })
+    }
+
+    /// Verifies and decrypts only: no receiver rule (replay, expiry, streams) is
+    /// applied and nothing is recorded (an MLS message is opened and rolled back). For
+    /// inspecting archives: an agent must never act on what this returns.
+    pub fn verify(&self, raw: &[u8]) -> Result<Outcome, ReceiveError> {
+        let opened = if detect_profile(raw) == Some(Profile::Mls) {
+            let receipt = self.mls()?.receive(raw, &self.policy, "stateless")?;
+            match &receipt.received {
+                MlsReceived::Application(o) => (**o).clone(),
+                other => return Ok(Outcome::from_mls(other)),
+            }
+        } else {
+            Dispatcher::with_store(self.keys.as_ref()).open(raw, &self.policy)?
+        };
+        Ok(Outcome::Deliver {
+            delivery: Box::new(Delivery::new(opened)?),
+            retry_of: None,
+            released: 0,
+        })
+    }
+
+    /// The next MLS message that was held for an epoch that has now come (after a
+    /// Commit), received again; `None` when none is ready or the MLS state is not
+    /// open (see [`Receiver::mls`]).
+    pub fn next_released(
+        &mut self,
+        group: Option<&str>,
+    ) -> Result<Option<Released<'_>>, ReceiveError> {
+        let me: &Receiver<'_> = self;
+        // Only a receiver that has opened its MLS state (it received MLS mail, or the
+        // caller asked for it with `mls()`) can have released anything.
+        match me.mls.get() {
+            Some(mls) => me.released_from(mls, group),
+            None => Ok(None),
+        }
+    }
+
+    fn released_from<'r>(
+        &'r self,
+        mls: &'r Mls,
+        group: Option<&str>,
+    ) -> Result<Option<Released<'r>>, ReceiveError> {
+        let Some(held): Option<Held> = mls.next_ready(group)? else {
+            return Ok(None);
+        };
+        let result = mls
+            .receive(&held.raw, &self.policy, &held.name)
+            .map_err(ReceiveError::from)
+            .and_then(|r| self.after_mls(r));
+        if result.is_err() {
+            mls.discard(&held)?;
+        }
+        Ok(Some(Released {
+            name: held.name,
+            result,
+        }))
+    }
+
+    /// Takes the events of stream `correlation_id` that a gap fill made deliverable,
+    /// in order.
+    pub fn take_stream_events(
+        &self,
+        correlation_id: &str,
+    ) -> Result<Vec<StreamEvent>, ReceiveError> {
+        Ok(self.replay.take_deliverable(correlation_id)?)
+    }
+}

@@ -1,0 +1,285 @@
+//! What a received message came to, and why one was refused.
+
+use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::mls::{MlsError, Received as MlsReceived};
+use crate::replay::{Admission, Candidate, ReceiverError};
+use crate::seal::{OpenError, Opened};
+
+/// A verified application message: the inner message with its verdict, and what the
+/// receiver rules read of it.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Delivery {
+    /// The inner message and the verdict.
+    pub opened: Opened,
+    /// What the rules need of it (signer, `messageId`, stream position).
+    pub candidate: Candidate,
+}
+
+impl Delivery {
+    pub(super) fn new(opened: Opened) -> Result<Self, ReceiverError> {
+        let candidate = Candidate::from_opened(&opened)?;
+        Ok(Delivery { opened, candidate })
+    }
+
+    /// The output an agent acts on: the protected envelope JSON, as received, and a
+    /// line end.
+    pub fn envelope_json(&self) -> Vec<u8> {
+        let mut b = self.opened.message.envelope_bytes().to_vec();
+        b.push(b'\n');
+        b
+    }
+}
+
+/// Why a message waits.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum HeldReason {
+    /// A stream event whose stream misses earlier events: recorded on commit, and
+    /// delivered by [`super::Receiver::take_stream_events`] once the gap is filled.
+    Stream {
+        /// The event.
+        delivery: Box<Delivery>,
+        /// The sequence numbers still missing before it.
+        missing: Vec<u64>,
+    },
+    /// An MLS message for an epoch not reached yet: kept (on commit) until the Commits
+    /// leading there arrive; [`super::Receiver::next_released`] gives it back then.
+    Epoch {
+        /// The group id (base64url).
+        group: String,
+        /// The message's epoch.
+        epoch: u64,
+        /// Ours.
+        current: u64,
+    },
+}
+
+/// An MLS handshake message, applied (on commit) or noted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Handshake {
+    /// A Welcome: we joined the group.
+    Joined {
+        /// The group id (base64url).
+        group: String,
+        /// The epoch we joined at.
+        epoch: u64,
+        /// Who added us.
+        by: String,
+    },
+    /// A Commit.
+    Committed {
+        /// The group id (base64url).
+        group: String,
+        /// The new epoch.
+        epoch: u64,
+        /// Who committed.
+        by: String,
+        /// It removed us.
+        removed_us: bool,
+        /// Held messages it released ([`super::Receiver::next_released`]).
+        ready: usize,
+    },
+    /// A standalone proposal, queued for the next Commit.
+    Proposal {
+        /// The group id (base64url).
+        group: String,
+        /// Who proposed.
+        by: String,
+    },
+    /// A GroupInfo: an invitation to join by external commit.
+    GroupInfo {
+        /// The group id (base64url).
+        group: String,
+    },
+    /// A KeyPackage: it joins nobody by itself.
+    KeyPackage {
+        /// Its credential identity.
+        identity: String,
+    },
+    /// A handshake message from an epoch before we joined: nothing to do.
+    Stale {
+        /// The group id (base64url).
+        group: String,
+        /// Its epoch.
+        epoch: u64,
+    },
+}
+
+/// What a message came to.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Give it to the agent.
+    Deliver {
+        /// The message.
+        delivery: Box<Delivery>,
+        /// A request repeating an accepted idempotency key with the same operation:
+        /// the `messageId` that first used it. Do not perform the operation twice.
+        retry_of: Option<String>,
+        /// Held stream events this one released ([`super::Receiver::take_stream_events`]).
+        released: u64,
+    },
+    /// Accepted before with the same bytes (an SMTP redelivery): not delivered again.
+    Duplicate {
+        /// The message, when it was opened (an MLS message seen before is not).
+        delivery: Option<Box<Delivery>>,
+        /// When it was first accepted (or, MLS, first seen), Unix seconds.
+        first_accepted: i64,
+    },
+    /// Waits for something else first.
+    Held(HeldReason),
+    /// An MLS handshake message.
+    Handshake(Handshake),
+}
+
+impl Outcome {
+    pub(super) fn from_admission(delivery: Box<Delivery>, admission: Admission) -> Outcome {
+        match admission {
+            Admission::Deliver { retry_of, released } => Outcome::Deliver {
+                delivery,
+                retry_of,
+                released,
+            },
+            Admission::Duplicate { first_accepted } => Outcome::Duplicate {
+                delivery: Some(delivery),
+                first_accepted,
+            },
+            Admission::Held { missing } => Outcome::Held(HeldReason::Stream { delivery, missing }),
+        }
+    }
+
+    /// The application message of this outcome (the rules decide again on commit).
+    pub(super) fn into_delivery(self) -> Result<Box<Delivery>, Outcome> {
+        match self {
+            Outcome::Deliver { delivery, .. }
+            | Outcome::Duplicate {
+                delivery: Some(delivery),
+                ..
+            }
+            | Outcome::Held(HeldReason::Stream { delivery, .. }) => Ok(delivery),
+            other => Err(other),
+        }
+    }
+
+    pub(super) fn from_mls(r: &MlsReceived) -> Outcome {
+        match r {
+            MlsReceived::Joined { group, epoch, by } => Outcome::Handshake(Handshake::Joined {
+                group: group.clone(),
+                epoch: *epoch,
+                by: by.clone(),
+            }),
+            MlsReceived::Committed {
+                group,
+                epoch,
+                by,
+                removed_us,
+                ready,
+            } => Outcome::Handshake(Handshake::Committed {
+                group: group.clone(),
+                epoch: *epoch,
+                by: by.clone(),
+                removed_us: *removed_us,
+                ready: *ready,
+            }),
+            MlsReceived::Proposal { group, by } => Outcome::Handshake(Handshake::Proposal {
+                group: group.clone(),
+                by: by.clone(),
+            }),
+            MlsReceived::GroupInfo { group } => Outcome::Handshake(Handshake::GroupInfo {
+                group: group.clone(),
+            }),
+            MlsReceived::KeyPackage { identity } => Outcome::Handshake(Handshake::KeyPackage {
+                identity: identity.clone(),
+            }),
+            MlsReceived::Duplicate { first_seen, .. } => Outcome::Duplicate {
+                delivery: None,
+                first_accepted: *first_seen,
+            },
+            MlsReceived::Held {
+                group,
+                epoch,
+                current,
+            } => Outcome::Held(HeldReason::Epoch {
+                group: group.clone(),
+                epoch: *epoch,
+                current: *current,
+            }),
+            MlsReceived::Stale { group, epoch } => Outcome::Handshake(Handshake::Stale {
+                group: group.clone(),
+                epoch: *epoch,
+            }),
+            // Application messages are handled before this is called; the arm keeps
+            // the match total over the non-exhaustive enum.
+            _ => Outcome::Handshake(Handshake::Stale {
+                group: String::new(),
+                epoch: 0,
+            }),
+        }
+    }
+
+    /// The message, when this outcome carries one.
+    pub fn delivery(&self) -> Option<&Delivery> {
+        match self {
+            Outcome::Deliver { delivery, .. }
+            | Outcome::Duplicate {
+                delivery: Some(delivery),
+                ..
+            }
+            | Outcome::Held(HeldReason::Stream { delivery, .. }) => Some(delivery),
+            _ => None,
+        }
+    }
+
+    /// One word for what happened: `deliver`, `duplicate`, `held`, or the handshake
+    /// (`joined`, `applied`, `queued`, `group-info`, `key-package`, `stale`).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Outcome::Deliver { .. } => "deliver",
+            Outcome::Duplicate { .. } => "duplicate",
+            Outcome::Held(_) => "held",
+            Outcome::Handshake(h) => match h {
+                Handshake::Joined { .. } => "joined",
+                Handshake::Committed { .. } => "applied",
+                Handshake::Proposal { .. } => "queued",
+                Handshake::GroupInfo { .. } => "group-info",
+                Handshake::KeyPackage { .. } => "key-package",
+                Handshake::Stale { .. } => "stale",
+            },
+        }
+    }
+}
+
+/// Why a message was refused. Each variant keeps the error of the layer that refused
+/// it, with its kind: a malformed CMS stays a format error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReceiveError {
+    /// Verification, decryption, binding or the protection minimum.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// The MLS layer (framing, membership, epochs, the group state).
+    #[error(transparent)]
+    Mls(#[from] MlsError),
+    /// The receiver rules (replay, expiry, streams, payments) or their state.
+    #[error(transparent)]
+    Rules(#[from] ReceiverError),
+}
+
+impl Classify for ReceiveError {
+    fn a2a_error(&self) -> A2aErrorType {
+        match self {
+            Self::Open(e) => e.a2a_error(),
+            Self::Mls(e) => e.a2a_error(),
+            Self::Rules(e) => e.a2a_error(),
+        }
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Open(e) => e.exit_code(),
+            Self::Mls(e) => e.exit_code(),
+            Self::Rules(e) => e.exit_code(),
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The one send path: [`Sender`] seals a composed message under a profile after the
+//! checks a receiver would otherwise refuse it for, and records what the receiver
+//! rules need later.
+//!
+//! In order: the recipients' Agent Cards (their minimum protection and the profiles
+//! they list), the size the receiver accepts (ours, or a recipient's published
+//! `maxMessageBytes`, whichever is smaller: refused before any cryptography when the
+//! message cannot fit), the sealer of the profile with the store's keys, and, for a
+//! `PaymentRequiredError` carrying x402 `PaymentRequired`, a record that we asked its
+//! recipients for a payment (so their `PaymentPayload` is accepted, and only theirs).
+//!
+//! ```
+//! use mailseal::keystore::DirectoryStore;
+//! use mailseal::sender::{SendError, Sender};
+//! use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Profile, SealOptions};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! let sender = Sender::builder(DirectoryStore::open(dir.path().join("keys"))?).build();
+//! let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "m-1");
+//! env.set("payload", &serde_json::json!({"id": "task-7"}));
+//! let plain = MailA2aMessage::new("alice@example.org", &["bob@example.org"], env);
+//! // An empty store has no key for Alice: refused, nothing written.
+//! let err = sender.seal(&plain, &SealOptions::new(Profile::Smime)).unwrap_err();
+//! assert!(matches!(err, SendError::Seal(_)));
+//! # Ok(()) }
+//! ```
+
+use std::cell::OnceCell;
+
+use crate::envelope::{Kind, PaymentKind};
+use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::ext::peers::{PeerPolicies, PeerPolicyError};
+use crate::keystore::KeyStore;
+use crate::message::{Limits, MailA2aMessage};
+use crate::mls::{Mls, MlsError};
+use crate::profile::Profile;
+use crate::receiver::Clock;
+use crate::replay::{ReceiverError, ReplayStore};
+use crate::seal::{SealError, SealOptions, Sealer};
+
+/// Why a message was not sealed. Nothing was written, except by
+/// [`Sender::seal_to`] when the sealed message outgrew the limit while being written
+/// ([`SendError::TooLarge`]): discard that output.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The profile's sealer refused or failed.
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    /// A recipient's Agent Card rules the seal out (minimum, profiles).
+    #[error(transparent)]
+    Peer(#[from] PeerPolicyError),
+    /// The MLS layer refused or failed.
+    #[error(transparent)]
+    Mls(#[from] MlsError),
+    /// The payment record could not be written.
+    #[error(transparent)]
+    Rules(#[from] ReceiverError),
+    /// The sealed message would exceed what the receiver accepts.
+    #[error("the sealed message would be {size} bytes or more; {who} accepts at most {limit}")]
+    TooLarge {
+        /// The size (a lower bound when refused before sealing).
+        size: u64,
+        /// The limit.
+        limit: u64,
+        /// Whose limit: `the receiver` (our default) or the peer's address.
+        who: String,
+    },
+}
+
+impl Classify for SendError {
+    fn a2a_error(&self) -> A2aErrorType {
+        match self {
+            Self::Seal(e) => e.a2a_error(),
+            Self::Peer(e) => e.a2a_error(),
+            Self::Mls(e) => e.a2a_error(),
+            Self::Rules(e) => e.a2a_error(),
+            Self::TooLarge { .. } => A2aErrorType::InvalidRequestError,
+        }
+    }
+    fn exit_code(&self) -> ExitCode {
+        match self {
+            Self::Seal(e) => e.exit_code(),
+            Self::Peer(e) => e.exit_code(),
+            Self::Mls(e) => e.exit_code(),
+            Self::Rules(e) => e.exit_code(),
+            Self::TooLarge { .. } => ExitCode::RefusedByPolicy,
+        }
+    }
+}
+
+type MlsOpener<'a> = Box<dyn Fn() -> Result<Mls, MlsError> + 'a>;
+
+/// Seals messages after the checks of the [module documentation](self); built once,
+/// reused for many messages.
+pub struct Sender<'a> {
+    keys: Box<dyn KeyStore + 'a>,
+    replay: Option<Box<dyn ReplayStore + 'a>>,
+    mls: OnceCell<Mls>,
+    mls_open: Option<MlsOpener<'a>>,
+    peers: PeerPolicies,
+    limits: Limits,
+    clock: Clock,
+}
+
+/// Builds a [`Sender`].
+pub struct SenderBuilder<'a> {
+    sender: Sender<'a>,
+}
+
+impl<'a> SenderBuilder<'a> {
+    /// Where the `PaymentRequired` records go: the replay state our receiver reads.
+    /// Without it, sealing a `PaymentRequiredError` with x402 data is refused, since
+    /// the peer's payment would then be refused as unsolicited.
+    pub fn replay(mut self, store: impl ReplayStore + 'a) -> Self {
+        self.sender.replay = Some(Box::new(store));
+        self
+    }
+
+    /// As [`SenderBuilder::replay`], lent by a caller that keeps it.
+    pub fn replay_ref(self, store: &'a dyn ReplayStore) -> Self {
+        self.replay(crate::replay::Borrowed(store))
+    }
+
+    /// As [`SenderBuilder::replay`], already boxed.
+    pub fn replay_boxed(mut self, store: Box<dyn ReplayStore + 'a>) -> Self {
+        self.sender.replay = Some(store);
+        self
+    }
+
+    /// The MLS state, for the `mls` profile.
+    pub fn mls(mut self, mls: Mls) -> Self {
+        self.sender.mls = OnceCell::from(mls);
+        self
+    }
+
+    /// The MLS state, opened at the first MLS message.
+    pub fn mls_lazy(mut self, open: impl Fn() -> Result<Mls, MlsError> + 'a) -> Self {
+        self.sender.mls_open = Some(Box::new(open));
+        self
+    }
+
+    /// The peers' imported Agent Cards.
+    pub fn peers(mut self, peers: PeerPolicies) -> Self {
+        self.sender.peers = peers;
+        self
+    }
+
+    /// Our receiver's limits: the default bound on any message we send, where the
+    /// peer publishes none (default 25 MiB).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.sender.limits = limits;
+        self
+    }
+
+    /// The clock the payment records are dated by.
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.sender.clock = clock;
+        self
+    }
+
+    /// The sender.
+    pub fn build(self) -> Sender<'a> {
+        self.sender
+    }
+}
+
+/// Counts what passes through and fails once more than `limit` bytes were written.
+struct Bounded<'w> {
+    inner: &'w mut dyn std::io::Write,
+    written: u64,
+    limit: u64,
+}
+
+impl std::io::Write for Bounded<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.written += buf.len() as u64;
+        if self.written > self.limit {
+            return Err(std::io::Error::other(TooLargeMarker));
+        }
+        self.inner
+            .write(buf)
+            .inspect(|&n| self.written -= (buf.len() - n) as u64)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[derive(Debug)]
+struct TooLargeMarker;
+impl std::fmt::Display for TooLargeMarker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("over the size limit")
+    }
+}
+impl std::error::Error for TooLargeMarker {}
+
+impl<'a> Sender<'a> {
+    /// A sender over `keys`, with no replay state, no MLS state, no peer cards, the
+    /// default limits and the system clock.
+    pub fn builder(keys: impl KeyStore + 'a) -> SenderBuilder<'a> {
+        Self::builder_boxed(Box::new(keys))
+    }
+
+    /// As [`Sender::builder`], with the key store already boxed.
+    pub fn builder_boxed(keys: Box<dyn KeyStore + 'a>) -> SenderBuilder<'a> {
+        SenderBuilder {
+            sender: Sender {
+                keys,
+                replay: None,
+                mls: OnceCell::new(),
+                mls_open: None,
+                peers: PeerPolicies::default(),
+                limits: Limits::default(),
+                clock: Clock::System,
+            },
+        }
+    }
+
+    fn mls(&self) -> Result<&Mls, SendError> {
+        if let Some(m) = self.mls.get() {
+            return Ok(m);
+        }
+        let open = self
+            .mls_open
+            .as_ref()
+            .ok_or(SealError::ProfileUnavailable(Profile::Mls))?;
+        let m = open()?;
+        Ok(self.mls.get_or_init(|| m))
+    }
+
+    /// Seals `plain` and returns the sealed message.
+    pub fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SendError> {
+        let mut out = Vec::new();
+        self.seal_to(plain, opts, &mut out)?;
+        Ok(out)
+    }
+
+    /// Seals `plain` into `out`, written as it is encoded where the profile can. Every
+    /// check and the cryptography that can fail finish before the first byte, except
+    /// the exact size bound (see [`SendError`]).
+    pub fn seal_to(
+        &self,
+        plain: &MailA2aMessage,
+        opts: &SealOptions,
+        out: &mut dyn std::io::Write,
+    ) -> Result<(), SendError> {
+        let recipients: Vec<String> = plain
+            .headers
+            .to
+            .iter()
+            .chain(&plain.headers.cc)
+            .map(|m| m.normalized())
+            .collect();
+        if opts.profile == Profile::Mls && opts.sign_only {
+            return Err(
+                SealError::Group("MLS application messages are always encrypted".into()).into(),
+            );
+        }
+        // A sealer never signs an invalid message; checked here first, so that
+        // nothing is recorded for one.
+        let violations = plain.check(&crate::envelope::ValidationContext::new(Some(opts.profile)));
+        if !violations.is_empty() {
+            return Err(SealError::Invalid(violations).into());
+        }
+        self.peers
+            .check_seal(&recipients, opts.profile, opts.sign_only)?;
+        let (limit, who) = self.size_limit(&recipients);
+        let floor = Self::size_floor(plain, opts);
+        if floor > limit {
+            return Err(SendError::TooLarge {
+                size: floor,
+                limit,
+                who,
+            });
+        }
+        let smime;
+        let openpgp;
+        let sealer: &dyn Sealer = match opts.profile {
+            Profile::Smime => {
+                smime = crate::smime::Smime::new(self.keys.as_ref());
+                &smime
+            }
+            Profile::OpenPgp => {
+                openpgp = crate::openpgp::OpenPgp::new(self.keys.as_ref());
+                &openpgp
+            }
+            Profile::Mls => {
+                // Straight to the group state, so its errors keep their kind (not a
+                // member, removed, no identity).
+                let group = opts
+                    .group
+                    .as_deref()
+                    .ok_or_else(|| SealError::Group("no MLS group given".into()))?;
+                let mls = self.mls()?;
+                self.record_payment_required(plain)?;
+                let sealed = mls.seal(plain, group, opts.outer_hints)?;
+                if sealed.len() as u64 > limit {
+                    return Err(SendError::TooLarge {
+                        size: sealed.len() as u64,
+                        limit,
+                        who,
+                    });
+                }
+                return out
+                    .write_all(&sealed)
+                    .map_err(|e| SealError::Output(e).into());
+            }
+        };
+        self.record_payment_required(plain)?;
+        let mut bounded = Bounded {
+            inner: out,
+            written: 0,
+            limit,
+        };
+        match sealer.seal_to(plain, opts, &mut bounded) {
+            Err(SealError::Output(e)) if e.get_ref().is_some_and(|i| i.is::<TooLargeMarker>()) => {
+                Err(SendError::TooLarge {
+                    size: bounded.written,
+                    limit,
+                    who,
+                })
+            }
+            other => other.map_err(SendError::from),
+        }
+    }
+
+    /// The smaller of our limit and the recipients' published ones, and whose it is.
+    fn size_limit(&self, recipients: &[String]) -> (u64, String) {
+        let mut best = (
+            self.limits.max_message_bytes as u64,
+            "the receiver".to_string(),
+        );
+        for r in recipients {
+            let published = self
+                .peers
+                .peers
+                .get(r)
+                .and_then(|p| p.limits.as_ref())
+                .and_then(|l| l.max_message_bytes);
+            if let Some(max) = published.filter(|&m| m < best.0) {
+                best = (max, r.clone());
+            }
+        }
+        best
+    }
+
+    /// A lower bound of the sealed size, known before sealing: the inner entity holds
+    /// the JSON, text and attachments at least once; an encrypted message is
+    /// base64-encoded once more outside (4 bytes for 3).
+    fn size_floor(plain: &MailA2aMessage, opts: &SealOptions) -> u64 {
+        let content = plain.envelope_bytes().len()
+            + plain.text.as_ref().map_or(0, String::len)
+            + plain
+                .attachments
+                .iter()
+                .map(|a| a.data.len())
+                .sum::<usize>();
+        let content = content as u64;
+        if opts.sign_only {
+            content
+        } else {
+            content / 3 * 4
+        }
+    }
+
+    /// A `PaymentRequiredError` carrying x402 `PaymentRequired` asks its recipients
+    /// for a payment: recorded before it is sealed, so their `PaymentPayload` is
+    /// accepted (MailA2A section 8), and only theirs.
+    fn record_payment_required(&self, plain: &MailA2aMessage) -> Result<(), SendError> {
+        let env = plain.envelope();
+        if env.kind() != Some(Kind::Error) || env.payment_kind() != Some(PaymentKind::Required) {
+            return Ok(());
+        }
+        let Some(corr) = env.correlation_id() else {
+            return Ok(());
+        };
+        let Some(replay) = &self.replay else {
+            return Err(ReceiverError::Store(
+                "a PaymentRequired needs the replay state to record it in (Sender::builder().replay)"
+                    .into(),
+            )
+            .into());
+        };
+        let now = self.clock.now();
+        for to in plain.headers.to.iter().chain(&plain.headers.cc) {
+            replay.record_payment_required(&to.normalized(), &corr, now)?;
+        }
+        Ok(())
+    }
+}
