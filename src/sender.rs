@@ -366,6 +366,15 @@ impl<'a> Sender<'a> {
         }
     }
 
+    /// Whether sealing `plain` records something in the replay state (an x402
+    /// `PaymentRequired`): a caller that opens its state lazily opens it for these.
+    pub fn needs_replay(plain: &MailA2aMessage) -> bool {
+        let env = plain.envelope();
+        env.kind() == Some(Kind::Error)
+            && env.payment_kind() == Some(PaymentKind::Required)
+            && env.correlation_id().is_some()
+    }
+
     /// A `PaymentRequiredError` carrying x402 `PaymentRequired` asks its recipients
     /// for a payment: recorded before it is sealed, so their `PaymentPayload` is
     /// accepted (MailA2A section 8), and only theirs.

@@ -822,12 +822,15 @@ fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         ));
     }
     let keys = Keys::open(&dir)?;
-    let replay = crate::replay::open_store(state).map_err(|e| Failure::from("seal", e))?;
-    let sender = crate::Sender::builder(keys.store())
-        .replay_boxed(replay)
+    let mut builder = crate::Sender::builder(keys.store())
         .peers(card::load_policies(&dir)?)
-        .mls_lazy(mls::lazy_state(&dir))
-        .build();
+        .mls_lazy(mls::lazy_state(&dir));
+    // The replay state is opened only when the seal records something in it.
+    if crate::Sender::needs_replay(&plain) {
+        builder = builder
+            .replay_boxed(crate::replay::open_store(state).map_err(|e| Failure::from("seal", e))?);
+    }
+    let sender = builder.build();
     let mut opts = crate::seal::SealOptions::new(profile);
     opts.sign_only = a.sign_only;
     opts.rsa_pss = a.rsa_pss;
