@@ -7,13 +7,14 @@ use crate::error::{Classify, ExitCode};
 use crate::keystore::{KeyStore, SqliteStore};
 use crate::message::{Attachment, Limits, MailA2aMessage};
 use crate::profile::Profile;
-use crate::replay::{Admission, Candidate, ReceiverPolicy, ReplayStore, SqliteReplayStore};
+use crate::replay::SqliteReplayStore;
 use crate::seal::{OpenPolicy, Opener, SealOptions, Sealer};
 use crate::smime::Smime;
 
 const ALICE_CERT: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/alice.sign.crt");
 const ALICE_KEY: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/alice.sign.key");
 const BOB_CERT: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/bob.sign.crt");
+const BOB_KEY: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/bob.sign.key");
 const CA_RSA: &[u8] = include_bytes!("../../keys-fixtures/rfc9216/ca.rsa.crt");
 
 fn fail(step: &str, e: impl std::fmt::Display) -> Failure {
@@ -268,51 +269,65 @@ pub(super) fn run() -> CliResult {
         8,
         "replay state: redelivery is a duplicate, same messageId with other bytes a conflict",
     );
-    let replay = SqliteReplayStore::open(&dir.path().join("pgp-bob/mailseal.db"))
-        .map_err(|e| fail("replay state", e))?;
-    let policy = ReceiverPolicy::default();
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let first = Candidate::from_opened(&opened).map_err(|e| fail("replay", e))?;
-    let admit = |c: &Candidate| match replay.admit(c, now, &policy) {
-        Ok(a) => format!("{a:?}"),
+    // Alice's own store receives: it knows her CA, her certificate and Bob's.
+    let state = dir.path().join("store/mailseal.db");
+    let mut receiver = crate::Receiver::builder(&store)
+        .replay(SqliteReplayStore::open(&state).map_err(|e| fail("replay state", e))?)
+        .build();
+    println!("    (receiver rules over SQLite in {})", state.display());
+    let word = |o: Result<crate::Outcome, crate::ReceiveError>| match o {
+        Ok(crate::Outcome::Duplicate { first_accepted, .. }) => format!(
+            "Duplicate (first accepted {})",
+            crate::replay::rfc3339(first_accepted)
+        ),
+        Ok(crate::Outcome::Held(crate::receiver::HeldReason::Stream { missing, .. })) => {
+            format!("Held (waits for {missing:?})")
+        }
+        Ok(crate::Outcome::Deliver { released, .. }) if released > 0 => {
+            format!("Deliver ({released} held event released)")
+        }
+        Ok(crate::Outcome::Deliver { .. }) => "Deliver".to_string(),
+        Ok(o) => o.word().to_string(),
         Err(e) => format!("refused (exit {}): {e}", e.exit_code().as_u8()),
     };
-    println!(
-        "    (SQLite in {}, schema {})",
-        replay.path().display(),
-        replay.schema_version().map_err(|e| fail("replay", e))?
-    );
-    println!("    first delivery: {}", admit(&first));
-    println!("    SMTP redelivery: {}", admit(&first));
-    let mut altered = first.clone();
-    altered.digest[0] ^= 1;
-    println!("    altered content, same messageId: {}", admit(&altered));
-    if !matches!(
-        replay.admit(&first, now, &policy),
-        Ok(Admission::Duplicate { .. })
-    ) {
+    let mut receive = |raw: &[u8]| word(receiver.receive(raw).and_then(|i| i.commit()));
+    println!("    first delivery: {}", receive(&signed));
+    let redelivery = receive(&signed);
+    println!("    SMTP redelivery: {redelivery}");
+    if !redelivery.starts_with("Duplicate") {
         return Err(fail("replay", "a redelivery was not recognised"));
     }
-    println!("    the stream of step 6 arrives out of order: 1, 3, 2");
-    let bob = "x509:bob-demo".to_string();
+    // The same messageId, other content, validly signed: a security error.
+    let mut altered = reparsed.clone();
+    let mut env = altered.envelope().clone();
+    env.set(
+        "payload",
+        &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER",
+            "parts": [{"text": "transfer 1000"}]}}),
+    );
+    altered.set_envelope(env);
+    let resigned = smime.seal(&altered, &opts).map_err(|e| fail("seal", e))?;
+    println!(
+        "    altered content, same messageId: {}",
+        receive(&resigned)
+    );
+    println!("    the stream of step 6 arrives out of order: 1, 3, 2 (Bob signs each)");
+    store
+        .import(BOB_KEY, "bob.sign.key", false)
+        .map_err(|e| fail("bob.sign.key", e))?;
     for i in [0, 2, 1] {
-        let e = &events[i];
-        let c = Candidate::new(bob.clone(), e, &e.to_json()).map_err(|e| fail("replay", e))?;
-        println!("    event {}: {}", i + 1, admit(&c));
-        if i == 2 {
-            for s in replay
-                .streams(Some("demo-exchange-1"))
-                .map_err(|e| fail("replay", e))?
-            {
-                println!(
-                    "      stream {}: next {}, missing {:?}, held {:?}, complete {}",
-                    s.correlation_id, s.next_sequence, s.missing, s.held, s.complete
-                );
-            }
-        }
+        let mut m = MailA2aMessage::new(
+            "bob@smime.example",
+            &["alice@smime.example"],
+            events[i].clone(),
+        );
+        m.in_reply_to(&request.headers);
+        let sealed = smime.seal(&m, &opts).map_err(|e| fail("seal event", e))?;
+        println!("    event {}: {}", i + 1, receive(&sealed));
     }
-    let released = replay
-        .take_deliverable("demo-exchange-1")
+    drop(receive);
+    let released = receiver
+        .take_stream_events("demo-exchange-1")
         .map_err(|e| fail("replay", e))?;
     println!(
         "    released after the gap closed: {:?}",
