@@ -5,7 +5,7 @@
 
 mod common;
 
-use mailseal::mls::{Mls, MlsError, Received};
+use mailseal::mls::{Handshake, Mls, MlsError, Received};
 use mailseal::seal::OpenPolicy;
 
 fn fuzz_dir(rel: &str) -> std::path::PathBuf {
@@ -59,7 +59,7 @@ fn seeds_come_to_what_they_were_made_to_be() {
     }
     assert!(matches!(
         receive(&bob, "commit-add.eml").unwrap(),
-        Received::Committed { epoch: 2, .. }
+        Received::Handshake(Handshake::Committed { epoch: 2, .. })
     ));
     assert!(matches!(
         receive(&bob, "welcome-used.eml").unwrap(),
@@ -71,7 +71,7 @@ fn seeds_come_to_what_they_were_made_to_be() {
     ));
     assert!(matches!(
         receive(&bob, "keypackage.eml").unwrap(),
-        Received::KeyPackage { .. }
+        Received::Handshake(Handshake::KeyPackage { .. })
     ));
     assert!(matches!(
         receive(&bob, "application-future-epoch.eml").unwrap(),
@@ -83,7 +83,7 @@ fn seeds_come_to_what_they_were_made_to_be() {
     ));
     assert!(matches!(
         receive(&bob, "group-info.eml").unwrap(),
-        Received::GroupInfo { .. }
+        Received::Handshake(Handshake::GroupInfo { .. })
     ));
     // Nothing above was committed.
     assert_eq!(bob.members(group).unwrap().epoch, 1);

@@ -2,7 +2,7 @@
 //! reordering, duplicates, forks and removal, each member with its own state.
 
 use mailseal::envelope::{Envelope, Kind, Operation};
-use mailseal::mls::{Mls, MlsError, Received};
+use mailseal::mls::{Handshake, Mls, MlsError, Received};
 use mailseal::seal::OpenPolicy;
 use mailseal::MailA2aMessage;
 
@@ -37,7 +37,7 @@ fn trio() -> (Mls, Mls, Mls, String) {
     let added = a.add(&g, &kps).unwrap();
     for m in [&b, &c] {
         match open(m, &added.welcome).unwrap() {
-            Received::Joined { group, epoch, by } => {
+            Received::Handshake(Handshake::Joined { group, epoch, by }) => {
                 assert_eq!(group, g);
                 assert_eq!(epoch, 1);
                 assert_eq!(by, "alice@a.example");
@@ -138,9 +138,9 @@ fn future_epoch_held_until_its_commit() {
         other => panic!("{other:?}"),
     }
     match open(&b, &commit).unwrap() {
-        Received::Committed {
+        Received::Handshake(Handshake::Committed {
             epoch: 2, ready: 1, ..
-        } => {}
+        }) => {}
         other => panic!("{other:?}"),
     }
     let held = b.next_ready(Some(&g)).unwrap().unwrap();
@@ -154,7 +154,7 @@ fn future_epoch_held_until_its_commit() {
     // carol in order.
     assert!(matches!(
         open(&c, &commit).unwrap(),
-        Received::Committed { ready: 0, .. }
+        Received::Handshake(Handshake::Committed { ready: 0, .. })
     ));
     assert_eq!(sender_of(&open(&c, &later).unwrap()), "m-9");
 }
@@ -166,7 +166,7 @@ fn fail_fork_leaves_state_unchanged() {
     let from_b = b.update(&g).unwrap();
     assert!(matches!(
         open(&c, &from_a).unwrap(),
-        Received::Committed { epoch: 2, .. }
+        Received::Handshake(Handshake::Committed { epoch: 2, .. })
     ));
     let err = open(&c, &from_b).unwrap_err();
     assert!(matches!(err, MlsError::Fork { epoch: 1, .. }), "{err}");
@@ -188,17 +188,17 @@ fn fail_removed_member_cannot_open_new_messages() {
     let commit = a.remove(&g, "carol@c.example").unwrap();
     assert!(matches!(
         open(&b, &commit).unwrap(),
-        Received::Committed {
+        Received::Handshake(Handshake::Committed {
             removed_us: false,
             ..
-        }
+        })
     ));
     assert!(matches!(
         open(&c, &commit).unwrap(),
-        Received::Committed {
+        Received::Handshake(Handshake::Committed {
             removed_us: true,
             ..
-        }
+        })
     ));
     let m = a
         .seal(
@@ -231,14 +231,16 @@ fn external_join_from_group_info() {
     // Opening a GroupInfo mail only reports it.
     assert!(matches!(
         open(&b, &info).unwrap(),
-        Received::GroupInfo { .. }
+        Received::Handshake(Handshake::GroupInfo { .. })
     ));
     let d = member("dave@d.example");
     let (joined, commit) = d.join_external(&info, "dave@d.example").unwrap();
     assert_eq!(joined, g);
     for m in [&a, &b, &c] {
         match open(m, &commit).unwrap() {
-            Received::Committed { epoch: 2, by, .. } => assert_eq!(by, "dave@d.example"),
+            Received::Handshake(Handshake::Committed { epoch: 2, by, .. }) => {
+                assert_eq!(by, "dave@d.example")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -286,7 +288,7 @@ fn past_epochs_kept_three_by_default() {
         let commit = a.update(&g).unwrap();
         assert!(matches!(
             open(&b, &commit).unwrap(),
-            Received::Committed { .. }
+            Received::Handshake(Handshake::Committed { .. })
         ));
     }
     // Epoch 1 is three epochs back: still kept.
@@ -345,7 +347,7 @@ fn fail_hold_is_bounded() {
     // kept and opens when delivered again.
     assert!(matches!(
         open(&b, &commit).unwrap(),
-        Received::Committed { ready: 2, .. }
+        Received::Handshake(Handshake::Committed { ready: 2, .. })
     ));
     let mut ids = Vec::new();
     while let Some(h) = b.next_ready(None).unwrap() {
@@ -409,7 +411,7 @@ fn two_processes_on_one_store_never_work_on_a_stale_group() {
     let commit = a.update(&g).unwrap();
     assert!(matches!(
         open(&b1, &commit).unwrap(),
-        Received::Committed { epoch: 2, .. }
+        Received::Handshake(Handshake::Committed { epoch: 2, .. })
     ));
     // b2's cached group is at epoch 1; the state is at 2: b2 must not hold this.
     let m2 = a

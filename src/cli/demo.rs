@@ -325,7 +325,6 @@ pub(super) fn run() -> CliResult {
         let sealed = smime.seal(&m, &opts).map_err(|e| fail("seal event", e))?;
         println!("    event {}: {}", i + 1, receive(&sealed));
     }
-    drop(receive);
     let released = receiver
         .take_stream_events("demo-exchange-1")
         .map_err(|e| fail("replay", e))?;
@@ -551,13 +550,13 @@ fn demo_mls() -> CliResult {
 
 /// A one-line summary of what an MLS mail came to.
 fn short(r: &crate::mls::Received) -> String {
-    use crate::mls::Received;
+    use crate::mls::{Handshake, Received};
     match r {
         Received::Application(o) => format!(
             "delivered {}",
             o.envelope().message_id().unwrap_or_default()
         ),
-        Received::Committed { epoch, ready, .. } => {
+        Received::Handshake(Handshake::Committed { epoch, ready, .. }) => {
             format!("commit applied, epoch {epoch}, {ready} held message(s) ready")
         }
         Received::Held { epoch, current, .. } => {

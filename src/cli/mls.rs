@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use super::{read_input, write_output, CliResult, Failure};
 use crate::error::ExitCode;
-use crate::mls::{Mls, Received};
+use crate::mls::{Handshake, Mls, Received};
 
 #[derive(Subcommand)]
 pub(super) enum MlsCommand {
@@ -290,7 +290,7 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
                 .receive(&raw, &crate::seal::OpenPolicy::default(), "welcome")
                 .map_err(fail("mls join"))?;
             let joined = match &receipt.received {
-                Received::Joined { group, epoch, by } => Some((
+                Received::Handshake(Handshake::Joined { group, epoch, by }) => Some((
                     group.clone(),
                     format!("joined MLS group {group} at epoch {epoch} (added by {by})"),
                 )),

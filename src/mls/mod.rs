@@ -20,7 +20,7 @@ mod ops;
 mod state;
 pub mod wire;
 
-pub use ops::{key_package_identity, Held, Mls, MlsConfig, Receipt, Received};
+pub use ops::{key_package_identity, Handshake, Held, Mls, MlsConfig, Receipt, Received};
 
 use crate::error::{A2aErrorType, Classify, ExitCode};
 

@@ -50,6 +50,31 @@ impl Default for MlsConfig {
 pub enum Received {
     /// An application message: verified, decrypted and bound to its sender.
     Application(Box<Opened>),
+    /// A handshake message (Welcome, Commit, Proposal, GroupInfo, KeyPackage),
+    /// applied or noted.
+    Handshake(Handshake),
+    /// Seen before (or our own message): not processed again.
+    Duplicate {
+        /// The group id (base64url); empty for a Welcome.
+        group: String,
+        /// When it was first seen (Unix seconds).
+        first_seen: i64,
+    },
+    /// For an epoch we have not reached: held until the Commits leading there arrive.
+    Held {
+        /// The group id (base64url).
+        group: String,
+        /// The message's epoch.
+        epoch: u64,
+        /// Our epoch: the Commits for epochs `current..epoch` are missing.
+        current: u64,
+    },
+}
+
+/// An MLS handshake message, applied (once its receipt commits) or noted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Handshake {
     /// A Welcome: we joined the group.
     Joined {
         /// The group id (base64url).
@@ -89,22 +114,6 @@ pub enum Received {
     KeyPackage {
         /// Its credential identity.
         identity: String,
-    },
-    /// Seen before (or our own message): not processed again.
-    Duplicate {
-        /// The group id (base64url); empty for a Welcome.
-        group: String,
-        /// When it was first seen (Unix seconds).
-        first_seen: i64,
-    },
-    /// For an epoch we have not reached: held until the Commits leading there arrive.
-    Held {
-        /// The group id (base64url).
-        group: String,
-        /// The message's epoch.
-        epoch: u64,
-        /// Our epoch: the Commits for epochs `current..epoch` are missing.
-        current: u64,
     },
     /// A handshake message from an epoch before we joined: nothing to do.
     Stale {
@@ -996,13 +1005,16 @@ impl Mls {
                     .map_err(|e| MlsError::Invalid(format!("KeyPackage: {e}")))?;
                 let identity = identity_of(kp.leaf_node().credential())?;
                 check_from(&mail.headers, &identity)?;
-                (Received::KeyPackage { identity }, None)
+                (
+                    Received::Handshake(Handshake::KeyPackage { identity }),
+                    None,
+                )
             }
             (_, Body::Welcome(w)) => self.join(w, &mail.headers, &digest)?,
             (_, Body::GroupInfo(info)) => {
                 let group = group_id_text(info.group_id().as_slice());
                 check_group_info_sender(&mail.headers)?;
-                (Received::GroupInfo { group }, None)
+                (Received::Handshake(Handshake::GroupInfo { group }), None)
             }
             (
                 Framing::Protocol {
@@ -1106,11 +1118,11 @@ impl Mls {
         self.mark_seen(&[], digest, epoch)?;
         self.versions.borrow_mut().insert(id.clone(), 0);
         Ok((
-            Received::Joined {
+            Received::Handshake(Handshake::Joined {
                 group: group_id_text(&id),
                 epoch,
                 by,
-            },
+            }),
             Some(group),
         ))
     }
@@ -1201,10 +1213,10 @@ impl Mls {
                 }),
                 _ => {
                     self.mark_seen(&m.id, &m.digest, m.epoch)?;
-                    Ok(Received::Stale {
+                    Ok(Received::Handshake(Handshake::Stale {
                         group: group_text,
                         epoch: m.epoch,
-                    })
+                    }))
                 }
             };
         }
@@ -1253,18 +1265,18 @@ impl Mls {
             ProcessedMessageContent::ProposalMessage(q) => {
                 g.store_pending_proposal(self.state.provider.storage(), *q)
                     .map_err(op)?;
-                Received::Proposal {
+                Received::Handshake(Handshake::Proposal {
                     group: group_text.clone(),
                     by: sender,
-                }
+                })
             }
             ProcessedMessageContent::ExternalJoinProposalMessage(q) => {
                 g.store_pending_proposal(self.state.provider.storage(), *q)
                     .map_err(op)?;
-                Received::Proposal {
+                Received::Handshake(Handshake::Proposal {
                     group: group_text.clone(),
                     by: sender,
-                }
+                })
             }
             ProcessedMessageContent::OwnPendingCommit
             | ProcessedMessageContent::OwnPrivateMessage => {
@@ -1302,13 +1314,13 @@ impl Mls {
                     params![m.id, epoch as i64],
                     |r| r.get(0),
                 )?;
-                Received::Committed {
+                Received::Handshake(Handshake::Committed {
                     group: group_text.clone(),
                     epoch,
                     by: sender,
                     removed_us: removed_us || !g.is_active(),
                     ready: ready as usize,
-                }
+                })
             }
         };
         self.mark_seen(&m.id, &m.digest, m.epoch)?;

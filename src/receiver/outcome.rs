@@ -1,6 +1,7 @@
 //! What a received message came to, and why one was refused.
 
 use crate::error::{A2aErrorType, Classify, ExitCode};
+pub use crate::mls::Handshake;
 use crate::mls::{MlsError, Received as MlsReceived};
 use crate::replay::{Admission, Candidate, ReceiverError};
 use crate::seal::{OpenError, Opened};
@@ -52,58 +53,6 @@ pub enum HeldReason {
         epoch: u64,
         /// Ours.
         current: u64,
-    },
-}
-
-/// An MLS handshake message, applied (on commit) or noted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Handshake {
-    /// A Welcome: we joined the group.
-    Joined {
-        /// The group id (base64url).
-        group: String,
-        /// The epoch we joined at.
-        epoch: u64,
-        /// Who added us.
-        by: String,
-    },
-    /// A Commit.
-    Committed {
-        /// The group id (base64url).
-        group: String,
-        /// The new epoch.
-        epoch: u64,
-        /// Who committed.
-        by: String,
-        /// It removed us.
-        removed_us: bool,
-        /// Held messages it released ([`super::Receiver::next_released`]).
-        ready: usize,
-    },
-    /// A standalone proposal, queued for the next Commit.
-    Proposal {
-        /// The group id (base64url).
-        group: String,
-        /// Who proposed.
-        by: String,
-    },
-    /// A GroupInfo: an invitation to join by external commit.
-    GroupInfo {
-        /// The group id (base64url).
-        group: String,
-    },
-    /// A KeyPackage: it joins nobody by itself.
-    KeyPackage {
-        /// Its credential identity.
-        identity: String,
-    },
-    /// A handshake message from an epoch before we joined: nothing to do.
-    Stale {
-        /// The group id (base64url).
-        group: String,
-        /// Its epoch.
-        epoch: u64,
     },
 }
 
@@ -163,36 +112,10 @@ impl Outcome {
         }
     }
 
+    /// The outcome of an MLS mail that is not an application message.
     pub(super) fn from_mls(r: &MlsReceived) -> Outcome {
         match r {
-            MlsReceived::Joined { group, epoch, by } => Outcome::Handshake(Handshake::Joined {
-                group: group.clone(),
-                epoch: *epoch,
-                by: by.clone(),
-            }),
-            MlsReceived::Committed {
-                group,
-                epoch,
-                by,
-                removed_us,
-                ready,
-            } => Outcome::Handshake(Handshake::Committed {
-                group: group.clone(),
-                epoch: *epoch,
-                by: by.clone(),
-                removed_us: *removed_us,
-                ready: *ready,
-            }),
-            MlsReceived::Proposal { group, by } => Outcome::Handshake(Handshake::Proposal {
-                group: group.clone(),
-                by: by.clone(),
-            }),
-            MlsReceived::GroupInfo { group } => Outcome::Handshake(Handshake::GroupInfo {
-                group: group.clone(),
-            }),
-            MlsReceived::KeyPackage { identity } => Outcome::Handshake(Handshake::KeyPackage {
-                identity: identity.clone(),
-            }),
+            MlsReceived::Handshake(h) => Outcome::Handshake(h.clone()),
             MlsReceived::Duplicate { first_seen, .. } => Outcome::Duplicate {
                 delivery: None,
                 first_accepted: *first_seen,
@@ -206,16 +129,8 @@ impl Outcome {
                 epoch: *epoch,
                 current: *current,
             }),
-            MlsReceived::Stale { group, epoch } => Outcome::Handshake(Handshake::Stale {
-                group: group.clone(),
-                epoch: *epoch,
-            }),
-            // Application messages are handled before this is called; the arm keeps
-            // the match total over the non-exhaustive enum.
-            _ => Outcome::Handshake(Handshake::Stale {
-                group: String::new(),
-                epoch: 0,
-            }),
+            // Application messages are taken before this is called.
+            MlsReceived::Application(_) => unreachable!("an application message is delivered"),
         }
     }
 

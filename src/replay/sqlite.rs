@@ -59,12 +59,16 @@ impl SqliteReplayStore {
     }
 }
 
-impl Transact for SqliteReplayStore {
-    type Tx<'a> = SqliteTxn<'a>;
-    /// Runs `f` in one immediate (write-locked) transaction, committed when `f` accepts.
-    fn transact<R>(
+impl SqliteReplayStore {
+    /// Runs `f` in one immediate (write-locked) transaction, committed when `f`
+    /// accepts, or always rolled back when `dry`. A dry run takes the write lock too:
+    /// the rules write before they decide, and a deferred transaction that upgrades
+    /// to a write lock while another process writes fails at once
+    /// (SQLITE_BUSY_SNAPSHOT) instead of waiting.
+    fn run<R>(
         &self,
         f: &dyn Fn(&mut SqliteTxn<'_>) -> Result<R, ReceiverError>,
+        dry: bool,
     ) -> Result<R, ReceiverError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn
@@ -73,31 +77,30 @@ impl Transact for SqliteReplayStore {
         let mut t = SqliteTxn {
             tx,
             last_prune: &self.last_prune,
-            dry: false,
+            dry,
         };
         let out = f(&mut t)?;
-        t.tx.commit().map_err(sql("commit"))?;
+        if !dry {
+            t.tx.commit().map_err(sql("commit"))?;
+        }
+        // Otherwise dropping the transaction rolls it back.
         Ok(out)
+    }
+}
+
+impl Transact for SqliteReplayStore {
+    type Tx<'a> = SqliteTxn<'a>;
+    fn transact<R>(
+        &self,
+        f: &dyn Fn(&mut SqliteTxn<'_>) -> Result<R, ReceiverError>,
+    ) -> Result<R, ReceiverError> {
+        self.run(f, false)
     }
     fn transact_dry<R>(
         &self,
         f: &dyn Fn(&mut SqliteTxn<'_>) -> Result<R, ReceiverError>,
     ) -> Result<R, ReceiverError> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        // Immediate like a real run: the rules write before they decide, and a
-        // deferred transaction that upgrades to a write lock while another process
-        // writes fails at once (SQLITE_BUSY_SNAPSHOT) instead of waiting.
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql("begin"))?;
-        let mut t = SqliteTxn {
-            tx,
-            last_prune: &self.last_prune,
-            dry: true,
-        };
-        let out = f(&mut t);
-        t.tx.rollback().map_err(sql("rollback"))?;
-        out
+        self.run(f, true)
     }
 }
 
