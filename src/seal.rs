@@ -15,6 +15,7 @@ use crate::profile::{Profile, Protection};
 
 /// How to seal.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SealOptions {
     /// The profile.
     pub profile: Profile,
@@ -46,6 +47,7 @@ impl SealOptions {
 
 /// What a receiver accepts (DESIGN decisions 7 and 8).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct OpenPolicy {
     /// Minimum protection per peer address (lower case), from configuration or the
     /// peer's Agent Card.
@@ -155,6 +157,7 @@ impl SignerIdentity {
 
 /// What opening established.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Verdict {
     /// The profile, `None` for an unprotected message.
     pub profile: Option<Profile>,

@@ -163,7 +163,7 @@ fn reported_in_the_verdict_never_refusing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("dkim (transport signal only): pass"));
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(r["dkim"][0]["result"], "pass");
-    assert_eq!(r["protection"], "Signed");
+    assert_eq!(r["protection"], "signed");
     // In transit, a relay adds a footer line to a header DKIM covers but S/MIME does
     // not protect on the outside (the Date is re-folded): DKIM fails, S/MIME holds.
     let text = String::from_utf8(signed).unwrap();
@@ -178,7 +178,7 @@ fn reported_in_the_verdict_never_refusing() {
     assert!(!out.stdout.is_empty());
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(r["dkim"][0]["result"], "fail", "{r}");
-    assert_eq!(r["protection"], "Signed");
+    assert_eq!(r["protection"], "signed");
 }
 
 #[test]

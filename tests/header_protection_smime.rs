@@ -109,9 +109,10 @@ fn bob_store(dir: &std::path::Path) -> DirectoryStore {
 }
 
 fn legacy_allowed() -> OpenPolicy {
-    OpenPolicy {
-        allow_legacy_cbc: true,
-        ..OpenPolicy::default()
+    {
+        let mut p = OpenPolicy::default();
+        p.allow_legacy_cbc = true;
+        p
     }
 }
 

@@ -341,7 +341,7 @@ fn gpg_encrypts_and_signs_mailseal_opens() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(report["profile"], "openpgp");
-    assert_eq!(report["protection"], "SignedEncrypted");
+    assert_eq!(report["protection"], "signed-encrypted");
     let carol = gpg_fingerprint(&p.gpg, "carol@gpg.example").to_ascii_lowercase();
     assert_eq!(report["signer"], format!("openpgp:{carol}"));
 }

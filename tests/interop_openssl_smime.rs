@@ -343,7 +343,7 @@ fn ecdsa_p256_both_ways_with_openssl() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
     assert_eq!(report["algorithm"], "ecdsa-p256-sha256");
-    assert_eq!(report["protection"], "Signed");
+    assert_eq!(report["protection"], "signed");
 }
 
 #[test]
@@ -666,16 +666,18 @@ fn fail_forwarded_to_a_third_party_and_downgrade_are_refused() {
     let store = common::cli_store(&s);
     let smime = Smime::new(store.as_ref());
     // Bob forwards Alice's signed request to Carol: Carol is not a protected recipient.
-    let carol = OpenPolicy {
-        our_addresses: vec!["carol@example.net".into()],
-        ..OpenPolicy::default()
+    let carol = {
+        let mut p = OpenPolicy::default();
+        p.our_addresses = vec!["carol@example.net".into()];
+        p
     };
     let err = smime.open(&sealed, &carol).unwrap_err();
     assert!(matches!(err, OpenError::Binding(_)), "{err}");
     assert_eq!(err.exit_code().as_u8(), 6);
-    let bob = OpenPolicy {
-        our_addresses: vec!["BOB@smime.example".into()],
-        ..OpenPolicy::default()
+    let bob = {
+        let mut p = OpenPolicy::default();
+        p.our_addresses = vec!["BOB@smime.example".into()];
+        p
     };
     assert!(smime.open(&sealed, &bob).is_ok());
     // A peer whose policy demands encryption: a signed-only effectful request is refused.

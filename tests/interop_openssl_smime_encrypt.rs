@@ -292,7 +292,7 @@ fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
     );
     let verdict: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    assert_eq!(verdict["protection"], "Signed", "{verdict}");
+    assert_eq!(verdict["protection"], "signed", "{verdict}");
 
     // Our own GCM message with the content-encryption OID changed to AES-256-CBC.
     let sealed = seal(&s, &request(), dir.path());
@@ -554,9 +554,10 @@ fn ecdh_p256_recipient_both_ways_with_openssl() {
     import(&p, &[&crt, &key, &fixture("rfc9216/alice.sign.crt")]);
     let store = DirectoryStore::open(&p).unwrap();
     let smime = Smime::new(&store);
-    let policy = OpenPolicy {
-        our_addresses: vec!["peer@example.com".into()],
-        ..OpenPolicy::default()
+    let policy = {
+        let mut p = OpenPolicy::default();
+        p.our_addresses = vec!["peer@example.com".into()];
+        p
     };
     assert_eq!(
         smime.open(&sealed, &policy).unwrap().verdict.protection,

@@ -52,7 +52,7 @@ fn read_only_request_opens_and_reports_no_protection() {
     assert_eq!(out.stdout, expected);
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
-    assert_eq!(report["protection"], "None");
+    assert_eq!(report["protection"], "none");
     assert_eq!(report["profile"], serde_json::Value::Null);
     assert_eq!(
         report["envelopeSha256"],

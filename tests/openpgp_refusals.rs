@@ -568,12 +568,13 @@ fn fail_content_inflating_past_the_limit_is_refused_not_truncated() {
     lit.finalize().unwrap();
     assert!(out.len() < 64 * 1024, "{} bytes", out.len());
     let mail = pgp_mime("alice@pgp.example", "bob@pgp.example", &out);
-    let policy = OpenPolicy {
-        limits: mailseal::Limits {
+    let policy = {
+        let mut p = OpenPolicy::default();
+        p.limits = mailseal::Limits {
             max_decoded_bytes: 1 << 20,
             ..Default::default()
-        },
-        ..OpenPolicy::default()
+        };
+        p
     };
     let err = OpenPgp::new(&w.bob).open(&mail, &policy).unwrap_err();
     assert_eq!(err.exit_code().as_u8(), 3, "{err}");

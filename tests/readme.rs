@@ -57,7 +57,7 @@ fn readme_smime_example_runs() {
     let verdict: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("verdict.json")).unwrap()).unwrap();
     assert_eq!(verdict["profile"], "smime");
-    assert_eq!(verdict["protection"], "Signed");
+    assert_eq!(verdict["protection"], "signed");
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn readme_openpgp_example_runs() {
         serde_json::from_slice(&std::fs::read(dir.path().join("pgp-verdict.json")).unwrap())
             .unwrap();
     assert_eq!(verdict["profile"], "openpgp");
-    assert_eq!(verdict["protection"], "SignedEncrypted");
+    assert_eq!(verdict["protection"], "signed-encrypted");
 }
 
 #[test]

@@ -112,7 +112,7 @@ pub(super) fn run() -> CliResult {
         .open(&signed, &OpenPolicy::default())
         .map_err(|e| fail("open signed", e))?;
     println!(
-        "    {} bytes signed; opened: profile {:?}, protection {:?}, algorithm {}, signer {}",
+        "    {} bytes signed; opened: profile {:?}, protection {}, algorithm {}, signer {}",
         signed.len(),
         opened.verdict.profile.map(|p| p.token()),
         opened.verdict.protection,
@@ -171,7 +171,7 @@ pub(super) fn run() -> CliResult {
         .open(&sealed, &OpenPolicy::default())
         .map_err(|e| fail("open openpgp", e))?;
     println!(
-        "    {} bytes (multipart/encrypted, SEIPDv1, intended recipients); opened: protection {:?}, algorithm {}",
+        "    {} bytes (multipart/encrypted, SEIPDv1, intended recipients); opened: protection {}, algorithm {}",
         sealed.len(),
         opened.verdict.protection,
         opened.verdict.algorithm.as_deref().unwrap_or("-")
@@ -205,7 +205,7 @@ pub(super) fn run() -> CliResult {
         .open(&get_bytes, &OpenPolicy::default())
         .map_err(|e| fail("open", e))?;
     println!(
-        "    opened: protection {:?}, envelope {}",
+        "    opened: protection {}, envelope {}",
         opened_get.verdict.protection,
         String::from_utf8_lossy(opened_get.message.envelope_bytes())
     );
@@ -425,7 +425,7 @@ fn demo_agent_card(
         .open(&sealed, &policy)
         .map_err(|e| fail("open", e))?;
     println!(
-        "    sealed with the card's certificate; Bob opened it: protection {:?}, signer {}",
+        "    sealed with the card's certificate; Bob opened it: protection {}, signer {}",
         opened.verdict.protection,
         opened.message.sender().unwrap_or_default()
     );

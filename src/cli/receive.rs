@@ -330,7 +330,7 @@ fn write_report(path: &Path, opened: &Opened, delivery: &str) -> CliResult {
     let v = &opened.verdict;
     let json = serde_json::json!({
         "profile": v.profile.map(|p| p.token()),
-        "protection": format!("{:?}", v.protection),
+        "protection": v.protection.token(),
         "signer": v.signer.as_ref().map(|s| s.replay_id()),
         "algorithm": v.algorithm,
         "protectedHeaders": v.protected_headers,

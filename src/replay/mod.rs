@@ -192,6 +192,7 @@ impl Default for ReceiverPolicy {
 
 /// What the rules need of a verified message.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Candidate {
     /// The authenticated sender ([`crate::seal::SignerIdentity::replay_id`]), or
     /// `unsigned:` and the From address.
