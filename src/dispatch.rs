@@ -53,6 +53,15 @@ fn outer_content_type(raw: &[u8]) -> Option<String> {
     value.map(|v| String::from_utf8_lossy(&v).into_owned())
 }
 
+/// The parsed keys of every profile, kept across messages by a long-lived owner.
+#[derive(Clone, Default)]
+pub struct ProfileCaches {
+    /// S/MIME private keys.
+    pub smime: crate::smime::KeyCache,
+    /// OpenPGP certificates and secret keys.
+    pub openpgp: crate::openpgp::CertCache,
+}
+
 /// Opens any MailA2A message: plain ones here, protected ones through their profile.
 #[derive(Default)]
 pub struct Dispatcher<'a> {
@@ -72,6 +81,20 @@ impl<'a> Dispatcher<'a> {
             .with_profile(
                 Profile::OpenPgp,
                 Box::new(crate::openpgp::OpenPgp::new(store)),
+            )
+    }
+
+    /// As [`Dispatcher::with_store`], reusing the parsed keys of `caches` (the long-lived
+    /// receiver's), so a message does not parse again what the one before it parsed.
+    pub fn with_caches(store: &'a dyn crate::keystore::KeyStore, caches: &ProfileCaches) -> Self {
+        Dispatcher::new()
+            .with_profile(
+                Profile::Smime,
+                Box::new(crate::smime::Smime::with_cache(store, &caches.smime)),
+            )
+            .with_profile(
+                Profile::OpenPgp,
+                Box::new(crate::openpgp::OpenPgp::with_cache(store, &caches.openpgp)),
             )
     }
 

@@ -102,6 +102,8 @@ pub struct Sender<'a> {
     peers: PeerPolicies,
     limits: Limits,
     clock: Clock,
+    /// Keys parsed for one message, kept for the next.
+    caches: crate::dispatch::ProfileCaches,
 }
 
 /// Builds a [`Sender`].
@@ -215,6 +217,7 @@ impl<'a> Sender<'a> {
                 peers: PeerPolicies::default(),
                 limits: Limits::default(),
                 clock: Clock::System,
+                caches: Default::default(),
             },
         }
     }
@@ -280,11 +283,12 @@ impl<'a> Sender<'a> {
         let openpgp;
         let sealer: &dyn Sealer = match opts.profile {
             Profile::Smime => {
-                smime = crate::smime::Smime::new(self.keys.as_ref());
+                smime = crate::smime::Smime::with_cache(self.keys.as_ref(), &self.caches.smime);
                 &smime
             }
             Profile::OpenPgp => {
-                openpgp = crate::openpgp::OpenPgp::new(self.keys.as_ref());
+                openpgp =
+                    crate::openpgp::OpenPgp::with_cache(self.keys.as_ref(), &self.caches.openpgp);
                 &openpgp
             }
             Profile::Mls => {

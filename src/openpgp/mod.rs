@@ -113,8 +113,14 @@ impl From<OpenPgpError> for SealError {
 pub struct OpenPgp<'s> {
     store: &'s dyn KeyStore,
     policy: StandardPolicy<'static>,
-    parsed: parsed::Parsed,
+    parsed: std::sync::Arc<parsed::Parsed>,
 }
+
+/// The certificates and secret keys an [`OpenPgp`] has parsed, kept by a long-lived
+/// owner ([`crate::Receiver`], [`crate::Sender`]) across the `OpenPgp` it builds per
+/// message. Reused only for the same store bytes.
+#[derive(Clone, Default)]
+pub struct CertCache(std::sync::Arc<parsed::Parsed>);
 
 impl<'s> OpenPgp<'s> {
     /// The profile using `store` for our secret keys and peers' certificates, under
@@ -123,7 +129,16 @@ impl<'s> OpenPgp<'s> {
         OpenPgp {
             store,
             policy: StandardPolicy::new(),
-            parsed: parsed::Parsed::default(),
+            parsed: Default::default(),
+        }
+    }
+
+    /// As [`OpenPgp::new`], reusing what `cache` holds and adding to it.
+    pub fn with_cache(store: &'s dyn KeyStore, cache: &CertCache) -> Self {
+        OpenPgp {
+            store,
+            policy: StandardPolicy::new(),
+            parsed: cache.0.clone(),
         }
     }
 

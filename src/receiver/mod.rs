@@ -60,7 +60,7 @@ use std::cell::OnceCell;
 
 pub use outcome::{Delivery, Handshake, HeldReason, Outcome, ReceiveError};
 
-use crate::dispatch::{detect_profile, Dispatcher};
+use crate::dispatch::{detect_profile, Dispatcher, ProfileCaches};
 use crate::keystore::KeyStore;
 use crate::mls::{Held, Mls, MlsError, Receipt, Received as MlsReceived};
 use crate::profile::Profile;
@@ -100,6 +100,8 @@ pub struct Receiver<'a> {
     policy: OpenPolicy,
     rules: ReceiverPolicy,
     clock: Clock,
+    /// Keys parsed for one message, kept for the next.
+    caches: ProfileCaches,
 }
 
 /// Builds a [`Receiver`].
@@ -264,6 +266,7 @@ impl<'a> Receiver<'a> {
                 policy: OpenPolicy::default(),
                 rules: ReceiverPolicy::default(),
                 clock: Clock::System,
+                caches: ProfileCaches::default(),
             },
         }
     }
@@ -309,7 +312,8 @@ impl<'a> Receiver<'a> {
             let receipt = self.mls()?.receive(raw, &self.policy, name)?;
             return self.after_mls(receipt);
         }
-        let opened = Dispatcher::with_store(self.keys.as_ref()).open(raw, &self.policy)?;
+        let opened =
+            Dispatcher::with_caches(self.keys.as_ref(), &self.caches).open(raw, &self.policy)?;
         Ok(Incoming {
             outcome: self.preview(Delivery::new(opened)?)?,
             receipt: None,
@@ -348,7 +352,7 @@ impl<'a> Receiver<'a> {
                 other => return Ok(Outcome::from_mls(other)),
             }
         } else {
-            Dispatcher::with_store(self.keys.as_ref()).open(raw, &self.policy)?
+            Dispatcher::with_caches(self.keys.as_ref(), &self.caches).open(raw, &self.policy)?
         };
         Ok(Outcome::Deliver {
             delivery: Box::new(Delivery::new(opened)?),
