@@ -463,3 +463,40 @@ fn fail_a_payment_payload_nobody_asked_for() {
         );
     }
 }
+
+#[test]
+fn a_preview_decides_as_admit_would_and_records_nothing() {
+    let (_d, stores) = backends();
+    let policy = ReceiverPolicy::default();
+    for (name, s) in &stores {
+        let req = candidate(ALICE, request("req-preview"));
+        for _ in 0..2 {
+            assert_eq!(s.preview(&req, NOW, &policy).unwrap(), deliver(0), "{name}");
+        }
+        assert_eq!(admit(s.as_ref(), &req).unwrap(), deliver(0), "{name}");
+        assert!(
+            matches!(
+                s.preview(&req, NOW, &policy).unwrap(),
+                Admission::Duplicate { .. }
+            ),
+            "{name}"
+        );
+        // Event 2 previewed before event 1: held, but nothing is kept, so event 1
+        // releases nothing and event 2 is then simply next.
+        let e1 = candidate(BOB, event("corr-preview", 1, false));
+        let e2 = candidate(BOB, event("corr-preview", 2, true));
+        assert!(
+            matches!(
+                s.preview(&e2, NOW, &policy).unwrap(),
+                Admission::Held { .. }
+            ),
+            "{name}"
+        );
+        assert_eq!(admit(s.as_ref(), &e1).unwrap(), deliver(0), "{name}");
+        assert_eq!(admit(s.as_ref(), &e2).unwrap(), deliver(0), "{name}");
+        assert!(
+            s.take_deliverable("corr-preview").unwrap().is_empty(),
+            "{name}"
+        );
+    }
+}
