@@ -1,8 +1,9 @@
-//! The A2A error vocabulary and the command-line exit codes every error maps to.
+//! The A2A error vocabulary and the kinds of failure every error maps to.
 //!
 //! Each concern has its own error type (envelope parsing, message parsing, key store,
 //! seal, open); they all map to an [`A2aErrorType`] (what a MailA2A agent would put in
-//! the `error` object of its reply) and to an [`ExitCode`] (what `mailseal` exits with).
+//! the `error` object of its reply) and to an [`ErrorKind`]. Exit statuses are the
+//! command line's business (`src/cli/exit.rs`), not the library's.
 
 use std::fmt;
 
@@ -128,38 +129,45 @@ impl fmt::Display for A2aErrorType {
     }
 }
 
-/// Exit codes of the `mailseal` command line (DESIGN "Command line").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What kind of failure an error is: the one classification every consumer needs.
+///
+/// The command line maps it to its exit status, a gateway to an SMTP reply and a
+/// bounce, a Rust caller to its own retry logic; none of those mappings live here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ExitCode {
-    /// 0: verified / valid.
-    Success,
-    /// 1: anything else (I/O, internal).
+pub enum ErrorKind {
+    /// Anything else: I/O, a store that cannot be reached, an internal failure.
     Other,
-    /// 2: the command line is wrong.
-    Usage,
-    /// 3: the input is malformed.
+    /// The caller asked for something that cannot be done as asked (a missing
+    /// address, a profile this build lacks, an option that contradicts another).
+    InvalidArgument,
+    /// The input is malformed: not MIME, not CMS, not OpenPGP, not an A2A envelope.
     Malformed,
-    /// 4: authentication (signature, integrity) failed.
-    AuthenticationFailed,
-    /// 5: no usable key.
+    /// Authentication failed: a signature, a MAC or an integrity check.
+    Authentication,
+    /// No usable key: none of ours decrypts it, or no key is known for a peer.
     NoUsableKey,
-    /// 6: refused by policy (downgrade, replay, expiry, binding).
-    RefusedByPolicy,
+    /// Refused by policy: a downgrade, a replay, an expiry, a binding mismatch.
+    Policy,
 }
 
-impl ExitCode {
-    /// The process exit status.
-    pub fn as_u8(self) -> u8 {
+impl ErrorKind {
+    /// A short lowercase token for logs and reports.
+    pub fn as_str(self) -> &'static str {
         match self {
-            Self::Success => 0,
-            Self::Other => 1,
-            Self::Usage => 2,
-            Self::Malformed => 3,
-            Self::AuthenticationFailed => 4,
-            Self::NoUsableKey => 5,
-            Self::RefusedByPolicy => 6,
+            Self::Other => "other",
+            Self::InvalidArgument => "invalid-argument",
+            Self::Malformed => "malformed",
+            Self::Authentication => "authentication",
+            Self::NoUsableKey => "no-usable-key",
+            Self::Policy => "policy",
         }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -167,6 +175,6 @@ impl ExitCode {
 pub trait Classify {
     /// The A2A error a MailA2A agent reports for this failure.
     fn a2a_error(&self) -> A2aErrorType;
-    /// The exit code of the command line for this failure.
-    fn exit_code(&self) -> ExitCode;
+    /// What kind of failure this is.
+    fn kind(&self) -> ErrorKind;
 }

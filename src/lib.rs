@@ -42,7 +42,7 @@ pub mod cli;
 pub struct ReadmeDoctests;
 
 pub use envelope::{Envelope, Kind, Operation};
-pub use error::{A2aErrorType, Classify, ExitCode};
+pub use error::{A2aErrorType, Classify, ErrorKind};
 pub use message::{Limits, MailA2aMessage};
 pub use profile::{Profile, Protection};
 pub use receiver::{Incoming, Outcome, ReceiveError, Receiver};

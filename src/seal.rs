@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::envelope::{Envelope, Violation};
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::keystore::KeyStoreError;
 use crate::message::{Limits, MailA2aMessage, MessageError};
 use crate::profile::{Profile, Protection};
@@ -244,16 +244,16 @@ impl Classify for SealError {
             _ => A2aErrorType::InternalError,
         }
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::Invalid(_) => ExitCode::Malformed,
+            Self::Invalid(_) => ErrorKind::Malformed,
             Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } | Self::Group(_) => {
-                ExitCode::NoUsableKey
+                ErrorKind::NoUsableKey
             }
-            Self::ProfileUnavailable(_) => ExitCode::Usage,
-            Self::Crypto(_) | Self::Output(_) => ExitCode::Other,
-            Self::Message(e) => e.exit_code(),
-            Self::KeyStore(e) => e.exit_code(),
+            Self::ProfileUnavailable(_) => ErrorKind::InvalidArgument,
+            Self::Crypto(_) | Self::Output(_) => ErrorKind::Other,
+            Self::Message(e) => e.kind(),
+            Self::KeyStore(e) => e.kind(),
         }
     }
 }
@@ -305,13 +305,13 @@ impl Classify for OpenError {
             _ => A2aErrorType::InvalidRequestError,
         }
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::Malformed(_) | Self::Invalid(_) => ExitCode::Malformed,
-            Self::AuthenticationFailed(_) => ExitCode::AuthenticationFailed,
-            Self::NoUsableKey(_) => ExitCode::NoUsableKey,
-            Self::Downgrade { .. } | Self::Binding(_) => ExitCode::RefusedByPolicy,
-            Self::ProfileUnavailable(_) => ExitCode::Other,
+            Self::Malformed(_) | Self::Invalid(_) => ErrorKind::Malformed,
+            Self::AuthenticationFailed(_) => ErrorKind::Authentication,
+            Self::NoUsableKey(_) => ErrorKind::NoUsableKey,
+            Self::Downgrade { .. } | Self::Binding(_) => ErrorKind::Policy,
+            Self::ProfileUnavailable(_) => ErrorKind::Other,
         }
     }
 }

@@ -29,7 +29,7 @@
 use std::cell::OnceCell;
 
 use crate::envelope::{Kind, PaymentKind};
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::ext::peers::{PeerPolicies, PeerPolicyError};
 use crate::keystore::KeyStore;
 use crate::message::{Limits, MailA2aMessage};
@@ -79,13 +79,13 @@ impl Classify for SendError {
             Self::TooLarge { .. } => A2aErrorType::InvalidRequestError,
         }
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::Seal(e) => e.exit_code(),
-            Self::Peer(e) => e.exit_code(),
-            Self::Mls(e) => e.exit_code(),
-            Self::Rules(e) => e.exit_code(),
-            Self::TooLarge { .. } => ExitCode::RefusedByPolicy,
+            Self::Seal(e) => e.kind(),
+            Self::Peer(e) => e.kind(),
+            Self::Mls(e) => e.kind(),
+            Self::Rules(e) => e.kind(),
+            Self::TooLarge { .. } => ErrorKind::Policy,
         }
     }
 }

@@ -124,7 +124,7 @@ fn encrypted_only_sample_decrypts_but_is_not_authenticated() {
     let err = pgp
         .verified_entity(&raw, &OpenPolicy::default())
         .unwrap_err();
-    assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+    assert_eq!(err.kind(), mailseal::ErrorKind::Authentication, "{err}");
     assert!(err.to_string().contains("not authenticated"), "{err}");
     // The content itself decrypts to the published payload, with no signer.
     let d = pgp
@@ -151,5 +151,5 @@ fn signed_only_sample_verifies_and_a_changed_copy_does_not() {
     let err = pgp
         .verified_entity(changed.as_bytes(), &OpenPolicy::default())
         .unwrap_err();
-    assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+    assert_eq!(err.kind(), mailseal::ErrorKind::Authentication, "{err}");
 }

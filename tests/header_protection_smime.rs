@@ -174,5 +174,5 @@ fn fail_encrypted_samples_are_refused_by_default_as_legacy() {
         .unwrap_err();
     assert!(err.to_string().contains("legacy EnvelopedData"), "{err}");
     use mailseal::Classify;
-    assert_eq!(err.exit_code().as_u8(), 4);
+    assert_eq!(err.kind(), mailseal::ErrorKind::Authentication);
 }

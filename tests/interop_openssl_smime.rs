@@ -486,10 +486,9 @@ fn fail_every_flipped_cms_byte_is_refused_as_unauthentic() {
             d[i] ^= mask;
             match smime.open(&with_signature(&sealed, &d), &policy) {
                 Ok(_) => wrong.push(format!("byte {i} ^ {mask:#x}: accepted")),
-                Err(e) if e.exit_code().as_u8() != 4 => wrong.push(format!(
-                    "byte {i} ^ {mask:#x}: exit {} ({e})",
-                    e.exit_code().as_u8()
-                )),
+                Err(e) if e.kind() != mailseal::ErrorKind::Authentication => {
+                    wrong.push(format!("byte {i} ^ {mask:#x}: exit {} ({e})", e.kind()))
+                }
                 Err(_) => {}
             }
         }
@@ -542,9 +541,9 @@ fn fail_every_flipped_content_byte_is_refused() {
         let mut m = sealed.clone();
         m[i] ^= 0x01;
         match smime.open(&m, &OpenPolicy::default()) {
-            Err(e) if e.exit_code().as_u8() == 4 => {}
+            Err(e) if e.kind() == mailseal::ErrorKind::Authentication => {}
             Ok(_) => wrong.push(format!("{}: accepted", i - start)),
-            Err(e) => wrong.push(format!("{}: exit {} {e}", i - start, e.exit_code().as_u8())),
+            Err(e) => wrong.push(format!("{}: {} {e}", i - start, e.kind())),
         }
     }
     assert!(
@@ -673,7 +672,7 @@ fn fail_forwarded_to_a_third_party_and_downgrade_are_refused() {
     };
     let err = smime.open(&sealed, &carol).unwrap_err();
     assert!(matches!(err, OpenError::Binding(_)), "{err}");
-    assert_eq!(err.exit_code().as_u8(), 6);
+    assert_eq!(err.kind(), mailseal::ErrorKind::Policy);
     let bob = {
         let mut p = OpenPolicy::default();
         p.our_addresses = vec!["BOB@smime.example".into()];
@@ -719,8 +718,8 @@ fn sealing_refuses_invalid_messages_and_missing_keys() {
         Operation::TasksGet,
     );
     assert_eq!(
-        smime.seal(&nobody, &opts).unwrap_err().exit_code().as_u8(),
-        5
+        smime.seal(&nobody, &opts).unwrap_err().kind(),
+        mailseal::ErrorKind::NoUsableKey
     );
     let mut invalid = plain(
         "alice@smime.example",
@@ -731,8 +730,8 @@ fn sealing_refuses_invalid_messages_and_missing_keys() {
     env.remove("idempotencyKey");
     invalid.set_envelope(env);
     assert_eq!(
-        smime.seal(&invalid, &opts).unwrap_err().exit_code().as_u8(),
-        3
+        smime.seal(&invalid, &opts).unwrap_err().kind(),
+        mailseal::ErrorKind::Malformed
     );
     // Encrypting to Bob needs Bob's certificate, which this store lacks: exit 5.
     let to_bob = MailA2aMessage::parse(
@@ -749,6 +748,6 @@ fn sealing_refuses_invalid_messages_and_missing_keys() {
     let err = smime
         .seal(&to_bob, &SealOptions::new(Profile::Smime))
         .unwrap_err();
-    assert_eq!(err.exit_code().as_u8(), 5, "{err}");
+    assert_eq!(err.kind(), mailseal::ErrorKind::NoUsableKey, "{err}");
     assert!(err.to_string().contains("bob@smime.example"), "{err}");
 }

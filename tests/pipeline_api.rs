@@ -79,10 +79,18 @@ fn fail_a_refused_message_is_a_typed_error_and_records_nothing() {
     let at = raw.windows(10).position(|w| w == b"tampered-1").unwrap();
     raw[at] ^= 0x01;
     let err = receiver.receive(&raw).unwrap_err();
-    assert_eq!(mailseal::Classify::exit_code(&err).as_u8(), 4, "{err}");
+    assert_eq!(
+        mailseal::Classify::kind(&err),
+        mailseal::ErrorKind::Authentication,
+        "{err}"
+    );
     // Garbage is malformed (exit 3).
     let err = receiver.receive(b"\x00\x01 not mail").unwrap_err();
-    assert_eq!(mailseal::Classify::exit_code(&err).as_u8(), 3, "{err}");
+    assert_eq!(
+        mailseal::Classify::kind(&err),
+        mailseal::ErrorKind::Malformed,
+        "{err}"
+    );
 }
 
 #[test]
@@ -105,7 +113,7 @@ fn fail_sender_refuses_a_message_over_the_receivers_limit_before_sealing() {
         .seal_to(&msg, &SealOptions::new(Profile::Smime), &mut out)
         .unwrap_err();
     assert!(matches!(err, SendError::TooLarge { .. }), "{err}");
-    assert_eq!(mailseal::Classify::exit_code(&err).as_u8(), 6);
+    assert_eq!(mailseal::Classify::kind(&err), mailseal::ErrorKind::Policy);
     assert!(out.is_empty(), "nothing written");
     // Signed only it is under 25 MiB, but not under a peer's published 1 MiB.
     let mut peers = mailseal::ext::peers::PeerPolicies::default();

@@ -106,7 +106,7 @@ fn rule2_fail_same_message_id_with_other_bytes_is_a_security_error() {
             matches!(err, ReceiverError::Conflict { .. }),
             "{name}: {err}"
         );
-        assert_eq!(mailseal::Classify::exit_code(&err).as_u8(), 6);
+        assert_eq!(mailseal::Classify::kind(&err), mailseal::ErrorKind::Policy);
         // The refusal recorded nothing: the original is still the one on record.
         assert!(
             matches!(

@@ -63,7 +63,7 @@ fn fail_openssl_sample_with_altered_authenticated_attribute() {
         .decrypt_cms(&ber, &[sample_kek()], &OpenPolicy::default())
         .err()
         .unwrap();
-    assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+    assert_eq!(err.kind(), mailseal::ErrorKind::Authentication, "{err}");
     assert!(err.to_string().contains("does not decrypt"), "{err}");
 }
 
@@ -79,7 +79,7 @@ fn fail_openssl_sample_with_wrong_or_unknown_kek() {
         .decrypt_cms(&ber, &[wrong], &OpenPolicy::default())
         .err()
         .unwrap();
-    assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+    assert_eq!(err.kind(), mailseal::ErrorKind::Authentication, "{err}");
     let unknown = Kek {
         id: b"other".to_vec(),
         key: Zeroizing::new(vec![0; 16]),
@@ -260,7 +260,11 @@ fn x25519_chacha20_and_rfc9709_both_ways_with_an_independent_peer() {
                 .open(&common::with_der(&sealed, &bad), &OpenPolicy::default())
                 .err()
                 .unwrap_or_else(|| panic!("flip at {at} of variant {flags:?} was accepted"));
-            assert_eq!(err.exit_code().as_u8(), 4, "{flags:?} at {at}: {err}");
+            assert_eq!(
+                err.kind(),
+                mailseal::ErrorKind::Authentication,
+                "{flags:?} at {at}: {err}"
+            );
         }
     }
 }
@@ -293,7 +297,7 @@ fn fail_rfc9709_key_derivation_stripped_from_the_identifier() {
         let result = Smime::new(&store).decrypt_cms(&der, &[], &OpenPolicy::default());
         if strip {
             let err = result.err().unwrap();
-            assert_eq!(err.exit_code().as_u8(), 4, "{err}");
+            assert_eq!(err.kind(), mailseal::ErrorKind::Authentication, "{err}");
         } else {
             assert_eq!(
                 &result.unwrap().plaintext[..],
@@ -321,7 +325,11 @@ fn fail_truncated_extended_or_relengthened_cms_is_refused() {
             .open(&common::with_der(&sealed, bad), &OpenPolicy::default())
             .err()
             .unwrap_or_else(|| panic!("{what} was opened"));
-        assert_eq!(err.exit_code().as_u8(), 4, "{what}: {err}");
+        assert_eq!(
+            err.kind(),
+            mailseal::ErrorKind::Authentication,
+            "{what}: {err}"
+        );
     };
     let step = (der.len() / 400).max(1);
     for cut in (0..der.len())

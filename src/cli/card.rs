@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::exit::ExitCode;
 use super::store::Keys;
 use super::{read_input, write_output, CliResult, Failure};
-use crate::error::ExitCode;
 use crate::ext::agent_card::{self, CardFields, Published};
 use crate::ext::peers::PeerPolicies;
 use crate::profile::Protection;

@@ -1,9 +1,9 @@
 //! `mailseal demo`: the whole tour on a temporary store. It grows as profiles land.
 
+use super::exit::ExitCode;
 use super::{CliResult, Failure};
 use crate::dispatch::Dispatcher;
 use crate::envelope::{next_event, Envelope, Kind, Operation};
-use crate::error::{Classify, ExitCode};
 use crate::keystore::{KeyStore, SqliteStore};
 use crate::message::{Attachment, Limits, MailA2aMessage};
 use crate::profile::Profile;
@@ -96,7 +96,7 @@ pub(super) fn run() -> CliResult {
         "open it unprotected: an effectful request needs at least a signature",
     );
     match Dispatcher::new().open(&request_bytes, &OpenPolicy::default()) {
-        Err(e) => println!("    refused (exit {}): {e}", e.exit_code().as_u8()),
+        Err(e) => println!("    refused (exit {}): {e}", ExitCode::of(&e).as_u8()),
         Ok(_) => return Err(fail("open", "an unsigned effectful request was accepted")),
     }
 
@@ -133,7 +133,7 @@ pub(super) fn run() -> CliResult {
     match Dispatcher::with_store(&store).open(&tampered, &OpenPolicy::default()) {
         Err(e) => println!(
             "    one flipped byte: refused (exit {}): {e}",
-            e.exit_code().as_u8()
+            ExitCode::of(&e).as_u8()
         ),
         Ok(_) => return Err(fail("open", "a tampered message was accepted")),
     }
@@ -182,7 +182,7 @@ pub(super) fn run() -> CliResult {
     match Dispatcher::with_store(&pgp_bob).open(&tampered, &OpenPolicy::default()) {
         Err(e) => println!(
             "    one changed armor character: refused (exit {}): {e}",
-            e.exit_code().as_u8()
+            ExitCode::of(&e).as_u8()
         ),
         Ok(_) => return Err(fail("open", "a tampered message was accepted")),
     }
@@ -288,7 +288,7 @@ pub(super) fn run() -> CliResult {
         }
         Ok(crate::Outcome::Deliver { .. }) => "Deliver".to_string(),
         Ok(o) => o.word().to_string(),
-        Err(e) => format!("refused (exit {}): {e}", e.exit_code().as_u8()),
+        Err(e) => format!("refused (exit {}): {e}", ExitCode::of(&e).as_u8()),
     };
     let mut receive = |raw: &[u8]| word(receiver.receive(raw).and_then(|i| i.commit()));
     println!("    first delivery: {}", receive(&signed));
@@ -412,7 +412,7 @@ fn demo_agent_card(
     match policies.check_seal(&[bob.to_string()], Profile::OpenPgp, true) {
         Err(e) => println!(
             "    Dana signs without encrypting: refused (exit {}): {e}",
-            e.exit_code().as_u8()
+            ExitCode::of(&e).as_u8()
         ),
         Ok(()) => return Err(fail("card", "a seal below the card's minimum was allowed")),
     }
@@ -434,7 +434,7 @@ fn demo_agent_card(
     match agent_card::read_card(forged.as_bytes(), &dana_store, now) {
         Err(e) => println!(
             "    the card re-addressed to mallory: refused (exit {}): {e}",
-            e.exit_code().as_u8()
+            ExitCode::of(&e).as_u8()
         ),
         Ok(_) => {
             return Err(fail(
@@ -529,7 +529,7 @@ fn demo_mls() -> CliResult {
     match cal.receive(&rival, &OpenPolicy::default(), "demo") {
         Err(e) => println!(
             "    bea's commit racing ann's for epoch 2 reaches cal second: refused (exit {}): {e}",
-            e.exit_code().as_u8()
+            ExitCode::of(&e).as_u8()
         ),
         Ok(_) => return Err(fail("mls", "a fork was accepted")),
     }
@@ -541,7 +541,7 @@ fn demo_mls() -> CliResult {
     match cal.receive(&tampered, &OpenPolicy::default(), "demo") {
         Err(e) => println!(
             "    one changed character in an application message: refused (exit {}): {e}",
-            e.exit_code().as_u8()
+            ExitCode::of(&e).as_u8()
         ),
         Ok(_) => return Err(fail("mls", "a tampered message was accepted")),
     }

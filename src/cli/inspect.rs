@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
+use super::exit::ExitCode;
 use super::{write_output, CliResult, Failure};
 use crate::dispatch::detect_profile;
 use crate::envelope::ValidationContext;
-use crate::error::Classify;
 use crate::keystore::hex;
 use crate::message::{structure, Limits, MailA2aMessage};
 
@@ -13,7 +13,7 @@ pub(super) fn inspect(name: &str, raw: &[u8], json: bool) -> CliResult {
     let limits = Limits::default();
     let profile = detect_profile(raw);
     let parts = structure(raw, &limits)
-        .map_err(|e| Failure::new(e.exit_code(), format!("inspect {name}: {e}")))?;
+        .map_err(|e| Failure::new(ExitCode::of(&e), format!("inspect {name}: {e}")))?;
     // A protected message's envelope is only readable once opened.
     let plain = match profile {
         None => Some(MailA2aMessage::parse(raw, &limits)),

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
+use super::exit::ExitCode;
 use super::{read_input, write_output, CliResult, Failure};
-use crate::error::ExitCode;
 use crate::mls::{Handshake, Mls, Received};
 
 #[derive(Subcommand)]

@@ -3,6 +3,7 @@
 
 mod card;
 mod demo;
+mod exit;
 mod inspect;
 mod mls;
 mod receive;
@@ -16,8 +17,9 @@ use std::process::ExitCode as ProcessExit;
 
 use clap::{Args, Parser, Subcommand};
 
+use self::exit::ExitCode;
 use crate::envelope::Envelope;
-use crate::error::{Classify, ExitCode};
+use crate::error::Classify;
 use crate::message::{validate_message, Attachment, Limits, MailA2aMessage, Mailbox};
 use store::Keys;
 
@@ -414,7 +416,7 @@ impl Failure {
         }
     }
     fn from<E: Classify + std::fmt::Display>(context: &str, e: E) -> Self {
-        Failure::new(e.exit_code(), format!("{context}: {e}"))
+        Failure::new(ExitCode::of(&e), format!("{context}: {e}"))
     }
 }
 
@@ -567,7 +569,7 @@ fn guess_media_type(path: &Path) -> &'static str {
 fn read_plain(path: &Path, what: &str) -> Result<MailA2aMessage, Failure> {
     MailA2aMessage::parse(&read_input(Some(path))?, &Limits::default()).map_err(|e| {
         Failure::new(
-            e.exit_code(),
+            ExitCode::of(&e),
             format!(
                 "{what} {}: {e} (give the plain message, or the inner one `open --eml` writes)",
                 path.display()

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::exit::ExitCode;
 use super::store::Keys;
 use super::{read_input, write_output, CliResult, Failure};
-use crate::error::ExitCode;
 use crate::receiver::deliver::{self, Delivered, DeliveryDir, Format};
 use crate::receiver::{Clock, Delivery, Handshake, HeldReason, Incoming, Outcome, Receiver};
 use crate::seal::{OpenPolicy, Opened};

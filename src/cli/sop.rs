@@ -477,7 +477,7 @@ pub(crate) fn main(args: Vec<std::ffi::OsString>) -> ProcessExit {
         }
         Err(e) => {
             eprintln!("mailseal sop: {e}");
-            ProcessExit::from(e.exit_code())
+            ProcessExit::from(e.sop_code())
         }
     }
 }

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
+use super::exit::ExitCode;
 use super::{read_passphrase, Failure};
-use crate::error::ExitCode;
 use crate::keystore::{
     DirectoryStore, KeyEntry, KeyStore, KeyStoreError, Pkcs11Uri, PostgresStore, SqliteStore,
     TokenStore,

@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 
 /// The binding version this crate implements (`bindingVersion`, `Mail-A2A-Binding`).
 pub const BINDING_VERSION: &str = "1.0";
@@ -91,8 +91,8 @@ impl Classify for EnvelopeError {
             _ => A2aErrorType::InvalidRequestError,
         }
     }
-    fn exit_code(&self) -> ExitCode {
-        ExitCode::Malformed
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Malformed
     }
 }
 

@@ -86,8 +86,8 @@ impl crate::error::Classify for AepError {
     fn a2a_error(&self) -> crate::error::A2aErrorType {
         crate::error::A2aErrorType::InvalidRequestError
     }
-    fn exit_code(&self) -> crate::error::ExitCode {
-        crate::error::ExitCode::Malformed
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Malformed
     }
 }
 

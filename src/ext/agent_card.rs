@@ -40,7 +40,7 @@ use x509_cert::Certificate;
 
 use super::jws::{self, JwsAlgorithm, PublicKey};
 use crate::envelope::BINDING_URI;
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::keystore::{EntryKind, KeyEntry, KeyStore, KeyStoreError};
 use crate::mls::MlsError;
 use crate::profile::Protection;
@@ -144,20 +144,20 @@ impl Classify for CardError {
             _ => A2aErrorType::InvalidParamsError,
         }
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
             Self::NotJson(_)
             | Self::Schema { .. }
             | Self::Interface(_)
             | Self::Protection(_)
             | Self::Key { .. }
-            | Self::SignatureMalformed { .. } => ExitCode::Malformed,
-            Self::SignatureInvalid { .. } => ExitCode::AuthenticationFailed,
-            Self::ForeignKey { .. } | Self::Untrusted(_) => ExitCode::RefusedByPolicy,
-            Self::NothingToPublish(_) => ExitCode::NoUsableKey,
-            Self::Sign(_) => ExitCode::NoUsableKey,
-            Self::Store(e) => e.exit_code(),
-            Self::Mls(e) => e.exit_code(),
+            | Self::SignatureMalformed { .. } => ErrorKind::Malformed,
+            Self::SignatureInvalid { .. } => ErrorKind::Authentication,
+            Self::ForeignKey { .. } | Self::Untrusted(_) => ErrorKind::Policy,
+            Self::NothingToPublish(_) => ErrorKind::NoUsableKey,
+            Self::Sign(_) => ErrorKind::NoUsableKey,
+            Self::Store(e) => e.kind(),
+            Self::Mls(e) => e.kind(),
         }
     }
 }

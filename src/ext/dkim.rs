@@ -43,8 +43,8 @@ impl crate::error::Classify for DkimError {
     fn a2a_error(&self) -> crate::error::A2aErrorType {
         crate::error::A2aErrorType::InternalError
     }
-    fn exit_code(&self) -> crate::error::ExitCode {
-        crate::error::ExitCode::Usage
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::InvalidArgument
     }
 }
 

@@ -11,7 +11,7 @@
 //!    `SettlementResponse`.
 
 use crate::envelope::{Envelope, EnvelopeError, Kind, PaymentKind};
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::message::{mid_url, Headers, MailA2aMessage};
 
 /// Why a payment step could not be built.
@@ -48,8 +48,8 @@ impl Classify for PaymentStepError {
     fn a2a_error(&self) -> A2aErrorType {
         A2aErrorType::InvalidParamsError
     }
-    fn exit_code(&self) -> ExitCode {
-        ExitCode::Malformed
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Malformed
     }
 }
 

@@ -14,7 +14,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
 use super::agent_card::{PeerCard, MLS_TOKEN, OPENPGP_TOKEN, SMIME_TOKEN};
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::profile::{Profile, Protection};
 use crate::seal::OpenPolicy;
 
@@ -59,10 +59,10 @@ impl Classify for PeerPolicyError {
     fn a2a_error(&self) -> A2aErrorType {
         A2aErrorType::InternalError
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::File { .. } => ExitCode::Other,
-            Self::BelowMinimum { .. } | Self::ProfileNotListed { .. } => ExitCode::RefusedByPolicy,
+            Self::File { .. } => ErrorKind::Other,
+            Self::BelowMinimum { .. } | Self::ProfileNotListed { .. } => ErrorKind::Policy,
         }
     }
 }

@@ -36,7 +36,7 @@ use std::fmt;
 
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 
 /// Why a key-store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -109,16 +109,16 @@ impl Classify for KeyStoreError {
     fn a2a_error(&self) -> A2aErrorType {
         A2aErrorType::InternalError
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::Unrecognised { .. } | Self::Malformed { .. } => ExitCode::Malformed,
+            Self::Unrecognised { .. } | Self::Malformed { .. } => ErrorKind::Malformed,
             Self::PassphraseRequired { .. } | Self::WrongPassphrase | Self::Locked => {
-                ExitCode::Usage
+                ErrorKind::InvalidArgument
             }
             Self::UnsupportedAlgorithm { .. } | Self::Token(_) | Self::TokenUnsupported(_) => {
-                ExitCode::NoUsableKey
+                ErrorKind::NoUsableKey
             }
-            _ => ExitCode::Other,
+            _ => ErrorKind::Other,
         }
     }
 }

@@ -47,7 +47,7 @@ pub use parse::{structure, PartInfo};
 use time::OffsetDateTime;
 
 use crate::envelope::{self, Envelope, EnvelopeError, ValidationContext, Violation};
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 
 /// The media type of the machine part.
 pub const A2A_MEDIA_TYPE: &str = "application/a2a+json";
@@ -179,11 +179,11 @@ impl Classify for MessageError {
             _ => A2aErrorType::InvalidRequestError,
         }
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::MissingForCompose(_) => ExitCode::Usage,
-            Self::Write(_) => ExitCode::Other,
-            _ => ExitCode::Malformed,
+            Self::MissingForCompose(_) => ErrorKind::InvalidArgument,
+            Self::Write(_) => ErrorKind::Other,
+            _ => ErrorKind::Malformed,
         }
     }
 }

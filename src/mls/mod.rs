@@ -22,7 +22,7 @@ pub mod wire;
 
 pub use ops::{key_package_identity, Handshake, Held, Mls, MlsConfig, Receipt, Received};
 
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 
 /// The cipher suite of groups created here (DESIGN "MLS").
 pub const CIPHERSUITE: openmls::prelude::Ciphersuite =
@@ -118,21 +118,19 @@ impl Classify for MlsError {
             _ => A2aErrorType::InvalidRequestError,
         }
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::Malformed(_) => ExitCode::Malformed,
-            Self::Invalid(_) => ExitCode::AuthenticationFailed,
+            Self::Malformed(_) => ErrorKind::Malformed,
+            Self::Invalid(_) => ErrorKind::Authentication,
             Self::NoIdentity(_) | Self::UnknownGroup(_) | Self::Removed { .. } => {
-                ExitCode::NoUsableKey
+                ErrorKind::NoUsableKey
             }
-            Self::EpochGone { .. } => ExitCode::NoUsableKey,
-            Self::Fork { .. } | Self::BufferFull { .. } | Self::Binding(_) => {
-                ExitCode::RefusedByPolicy
-            }
-            Self::Open(e) => e.exit_code(),
-            Self::Message(e) => e.exit_code(),
-            Self::Operation(_) | Self::State(_) => ExitCode::Other,
-            Self::Usage(_) => ExitCode::Usage,
+            Self::EpochGone { .. } => ErrorKind::NoUsableKey,
+            Self::Fork { .. } | Self::BufferFull { .. } | Self::Binding(_) => ErrorKind::Policy,
+            Self::Open(e) => e.kind(),
+            Self::Message(e) => e.kind(),
+            Self::Operation(_) | Self::State(_) => ErrorKind::Other,
+            Self::Usage(_) => ErrorKind::InvalidArgument,
         }
     }
 }

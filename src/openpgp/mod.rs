@@ -21,7 +21,7 @@ use sequoia_openpgp as openpgp;
 use openpgp::cert::Cert;
 use openpgp::policy::StandardPolicy;
 
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::keystore::{KeyStore, KeyStoreError};
 use crate::seal::{OpenError, SealError};
 
@@ -80,12 +80,12 @@ impl Classify for OpenPgpError {
     fn a2a_error(&self) -> A2aErrorType {
         A2aErrorType::InvalidRequestError
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::UnknownSigner | Self::NotForUs | Self::Key(_) => ExitCode::NoUsableKey,
-            Self::NotIntendedRecipient => ExitCode::RefusedByPolicy,
-            Self::TooLarge { .. } => ExitCode::Malformed,
-            _ => ExitCode::AuthenticationFailed,
+            Self::UnknownSigner | Self::NotForUs | Self::Key(_) => ErrorKind::NoUsableKey,
+            Self::NotIntendedRecipient => ErrorKind::Policy,
+            Self::TooLarge { .. } => ErrorKind::Malformed,
+            _ => ErrorKind::Authentication,
         }
     }
 }
@@ -95,9 +95,9 @@ impl From<OpenPgpError> for OpenError {
         if let OpenPgpError::TooLarge { limit } = e {
             return OpenError::Malformed(crate::message::MessageError::DecodedTooLarge { limit });
         }
-        match e.exit_code() {
-            ExitCode::NoUsableKey => OpenError::NoUsableKey(e.to_string()),
-            ExitCode::RefusedByPolicy => OpenError::Binding(e.to_string()),
+        match e.kind() {
+            ErrorKind::NoUsableKey => OpenError::NoUsableKey(e.to_string()),
+            ErrorKind::Policy => OpenError::Binding(e.to_string()),
             _ => OpenError::AuthenticationFailed(e.to_string()),
         }
     }

@@ -73,8 +73,10 @@ pub enum SopError {
 }
 
 impl SopError {
-    /// The SOP exit code.
-    pub fn exit_code(&self) -> u8 {
+    /// The error code the SOP specification assigns to this failure
+    /// (draft-dkg-openpgp-stateless-cli, "Failure Modes"): part of that protocol, which
+    /// a `sop` command line exits with.
+    pub fn sop_code(&self) -> u8 {
         match self {
             Self::NoSignature => 3,
             Self::CertCannotEncrypt(_) => 17,

@@ -73,11 +73,11 @@ impl crate::error::Classify for DeliverError {
             Self::Io { .. } => crate::A2aErrorType::InternalError,
         }
     }
-    fn exit_code(&self) -> crate::ExitCode {
+    fn kind(&self) -> crate::ErrorKind {
         match self {
-            Self::Receive(e) => e.exit_code(),
-            Self::Render(e) => e.exit_code(),
-            Self::Io { .. } => crate::ExitCode::Other,
+            Self::Receive(e) => e.kind(),
+            Self::Render(e) => e.kind(),
+            Self::Io { .. } => crate::ErrorKind::Other,
         }
     }
 }

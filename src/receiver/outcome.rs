@@ -1,6 +1,6 @@
 //! What a received message came to, and why one was refused.
 
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 pub use crate::mls::Handshake;
 use crate::mls::{MlsError, Received as MlsReceived};
 use crate::replay::{Admission, Candidate, ReceiverError};
@@ -190,11 +190,11 @@ impl Classify for ReceiveError {
             Self::Rules(e) => e.a2a_error(),
         }
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::Open(e) => e.exit_code(),
-            Self::Mls(e) => e.exit_code(),
-            Self::Rules(e) => e.exit_code(),
+            Self::Open(e) => e.kind(),
+            Self::Mls(e) => e.kind(),
+            Self::Rules(e) => e.kind(),
         }
     }
 }

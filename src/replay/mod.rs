@@ -30,7 +30,7 @@ pub use postgres::PostgresReplayStore;
 pub use sqlite::SqliteReplayStore;
 
 use crate::envelope::{Envelope, Kind, PaymentKind};
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::seal::Opened;
 
 /// Why the receiver refused a message, or why its state could not be read.
@@ -156,11 +156,11 @@ impl Classify for ReceiverError {
             _ => A2aErrorType::InvalidRequestError,
         }
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::Store(_) | Self::NewerSchema { .. } => ExitCode::Other,
-            Self::Incomplete { .. } => ExitCode::Malformed,
-            _ => ExitCode::RefusedByPolicy,
+            Self::Store(_) | Self::NewerSchema { .. } => ErrorKind::Other,
+            Self::Incomplete { .. } => ErrorKind::Malformed,
+            _ => ErrorKind::Policy,
         }
     }
 }

@@ -23,7 +23,7 @@ use der::Decode;
 use time::OffsetDateTime;
 use x509_cert::Certificate;
 
-use crate::error::{A2aErrorType, Classify, ExitCode};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::keystore::{KeyStore, StoredCertificate};
 use crate::message::transfer::{push_base64_lines, Width};
 use crate::message::{
@@ -83,10 +83,10 @@ impl Classify for SmimeError {
     fn a2a_error(&self) -> A2aErrorType {
         A2aErrorType::InvalidRequestError
     }
-    fn exit_code(&self) -> ExitCode {
+    fn kind(&self) -> ErrorKind {
         match self {
-            Self::Key(_) => ExitCode::NoUsableKey,
-            _ => ExitCode::AuthenticationFailed,
+            Self::Key(_) => ErrorKind::NoUsableKey,
+            _ => ErrorKind::Authentication,
         }
     }
 }
