@@ -143,7 +143,7 @@ impl Opener for Dispatcher<'_> {
             },
         }?;
         if let Some(keys) = &policy.dkim_keys {
-            opened.verdict.dkim = crate::ext::dkim::verify(raw, keys);
+            opened.verdict.dkim = crate::dkim::verify(raw, keys);
         }
         Ok(opened)
     }

@@ -14,11 +14,14 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod asn1;
 mod binding;
 pub mod dispatch;
+pub mod dkim;
 pub mod envelope;
 pub mod error;
 pub mod ext;
+mod hex;
 pub mod keystore;
 pub mod message;
 pub mod mls;

@@ -64,7 +64,7 @@ pub struct OpenPolicy {
     pub limits: Limits,
     /// DKIM keys to check the outer message's signatures with (a transport signal
     /// reported in [`Verdict::dkim`], never authority); `None`: not checked.
-    pub dkim_keys: Option<crate::ext::dkim::KeyMap>,
+    pub dkim_keys: Option<crate::dkim::KeyMap>,
 }
 
 impl Default for OpenPolicy {
@@ -174,7 +174,7 @@ pub struct Verdict {
     /// The outer message's DKIM results when the policy had keys to check them: which
     /// domain's server handled the message. A transport signal only: it never raises
     /// `protection` and a failure never refuses a message the profile authenticated.
-    pub dkim: Vec<crate::ext::dkim::DkimSignal>,
+    pub dkim: Vec<crate::dkim::DkimSignal>,
 }
 
 /// An opened message: the inner message (envelope, its exact bytes and digest inside)
@@ -373,4 +373,14 @@ pub trait Opener {
     /// Verify and decrypt; return the inner message and the verdict, or an error and
     /// nothing else.
     fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError>;
+}
+
+/// A MIME boundary of 192 random bits.
+pub(crate) fn random_boundary() -> Result<String, SealError> {
+    // The OS generator directly: one getrandom(2) call, where a DRBG's reseeding
+    // costs more than the rest of composing a small message.
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes).map_err(|_| SealError::Crypto("no randomness".into()))?;
+    let hex = crate::hex::hex(&bytes);
+    Ok(format!("{}_{}_{}", &hex[..16], &hex[16..32], &hex[32..]))
 }

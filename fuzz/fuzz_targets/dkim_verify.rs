@@ -9,7 +9,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use mailseal::ext::dkim::{verify, KeyMap};
+use mailseal::dkim::{verify, KeyMap};
 
 fn keys() -> &'static KeyMap {
     static KEYS: OnceLock<KeyMap> = OnceLock::new();

@@ -150,7 +150,7 @@ pub(super) fn run() -> CliResult {
         let tsk = crate::openpgp::generate(email, None, crate::openpgp::KeyProfile::Rfc4880)
             .map_err(|e| fail("generate", e))?;
         let cert =
-            crate::openpgp::keys::armored_certificate(&tsk).map_err(|e| fail("generate", e))?;
+            crate::keystore::openpgp::armored_certificate(&tsk).map_err(|e| fail("generate", e))?;
         store
             .import(&tsk, email, false)
             .map_err(|e| fail("import", e))?;
@@ -389,7 +389,7 @@ fn demo_agent_card(
     // Bob knows Dana's certificate (from her card, the same way).
     pgp_bob
         .import(
-            &crate::openpgp::keys::armored_certificate(&tsk).map_err(|e| fail("card", e))?,
+            &crate::keystore::openpgp::armored_certificate(&tsk).map_err(|e| fail("card", e))?,
             dana,
             false,
         )

@@ -180,7 +180,7 @@ enum DkimCommand {
 }
 
 fn dkim(cmd: DkimCommand) -> CliResult {
-    use crate::ext::dkim;
+    use crate::dkim;
     match cmd {
         DkimCommand::Sign {
             key,
@@ -927,7 +927,7 @@ fn generate_openpgp(store: &dyn crate::keystore::KeyStore, a: GenerateArgs) -> C
         .map_err(|e| Failure::from("generate", e))?;
     print_entries("generated", &entries);
     if let Some(out) = &a.cert_out {
-        let cert = crate::openpgp::keys::armored_certificate(&tsk)
+        let cert = crate::keystore::openpgp::armored_certificate(&tsk)
             .map_err(|e| Failure::from("generate", e))?;
         write_output(Some(out), &cert)?;
     }

@@ -109,7 +109,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     let dkim_keys = match &a.dkim_keys {
         None => None,
         Some(path) => Some(
-            crate::ext::dkim::KeyMap::from_json(&read_input(Some(path))?)
+            crate::dkim::KeyMap::from_json(&read_input(Some(path))?)
                 .map_err(|e| Failure::from("--dkim-keys", e))?,
         ),
     };

@@ -253,11 +253,11 @@ impl Published {
             .collect();
         let mut openpgp_certificates = Vec::new();
         for cert in store.openpgp_certificates()? {
-            let Some(parsed) = crate::openpgp::keys::parse_stored(&cert) else {
+            let Some(parsed) = crate::keystore::openpgp::parse_stored(&cert) else {
                 continue;
             };
-            if own_openpgp.contains(&crate::openpgp::keys::fingerprint(&parsed)) {
-                openpgp_certificates.push(crate::openpgp::keys::armored_certificate(&cert)?);
+            if own_openpgp.contains(&crate::keystore::openpgp::fingerprint(&parsed)) {
+                openpgp_certificates.push(crate::keystore::openpgp::armored_certificate(&cert)?);
             }
         }
         Ok(Published {
@@ -955,7 +955,7 @@ fn read_params(address: &str, params: &Map<String, Value>) -> Result<PeerCard, C
     {
         let what = format!("OpenPGP certificate {i}");
         let certs =
-            crate::openpgp::keys::read_certs(armored.as_bytes(), &what, None).map_err(|e| {
+            crate::keystore::openpgp::read_certs(armored.as_bytes(), &what, None).map_err(|e| {
                 CardError::Key {
                     what: what.clone(),
                     reason: match e {

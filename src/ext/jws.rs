@@ -66,7 +66,7 @@ pub(crate) enum PublicKey {
 impl PublicKey {
     /// The key of an X.509 SubjectPublicKeyInfo.
     pub(crate) fn from_spki(spki: &spki::SubjectPublicKeyInfoOwned) -> Option<PublicKey> {
-        use crate::smime::oids::{ID_EC_PUBLIC_KEY, RSA_ENCRYPTION, SECP256R1, SECP384R1};
+        use crate::asn1::oids::{ID_EC_PUBLIC_KEY, RSA_ENCRYPTION, SECP256R1, SECP384R1};
         let bits = spki.subject_public_key.as_bytes()?.to_vec();
         let oid = spki.algorithm.oid;
         if oid == ID_EC_PUBLIC_KEY {
@@ -85,7 +85,7 @@ impl PublicKey {
         if oid == RSA_ENCRYPTION {
             return pkcs1_public(&bits);
         }
-        if oid == crate::smime::oids::ED25519 && bits.len() == 32 {
+        if oid == crate::asn1::oids::ED25519 && bits.len() == 32 {
             return Some(PublicKey::Ed25519(bits));
         }
         None

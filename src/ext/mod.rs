@@ -3,7 +3,6 @@
 
 pub mod aep;
 pub mod agent_card;
-pub mod dkim;
 pub mod edge_cloud;
 pub(crate) mod jws;
 pub mod payment;

@@ -229,7 +229,7 @@ impl DirectoryStore {
         }
         let path = self.root.join("openpgp").join(format!("{fpr}.pgp"));
         match fs::read(&path) {
-            Ok(bytes) => crate::openpgp::keys::armored_certificate(&bytes).map(Some),
+            Ok(bytes) => crate::keystore::openpgp::armored_certificate(&bytes).map(Some),
             Err(_) => Ok(None),
         }
     }
@@ -386,7 +386,7 @@ impl DirectoryStore {
         what: &str,
         passphrase: Option<&[u8]>,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        let certs = crate::openpgp::keys::read_certs(input, what, passphrase)?;
+        let certs = crate::keystore::openpgp::read_certs(input, what, passphrase)?;
         let mut entries = Vec::new();
         for c in certs {
             let name = format!("{}.pgp", c.fingerprint);
@@ -394,7 +394,7 @@ impl DirectoryStore {
             // subkeys, revocations), never replaced by an older one.
             let path = self.root.join("openpgp").join(&name);
             let public = match fs::read(&path) {
-                Ok(old) => crate::openpgp::keys::merge(&old, &c.public).unwrap_or(c.public),
+                Ok(old) => crate::keystore::openpgp::merge(&old, &c.public).unwrap_or(c.public),
                 Err(_) => c.public,
             };
             write_file(&path, &public, 0o644)?;
@@ -480,7 +480,7 @@ impl KeyStore for DirectoryStore {
         trusted: bool,
         passphrase: Option<&[u8]>,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        if crate::openpgp::keys::looks_like_openpgp(input) {
+        if crate::keystore::openpgp::looks_like_openpgp(input) {
             return self.import_openpgp(input, what, passphrase);
         }
         let materials = read_all(input, what, passphrase)?;
@@ -544,9 +544,9 @@ impl KeyStore for DirectoryStore {
         }
         for (fpr, path) in self.files("openpgp", "pgp")?.iter() {
             let bytes = fs::read(path).map_err(io(path))?;
-            if let Some(cert) = crate::openpgp::keys::parse_stored(&bytes) {
+            if let Some(cert) = crate::keystore::openpgp::parse_stored(&bytes) {
                 let secret = self.root.join("openpgp-keys").join(format!("{fpr}.pgp"));
-                out.push(crate::openpgp::keys::entry(&cert, secret.exists()));
+                out.push(crate::keystore::openpgp::entry(&cert, secret.exists()));
             }
         }
         for (fpr, path) in self.pems("keys")?.iter() {

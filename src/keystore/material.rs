@@ -54,18 +54,7 @@ fn algorithm(oid: &str) -> KeyAlgorithm {
 
 /// SHA-256 of public key bytes (the SPKI BIT STRING contents), lower-case hex.
 pub fn fingerprint(public_key: &[u8]) -> String {
-    hex(&Sha256::digest(public_key))
-}
-
-/// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    crate::hex::hex(&Sha256::digest(public_key))
 }
 
 /// One decoded input object.

@@ -41,17 +41,17 @@ impl KeyStore for MemoryStore {
         _trusted: bool,
         passphrase: Option<&[u8]>,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        if !crate::openpgp::keys::looks_like_openpgp(input) {
+        if !crate::keystore::openpgp::looks_like_openpgp(input) {
             return Err(KeyStoreError::Unrecognised {
                 what: what.to_string(),
             });
         }
         let mut entries = Vec::new();
-        for c in crate::openpgp::keys::read_certs(input, what, passphrase)? {
+        for c in crate::keystore::openpgp::read_certs(input, what, passphrase)? {
             let mut certs = lock(&self.certs);
             match certs.iter_mut().find(|(f, _)| *f == c.fingerprint) {
                 Some((_, old)) => {
-                    if let Some(merged) = crate::openpgp::keys::merge(old, &c.public) {
+                    if let Some(merged) = crate::keystore::openpgp::merge(old, &c.public) {
                         *old = merged;
                     }
                 }
@@ -70,8 +70,8 @@ impl KeyStore for MemoryStore {
         Ok(lock(&self.certs)
             .iter()
             .filter_map(|(fpr, bytes)| {
-                let cert = crate::openpgp::keys::parse_stored(bytes)?;
-                Some(crate::openpgp::keys::entry(
+                let cert = crate::keystore::openpgp::parse_stored(bytes)?;
+                Some(crate::keystore::openpgp::entry(
                     &cert,
                     secrets.iter().any(|(f, _)| f == fpr),
                 ))

@@ -8,15 +8,17 @@
 mod directory;
 mod material;
 mod memory;
+pub mod openpgp;
 mod pkcs11;
 mod pkcs12;
 mod postgres;
 mod sql;
 mod sqlite;
 
+pub use crate::hex::hex;
 pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
-pub use material::{emails_of, fingerprint, hex, KeyAlgorithm};
+pub use material::{emails_of, fingerprint, KeyAlgorithm};
 pub use memory::MemoryStore;
 #[cfg(feature = "cli")]
 pub(crate) use pkcs11::store_certificate;
@@ -290,11 +292,13 @@ pub fn describe_with_passphrase(
     what: &str,
     passphrase: Option<&[u8]>,
 ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-    if crate::openpgp::keys::looks_like_openpgp(input) {
-        return Ok(crate::openpgp::keys::read_certs(input, what, passphrase)?
-            .into_iter()
-            .map(|c| c.entry)
-            .collect());
+    if crate::keystore::openpgp::looks_like_openpgp(input) {
+        return Ok(
+            crate::keystore::openpgp::read_certs(input, what, passphrase)?
+                .into_iter()
+                .map(|c| c.entry)
+                .collect(),
+        );
     }
     let mut out = Vec::new();
     for m in material::read_all(input, what, passphrase)? {

@@ -529,7 +529,7 @@ fn public_spki(
                 .into_vec();
             (
                 AlgorithmIdentifierOwned {
-                    oid: crate::smime::oids::ID_EC_PUBLIC_KEY,
+                    oid: crate::asn1::oids::ID_EC_PUBLIC_KEY,
                     parameters: Some(der::Any::from_der(P256_PARAMS).map_err(bad)?),
                 },
                 point,
@@ -556,7 +556,7 @@ fn public_spki(
             };
             (
                 AlgorithmIdentifierOwned {
-                    oid: crate::smime::oids::RSA_ENCRYPTION,
+                    oid: crate::asn1::oids::RSA_ENCRYPTION,
                     parameters: Some(der::asn1::Null.into()),
                 },
                 rsa.to_der().map_err(bad)?,

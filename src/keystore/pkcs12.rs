@@ -113,7 +113,7 @@ fn malformed(what: &str, reason: impl std::fmt::Display) -> KeyStoreError {
 /// so that it is read as one, with a passphrase, rather than reported unrecognised.
 pub(crate) fn looks_like_pfx(input: &[u8]) -> bool {
     Pfx::from_der(input).is_ok_and(|p| p.version == 3)
-        || crate::smime::ber::to_der(input)
+        || crate::asn1::ber::to_der(input)
             .ok()
             .and_then(|d| Pfx::from_der(&d).ok())
             .is_some_and(|p| p.version == 3)
@@ -373,7 +373,7 @@ pub(crate) fn read(
     let pfx = match Pfx::from_der(input) {
         Ok(p) => p,
         Err(_) => {
-            rewritten = crate::smime::ber::to_der(input)
+            rewritten = crate::asn1::ber::to_der(input)
                 .map_err(|_| malformed(what, "not a DER or BER PFX"))?;
             Pfx::from_der(&rewritten).map_err(|e| malformed(what, e))?
         }

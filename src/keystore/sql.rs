@@ -185,7 +185,7 @@ impl<T: KeyTables> SqlKeyStore<T> {
         tsk: &[u8],
     ) -> Result<(Zeroizing<Vec<u8>>, bool), KeyStoreError> {
         match passphrase {
-            Some(p) => Ok((crate::openpgp::keys::lock(tsk, p)?, true)),
+            Some(p) => Ok((crate::keystore::openpgp::lock(tsk, p)?, true)),
             None => Ok((Zeroizing::new(tsk.to_vec()), false)),
         }
     }
@@ -195,7 +195,7 @@ impl<T: KeyTables> SqlKeyStore<T> {
             return Ok(Zeroizing::new(stored.to_vec()));
         }
         let pass = self.passphrase.as_ref().ok_or(KeyStoreError::Locked)?;
-        crate::openpgp::keys::unlock_stored(stored, pass)
+        crate::keystore::openpgp::unlock_stored(stored, pass)
     }
 
     fn own_fingerprints(&self) -> Result<std::collections::HashSet<String>, KeyStoreError> {
@@ -276,7 +276,7 @@ impl<T: KeyTables> SqlKeyStore<T> {
         }
         self.tables
             .openpgp(fpr)?
-            .map(|row| crate::openpgp::keys::armored_certificate(&row.cert))
+            .map(|row| crate::keystore::openpgp::armored_certificate(&row.cert))
             .transpose()
     }
 
@@ -316,13 +316,15 @@ impl<T: KeyTables> SqlKeyStore<T> {
         what: &str,
         passphrase: Option<&[u8]>,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        let certs = crate::openpgp::keys::read_certs(input, what, passphrase)?;
+        let certs = crate::keystore::openpgp::read_certs(input, what, passphrase)?;
         let mut entries = Vec::new();
         for c in certs {
             let old = self.tables.openpgp(&c.fingerprint)?;
             // A certificate already stored is merged with the new copy.
             let public = match &old {
-                Some(old) => crate::openpgp::keys::merge(&old.cert, &c.public).unwrap_or(c.public),
+                Some(old) => {
+                    crate::keystore::openpgp::merge(&old.cert, &c.public).unwrap_or(c.public)
+                }
                 None => c.public,
             };
             let mut entry = c.entry;
@@ -372,7 +374,7 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
         trusted: bool,
         passphrase: Option<&[u8]>,
     ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        if crate::openpgp::keys::looks_like_openpgp(input) {
+        if crate::keystore::openpgp::looks_like_openpgp(input) {
             return self.import_openpgp(input, what, passphrase);
         }
         let mut entries = Vec::new();
@@ -420,8 +422,8 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
             }
         }
         for row in self.tables.openpgp_all()? {
-            if let Some(cert) = crate::openpgp::keys::parse_stored(&row.cert) {
-                out.push(crate::openpgp::keys::entry(&cert, row.secret.is_some()));
+            if let Some(cert) = crate::keystore::openpgp::parse_stored(&row.cert) {
+                out.push(crate::keystore::openpgp::entry(&cert, row.secret.is_some()));
             }
         }
         for k in self.tables.keys()? {

@@ -49,17 +49,6 @@ fn crlf_pairs(bytes: &[u8]) -> usize {
         .sum()
 }
 
-/// A MIME boundary of 192 random bits.
-pub(crate) fn random_boundary() -> Result<String, crate::seal::SealError> {
-    // The OS generator directly: one getrandom(2) call, where a DRBG's reseeding
-    // costs more than the rest of composing a small message.
-    let mut bytes = [0u8; 24];
-    getrandom::fill(&mut bytes)
-        .map_err(|_| crate::seal::SealError::Crypto("no randomness".into()))?;
-    let hex = crate::keystore::hex(&bytes);
-    Ok(format!("{}_{}_{}", &hex[..16], &hex[16..32], &hex[32..]))
-}
-
 #[cfg(test)]
 mod tests {
     use super::canonical_crlf;

@@ -14,7 +14,7 @@ mod parse;
 pub(crate) mod transfer;
 
 mod canonical;
-pub(crate) use canonical::{canonical_crlf, random_boundary};
+pub(crate) use canonical::canonical_crlf;
 pub(crate) use compose::{content_len, size_hint, write_header_section};
 pub use limits::Limits;
 pub(crate) use parse::{read_outer, Outer};

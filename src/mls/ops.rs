@@ -1258,7 +1258,7 @@ impl Mls {
                 check_coordinates(&opened, &m.id, framing_epoch, &aad)?;
                 let mut opened = opened;
                 if let Some(keys) = &policy.dkim_keys {
-                    opened.verdict.dkim = crate::ext::dkim::verify(m.raw, keys);
+                    opened.verdict.dkim = crate::dkim::verify(m.raw, keys);
                 }
                 Received::Application(Box::new(opened))
             }

@@ -10,7 +10,7 @@
 
 mod armor;
 mod describe;
-pub mod keys;
+pub(crate) use crate::keystore::openpgp as keys;
 mod open;
 mod parsed;
 mod seal;

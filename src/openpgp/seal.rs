@@ -13,8 +13,9 @@ use openpgp::serialize::stream::{Encryptor, LiteralWriter, Message, Recipient, S
 use openpgp::types::{DataFormat, HashAlgorithm};
 
 use super::OpenPgp;
-use crate::message::{random_boundary, write_header_section, Hints, MailA2aMessage};
+use crate::message::{write_header_section, Hints, MailA2aMessage};
 use crate::profile::Profile;
+use crate::seal::random_boundary;
 use crate::seal::{SealError, SealOptions, Sealer};
 
 fn crypto(e: impl std::fmt::Display) -> SealError {

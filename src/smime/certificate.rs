@@ -7,9 +7,9 @@ use time::OffsetDateTime;
 use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, KeyUsages};
 use x509_cert::Certificate;
 
-use super::oids::SHA256;
 use super::signed_data::verify_signature;
 use super::SmimeError;
+use crate::asn1::oids::SHA256;
 
 const EMAIL_PROTECTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.4");
 const ANY_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
@@ -68,11 +68,12 @@ pub(crate) fn usable_for_encryption(cert: &Certificate, at: OffsetDateTime) -> b
     let tbs = cert.tbs_certificate();
     if let Ok(Some((_, ku))) = tbs.get_extension::<KeyUsage>() {
         // RSA keys transport the content key; EC keys agree on one.
-        let needed = if tbs.subject_public_key_info().algorithm.oid == super::oids::RSA_ENCRYPTION {
-            KeyUsages::KeyEncipherment
-        } else {
-            KeyUsages::KeyAgreement
-        };
+        let needed =
+            if tbs.subject_public_key_info().algorithm.oid == crate::asn1::oids::RSA_ENCRYPTION {
+                KeyUsages::KeyEncipherment
+            } else {
+                KeyUsages::KeyAgreement
+            };
         if !ku.0.contains(needed) {
             return false;
         }

@@ -8,7 +8,7 @@ use cms::enveloped_data::{
 };
 use cms::signed_data::{SignedData, SignerIdentifier};
 
-use super::oids::*;
+use crate::asn1::oids::*;
 use crate::message::{read_outer, Limits, MessageError};
 
 fn oid_name(oid: der::asn1::ObjectIdentifier) -> String {
@@ -144,7 +144,7 @@ pub fn describe(raw: &[u8], limits: &Limits) -> Result<Vec<String>, MessageError
             if let Some(sd) = sig
                 .decoded()
                 .ok()
-                .and_then(|d| super::ber::content_info(&d).ok())
+                .and_then(|d| super::content_info(&d).ok())
                 .and_then(|ci| ci.content.decode_as::<SignedData>().ok())
             {
                 signed_lines(&sd, &mut out);
@@ -156,7 +156,7 @@ pub fn describe(raw: &[u8], limits: &Limits) -> Result<Vec<String>, MessageError
         out.push(format!("layer: {} (not S/MIME)", outer.media_type));
         return Ok(out);
     };
-    let Ok(ci) = super::ber::content_info(&body) else {
+    let Ok(ci) = super::content_info(&body) else {
         out.push(format!(
             "layer: {} with an undecodable CMS body",
             outer.media_type

@@ -24,10 +24,10 @@ use spki::AlgorithmIdentifierOwned;
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
 
-use super::ber::push_header;
 use super::loaded::{rsa_decryptor, Loaded, LoadedKeys, Use};
-use super::oids::*;
 use super::SmimeError;
+use crate::asn1::ber::push_header;
+use crate::asn1::oids::*;
 use crate::keystore::{KeyAlgorithm, SecretKey};
 
 /// RFC 5084 GCMParameters.
@@ -717,15 +717,15 @@ pub(crate) fn decrypt_in_place(
     keks: &[Kek],
     allow_legacy: bool,
 ) -> Result<InPlace, DecryptFailure> {
-    let mut der = if super::ber::is_ber(&cms) {
-        super::ber::to_der(&cms)?
+    let mut der = if crate::asn1::ber::is_ber(&cms) {
+        crate::asn1::ber::to_der(&cms).map_err(SmimeError::from)?
     } else {
         cms
     };
     let layout = match super::layout::enveloped(&der) {
         Ok(l) => l,
         // BER inside a definite-length outer element: rewrite once and read again.
-        Err(first) => match super::ber::to_der(&der) {
+        Err(first) => match crate::asn1::ber::to_der(&der) {
             Ok(rewritten) if rewritten != der => {
                 der = rewritten;
                 super::layout::enveloped(&der)?

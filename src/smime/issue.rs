@@ -31,8 +31,8 @@ use x509_cert::time::{Time, Validity};
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
 
-use super::oids::*;
 use super::SmimeError;
+use crate::asn1::oids::*;
 use crate::keystore::{KeyAlgorithm, SecretKey};
 
 const EMAIL_PROTECTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.4");

@@ -23,8 +23,8 @@ use spki::AlgorithmIdentifierOwned;
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
 
-use super::oids::*;
 use super::SmimeError;
+use crate::asn1::oids::*;
 use crate::keystore::SecretKey;
 
 /// RFC 5753 ECC-CMS-SharedInfo.

@@ -13,8 +13,8 @@ use std::ops::Range;
 use der::asn1::ObjectIdentifier;
 use der::Decode;
 
-use super::oids::{ID_CT_AUTH_ENVELOPED_DATA, ID_ENVELOPED_DATA};
 use super::SmimeError;
+use crate::asn1::oids::{ID_CT_AUTH_ENVELOPED_DATA, ID_ENVELOPED_DATA};
 
 fn malformed(what: &str) -> SmimeError {
     SmimeError::Malformed(format!("CMS: {what}"))

@@ -6,7 +6,6 @@
 //! This module owns its wire format end to end: it builds and parses its CMS and its
 //! MIME layer; nothing else in the crate touches CMS.
 
-pub(crate) mod ber;
 mod certificate;
 mod describe;
 mod enveloped;
@@ -14,7 +13,6 @@ mod issue;
 mod kari;
 mod layout;
 mod loaded;
-pub(crate) mod oids;
 mod signed_data;
 
 use std::borrow::Cow;
@@ -182,7 +180,7 @@ impl Smime<'_> {
                 .find(|c| {
                     certificate::usable_for_encryption(c, now)
                         && (c.tbs_certificate().subject_public_key_info().algorithm.oid
-                            == oids::RSA_ENCRYPTION
+                            == crate::asn1::oids::RSA_ENCRYPTION
                             || kari::supports(c))
                 });
             match usable {
@@ -340,7 +338,7 @@ impl SignedEntityWriter<'_> {
         // for correctness, not expected to happen).
         let (boundary, inner) = loop {
             out.truncate(begin);
-            let boundary = crate::message::random_boundary()?;
+            let boundary = crate::seal::random_boundary()?;
             out.extend_from_slice(b"Content-Type: multipart/signed;\r\n protocol=\"application/pkcs7-signature\";\r\n micalg=\"");
             out.extend_from_slice(micalg(self.cert).as_bytes());
             out.extend_from_slice(b"\";\r\n boundary=\"");
@@ -387,14 +385,14 @@ Content-Transfer-Encoding: base64\r\n\r\n",
 /// RFC 8551 §3.5.3.2 micalg for the signer's digest.
 fn micalg(cert: &Certificate) -> &'static str {
     let spki = cert.tbs_certificate().subject_public_key_info();
-    if spki.algorithm.oid == oids::ED25519 {
+    if spki.algorithm.oid == crate::asn1::oids::ED25519 {
         "sha-512"
     } else if spki
         .algorithm
         .parameters
         .as_ref()
         .and_then(|p| p.decode_as::<der::asn1::ObjectIdentifier>().ok())
-        == Some(oids::SECP384R1)
+        == Some(crate::asn1::oids::SECP384R1)
     {
         "sha-384"
     } else {
@@ -739,4 +737,34 @@ fn certs(stored: Vec<StoredCertificate>) -> Vec<Certificate> {
         .iter()
         .filter_map(|c| Certificate::from_der(&c.der).ok())
         .collect()
+}
+
+/// A ContentInfo from DER, or from BER rewritten to DER when the DER decoder refuses it.
+pub(crate) fn content_info(input: &[u8]) -> Result<cms::content_info::ContentInfo, SmimeError> {
+    use der::Decode;
+    let der_error = if crate::asn1::ber::is_ber(input) {
+        None
+    } else {
+        match cms::content_info::ContentInfo::from_der(input) {
+            Ok(info) => return Ok(info),
+            Err(e) => Some(e),
+        }
+    };
+    let rewritten = match crate::asn1::ber::to_der(input) {
+        Ok(d) => d,
+        Err(ber_error) => {
+            return Err(match der_error {
+                Some(e) => SmimeError::Malformed(format!("ContentInfo: {e}")),
+                None => ber_error.into(),
+            })
+        }
+    };
+    cms::content_info::ContentInfo::from_der(&rewritten)
+        .map_err(|e| SmimeError::Malformed(format!("ContentInfo: {e}")))
+}
+
+impl From<crate::asn1::BerError> for SmimeError {
+    fn from(e: crate::asn1::BerError) -> Self {
+        SmimeError::Malformed(e.to_string())
+    }
 }

@@ -24,8 +24,8 @@ use x509_cert::attr::Attribute;
 use x509_cert::Certificate;
 
 use super::loaded::{Loaded, LoadedKeys, Use};
-use super::oids::*;
 use super::SmimeError;
+use crate::asn1::oids::*;
 use crate::keystore::{KeyAlgorithm, SecretKey};
 
 /// What a verified SignerInfo established.
@@ -543,7 +543,7 @@ fn verify_pss(
 
 /// The SignedData of a ContentInfo (DER, or BER from a streaming signer).
 fn decode_signed_data(cms_der: &[u8]) -> Result<SignedData, SmimeError> {
-    let info = super::ber::content_info(cms_der)?;
+    let info = super::content_info(cms_der)?;
     if info.content_type != ID_SIGNED_DATA {
         return Err(SmimeError::Malformed(format!(
             "content type {} is not signed-data",

@@ -1,0 +1,24 @@
+//! The message layer and the extensions: the case files, compose and validate, the
+//! JSON Schema and the reference validator, the rules as data, hostile input, the README,
+//! unprotected mail, and the extensions (edge-cloud, AEP, DKIM, x402, Agent Cards).
+//!
+//! One test binary per area (as rustls does in `tests/`): each file is a module, so the
+//! crate and its dependencies link once per area, not once per file.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod aep;
+mod agent_card;
+mod agent_card_fuzz_seeds;
+mod cases;
+mod compose_roundtrip;
+mod dkim;
+mod edge_cloud;
+mod open_plain;
+mod readme;
+mod reference_validator;
+mod robustness;
+mod rules;
+mod schema_agreement;
+mod x402;

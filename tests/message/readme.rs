@@ -1,0 +1,164 @@
+//! The README's examples run: the shell block of "Command line" with the built binary
+//! (each command must succeed or be one of the refusals the README announces), and the
+//! Rust block of "Library" (a doc test in `src/lib.rs`).
+
+use crate::common;
+
+#[test]
+fn readme_command_line_example_runs() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("## Command line")
+        .nth(1)
+        .expect("Command line section");
+    let script = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("a sh block");
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = common::bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .arg("-euo")
+        .arg("pipefail")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("MAILSEAL_HOME", dir.path().join("store"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("OK request.eml"), "{stdout}");
+    assert!(
+        stdout.contains("FAIL forged.eml: hint-mismatch"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("refused with exit 3"), "{stdout}");
+    assert!(stdout.contains("refused with exit 6"), "{stdout}");
+    assert!(stdout.contains("application/a2a+json"), "{stdout}");
+}
+
+#[test]
+fn readme_smime_example_runs() {
+    let (stdout, stderr, dir) = run_block_after_first("mailseal seal --profile smime --sign-only");
+    assert!(stderr.contains("Verification successful"), "{stderr}");
+    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
+    assert!(stderr.contains("duplicate: message req-1"), "{stderr}");
+    assert!(stderr.contains("--stateless"), "{stderr}");
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(verdict["profile"], "smime");
+    assert_eq!(verdict["protection"], "signed");
+}
+
+#[test]
+fn demo_runs() {
+    let out = common::run(&["demo"], b"");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("refused (exit 6)"), "{stdout}");
+    assert!(stdout.contains("SMTP redelivery: Duplicate"), "{stdout}");
+    assert!(stdout.contains("demo finished"), "{stdout}");
+}
+
+#[test]
+fn readme_openpgp_example_runs() {
+    let (stdout, _stderr, dir) = run_block_after_first("--email alice@pgp.example");
+    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
+    assert!(stdout.contains(" mode:binary"), "{stdout}");
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("pgp-verdict.json")).unwrap())
+            .unwrap();
+    assert_eq!(verdict["profile"], "openpgp");
+    assert_eq!(verdict["protection"], "signed-encrypted");
+}
+
+#[test]
+fn readme_mls_example_runs() {
+    let (stdout, stderr, _dir) = run_block_after_first("mls create");
+    assert!(stderr.contains("joined MLS group"), "{stderr}");
+    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
+    assert!(stderr.contains("duplicate: this MLS message"), "{stderr}");
+    assert!(stderr.contains("held: group"), "{stderr}");
+    assert!(
+        stderr.contains("1 held message(s) can now be opened"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("\"messageId\":\"req-2\""), "{stdout}");
+    // ann and bea remain.
+    assert!(stdout.contains("1 bea@mls.example"), "{stdout}");
+    assert!(!stdout.contains("2 cal@mls.example"), "{stdout}");
+}
+
+/// Runs the first block of "Command line" (it makes envelope.json and report.csv),
+/// then the first block containing `marker`, with the built binary first on PATH and
+/// `$FIXTURES` the key fixtures: (stdout, stderr, the directory).
+fn run_block_after_first(marker: &str) -> (String, String, tempfile::TempDir) {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme.split("## Command line").nth(1).unwrap();
+    let blocks: Vec<&str> = section
+        .split("```sh\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    let block = blocks
+        .iter()
+        .find(|b| b.contains(marker))
+        .unwrap_or_else(|| panic!("a block with {marker}"));
+    let script = format!("{}\n{block}", blocks[0]);
+    let dir = tempfile::tempdir().unwrap();
+    let bin_dir = common::bin().parent().unwrap().to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("MAILSEAL_HOME", dir.path().join("store"))
+        .env(
+            "FIXTURES",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures"),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    (stdout, stderr, dir)
+}
+
+#[test]
+fn readme_agent_card_example_runs() {
+    let (stdout, stderr, dir) = run_block_after_first("mailseal card");
+    assert!(
+        stderr.contains("imported card bob@card.example: minimum signed-encrypted"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("\"messageId\":\"req-7\""), "{stdout}");
+    assert!(stdout.contains("refused with exit 6"), "{stdout}");
+    assert!(stderr.contains("joined MLS group"), "{stderr}");
+    let card2: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("card2.json")).unwrap()).unwrap();
+    assert_eq!(
+        card2["supportedInterfaces"][0]["url"],
+        "mailto:bob@card.example"
+    );
+}

@@ -1,0 +1,14 @@
+//! The MLS profile: the library and the command line, five agents by mail, tampering,
+//! the RFC 9420 vectors and the fuzz target's seeds.
+//!
+//! One test binary per area (as rustls does in `tests/`): each file is a module, so the
+//! crate and its dependencies link once per area, not once per file.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod mls_agents;
+mod mls_fuzz_seeds;
+mod mls_group;
+mod mls_tamper;
+mod mls_vectors;

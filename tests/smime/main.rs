@@ -1,0 +1,14 @@
+//! The S/MIME profile: against `openssl cms` both ways, CMS algorithms beyond what
+//! OpenSSL writes, the header-protection samples, and streamed sealing.
+//!
+//! One test binary per area (as rustls does in `tests/`): each file is a module, so the
+//! crate and its dependencies link once per area, not once per file.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod header_protection_smime;
+mod interop_openssl_smime;
+mod interop_openssl_smime_encrypt;
+mod seal_output;
+mod smime_cms_algorithms;

@@ -1,0 +1,226 @@
+//! The directory key store: import, pairing of keys with certificates, lookup by
+//! address, owner-only files, and the `key import` / `key list` commands.
+
+use crate::common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::{fixture, run};
+use mailseal::keystore::{DirectoryStore, EntryKind, KeyAlgorithm, KeyStore, KeyStoreError};
+
+fn read(rel: &str) -> Vec<u8> {
+    std::fs::read(fixture(rel)).unwrap()
+}
+
+#[test]
+fn rsa_key_pairs_with_its_certificate_in_either_order() {
+    for order in [
+        ["alice.sign.crt", "alice.sign.key"],
+        ["alice.sign.key", "alice.sign.crt"],
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+        for f in order {
+            store
+                .import(&read(&format!("rfc9216/{f}")), f, false)
+                .unwrap();
+        }
+        let list = store.list().unwrap();
+        assert_eq!(list.len(), 1, "{list:?}");
+        assert_eq!(list[0].kind, EntryKind::Certificate);
+        assert_eq!(list[0].algorithm, KeyAlgorithm::Rsa);
+        assert!(list[0].has_private_key);
+        assert_eq!(list[0].emails, vec!["alice@smime.example"]);
+        let key = store.private_key(&list[0].fingerprint).unwrap().unwrap();
+        assert_eq!(key.algorithm(), KeyAlgorithm::Rsa);
+        // Debug output never shows key material.
+        let dbg = format!("{key:?}");
+        assert!(!dbg.contains("pkcs8") && dbg.len() < 200, "{dbg}");
+    }
+}
+
+#[test]
+fn ed25519_key_without_public_part_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+    store
+        .import(&read("rfc9216/carlos.sign.key"), "carlos.sign.key", false)
+        .unwrap();
+    let e = store
+        .import(&read("rfc9216/carlos.sign.crt"), "carlos.sign.crt", false)
+        .unwrap();
+    assert_eq!(e[0].algorithm, KeyAlgorithm::Ed25519);
+    assert!(e[0].has_private_key);
+    assert_eq!(store.list().unwrap().len(), 1);
+}
+
+#[test]
+fn lookup_by_address_is_case_insensitive_and_anchors_are_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+    let mut bundle = read("rfc9216/bob.sign.crt");
+    bundle.extend(read("rfc9216/bob.encrypt.crt"));
+    let entries = store.import(&bundle, "bob bundle", false).unwrap();
+    assert_eq!(entries.len(), 2);
+    store
+        .import(&read("rfc9216/ca.rsa.crt"), "ca", true)
+        .unwrap();
+    assert_eq!(
+        store.certificates_for("BOB@SMIME.example").unwrap().len(),
+        2
+    );
+    assert_eq!(
+        store.certificates_for("alice@smime.example").unwrap().len(),
+        0
+    );
+    let anchors = store.trust_anchors().unwrap();
+    assert_eq!(anchors.len(), 1);
+    assert!(store
+        .list()
+        .unwrap()
+        .iter()
+        .any(|e| e.kind == EntryKind::TrustAnchor));
+}
+
+#[test]
+fn private_keys_are_owner_only_and_an_open_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("s");
+    let store = DirectoryStore::open(&root).unwrap();
+    let e = store
+        .import(&read("rfc9216/alice.sign.key"), "k", false)
+        .unwrap();
+    let key_file = root.join("keys").join(format!("{}.pem", e[0].fingerprint));
+    assert_eq!(
+        std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(&root).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(matches!(
+        DirectoryStore::open(&root),
+        Err(KeyStoreError::Permissions { .. })
+    ));
+}
+
+#[test]
+fn openpgp_secret_keys_are_owner_only_and_a_store_cache_sees_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("s");
+    let store = DirectoryStore::open(&root).unwrap();
+    let e = store
+        .import(&read("openpgp/bob@openpgp.example.sec.asc"), "bob", false)
+        .unwrap();
+    assert_eq!(e[0].kind, EntryKind::OpenPgpCertificate);
+    assert!(e[0].has_private_key);
+    let fpr = &e[0].fingerprint;
+    assert_eq!(fpr, "d1a66e1a23b182c9980f788cfbfcc82a015e7330");
+    let key_file = root.join("openpgp-keys").join(format!("{fpr}.pgp"));
+    assert_eq!(
+        std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(root.join("openpgp-keys"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    // The certificate file holds no secret key material.
+    let public = std::fs::read(root.join("openpgp").join(format!("{fpr}.pgp"))).unwrap();
+    let described = mailseal::keystore::describe(&public, "cert").unwrap();
+    assert_eq!(&described[0].fingerprint, fpr);
+    assert!(!described[0].has_private_key);
+    // The store caches what it read; a second import and a removal are seen at once.
+    assert_eq!(store.openpgp_certificates().unwrap().len(), 1);
+    store
+        .import(
+            &read("openpgp/alice@openpgp.example.pub.asc"),
+            "alice",
+            false,
+        )
+        .unwrap();
+    assert_eq!(store.openpgp_certificates().unwrap().len(), 2);
+    std::fs::remove_file(&key_file).unwrap();
+    assert!(store.openpgp_secret_key(fpr).unwrap().is_none());
+    std::fs::remove_file(root.join("openpgp").join(format!("{fpr}.pgp"))).unwrap();
+    assert_eq!(store.openpgp_certificates().unwrap().len(), 1);
+}
+
+#[test]
+fn fail_garbage_and_truncated_inputs_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirectoryStore::open(dir.path().join("s")).unwrap();
+    assert!(matches!(
+        store.import(b"hello", "x", false),
+        Err(KeyStoreError::Unrecognised { .. })
+    ));
+    let pem = read("rfc9216/alice.sign.crt");
+    let cut = &pem[..pem.len() / 2];
+    assert!(store.import(cut, "cut", false).is_err());
+    let der_garbage = [0x30u8, 0x82, 0xff, 0xff, 0x01];
+    assert!(store.import(&der_garbage, "der", false).is_err());
+    assert!(store.list().unwrap().is_empty());
+    assert!(store.private_key("../../etc/passwd").unwrap().is_none());
+}
+
+#[test]
+fn cli_key_import_and_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    let s = store.to_str().unwrap();
+    let out = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            s,
+            fixture("rfc9216/alice.sign.crt").to_str().unwrap(),
+            fixture("rfc9216/alice.sign.key").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["key", "list", "--json", "--store", s], b"");
+    assert_eq!(out.status.code(), Some(0));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list[0]["emails"][0], "alice@smime.example");
+    assert_eq!(list[0]["has_private_key"], true);
+    assert_eq!(list[0]["kind"], "certificate");
+    // A file that is not a key: exit 3, one line, names the file.
+    let bad = dir.path().join("bad.pem");
+    std::fs::write(&bad, "not a key").unwrap();
+    let out = run(&["key", "import", "--store", s, bad.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1);
+    assert!(err.contains("bad.pem"), "{err}");
+}
+
+#[test]
+fn describe_reads_without_storing() {
+    let mut bundle = read("rfc9216/carlos.sign.crt");
+    bundle.extend(read("rfc9216/carlos.sign.key"));
+    let entries = mailseal::keystore::describe(&bundle, "bundle").unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(
+        entries[0].fingerprint, entries[1].fingerprint,
+        "key and certificate share the fingerprint"
+    );
+    assert_eq!(entries[0].emails, vec!["carlos@smime.example"]);
+    assert!(mailseal::keystore::describe(
+        b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        "x"
+    )
+    .is_err());
+}

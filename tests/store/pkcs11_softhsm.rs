@@ -1,0 +1,523 @@
+//! S/MIME with private keys on a PKCS#11 token (SoftHSM2): created on the token, never
+//! in the store, never extractable; they sign what `openssl cms -verify` accepts
+//! (ECDSA P-256, RSA PKCS#1 v1.5, RSA-PSS) and decrypt what `openssl cms -encrypt`
+//! writes (ECDH P-256, RSAES-OAEP, RSAES-PKCS1-v1_5) and what mailseal seals. Every
+//! token operation runs in a `mailseal` process, as a user would run it. Skips (saying
+//! why) without SoftHSM2, fails then under `MAILSEAL_REQUIRE_PEERS=1`.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{fixture, openssl};
+use mailseal::envelope::{Envelope, Kind, Operation};
+use mailseal::message::MailA2aMessage;
+
+const MODULE: &str = "/usr/lib/softhsm/libsofthsm2.so";
+const PIN: &str = "1234";
+
+/// A SoftHSM2 configuration of its own with one initialised token, "mailseal".
+struct Hsm {
+    dir: tempfile::TempDir,
+}
+
+impl Hsm {
+    fn new() -> Option<Hsm> {
+        let usable = Path::new(MODULE).exists()
+            && common::peer_available(
+                "softhsm2-util",
+                Command::new("softhsm2-util").arg("--version"),
+            );
+        if !usable {
+            assert!(
+                std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
+                "SoftHSM2 is required (MAILSEAL_REQUIRE_PEERS=1): apt-get install softhsm2"
+            );
+            eprintln!("skipping: SoftHSM2 ({MODULE}) is not installed");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tokens")).unwrap();
+        std::fs::write(
+            dir.path().join("softhsm2.conf"),
+            format!(
+                "directories.tokendir = {}/tokens\nobjectstore.backend = file\nlog.level = ERROR\n",
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let hsm = Hsm { dir };
+        let out = Command::new("softhsm2-util")
+            .args([
+                "--init-token",
+                "--free",
+                "--label",
+                "mailseal",
+                "--pin",
+                PIN,
+                "--so-pin",
+                "5678",
+            ])
+            .env("SOFTHSM2_CONF", hsm.conf())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(hsm)
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.path().join("softhsm2.conf")
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `mailseal ARGS` with this token's configuration and its PIN in the environment.
+    fn mailseal(&self, args: &[&str], stdin: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(common::bin())
+            .args(args)
+            .env("SOFTHSM2_CONF", self.conf())
+            .env("MAILSEAL_PKCS11_PIN", PIN)
+            .env("MAILSEAL_HOME", self.path("default-store"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    fn ok(&self, args: &[&str], stdin: &[u8]) -> Output {
+        let out = self.mailseal(args, stdin);
+        assert!(
+            out.status.success(),
+            "mailseal {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Creates `object` on the token for `email` in the store `store`; returns the
+    /// certificate file.
+    fn generate(&self, store: &str, email: &str, object: &str, algorithm: &str) -> PathBuf {
+        let uri =
+            format!("pkcs11:token=mailseal;object={object}?module-path={MODULE}&pin-value={PIN}");
+        let cert = self.path(&format!("{object}.pem"));
+        self.ok(
+            &[
+                "key",
+                "generate",
+                "--kind",
+                "smime",
+                "--email",
+                email,
+                "--algorithm",
+                algorithm,
+                "--store",
+                self.path(store).to_str().unwrap(),
+                "--pkcs11",
+                &uri,
+                "--cert-out",
+                cert.to_str().unwrap(),
+            ],
+            b"",
+        );
+        cert
+    }
+}
+
+fn request(id: &str, from: &str, to: &str) -> MailA2aMessage {
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, id);
+    env.set("correlationId", &format!("{id}-ex"));
+    env.set("idempotencyKey", &format!("{id}-effect"));
+    env.set(
+        "payload",
+        &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER",
+            "parts": [{"text": "token plans"}]}}),
+    );
+    MailA2aMessage::new(from, &[to], env)
+}
+
+#[test]
+fn token_keys_sign_what_openssl_verifies() {
+    let Some(hsm) = Hsm::new() else { return };
+    for (object, algorithm, pss) in [
+        ("sig-ec", "p256", false),
+        ("sig-rsa", "rsa2048", false),
+        ("sig-pss", "rsa2048", true),
+    ] {
+        let store = format!("store-{object}");
+        let cert = hsm.generate(&store, "bob@smime.example", object, algorithm);
+        let plain = hsm.path(&format!("{object}.eml"));
+        std::fs::write(
+            &plain,
+            request(object, "bob@smime.example", "alice@smime.example")
+                .to_rfc5322()
+                .unwrap(),
+        )
+        .unwrap();
+        let mut args = vec![
+            "seal",
+            "--store",
+            hsm.path(&store).to_str().unwrap().to_owned().leak(),
+            "--profile",
+            "smime",
+            "--sign-only",
+            "--in",
+            plain.to_str().unwrap().to_owned().leak(),
+        ];
+        if pss {
+            args.push("--rsa-pss");
+        }
+        let signed = hsm.ok(&args, b"").stdout;
+        std::fs::write(hsm.path("signed.eml"), &signed).unwrap();
+        let c = cert.to_str().unwrap();
+        let out = openssl(
+            &[
+                "cms",
+                "-verify",
+                "-in",
+                "signed.eml",
+                "-CAfile",
+                c,
+                "-purpose",
+                "smimesign",
+                "-out",
+                "/dev/null",
+            ],
+            hsm.dir.path(),
+        );
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Verification successful"));
+        if pss {
+            let text = String::from_utf8_lossy(
+                &openssl(
+                    &["cms", "-cmsout", "-print", "-in", "signed.eml"],
+                    hsm.dir.path(),
+                )
+                .stdout,
+            )
+            .into_owned();
+            assert!(text.contains("rsassaPss"), "{text}");
+        }
+    }
+}
+
+/// Either the token decrypted it (the envelope `id` on stdout), or it said clearly
+/// that it lacks RSAES-OAEP with SHA-256: SoftHSM 2.6 does OAEP with SHA-1 only, and
+/// mailseal's RSA recipients get OAEP-SHA-256 (RFC 8551 recommends it).
+fn opened_or_oaep_sha256_unsupported(out: &Output, id: &str) {
+    if out.status.success() {
+        assert!(String::from_utf8_lossy(&out.stdout).contains(id), "{id}");
+        return;
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        err.contains("token does not support RSAES-OAEP with SHA-256"),
+        "{err}"
+    );
+}
+
+#[test]
+fn token_keys_decrypt_what_openssl_and_mailseal_encrypt() {
+    let Some(hsm) = Hsm::new() else { return };
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    // Bob's key is on the token; Alice signs with her RFC 9216 file key.
+    for (object, algorithm) in [("dec-ec", "p256"), ("dec-rsa", "rsa2048")] {
+        let store = format!("store-{object}");
+        let bob = hsm.generate(&store, "bob@smime.example", object, algorithm);
+        let s = hsm.path(&store);
+        let s = s.to_str().unwrap();
+        hsm.ok(&["key", "import", "--store", s, &k("alice.sign.crt")], b"");
+        hsm.ok(
+            &["key", "import", "--store", s, "--trusted", &k("ca.rsa.crt")],
+            b"",
+        );
+        // OpenSSL encrypts: ECDH for the EC key; for RSA its default PKCS#1 v1.5,
+        // OAEP with SHA-1, and OAEP with SHA-256.
+        let variants: &[(&str, &[&str])] = if algorithm == "p256" {
+            &[("ecdh", &[])]
+        } else {
+            &[
+                ("pkcs1", &[]),
+                ("oaep-sha1", &["-keyopt", "rsa_padding_mode:oaep"]),
+                (
+                    "oaep-sha256",
+                    &[
+                        "-keyopt",
+                        "rsa_padding_mode:oaep",
+                        "-keyopt",
+                        "rsa_oaep_md:sha256",
+                    ],
+                ),
+            ]
+        };
+        for (variant, keyopts) in variants {
+            let id = format!("{object}-{variant}");
+            let msg = request(&id, "alice@smime.example", "bob@smime.example");
+            std::fs::write(hsm.path("inner.eml"), msg.to_inner_entity(true).unwrap()).unwrap();
+            openssl(
+                &[
+                    "cms",
+                    "-sign",
+                    "-in",
+                    "inner.eml",
+                    "-signer",
+                    &k("alice.sign.crt"),
+                    "-inkey",
+                    &k("alice.sign.key"),
+                    "-out",
+                    "signed.eml",
+                ],
+                hsm.dir.path(),
+            );
+            let mut args = vec![
+                "cms",
+                "-encrypt",
+                "-aes-256-gcm",
+                "-in",
+                "signed.eml",
+                "-recip",
+                bob.to_str().unwrap(),
+            ];
+            args.extend_from_slice(keyopts);
+            args.extend(["-out", "enc.eml"]);
+            openssl(&args, hsm.dir.path());
+            let out = hsm.mailseal(
+                &["open", "--store", s],
+                &std::fs::read(hsm.path("enc.eml")).unwrap(),
+            );
+            if *variant == "oaep-sha256" {
+                opened_or_oaep_sha256_unsupported(&out, &id);
+            } else {
+                assert!(
+                    out.status.success(),
+                    "{id}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                assert!(String::from_utf8_lossy(&out.stdout).contains(&id), "{id}");
+            }
+        }
+
+        // mailseal to the token holder: Alice's store has her file keys and Bob's
+        // token certificate.
+        let alice = hsm.path(&format!("alice-{object}"));
+        let a = alice.to_str().unwrap();
+        for f in [
+            "alice.sign.crt",
+            "alice.sign.key",
+            "alice.encrypt.crt",
+            "alice.encrypt.key",
+        ] {
+            hsm.ok(&["key", "import", "--store", a, &k(f)], b"");
+        }
+        hsm.ok(&["key", "import", "--store", a, bob.to_str().unwrap()], b"");
+        let id = format!("{object}-mailseal");
+        let again = request(&id, "alice@smime.example", "bob@smime.example");
+        std::fs::write(hsm.path("plain.eml"), again.to_rfc5322().unwrap()).unwrap();
+        let sealed = hsm
+            .ok(
+                &[
+                    "seal",
+                    "--store",
+                    a,
+                    "--profile",
+                    "smime",
+                    "--in",
+                    hsm.path("plain.eml").to_str().unwrap(),
+                ],
+                b"",
+            )
+            .stdout;
+        let out = hsm.mailseal(&["open", "--store", s], &sealed);
+        if algorithm == "p256" {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).contains(&id));
+        } else {
+            opened_or_oaep_sha256_unsupported(&out, &id);
+        }
+    }
+}
+
+#[test]
+fn token_keys_never_leave_the_token() {
+    let Some(hsm) = Hsm::new() else { return };
+    let cert = hsm.generate("store", "bob@smime.example", "kept", "p256");
+    // The store holds the certificate and a reference without the PIN, no key.
+    let db = rusqlite::Connection::open(hsm.path("store/mailseal.db")).unwrap();
+    let rows: Vec<(Option<Vec<u8>>, String)> = db
+        .prepare("SELECT pkcs8, token_uri FROM private_key")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let (pkcs8, reference) = &rows[0];
+    assert!(pkcs8.is_none(), "no key material in the store");
+    assert!(
+        reference.starts_with("pkcs11:token=mailseal;object=kept"),
+        "{reference}"
+    );
+    assert!(
+        !reference.contains(PIN) && !reference.contains("pin-value"),
+        "{reference}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(hsm.path("store/mailseal.db"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let list = hsm.ok(
+        &[
+            "key",
+            "list",
+            "--json",
+            "--store",
+            hsm.path("store").to_str().unwrap(),
+        ],
+        b"",
+    );
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(
+        list[0]["hasPrivateKey"]
+            .as_bool()
+            .or(list[0]["has_private_key"].as_bool()),
+        Some(true),
+        "{list}"
+    );
+    assert!(cert.exists());
+
+    // On the token: sensitive and never extractable (checked in this process, the
+    // only token use in it).
+    std::env::set_var("SOFTHSM2_CONF", hsm.conf());
+    let uri = mailseal::keystore::Pkcs11Uri::parse(&format!(
+        "pkcs11:token=mailseal;object=kept?module-path={MODULE}&pin-value={PIN}"
+    ))
+    .unwrap();
+    let key = mailseal::keystore::TokenKey::open(&uri).unwrap();
+    assert!(key.never_leaves_the_token());
+
+    // Without the PIN the key is unusable, and says how to give it.
+    let out = Command::new(common::bin())
+        .args([
+            "seal",
+            "--store",
+            hsm.path("store").to_str().unwrap(),
+            "--profile",
+            "smime",
+            "--sign-only",
+        ])
+        .env("SOFTHSM2_CONF", hsm.conf())
+        .env_remove("MAILSEAL_PKCS11_PIN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(
+                &request("nopin", "bob@smime.example", "alice@smime.example")
+                    .to_rfc5322()
+                    .unwrap(),
+            )?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MAILSEAL_PKCS11_PIN"));
+}
+
+#[test]
+fn a_token_alone_is_a_signing_store() {
+    let Some(hsm) = Hsm::new() else { return };
+    let store = format!("pkcs11:token=mailseal?module-path={MODULE}");
+    let cert = hsm.path("carol.pem");
+    hsm.ok(
+        &[
+            "key",
+            "generate",
+            "--store",
+            &store,
+            "--kind",
+            "smime",
+            "--email",
+            "carol@smime.example",
+            "--cert-out",
+            cert.to_str().unwrap(),
+        ],
+        b"",
+    );
+    let list = hsm.ok(&["key", "list", "--store", &store], b"");
+    let list = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(list.contains("ec+secret carol@smime.example"), "{list}");
+    let msg = request("tok-store", "carol@smime.example", "alice@smime.example");
+    let signed = hsm
+        .ok(
+            &[
+                "seal",
+                "--store",
+                &store,
+                "--profile",
+                "smime",
+                "--sign-only",
+            ],
+            &msg.to_rfc5322().unwrap(),
+        )
+        .stdout;
+    std::fs::write(hsm.path("signed.eml"), &signed).unwrap();
+    let out = openssl(
+        &[
+            "cms",
+            "-verify",
+            "-in",
+            "signed.eml",
+            "-CAfile",
+            cert.to_str().unwrap(),
+            "-purpose",
+            "smimesign",
+            "-out",
+            "/dev/null",
+        ],
+        hsm.dir.path(),
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Verification successful"));
+    // Software keys never enter the token, nor certificates without a key on it.
+    for f in ["alice.sign.key", "alice.sign.crt"] {
+        let out = hsm.mailseal(
+            &[
+                "key",
+                "import",
+                "--store",
+                &store,
+                fixture(&format!("rfc9216/{f}")).to_str().unwrap(),
+            ],
+            b"",
+        );
+        assert_ne!(out.status.code(), Some(0), "{f}");
+        assert!(out.stdout.is_empty());
+    }
+}
