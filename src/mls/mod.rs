@@ -16,13 +16,30 @@
 //! storage and our own tables ([`state`]): a process killed at any point leaves the
 //! group at the old epoch or the new one, never in between.
 
-mod ops;
+mod agent;
+mod held;
+mod identity;
+mod membership;
+mod receive;
+mod send;
 mod state;
 pub mod wire;
 
-pub use ops::{key_package_identity, Handshake, Held, Mls, MlsConfig, Receipt, Received};
+pub use held::Held;
+pub use identity::key_package_identity;
+pub use membership::{Added, Members};
+pub use receive::{Handshake, Receipt, Received};
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use openmls::prelude::{CredentialWithKey, MlsGroup};
+use openmls_basic_credential::SignatureKeyPair;
+use sha2::{Digest, Sha256};
+
+use self::state::State;
 use crate::error::{A2aErrorType, Classify, ErrorKind};
+use crate::message::Limits;
 
 /// The cipher suite of groups created here (DESIGN "MLS").
 pub const CIPHERSUITE: openmls::prelude::Ciphersuite =
@@ -147,4 +164,61 @@ pub fn parse_group_id(text: &str) -> Result<Vec<u8>, MlsError> {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(text.trim())
         .map_err(|_| MlsError::Usage(format!("{text}: not a base64url group id")))
+}
+
+/// How a member keeps its groups.
+#[derive(Clone, Debug)]
+pub struct MlsConfig {
+    /// Past epochs whose secrets are kept, so late application messages still open
+    /// (default 3).
+    pub past_epochs: usize,
+    /// Messages held for a future epoch, per group (default 256); more are refused.
+    pub max_held: usize,
+    /// How far back in one sender's ratchet a late message may be (default 1000):
+    /// mail reorders far more than a delivery service.
+    pub out_of_order_tolerance: u32,
+    /// How far ahead in one sender's ratchet a message may be (default 10000).
+    pub max_forward_distance: u32,
+}
+
+impl Default for MlsConfig {
+    fn default() -> Self {
+        MlsConfig {
+            past_epochs: 3,
+            max_held: 256,
+            out_of_order_tolerance: 1000,
+            max_forward_distance: 10_000,
+        }
+    }
+}
+
+/// An agent's MLS state: identities and groups, in one state file.
+pub struct Mls {
+    state: State,
+    config: MlsConfig,
+    limits: Limits,
+    /// Groups loaded, with the version they were taken at.
+    groups: RefCell<HashMap<Vec<u8>, (i64, MlsGroup)>>,
+    /// The version each group was last taken at (by this process, inside its
+    /// transaction): what [`Mls::cache_put`] files it under.
+    versions: RefCell<HashMap<Vec<u8>, i64>>,
+    signers: RefCell<HashMap<String, std::rc::Rc<Identity>>>,
+}
+
+/// One of our MLS identities: its signature key (zeroized on drop) and credential.
+struct Identity {
+    keys: SignatureKeyPair,
+    credential: CredentialWithKey,
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+fn sha256(b: &[u8]) -> Vec<u8> {
+    Sha256::digest(b).to_vec()
+}
+
+fn op(e: impl std::fmt::Display) -> MlsError {
+    MlsError::Operation(e.to_string())
 }

@@ -1,0 +1,142 @@
+//! The MLS agent itself: its state, the groups it has loaded, the mail it writes.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::Path;
+
+use openmls::prelude::*;
+use rusqlite::OptionalExtension;
+
+use super::state::State;
+use super::{group_id_text, wire, Mls, MlsConfig, MlsError};
+use crate::message::{Headers, Hints, Limits, Mailbox};
+
+impl Mls {
+    /// Opens the MLS state of the store directory `dir` (creating it owner-only).
+    pub fn open(dir: &Path) -> Result<Mls, MlsError> {
+        // Owner-only, like a key store directory: the state holds private keys.
+        let mut b = std::fs::DirBuilder::new();
+        b.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(dir).map_err(|e| MlsError::State(e.to_string()))?;
+        Ok(Self::with_state(State::open(
+            &dir.join(super::state::FILE_NAME),
+        )?))
+    }
+
+    /// A state that lives in memory only (tests, benches).
+    pub fn in_memory() -> Result<Mls, MlsError> {
+        Ok(Self::with_state(State::in_memory()?))
+    }
+
+    pub(super) fn with_state(state: State) -> Mls {
+        Mls {
+            state,
+            config: MlsConfig::default(),
+            limits: Limits::default(),
+            groups: RefCell::new(HashMap::new()),
+            versions: RefCell::new(HashMap::new()),
+            signers: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Replaces the configuration (applies to groups created or joined afterwards,
+    /// and to holding).
+    pub fn with_config(mut self, config: MlsConfig) -> Mls {
+        self.config = config;
+        self
+    }
+
+    pub(super) fn join_config(&self) -> MlsGroupJoinConfig {
+        MlsGroupJoinConfig::builder()
+            .max_past_epochs(self.config.past_epochs)
+            .use_ratchet_tree_extension(true)
+            .sender_ratchet_configuration(SenderRatchetConfiguration::new(
+                self.config.out_of_order_tolerance,
+                self.config.max_forward_distance,
+            ))
+            .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
+            .build()
+    }
+
+    pub(super) fn cache_put(&self, g: MlsGroup) {
+        let id = g.group_id().as_slice().to_vec();
+        let version = self.versions.borrow().get(&id).copied().unwrap_or(0);
+        self.groups.borrow_mut().insert(id, (version, g));
+    }
+
+    /// Takes the group out of the cache (or loads it): put back only once the
+    /// transaction that changed it committed. The group's version is bumped in the
+    /// caller's transaction; a cached group of another version (another process
+    /// changed the group since) is loaded again.
+    pub(super) fn take_group(&self, id: &[u8]) -> Result<MlsGroup, MlsError> {
+        let stored: Option<i64> = self
+            .state
+            .query_row(
+                "SELECT version FROM mailseal_mls_group WHERE group_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let version = stored.unwrap_or(0);
+        if stored.is_some() {
+            self.state.exec(
+                "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1",
+                [id],
+            )?;
+            self.versions.borrow_mut().insert(id.to_vec(), version + 1);
+        }
+        if let Some((v, g)) = self.groups.borrow_mut().remove(id) {
+            if v == version {
+                return Ok(g);
+            }
+        }
+        MlsGroup::load(self.state.provider.storage(), &GroupId::from_slice(id))
+            .map_err(|e| MlsError::State(e.to_string()))?
+            .ok_or_else(|| MlsError::UnknownGroup(group_id_text(id)))
+    }
+
+    /// Our identity in a group we still belong to; `Removed` once a Commit removed us.
+    pub(super) fn active_member(&self, id: &[u8]) -> Result<String, MlsError> {
+        match self.membership(id)? {
+            (me, None) => Ok(me),
+            (_, Some(epoch)) => Err(MlsError::Removed {
+                group: group_id_text(id),
+                epoch,
+            }),
+        }
+    }
+
+    /// (our identity, removed at epoch) for a group we belong to.
+    pub(super) fn membership(&self, id: &[u8]) -> Result<(String, Option<u64>), MlsError> {
+        self.state
+            .query_row(
+                "SELECT email, removed_epoch FROM mailseal_mls_group WHERE group_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.map(|e| e as u64))),
+            )
+            .optional()?
+            .ok_or_else(|| MlsError::UnknownGroup(group_id_text(id)))
+    }
+
+    pub(super) fn mail(
+        &self,
+        from: &str,
+        to: &[String],
+        subject: &str,
+        message: &[u8],
+    ) -> Result<Vec<u8>, MlsError> {
+        let domain = from.rsplit_once('@').map_or("localhost", |(_, d)| d);
+        let headers = Headers {
+            from: Some(Mailbox::new(from)),
+            from_count: 1,
+            to: to.iter().map(|a| Mailbox::new(a)).collect(),
+            date: Some(time::OffsetDateTime::now_utc()),
+            message_id: Some(format!("{}@{domain}", uuid::Uuid::new_v4())),
+            subject: Some(subject.to_string()),
+            ..Headers::default()
+        };
+        wire::write_mail(&headers, &Hints::default(), message)
+    }
+}

@@ -1,0 +1,206 @@
+//! Our MLS identities and KeyPackages, and the identity a credential or a mail claims.
+
+use openmls::prelude::*;
+use openmls_basic_credential::SignatureKeyPair;
+use rusqlite::{params, OptionalExtension};
+
+use super::wire::{self, Body};
+use super::{op, Identity, Mls, MlsError, CIPHERSUITE};
+use crate::message::{Headers, Mailbox};
+
+/// A credential's identity (our identities are email addresses), lower case.
+pub(super) fn identity_of(c: &Credential) -> Result<String, MlsError> {
+    let basic = BasicCredential::try_from(c.clone())
+        .map_err(|_| MlsError::Binding("not a basic credential".into()))?;
+    let id = std::str::from_utf8(basic.identity())
+        .map_err(|_| MlsError::Binding("credential identity is not UTF-8".into()))?;
+    Ok(id.to_ascii_lowercase())
+}
+
+/// A GroupInfo mail needs a From (who invites).
+pub(super) fn check_group_info_sender(headers: &Headers) -> Result<(), MlsError> {
+    if headers.from.is_none() {
+        return Err(MlsError::Malformed("a GroupInfo mail without From".into()));
+    }
+    Ok(())
+}
+
+/// The outer From must be the MLS sender when the mail names one.
+pub(super) fn check_from(headers: &Headers, identity: &str) -> Result<(), MlsError> {
+    match &headers.from {
+        Some(m) if m.normalized() != identity => Err(MlsError::Binding(format!(
+            "the MLS sender {identity} is not the mail's From {}",
+            m.normalized()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Verifies a KeyPackage (signature, our cipher suite) and returns it with its
+/// credential identity.
+pub(super) fn checked_key_package(
+    kp: KeyPackageIn,
+    crypto: &impl openmls_traits::crypto::OpenMlsCrypto,
+) -> Result<(KeyPackage, String), MlsError> {
+    let kp = kp
+        .validate(crypto, ProtocolVersion::Mls10)
+        .map_err(|e| MlsError::Invalid(format!("KeyPackage: {e}")))?;
+    if kp.ciphersuite() != CIPHERSUITE {
+        return Err(MlsError::Usage(format!(
+            "KeyPackage cipher suite {:?} is not the one mailseal groups use",
+            kp.ciphersuite()
+        )));
+    }
+    let identity = identity_of(kp.leaf_node().credential())?;
+    Ok((kp, identity))
+}
+
+/// A published KeyPackage (a bare MLSMessage, as an Agent Card carries it), checked
+/// without any state: its signature verifies, its cipher suite is ours. Returns its
+/// credential identity (the member's address) and whether it is a last-resort
+/// KeyPackage (usable for more than one group).
+pub fn key_package_identity(bytes: &[u8]) -> Result<(String, bool), MlsError> {
+    let Body::KeyPackage(kp) = wire::split(wire::decode(bytes)?)?.1 else {
+        return Err(MlsError::Malformed("not a KeyPackage".into()));
+    };
+    let crypto = openmls_rust_crypto::RustCrypto::default();
+    let (kp, identity) = checked_key_package(kp, &crypto)?;
+    Ok((identity, kp.last_resort()))
+}
+
+impl Mls {
+    /// Makes an MLS identity (Ed25519 signature key, basic credential naming `email`);
+    /// returns its public key in hex. An existing identity is kept.
+    pub fn generate_identity(&self, email: &str) -> Result<String, MlsError> {
+        let email = email.trim().to_ascii_lowercase();
+        if !Mailbox::new(&email).is_valid_addr_spec() {
+            return Err(MlsError::Usage(format!("{email}: not an email address")));
+        }
+        let tx = self.state.begin()?;
+        if let Some(pk) = self.public_key(&email)? {
+            return Ok(crate::keystore::hex(&pk));
+        }
+        let keys = SignatureKeyPair::new(CIPHERSUITE.signature_algorithm()).map_err(op)?;
+        keys.store(self.state.provider.storage())
+            .map_err(|e| MlsError::State(format!("{e:?}")))?;
+        self.state.exec(
+            "INSERT INTO mailseal_mls_identity (email, public_key, scheme) VALUES (?1, ?2, ?3)",
+            params![
+                email,
+                keys.public(),
+                CIPHERSUITE.signature_algorithm() as u16
+            ],
+        )?;
+        tx.commit()?;
+        Ok(crate::keystore::hex(keys.public()))
+    }
+
+    /// Our identities: (email, public key hex).
+    pub fn identities(&self) -> Result<Vec<(String, String)>, MlsError> {
+        let mut st = self
+            .state
+            .conn
+            .prepare("SELECT email, public_key FROM mailseal_mls_identity ORDER BY email")?;
+        let rows = st.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (e, pk) = row?;
+            out.push((e, crate::keystore::hex(&pk)));
+        }
+        Ok(out)
+    }
+
+    pub(super) fn public_key(&self, email: &str) -> Result<Option<Vec<u8>>, MlsError> {
+        Ok(self
+            .state
+            .query_row(
+                "SELECT public_key FROM mailseal_mls_identity WHERE email = ?1",
+                [email],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Our signature key and credential for `email`, read once per process.
+    pub(super) fn signer(&self, email: &str) -> Result<std::rc::Rc<Identity>, MlsError> {
+        if let Some(id) = self.signers.borrow().get(email) {
+            return Ok(id.clone());
+        }
+        let pk = self
+            .public_key(email)?
+            .ok_or_else(|| MlsError::NoIdentity(email.to_string()))?;
+        let keys = SignatureKeyPair::read(
+            self.state.provider.storage(),
+            &pk,
+            CIPHERSUITE.signature_algorithm(),
+        )
+        .ok_or_else(|| MlsError::NoIdentity(email.to_string()))?;
+        let credential = CredentialWithKey {
+            credential: BasicCredential::new(email.as_bytes().to_vec()).into(),
+            signature_key: pk.into(),
+        };
+        let id = std::rc::Rc::new(Identity { keys, credential });
+        self.signers
+            .borrow_mut()
+            .insert(email.to_string(), id.clone());
+        Ok(id)
+    }
+
+    /// A KeyPackage for `email`, as the MLSMessage bytes (for an Agent Card).
+    pub fn key_package_message(&self, email: &str) -> Result<Vec<u8>, MlsError> {
+        self.new_key_package(email, false)
+    }
+
+    /// A last-resort KeyPackage (RFC 9420 section 16.8) of `email` as a bare
+    /// MLSMessage, for publication in an Agent Card: a card is read by many peers, so
+    /// its KeyPackage must survive being used for more than one group (its private
+    /// part stays in the state after a join).
+    pub fn last_resort_key_package(&self, email: &str) -> Result<Vec<u8>, MlsError> {
+        self.new_key_package(email, true)
+    }
+
+    pub(super) fn new_key_package(
+        &self,
+        email: &str,
+        last_resort: bool,
+    ) -> Result<Vec<u8>, MlsError> {
+        let email = email.trim().to_ascii_lowercase();
+        let me_id = self.signer(&email)?;
+        let (signer, credential) = (&me_id.keys, me_id.credential.clone());
+        let tx = self.state.begin()?;
+        let mut builder = KeyPackage::builder();
+        if last_resort {
+            // The leaf must list the extension it carries (RFC 9420 section 13.4).
+            builder = builder
+                .mark_as_last_resort()
+                .leaf_node_capabilities(Capabilities::new(
+                    None,
+                    None,
+                    Some(&[ExtensionType::LastResort]),
+                    None,
+                    None,
+                ));
+        }
+        let bundle = builder
+            .build(CIPHERSUITE, &self.state.provider, signer, credential)
+            .map_err(op)?;
+        let msg = MlsMessageOut::from(bundle.key_package().clone());
+        let bytes = msg.to_bytes().map_err(op)?;
+        tx.commit()?;
+        Ok(bytes)
+    }
+
+    /// A KeyPackage mail from `email` (to itself: it is published, not sent to a group).
+    pub fn key_package(&self, email: &str) -> Result<Vec<u8>, MlsError> {
+        let bytes = self.key_package_message(email)?;
+        let email = email.trim().to_ascii_lowercase();
+        self.mail(
+            &email,
+            std::slice::from_ref(&email),
+            "MLS key package",
+            &bytes,
+        )
+    }
+}

@@ -1,0 +1,526 @@
+//! Whatever arrives, in whatever order: Welcomes, Commits, proposals and application
+//! messages, each processed in one transaction, with what it yields.
+
+use openmls::prelude::*;
+use rusqlite::{params, OptionalExtension};
+
+use super::identity::{check_from, check_group_info_sender, identity_of};
+use super::state::Tx;
+use super::wire::{self, Body, Content, Framing};
+use super::{group_id_text, now, op, sha256, Mls, MlsError};
+use crate::binding::{finish, Authenticated};
+use crate::message::Headers;
+use crate::profile::{Profile, Protection};
+use crate::seal::{OpenPolicy, Opened, SignerIdentity};
+
+/// What receiving one `message/mls` mail came to.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Received {
+    /// An application message: verified, decrypted and bound to its sender.
+    Application(Box<Opened>),
+    /// A handshake message (Welcome, Commit, Proposal, GroupInfo, KeyPackage),
+    /// applied or noted.
+    Handshake(Handshake),
+    /// Seen before (or our own message): not processed again.
+    Duplicate {
+        /// The group id (base64url); empty for a Welcome.
+        group: String,
+        /// When it was first seen (Unix seconds).
+        first_seen: i64,
+    },
+    /// For an epoch we have not reached: held until the Commits leading there arrive.
+    Held {
+        /// The group id (base64url).
+        group: String,
+        /// The message's epoch.
+        epoch: u64,
+        /// Our epoch: the Commits for epochs `current..epoch` are missing.
+        current: u64,
+    },
+}
+
+/// An MLS handshake message, applied (once its receipt commits) or noted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Handshake {
+    /// A Welcome: we joined the group.
+    Joined {
+        /// The group id (base64url).
+        group: String,
+        /// The epoch we joined at.
+        epoch: u64,
+        /// Who added us.
+        by: String,
+    },
+    /// A Commit was applied.
+    Committed {
+        /// The group id (base64url).
+        group: String,
+        /// The new epoch.
+        epoch: u64,
+        /// Who committed.
+        by: String,
+        /// The Commit removed us.
+        removed_us: bool,
+        /// Held messages that can now be opened ([`Mls::next_ready`]).
+        ready: usize,
+    },
+    /// A standalone proposal, queued for the next Commit.
+    Proposal {
+        /// The group id (base64url).
+        group: String,
+        /// Who proposed.
+        by: String,
+    },
+    /// A GroupInfo (an invitation to join by external commit: `mailseal mls join
+    /// --external`); its signature is checked when it is used.
+    GroupInfo {
+        /// The group id (base64url) it names.
+        group: String,
+    },
+    /// A KeyPackage (it joins nobody by itself: `mailseal mls add`).
+    KeyPackage {
+        /// Its credential identity.
+        identity: String,
+    },
+    /// A handshake message from an epoch before we joined: nothing to do.
+    Stale {
+        /// The group id (base64url).
+        group: String,
+        /// Its epoch.
+        epoch: u64,
+    },
+}
+
+/// A received message whose state change is not yet committed: call
+/// [`Receipt::commit`] once its result is safely delivered; dropped, the state is as
+/// before the message.
+pub struct Receipt<'a> {
+    /// What the message came to.
+    pub received: Received,
+    tx: Tx<'a>,
+    mls: &'a Mls,
+    group: Option<MlsGroup>,
+}
+
+impl Receipt<'_> {
+    /// Makes the state change durable; returns what the message came to.
+    pub fn commit(self) -> Result<Received, MlsError> {
+        let Receipt {
+            received,
+            tx,
+            mls,
+            group,
+        } = self;
+        tx.commit()?;
+        if let Some(g) = group {
+            mls.cache_put(g);
+        }
+        Ok(received)
+    }
+}
+
+/// A group message as received, before processing.
+pub(super) struct Incoming<'a> {
+    id: Vec<u8>,
+    epoch: u64,
+    content: Content,
+    digest: Vec<u8>,
+    raw: &'a [u8],
+    name: &'a str,
+    headers: &'a Headers,
+}
+
+/// The envelope's `group` must be the MLS framing's: group id, epoch, and the
+/// generation the sender put in the authenticated data.
+pub(super) fn check_coordinates(
+    opened: &Opened,
+    id: &[u8],
+    epoch: u64,
+    aad: &[u8],
+) -> Result<(), MlsError> {
+    let Some(c) = opened.envelope().group() else {
+        return Err(MlsError::Binding(
+            "an MLS application message without group coordinates".into(),
+        ));
+    };
+    let generation = <[u8; 8]>::try_from(aad)
+        .map(u64::from_be_bytes)
+        .map_err(|_| MlsError::Binding("no generation in the MLS authenticated data".into()))?;
+    if c.id != group_id_text(id) {
+        return Err(MlsError::Binding(format!(
+            "envelope group.id {} is not the MLS group {}",
+            c.id,
+            group_id_text(id)
+        )));
+    }
+    if c.epoch != epoch {
+        return Err(MlsError::Binding(format!(
+            "envelope group.epoch {} is not the MLS epoch {epoch}",
+            c.epoch
+        )));
+    }
+    if c.generation != generation {
+        return Err(MlsError::Binding(format!(
+            "envelope group.generation {} is not the MLS generation {generation}",
+            c.generation
+        )));
+    }
+    Ok(())
+}
+
+impl Mls {
+    /// Receives one `message/mls` mail: an application message is verified, decrypted
+    /// and bound (DESIGN decision 7) and its `group` coordinates checked; a Welcome
+    /// joins; a Commit applies (in epoch order); anything for a future epoch is held.
+    /// `name` names the mail if it is held (the batch file stem).
+    ///
+    /// Nothing is durable until [`Receipt::commit`]; on an error the state is
+    /// unchanged.
+    pub fn receive(
+        &self,
+        raw: &[u8],
+        policy: &OpenPolicy,
+        name: &str,
+    ) -> Result<Receipt<'_>, MlsError> {
+        if raw.len() > policy.limits.max_message_bytes {
+            return Err(crate::message::MessageError::TooLarge {
+                size: raw.len(),
+                limit: policy.limits.max_message_bytes,
+            }
+            .into());
+        }
+        let mail = wire::read_mail(raw, &policy.limits)?;
+        let digest = sha256(&mail.message);
+        let (framing, body) = wire::split(wire::decode(&mail.message)?)?;
+        let tx = self.state.begin()?;
+        let (received, group) = match (framing, body) {
+            (_, Body::KeyPackage(kp)) => {
+                let kp = kp
+                    .validate(self.state.provider.crypto(), ProtocolVersion::Mls10)
+                    .map_err(|e| MlsError::Invalid(format!("KeyPackage: {e}")))?;
+                let identity = identity_of(kp.leaf_node().credential())?;
+                check_from(&mail.headers, &identity)?;
+                (
+                    Received::Handshake(Handshake::KeyPackage { identity }),
+                    None,
+                )
+            }
+            (_, Body::Welcome(w)) => self.join(w, &mail.headers, &digest)?,
+            (_, Body::GroupInfo(info)) => {
+                let group = group_id_text(info.group_id().as_slice());
+                check_group_info_sender(&mail.headers)?;
+                (Received::Handshake(Handshake::GroupInfo { group }), None)
+            }
+            (
+                Framing::Protocol {
+                    group_id,
+                    epoch,
+                    content,
+                    ..
+                },
+                Body::Protocol(p),
+            ) => self.receive_protocol(
+                Incoming {
+                    id: group_id,
+                    epoch,
+                    content,
+                    digest,
+                    raw,
+                    name,
+                    headers: &mail.headers,
+                },
+                p,
+                policy,
+            )?,
+            _ => return Err(MlsError::Malformed("inconsistent MLSMessage".into())),
+        };
+        Ok(Receipt {
+            received,
+            tx,
+            mls: self,
+            group,
+        })
+    }
+
+    pub(super) fn seen(&self, id: &[u8], digest: &[u8]) -> Result<Option<i64>, MlsError> {
+        Ok(self
+            .state
+            .query_row(
+                "SELECT seen_at FROM mailseal_mls_seen WHERE group_id = ?1 AND digest = ?2",
+                params![id, digest],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    pub(super) fn mark_seen(&self, id: &[u8], digest: &[u8], epoch: u64) -> Result<(), MlsError> {
+        self.state.exec(
+            "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
+            params![id, digest, epoch as i64, now()],
+        )?;
+        self.state.exec(
+            "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2",
+            params![id, digest],
+        )?;
+        Ok(())
+    }
+
+    pub(super) fn join(
+        &self,
+        welcome: Welcome,
+        headers: &Headers,
+        digest: &[u8],
+    ) -> Result<(Received, Option<MlsGroup>), MlsError> {
+        // A Welcome names its group only inside its encryption: its duplicates are
+        // recognised by digest under the empty group id.
+        if let Some(first_seen) = self.seen(&[], digest)? {
+            return Ok((
+                Received::Duplicate {
+                    group: String::new(),
+                    first_seen,
+                },
+                None,
+            ));
+        }
+        // The tree's leaves keep the lifetime of the KeyPackage that added them until
+        // they update: a member added months ago and silent since would make every
+        // later Welcome fail. RFC 9420 section 7.3 allows skipping that check on tree
+        // leaves; the new KeyPackages themselves are checked when they are added.
+        let staged =
+            StagedWelcome::build_from_welcome(&self.state.provider, &self.join_config(), welcome)
+                .and_then(|b| b.skip_lifetime_validation().build())
+                .map_err(|e| match e {
+                    WelcomeError::NoMatchingKeyPackage | WelcomeError::NoMatchingEncryptionKey => {
+                        MlsError::UnknownGroup(
+                            "of this Welcome: none of our KeyPackages is in it".into(),
+                        )
+                    }
+                    other => MlsError::Invalid(format!("Welcome: {other}")),
+                })?;
+        let by = staged
+            .welcome_sender()
+            .map_err(op)
+            .and_then(|l| identity_of(l.credential()))?;
+        check_from(headers, &by)?;
+        let group = staged.into_group(&self.state.provider).map_err(op)?;
+        let id = group.group_id().as_slice().to_vec();
+        let me = identity_of(group.credential().map_err(op)?)?;
+        let epoch = group.epoch().as_u64();
+        self.state.exec(
+            "INSERT OR REPLACE INTO mailseal_mls_group (group_id, email, joined_epoch, removed_epoch) VALUES (?1, ?2, ?3, NULL)",
+            params![id, me, epoch as i64],
+        )?;
+        self.mark_seen(&[], digest, epoch)?;
+        self.versions.borrow_mut().insert(id.clone(), 0);
+        Ok((
+            Received::Handshake(Handshake::Joined {
+                group: group_id_text(&id),
+                epoch,
+                by,
+            }),
+            Some(group),
+        ))
+    }
+
+    pub(super) fn receive_protocol(
+        &self,
+        m: Incoming<'_>,
+        p: ProtocolMessage,
+        policy: &OpenPolicy,
+    ) -> Result<(Received, Option<MlsGroup>), MlsError> {
+        let group_text = group_id_text(&m.id);
+        let (_, removed) = self.membership(&m.id)?;
+        if let Some(first_seen) = self.seen(&m.id, &m.digest)? {
+            return Ok((
+                Received::Duplicate {
+                    group: group_text,
+                    first_seen,
+                },
+                None,
+            ));
+        }
+        if let Some(epoch) = removed {
+            return Err(MlsError::Removed {
+                group: group_text,
+                epoch,
+            });
+        }
+        let mut g = self.take_group(&m.id)?;
+        let current = g.epoch().as_u64();
+        let result = self.process(&mut g, m, p, policy, current);
+        // The group goes back to the cache with the receipt, or is reloaded from the
+        // (rolled back) state next time.
+        result.map(|r| (r, Some(g)))
+    }
+
+    pub(super) fn process(
+        &self,
+        g: &mut MlsGroup,
+        m: Incoming<'_>,
+        p: ProtocolMessage,
+        policy: &OpenPolicy,
+        current: u64,
+    ) -> Result<Received, MlsError> {
+        let group_text = group_id_text(&m.id);
+        if m.epoch > current {
+            let held: i64 = self.state.query_row(
+                "SELECT count(*) FROM mailseal_mls_held WHERE group_id = ?1",
+                [&m.id],
+                |r| r.get(0),
+            )?;
+            if held as usize >= self.config.max_held {
+                return Err(MlsError::BufferFull {
+                    group: group_text,
+                    held: held as usize,
+                });
+            }
+            self.state.exec(
+                "INSERT OR IGNORE INTO mailseal_mls_held (group_id, digest, epoch, is_commit, name, raw, held_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    m.id,
+                    m.digest,
+                    m.epoch as i64,
+                    (m.content == Content::Commit) as i64,
+                    m.name,
+                    m.raw,
+                    now()
+                ],
+            )?;
+            return Ok(Received::Held {
+                group: group_text,
+                epoch: m.epoch,
+                current,
+            });
+        }
+        if m.epoch < current && m.content != Content::Application {
+            let applied: Option<Vec<u8>> = self
+                .state
+                .query_row(
+                    "SELECT digest FROM mailseal_mls_commit WHERE group_id = ?1 AND epoch = ?2",
+                    params![m.id, m.epoch as i64],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            return match applied {
+                Some(_) if m.content == Content::Commit => Err(MlsError::Fork {
+                    group: group_text,
+                    epoch: m.epoch,
+                }),
+                _ => {
+                    self.mark_seen(&m.id, &m.digest, m.epoch)?;
+                    Ok(Received::Handshake(Handshake::Stale {
+                        group: group_text,
+                        epoch: m.epoch,
+                    }))
+                }
+            };
+        }
+        let processed = g.process_message(&self.state.provider, p).map_err(|e| {
+            if m.epoch < current {
+                MlsError::EpochGone {
+                    group: group_text.clone(),
+                    epoch: m.epoch,
+                    current,
+                }
+            } else {
+                MlsError::Invalid(e.to_string())
+            }
+        })?;
+        let sender = identity_of(processed.credential())?;
+        check_from(m.headers, &sender)?;
+        let aad = processed.aad().to_vec();
+        let framing_epoch = processed.epoch().as_u64();
+        let received = match processed.into_content() {
+            ProcessedMessageContent::ApplicationMessage(app) => {
+                // The plaintext: wiped when this scope ends (the opened message keeps
+                // what it parsed).
+                let entity = zeroize::Zeroizing::new(app.into_bytes());
+                let opened = finish(
+                    Authenticated {
+                        profile: Profile::Mls,
+                        entity: &entity,
+                        outer_headers: m.headers,
+                        encrypted: true,
+                        protection: Protection::SignedEncrypted,
+                        signer: SignerIdentity::Mls {
+                            identity: sender.clone(),
+                        },
+                        signer_emails: vec![sender.clone()],
+                        algorithm: "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519".into(),
+                    },
+                    policy,
+                )?;
+                check_coordinates(&opened, &m.id, framing_epoch, &aad)?;
+                let mut opened = opened;
+                if let Some(keys) = &policy.dkim_keys {
+                    opened.verdict.dkim = crate::dkim::verify(m.raw, keys);
+                }
+                Received::Application(Box::new(opened))
+            }
+            ProcessedMessageContent::ProposalMessage(q) => {
+                g.store_pending_proposal(self.state.provider.storage(), *q)
+                    .map_err(op)?;
+                Received::Handshake(Handshake::Proposal {
+                    group: group_text.clone(),
+                    by: sender,
+                })
+            }
+            ProcessedMessageContent::ExternalJoinProposalMessage(q) => {
+                g.store_pending_proposal(self.state.provider.storage(), *q)
+                    .map_err(op)?;
+                Received::Handshake(Handshake::Proposal {
+                    group: group_text.clone(),
+                    by: sender,
+                })
+            }
+            ProcessedMessageContent::OwnPendingCommit
+            | ProcessedMessageContent::OwnPrivateMessage => {
+                // Our own message fanned back: sealing recorded it as seen, so only a
+                // copy we did not record (another store with our identity) gets here.
+                return Err(MlsError::Binding(
+                    "a message from our own leaf that this store did not send".into(),
+                ));
+            }
+            ProcessedMessageContent::StagedCommitMessage(staged) => {
+                let removed_us = staged.self_removed();
+                g.merge_staged_commit(&self.state.provider, *staged)
+                    .map_err(op)?;
+                let epoch = g.epoch().as_u64();
+                self.state.exec(
+                    "INSERT OR REPLACE INTO mailseal_mls_commit (group_id, epoch, digest) VALUES (?1, ?2, ?3)",
+                    params![m.id, m.epoch as i64, m.digest],
+                )?;
+                if removed_us || !g.is_active() {
+                    self.state.exec(
+                        "UPDATE mailseal_mls_group SET removed_epoch = ?2 WHERE group_id = ?1",
+                        params![m.id, epoch as i64],
+                    )?;
+                    self.state
+                        .exec("DELETE FROM mailseal_mls_held WHERE group_id = ?1", [&m.id])?;
+                }
+                // Seen entries older than the kept epochs can never match again.
+                let floor = epoch.saturating_sub(self.config.past_epochs as u64 + 1);
+                self.state.exec(
+                    "DELETE FROM mailseal_mls_seen WHERE group_id = ?1 AND epoch < ?2",
+                    params![m.id, floor as i64],
+                )?;
+                let ready: i64 = self.state.query_row(
+                    "SELECT count(*) FROM mailseal_mls_held WHERE group_id = ?1 AND epoch <= ?2",
+                    params![m.id, epoch as i64],
+                    |r| r.get(0),
+                )?;
+                Received::Handshake(Handshake::Committed {
+                    group: group_text.clone(),
+                    epoch,
+                    by: sender,
+                    removed_us: removed_us || !g.is_active(),
+                    ready: ready as usize,
+                })
+            }
+        };
+        self.mark_seen(&m.id, &m.digest, m.epoch)?;
+        Ok(received)
+    }
+}
