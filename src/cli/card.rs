@@ -130,7 +130,7 @@ pub(super) fn import(store: &Path, keys: &Keys, file: &Path, require_signature: 
     let dir = policy_dir(store)?;
     let mut policies = PeerPolicies::load(&dir).map_err(|e| Failure::from("peer policy", e))?;
     let entries = agent_card::import_keys(&card, keys.store()).map_err(fail)?;
-    super::print_entries("imported", &entries);
+    super::key::print_entries("imported", &entries);
     policies.record(&card, now);
     policies
         .save(&dir)

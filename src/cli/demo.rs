@@ -262,7 +262,7 @@ pub(super) fn run() -> CliResult {
         "Mail-A2A-Operation: message/send",
         "Mail-A2A-Operation: tasks/get",
     );
-    let (ok, line) = super::validate_line("forged.eml", forged.as_bytes());
+    let (ok, line) = super::validate::validate_line("forged.eml", forged.as_bytes());
     println!("    {line} (valid={ok})");
 
     step(

@@ -1,0 +1,396 @@
+//! `mailseal key import|list|export|generate`: the key store from the command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::exit::ExitCode;
+use super::store::Keys;
+use super::{card, mls, read_input, read_passphrase, write_output, CliResult, Failure};
+
+#[derive(Subcommand)]
+pub(super) enum KeyCommand {
+    /// Import X.509 certificates, PKCS#8 keys (plain or encrypted) and PKCS#12 files
+    /// (PEM or DER).
+    Import {
+        /// Make CA certificates trust anchors.
+        #[arg(long)]
+        trusted: bool,
+        /// Passphrase for encrypted keys and PKCS#12: the first line of this file.
+        #[arg(long, value_name = "FILE")]
+        passphrase_file: Option<PathBuf>,
+        /// A peer's A2A Agent Card: imports the certificates of its #protection
+        /// extension and records its minimum protection and MLS KeyPackages (in
+        /// peers.json beside the store). Signatures on it must verify.
+        #[arg(long, value_name = "CARD.json")]
+        agent_card: Option<PathBuf>,
+        /// With --agent-card: refuse a card without a signature by a certificate this
+        /// store already holds for the peer or that chains to a trust anchor.
+        #[arg(long, requires = "agent_card")]
+        require_signature: bool,
+        /// Files.
+        #[arg(required_unless_present = "agent_card")]
+        files: Vec<PathBuf>,
+    },
+    /// Make a new key and certificate in the store (S/MIME: self-signed, issued by a CA
+    /// in the store or in files, or a new CA).
+    Generate(Box<GenerateArgs>),
+    /// Write a certificate (PEM, or an armored OpenPGP certificate) for peers.
+    Export {
+        /// Its fingerprint (see `key list`).
+        fingerprint: String,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Delete everything stored under these fingerprints (certificates, keys, token
+    /// references; a token's key itself stays on the token).
+    Delete {
+        /// Fingerprints (see `key list`).
+        #[arg(required = true)]
+        fingerprints: Vec<String>,
+    },
+    /// Change the passphrase that encrypts a `sqlite:` store's private keys (the
+    /// current one from MAILSEAL_PASSPHRASE_FILE).
+    Passwd {
+        /// The new passphrase: the first line of this file.
+        #[arg(long, value_name = "FILE")]
+        new_passphrase_file: Option<PathBuf>,
+        /// Store the keys without a passphrase.
+        #[arg(long)]
+        clear: bool,
+    },
+    /// List the store.
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+pub(super) struct GenerateArgs {
+    /// What kind of key: smime, openpgp or mls (an MLS signature key and credential
+    /// for group membership).
+    #[arg(long)]
+    kind: String,
+    /// OpenPGP only: rfc4880 (default: a v4 Ed25519/Cv25519 key, which GnuPG 2.2
+    /// reads) or rfc9580 (a v6 key; SEIPDv2 messages).
+    #[arg(long)]
+    profile: Option<String>,
+    /// The email address the certificate names (required unless --ca).
+    #[arg(long)]
+    email: Option<String>,
+    /// The subject common name (default: the address).
+    #[arg(long)]
+    name: Option<String>,
+    /// p256 (default), p384, rsa2048, rsa3072, rsa4096, or ed25519 (with an X25519
+    /// key-agreement certificate beside it).
+    #[arg(long, default_value = "p256")]
+    algorithm: String,
+    /// Days of validity.
+    #[arg(long, default_value_t = 365)]
+    days: u32,
+    /// Make a CA certificate, stored as a trust anchor with its key.
+    #[arg(long)]
+    ca: bool,
+    /// Issue with the CA in the store with this fingerprint (see `key list`).
+    #[arg(long, value_name = "FINGERPRINT", conflicts_with_all = ["issuer_cert", "issuer_key"])]
+    issuer: Option<String>,
+    /// Issue with this CA certificate file ...
+    #[arg(long, value_name = "FILE", requires = "issuer_key")]
+    issuer_cert: Option<PathBuf>,
+    /// ... and this CA private key file (PKCS#8, PKCS#12 or encrypted PKCS#8).
+    #[arg(long, value_name = "FILE", requires = "issuer_cert")]
+    issuer_key: Option<PathBuf>,
+    /// Passphrase for an encrypted issuer key: the first line of this file.
+    #[arg(long, value_name = "FILE")]
+    passphrase_file: Option<PathBuf>,
+    /// Also write the new certificate(s) here (PEM, or an armored OpenPGP
+    /// certificate), to give to peers.
+    #[arg(long, value_name = "FILE", alias = "export-cert")]
+    cert_out: Option<PathBuf>,
+    /// S/MIME only: create the key pair on this PKCS#11 token (an RFC 7512 URI:
+    /// `pkcs11:token=T;object=LABEL?module-path=LIB&pin-value=PIN`) instead of in the
+    /// store: it is sensitive and never extractable; the store keeps the certificate
+    /// and the URI without the PIN (give the PIN later by `pin-source` or
+    /// `MAILSEAL_PKCS11_PIN`). Algorithms: p256, rsa2048, rsa3072, rsa4096.
+    #[arg(long, value_name = "URI", conflicts_with = "ca")]
+    pkcs11: Option<String>,
+}
+
+pub(super) fn print_entries(verb: &str, entries: &[crate::keystore::KeyEntry]) {
+    for e in entries {
+        eprintln!(
+            "{verb} {} {}{} {} {}",
+            e.kind,
+            e.algorithm,
+            if e.has_private_key { "+secret" } else { "" },
+            e.fingerprint,
+            e.emails.join(",")
+        );
+    }
+}
+
+pub(super) fn generate_openpgp(
+    store: &dyn crate::keystore::KeyStore,
+    a: GenerateArgs,
+) -> CliResult {
+    let email = a.email.as_deref().ok_or_else(|| {
+        Failure::new(ExitCode::Usage, "key generate --kind openpgp needs --email")
+    })?;
+    let profile: crate::openpgp::KeyProfile = a
+        .profile
+        .as_deref()
+        .unwrap_or("rfc4880")
+        .parse()
+        .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    let tsk = crate::openpgp::generate(email, a.name.as_deref(), profile)
+        .map_err(|e| Failure::from("generate", e))?;
+    let entries = store
+        .import(&tsk, "generated", false)
+        .map_err(|e| Failure::from("generate", e))?;
+    print_entries("generated", &entries);
+    if let Some(out) = &a.cert_out {
+        let cert = crate::keystore::openpgp::armored_certificate(&tsk)
+            .map_err(|e| Failure::from("generate", e))?;
+        write_output(Some(out), &cert)?;
+    }
+    Ok(())
+}
+
+pub(super) fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
+    let store = keys.store();
+    match a.kind.as_str() {
+        "smime" => {}
+        "openpgp" => return generate_openpgp(store, a),
+        other => {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                format!("key generate --kind {other}: smime, openpgp or mls"),
+            ))
+        }
+    }
+    if a.profile.is_some() {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            "--profile is for --kind openpgp",
+        ));
+    }
+    let kind: crate::smime::KeyKind = a
+        .algorithm
+        .parse()
+        .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    let request = crate::smime::IdentityRequest {
+        email: a.email.clone(),
+        common_name: a.name.clone(),
+        kind,
+        days: a.days,
+        ca: a.ca,
+    };
+    let passphrase = a
+        .passphrase_file
+        .as_deref()
+        .map(read_passphrase)
+        .transpose()?;
+    let issuer = crate::keystore::issuer(
+        store,
+        a.issuer.as_deref(),
+        a.issuer_cert.as_deref().zip(a.issuer_key.as_deref()),
+        passphrase.as_deref().map(|p| &p[..]),
+    )
+    .map_err(|e| Failure::from("issuer", e))?;
+    let issuer = issuer
+        .as_ref()
+        .map(|(certificate, key)| crate::smime::Issuer { certificate, key });
+    if let Some(uri) = &a.pkcs11 {
+        let uri =
+            crate::keystore::Pkcs11Uri::parse(uri).map_err(|e| Failure::from("--pkcs11", e))?;
+        return generate_on_token(keys, &a, uri, &request, issuer.as_ref());
+    }
+    if let Some(uri) = keys.token_key_uri(a.email.as_deref().unwrap_or("mailseal")) {
+        return generate_on_token(keys, &a, uri, &request, issuer.as_ref());
+    }
+    let identities = crate::smime::generate(&request, issuer.as_ref())
+        .map_err(|e| Failure::from("generate", e))?;
+    let mut certs_pem = String::new();
+    for id in &identities {
+        let pem = crate::keystore::identity_pem(&id.certificate, &id.private_key)
+            .map_err(|e| Failure::from("generate", e))?;
+        let entries = store
+            .import(pem.as_bytes(), "generated", a.ca)
+            .map_err(|e| Failure::from("generate", e))?;
+        print_entries("generated", &entries);
+        certs_pem.push_str(&pem[..pem.find("-----BEGIN PRIVATE KEY-----").unwrap_or(pem.len())]);
+    }
+    if let Some(out) = &a.cert_out {
+        write_output(Some(out), certs_pem.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `key generate --kind smime --pkcs11 URI`: the key pair on the token, the
+/// certificate (signed by the token key, or by `issuer`) and the URI in the store.
+pub(super) fn generate_on_token(
+    store: &Keys,
+    a: &GenerateArgs,
+    uri: crate::keystore::Pkcs11Uri,
+    request: &crate::smime::IdentityRequest,
+    issuer: Option<&crate::smime::Issuer<'_>>,
+) -> CliResult {
+    use crate::keystore::{SecretKey, TokenKey, TokenKeyKind};
+    use der::{Encode, EncodePem};
+    let kind = match a.algorithm.as_str() {
+        "p256" => TokenKeyKind::P256,
+        "rsa2048" => TokenKeyKind::Rsa(2048),
+        "rsa3072" => TokenKeyKind::Rsa(3072),
+        "rsa4096" => TokenKeyKind::Rsa(4096),
+        other => {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                format!("--pkcs11 --algorithm {other}: p256, rsa2048, rsa3072 or rsa4096"),
+            ))
+        }
+    };
+    let (spki, token) =
+        TokenKey::generate(&uri, kind).map_err(|e| Failure::from("generate on token", e))?;
+    let key = SecretKey::on_token(String::new(), std::sync::Arc::new(token));
+    let cert = crate::smime::certify_token_key(request, &spki, &key, issuer)
+        .map_err(|e| Failure::from("generate", e))?;
+    let der = cert
+        .to_der()
+        .map_err(|e| Failure::new(ExitCode::Other, format!("generate: certificate: {e}")))?;
+    // The certificate also goes on the token beside its key (CKA_ID = the key's
+    // label), so the token alone is a signing identity (`--store pkcs11:...`).
+    crate::keystore::store_certificate(&uri, &der, &uri.object, uri.object.as_bytes())
+        .map_err(|e| Failure::from("generate", e))?;
+    let entries = store
+        .add_token_key(&der, &uri)
+        .map_err(|e| Failure::from("generate", e))?;
+    print_entries("generated on token", &entries);
+    if let Some(out) = &a.cert_out {
+        let pem = cert
+            .to_pem(der::pem::LineEnding::LF)
+            .map_err(|e| Failure::new(ExitCode::Other, format!("generate: {e}")))?;
+        write_output(Some(out), pem.as_bytes())?;
+    }
+    Ok(())
+}
+
+pub(super) fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
+    if let KeyCommand::Generate(a) = &cmd {
+        if a.kind == "mls" {
+            let email = a.email.as_deref().ok_or_else(|| {
+                Failure::new(ExitCode::Usage, "key generate --kind mls needs --email")
+            })?;
+            return mls::generate(&dir, email);
+        }
+    }
+    let keys = Keys::open(&dir)?;
+    let store = keys.store();
+    match cmd {
+        KeyCommand::Import {
+            trusted,
+            passphrase_file,
+            agent_card,
+            require_signature,
+            files,
+        } => {
+            if let Some(card_file) = &agent_card {
+                card::import(&dir, &keys, card_file, require_signature)?;
+            }
+            let passphrase = passphrase_file
+                .as_deref()
+                .map(read_passphrase)
+                .transpose()?;
+            for f in &files {
+                let bytes = read_input(Some(f))?;
+                let name = f.display().to_string();
+                let entries = store
+                    .import_with_passphrase(
+                        &bytes,
+                        &name,
+                        trusted,
+                        passphrase.as_deref().map(|p| &p[..]),
+                    )
+                    .map_err(|e| Failure::from("import", e))?;
+                print_entries("imported", &entries);
+            }
+            Ok(())
+        }
+        KeyCommand::Generate(args) => generate(&keys, *args),
+        KeyCommand::List { json } => {
+            let entries = store.list().map_err(|e| Failure::from("key list", e))?;
+            let mut out = String::new();
+            if json {
+                out = serde_json::to_string_pretty(&entries).unwrap_or_default();
+                out.push('\n');
+            } else {
+                for e in entries {
+                    out.push_str(&format!(
+                        "{} {} {}{} {}\n",
+                        e.fingerprint,
+                        e.kind,
+                        e.algorithm,
+                        if e.has_private_key { "+secret" } else { "" },
+                        if e.emails.is_empty() {
+                            "-".into()
+                        } else {
+                            e.emails.join(",")
+                        }
+                    ));
+                }
+            }
+            write_output(None, out.as_bytes())
+        }
+        KeyCommand::Export { fingerprint, out } => {
+            let cert = keys
+                .export_certificate(&fingerprint)
+                .map_err(|e| Failure::from("key export", e))?
+                .ok_or_else(|| {
+                    Failure::new(
+                        ExitCode::NoUsableKey,
+                        format!("key export: no certificate {fingerprint} in the store"),
+                    )
+                })?;
+            write_output(out.as_deref(), &cert)
+        }
+        KeyCommand::Delete { fingerprints } => {
+            for f in &fingerprints {
+                if !keys.delete(f).map_err(|e| Failure::from("key delete", e))? {
+                    return Err(Failure::new(
+                        ExitCode::NoUsableKey,
+                        format!("key delete: nothing stored under {f}"),
+                    ));
+                }
+                println!("deleted {f}");
+            }
+            Ok(())
+        }
+        KeyCommand::Passwd {
+            new_passphrase_file,
+            clear,
+        } => {
+            let new = match (&new_passphrase_file, clear) {
+                (Some(f), false) => Some(read_passphrase(f)?),
+                (None, true) => None,
+                _ => {
+                    return Err(Failure::new(
+                        ExitCode::Usage,
+                        "key passwd: --new-passphrase-file FILE, or --clear",
+                    ))
+                }
+            };
+            let n = keys.set_passphrase(new.as_deref().map(|p| &p[..]))?;
+            println!(
+                "{n} private key(s) {}",
+                if new.is_some() {
+                    "encrypted under the new passphrase"
+                } else {
+                    "stored without a passphrase"
+                }
+            );
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! `mailseal seal`: a composed message through the library's `Sender`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::exit::ExitCode;
+use super::store::Keys;
+use super::{card, mls, read_input, CliResult, Failure};
+use crate::message::{Limits, MailA2aMessage};
+
+#[derive(Args)]
+pub(super) struct SealArgs {
+    /// Protection profile: smime, openpgp or mls.
+    #[arg(long)]
+    profile: String,
+    /// mls: the group (its id, as `mls create` printed it).
+    #[arg(long, value_name = "ID", allow_hyphen_values = true)]
+    group: Option<String>,
+    /// Sign without encrypting.
+    #[arg(long)]
+    sign_only: bool,
+    /// Sign with RSASSA-PSS instead of PKCS#1 v1.5 when the signing key is RSA.
+    #[arg(long)]
+    rsa_pss: bool,
+    /// Repeat every Mail-A2A-* hint on the outer message (default: only the binding).
+    #[arg(long)]
+    outer_hints: bool,
+    /// The plain message (default: stdin).
+    #[arg(long = "in")]
+    input: Option<PathBuf>,
+    /// Output file (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
+    let profile: crate::profile::Profile = a
+        .profile
+        .parse()
+        .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    let raw = read_input(a.input.as_deref())?;
+    // An AEP message (X-AEP-Type, no MailA2A part) is mapped first: AEP leaves
+    // end-to-end protection to the payload layer, this provides it.
+    let plain = if crate::ext::aep::is_aep(&raw) {
+        crate::ext::aep::AepMessage::parse(&raw, &Limits::default())
+            .and_then(|a| a.to_maila2a())
+            .map_err(|e| Failure::from("seal (AEP)", e))?
+    } else {
+        MailA2aMessage::parse(&raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?
+    };
+    drop(raw); // the parsed message owns what it needs: a large input is not held twice
+
+    if profile == crate::profile::Profile::Mls {
+        if a.group.is_none() {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                "seal --profile mls needs --group ID",
+            ));
+        }
+        if a.sign_only {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                "--sign-only: MLS application messages are always encrypted",
+            ));
+        }
+    } else if a.group.is_some() {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            "--group is for --profile mls",
+        ));
+    }
+    let keys = Keys::open(&dir)?;
+    let mut builder = crate::Sender::builder(keys.store())
+        .peers(card::load_policies(&dir)?)
+        .mls_lazy(mls::lazy_state(&dir));
+    // The replay state is opened only when the seal records something in it.
+    if crate::Sender::needs_replay(&plain) {
+        builder = builder
+            .replay_boxed(crate::replay::open_store(state).map_err(|e| Failure::from("seal", e))?);
+    }
+    let sender = builder.build();
+    let mut opts = crate::seal::SealOptions::new(profile);
+    opts.sign_only = a.sign_only;
+    opts.rsa_pss = a.rsa_pss;
+    opts.outer_hints = a.outer_hints;
+    opts.group = a.group.clone();
+    // Written as it is encoded; into a temporary file next to the output, renamed once
+    // complete, so a failure leaves no partial message.
+    match a.out.as_deref() {
+        Some(path) => {
+            let tmp = path.with_extension("partial");
+            let written = std::fs::File::create(&tmp)
+                .map_err(|e| crate::SendError::from(crate::seal::SealError::Output(e)))
+                .and_then(|f| {
+                    let mut w = std::io::BufWriter::new(f);
+                    sender.seal_to(&plain, &opts, &mut w)?;
+                    w.into_inner()
+                        .map_err(|e| crate::seal::SealError::Output(e.into_error()))?
+                        .sync_all()
+                        .map_err(|e| crate::seal::SealError::Output(e).into())
+                });
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Failure::from("seal", e));
+            }
+            std::fs::rename(&tmp, path).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                Failure::new(
+                    ExitCode::Other,
+                    format!("cannot write {}: {e}", path.display()),
+                )
+            })
+        }
+        None => {
+            // Every check and all the cryptography finish before `seal_to` writes its
+            // first byte: a refused message leaves stdout empty.
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            sender
+                .seal_to(&plain, &opts, &mut w)
+                .and_then(|()| {
+                    w.flush()
+                        .map_err(|e| crate::seal::SealError::Output(e).into())
+                })
+                .map_err(|e| Failure::from("seal", e))
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! Reading a peer's card: its one address, its `#protection` parameters, every key
+//! checked to be for that address, and the import into the store.
+
+use crate::envelope::BINDING_URI;
+use crate::ext::jws::{self};
+use crate::keystore::{KeyEntry, KeyStore, KeyStoreError};
+use crate::profile::Protection;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use der::{DecodePem, Encode};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+use x509_cert::Certificate;
+
+use super::sign::{check_signature, CardSignature, SignerTrust};
+use super::{
+    address_of_mailto, check_schema_text, CardError, CardLimits, MAX_CARD_BYTES, MAX_KEYS_PER_KIND,
+    PROTECTION_URI,
+};
+
+/// A peer's card, checked: every key belongs to its address, every signature verifies.
+#[derive(Clone, Debug)]
+pub struct PeerCard {
+    /// The MailA2A interface's address, lower case.
+    pub address: String,
+    /// `minimumProtection`.
+    pub minimum: Protection,
+    /// `profiles`, as given (tokens this version does not know are kept).
+    pub profiles: Vec<String>,
+    /// S/MIME certificates, DER.
+    pub smime_certificates: Vec<Vec<u8>>,
+    /// OpenPGP certificates, as given (armored or binary).
+    pub openpgp_certificates: Vec<Vec<u8>>,
+    /// MLS KeyPackages (MLSMessage bytes), with whether each is last-resort.
+    pub mls_key_packages: Vec<(Vec<u8>, bool)>,
+    /// The resource limits it publishes, if any.
+    pub limits: Option<CardLimits>,
+    /// The signatures, all verified.
+    pub signatures: Vec<CardSignature>,
+    /// SHA-256 (hex) of what the signatures cover: the card's identity.
+    pub digest: String,
+}
+
+impl PeerCard {
+    /// Whether a signature by a pinned or anchored key vouches for the card.
+    pub fn trusted(&self) -> bool {
+        self.signatures
+            .iter()
+            .any(|s| matches!(s.trust, SignerTrust::Pinned | SignerTrust::Anchored))
+    }
+}
+
+/// Reads and checks a peer's card: A2A v1.0 schema, one MailA2A address, the
+/// `#protection` extension, every key for that address, every signature verified
+/// (trust judged against `store`'s certificates for the address and trust anchors, at
+/// `now`).
+pub fn read_card(
+    bytes: &[u8],
+    store: &dyn KeyStore,
+    now: OffsetDateTime,
+) -> Result<PeerCard, CardError> {
+    if bytes.len() > MAX_CARD_BYTES {
+        return Err(CardError::NotJson(format!(
+            "{} bytes, more than the {MAX_CARD_BYTES} a card may have",
+            bytes.len()
+        )));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| CardError::NotJson("not UTF-8".into()))?;
+    check_schema_text(text)?;
+    let card: Value = serde_json::from_str(text).map_err(|e| CardError::NotJson(e.to_string()))?;
+    let address = card_address(&card)?;
+    let params = protection_params(&card)?;
+    let mut peer = read_params(&address, params)?;
+    let payload = jws::signed_payload(&card);
+    peer.digest = crate::keystore::hex(&Sha256::digest(&payload));
+    if let Some(Value::Array(sigs)) = card.get("signatures") {
+        for (index, sig) in sigs.iter().enumerate() {
+            peer.signatures
+                .push(check_signature(index, sig, &payload, &address, store, now)?);
+        }
+    }
+    Ok(peer)
+}
+
+/// The one address of the card's MailA2A interfaces.
+pub(super) fn card_address(card: &Value) -> Result<String, CardError> {
+    let mut address: Option<String> = None;
+    let interfaces = card
+        .get("supportedInterfaces")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for i in interfaces {
+        if i.get("protocolBinding").and_then(Value::as_str) != Some(BINDING_URI) {
+            continue;
+        }
+        let version = i
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if version != crate::envelope::BINDING_VERSION {
+            return Err(CardError::Interface(format!(
+                "MailA2A binding version `{version}` is not supported (1.0)"
+            )));
+        }
+        let a = address_of_mailto(i.get("url").and_then(Value::as_str).unwrap_or(""))?;
+        match &address {
+            Some(prev) if *prev != a => {
+                return Err(CardError::Interface(format!(
+                    "MailA2A interfaces for two addresses ({prev}, {a})"
+                )))
+            }
+            _ => address = Some(a),
+        }
+    }
+    address.ok_or_else(|| {
+        CardError::Interface(format!(
+            "no MailA2A interface (protocolBinding {BINDING_URI})"
+        ))
+    })
+}
+
+/// The params of the one `#protection` extension.
+pub(super) fn protection_params(card: &Value) -> Result<&Map<String, Value>, CardError> {
+    let found: Vec<&Value> = card
+        .get("capabilities")
+        .and_then(|c| c.get("extensions"))
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter()
+                .filter(|e| e.get("uri").and_then(Value::as_str) == Some(PROTECTION_URI))
+                .collect()
+        })
+        .unwrap_or_default();
+    match found.as_slice() {
+        [] => Err(CardError::Protection(format!(
+            "absent ({PROTECTION_URI}): the card publishes no keys"
+        ))),
+        [one] => one
+            .get("params")
+            .and_then(Value::as_object)
+            .ok_or_else(|| CardError::Protection("no params".into())),
+        _ => Err(CardError::Protection("present more than once".into())),
+    }
+}
+
+pub(super) fn strings<'a>(
+    params: &'a Map<String, Value>,
+    key: &str,
+) -> Result<Vec<&'a str>, CardError> {
+    let list = match params.get(key) {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(l)) => l,
+        Some(_) => return Err(CardError::Protection(format!("{key} is not an array"))),
+    };
+    if list.len() > MAX_KEYS_PER_KIND && key != "profiles" {
+        return Err(CardError::Protection(format!(
+            "{key} has {} entries, more than {MAX_KEYS_PER_KIND}",
+            list.len()
+        )));
+    }
+    list.iter()
+        .map(|v| {
+            v.as_str().ok_or_else(|| {
+                CardError::Protection(format!("{key} has an entry that is not a string"))
+            })
+        })
+        .collect()
+}
+
+pub(super) fn read_params(
+    address: &str,
+    params: &Map<String, Value>,
+) -> Result<PeerCard, CardError> {
+    let profiles: Vec<String> = strings(params, "profiles")?
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if profiles.len() > 64 {
+        return Err(CardError::Protection("more than 64 profiles".into()));
+    }
+    let minimum = match params.get("minimumProtection") {
+        None => Protection::Signed,
+        Some(Value::String(s)) => s.parse().map_err(CardError::Protection)?,
+        Some(_) => {
+            return Err(CardError::Protection(
+                "minimumProtection is not a string".into(),
+            ))
+        }
+    };
+    let foreign = |what: String, named: String| CardError::ForeignKey {
+        address: address.to_string(),
+        what,
+        named,
+    };
+    let mut smime = Vec::new();
+    for (i, pem) in strings(params, "smimeCertificates")?
+        .into_iter()
+        .enumerate()
+    {
+        let what = format!("S/MIME certificate {i}");
+        let cert = Certificate::from_pem(pem.trim().as_bytes()).map_err(|e| CardError::Key {
+            what: what.clone(),
+            reason: format!("not one PEM certificate: {e}"),
+        })?;
+        let emails = crate::keystore::emails_of(&cert);
+        if !emails.iter().any(|e| e == address) {
+            return Err(foreign(what, names(&emails)));
+        }
+        smime.push(cert.to_der().map_err(|e| CardError::Key {
+            what,
+            reason: e.to_string(),
+        })?);
+    }
+    let mut openpgp = Vec::new();
+    for (i, armored) in strings(params, "openpgpCertificates")?
+        .into_iter()
+        .enumerate()
+    {
+        let what = format!("OpenPGP certificate {i}");
+        let certs =
+            crate::keystore::openpgp::read_certs(armored.as_bytes(), &what, None).map_err(|e| {
+                CardError::Key {
+                    what: what.clone(),
+                    reason: match e {
+                        KeyStoreError::PassphraseRequired { .. } => {
+                            "carries secret key material".into()
+                        }
+                        other => other.to_string(),
+                    },
+                }
+            })?;
+        for c in &certs {
+            if c.secret.is_some() {
+                return Err(CardError::Key {
+                    what,
+                    reason: "carries secret key material".into(),
+                });
+            }
+            if !c.entry.emails.iter().any(|e| e == address) {
+                return Err(foreign(what, names(&c.entry.emails)));
+            }
+        }
+        openpgp.push(armored.as_bytes().to_vec());
+    }
+    let limits = match params.get("limits") {
+        None => None,
+        Some(v @ Value::Object(m)) => {
+            if let Some((k, _)) = m.iter().find(|(_, v)| !v.is_u64()) {
+                return Err(CardError::Protection(format!(
+                    "limits.{k} is not a non-negative integer"
+                )));
+            }
+            Some(
+                serde_json::from_value::<CardLimits>(v.clone())
+                    .map_err(|e| CardError::Protection(format!("limits: {e}")))?,
+            )
+        }
+        Some(_) => return Err(CardError::Protection("limits is not an object".into())),
+    };
+    let mut mls = Vec::new();
+    for (i, b64) in strings(params, "mlsKeyPackages")?.into_iter().enumerate() {
+        let what = format!("MLS KeyPackage {i}");
+        let bytes = STANDARD.decode(b64.trim()).map_err(|_| CardError::Key {
+            what: what.clone(),
+            reason: "not base64".into(),
+        })?;
+        let (identity, last_resort) =
+            crate::mls::key_package_identity(&bytes).map_err(|e| CardError::Key {
+                what: what.clone(),
+                reason: e.to_string(),
+            })?;
+        if identity != address {
+            return Err(foreign(what, identity));
+        }
+        mls.push((bytes, last_resort));
+    }
+    Ok(PeerCard {
+        address: address.to_string(),
+        minimum,
+        profiles,
+        smime_certificates: smime,
+        openpgp_certificates: openpgp,
+        mls_key_packages: mls,
+        limits,
+        signatures: Vec::new(),
+        digest: String::new(),
+    })
+}
+
+pub(super) fn names(emails: &[String]) -> String {
+    if emails.is_empty() {
+        "no address".into()
+    } else {
+        emails.join(", ")
+    }
+}
+
+/// Imports a checked card's certificates into `store` (never as trust anchors).
+/// Returns what was imported.
+pub fn import_keys(card: &PeerCard, store: &dyn KeyStore) -> Result<Vec<KeyEntry>, CardError> {
+    let mut entries = Vec::new();
+    for der in &card.smime_certificates {
+        let pem =
+            der::pem::encode_string("CERTIFICATE", der::pem::LineEnding::LF, der).map_err(|e| {
+                CardError::Key {
+                    what: "S/MIME certificate".into(),
+                    reason: e.to_string(),
+                }
+            })?;
+        entries.extend(store.import(pem.as_bytes(), "agent card S/MIME certificate", false)?);
+    }
+    for cert in &card.openpgp_certificates {
+        entries.extend(store.import(cert, "agent card OpenPGP certificate", false)?);
+    }
+    Ok(entries)
+}

@@ -1,0 +1,211 @@
+//! Card signatures: the JWS over the card's JCS form that we make, and the check of a
+//! peer card's signatures with the trust the store gives its signer.
+
+use crate::ext::jws::{self, JwsAlgorithm, PublicKey};
+use crate::keystore::KeyStore;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine as _;
+use der::Decode;
+use serde_json::{json, Value};
+use time::OffsetDateTime;
+use x509_cert::Certificate;
+
+use super::{check_schema, CardError};
+
+/// Signs `card` (adds one entry to `signatures`) with our S/MIME key for `address`:
+/// ES256 (P-256), ES384 (P-384), RS256 (RSA) or EdDSA (Ed25519), the certificate in
+/// `x5c` and its fingerprint as `kid`, so a peer checks the card with the same
+/// certificate it checks our mail with.
+pub fn sign_card(card: &mut Value, store: &dyn KeyStore, address: &str) -> Result<(), CardError> {
+    let address = address.trim().to_ascii_lowercase();
+    let mut chosen = None;
+    for c in store.own_certificates()? {
+        if !c.emails.contains(&address) {
+            continue;
+        }
+        let cert = Certificate::from_der(&c.der)
+            .map_err(|e| CardError::Sign(format!("our certificate: {e}")))?;
+        let key = PublicKey::from_spki(cert.tbs_certificate().subject_public_key_info());
+        let alg = match key {
+            Some(PublicKey::P256(_)) => JwsAlgorithm::Es256,
+            Some(PublicKey::P384(_)) => JwsAlgorithm::Es384,
+            Some(PublicKey::Rsa { .. }) => JwsAlgorithm::Rs256,
+            Some(PublicKey::Ed25519(_)) => JwsAlgorithm::EdDsa,
+            None => continue, // an X25519 key-agreement certificate
+        };
+        chosen = Some((c, cert, alg, key));
+        break;
+    }
+    let Some((stored, cert, alg, Some(public))) = chosen else {
+        return Err(CardError::Sign(format!(
+            "no S/MIME signing certificate of {address} with its key in the store"
+        )));
+    };
+    let secret = store.private_key(&stored.fingerprint)?.ok_or_else(|| {
+        CardError::Sign(format!("the private key of {address} is not in the store"))
+    })?;
+    let header = json!({
+        "alg": alg.name(),
+        "typ": "JOSE",
+        "kid": stored.fingerprint,
+        "x5c": [STANDARD.encode(&stored.der)],
+    });
+    let protected = URL_SAFE_NO_PAD.encode(header.to_string());
+    let input = jws::signing_input(&protected, &jws::signed_payload(card));
+    let raw = crate::smime::sign_with(&secret, &cert, &input)
+        .map_err(|e| CardError::Sign(e.to_string()))?;
+    let sig = match alg {
+        JwsAlgorithm::Es256 => jws::ecdsa_fixed(&raw, 32),
+        JwsAlgorithm::Es384 => jws::ecdsa_fixed(&raw, 48),
+        _ => Some(raw),
+    }
+    .ok_or_else(|| CardError::Sign("the ECDSA signature did not decode".into()))?;
+    if !public.verify(alg, &input, &sig) {
+        return Err(CardError::Sign(
+            "the signature made does not verify with our certificate".into(),
+        ));
+    }
+    let entry = json!({"protected": protected, "signature": URL_SAFE_NO_PAD.encode(sig)});
+    if let Value::Object(m) = card {
+        match m.entry("signatures").or_insert_with(|| json!([])) {
+            Value::Array(list) => list.push(entry),
+            other => *other = json!([entry]),
+        }
+    }
+    check_schema(card)
+}
+
+/// How far the store trusts the key that made a card signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum SignerTrust {
+    /// The signer's certificate (or its key) is one the store already holds for the
+    /// card's address.
+    Pinned,
+    /// The signer's certificate chains to a trust anchor of the store.
+    Anchored,
+    /// Neither: the signature proves the card is intact, not who made it.
+    Unknown,
+}
+
+impl std::fmt::Display for SignerTrust {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Pinned => "pinned",
+            Self::Anchored => "anchored",
+            Self::Unknown => "signer unknown",
+        })
+    }
+}
+
+/// One verified card signature.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CardSignature {
+    /// The JWS `alg`.
+    pub algorithm: &'static str,
+    /// Who signed: the certificate's addresses or subject, or the `kid`.
+    pub signer: String,
+    /// How far the store trusts that key.
+    pub trust: SignerTrust,
+}
+
+pub(super) fn check_signature(
+    index: usize,
+    sig: &Value,
+    payload: &[u8],
+    address: &str,
+    store: &dyn KeyStore,
+    now: OffsetDateTime,
+) -> Result<CardSignature, CardError> {
+    let malformed = |reason: String| CardError::SignatureMalformed { index, reason };
+    let protected = sig
+        .get("protected")
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed("no protected header".into()))?;
+    let signature = sig
+        .get("signature")
+        .and_then(Value::as_str)
+        .and_then(|s| URL_SAFE_NO_PAD.decode(s.trim_end_matches('=')).ok())
+        .ok_or_else(|| malformed("the signature is not base64url".into()))?;
+    let header = jws::parse_header(protected).map_err(malformed)?;
+    let input = jws::signing_input(protected, payload);
+    let pinned: Vec<Vec<u8>> = store
+        .certificates_for(address)?
+        .into_iter()
+        .map(|c| c.der)
+        .collect();
+    let pinned_keys: Vec<PublicKey> = pinned
+        .iter()
+        .filter_map(|d| Certificate::from_der(d).ok())
+        .filter_map(|c| PublicKey::from_spki(c.tbs_certificate().subject_public_key_info()))
+        .collect();
+    let (key, signer, trust) = if let Some(leaf_der) = header.x5c.first() {
+        let leaf = Certificate::from_der(leaf_der)
+            .map_err(|_| malformed("x5c[0] is not a certificate".into()))?;
+        let key = PublicKey::from_spki(leaf.tbs_certificate().subject_public_key_info())
+            .ok_or_else(|| malformed("the x5c certificate's key type is not accepted".into()))?;
+        if header.jwk.as_ref().is_some_and(|j| *j != key) {
+            return Err(malformed("jwk and x5c name different keys".into()));
+        }
+        let intermediates: Vec<Certificate> = header.x5c[1..]
+            .iter()
+            .map(|d| Certificate::from_der(d))
+            .collect::<Result<_, _>>()
+            .map_err(|_| malformed("an x5c entry is not a certificate".into()))?;
+        let anchors: Vec<Certificate> = store
+            .trust_anchors()?
+            .iter()
+            .filter_map(|a| Certificate::from_der(&a.der).ok())
+            .collect();
+        let emails = crate::keystore::emails_of(&leaf);
+        let trust = match crate::smime::trust(&leaf, &intermediates, &anchors, &pinned, now) {
+            crate::smime::Trust::Broken => return Err(CardError::SignatureInvalid { index }),
+            _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
+            crate::smime::Trust::Pinned => SignerTrust::Pinned,
+            crate::smime::Trust::Anchored => SignerTrust::Anchored,
+            crate::smime::Trust::Unknown => SignerTrust::Unknown,
+        };
+        let signer = if emails.is_empty() {
+            leaf.tbs_certificate().subject().to_string()
+        } else {
+            emails.join(", ")
+        };
+        (key, signer, trust)
+    } else if let Some(key) = header.jwk.clone() {
+        let trust = if pinned_keys.contains(&key) {
+            SignerTrust::Pinned
+        } else {
+            SignerTrust::Unknown
+        };
+        let signer = header
+            .kid
+            .clone()
+            .unwrap_or_else(|| "an embedded jwk".into());
+        (key, signer, trust)
+    } else {
+        // A bare `kid`: the fingerprint of a certificate the store holds for the address.
+        let kid = header.kid.clone().unwrap_or_default();
+        let found = store
+            .certificates_for(address)?
+            .into_iter()
+            .find(|c| c.fingerprint.eq_ignore_ascii_case(&kid))
+            .and_then(|c| Certificate::from_der(&c.der).ok())
+            .and_then(|c| PublicKey::from_spki(c.tbs_certificate().subject_public_key_info()));
+        let key = found.ok_or_else(|| {
+            malformed(
+                "no key to check it with (x5c, jwk, or a kid naming a certificate of the address in this store)"
+                    .into(),
+            )
+        })?;
+        (key, kid, SignerTrust::Pinned)
+    };
+    if !key.verify(header.alg, &input, &signature) {
+        return Err(CardError::SignatureInvalid { index });
+    }
+    Ok(CardSignature {
+        algorithm: header.alg.name(),
+        signer,
+        trust,
+    })
+}
