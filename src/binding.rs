@@ -8,7 +8,7 @@
 use crate::envelope::{Code, ValidationContext, Violation};
 use crate::message::{Headers, MailA2aMessage};
 use crate::profile::{Profile, Protection};
-use crate::seal::{OpenError, OpenPolicy, Opened, SignerIdentity, Verdict};
+use crate::seal::{BindingError, OpenError, OpenPolicy, Opened, SignerIdentity, Verdict};
 
 /// An entity whose signature (and, when encrypted, integrity) a profile verified.
 pub(crate) struct Authenticated<'a> {
@@ -41,9 +41,9 @@ pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened
     }
     let from = inner.sender().unwrap_or_default();
     if !a.signer_emails.contains(&from) {
-        return Err(OpenError::Binding(format!(
-            "the signer's certificate does not name the sender {from}"
-        )));
+        return Err(OpenError::Binding(BindingError::SignerIsNotSender {
+            sender: from,
+        }));
     }
     if !policy.our_addresses.is_empty() {
         let ours: Vec<String> = policy
@@ -58,9 +58,7 @@ pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened
             .chain(&inner.headers.cc)
             .any(|m| ours.contains(&m.normalized()));
         if !listed {
-            return Err(OpenError::Binding(
-                "we are not a protected recipient (forwarded message)".into(),
-            ));
+            return Err(OpenError::Binding(BindingError::NotARecipient));
         }
     }
     policy.check_protection(&inner, a.protection)?;

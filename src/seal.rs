@@ -194,6 +194,39 @@ impl Opened {
     }
 }
 
+/// The error of a profile's own layer ([`crate::smime::SmimeError`],
+/// [`crate::openpgp::OpenPgpError`], [`crate::mls::MlsError`]), carried whole inside
+/// [`OpenError::Profile`] and [`SealError::Profile`]: a caller reaches it with
+/// `std::error::Error::source` and `downcast_ref`, and its kind is the whole error's.
+pub type ProfileSource = Box<dyn std::error::Error + Send + Sync>;
+
+/// The words an error's kind puts before its message.
+fn kind_words(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Malformed => "malformed",
+        ErrorKind::Authentication => "authentication failed",
+        ErrorKind::NoUsableKey => "no usable key",
+        ErrorKind::Policy => "refused",
+        _ => "failed",
+    }
+}
+
+/// Why an authentic message is not bound to its sender or to us (MailA2A section 9).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BindingError {
+    /// The signer's certificate or credential does not name the message's From.
+    #[error("the signer's certificate does not name the sender {sender}")]
+    SignerIsNotSender {
+        /// The protected From address.
+        sender: String,
+    },
+    /// None of our addresses is in the protected To or Cc: the message was signed for
+    /// someone else and forwarded to us.
+    #[error("we are not a protected recipient (forwarded message)")]
+    NotARecipient,
+}
+
 /// Why sealing failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -213,16 +246,31 @@ pub enum SealError {
         /// The recipient.
         address: String,
     },
-    /// The cryptographic layer failed to build.
-    #[error("sealing failed: {0}")]
-    Crypto(String),
+    /// The profile's own layer failed (S/MIME, OpenPGP, MLS): its error whole, with its
+    /// kind and its source chain (a PKCS#11 token without the mechanism, a removed MLS
+    /// member, a key that cannot sign).
+    #[error("sealing failed: {source}")]
+    Profile {
+        /// The profile that failed.
+        profile: Profile,
+        /// The kind of its error.
+        kind: ErrorKind,
+        /// Its error.
+        #[source]
+        source: ProfileSource,
+    },
+    /// The operating system gave no randomness (for a MIME boundary).
+    #[error("sealing failed: no randomness from the operating system")]
+    NoRandomness,
     /// This build has no implementation of the profile.
     #[error("profile {0} is not available in this build")]
     ProfileUnavailable(Profile),
-    /// MLS: no group given, not (or no longer) a member of it, or the From is not our
-    /// identity in it.
-    #[error("{0}")]
-    Group(String),
+    /// MLS: no group was given to seal to.
+    #[error("no MLS group given")]
+    NoGroup,
+    /// MLS: a sign-only seal was asked for; application messages are always encrypted.
+    #[error("MLS application messages are always encrypted")]
+    MlsAlwaysEncrypted,
     /// The message could not be written.
     #[error(transparent)]
     Message(#[from] MessageError),
@@ -232,6 +280,20 @@ pub enum SealError {
     /// Writing the sealed message out failed (`Sealer::seal_to`).
     #[error("cannot write the sealed message: {0}")]
     Output(std::io::Error),
+}
+
+impl SealError {
+    /// A profile's own error, kept whole with its kind.
+    pub fn profile<E>(profile: Profile, e: E) -> Self
+    where
+        E: std::error::Error + Classify + Send + Sync + 'static,
+    {
+        SealError::Profile {
+            profile,
+            kind: e.kind(),
+            source: Box::new(e),
+        }
+    }
 }
 
 impl Classify for SealError {
@@ -247,11 +309,12 @@ impl Classify for SealError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Invalid(_) => ErrorKind::Malformed,
-            Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } | Self::Group(_) => {
-                ErrorKind::NoUsableKey
+            Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } => ErrorKind::NoUsableKey,
+            Self::ProfileUnavailable(_) | Self::NoGroup | Self::MlsAlwaysEncrypted => {
+                ErrorKind::InvalidArgument
             }
-            Self::ProfileUnavailable(_) => ErrorKind::InvalidArgument,
-            Self::Crypto(_) | Self::Output(_) => ErrorKind::Other,
+            Self::Profile { kind, .. } => *kind,
+            Self::NoRandomness | Self::Output(_) => ErrorKind::Other,
             Self::Message(e) => e.kind(),
             Self::KeyStore(e) => e.kind(),
         }
@@ -268,12 +331,19 @@ pub enum OpenError {
     /// The inner message breaks binding rules.
     #[error("{}", .0.first().map(ToString::to_string).unwrap_or_default())]
     Invalid(Vec<Violation>),
-    /// A signature or integrity check failed.
-    #[error("authentication failed: {0}")]
-    AuthenticationFailed(String),
-    /// No key of ours can decrypt it, or the signer's certificate is unknown.
-    #[error("no usable key: {0}")]
-    NoUsableKey(String),
+    /// The profile's cryptographic layer refused the message: its error whole, so its
+    /// kind (a malformed CMS is malformed, a bad signature is an authentication
+    /// failure, no key of ours is no usable key) and its source chain survive.
+    #[error("{}: {source}", kind_words(*kind))]
+    Profile {
+        /// The profile whose layer refused it.
+        profile: Profile,
+        /// The kind of its error.
+        kind: ErrorKind,
+        /// Its error.
+        #[source]
+        source: ProfileSource,
+    },
     /// Weaker protection than the policy requires for this peer and operation.
     #[error("refused: {operation} from {peer} needs {required} protection, the message has {got}")]
     Downgrade {
@@ -286,12 +356,34 @@ pub enum OpenError {
         /// Actual protection.
         got: Protection,
     },
-    /// The verified signer is not the protected/outer From, or we are not a recipient.
+    /// The verified signer is not the sender, or we are not a recipient.
     #[error("refused: {0}")]
-    Binding(String),
+    Binding(#[source] BindingError),
     /// The outer Content-Type names a profile this build does not have.
     #[error("profile {0} is not available in this build")]
     ProfileUnavailable(Profile),
+}
+
+impl OpenError {
+    /// A profile's own error, kept whole with its kind.
+    pub fn profile<E>(profile: Profile, e: E) -> Self
+    where
+        E: std::error::Error + Classify + Send + Sync + 'static,
+    {
+        OpenError::Profile {
+            profile,
+            kind: e.kind(),
+            source: Box::new(e),
+        }
+    }
+
+    /// The profile's own error, when the profile's layer refused the message.
+    pub fn profile_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match self {
+            OpenError::Profile { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
 }
 
 impl Classify for OpenError {
@@ -308,8 +400,7 @@ impl Classify for OpenError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Malformed(_) | Self::Invalid(_) => ErrorKind::Malformed,
-            Self::AuthenticationFailed(_) => ErrorKind::Authentication,
-            Self::NoUsableKey(_) => ErrorKind::NoUsableKey,
+            Self::Profile { kind, .. } => *kind,
             Self::Downgrade { .. } | Self::Binding(_) => ErrorKind::Policy,
             Self::ProfileUnavailable(_) => ErrorKind::Other,
         }
@@ -380,7 +471,7 @@ pub(crate) fn random_boundary() -> Result<String, SealError> {
     // The OS generator directly: one getrandom(2) call, where a DRBG's reseeding
     // costs more than the rest of composing a small message.
     let mut bytes = [0u8; 24];
-    getrandom::fill(&mut bytes).map_err(|_| SealError::Crypto("no randomness".into()))?;
+    getrandom::fill(&mut bytes).map_err(|_| SealError::NoRandomness)?;
     let hex = crate::hex::hex(&bytes);
     Ok(format!("{}_{}_{}", &hex[..16], &hex[16..32], &hex[32..]))
 }

@@ -258,9 +258,7 @@ impl<'a> Sender<'a> {
             .map(|m| m.normalized())
             .collect();
         if opts.profile == Profile::Mls && opts.sign_only {
-            return Err(
-                SealError::Group("MLS application messages are always encrypted".into()).into(),
-            );
+            return Err(SealError::MlsAlwaysEncrypted.into());
         }
         // A sealer never signs an invalid message; checked here first, so that
         // nothing is recorded for one.
@@ -294,10 +292,7 @@ impl<'a> Sender<'a> {
             Profile::Mls => {
                 // Straight to the group state, so its errors keep their kind (not a
                 // member, removed, no identity).
-                let group = opts
-                    .group
-                    .as_deref()
-                    .ok_or_else(|| SealError::Group("no MLS group given".into()))?;
+                let group = opts.group.as_deref().ok_or(SealError::NoGroup)?;
                 let mls = self.mls()?;
                 self.record_payment_required(plain)?;
                 let sealed = mls.seal(plain, group, opts.outer_hints)?;

@@ -20,20 +20,14 @@ impl crate::seal::Sealer for Mls {
             return Err(SealError::ProfileUnavailable(opts.profile));
         }
         if opts.sign_only {
-            return Err(SealError::Group(
-                "MLS application messages are always encrypted".into(),
-            ));
+            return Err(SealError::MlsAlwaysEncrypted);
         }
-        let group = opts
-            .group
-            .as_deref()
-            .ok_or_else(|| SealError::Group("no MLS group given".into()))?;
+        let group = opts.group.as_deref().ok_or(SealError::NoGroup)?;
         Mls::seal(self, plain, group, opts.outer_hints).map_err(|e| match e {
             MlsError::NoIdentity(address) => SealError::NoSigningKey { address },
             MlsError::Open(OpenError::Invalid(v)) => SealError::Invalid(v),
             MlsError::Message(m) => SealError::Message(m),
-            MlsError::Operation(o) | MlsError::State(o) => SealError::Crypto(o),
-            other => SealError::Group(other.to_string()),
+            other => SealError::profile(Profile::Mls, other),
         })
     }
 }

@@ -23,6 +23,7 @@ use openpgp::policy::StandardPolicy;
 
 use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::keystore::{KeyStore, KeyStoreError};
+use crate::profile::Profile;
 use crate::seal::{OpenError, SealError};
 
 /// The one-pass armor reader, for the fuzz target that checks it against Sequoia's.
@@ -74,6 +75,13 @@ pub enum OpenPgpError {
         /// The limit.
         limit: usize,
     },
+    /// Sequoia failed while building the message (a key that cannot be used, an I/O
+    /// error while writing packets).
+    #[error("OpenPGP: {0}")]
+    Sequoia(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The signed entity contains the random boundary (about 2^-192 a message).
+    #[error("the multipart boundary occurs in the signed entity")]
+    BoundaryCollision,
 }
 
 impl Classify for OpenPgpError {
@@ -84,8 +92,11 @@ impl Classify for OpenPgpError {
         match self {
             Self::UnknownSigner | Self::NotForUs | Self::Key(_) => ErrorKind::NoUsableKey,
             Self::NotIntendedRecipient => ErrorKind::Policy,
-            Self::TooLarge { .. } => ErrorKind::Malformed,
-            _ => ErrorKind::Authentication,
+            Self::TooLarge { .. } | Self::Malformed(_) => ErrorKind::Malformed,
+            Self::Sequoia(_) | Self::BoundaryCollision => ErrorKind::Other,
+            Self::NoIntegrity | Self::Unsigned | Self::BadSignature(_) | Self::Undecryptable(_) => {
+                ErrorKind::Authentication
+            }
         }
     }
 }
@@ -95,17 +106,13 @@ impl From<OpenPgpError> for OpenError {
         if let OpenPgpError::TooLarge { limit } = e {
             return OpenError::Malformed(crate::message::MessageError::DecodedTooLarge { limit });
         }
-        match e.kind() {
-            ErrorKind::NoUsableKey => OpenError::NoUsableKey(e.to_string()),
-            ErrorKind::Policy => OpenError::Binding(e.to_string()),
-            _ => OpenError::AuthenticationFailed(e.to_string()),
-        }
+        OpenError::profile(Profile::OpenPgp, e)
     }
 }
 
 impl From<OpenPgpError> for SealError {
     fn from(e: OpenPgpError) -> Self {
-        SealError::Crypto(e.to_string())
+        SealError::profile(Profile::OpenPgp, e)
     }
 }
 

@@ -18,8 +18,10 @@ use crate::profile::Profile;
 use crate::seal::random_boundary;
 use crate::seal::{SealError, SealOptions, Sealer};
 
-fn crypto(e: impl std::fmt::Display) -> SealError {
-    SealError::Crypto(e.to_string())
+/// Sequoia's error (an `anyhow::Error` or an I/O error while writing packets), kept as
+/// the source of ours.
+fn crypto(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SealError {
+    super::OpenPgpError::Sequoia(e.into()).into()
 }
 
 impl OpenPgp<'_> {
@@ -200,7 +202,7 @@ impl Sealer for OpenPgp<'_> {
             plain.write_inner_entity(false, &mut out)?;
             let delimiter = format!("--{boundary}");
             if memchr::memmem::find(&out[start..], delimiter.as_bytes()).is_some() {
-                return Err(SealError::Crypto("boundary collision".into()));
+                return Err(super::OpenPgpError::BoundaryCollision.into());
             }
             let signature = self.detached_signature(&out[start..], signer)?;
             out.extend_from_slice(b"\r\n--");

@@ -75,6 +75,26 @@ pub enum SmimeError {
     /// policy does not allow it.
     #[error("legacy EnvelopedData (CBC, no integrity, EFAIL) is refused; --allow-legacy-cbc reads it as unauthenticated")]
     LegacyEncryption,
+    /// No key of ours is a recipient of the EnvelopedData.
+    #[error("no key of ours is a recipient of this message")]
+    NotForUs,
+    /// The signature verifies, but its certificate neither is pinned nor chains to an
+    /// anchor.
+    #[error("the signature verifies but the signer certificate is self-signed or unknown: import it or its CA (--trusted)")]
+    UnknownSigner,
+    /// The message (or the decrypted entity) is not an S/MIME signed message.
+    #[error("{media_type} is not an S/MIME signed message")]
+    NotSigned {
+        /// What it is instead.
+        media_type: String,
+    },
+    /// Encrypted, but the decrypted entity is not signed: the sender is not
+    /// authenticated.
+    #[error("encrypted but not signed: the sender is not authenticated")]
+    EncryptedNotSigned,
+    /// Our keys could not be read from the store.
+    #[error("the key store: {0}")]
+    Store(#[source] crate::keystore::KeyStoreError),
 }
 
 impl Classify for SmimeError {
@@ -83,25 +103,36 @@ impl Classify for SmimeError {
     }
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::Key(_) => ErrorKind::NoUsableKey,
-            _ => ErrorKind::Authentication,
+            Self::Malformed(_) => ErrorKind::Malformed,
+            // Our own key cannot be used, or none is for this message: no fault of the
+            // message's integrity.
+            Self::Key(_)
+            | Self::Token(_)
+            | Self::NotForUs
+            | Self::UnknownSigner
+            | Self::Store(_) => ErrorKind::NoUsableKey,
+            Self::NoSigner
+            | Self::UnsupportedAlgorithm(_)
+            | Self::DigestMismatch
+            | Self::BadSignature
+            | Self::Undecryptable
+            | Self::Certificate(_)
+            | Self::LegacyEncryption
+            | Self::NotSigned { .. }
+            | Self::EncryptedNotSigned => ErrorKind::Authentication,
         }
     }
 }
 
 impl From<SmimeError> for SealError {
     fn from(e: SmimeError) -> Self {
-        SealError::Crypto(e.to_string())
+        SealError::profile(Profile::Smime, e)
     }
 }
 
 impl From<SmimeError> for OpenError {
     fn from(e: SmimeError) -> Self {
-        match e {
-            // Our own key cannot be used: no fault of the message (exit 5).
-            SmimeError::Token(m) => OpenError::NoUsableKey(m),
-            e => OpenError::AuthenticationFailed(e.to_string()),
-        }
+        OpenError::profile(Profile::Smime, e)
     }
 }
 
@@ -310,9 +341,7 @@ impl Sealer for Smime<'_> {
 
 fn decrypt_failure(f: enveloped::DecryptFailure) -> OpenError {
     match f {
-        enveloped::DecryptFailure::NotForUs => {
-            OpenError::NoUsableKey("no key of ours is a recipient of this message".into())
-        }
+        enveloped::DecryptFailure::NotForUs => SmimeError::NotForUs.into(),
         enveloped::DecryptFailure::Refused(e) => e.into(),
     }
 }
@@ -365,7 +394,7 @@ impl SignedEntityWriter<'_> {
             SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => SealError::NoSigningKey {
                 address: self.from.to_string(),
             },
-            other => SealError::Crypto(other.to_string()),
+            other => other.into(),
         })?;
         out.extend_from_slice(b"\r\n--");
         out.extend_from_slice(boundary.as_bytes());
@@ -559,10 +588,10 @@ impl Smime<'_> {
             let (entity, verified) = signed_data::verify_encapsulated(&cms)?;
             Ok((Cow::Owned(entity), verified))
         } else {
-            Err(OpenError::AuthenticationFailed(format!(
-                "{} is not an S/MIME signed message",
-                outer.media_type
-            )))
+            Err(SmimeError::NotSigned {
+                media_type: outer.media_type.clone(),
+            }
+            .into())
         }
     }
 
@@ -601,15 +630,15 @@ impl Smime<'_> {
             // Confidential mode must also authenticate: the decrypted entity is signed.
             let signed = read_outer(&buffer[plain], &policy.limits)
                 .map_err(|_| SmimeError::Malformed("the decrypted entity is not MIME".into()))?;
-            let (entity, verified) = self.verify_signed(&signed).map_err(|e| match e {
-                OpenError::AuthenticationFailed(r)
-                    if r.contains("is not an S/MIME signed message") =>
-                {
-                    OpenError::AuthenticationFailed(
-                        "encrypted but not signed: the sender is not authenticated".into(),
-                    )
+            let (entity, verified) = self.verify_signed(&signed).map_err(|e| {
+                let not_signed = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<SmimeError>())
+                    .is_some_and(|s| matches!(s, SmimeError::NotSigned { .. }));
+                if not_signed {
+                    SmimeError::EncryptedNotSigned.into()
+                } else {
+                    e
                 }
-                other => other,
             })?;
             // The entity is a range of the decryption buffer when it was already
             // canonical: the buffer is kept with that range instead of copied (it is
@@ -664,9 +693,7 @@ impl Smime<'_> {
                 .into());
             }
             Trust::Unknown => {
-                return Err(OpenError::NoUsableKey(
-                    "the signature verifies but the signer certificate is self-signed or unknown: import it or its CA (--trusted)".into(),
-                ));
+                return Err(SmimeError::UnknownSigner.into());
             }
         }
         certificate::check_signer_usage(&verified.cert, at)?;
@@ -729,7 +756,7 @@ fn cert_fingerprint(cert: &Certificate) -> String {
 }
 
 fn key_store(e: crate::keystore::KeyStoreError) -> OpenError {
-    OpenError::NoUsableKey(e.to_string())
+    SmimeError::Store(e).into()
 }
 
 fn certs(stored: Vec<StoredCertificate>) -> Vec<Certificate> {

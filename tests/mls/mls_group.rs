@@ -373,17 +373,27 @@ fn sealer_trait_names_the_group() {
     let msg = request("alice@a.example", &["bob@b.example"], "m-t");
     assert!(matches!(
         sealer.seal(&msg, &opts).unwrap_err(),
-        SealError::Group(_)
+        SealError::NoGroup
     ));
     opts.group = Some(g.clone());
     let sealed = sealer.seal(&msg, &opts).unwrap();
     assert_eq!(sender_of(&open(&b, &sealed).unwrap()), "m-t");
     // Not our identity in the group: refused before anything is sealed.
     let bobs = request("bob@b.example", &["alice@a.example"], "m-u");
-    assert!(matches!(
-        sealer.seal(&bobs, &opts).unwrap_err(),
-        SealError::Group(_)
-    ));
+    let err = sealer.seal(&bobs, &opts).unwrap_err();
+    let SealError::Profile {
+        profile: Profile::Mls,
+        source,
+        ..
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    let mls = source.downcast_ref::<mailseal::mls::MlsError>();
+    assert!(
+        matches!(mls, Some(mailseal::mls::MlsError::Binding(_))),
+        "{err:?}"
+    );
 }
 
 #[test]

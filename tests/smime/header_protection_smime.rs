@@ -93,7 +93,18 @@ fn fail_without_the_sample_ca_the_signer_is_unknown() {
     let err = Smime::new(&store)
         .verified_entity(&raw, &OpenPolicy::default())
         .unwrap_err();
-    assert!(matches!(err, OpenError::NoUsableKey(_)), "{err}");
+    assert!(
+        matches!(
+            err.profile_error()
+                .and_then(|e| e.downcast_ref::<mailseal::smime::SmimeError>()),
+            Some(mailseal::smime::SmimeError::UnknownSigner)
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        mailseal::Classify::kind(&err),
+        mailseal::ErrorKind::NoUsableKey
+    );
 }
 
 /// A store holding Bob's key and certificate from the samples' PEM-armoured `bob.p12`

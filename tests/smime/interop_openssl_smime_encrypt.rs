@@ -353,7 +353,9 @@ fn fail_no_flipped_byte_goes_unnoticed_by_every_recipient() {
                 Err(e)
                     if !matches!(
                         e.kind(),
-                        mailseal::ErrorKind::Authentication | mailseal::ErrorKind::NoUsableKey
+                        mailseal::ErrorKind::Authentication
+                            | mailseal::ErrorKind::NoUsableKey
+                            | mailseal::ErrorKind::Malformed
                     ) =>
                 {
                     refused_wrongly.push(format!("{i}: {e}"))

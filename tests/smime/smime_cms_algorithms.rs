@@ -11,7 +11,7 @@ use common::fixture;
 use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::keystore::{DirectoryStore, KeyStore};
 use mailseal::message::MailA2aMessage;
-use mailseal::seal::{OpenError, OpenPolicy, Opener};
+use mailseal::seal::{OpenPolicy, Opener};
 use mailseal::smime::{Kek, Smime};
 use mailseal::{Classify, Protection};
 use zeroize::Zeroizing;
@@ -88,7 +88,18 @@ fn fail_openssl_sample_with_wrong_or_unknown_kek() {
         .decrypt_cms(&ber, &[unknown], &OpenPolicy::default())
         .err()
         .unwrap();
-    assert!(matches!(err, OpenError::NoUsableKey(_)), "{err}");
+    assert!(
+        matches!(
+            err.profile_error()
+                .and_then(|e| e.downcast_ref::<mailseal::smime::SmimeError>()),
+            Some(mailseal::smime::SmimeError::NotForUs)
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        mailseal::Classify::kind(&err),
+        mailseal::ErrorKind::NoUsableKey
+    );
 }
 
 fn x25519_store(dir: &Path, name: &str, files: &[&str]) -> PathBuf {
@@ -260,9 +271,11 @@ fn x25519_chacha20_and_rfc9709_both_ways_with_an_independent_peer() {
                 .open(&common::with_der(&sealed, &bad), &OpenPolicy::default())
                 .err()
                 .unwrap_or_else(|| panic!("flip at {at} of variant {flags:?} was accepted"));
-            assert_eq!(
-                err.kind(),
-                mailseal::ErrorKind::Authentication,
+            assert!(
+                matches!(
+                    err.kind(),
+                    mailseal::ErrorKind::Authentication | mailseal::ErrorKind::Malformed
+                ),
                 "{flags:?} at {at}: {err}"
             );
         }
@@ -310,8 +323,9 @@ fn fail_rfc9709_key_derivation_stripped_from_the_identifier() {
 #[test]
 fn fail_truncated_extended_or_relengthened_cms_is_refused() {
     // The in-place decryption reads the CMS layout itself (strict DER): every sampled cut
-    // of an AuthEnvelopedData, data after it, and an inserted length byte are refused as
-    // authentication failures, and nothing opens.
+    // of an AuthEnvelopedData, data after it, and an inserted length byte are refused
+    // (malformed where the DER breaks, an authentication failure where it still decodes),
+    // and nothing opens.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let carlos = carlos_store(d);
@@ -325,9 +339,11 @@ fn fail_truncated_extended_or_relengthened_cms_is_refused() {
             .open(&common::with_der(&sealed, bad), &OpenPolicy::default())
             .err()
             .unwrap_or_else(|| panic!("{what} was opened"));
-        assert_eq!(
-            err.kind(),
-            mailseal::ErrorKind::Authentication,
+        assert!(
+            matches!(
+                err.kind(),
+                mailseal::ErrorKind::Authentication | mailseal::ErrorKind::Malformed
+            ),
             "{what}: {err}"
         );
     };
@@ -348,4 +364,41 @@ fn fail_truncated_extended_or_relengthened_cms_is_refused() {
     relength.push(0x81);
     relength.extend_from_slice(&der[oid_at + 1..]);
     refused(&relength, "a non-minimal length");
+}
+
+#[test]
+fn fail_a_cms_that_does_not_decode_is_malformed_not_unauthentic() {
+    // A format error is exit 3 and keeps its cause: the S/MIME layer's own error is
+    // the source of the open error, not a string inside an authentication failure.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let carlos = carlos_store(d);
+    let dana = dana_store(d);
+    let store = DirectoryStore::open(&dana).unwrap();
+    let sealed = common::seal_smime_cli(&carlos, &carlos_to_dana(), d, false);
+    // A SEQUENCE that claims more than it holds.
+    let broken = common::with_der(&sealed, &[0x30, 0x82, 0x10, 0x00, 0x06, 0x01]);
+    let err = Smime::new(&store)
+        .open(&broken, &OpenPolicy::default())
+        .unwrap_err();
+    assert_eq!(err.kind(), mailseal::ErrorKind::Malformed, "{err}");
+    let source = err
+        .profile_error()
+        .and_then(|e| e.downcast_ref::<mailseal::smime::SmimeError>());
+    assert!(
+        matches!(source, Some(mailseal::smime::SmimeError::Malformed(_))),
+        "{err:?}"
+    );
+    let state = format!("sqlite:{}", d.join("state.db").display());
+    let out = common::run(
+        &["open", "--store", dana.to_str().unwrap(), "--state", &state],
+        &broken,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
 }
