@@ -30,6 +30,11 @@ pub struct SealOptions {
     /// key is RSA. RFC 8551 prefers PSS; PKCS#1 v1.5 stays the default because every
     /// S/MIME reader verifies it. Ignored for other keys.
     pub rsa_pss: bool,
+    /// Inside encryption, write the machine part 8bit or binary instead of base64
+    /// (default: on). RFC 8551 3.1.2 asks for this when the recipients read binary
+    /// inner parts, as every MailA2A receiver must; turn it off for a recipient known
+    /// to want 7-bit inner entities. Ignored when only signing.
+    pub binary_inside: bool,
 }
 
 impl SealOptions {
@@ -41,6 +46,7 @@ impl SealOptions {
             outer_hints: false,
             group: None,
             rsa_pss: false,
+            binary_inside: true,
         }
     }
 }

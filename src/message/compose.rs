@@ -17,6 +17,9 @@ use super::{MailA2aMessage, Mailbox, MessageError, A2A_MEDIA_TYPE};
 pub(crate) struct Options {
     /// RFC 9788 `hp` parameter of the top-level Content-Type (`cipher` or `clear`).
     pub header_protection: Option<&'static str>,
+    /// The entity travels inside binary encryption (CMS, OpenPGP, MLS), never over a
+    /// 7-bit transport: the machine part may be 8bit or binary (RFC 8551 3.1.2).
+    pub binary_inside: bool,
 }
 
 /// Longest line RFC 5322 allows, without its CRLF.
@@ -31,16 +34,26 @@ fn address_list(list: &[Mailbox]) -> Address<'_> {
 }
 
 /// The machine part: 7bit when the JSON is one short ASCII line (readable in any mail
-/// client), base64 otherwise (7-bit safe, and what non-ASCII or long JSON needs; a
-/// non-text body is base64-encoded by mail-builder's own fast encoder).
-fn machine_part(json: &[u8]) -> MimePart<'_> {
-    let seven_bit = json.len() <= MAX_LINE
-        && json
-            .iter()
-            .all(|&b| b.is_ascii() && b != b'\r' && b != b'\n' && b != 0);
+/// client). Otherwise base64 on a 7-bit path (non-ASCII or long JSON needs it; written
+/// by mail-builder's own fast encoder), but inside encryption ([`Options::binary_inside`])
+/// 8bit for a line of at most 998 octets and binary for a longer one: the JSON is
+/// carried as it is, so a large message grows once (the outer base64), not twice.
+/// Compact JSON has no CR or LF (control characters in strings are escaped), so the
+/// part is already in canonical form and a text-mode verifier (OpenSSL's `cms -verify`
+/// without `-binary`) sees the bytes that were signed. JSON with a CR, LF or NUL byte
+/// stays base64.
+fn machine_part(json: &[u8], binary_inside: bool) -> MimePart<'_> {
+    let one_line = !json.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0);
     let ct = ContentType::new(A2A_MEDIA_TYPE).attribute("charset", "utf-8");
-    if seven_bit {
+    if one_line && json.len() <= MAX_LINE && json.is_ascii() {
         MimePart::new(ct, json).transfer_encoding("7bit")
+    } else if one_line && binary_inside {
+        let cte = if json.len() <= MAX_LINE {
+            "8bit"
+        } else {
+            "binary"
+        };
+        MimePart::new(ct, json).transfer_encoding(cte)
     } else {
         MimePart::new(ct, json)
     }
@@ -129,7 +142,7 @@ pub(crate) fn compose_into(
     out: &mut Vec<u8>,
 ) -> Result<(), MessageError> {
     let mut parts = Vec::with_capacity(2 + msg.attachments.len());
-    parts.push(machine_part(msg.envelope_bytes()));
+    parts.push(machine_part(msg.envelope_bytes(), opts.binary_inside));
     if let Some(text) = &msg.text {
         parts.push(MimePart::new(
             ContentType::new("text/plain").attribute("charset", "utf-8"),

@@ -473,14 +473,18 @@ impl MailA2aMessage {
     /// The inner entity a profile protects: this message with RFC 9788 header
     /// protection marked on its Content-Type (`hp="clear"` when only signed,
     /// `hp="cipher"` when encrypted).
+    ///
+    /// Encrypted, the machine part is written 8bit or binary rather than base64 (the
+    /// entity never meets a 7-bit transport inside the ciphertext; RFC 8551 3.1.2);
+    /// [`Self::to_inner_entity_7bit`] keeps it 7-bit for a recipient that cannot read
+    /// binary inner parts.
     pub fn to_inner_entity(&self, encrypted: bool) -> Result<Vec<u8>, MessageError> {
-        let hp = if encrypted { "cipher" } else { "clear" };
-        compose::compose(
-            self,
-            &compose::Options {
-                header_protection: Some(hp),
-            },
-        )
+        compose::compose(self, &inner_options(encrypted, encrypted))
+    }
+
+    /// [`Self::to_inner_entity`] with every part 7-bit safe, even when encrypted.
+    pub fn to_inner_entity_7bit(&self, encrypted: bool) -> Result<Vec<u8>, MessageError> {
+        compose::compose(self, &inner_options(encrypted, false))
     }
 
     /// [`Self::to_inner_entity`], appended to `out` (so a profile can write it straight
@@ -488,17 +492,11 @@ impl MailA2aMessage {
     pub(crate) fn write_inner_entity(
         &self,
         encrypted: bool,
+        binary_inside: bool,
         out: &mut Vec<u8>,
     ) -> Result<(), MessageError> {
-        let hp = if encrypted { "cipher" } else { "clear" };
         out.reserve(compose::size_hint(compose::content_len(self)));
-        compose::compose_into(
-            self,
-            &compose::Options {
-                header_protection: Some(hp),
-            },
-            out,
-        )
+        compose::compose_into(self, &inner_options(encrypted, binary_inside), out)
     }
 
     /// Every rule of the binding this message breaks, envelope rules included.
@@ -514,6 +512,15 @@ impl MailA2aMessage {
         ));
         out.extend(attachments);
         out
+    }
+}
+
+/// The options of an inner entity: RFC 9788 `hp` (`cipher` when encrypted, `clear`
+/// when only signed) and whether its parts may be 8bit or binary.
+fn inner_options(encrypted: bool, binary_inside: bool) -> compose::Options {
+    compose::Options {
+        header_protection: Some(if encrypted { "cipher" } else { "clear" }),
+        binary_inside: encrypted && binary_inside,
     }
 }
 

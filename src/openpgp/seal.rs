@@ -199,7 +199,7 @@ impl Sealer for OpenPgp<'_> {
             out.extend_from_slice(boundary.as_bytes());
             out.extend_from_slice(b"\r\n");
             let start = out.len();
-            plain.write_inner_entity(false, &mut out)?;
+            plain.write_inner_entity(false, false, &mut out)?;
             let delimiter = format!("--{boundary}");
             if memchr::memmem::find(&out[start..], delimiter.as_bytes()).is_some() {
                 return Err(super::OpenPgpError::BoundaryCollision.into());
@@ -227,7 +227,7 @@ Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
             recipients.push((from.as_str(), own));
         }
         let mut entity = Vec::new();
-        plain.write_inner_entity(true, &mut entity)?;
+        plain.write_inner_entity(true, opts.binary_inside, &mut entity)?;
         let binary = self.sign_and_encrypt(&entity, signer, &recipients)?;
         // RFC 9788: an encrypted message shows an obscured Subject.
         let mut outer = plain.headers.clone();

@@ -269,6 +269,7 @@ impl Smime<'_> {
             smime: self,
             plain,
             encrypt,
+            binary_inside: opts.binary_inside,
             cert: &cert,
             key: &key,
             rsa_pss: opts.rsa_pss,
@@ -354,6 +355,7 @@ struct SignedEntityWriter<'a> {
     smime: &'a Smime<'a>,
     plain: &'a MailA2aMessage,
     encrypt: bool,
+    binary_inside: bool,
     cert: &'a Certificate,
     key: &'a crate::keystore::SecretKey,
     rsa_pss: bool,
@@ -376,7 +378,8 @@ impl SignedEntityWriter<'_> {
             out.extend_from_slice(boundary.as_bytes());
             out.extend_from_slice(b"\r\n");
             let start = out.len();
-            self.plain.write_inner_entity(self.encrypt, out)?;
+            self.plain
+                .write_inner_entity(self.encrypt, self.binary_inside, out)?;
             let delimiter = format!("--{boundary}");
             if memchr::memmem::find(&out[start..], delimiter.as_bytes()).is_none() {
                 break (boundary, start..out.len());

@@ -242,6 +242,13 @@ fn mailseal_seals_gpg_decrypts_the_inner_entity_byte_for_byte_with_a_good_signat
     let inner = MailA2aMessage::parse(&out.stdout, &Default::default()).unwrap();
     assert_eq!(inner.envelope_bytes(), msg.envelope_bytes());
     assert!(String::from_utf8_lossy(&out.stdout).contains("hp=\"cipher\""));
+    // Inside the encryption the non-ASCII JSON travels 8bit, not base64 (RFC 8551
+    // 3.1.2's rule, which OpenPGP/MIME's binary literal data allows as well).
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Content-Transfer-Encoding: 8bit\r\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     // And Bob's mailseal opens it too.
     let opened = open(&p.bob, &sealed);
     ok(&opened);

@@ -642,3 +642,85 @@ fn inspect_shows_layers_algorithms_recipients() {
     );
     assert!(!text.contains("secret plans"));
 }
+
+#[test]
+fn a_large_json_travels_binary_inside_and_openssl_decrypts_and_verifies_it() {
+    // RFC 8551 3.1.2: inside the binary CMS the machine part is not base64-encoded
+    // again, so the message grows once (the outer base64), not twice. The JSON is
+    // one line with no CR or LF, so OpenSSL's text-mode verification sees the bytes
+    // that were signed.
+    let dir = tempfile::tempdir().unwrap();
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "enc-big-1");
+    env.set("correlationId", "enc-big");
+    env.set("idempotencyKey", "enc-big-effect");
+    let text = format!("Grüße\n{}", "lorem ipsum dolor ".repeat(20_000));
+    env.set(
+        "payload",
+        &serde_json::json!({"message": {"messageId": "m-big", "role": "ROLE_USER", "parts": [{"text": text}]}}),
+    );
+    let msg = MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env);
+    let json_len = msg.envelope_bytes().len();
+    assert!(json_len > 300_000);
+    let sealed = seal(&alice_store(dir.path()), &msg, dir.path());
+    // Outer base64 (4/3 and line ends) plus headers, signature and certificates: far
+    // below the 1.8x of base64 inside base64.
+    assert!(
+        (sealed.len() as f64) < json_len as f64 * 1.45,
+        "{} bytes sealed for {json_len} bytes of JSON",
+        sealed.len()
+    );
+    std::fs::write(dir.path().join("big.eml"), &sealed).unwrap();
+    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
+    openssl(
+        &[
+            "cms",
+            "-decrypt",
+            "-in",
+            "big.eml",
+            "-recip",
+            &k("bob.encrypt.crt"),
+            "-inkey",
+            &k("bob.encrypt.key"),
+            "-out",
+            "signed.eml",
+        ],
+        dir.path(),
+    );
+    openssl(
+        &[
+            "cms",
+            "-verify",
+            "-in",
+            "signed.eml",
+            "-CAfile",
+            &k("ca.rsa.crt"),
+            "-out",
+            "inner.eml",
+        ],
+        dir.path(),
+    );
+    let inner = std::fs::read(dir.path().join("inner.eml")).unwrap();
+    let inner_text = String::from_utf8_lossy(&inner);
+    assert!(inner_text.contains("Content-Transfer-Encoding: binary\r\n"));
+    assert!(inner
+        .windows(msg.envelope_bytes().len())
+        .any(|w| w == msg.envelope_bytes()));
+    let parsed = MailA2aMessage::parse(&inner, &Default::default()).unwrap();
+    assert_eq!(parsed.envelope_bytes(), msg.envelope_bytes());
+    let store = DirectoryStore::open(&bob_store(dir.path())).unwrap();
+    let opened = Smime::new(&store)
+        .open(&sealed, &OpenPolicy::default())
+        .unwrap();
+    assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
+
+    // A recipient that wants 7-bit inner entities gets base64 inside.
+    let mut opts = mailseal::SealOptions::new(mailseal::Profile::Smime);
+    opts.binary_inside = false;
+    let alice = DirectoryStore::open(dir.path().join("alice")).unwrap();
+    let seven_bit = mailseal::Sealer::seal(&Smime::new(&alice), &msg, &opts).unwrap();
+    assert!(seven_bit.len() as f64 > json_len as f64 * 1.7);
+    let opened = Smime::new(&store)
+        .open(&seven_bit, &OpenPolicy::default())
+        .unwrap();
+    assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
+}
