@@ -707,7 +707,7 @@ fn a_large_json_travels_binary_inside_and_openssl_decrypts_and_verifies_it() {
         .any(|w| w == msg.envelope_bytes()));
     let parsed = MailA2aMessage::parse(&inner, &Default::default()).unwrap();
     assert_eq!(parsed.envelope_bytes(), msg.envelope_bytes());
-    let store = DirectoryStore::open(&bob_store(dir.path())).unwrap();
+    let store = DirectoryStore::open(bob_store(dir.path())).unwrap();
     let opened = Smime::new(&store)
         .open(&sealed, &OpenPolicy::default())
         .unwrap();
