@@ -226,7 +226,13 @@ pub(crate) fn read_input(path: Option<&Path>) -> Result<Vec<u8>, Failure> {
     let limit = Limits::default().max_message_bytes as u64 + 1;
     let mut buf = Vec::new();
     let result = match path {
-        Some(p) => std::fs::File::open(p).and_then(|f| f.take(limit).read_to_end(&mut buf)),
+        // Sized from the file's length, so a large message is not read into a buffer
+        // that doubled past it (one more read proves the end).
+        Some(p) => std::fs::File::open(p).and_then(|f| {
+            let len = f.metadata().map_or(0, |m| m.len()).min(limit);
+            buf.reserve_exact(len as usize + 1);
+            f.take(limit).read_to_end(&mut buf)
+        }),
         None => std::io::stdin().lock().take(limit).read_to_end(&mut buf),
     };
     let name = path.map_or("stdin".to_string(), |p| p.display().to_string());

@@ -174,7 +174,18 @@ fn hand_over(
         }
         None => {
             if let Outcome::Deliver { delivery, .. } = incoming.outcome() {
-                write_output(None, &body(delivery, eml)?)?;
+                let mut out = std::io::stdout().lock();
+                format(eml)
+                    .write_to(delivery, &mut out)
+                    .and_then(|()| {
+                        std::io::Write::flush(&mut out).map_err(|source| {
+                            deliver::DeliverError::Io {
+                                path: "-".into(),
+                                source,
+                            }
+                        })
+                    })
+                    .map_err(|e| Failure::from("open", e))?;
             }
             incoming.commit().map_err(|e| Failure::from("open", e))?
         }

@@ -384,7 +384,8 @@ pub struct MailA2aMessage {
     /// Header fields and hints.
     pub headers: Headers,
     envelope: Envelope,
-    envelope_bytes: Vec<u8>,
+    /// Shared, not copied, with the replay candidate and any other holder.
+    envelope_bytes: bytes::Bytes,
     /// The human fallback (`text/plain`): informative only, never instructions.
     pub text: Option<String>,
     /// `cid:` attachments.
@@ -413,7 +414,7 @@ impl MailA2aMessage {
             hints: Hints::from_envelope(&envelope),
             ..Headers::default()
         };
-        let envelope_bytes = envelope.to_json();
+        let envelope_bytes = bytes::Bytes::from(envelope.to_json());
         MailA2aMessage {
             headers,
             envelope,
@@ -445,7 +446,7 @@ impl MailA2aMessage {
 
     /// Replaces the envelope (and re-derives the hints from it).
     pub fn set_envelope(&mut self, envelope: Envelope) {
-        self.envelope_bytes = envelope.to_json();
+        self.envelope_bytes = bytes::Bytes::from(envelope.to_json());
         self.headers.hints = Hints::from_envelope(&envelope);
         self.envelope = envelope;
     }
@@ -453,6 +454,11 @@ impl MailA2aMessage {
     /// The exact transfer-decoded bytes of the machine part.
     pub fn envelope_bytes(&self) -> &[u8] {
         &self.envelope_bytes
+    }
+
+    /// [`Self::envelope_bytes`] as a shared buffer: a reference, not a copy.
+    pub fn envelope_shared(&self) -> bytes::Bytes {
+        self.envelope_bytes.clone()
     }
 
     /// SHA-256 of [`Self::envelope_bytes`] (the replay tuple's content digest).

@@ -137,7 +137,7 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
     Ok(MailA2aMessage {
         headers,
         envelope,
-        envelope_bytes,
+        envelope_bytes: bytes::Bytes::from(envelope_bytes),
         text,
         attachments,
     })

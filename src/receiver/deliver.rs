@@ -42,6 +42,25 @@ impl Format {
             Format::Eml => delivery.opened.message.to_rfc5322(),
         }
     }
+
+    /// Writes the output for `delivery` to `w`. The envelope JSON goes out from the
+    /// opened message's own buffer, not from a copy: a large message is not held twice.
+    pub fn write_to(
+        self,
+        delivery: &super::Delivery,
+        w: &mut dyn Write,
+    ) -> Result<(), DeliverError> {
+        let written = match self {
+            Format::EnvelopeJson => w
+                .write_all(delivery.opened.message.envelope_bytes())
+                .and_then(|()| w.write_all(b"\n")),
+            Format::Eml => w.write_all(&self.render(delivery)?),
+        };
+        written.map_err(|source| DeliverError::Io {
+            path: "-".into(),
+            source,
+        })
+    }
 }
 
 /// Why a delivery failed. Nothing was recorded unless the message was.
@@ -165,8 +184,7 @@ pub fn deliver_to(
     let partial = partial_path(target);
     match incoming.outcome() {
         Outcome::Deliver { delivery, .. } => {
-            let out = format.render(delivery)?;
-            write_new(&partial, &out).map_err(io(&partial))?;
+            write_new_with(&partial, |f| format.write_to(delivery, f))?;
             let outcome = match incoming.commit() {
                 Ok(o) => o,
                 Err(e) => {
@@ -234,9 +252,9 @@ fn partial_path(target: &Path) -> PathBuf {
     target.with_file_name(name)
 }
 
-/// Writes a new owner-only file and syncs it. An existing file (a stale partial) is
-/// removed first; `create_new` never follows a symlink planted at the path.
-pub(crate) fn write_new(path: &Path, data: &[u8]) -> std::io::Result<()> {
+/// A new owner-only file at `path`. An existing file (a stale partial) is removed
+/// first; `create_new` never follows a symlink planted at the path.
+fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
     match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -246,9 +264,23 @@ pub(crate) fn write_new(path: &Path, data: &[u8]) -> std::io::Result<()> {
     o.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o.open(path)?;
-    f.write_all(data)?;
-    f.sync_all()
+    o.open(path)
+}
+
+/// A new owner-only file at `path` with the content `write` writes (buffered, then
+/// synced).
+fn write_new_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), DeliverError>,
+) -> Result<(), DeliverError> {
+    let file = create_new(path).map_err(io(path))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    write(&mut out).map_err(|e| match e {
+        DeliverError::Io { source, .. } => io(path)(source),
+        other => other,
+    })?;
+    let file = out.into_inner().map_err(|e| io(path)(e.into_error()))?;
+    file.sync_all().map_err(io(path))
 }
 
 /// Renames the staged file onto the target and syncs the directory, so the rename

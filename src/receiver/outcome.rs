@@ -26,7 +26,9 @@ impl Delivery {
     /// The output an agent acts on: the protected envelope JSON, as received, and a
     /// line end.
     pub fn envelope_json(&self) -> Vec<u8> {
-        let mut b = self.opened.message.envelope_bytes().to_vec();
+        let json = self.opened.message.envelope_bytes();
+        let mut b = Vec::with_capacity(json.len() + 1);
+        b.extend_from_slice(json);
         b.push(b'\n');
         b
     }

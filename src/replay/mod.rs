@@ -220,8 +220,9 @@ pub struct Candidate {
     pub expires_at: Option<i64>,
     /// SHA-256 of the transfer-decoded `application/a2a+json` bytes.
     pub digest: [u8; 32],
-    /// Those bytes, kept while the event waits in a stream.
-    pub envelope: Vec<u8>,
+    /// Those bytes, kept while the event waits in a stream (shared with the opened
+    /// message, not copied).
+    pub envelope: bytes::Bytes,
     /// The sender's address (the protected From, bound to the signer), lower case:
     /// the peer of a payment flow.
     pub peer: String,
@@ -236,7 +237,11 @@ impl Candidate {
             Some(s) => s.replay_id(),
             None => format!("unsigned:{}", opened.message.sender().unwrap_or_default()),
         };
-        let mut c = Candidate::new(signer, opened.envelope(), opened.message.envelope_bytes())?;
+        // Built on an empty slice, then given the message's own buffer: shared, so a
+        // large message is not copied for the rules.
+        let mut c = Candidate::new(signer, opened.envelope(), &[])?;
+        c.digest = opened.message.content_digest();
+        c.envelope = opened.message.envelope_shared();
         c.peer = opened.message.sender().unwrap_or_default();
         Ok(c)
     }
@@ -281,7 +286,7 @@ impl Candidate {
             created_at: env.created_at().map(|t| t.unix_timestamp()),
             expires_at: env.expires_at().map(|t| t.unix_timestamp()),
             digest: crate::envelope::content_digest(envelope_bytes),
-            envelope: envelope_bytes.to_vec(),
+            envelope: bytes::Bytes::copy_from_slice(envelope_bytes),
             peer: String::new(),
             payment: env.payment_kind(),
         })

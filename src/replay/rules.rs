@@ -347,7 +347,7 @@ fn stream_event<T: Txn>(
             seq: n,
             message_id: c.message_id.clone(),
             state: PendingState::Held,
-            envelope: c.envelope.clone(),
+            envelope: c.envelope.to_vec(),
             received_at: now,
         };
         tx.insert_pending(&id, &held).map_err(backend)?;
