@@ -28,6 +28,9 @@ pub(crate) struct Authenticated<'a> {
     pub signer_emails: Vec<String>,
     /// The signature algorithm.
     pub algorithm: String,
+    /// Our identities, asked only when the policy does not list our addresses: the
+    /// recipient binding's default.
+    pub our_identities: &'a dyn Fn() -> Vec<String>,
 }
 
 /// Reads `a.entity` as the inner message and applies the binding's checks.
@@ -45,19 +48,25 @@ pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened
             sender: from,
         }));
     }
-    if !policy.our_addresses.is_empty() {
-        let ours: Vec<String> = policy
+    if policy.check_recipients {
+        let mut ours: Vec<String> = policy
             .our_addresses
             .iter()
-            .map(|a| a.to_ascii_lowercase())
+            .map(|a| a.trim().to_ascii_lowercase())
             .collect();
+        // The store's identities when the policy lists none; for MLS always our
+        // member identity in this group (cheap: it is at hand).
+        if ours.is_empty() || a.profile == Profile::Mls {
+            ours.extend((a.our_identities)());
+        }
         let listed = inner
             .headers
             .to
             .iter()
             .chain(&inner.headers.cc)
             .any(|m| ours.contains(&m.normalized()));
-        if !listed {
+        // Our own copy: the signer is us (the signer binding above tied From to it).
+        if !listed && !ours.contains(&from) {
             return Err(OpenError::Binding(BindingError::NotARecipient));
         }
     }

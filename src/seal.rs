@@ -63,9 +63,17 @@ pub struct OpenPolicy {
     pub default_minimum: Protection,
     /// Read legacy CBC EnvelopedData (never reported as authenticated).
     pub allow_legacy_cbc: bool,
-    /// Our own addresses: one must be in the protected To/Cc (no surreptitious
-    /// forwarding). Empty: not checked.
+    /// Our own addresses: a signed message must name one of them in its protected To
+    /// or Cc, or come from one of them (our own copy), so a message signed for someone
+    /// else and forwarded to us is refused (MailA2A section 9, surreptitious
+    /// forwarding). Empty: the profile takes our identities from its key store (our
+    /// S/MIME certificates with their keys, our OpenPGP secret keys, our MLS
+    /// identities); [`crate::Receiver`] fills it once from the store. A list or an
+    /// alias we are reached through is added here, by explicit policy.
     pub our_addresses: Vec<String>,
+    /// Check the recipients at all (default: yes). Off only by explicit policy, for a
+    /// verifier that is nobody's recipient (an archive, a test of someone else's mail).
+    pub check_recipients: bool,
     /// Resource limits.
     pub limits: Limits,
     /// DKIM keys to check the outer message's signatures with (a transport signal
@@ -80,6 +88,7 @@ impl Default for OpenPolicy {
             default_minimum: Protection::Signed,
             allow_legacy_cbc: false,
             our_addresses: Vec::new(),
+            check_recipients: true,
             limits: Limits::default(),
             dkim_keys: None,
         }

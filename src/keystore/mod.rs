@@ -175,6 +175,24 @@ fn display<T: fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, 
     s.collect_str(v)
 }
 
+/// Our identities in `store`: the addresses of every certificate or OpenPGP key whose
+/// private key it holds, lower case, each once. What a signed message must name for us
+/// to accept it (the recipient binding's default). A store that cannot be listed
+/// yields none, so the check refuses rather than passes.
+pub fn own_addresses(store: &dyn KeyStore) -> Vec<String> {
+    let mut out: Vec<String> = store
+        .list()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.has_private_key)
+        .flat_map(|e| e.emails)
+        .map(|e| e.to_ascii_lowercase())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// A certificate from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredCertificate {

@@ -417,6 +417,8 @@ impl Mls {
                 }
             };
         }
+        // Our identity in this group: what its application messages must name.
+        let me = identity_of(g.credential().map_err(op)?)?;
         let processed = g.process_message(&self.state.provider, p).map_err(|e| {
             if m.epoch < current {
                 MlsError::EpochGone {
@@ -449,6 +451,7 @@ impl Mls {
                         },
                         signer_emails: vec![sender.clone()],
                         algorithm: "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519".into(),
+                        our_identities: &|| vec![me.clone()],
                     },
                     policy,
                 )?;

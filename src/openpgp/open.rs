@@ -685,6 +685,7 @@ impl Opener for OpenPgp<'_> {
                 },
                 signer_emails: signer.emails,
                 algorithm: signer.algorithm,
+                our_identities: &|| crate::keystore::own_addresses(self.store),
             },
             policy,
         )

@@ -27,12 +27,15 @@
 //! # let tmp = tempfile::tempdir()?;
 //! let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures/rfc9216/");
 //! let read = |f: &str| std::fs::read(format!("{fx}{f}"));
-//! // Alice signs; Bob trusts her CA.
+//! // Alice signs; Bob trusts her CA and holds his own identity (a signed message is
+//! // accepted only by a recipient it names).
 //! let alice = DirectoryStore::open(tmp.path().join("alice"))?;
 //! alice.import(&read("alice.sign.crt")?, "crt", false)?;
 //! alice.import(&read("alice.sign.key")?, "key", false)?;
 //! let bob = DirectoryStore::open(tmp.path().join("bob"))?;
 //! bob.import(&read("ca.rsa.crt")?, "ca", true)?;
+//! bob.import(&read("bob.sign.crt")?, "crt", false)?;
+//! bob.import(&read("bob.sign.key")?, "key", false)?;
 //!
 //! let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "m-1");
 //! env.set("payload", &serde_json::json!({"id": "task-7"}));
@@ -155,13 +158,24 @@ impl<'a> ReceiverBuilder<'a> {
         self
     }
 
-    /// Our own addresses: a signed message must name one of them among its protected
-    /// recipients (MailA2A section 9, no surreptitious forwarding).
+    /// Addresses we are also reached through (a list, an alias), added to our
+    /// identities in the key store: a signed message must name one of them among its
+    /// protected recipients, or come from one (MailA2A section 9, no surreptitious
+    /// forwarding). Our identities need not be listed: `build` reads them from the
+    /// store.
     pub fn our_addresses<S: AsRef<str>>(mut self, addresses: impl IntoIterator<Item = S>) -> Self {
-        self.receiver.policy.our_addresses = addresses
-            .into_iter()
-            .map(|a| a.as_ref().trim().to_ascii_lowercase())
-            .collect();
+        self.receiver.policy.our_addresses.extend(
+            addresses
+                .into_iter()
+                .map(|a| a.as_ref().trim().to_ascii_lowercase()),
+        );
+        self
+    }
+
+    /// Accepts signed messages whatever recipients they name: for a verifier that is
+    /// nobody's recipient (an archive). Off by default; never for an agent.
+    pub fn unchecked_recipients(mut self) -> Self {
+        self.receiver.policy.check_recipients = false;
         self
     }
 
@@ -184,7 +198,17 @@ impl<'a> ReceiverBuilder<'a> {
     }
 
     /// The receiver.
-    pub fn build(self) -> Receiver<'a> {
+    pub fn build(mut self) -> Receiver<'a> {
+        // Our identities, read once: the recipient binding's default (the profiles
+        // would otherwise list the store for every message).
+        if self.receiver.policy.check_recipients {
+            let policy = &mut self.receiver.policy;
+            policy
+                .our_addresses
+                .extend(crate::keystore::own_addresses(self.receiver.keys.as_ref()));
+            policy.our_addresses.sort();
+            policy.our_addresses.dedup();
+        }
         self.receiver
     }
 }

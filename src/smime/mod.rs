@@ -742,6 +742,7 @@ impl Opener for Smime<'_> {
                 },
                 signer_emails,
                 algorithm: verified.algorithm.to_string(),
+                our_identities: &|| crate::keystore::own_addresses(self.store),
             },
             policy,
         )

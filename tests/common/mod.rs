@@ -344,7 +344,17 @@ pub fn alice_signs_for_bob(dir: &std::path::Path) -> (mailseal::keystore::Direct
         &[("alice.sign.crt", false), ("alice.sign.key", false)],
     );
     let bob = dir.join("bob");
-    import(&bob, &[("alice.sign.crt", false), ("ca.rsa.crt", true)]);
+    // Bob's own identity too: a signed message is accepted only by a recipient it
+    // names, and Bob knows he is one from the key he holds.
+    import(
+        &bob,
+        &[
+            ("alice.sign.crt", false),
+            ("ca.rsa.crt", true),
+            ("bob.sign.crt", false),
+            ("bob.sign.key", false),
+        ],
+    );
     (alice, bob)
 }
 

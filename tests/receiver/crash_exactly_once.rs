@@ -56,7 +56,8 @@ fn event(seq: u64) -> serde_json::Value {
 }
 
 /// Bob's store (an MLS member that also trusts the RFC 9216 CA, knows Alice's S/MIME
-/// certificate and holds his OpenPGP key) and the inbox, in `root`.
+/// certificate, holds his own S/MIME identity and his OpenPGP key) and the inbox, in
+/// `root`.
 fn setup(root: &Path) -> (PathBuf, PathBuf) {
     let (agents, group) = common::mls::group(root, 2);
     let bob = agents[1].store.clone();
@@ -65,7 +66,16 @@ fn setup(root: &Path) -> (PathBuf, PathBuf) {
         &bob,
         &["key", "import", "--trusted", &fx("rfc9216/ca.rsa.crt")],
     );
-    ok(&bob, &["key", "import", &fx("rfc9216/alice.sign.crt")]);
+    ok(
+        &bob,
+        &[
+            "key",
+            "import",
+            &fx("rfc9216/alice.sign.crt"),
+            &fx("rfc9216/bob.sign.crt"),
+            &fx("rfc9216/bob.sign.key"),
+        ],
+    );
     ok(
         &bob,
         &[

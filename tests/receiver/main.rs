@@ -9,6 +9,7 @@
 mod common;
 
 mod crash_exactly_once;
+mod fail_forwarded;
 mod open_receiver;
 mod pipeline_api;
 mod receiver_fuzz_seeds;

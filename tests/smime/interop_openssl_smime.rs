@@ -349,9 +349,14 @@ fn ecdsa_p256_both_ways_with_openssl() {
 #[test]
 fn openssl_rsa_pkcs1_and_pss_signatures_open() {
     let dir = tempfile::tempdir().unwrap();
+    // Bob's store: Alice's certificate, and Bob's own identity (the recipient named).
     let s = store(
         dir.path(),
-        &[&fixture("rfc9216/alice.sign.crt")],
+        &[
+            &fixture("rfc9216/alice.sign.crt"),
+            &fixture("rfc9216/bob.sign.crt"),
+            &fixture("rfc9216/bob.sign.key"),
+        ],
         &[&fixture("rfc9216/ca.rsa.crt")],
     );
     let msg = plain(

@@ -1,0 +1,248 @@
+//! Surreptitious forwarding (MailA2A section 9, issue #17): a message Alice signed for
+//! Mallory, forwarded by Mallory to Bob, is refused by Bob (exit 6, nothing on stdout,
+//! nothing recorded), by default, for S/MIME and OpenPGP alike. Bob knows his own
+//! addresses from the identities in his key store; nobody has to configure them.
+//!
+//! The attacker controls everything except the victim's store: Mallory has her own
+//! keys and CA (the RFC 9216 Carlos identity, under the Ed25519 sample CA), a genuine
+//! message Alice signed for her, and the mail she sends Bob. Alice is an honest third
+//! party whose certificate Bob has pinned.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+use common::{fixture, run};
+use mailseal::message::MailA2aMessage;
+use mailseal::replay::MemoryReplayStore;
+use mailseal::{Outcome, Profile, Receiver, SealOptions, Sender};
+
+fn fx(rel: &str) -> String {
+    fixture(rel).display().to_string()
+}
+
+fn import(store: &Path, files: &[&str], trusted: bool) {
+    let mut args = vec!["key", "import", "--store", store.to_str().unwrap()];
+    if trusted {
+        args.push("--trusted");
+    }
+    args.extend_from_slice(files);
+    let out = run(&args, b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Alice's, Mallory's and Bob's stores, each its own directory.
+struct World {
+    _dir: tempfile::TempDir,
+    alice: PathBuf,
+    mallory: PathBuf,
+    bob: PathBuf,
+}
+
+fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = dir.path().join("alice");
+    let mallory = dir.path().join("mallory");
+    let bob = dir.path().join("bob");
+    import(
+        &alice,
+        &[
+            &fx("rfc9216/alice.sign.crt"),
+            &fx("rfc9216/alice.sign.key"),
+            &fx("openpgp/alice@openpgp.example.sec.asc"),
+        ],
+        false,
+    );
+    import(
+        &mallory,
+        &[
+            &fx("rfc9216/carlos.sign.crt"),
+            &fx("rfc9216/carlos.sign.key"),
+            &fx("rfc9216/alice.sign.crt"),
+        ],
+        false,
+    );
+    import(&mallory, &[&fx("rfc9216/ca.25519.crt")], true);
+    // The victim: Alice pinned (S/MIME and OpenPGP), Bob's own identities.
+    import(
+        &bob,
+        &[
+            &fx("rfc9216/alice.sign.crt"),
+            &fx("rfc9216/bob.sign.crt"),
+            &fx("rfc9216/bob.sign.key"),
+            &fx("openpgp/alice@openpgp.example.pub.asc"),
+            &fx("openpgp/bob@openpgp.example.sec.asc"),
+        ],
+        false,
+    );
+    World {
+        _dir: dir,
+        alice,
+        mallory,
+        bob,
+    }
+}
+
+fn plain(from: &str, to: &str, id: &str) -> MailA2aMessage {
+    let env = common::with(
+        common::request(),
+        serde_json::json!({"messageId": id, "idempotencyKey": format!("effect-{id}")}),
+    );
+    MailA2aMessage::new(from, &[to], common::env(env))
+}
+
+/// `mailseal seal --sign-only` of `msg` with `store`'s key, under `profile`.
+fn sign(store: &Path, msg: &MailA2aMessage, profile: &str) -> Vec<u8> {
+    let out = run(
+        &[
+            "seal",
+            "--store",
+            store.to_str().unwrap(),
+            "--profile",
+            profile,
+            "--sign-only",
+        ],
+        &msg.to_rfc5322().unwrap(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn open(store: &Path, raw: &[u8]) -> std::process::Output {
+    run(&["open", "--store", store.to_str().unwrap()], raw)
+}
+
+fn assert_refused_as_forwarded(out: &std::process::Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    assert!(stderr.contains("forwarded"), "{stderr}");
+}
+
+#[test]
+fn fail_smime_signed_for_mallory_and_forwarded_to_bob() {
+    let w = world();
+    let for_mallory = sign(
+        &w.alice,
+        &plain("alice@smime.example", "carlos@smime.example", "fwd-1"),
+        "smime",
+    );
+    // Mallory herself opens it: it is hers.
+    let out = open(&w.mallory, &for_mallory);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Forwarded byte for byte to Bob: refused.
+    assert_refused_as_forwarded(&open(&w.bob, &for_mallory));
+    // Nothing was recorded: a genuine message to Bob with the same idempotency key
+    // and message id still opens as new.
+    let for_bob = sign(
+        &w.alice,
+        &plain("alice@smime.example", "bob@smime.example", "fwd-1"),
+        "smime",
+    );
+    let out = open(&w.bob, &for_bob);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.starts_with(b"{"));
+}
+
+#[test]
+fn fail_openpgp_signed_for_mallory_and_forwarded_to_bob() {
+    let w = world();
+    let for_mallory = sign(
+        &w.alice,
+        &plain("alice@openpgp.example", "mallory@evil.example", "fwd-2"),
+        "openpgp",
+    );
+    assert_refused_as_forwarded(&open(&w.bob, &for_mallory));
+    let for_bob = sign(
+        &w.alice,
+        &plain("alice@openpgp.example", "bob@openpgp.example", "fwd-3"),
+        "openpgp",
+    );
+    let out = open(&w.bob, &for_bob);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_senders_own_copy_opens_and_an_alias_needs_explicit_policy() {
+    let w = world();
+    // Alice reads her own sent message: From is her, To is Bob.
+    let to_bob = sign(
+        &w.alice,
+        &plain("alice@smime.example", "bob@smime.example", "fwd-4"),
+        "smime",
+    );
+    let out = open(&w.alice, &to_bob);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A message to a list Bob is on: refused by default, accepted once the list is
+    // one of Bob's addresses by policy.
+    let to_list = sign(
+        &w.alice,
+        &plain("alice@smime.example", "agents@smime.example", "fwd-5"),
+        "smime",
+    );
+    let bob = common::cli_store(&w.bob);
+    let mut receiver = Receiver::builder(bob.as_ref())
+        .replay(MemoryReplayStore::default())
+        .build();
+    let err = receiver.receive(&to_list).unwrap_err();
+    assert_eq!(mailseal::Classify::kind(&err), mailseal::ErrorKind::Policy);
+    let mut receiver = Receiver::builder(bob.as_ref())
+        .our_addresses(["agents@smime.example"])
+        .build();
+    let incoming = receiver.receive(&to_list).unwrap();
+    assert!(matches!(incoming.outcome(), Outcome::Deliver { .. }));
+    drop(incoming);
+    // Bob's own identity is still his with the alias added.
+    let incoming = receiver.receive(&to_bob).unwrap();
+    assert!(matches!(incoming.outcome(), Outcome::Deliver { .. }));
+}
+
+#[test]
+fn a_library_sender_and_receiver_apply_the_same_binding() {
+    // Through `Sender` and `Receiver` (no command line): the same refusal.
+    let w = world();
+    let alice = common::cli_store(&w.alice);
+    let mut opts = SealOptions::new(Profile::Smime);
+    opts.sign_only = true;
+    let for_mallory = Sender::builder(alice.as_ref())
+        .build()
+        .seal(
+            &plain("alice@smime.example", "carlos@smime.example", "fwd-6"),
+            &opts,
+        )
+        .unwrap();
+    let bob = common::cli_store(&w.bob);
+    let mut receiver = Receiver::builder(bob.as_ref()).build();
+    let err = receiver.receive(&for_mallory).unwrap_err();
+    assert_eq!(mailseal::Classify::kind(&err), mailseal::ErrorKind::Policy);
+    assert!(err.to_string().contains("forwarded"), "{err}");
+}
