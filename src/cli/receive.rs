@@ -51,6 +51,12 @@ pub(super) struct OpenArgs {
     /// `--report` and on stderr, never a reason to accept or refuse.
     #[arg(long, value_name = "FILE")]
     dkim_keys: Option<PathBuf>,
+    /// Also accept signed messages addressed to ADDR (a list or an alias we are
+    /// reached through). By default a signed message must name one of the store's own
+    /// identities in its protected To or Cc: one signed for someone else and forwarded
+    /// is refused (exit 6).
+    #[arg(long = "also-addressed-to", value_name = "ADDR")]
+    also_addressed_to: Vec<String>,
 }
 
 /// The receiver of a command: the store's keys, the peers' cards, the MLS state
@@ -116,6 +122,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     let policy = OpenPolicy {
         allow_legacy_cbc: a.allow_legacy_cbc,
         dkim_keys,
+        our_addresses: a.also_addressed_to.clone(),
         ..OpenPolicy::default()
     };
     let clock = clock(a.now.as_deref())?;

@@ -215,6 +215,23 @@ fn the_senders_own_copy_opens_and_an_alias_needs_explicit_policy() {
         .build();
     let err = receiver.receive(&to_list).unwrap_err();
     assert_eq!(mailseal::Classify::kind(&err), mailseal::ErrorKind::Policy);
+    assert_refused_as_forwarded(&open(&w.bob, &to_list));
+    let out = run(
+        &[
+            "open",
+            "--store",
+            w.bob.to_str().unwrap(),
+            "--also-addressed-to",
+            "Agents@smime.example",
+        ],
+        &to_list,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut receiver = Receiver::builder(bob.as_ref())
         .our_addresses(["agents@smime.example"])
         .build();
