@@ -24,9 +24,7 @@ use aws_lc_rs::signature::{self, EcdsaKeyPair, KeyPair};
 use base64::Engine;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use der::EncodePem;
-use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::keystore::{DirectoryStore, KeyStore};
-use mailseal::message::MailA2aMessage;
 use mailseal::seal::{OpenPolicy, Opener, SealOptions, Sealer};
 use mailseal::smime::{generate, IdentityRequest, KeyKind, Smime};
 use mailseal::Profile;
@@ -36,22 +34,6 @@ use openssl::stack::Stack;
 use openssl::x509::store::X509StoreBuilder;
 use openssl::x509::X509;
 use std::hint::black_box;
-
-fn message(from: &str, to: &str, text_len: usize) -> MailA2aMessage {
-    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "bench-large-1");
-    env.set("correlationId", "corr-large");
-    env.set("idempotencyKey", "idem-large");
-    let text: String = "lorem ipsum dolor sit amet "
-        .chars()
-        .cycle()
-        .take(text_len)
-        .collect();
-    env.set(
-        "payload",
-        &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}}),
-    );
-    MailA2aMessage::new(from, &[to], env)
-}
 
 /// A P-256 identity: certificate PEM and PKCS#8 DER.
 struct Party {
@@ -133,7 +115,7 @@ fn bench_p256(c: &mut Criterion) {
     let opener = Smime::new(&bob_store);
     let opts = SealOptions::new(Profile::Smime);
     let policy = OpenPolicy::default();
-    let msg = message("alice@p256.example", "bob@p256.example", 1500);
+    let msg = common::message("alice@p256.example", "bob@p256.example", 1500);
     let sealed = sealer.seal(&msg, &opts).unwrap();
     assert!(opener.open(&sealed, &policy).is_ok());
     let entity = msg.to_inner_entity(true).unwrap();
@@ -293,7 +275,7 @@ fn bench_p256(c: &mut Criterion) {
     g.finish();
 
     // 12 MiB: the same identities, the floor instead of the asymmetric primitives.
-    let big = message("alice@p256.example", "bob@p256.example", 12 << 20);
+    let big = common::message("alice@p256.example", "bob@p256.example", 12 << 20);
     let big_sealed = sealer.seal(&big, &opts).unwrap();
     assert!(opener.open(&big_sealed, &policy).is_ok());
     let big_entity = big.to_inner_entity(true).unwrap();

@@ -13,7 +13,6 @@ mod common;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{self, KeyPair, RsaKeyPair, UnparsedPublicKey};
 use criterion::{BenchmarkId, Criterion, Throughput};
-use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::keystore::{DirectoryStore, KeyStore};
 use mailseal::message::MailA2aMessage;
 use mailseal::seal::{OpenPolicy, Opener, SealOptions, Sealer};
@@ -33,19 +32,7 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 fn message(text_len: usize) -> MailA2aMessage {
-    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "bench-1");
-    env.set("correlationId", "corr-1");
-    env.set("idempotencyKey", "idem-1");
-    let text: String = "lorem ipsum dolor sit amet "
-        .chars()
-        .cycle()
-        .take(text_len)
-        .collect();
-    env.set(
-        "payload",
-        &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}}),
-    );
-    MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env)
+    common::message("alice@smime.example", "bob@smime.example", text_len)
 }
 
 fn bench(c: &mut Criterion) {

@@ -40,3 +40,22 @@ pub fn print_ratios(rows: &[(&str, &str, &str)]) {
         }
     }
 }
+
+/// A `message/send` request from `from` to `to` whose text part is `text_len` bytes of
+/// lorem ipsum.
+pub fn message(from: &str, to: &str, text_len: usize) -> mailseal::message::MailA2aMessage {
+    use mailseal::envelope::{Envelope, Kind, Operation};
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "bench-1");
+    env.set("correlationId", "corr-1");
+    env.set("idempotencyKey", "idem-1");
+    let text: String = "lorem ipsum dolor sit amet "
+        .chars()
+        .cycle()
+        .take(text_len)
+        .collect();
+    env.set(
+        "payload",
+        &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}}),
+    );
+    mailseal::message::MailA2aMessage::new(from, &[to], env)
+}

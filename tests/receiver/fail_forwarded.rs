@@ -120,6 +120,15 @@ fn open(store: &Path, raw: &[u8]) -> std::process::Output {
     run(&["open", "--store", store.to_str().unwrap()], raw)
 }
 
+fn assert_opens(out: &std::process::Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn assert_refused_as_forwarded(out: &std::process::Output) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(6), "{stderr}");
@@ -137,12 +146,7 @@ fn fail_smime_signed_for_mallory_and_forwarded_to_bob() {
     );
     // Mallory herself opens it: it is hers.
     let out = open(&w.mallory, &for_mallory);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_opens(&out);
     // Forwarded byte for byte to Bob: refused.
     assert_refused_as_forwarded(&open(&w.bob, &for_mallory));
     // Nothing was recorded: a genuine message to Bob with the same idempotency key
@@ -153,12 +157,7 @@ fn fail_smime_signed_for_mallory_and_forwarded_to_bob() {
         "smime",
     );
     let out = open(&w.bob, &for_bob);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_opens(&out);
     assert!(out.stdout.starts_with(b"{"));
 }
 
@@ -177,12 +176,7 @@ fn fail_openpgp_signed_for_mallory_and_forwarded_to_bob() {
         "openpgp",
     );
     let out = open(&w.bob, &for_bob);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_opens(&out);
 }
 
 #[test]
@@ -195,12 +189,7 @@ fn the_senders_own_copy_opens_and_an_alias_needs_explicit_policy() {
         "smime",
     );
     let out = open(&w.alice, &to_bob);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_opens(&out);
 
     // A message to a list Bob is on: refused by default, accepted once the list is
     // one of Bob's addresses by policy.
@@ -226,12 +215,7 @@ fn the_senders_own_copy_opens_and_an_alias_needs_explicit_policy() {
         ],
         &to_list,
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_opens(&out);
     let mut receiver = Receiver::builder(bob.as_ref())
         .our_addresses(["agents@smime.example"])
         .build();

@@ -87,19 +87,10 @@ fn openssl_alice_signs(dir: &Path, msg: &MailA2aMessage, out: &str, extra: &[&st
     openssl(&args, dir);
 }
 
-fn seal(store: &Path, msg: &MailA2aMessage, dir: &Path) -> Vec<u8> {
-    common::seal_smime_cli(store, msg, dir, false)
-}
-
-#[test]
-fn mailseal_encrypts_openssl_decrypts_and_verifies() {
-    let dir = tempfile::tempdir().unwrap();
-    let msg = request();
-    let sealed = seal(&alice_store(dir.path()), &msg, dir.path());
-    let text = String::from_utf8_lossy(&sealed);
-    assert!(text.contains("smime-type=\"authEnveloped-data\"") && text.contains("Subject: [...]"));
-    assert!(!text.contains("secret plans") && !text.contains("Mail-A2A-Operation"));
-    std::fs::write(dir.path().join("enc.eml"), &sealed).unwrap();
+/// `openssl cms -decrypt` with Bob's key, then `openssl cms -verify` against the
+/// RFC 9216 CA, of the sealed message: the inner entity OpenSSL recovers.
+fn openssl_decrypts_and_verifies(dir: &Path, sealed: &[u8]) -> Vec<u8> {
+    std::fs::write(dir.join("enc.eml"), sealed).unwrap();
     let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
     openssl(
         &[
@@ -114,7 +105,7 @@ fn mailseal_encrypts_openssl_decrypts_and_verifies() {
             "-out",
             "signed.eml",
         ],
-        dir.path(),
+        dir,
     );
     openssl(
         &[
@@ -127,9 +118,24 @@ fn mailseal_encrypts_openssl_decrypts_and_verifies() {
             "-out",
             "inner.eml",
         ],
-        dir.path(),
+        dir,
     );
-    let inner = std::fs::read(dir.path().join("inner.eml")).unwrap();
+    std::fs::read(dir.join("inner.eml")).unwrap()
+}
+
+fn seal(store: &Path, msg: &MailA2aMessage, dir: &Path) -> Vec<u8> {
+    common::seal_smime_cli(store, msg, dir, false)
+}
+
+#[test]
+fn mailseal_encrypts_openssl_decrypts_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = request();
+    let sealed = seal(&alice_store(dir.path()), &msg, dir.path());
+    let text = String::from_utf8_lossy(&sealed);
+    assert!(text.contains("smime-type=\"authEnveloped-data\"") && text.contains("Subject: [...]"));
+    assert!(!text.contains("secret plans") && !text.contains("Mail-A2A-Operation"));
+    let inner = openssl_decrypts_and_verifies(dir.path(), &sealed);
     let parsed = MailA2aMessage::parse(&inner, &Default::default()).unwrap();
     assert_eq!(parsed.envelope_bytes(), msg.envelope_bytes());
     assert!(String::from_utf8_lossy(&inner).contains("hp=\"cipher\""));
@@ -669,37 +675,7 @@ fn a_large_json_travels_binary_inside_and_openssl_decrypts_and_verifies_it() {
         "{} bytes sealed for {json_len} bytes of JSON",
         sealed.len()
     );
-    std::fs::write(dir.path().join("big.eml"), &sealed).unwrap();
-    let k = |f: &str| fixture(&format!("rfc9216/{f}")).display().to_string();
-    openssl(
-        &[
-            "cms",
-            "-decrypt",
-            "-in",
-            "big.eml",
-            "-recip",
-            &k("bob.encrypt.crt"),
-            "-inkey",
-            &k("bob.encrypt.key"),
-            "-out",
-            "signed.eml",
-        ],
-        dir.path(),
-    );
-    openssl(
-        &[
-            "cms",
-            "-verify",
-            "-in",
-            "signed.eml",
-            "-CAfile",
-            &k("ca.rsa.crt"),
-            "-out",
-            "inner.eml",
-        ],
-        dir.path(),
-    );
-    let inner = std::fs::read(dir.path().join("inner.eml")).unwrap();
+    let inner = openssl_decrypts_and_verifies(dir.path(), &sealed);
     let inner_text = String::from_utf8_lossy(&inner);
     assert!(inner_text.contains("Content-Transfer-Encoding: binary\r\n"));
     assert!(inner
