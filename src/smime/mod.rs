@@ -742,7 +742,14 @@ impl Opener for Smime<'_> {
                 },
                 signer_emails,
                 algorithm: verified.algorithm.to_string(),
-                our_identities: &|| crate::keystore::own_addresses(self.store),
+                // Our S/MIME identities: the certificates whose keys the store holds
+                // (the store caches them for decryption anyway).
+                our_identities: &|| {
+                    self.store
+                        .own_certificates()
+                        .map(|certs| certs.into_iter().flat_map(|c| c.emails).collect())
+                        .unwrap_or_default()
+                },
             },
             policy,
         )
