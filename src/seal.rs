@@ -58,8 +58,9 @@ pub struct OpenPolicy {
     /// Minimum protection per peer address (lower case), from configuration or the
     /// peer's Agent Card.
     pub minimum_per_peer: HashMap<String, Protection>,
-    /// Minimum for peers without an entry: `Signed` (an unauthenticated effectful
-    /// request is never delivered, MailA2A 9.1).
+    /// Minimum for peers without an entry, for every kind of message: `Signed`. An
+    /// unauthenticated message is never delivered: MailA2A 9.1 asks it for effectful
+    /// requests, and a forged unsigned response or error is as dangerous.
     pub default_minimum: Protection,
     /// Read legacy CBC EnvelopedData (never reported as authenticated).
     pub allow_legacy_cbc: bool,
@@ -96,19 +97,21 @@ impl Default for OpenPolicy {
 }
 
 impl OpenPolicy {
-    /// DESIGN decision 8: refuses `message` when it is an effectful request whose
-    /// protection `got` is weaker than what this policy demands of its sender.
+    /// DESIGN decision 8, widened by issue #17: refuses `message`, of any kind, when
+    /// its protection `got` is weaker than what this policy demands of its sender
+    /// (`Signed` by default; a peer's card can raise it, only
+    /// [`OpenPolicy::minimum_per_peer`] set by the caller can lower it for a peer).
     pub fn check_protection(
         &self,
         message: &MailA2aMessage,
         got: Protection,
     ) -> Result<(), OpenError> {
+        // Every kind alike (issue #17): a forged unsigned task result or
+        // `PaymentRequired` is as dangerous as a forged request.
         let env = message.envelope();
-        let effectful = env.kind() == Some(crate::envelope::Kind::Request)
-            && env.operation().is_some_and(|o| o.is_effectful());
         let peer = message.sender().unwrap_or_default();
         let required = self.minimum_for(&peer);
-        if effectful && required > got {
+        if required > got {
             return Err(OpenError::Downgrade {
                 peer,
                 operation: env
@@ -123,7 +126,7 @@ impl OpenPolicy {
         Ok(())
     }
 
-    /// The minimum protection required of `peer` for effectful operations.
+    /// The minimum protection required of `peer`.
     pub fn minimum_for(&self, peer: &str) -> Protection {
         self.minimum_per_peer
             .get(&peer.to_ascii_lowercase())

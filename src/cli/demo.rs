@@ -190,7 +190,10 @@ pub(super) fn run() -> CliResult {
     demo_mls()?;
     demo_agent_card(dir.path(), &pgp_bob, &reparsed)?;
 
-    step(5, "a read-only tasks/get opens unprotected and reports so");
+    step(
+        5,
+        "an unsigned read-only tasks/get: refused by default, opened once the policy lowers the minimum for that peer",
+    );
     let mut get = Envelope::new(Kind::Request, Operation::TasksGet, "demo-get-1");
     get.set("correlationId", "demo-exchange-2");
     get.set("payload", &serde_json::json!({"id": "task-42"}));
@@ -201,8 +204,17 @@ pub(super) fn run() -> CliResult {
     )
     .to_rfc5322()
     .map_err(|e| fail("compose", e))?;
+    match Dispatcher::new().open(&get_bytes, &OpenPolicy::default()) {
+        Err(e) => println!("    refused (exit {}): {e}", ExitCode::of(&e).as_u8()),
+        Ok(_) => return Err(fail("open", "an unsigned tasks/get was accepted")),
+    }
+    let mut lowered = OpenPolicy::default();
+    lowered.minimum_per_peer.insert(
+        "client-agent@example.net".into(),
+        crate::profile::Protection::None,
+    );
     let opened_get = Dispatcher::new()
-        .open(&get_bytes, &OpenPolicy::default())
+        .open(&get_bytes, &lowered)
         .map_err(|e| fail("open", e))?;
     println!(
         "    opened: protection {}, envelope {}",

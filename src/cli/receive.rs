@@ -57,6 +57,11 @@ pub(super) struct OpenArgs {
     /// is refused (exit 6).
     #[arg(long = "also-addressed-to", value_name = "ADDR")]
     also_addressed_to: Vec<String>,
+    /// Accept unsigned messages from ADDR. By default every message, of every kind,
+    /// must at least be signed (exit 6 otherwise); a peer's Agent Card can demand more
+    /// and then wins over this.
+    #[arg(long = "allow-unsigned-from", value_name = "ADDR")]
+    allow_unsigned_from: Vec<String>,
 }
 
 /// The receiver of a command: the store's keys, the peers' cards, the MLS state
@@ -119,12 +124,18 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
                 .map_err(|e| Failure::from("--dkim-keys", e))?,
         ),
     };
-    let policy = OpenPolicy {
+    let mut policy = OpenPolicy {
         allow_legacy_cbc: a.allow_legacy_cbc,
         dkim_keys,
         our_addresses: a.also_addressed_to.clone(),
         ..OpenPolicy::default()
     };
+    for peer in &a.allow_unsigned_from {
+        policy.minimum_per_peer.insert(
+            peer.trim().to_ascii_lowercase(),
+            crate::profile::Protection::None,
+        );
+    }
     let clock = clock(a.now.as_deref())?;
     if a.stateless {
         let receiver = receiver(&dir, &keys, None, policy, clock)?;

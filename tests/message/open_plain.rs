@@ -1,6 +1,7 @@
-//! `open` on unprotected messages: the downgrade rule (DESIGN decision 8) refuses an
-//! effectful request that is not signed; a read-only one opens and says it was
-//! unprotected. Nothing reaches stdout unless the message was accepted.
+//! `open` on unprotected messages: the downgrade rule (DESIGN decision 8, widened by
+//! issue #17) refuses every unsigned message, of any kind; one from a peer the policy
+//! explicitly allows opens and says it was unprotected. Nothing reaches stdout unless
+//! the message was accepted.
 
 use crate::common;
 
@@ -35,11 +36,33 @@ fn fail_unsigned_effectful_request_is_refused_with_exit_6() {
 }
 
 #[test]
-fn read_only_request_opens_and_reports_no_protection() {
+fn fail_unsigned_read_only_request_is_refused_too() {
+    // Every kind needs a signature by default (issue #17), read-only requests too.
+    let out = run(&["open"], &tasks_get());
+    assert_eq!(out.status.code(), Some(6));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tasks/get") && err.contains("needs signed protection"),
+        "{err}"
+    );
+}
+
+#[test]
+fn read_only_request_from_an_allowed_peer_opens_and_reports_no_protection() {
     let raw = tasks_get();
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("report.json");
-    let out = run(&["open", "--report", report.to_str().unwrap()], &raw);
+    let out = run(
+        &[
+            "open",
+            "--allow-unsigned-from",
+            "A@example.net",
+            "--report",
+            report.to_str().unwrap(),
+        ],
+        &raw,
+    );
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -62,7 +85,16 @@ fn read_only_request_opens_and_reports_no_protection() {
     assert_eq!(report["delivery"], "deliver");
 
     // Inspecting it again: the receiver rules would call it a duplicate.
-    let out = run(&["open", "--eml", "--stateless"], &raw);
+    let out = run(
+        &[
+            "open",
+            "--eml",
+            "--stateless",
+            "--allow-unsigned-from",
+            "a@example.net",
+        ],
+        &raw,
+    );
     assert_eq!(out.status.code(), Some(0));
     let inner = MailA2aMessage::parse(&out.stdout, &Default::default()).unwrap();
     assert_eq!(inner.envelope_bytes(), msg.envelope_bytes());
@@ -119,4 +151,32 @@ fn profiles_are_detected_from_the_outer_content_type() {
         detect_profile(b"Subject: x\r\n\r\nContent-Type: message/mls\r\n"),
         None
     );
+}
+
+#[test]
+fn fail_unsigned_response_and_payment_required_are_refused() {
+    // A forged task result or `PaymentRequired` is as dangerous as a forged request:
+    // unsigned, neither is delivered, whatever its kind.
+    let response = {
+        let mut env = Envelope::new(Kind::Response, Operation::MessageSend, "resp-1");
+        env.set("correlationId", "exchange-1");
+        env.set("sequence", &1);
+        env.set("final", &true);
+        env.set(
+            "payload",
+            &serde_json::json!({"task": {"id": "t-1", "contextId": "c-1",
+                "status": {"state": "TASK_STATE_COMPLETED"}}}),
+        );
+        let mut m = MailA2aMessage::new("agent@example.com", &["client@example.net"], env);
+        m.headers.in_reply_to = Some("<request-1@example.net>".into());
+        m.to_rfc5322().unwrap()
+    };
+    let payment = std::fs::read(data("maila2a/payment-required.eml")).unwrap();
+    for raw in [response, payment] {
+        let out = run(&["open"], &raw);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{err}");
+        assert!(out.stdout.is_empty());
+        assert!(err.contains("needs signed protection"), "{err}");
+    }
 }

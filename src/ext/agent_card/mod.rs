@@ -18,7 +18,7 @@
 //!
 //! `profiles` uses the tokens of MailA2A section 9 (`smime-4`, `openpgp-mime`) and
 //! `mls` for the group profile. `minimumProtection` is the weakest protection the agent
-//! sends and accepts for effectful operations: a receiver that imported the card
+//! sends and accepts, for every kind of message: a receiver that imported the card
 //! refuses anything weaker from that agent as a downgrade, and a sender sealing to it
 //! never goes below it. S/MIME certificates are PEM, OpenPGP certificates ASCII armor,
 //! MLS KeyPackages standard base64 of the MLSMessage (last-resort KeyPackages, so one
@@ -171,7 +171,7 @@ pub struct Published {
     pub openpgp_certificates: Vec<Vec<u8>>,
     /// MLS KeyPackages (MLSMessage bytes).
     pub mls_key_packages: Vec<Vec<u8>>,
-    /// The weakest protection the agent sends and accepts for effectful operations.
+    /// The weakest protection the agent sends and accepts, for every kind of message.
     pub minimum: Protection,
     /// The resource limits it enforces, if published.
     pub limits: Option<CardLimits>,
