@@ -24,6 +24,11 @@ pub(super) struct SealArgs {
     /// Sign with RSASSA-PSS instead of PKCS#1 v1.5 when the signing key is RSA.
     #[arg(long)]
     rsa_pss: bool,
+    /// Inside the encryption, base64 the machine part as on a 7-bit path, for a
+    /// recipient that cannot read binary inner parts (default: 8bit or binary inside,
+    /// RFC 8551 3.1.2, so a large message grows once, not twice).
+    #[arg(long)]
+    seven_bit_inside: bool,
     /// Repeat every Mail-A2A-* hint on the outer message (default: only the binding).
     #[arg(long)]
     outer_hints: bool,
@@ -84,6 +89,7 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
     let mut opts = crate::seal::SealOptions::new(profile);
     opts.sign_only = a.sign_only;
     opts.rsa_pss = a.rsa_pss;
+    opts.binary_inside = !a.seven_bit_inside;
     opts.outer_hints = a.outer_hints;
     opts.group = a.group.clone();
     // Written as it is encoded; into a temporary file next to the output, renamed once

@@ -689,6 +689,31 @@ fn a_large_json_travels_binary_inside_and_openssl_decrypts_and_verifies_it() {
         .unwrap();
     assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
 
+    // The same through the command line: `seal --seven-bit-inside`.
+    let plain = dir.path().join("big-plain.eml");
+    std::fs::write(&plain, msg.to_rfc5322().unwrap()).unwrap();
+    let alice_dir = dir.path().join("alice");
+    let out = common::run(
+        &[
+            "seal",
+            "--store",
+            alice_dir.to_str().unwrap(),
+            "--profile",
+            "smime",
+            "--seven-bit-inside",
+            "--in",
+            plain.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.len() as f64 > json_len as f64 * 1.7);
+    let inner = openssl_decrypts_and_verifies(dir.path(), &out.stdout);
+    assert!(!String::from_utf8_lossy(&inner).contains("Content-Transfer-Encoding: binary"));
     // A recipient that wants 7-bit inner entities gets base64 inside.
     let mut opts = mailseal::SealOptions::new(mailseal::Profile::Smime);
     opts.binary_inside = false;
