@@ -237,11 +237,9 @@ impl Candidate {
             Some(s) => s.replay_id(),
             None => format!("unsigned:{}", opened.message.sender().unwrap_or_default()),
         };
-        // Built on an empty slice, then given the message's own buffer: shared, so a
-        // large message is not copied for the rules.
-        let mut c = Candidate::new(signer, opened.envelope(), &[])?;
-        c.digest = opened.message.content_digest();
-        c.envelope = opened.message.envelope_shared();
+        // The message's own buffer, shared: a large message is not copied for the rules.
+        let mut c =
+            Candidate::with_envelope(signer, opened.envelope(), opened.message.envelope_shared())?;
         c.peer = opened.message.sender().unwrap_or_default();
         Ok(c)
     }
@@ -252,6 +250,15 @@ impl Candidate {
         signer: String,
         env: &Envelope,
         envelope_bytes: &[u8],
+    ) -> Result<Candidate, ReceiverError> {
+        Self::with_envelope(signer, env, bytes::Bytes::copy_from_slice(envelope_bytes))
+    }
+
+    /// [`Candidate::new`] sharing `envelope_bytes` instead of copying them.
+    pub fn with_envelope(
+        signer: String,
+        env: &Envelope,
+        envelope_bytes: bytes::Bytes,
     ) -> Result<Candidate, ReceiverError> {
         let kind = env
             .kind()
@@ -285,8 +292,8 @@ impl Candidate {
             is_final: env.is_final().unwrap_or(false),
             created_at: env.created_at().map(|t| t.unix_timestamp()),
             expires_at: env.expires_at().map(|t| t.unix_timestamp()),
-            digest: crate::envelope::content_digest(envelope_bytes),
-            envelope: bytes::Bytes::copy_from_slice(envelope_bytes),
+            digest: crate::envelope::content_digest(&envelope_bytes),
+            envelope: envelope_bytes,
             peer: String::new(),
             payment: env.payment_kind(),
         })
