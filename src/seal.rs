@@ -35,6 +35,10 @@ pub struct SealOptions {
     /// inner parts, as every MailA2A receiver must; turn it off for a recipient known
     /// to want 7-bit inner entities. Ignored when only signing.
     pub binary_inside: bool,
+    /// The signing time to state (S/MIME `signingTime`) and to choose the signing
+    /// certificate at: `None`, now. For offline signing of a message made earlier;
+    /// a receiver never trusts it (it validates at the time of receipt).
+    pub signing_time: Option<time::OffsetDateTime>,
 }
 
 impl SealOptions {
@@ -47,6 +51,7 @@ impl SealOptions {
             group: None,
             rsa_pss: false,
             binary_inside: true,
+            signing_time: None,
         }
     }
 }
@@ -80,6 +85,12 @@ pub struct OpenPolicy {
     /// DKIM keys to check the outer message's signatures with (a transport signal
     /// reported in [`Verdict::dkim`], never authority); `None`: not checked.
     pub dkim_keys: Option<crate::dkim::KeyMap>,
+    /// The time certificates and keys are validated at: `None`, the time of receipt
+    /// (now). A time the signer chose (CMS `signingTime`, an OpenPGP signature's
+    /// creation time) never moves it: a key expired or revoked by now does not verify
+    /// a message backdated to its lifetime. `Some` only for archival validation, by
+    /// explicit choice (`open --at TIME`; a [`crate::Receiver`] with a fixed clock).
+    pub validation_time: Option<time::OffsetDateTime>,
 }
 
 impl Default for OpenPolicy {
@@ -92,11 +103,19 @@ impl Default for OpenPolicy {
             check_recipients: true,
             limits: Limits::default(),
             dkim_keys: None,
+            validation_time: None,
         }
     }
 }
 
 impl OpenPolicy {
+    /// The time certificates and keys are validated at (see
+    /// [`OpenPolicy::validation_time`]).
+    pub fn validation_time(&self) -> time::OffsetDateTime {
+        self.validation_time
+            .unwrap_or_else(time::OffsetDateTime::now_utc)
+    }
+
     /// DESIGN decision 8, widened by issue #17: refuses `message`, of any kind, when
     /// its protection `got` is weaker than what this policy demands of its sender
     /// (`Signed` by default; a peer's card can raise it, only

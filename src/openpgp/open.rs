@@ -77,6 +77,10 @@ struct Helper<'a> {
     certs: &'a [Cert],
     /// What the signatures must be.
     signatures: Signatures,
+    /// When the signing keys must be valid: the time of receipt (Sequoia checks them
+    /// at the signature's own, signer-chosen time; a key expired or revoked since must
+    /// not verify a backdated message).
+    at: std::time::SystemTime,
     outcome: &'a RefCell<Outcome>,
 }
 
@@ -88,6 +92,34 @@ impl Helper<'_> {
             o.failure = Some(e);
         }
         anyhow::anyhow!(text)
+    }
+}
+
+impl Helper<'_> {
+    /// The certificate and its key `key` are valid, alive, unrevoked and the key
+    /// signing-capable at [`Helper::at`].
+    fn valid_at_receipt(&self, cert: &Cert, key: &Fingerprint) -> bool {
+        use openpgp::types::RevocationStatus;
+        let Ok(valid) = cert.with_policy(&self.store.policy, self.at) else {
+            return false;
+        };
+        if valid.alive().is_err()
+            || !matches!(
+                valid.revocation_status(),
+                RevocationStatus::NotAsFarAsWeKnow
+            )
+        {
+            return false;
+        }
+        valid
+            .keys()
+            .key_handle(key.clone())
+            .next()
+            .is_some_and(|k| {
+                k.alive().is_ok()
+                    && k.for_signing()
+                    && matches!(k.revocation_status(), RevocationStatus::NotAsFarAsWeKnow)
+            })
     }
 }
 
@@ -126,6 +158,16 @@ impl VerificationHelper for Helper<'_> {
                     signature_groups += 1;
                     for r in results {
                         match r {
+                            Ok(GoodChecksum { ka, .. })
+                                if self.signatures != Signatures::Collect
+                                    && !self
+                                        .valid_at_receipt(ka.cert(), &ka.key().fingerprint()) =>
+                            {
+                                bad = Some(
+                                    "the signing key is not valid now (expired, revoked or no longer for signing)"
+                                        .into(),
+                                );
+                            }
                             Ok(GoodChecksum { sig, ka }) => good.push(SignerInfo {
                                 fingerprint: ka.cert().fingerprint(),
                                 key_fingerprint: ka.key().fingerprint(),
@@ -356,6 +398,7 @@ impl OpenPgp<'_> {
             own: Some(own),
             certs,
             signatures,
+            at: policy.validation_time().into(),
             outcome: &outcome,
         };
         let limit = policy.limits.max_decoded_bytes;
@@ -388,8 +431,10 @@ impl OpenPgp<'_> {
         signature: &[u8],
         entity: &[u8],
         certs: &[Cert],
+        at: std::time::SystemTime,
     ) -> Result<SignerInfo, OpenPgpError> {
-        let outcome = self.verify_detached_with(signature, entity, certs, Signatures::Required)?;
+        let outcome =
+            self.verify_detached_with(signature, entity, certs, Signatures::Required, at)?;
         outcome
             .signers
             .into_iter()
@@ -404,6 +449,7 @@ impl OpenPgp<'_> {
         entity: &[u8],
         certs: &[Cert],
         signatures: Signatures,
+        at: std::time::SystemTime,
     ) -> Result<Outcome, OpenPgpError> {
         let outcome = RefCell::new(Outcome::default());
         let helper = Helper {
@@ -411,6 +457,7 @@ impl OpenPgp<'_> {
             own: None,
             certs,
             signatures,
+            at,
             outcome: &outcome,
         };
         let binary = super::armor::dearmor(signature, "PGP SIGNATURE");
@@ -432,6 +479,7 @@ impl OpenPgp<'_> {
         &self,
         outer: &Outer<'r>,
         certs: &[Cert],
+        at: std::time::SystemTime,
     ) -> Result<(Cow<'r, [u8]>, SignerInfo), OpenPgpError> {
         let [content, sig] = outer.parts.as_slice() else {
             return Err(OpenPgpError::Malformed(
@@ -448,7 +496,7 @@ impl OpenPgp<'_> {
             .map_err(|e| OpenPgpError::Malformed(e.to_string()))?;
         // RFC 3156 5: the signature covers the canonical (CRLF) form.
         let entity = canonical_crlf(content.entity);
-        let signer = self.verify_detached(&signature, &entity, certs)?;
+        let signer = self.verify_detached(&signature, &entity, certs, at)?;
         Ok((entity, signer))
     }
 
@@ -517,7 +565,8 @@ impl OpenPgp<'_> {
                         if !signed {
                             return Err(OpenPgpError::Unsigned);
                         }
-                        let (entity, signer) = self.verify_signed(&inner, certs)?;
+                        let (entity, signer) =
+                            self.verify_signed(&inner, certs, policy.validation_time().into())?;
                         return Ok(Verified {
                             entity: Cow::Owned(entity.into_owned()),
                             signer,
@@ -533,7 +582,8 @@ impl OpenPgp<'_> {
                 })
             }
             ("multipart/signed", Some("application/pgp-signature")) => {
-                let (entity, signer) = self.verify_signed(outer, certs)?;
+                let (entity, signer) =
+                    self.verify_signed(outer, certs, policy.validation_time().into())?;
                 Ok(Verified {
                     entity,
                     signer,
@@ -628,6 +678,7 @@ impl OpenPgp<'_> {
             own: None,
             certs,
             signatures,
+            at: policy.validation_time().into(),
             outcome: &outcome,
         };
         let limit = policy.limits.max_decoded_bytes;

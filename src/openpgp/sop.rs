@@ -406,7 +406,13 @@ pub fn verify(
     let store = store_of(&certs)?;
     let pgp = OpenPgp::new(&store);
     let outcome = pgp
-        .verify_detached_with(signatures, data, &certs, Signatures::Collect)
+        .verify_detached_with(
+            signatures,
+            data,
+            &certs,
+            Signatures::Collect,
+            std::time::SystemTime::now(),
+        )
         .map_err(|e| match e {
             OpenPgpError::Malformed(m) => bad(m),
             other => bad(other),

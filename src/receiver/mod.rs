@@ -199,6 +199,13 @@ impl<'a> ReceiverBuilder<'a> {
 
     /// The receiver.
     pub fn build(mut self) -> Receiver<'a> {
+        // A fixed clock is archival: certificates are judged as of then too.
+        if let (Clock::Fixed(t), None) =
+            (&self.receiver.clock, self.receiver.policy.validation_time)
+        {
+            self.receiver.policy.validation_time =
+                time::OffsetDateTime::from_unix_timestamp(*t).ok();
+        }
         // Our identities, read once: the recipient binding's default (the profiles
         // would otherwise list the store for every message).
         if self.receiver.policy.check_recipients {

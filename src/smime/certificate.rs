@@ -4,7 +4,7 @@
 use der::asn1::ObjectIdentifier;
 use der::Encode;
 use time::OffsetDateTime;
-use x509_cert::ext::pkix::{BasicConstraints, ExtendedKeyUsage, KeyUsage, KeyUsages};
+use x509_cert::ext::pkix::{ExtendedKeyUsage, KeyUsage, KeyUsages};
 use x509_cert::Certificate;
 
 use super::signed_data::verify_signature;
@@ -13,15 +13,13 @@ use crate::asn1::oids::SHA256;
 
 const EMAIL_PROTECTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.4");
 const ANY_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
-/// Longest chain from the signer to an anchor (signer, intermediates, anchor).
-const MAX_CHAIN: usize = 6;
 
 fn unix(t: &x509_cert::time::Time) -> i64 {
     t.to_unix_duration().as_secs() as i64
 }
 
 /// Valid at `at` (RFC 5280 4.1.2.5, inclusive bounds).
-fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
+pub(super) fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
     let v = cert.tbs_certificate().validity();
     let t = at.unix_timestamp();
     unix(&v.not_before) <= t && t <= unix(&v.not_after)
@@ -91,7 +89,7 @@ pub(crate) fn usable_for_encryption(cert: &Certificate, at: OffsetDateTime) -> b
 }
 
 /// `child` is signed by `issuer`'s key and names it as its issuer.
-fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
+pub(super) fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
     if child.tbs_certificate().issuer() != issuer.tbs_certificate().subject() {
         return false;
     }
@@ -117,25 +115,24 @@ fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
     .is_ok()
 }
 
-fn is_ca(cert: &Certificate) -> bool {
-    matches!(cert.tbs_certificate().get_extension::<BasicConstraints>(), Ok(Some((_, bc))) if bc.ca)
-}
-
 /// How the signer's certificate is trusted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Trust {
     /// The exact certificate was imported into the key store for this address.
     Pinned,
-    /// It chains to a trust anchor (intermediates from the message).
+    /// It chains to a trust anchor (intermediates from the message) along a path that
+    /// RFC 5280 section 6 validates.
     Anchored,
     /// Neither: a self-signed or unknown signer.
     Unknown,
     /// An issuer it names is known but did not sign it: the certificate was altered.
     Broken,
+    /// Every path to an anchor breaks a rule of RFC 5280 section 6 (the first reason).
+    Invalid(String),
 }
 
-/// Whether `cert` is pinned or chains, through CA certificates valid at `at` from
-/// `intermediates`, to one of `anchors`.
+/// Whether `cert` is pinned, or chains through `intermediates` to one of `anchors` on
+/// a path valid at `at` (see [`super::path`]).
 pub(crate) fn trust(
     cert: &Certificate,
     intermediates: &[Certificate],
@@ -143,29 +140,13 @@ pub(crate) fn trust(
     pinned: &[Vec<u8>],
     at: OffsetDateTime,
 ) -> Trust {
+    if let Err(e) = super::path::check_extensions(cert) {
+        return Trust::Invalid(e);
+    }
     if let Ok(der) = cert.to_der() {
         if pinned.contains(&der) {
             return Trust::Pinned;
         }
     }
-    let mut current = cert.clone();
-    for _ in 0..MAX_CHAIN {
-        if anchors.iter().any(|a| issued_by(&current, a)) {
-            return Trust::Anchored;
-        }
-        let names_anchor = anchors
-            .iter()
-            .any(|a| current.tbs_certificate().issuer() == a.tbs_certificate().subject());
-        if names_anchor {
-            return Trust::Broken;
-        }
-        let next = intermediates
-            .iter()
-            .find(|c| *c != &current && is_ca(c) && valid_at(c, at) && issued_by(&current, c));
-        match next {
-            Some(n) => current = n.clone(),
-            None => break,
-        }
-    }
-    Trust::Unknown
+    super::path::validate(cert, intermediates, anchors, at)
 }

@@ -13,6 +13,7 @@ mod issue;
 mod kari;
 mod layout;
 mod loaded;
+mod path;
 mod signed_data;
 
 use std::borrow::Cow;
@@ -170,8 +171,8 @@ impl<'s> Smime<'s> {
     fn signing_identity(
         &self,
         address: &str,
+        now: OffsetDateTime,
     ) -> Result<(Certificate, crate::keystore::SecretKey), SealError> {
-        let now = OffsetDateTime::now_utc();
         for c in self.store.certificates_for(address)? {
             let Ok(cert) = Certificate::from_der(&c.der) else {
                 continue;
@@ -257,7 +258,8 @@ enum Sealed {
 impl Smime<'_> {
     fn seal_parts(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Sealed, SealError> {
         let (from, addresses) = crate::seal::sealing_addresses(plain, opts, Profile::Smime)?;
-        let (cert, key) = self.signing_identity(&from)?;
+        let signing_time = opts.signing_time.unwrap_or_else(OffsetDateTime::now_utc);
+        let (cert, key) = self.signing_identity(&from, signing_time)?;
         let encrypt = !opts.sign_only;
         // Recipients first: a message that cannot reach every recipient is not signed.
         let recipients = if encrypt {
@@ -273,6 +275,7 @@ impl Smime<'_> {
             cert: &cert,
             key: &key,
             rsa_pss: opts.rsa_pss,
+            signing_time,
             from: &from,
         };
         let capacity = size_hint(content_len(plain)) + 8192;
@@ -359,6 +362,7 @@ struct SignedEntityWriter<'a> {
     cert: &'a Certificate,
     key: &'a crate::keystore::SecretKey,
     rsa_pss: bool,
+    signing_time: OffsetDateTime,
     from: &'a str,
 }
 
@@ -390,7 +394,7 @@ impl SignedEntityWriter<'_> {
             &out[inner],
             self.cert,
             self.key,
-            OffsetDateTime::now_utc(),
+            self.signing_time,
             self.rsa_pss,
         )
         .map_err(|e| match e {
@@ -673,9 +677,8 @@ impl Smime<'_> {
 
         // The certificate is authenticated (pinned or chained) before anything in it,
         // such as its addresses, is believed.
-        let at = verified
-            .signing_time
-            .unwrap_or_else(OffsetDateTime::now_utc);
+        // At the time of receipt: the signer-chosen signingTime never moves it.
+        let at = policy.validation_time();
         let anchors = certs(self.store.trust_anchors().map_err(key_store)?);
         let mut pinned = Vec::new();
         for email in addresses_of(&verified.cert) {
@@ -697,6 +700,9 @@ impl Smime<'_> {
             }
             Trust::Unknown => {
                 return Err(SmimeError::UnknownSigner.into());
+            }
+            Trust::Invalid(reason) => {
+                return Err(SmimeError::Certificate(reason).into());
             }
         }
         certificate::check_signer_usage(&verified.cert, at)?;

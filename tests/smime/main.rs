@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod fail_path;
 mod header_protection_smime;
 mod interop_openssl_smime;
 mod interop_openssl_smime_encrypt;

@@ -164,7 +164,7 @@ pub(super) fn check_signature(
             _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
             crate::smime::Trust::Pinned => SignerTrust::Pinned,
             crate::smime::Trust::Anchored => SignerTrust::Anchored,
-            crate::smime::Trust::Unknown => SignerTrust::Unknown,
+            crate::smime::Trust::Unknown | crate::smime::Trust::Invalid(_) => SignerTrust::Unknown,
         };
         let signer = if emails.is_empty() {
             leaf.tbs_certificate().subject().to_string()
