@@ -176,10 +176,7 @@ impl<'a> Search<'a> {
             return false;
         }
         for ca in self.intermediates {
-            if ca.tbs_certificate().subject() != issuer
-                || path.iter().any(|p| *p == ca)
-                || self.budget == 0
-            {
+            if ca.tbs_certificate().subject() != issuer || path.contains(&ca) || self.budget == 0 {
                 continue;
             }
             self.budget -= 1;

@@ -414,7 +414,7 @@ fn fail_a_backdated_signature_from_an_expired_certificate() {
         "20200101000000Z",
         "20210101000000Z",
     );
-    let attacker = mailseal::keystore::DirectoryStore::open(&dir.path().join("attacker")).unwrap();
+    let attacker = mailseal::keystore::DirectoryStore::open(dir.path().join("attacker")).unwrap();
     use mailseal::keystore::KeyStore;
     openssl(&["pkey", "-in", "ceo.key", "-out", "ceo.p8"], dir.path());
     for f in ["ceo.crt", "ceo.p8"] {
