@@ -480,3 +480,83 @@ fn gpg_rsa_key_with_a_passphrase_imports_and_works_both_ways() {
     ok(&out);
     assert_eq!(out.stdout, [reply.envelope_bytes(), b"\n"].concat());
 }
+
+#[test]
+fn fail_a_backdated_signature_by_an_expired_key() {
+    // Carol's key lived through 2020 only. Whoever holds it signs today, with gpg's
+    // clock set back so the signature says June 2020, when the key was alive: Sequoia
+    // accepts that signature as of its own time, so the receiver checks the key as of
+    // the time of receipt (issue #17).
+    let p = pair();
+    let faked = |t: &str| format!("{t}!");
+    p.gpg.run(
+        &[
+            "--faked-system-time",
+            &faked("20200101T000000"),
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            "Carol <carol@gpg.example>",
+            "future-default",
+            "default",
+            "1y",
+        ],
+        b"",
+    );
+    let cert = p
+        .gpg
+        .run(&["--armor", "--export", "carol@gpg.example"], b"")
+        .stdout;
+    let cert_file = p.dir.path().join("carol.asc");
+    std::fs::write(&cert_file, &cert).unwrap();
+    import(&p.bob, &cert_file, None);
+    let msg = message("carol@gpg.example", "bob@pgp.example");
+    let entity = msg.to_inner_entity(false).unwrap();
+    let signature = p
+        .gpg
+        .run(
+            &[
+                "--faked-system-time",
+                &faked("20200601T120000"),
+                "--armor",
+                "--detach-sign",
+                "--digest-algo",
+                "SHA256",
+                "--local-user",
+                "carol@gpg.example",
+            ],
+            &entity,
+        )
+        .stdout;
+    let mut mail = b"From: <carol@gpg.example>\r\nTo: <bob@pgp.example>\r\nMIME-Version: 1.0\r\n\
+Content-Type: multipart/signed; micalg=pgp-sha256; protocol=\"application/pgp-signature\"; boundary=\"s1\"\r\n\r\n--s1\r\n"
+        .to_vec();
+    mail.extend_from_slice(&entity);
+    mail.extend_from_slice(b"\r\n--s1\r\nContent-Type: application/pgp-signature\r\n\r\n");
+    mail.extend_from_slice(&crlf(&signature));
+    mail.extend_from_slice(b"\r\n--s1--\r\n");
+    let out = open(&p.bob, &mail);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.contains("not valid now"), "{stderr}");
+
+    // As of June 2020, stated explicitly (archival), the same message verifies.
+    let out = run(
+        &[
+            "open",
+            "--store",
+            s(&p.bob),
+            "--stateless",
+            "--now",
+            "2020-06-02T00:00:00Z",
+        ],
+        &mail,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
