@@ -155,15 +155,25 @@ impl<'s> OpenPgp<'s> {
     }
 
     /// The certificates of `view` with a User ID for `address` (valid when the view
-    /// was built).
+    /// was built), newest first: the rule that picks among several (issue #17) is the
+    /// newest usable one (latest primary key creation), never fingerprint order.
     fn certificates_for<'v>(view: &'v parsed::View, address: &str) -> Vec<&'v Cert> {
         let address = address.to_ascii_lowercase();
-        view.certs
+        let mut certs: Vec<&Cert> = view
+            .certs
             .iter()
             .zip(&view.emails)
             .filter(|(_, emails)| emails.contains(&address))
             .map(|(c, _)| c)
-            .collect()
+            .collect();
+        certs.sort_by(|a, b| {
+            b.primary_key()
+                .key()
+                .creation_time()
+                .cmp(&a.primary_key().key().creation_time())
+                .then_with(|| a.fingerprint().cmp(&b.fingerprint()))
+        });
+        certs
     }
 
     /// Our transferable secret key for `cert`, if the store holds it.

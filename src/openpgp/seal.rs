@@ -57,7 +57,7 @@ impl OpenPgp<'_> {
     }
 
     /// One certificate for each address, with the address: when an address has
-    /// several, the first with a usable transport-encryption key (a single one is
+    /// several, the newest with a usable transport-encryption key (a single one is
     /// checked when the message is encrypted, in [`Self::sign_and_encrypt`]).
     fn recipient_certificates<'v>(
         &self,

@@ -173,10 +173,7 @@ impl<'s> Smime<'s> {
         address: &str,
         now: OffsetDateTime,
     ) -> Result<(Certificate, crate::keystore::SecretKey), SealError> {
-        for c in self.store.certificates_for(address)? {
-            let Ok(cert) = Certificate::from_der(&c.der) else {
-                continue;
-            };
+        for (cert, c) in newest_first(self.store.certificates_for(address)?) {
             if certificate::check_signer_usage(&cert, now).is_err() {
                 continue;
             }
@@ -188,6 +185,30 @@ impl<'s> Smime<'s> {
             address: address.to_string(),
         })
     }
+}
+
+/// The rule that picks among an address's certificates (issue #17): the newest
+/// (latest notBefore, then latest notAfter) that is usable, never the store's
+/// fingerprint order, which anyone who can get a certificate into the store could
+/// win by grinding keys.
+fn newest_first(stored: Vec<StoredCertificate>) -> Vec<(Certificate, StoredCertificate)> {
+    let mut certs: Vec<(Certificate, StoredCertificate)> = stored
+        .into_iter()
+        .filter_map(|c| Certificate::from_der(&c.der).ok().map(|cert| (cert, c)))
+        .collect();
+    let key = |c: &Certificate| {
+        let v = c.tbs_certificate().validity();
+        (
+            v.not_before.to_unix_duration(),
+            v.not_after.to_unix_duration(),
+        )
+    };
+    certs.sort_by(|(a, sa), (b, sb)| {
+        key(b)
+            .cmp(&key(a))
+            .then_with(|| sa.fingerprint.cmp(&sb.fingerprint))
+    });
+    certs
 }
 
 fn outer_hints(msg: &MailA2aMessage, opts: &SealOptions) -> Hints {
@@ -204,11 +225,9 @@ impl Smime<'_> {
         let now = OffsetDateTime::now_utc();
         let mut out: Vec<Certificate> = Vec::new();
         for address in addresses {
-            let usable = self
-                .store
-                .certificates_for(address)?
+            let usable = newest_first(self.store.certificates_for(address)?)
                 .into_iter()
-                .filter_map(|c| Certificate::from_der(&c.der).ok())
+                .map(|(c, _)| c)
                 .find(|c| {
                     certificate::usable_for_encryption(c, now)
                         && (c.tbs_certificate().subject_public_key_info().algorithm.oid

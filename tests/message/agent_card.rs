@@ -950,3 +950,202 @@ fn fail_cases_each_give_their_error() {
     assert_eq!(code, 3);
     assert!(err.contains("more than the 1048576"), "{err}");
 }
+
+/// An X.509 certificate made with the openssl crate: `issuer` None is self-signed;
+/// `emails` its subjectAltNames; `ca` a CA.
+fn x509(
+    cn: &str,
+    emails: &[&str],
+    ca: bool,
+    key: &openssl::pkey::PKey<openssl::pkey::Private>,
+    issuer: Option<(
+        &openssl::x509::X509,
+        &openssl::pkey::PKey<openssl::pkey::Private>,
+    )>,
+) -> openssl::x509::X509 {
+    use openssl::x509::extension::{BasicConstraints, KeyUsage, SubjectAlternativeName};
+    let mut name = openssl::x509::X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", cn).unwrap();
+    let name = name.build();
+    let mut b = openssl::x509::X509::builder().unwrap();
+    b.set_version(2).unwrap();
+    let serial = openssl::bn::BigNum::from_u32(rand_serial()).unwrap();
+    b.set_serial_number(&serial.to_asn1_integer().unwrap())
+        .unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_issuer_name(issuer.map_or(&name, |(c, _)| c.subject_name()))
+        .unwrap();
+    b.set_pubkey(key).unwrap();
+    b.set_not_before(&openssl::asn1::Asn1Time::days_from_now(0).unwrap())
+        .unwrap();
+    b.set_not_after(&openssl::asn1::Asn1Time::days_from_now(30).unwrap())
+        .unwrap();
+    if ca {
+        b.append_extension(BasicConstraints::new().critical().ca().build().unwrap())
+            .unwrap();
+        b.append_extension(KeyUsage::new().critical().key_cert_sign().build().unwrap())
+            .unwrap();
+    } else {
+        b.append_extension(
+            KeyUsage::new()
+                .critical()
+                .digital_signature()
+                .build()
+                .unwrap(),
+        )
+        .unwrap();
+    }
+    if !emails.is_empty() {
+        let mut san = SubjectAlternativeName::new();
+        for e in emails {
+            san.email(e);
+        }
+        let ctx = b.x509v3_context(issuer.map(|(c, _)| c.as_ref()), None);
+        let san = san.build(&ctx).unwrap();
+        b.append_extension(san).unwrap();
+    }
+    b.sign(
+        issuer.map_or(key, |(_, k)| k),
+        openssl::hash::MessageDigest::sha256(),
+    )
+    .unwrap();
+    b.build()
+}
+
+fn rand_serial() -> u32 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    (SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        >> 1)
+        + 1
+}
+
+fn ec_key() -> openssl::pkey::PKey<openssl::pkey::Private> {
+    let group = openssl::ec::EcGroup::from_curve_name(openssl::nid::Nid::X9_62_PRIME256V1).unwrap();
+    openssl::pkey::PKey::from_ec_key(openssl::ec::EcKey::generate(&group).unwrap()).unwrap()
+}
+
+/// The addresses the store at `store` holds keys for (`key list --json`).
+fn listed_addresses(store: &Path) -> String {
+    let out = mailseal(store, &["key", "list", "--json"]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Issue #17: a card installs keys for its own address only. Mallory publishes a
+/// card for her own address whose certificate (S/MIME: a second subjectAltName;
+/// OpenPGP: a second User ID) also names the CEO: importing it would pin her key for
+/// the CEO. The card is refused whole and the victim's store is unchanged.
+#[test]
+fn fail_a_card_key_that_also_names_another_address() {
+    const MALLORY: &str = "mallory@evil.example";
+    const CEO: &str = "ceo@corp.example";
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path();
+    let mallory = agent(dir, "mallory", MALLORY);
+    let base = card(&mallory, MALLORY, &["--no-mls"], &dir.join("base.json"));
+    let victim = dir.join("victim");
+
+    let key = ec_key();
+    let both = x509("mallory", &[MALLORY, CEO], false, &key, None);
+    let mut c = base.clone();
+    protection_mut(&mut c)["smimeCertificates"] =
+        json!([String::from_utf8(both.to_pem().unwrap()).unwrap()]);
+    let f = write(&dir.join("two-names.json"), &c);
+    let (code, err) = import(&victim, &f, &[]);
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("not for the card's address alone"), "{err}");
+    assert!(!listed_addresses(&victim).contains(CEO));
+    assert!(!victim.join("peers.json").exists());
+
+    // OpenPGP: one certificate with a User ID for each.
+    let gnupg = common::Gpg::new();
+    gnupg.run(
+        &[
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            MALLORY,
+            "ed25519",
+            "sign",
+            "never",
+        ],
+        b"",
+    );
+    let listing = gnupg
+        .run(&["--with-colons", "--list-keys", MALLORY], b"")
+        .stdout;
+    let fpr = String::from_utf8_lossy(&listing)
+        .lines()
+        .find(|l| l.starts_with("fpr:"))
+        .and_then(|l| l.split(':').nth(9))
+        .unwrap()
+        .to_string();
+    gnupg.run(&["--passphrase", "", "--quick-add-uid", &fpr, CEO], b"");
+    let armored = gnupg.run(&["--armor", "--export", MALLORY], b"").stdout;
+    let mut c = base.clone();
+    protection_mut(&mut c)["openpgpCertificates"] = json!([String::from_utf8(armored).unwrap()]);
+    let f = write(&dir.join("two-uids.json"), &c);
+    let (code, err) = import(&victim, &f, &[]);
+    assert_eq!(code, 6, "{err}");
+    assert!(err.contains("not for the card's address alone"), "{err}");
+    assert!(!listed_addresses(&victim).contains(CEO));
+}
+
+/// Issue #17: a signer certificate that chains to the victim's trust anchor vouches
+/// for its own address, not for any card. Mallory holds an ordinary certificate from
+/// the victim's CA and signs a card for the CEO carrying keys she made herself: it
+/// must not count as trusted (`--require-signature` refuses it). The same signer on
+/// Mallory's own card is anchored.
+#[test]
+fn fail_an_anchored_card_signer_vouching_for_another_address() {
+    const MALLORY: &str = "mallory@evil.example";
+    const CEO: &str = "ceo@corp.example";
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path();
+    let ca_key = ec_key();
+    let ca = x509("Corp Root", &[], true, &ca_key, None);
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.to_pem().unwrap()).unwrap();
+    let victim = dir.join("victim");
+    ok(
+        &victim,
+        &["key", "import", "--trusted", ca_file.to_str().unwrap()],
+    );
+    let signer_key = ec_key();
+    let signer = x509(
+        "mallory",
+        &[MALLORY],
+        false,
+        &signer_key,
+        Some((&ca, &ca_key)),
+    );
+    let x5c = json!([STANDARD.encode(signer.to_der().unwrap())]);
+
+    // Mallory's store with keys she generated for the CEO's address.
+    let fake_ceo = agent(dir, "fake-ceo", CEO);
+    let mut forged = card(&fake_ceo, CEO, &["--no-mls"], &dir.join("ceo.json"));
+    openssl_sign(
+        &mut forged,
+        json!({"alg": "ES256", "x5c": x5c}),
+        &signer_key,
+    );
+    let f = write(&dir.join("ceo-signed.json"), &forged);
+    let (code, err) = import(&victim, &f, &["--require-signature"]);
+    assert_eq!(code, 6, "{err}");
+    assert!(
+        err.contains("no signature by a key this store trusts"),
+        "{err}"
+    );
+    assert!(!listed_addresses(&victim).contains(CEO));
+
+    // Her own card, signed by the same certificate: anchored, accepted.
+    let mallory = agent(dir, "mallory", MALLORY);
+    let mut own = card(&mallory, MALLORY, &["--no-mls"], &dir.join("m.json"));
+    openssl_sign(&mut own, json!({"alg": "ES256", "x5c": x5c}), &signer_key);
+    let f = write(&dir.join("m-signed.json"), &own);
+    let (code, err) = import(&victim, &f, &["--require-signature"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("(anchored)"), "{err}");
+}

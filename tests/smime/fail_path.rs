@@ -21,16 +21,16 @@ const CEO: &str = "ceo@corp.example";
 const VICTIM: &str = "victim@corp.example";
 /// Validity that holds now (the tests must not age).
 const NOW_START: &str = "20250101000000Z";
-const NOW_END: &str = "20450101000000Z";
+pub(crate) const NOW_END: &str = "20450101000000Z";
 
 /// A scratch CA database for `openssl ca`, which (unlike `openssl x509`) takes any
 /// start and end date.
-struct Pki {
-    dir: PathBuf,
+pub(crate) struct Pki {
+    pub(crate) dir: PathBuf,
 }
 
 impl Pki {
-    fn new(dir: &Path) -> Pki {
+    pub(crate) fn new(dir: &Path) -> Pki {
         std::fs::write(
             dir.join("ca.cnf"),
             "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\n\
@@ -47,7 +47,7 @@ impl Pki {
 
     /// Issues `name.crt` (P-256 key `name.key`) for subject CN `name`, signed by
     /// `issuer` (`None`: self-signed), with the extension lines `ext`.
-    fn issue(
+    pub(crate) fn issue(
         &self,
         name: &str,
         issuer: Option<&str>,
@@ -108,7 +108,7 @@ impl Pki {
         d.join(crt)
     }
 
-    fn root(&self, ext_extra: &str, start: &str, end: &str) -> PathBuf {
+    pub(crate) fn root(&self, ext_extra: &str, start: &str, end: &str) -> PathBuf {
         self.issue(
             "root",
             None,

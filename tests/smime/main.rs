@@ -11,5 +11,6 @@ mod fail_path;
 mod header_protection_smime;
 mod interop_openssl_smime;
 mod interop_openssl_smime_encrypt;
+mod key_choice;
 mod seal_output;
 mod smime_cms_algorithms;

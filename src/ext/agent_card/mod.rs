@@ -94,8 +94,11 @@ pub enum CardError {
         /// Why (never key material).
         reason: String,
     },
-    /// A key the card carries belongs to another address than the card's mailbox.
-    #[error("agent card of {address}: its {what} is for {named}, not for the card's address")]
+    /// A key the card carries is not for the card's mailbox alone: it names another
+    /// address (or none), and importing it would install it for that address too.
+    #[error(
+        "agent card of {address}: its {what} is for {named}, not for the card's address alone"
+    )]
     ForeignKey {
         /// The card's address.
         address: String,

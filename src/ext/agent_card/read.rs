@@ -204,8 +204,10 @@ pub(super) fn read_params(
             what: what.clone(),
             reason: format!("not one PEM certificate: {e}"),
         })?;
+        // Scoped to the card's address (issue #17): a certificate that also names
+        // another address would be pinned for that one too, so it is refused whole.
         let emails = crate::keystore::emails_of(&cert);
-        if !emails.iter().any(|e| e == address) {
+        if emails.is_empty() || emails.iter().any(|e| e != address) {
             return Err(foreign(what, names(&emails)));
         }
         smime.push(cert.to_der().map_err(|e| CardError::Key {
@@ -238,7 +240,7 @@ pub(super) fn read_params(
                     reason: "carries secret key material".into(),
                 });
             }
-            if !c.entry.emails.iter().any(|e| e == address) {
+            if c.entry.emails.is_empty() || c.entry.emails.iter().any(|e| e != address) {
                 return Err(foreign(what, names(&c.entry.emails)));
             }
         }

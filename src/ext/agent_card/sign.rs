@@ -163,6 +163,11 @@ pub(super) fn check_signature(
             crate::smime::Trust::Broken => return Err(CardError::SignatureInvalid { index }),
             _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
             crate::smime::Trust::Pinned => SignerTrust::Pinned,
+            // A CA vouches for the addresses it certified, not for any card: an
+            // anchored signer counts only for a card of its own address.
+            crate::smime::Trust::Anchored if !emails.iter().any(|e| e == address) => {
+                SignerTrust::Unknown
+            }
             crate::smime::Trust::Anchored => SignerTrust::Anchored,
             crate::smime::Trust::Unknown | crate::smime::Trust::Invalid(_) => SignerTrust::Unknown,
         };

@@ -1,0 +1,131 @@
+//! Which of an address's certificates a sender uses (issue #17): the newest usable one
+//! (latest notBefore), never the store's fingerprint order, which a party who can get
+//! a certificate into the store could win by grinding keys.
+
+use crate::common;
+
+use std::path::Path;
+
+use common::{openssl, run};
+use mailseal::envelope::{Envelope, Kind, Operation};
+use mailseal::message::MailA2aMessage;
+
+use super::fail_path::{Pki, NOW_END};
+
+const ALICE: &str = "alice@corp.example";
+const BOB: &str = "bob@corp.example";
+
+fn import(store: &Path, files: &[&Path], trusted: bool) {
+    let mut args = vec!["key".to_string(), "import".into(), "--store".into()];
+    args.push(store.display().to_string());
+    if trusted {
+        args.push("--trusted".into());
+    }
+    args.extend(files.iter().map(|p| p.display().to_string()));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(&a, b"");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The key store's fingerprint of a certificate file.
+fn fingerprint(dir: &Path, cert: &Path) -> String {
+    let scratch = tempfile::tempdir_in(dir).unwrap();
+    let store = scratch.path().join("store");
+    import(&store, &[cert], false);
+    let out = run(
+        &["key", "list", "--json", "--store", store.to_str().unwrap()],
+        b"",
+    );
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    list[0]["fingerprint"].as_str().unwrap().to_string()
+}
+
+/// An encryption-capable leaf for Bob, valid from `start`, with its key as PKCS#8.
+fn bob_cert(pki: &Pki, name: &str, start: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let crt = pki.issue(
+        name,
+        Some("root"),
+        &format!(
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyAgreement\n\
+             extendedKeyUsage=emailProtection\nsubjectAltName=email:{BOB}\n"
+        ),
+        start,
+        NOW_END,
+    );
+    let p8 = pki.dir.join(format!("{name}.p8"));
+    openssl(
+        &[
+            "pkey",
+            "-in",
+            &format!("{name}.key"),
+            "-out",
+            p8.to_str().unwrap(),
+        ],
+        &pki.dir,
+    );
+    (crt, p8)
+}
+
+#[test]
+fn the_newest_certificate_of_a_recipient_is_used_not_the_first_fingerprint() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let root = pki.root("", "20240101000000Z", NOW_END);
+    let (new_crt, new_key) = bob_cert(&pki, "bob-new", "20250601000000Z");
+    let new_fpr = fingerprint(dir.path(), &new_crt);
+    // An older certificate whose fingerprint sorts first, so that fingerprint order
+    // would choose it.
+    let (old_crt, old_key) = (0..64)
+        .map(|i| bob_cert(&pki, &format!("bob-old-{i}"), "20250101000000Z"))
+        .find(|(crt, _)| fingerprint(dir.path(), crt) < new_fpr)
+        .expect("a key whose fingerprint sorts first, within 64 tries");
+    let alice_crt = pki.issue(
+        "alice",
+        Some("root"),
+        &format!(
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyAgreement\n\
+             extendedKeyUsage=emailProtection\nsubjectAltName=email:{ALICE}\n"
+        ),
+        "20250101000000Z",
+        NOW_END,
+    );
+    openssl(
+        &["pkey", "-in", "alice.key", "-out", "alice.p8"],
+        dir.path(),
+    );
+    let alice = dir.path().join("alice-store");
+    import(
+        &alice,
+        &[&alice_crt, &dir.path().join("alice.p8"), &old_crt, &new_crt],
+        false,
+    );
+
+    let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "choice-1");
+    env.set("correlationId", "choice-1");
+    env.set("payload", &serde_json::json!({"id": "task-1"}));
+    let msg = MailA2aMessage::new(ALICE, &[BOB], env);
+    let sealed = common::seal_smime_cli(&alice, &msg, dir.path(), false);
+
+    // Bob with only the new key opens it; Bob with only the old one cannot.
+    for (name, crt, key, opens) in [
+        ("bob-with-new", &new_crt, &new_key, true),
+        ("bob-with-old", &old_crt, &old_key, false),
+    ] {
+        let store = dir.path().join(name);
+        import(&store, &[crt, key], false);
+        import(&store, &[&root], true);
+        let out = run(&["open", "--store", store.to_str().unwrap()], &sealed);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if opens {
+            assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        } else {
+            assert_eq!(out.status.code(), Some(5), "{name}: {stderr}");
+            assert!(out.stdout.is_empty());
+        }
+    }
+}
