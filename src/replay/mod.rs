@@ -9,7 +9,9 @@
 //!   [`Admission::Duplicate`] (SMTP redelivery, not a second operation); with other
 //!   bytes it is [`ReceiverError::Conflict`], a security error.
 //! - **expiry**: past `expiresAt` (plus the clock skew) is refused; a message without
-//!   `expiresAt` lives [`ReceiverPolicy::default_lifetime`] from its `createdAt`.
+//!   `expiresAt` lives [`ReceiverPolicy::default_lifetime`] from its `createdAt`, else
+//!   from its protected Date; an effectful request with none of the three is refused,
+//!   and no tuple is kept forever (DESIGN decision 5, revised by issue #17).
 //! - **streams** (section 6): the replies of one correlation are delivered in sequence
 //!   order only. A gap holds later events back ([`Admission::Held`], persisted and
 //!   bounded per sender) and [`ReplayStore::streams`] shows what is missing and since
@@ -45,6 +47,13 @@ pub enum ReceiverError {
         message_id: String,
         /// When it expired (RFC 3339).
         expired_at: String,
+    },
+    /// An effectful request with no `expiresAt`, no `createdAt` and no protected Date:
+    /// nothing bounds how long its replay tuple would have to be kept.
+    #[error("effectful request {message_id} has no expiresAt, createdAt or protected Date")]
+    NoLifetime {
+        /// Its `messageId`.
+        message_id: String,
     },
     /// `createdAt` is further in the future than the clock skew allows.
     #[error("message {message_id} is dated {created_at}, in the future")]
@@ -170,8 +179,8 @@ impl Classify for ReceiverError {
 pub struct ReceiverPolicy {
     /// Clock skew allowed on `expiresAt` and `createdAt`, seconds (default 300).
     pub skew: i64,
-    /// Lifetime of a message without `expiresAt`, from its `createdAt`, seconds
-    /// (default 7 days). Its replay tuple is kept as long.
+    /// Lifetime of a message without `expiresAt`, from its `createdAt`, else its
+    /// protected Date, seconds (default 7 days). Its replay tuple is kept as long.
     pub default_lifetime: i64,
     /// Events a sender may have waiting (held or not yet taken), over all its streams.
     pub max_pending_per_sender: u64,
@@ -218,6 +227,9 @@ pub struct Candidate {
     pub created_at: Option<i64>,
     /// `expiresAt`, Unix seconds.
     pub expires_at: Option<i64>,
+    /// The protected Date header field (inside the signature), Unix seconds: the
+    /// lifetime's start when `createdAt` is absent.
+    pub date: Option<i64>,
     /// SHA-256 of the transfer-decoded `application/a2a+json` bytes.
     pub digest: [u8; 32],
     /// Those bytes, kept while the event waits in a stream (shared with the opened
@@ -241,6 +253,8 @@ impl Candidate {
         let mut c =
             Candidate::with_envelope(signer, opened.envelope(), opened.message.envelope_shared())?;
         c.peer = opened.message.sender().unwrap_or_default();
+        // The Date of the entity that was opened: the signed one, when signed.
+        c.date = opened.message.headers.date.map(|t| t.unix_timestamp());
         Ok(c)
     }
 
@@ -292,6 +306,7 @@ impl Candidate {
             is_final: env.is_final().unwrap_or(false),
             created_at: env.created_at().map(|t| t.unix_timestamp()),
             expires_at: env.expires_at().map(|t| t.unix_timestamp()),
+            date: None,
             digest: crate::envelope::content_digest(&envelope_bytes),
             envelope: envelope_bytes,
             peer: String::new(),

@@ -258,16 +258,29 @@ fn lifetime(c: &Candidate, now: i64, p: &ReceiverPolicy) -> Result<Option<i64>, 
             });
         }
     }
-    let end = c
-        .expires_at
-        .or_else(|| c.created_at.map(|t| t.saturating_add(p.default_lifetime)));
+    let end = c.expires_at.or_else(|| {
+        c.created_at
+            .or(c.date)
+            .map(|t| t.saturating_add(p.default_lifetime))
+    });
     match end {
         Some(end) if now > end.saturating_add(p.skew) => Err(ReceiverError::Expired {
             message_id: c.message_id.clone(),
             expired_at: rfc3339(end),
         }),
         Some(end) => Ok(Some(end.saturating_add(p.skew))),
-        None => Ok(None),
+        None if c.kind == crate::envelope::Kind::Request
+            && c.operation
+                .parse::<crate::envelope::Operation>()
+                .map_or(true, |o| o.is_effectful()) =>
+        {
+            Err(ReceiverError::NoLifetime {
+                message_id: c.message_id.clone(),
+            })
+        }
+        // Nothing is remembered forever: undated, it is kept the default lifetime
+        // from now.
+        None => Ok(Some(now.saturating_add(p.default_lifetime))),
     }
 }
 

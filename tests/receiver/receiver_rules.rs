@@ -160,6 +160,50 @@ fn rule3_fail_expired_and_future_dated_messages_are_refused() {
     }
 }
 
+/// Issue #17 (DESIGN decision 5, revised): without `expiresAt` and `createdAt`, the
+/// seven days run from the protected Date; an effectful request with none of the
+/// three is refused; nothing is kept forever.
+#[test]
+fn rule3_fail_undated_effectful_requests_and_old_protected_dates() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let undated = |id: &str| {
+            let mut v = request(id);
+            let o = v.as_object_mut().unwrap();
+            o.remove("expiresAt");
+            o.remove("createdAt");
+            v
+        };
+        let err = admit(s.as_ref(), &candidate(ALICE, undated("req-undated"))).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::NoLifetime { .. }),
+            "{name}: {err}"
+        );
+        // The protected Date eight days ago: expired.
+        let mut c = candidate(ALICE, undated("req-dated-old"));
+        c.date = Some(NOW - 8 * 24 * 3600);
+        let err = admit(s.as_ref(), &c).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::Expired { .. }),
+            "{name}: {err}"
+        );
+        // Six days ago: accepted.
+        let mut c = candidate(ALICE, undated("req-dated"));
+        c.date = Some(NOW - 6 * 24 * 3600);
+        assert_eq!(admit(s.as_ref(), &c).unwrap(), deliver(0), "{name}");
+        // A read-only request without any date is delivered (kept seven days from now).
+        let mut get = undated("req-get");
+        get["operation"] = json!("tasks/get");
+        get.as_object_mut().unwrap().remove("idempotencyKey");
+        get["payload"] = json!({"id": "task-1"});
+        assert_eq!(
+            admit(s.as_ref(), &candidate(ALICE, get)).unwrap(),
+            deliver(0),
+            "{name}"
+        );
+    }
+}
+
 #[test]
 fn rule4_a_gap_holds_later_events_back_until_it_closes() {
     let (_d, stores) = backends();
