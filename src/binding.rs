@@ -36,7 +36,12 @@ pub(crate) struct Authenticated<'a> {
 /// Reads `a.entity` as the inner message and applies the binding's checks.
 pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened, OpenError> {
     // Only now is the content authentic: read it as the inner MailA2A message.
-    let inner = MailA2aMessage::parse(a.entity, &policy.limits)?;
+    let header_protection = has_header_fields(a.entity);
+    let inner = if header_protection {
+        MailA2aMessage::parse(a.entity, &policy.limits)?
+    } else {
+        legacy_message(&a, policy)?
+    };
     let mut violations = inner.check(&ValidationContext::new(Some(a.profile)));
     violations.extend(compare_outer(a.outer_headers, &inner.headers, a.encrypted));
     if !violations.is_empty() {
@@ -71,20 +76,24 @@ pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened
         }
     }
     policy.check_protection(&inner, a.protection)?;
-    let mut protected_headers: Vec<String> = [
-        "From",
-        "To",
-        "Cc",
-        "Date",
-        "Message-ID",
-        "In-Reply-To",
-        "References",
-        "Subject",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
-    protected_headers.extend(inner.headers.hints.iter().map(|(n, _)| n.to_string()));
+    let mut protected_headers: Vec<String> = Vec::new();
+    if header_protection {
+        protected_headers.extend(
+            [
+                "From",
+                "To",
+                "Cc",
+                "Date",
+                "Message-ID",
+                "In-Reply-To",
+                "References",
+                "Subject",
+            ]
+            .into_iter()
+            .map(String::from),
+        );
+        protected_headers.extend(inner.headers.hints.iter().map(|(n, _)| n.to_string()));
+    }
     Ok(Opened {
         message: inner,
         verdict: Verdict {
@@ -93,10 +102,61 @@ pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened
             signer: Some(a.signer),
             protected_headers,
             outer_headers_matched: true,
+            header_protection,
             algorithm: Some(a.algorithm),
             dkim: Vec::new(),
         },
     })
+}
+
+/// Whether the signed entity's header section has a From field: an entity with
+/// header protection (RFC 9788) carries the message's header fields; a legacy
+/// sender's carries only its Content-* fields.
+fn has_header_fields(entity: &[u8]) -> bool {
+    let mut rest = entity;
+    while !rest.is_empty() {
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
+        let line = &rest[..end];
+        if line == b"\r\n" || line == b"\n" {
+            return false;
+        }
+        if line.len() >= 5 && line[..5].eq_ignore_ascii_case(b"from:") {
+            return true;
+        }
+        rest = &rest[end..];
+    }
+    false
+}
+
+/// A legacy sender's message (MailA2A 9.2): the outer header fields (unauthenticated
+/// except for the From, which the signer binding below ties to the signature) over
+/// the signed entity. Refused when the policy demands header protection of the
+/// sender.
+fn legacy_message(a: &Authenticated<'_>, policy: &OpenPolicy) -> Result<MailA2aMessage, OpenError> {
+    let sender = a
+        .outer_headers
+        .from
+        .as_ref()
+        .map(|m| m.normalized())
+        .unwrap_or_default();
+    if policy.require_header_protection
+        || policy
+            .require_header_protection_from
+            .iter()
+            .any(|p| p.trim().eq_ignore_ascii_case(&sender))
+    {
+        return Err(OpenError::Binding(BindingError::NoHeaderProtection {
+            sender,
+        }));
+    }
+    let mut bytes = Vec::with_capacity(a.entity.len() + 1024);
+    crate::message::write_header_section(&mut bytes, a.outer_headers, &a.outer_headers.hints)
+        .map_err(OpenError::Malformed)?;
+    bytes.extend_from_slice(a.entity);
+    Ok(MailA2aMessage::parse(&bytes, &policy.limits)?)
 }
 
 fn mismatch(name: &str) -> Violation {

@@ -119,6 +119,7 @@ impl<'a> Dispatcher<'a> {
                 signer: None,
                 protected_headers: Vec::new(),
                 outer_headers_matched: true,
+                header_protection: false,
                 algorithm: None,
                 dkim: Vec::new(),
             },

@@ -91,6 +91,15 @@ pub struct OpenPolicy {
     /// a message backdated to its lifetime. `Some` only for archival validation, by
     /// explicit choice (`open --at TIME`; a [`crate::Receiver`] with a fixed clock).
     pub validation_time: Option<time::OffsetDateTime>,
+    /// Refuse signed mail whose signed entity carries no header fields (a legacy
+    /// sender: `openssl cms -sign` of the A2A part alone, `gpg --sign --encrypt` of
+    /// it). Default: such mail opens with the outer From bound to the signer, the outer
+    /// To checked for recipient binding, and the verdict saying the header fields were
+    /// unprotected (MailA2A 9.2: the protected JSON carries what matters).
+    pub require_header_protection: bool,
+    /// As [`OpenPolicy::require_header_protection`], for these senders only (lower
+    /// case).
+    pub require_header_protection_from: Vec<String>,
 }
 
 impl Default for OpenPolicy {
@@ -104,6 +113,8 @@ impl Default for OpenPolicy {
             limits: Limits::default(),
             dkim_keys: None,
             validation_time: None,
+            require_header_protection: false,
+            require_header_protection_from: Vec::new(),
         }
     }
 }
@@ -206,6 +217,11 @@ pub struct Verdict {
     pub protected_headers: Vec<String>,
     /// Whether every outer value that is also protected matched it.
     pub outer_headers_matched: bool,
+    /// Whether the header fields were inside the signature (RFC 9788). `false`: a
+    /// legacy sender signed the A2A part alone; From, To, Date and Message-ID came
+    /// from the outer message, which nothing authenticates beyond the From being an
+    /// address of the signer.
+    pub header_protection: bool,
     /// The signature algorithm, when signed.
     pub algorithm: Option<String>,
     /// The outer message's DKIM results when the policy had keys to check them: which
@@ -262,6 +278,13 @@ pub enum BindingError {
     /// someone else and forwarded to us.
     #[error("we are not a protected recipient (forwarded message)")]
     NotARecipient,
+    /// The signed entity carries no header fields (a legacy sender without header
+    /// protection) and the policy demands header protection of this sender.
+    #[error("{sender} must protect its header fields (RFC 9788); this message does not")]
+    NoHeaderProtection {
+        /// The outer From address.
+        sender: String,
+    },
 }
 
 /// Why sealing failed.

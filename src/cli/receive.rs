@@ -62,6 +62,15 @@ pub(super) struct OpenArgs {
     /// and then wins over this.
     #[arg(long = "allow-unsigned-from", value_name = "ADDR")]
     allow_unsigned_from: Vec<String>,
+    /// Refuse signed mail without header protection (the signed entity carries no
+    /// header fields: a legacy `openssl cms -sign` or `gpg --sign` of the A2A part).
+    /// By default such mail opens with its outer From bound to the signer and
+    /// `headerProtection: false` in the report.
+    #[arg(long)]
+    require_header_protection: bool,
+    /// As --require-header-protection, for mail from ADDR only.
+    #[arg(long = "require-header-protection-from", value_name = "ADDR")]
+    require_header_protection_from: Vec<String>,
 }
 
 /// The receiver of a command: the store's keys, the peers' cards, the MLS state
@@ -128,6 +137,8 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         allow_legacy_cbc: a.allow_legacy_cbc,
         dkim_keys,
         our_addresses: a.also_addressed_to.clone(),
+        require_header_protection: a.require_header_protection,
+        require_header_protection_from: a.require_header_protection_from.clone(),
         ..OpenPolicy::default()
     };
     for peer in &a.allow_unsigned_from {
@@ -284,6 +295,11 @@ fn handshake_line(h: &Handshake) -> String {
 
 /// One stderr line on the outer DKIM signatures, when they were checked.
 fn dkim_line(opened: &Opened) {
+    if opened.verdict.signer.is_some() && !opened.verdict.header_protection {
+        eprintln!(
+            "mailseal: no header protection (legacy sender): From bound to the signer; To, Date and Message-ID are unauthenticated"
+        );
+    }
     let signals = &opened.verdict.dkim;
     if signals.is_empty() {
         return;
@@ -364,6 +380,7 @@ fn write_report(path: &Path, opened: &Opened, delivery: &str) -> CliResult {
         "algorithm": v.algorithm,
         "protectedHeaders": v.protected_headers,
         "outerHeadersMatched": v.outer_headers_matched,
+        "headerProtection": v.header_protection,
         "envelopeSha256": crate::keystore::hex(&opened.message.content_digest()),
         "dkim": v.dkim,
         "delivery": delivery,

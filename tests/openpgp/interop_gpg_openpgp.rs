@@ -560,3 +560,50 @@ Content-Type: multipart/signed; micalg=pgp-sha256; protocol=\"application/pgp-si
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn legacy_gpg_sign_encrypt_of_the_a2a_part_opens_with_unprotected_headers() {
+    // gpg signs and encrypts the A2A part alone (no header fields inside): issue #17,
+    // MailA2A 9.2. The outer From is bound to the signer.
+    let p = pair();
+    let msg = message("alice@pgp.example", "bob@pgp.example");
+    let mut part = b"Content-Type: application/a2a+json\r\n\r\n".to_vec();
+    part.extend_from_slice(msg.envelope_bytes());
+    // The pair's gpg holds Bob's secret key; Alice signs here, so it gets hers too.
+    p.gpg.run(&["--import"], &stored_secret(&p.alice));
+    let armored = p
+        .gpg
+        .run(
+            &[
+                "--armor",
+                "--sign",
+                "--encrypt",
+                "--local-user",
+                "alice@pgp.example",
+                "--recipient",
+                "bob@pgp.example",
+            ],
+            &part,
+        )
+        .stdout;
+    let legacy = |from: &str| {
+        let mut mail =
+            b"Date: Tue, 01 Dec 2026 12:00:00 +0000\r\nMessage-ID: <legacy-2@pgp.example>\r\n"
+                .to_vec();
+        mail.extend_from_slice(&pgp_mime_encrypted(from, "bob@pgp.example", &armored));
+        mail
+    };
+    let out = open(&p.bob, &legacy("alice@pgp.example"));
+    ok(&out);
+    assert_eq!(out.stdout, [msg.envelope_bytes(), b"\n"].concat());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no header protection"));
+    // The same bytes under another From: not the signer (exit 6).
+    let out = open(&p.bob, &legacy("ceo@pgp.example"));
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}

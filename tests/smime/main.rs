@@ -12,5 +12,6 @@ mod header_protection_smime;
 mod interop_openssl_smime;
 mod interop_openssl_smime_encrypt;
 mod key_choice;
+mod legacy_headers;
 mod seal_output;
 mod smime_cms_algorithms;
