@@ -110,10 +110,8 @@ fn legacy_mail(dir: &Path, from: &str, to: &str) -> (Vec<u8>, Vec<u8>) {
         ],
         dir,
     );
-    let mut mail = format!(
-        "Date: Tue, 01 Dec 2026 12:00:00 +0000\r\nMessage-ID: <legacy-1@smime.example>\r\nMail-A2A-Binding: 1.0\r\n"
-    )
-    .into_bytes();
+    let mut mail = b"Date: Tue, 01 Dec 2026 12:00:00 +0000\r\nMessage-ID: <legacy-1@smime.example>\r\nMail-A2A-Binding: 1.0\r\n"
+        .to_vec();
     let body = std::fs::read(dir.join("encrypted.eml")).unwrap();
     // openssl writes LF line ends: mail is CRLF.
     let text = String::from_utf8(body).unwrap();
