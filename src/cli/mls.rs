@@ -93,6 +93,16 @@ pub(super) enum MlsCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Whether this member applies external commits (joins by GroupInfo) in a group:
+    /// off by default; each member that should accept them turns them on.
+    ExternalJoins {
+        /// The group id.
+        #[arg(long, allow_hyphen_values = true)]
+        group: String,
+        /// `on` or `off`.
+        #[arg(value_parser = ["on", "off"])]
+        setting: String,
+    },
     /// A group's epoch and members; without --group, the groups.
     Members {
         /// The group id.
@@ -266,6 +276,9 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
             let commit = mls.update(&group).map_err(fail("mls update"))?;
             write_file(&out_dir, "commit.eml", &commit)
         }
+        MlsCommand::ExternalJoins { group, setting } => mls
+            .allow_external_joins(&group, setting == "on")
+            .map_err(fail("mls external-joins")),
         MlsCommand::GroupInfo { group, out } => {
             let mail = mls.group_info(&group).map_err(fail("mls group-info"))?;
             write_output(out.as_deref(), &mail)

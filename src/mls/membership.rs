@@ -302,6 +302,27 @@ impl Mls {
         Ok((group_id_text(&id), out))
     }
 
+    /// Whether this member applies external commits (joins by GroupInfo) in `group`.
+    /// Off by default (issue #17): whoever holds a GroupInfo could otherwise join
+    /// under any name, so a group that wants them says so on each member.
+    pub fn allow_external_joins(&self, group: &str, allow: bool) -> Result<(), MlsError> {
+        let id = parse_group_id(group)?;
+        self.membership(&id)?;
+        self.state.exec(
+            "UPDATE mailseal_mls_group SET external_joins = ?2 WHERE group_id = ?1",
+            params![id, allow as i64],
+        )?;
+        Ok(())
+    }
+
+    pub(super) fn external_joins(&self, id: &[u8]) -> Result<bool, MlsError> {
+        Ok(self.state.query_row(
+            "SELECT external_joins FROM mailseal_mls_group WHERE group_id = ?1",
+            [id],
+            |r| r.get::<_, i64>(0),
+        )? != 0)
+    }
+
     /// The groups we belong to (or belonged to), as base64url ids.
     pub fn groups(&self) -> Result<Vec<String>, MlsError> {
         let mut st = self

@@ -72,6 +72,24 @@ pub enum MlsError {
         /// The epoch our removal took effect.
         epoch: u64,
     },
+    /// An application message framed in an epoch before the current one, by a member
+    /// who is no longer in the group: removed since, it cannot speak for the group.
+    #[error("the sender {sender} was removed from MLS group {group} after the epoch it wrote in")]
+    SenderRemoved {
+        /// The group id (base64url).
+        group: String,
+        /// The removed member's identity.
+        sender: String,
+    },
+    /// An external commit (a join by GroupInfo) in a group where this member does not
+    /// accept them: [`Mls::allow_external_joins`] turns them on per group.
+    #[error("an external join of {joiner} into MLS group {group}, which does not accept external joins here")]
+    ExternalJoinRefused {
+        /// The group id (base64url).
+        group: String,
+        /// Who tried to join.
+        joiner: String,
+    },
     /// A second, different Commit for an epoch this member already left: the group has
     /// forked. The state is unchanged.
     #[error("fork: a different commit for epoch {epoch} of group {group} was already applied")]
@@ -143,7 +161,11 @@ impl Classify for MlsError {
                 ErrorKind::NoUsableKey
             }
             Self::EpochGone { .. } => ErrorKind::NoUsableKey,
-            Self::Fork { .. } | Self::BufferFull { .. } | Self::Binding(_) => ErrorKind::Policy,
+            Self::Fork { .. }
+            | Self::BufferFull { .. }
+            | Self::Binding(_)
+            | Self::SenderRemoved { .. }
+            | Self::ExternalJoinRefused { .. } => ErrorKind::Policy,
             Self::Open(e) => e.kind(),
             Self::Message(e) => e.kind(),
             Self::Operation(_) | Self::State(_) => ErrorKind::Other,

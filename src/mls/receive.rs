@@ -432,6 +432,35 @@ impl Mls {
         })?;
         let sender = identity_of(processed.credential())?;
         check_from(m.headers, &sender)?;
+        let framed_before = processed.epoch().as_u64() < g.epoch().as_u64();
+        match processed.content() {
+            // Past-epoch secrets are kept for late mail, not for members removed
+            // since: their old-epoch messages stop counting once the removal applies.
+            ProcessedMessageContent::ApplicationMessage(_)
+                if framed_before
+                    && !g
+                        .members()
+                        .any(|mm| mm.credential == *processed.credential()) =>
+            {
+                return Err(MlsError::SenderRemoved {
+                    group: group_text,
+                    sender,
+                });
+            }
+            ProcessedMessageContent::StagedCommitMessage(_)
+            | ProcessedMessageContent::ExternalJoinProposalMessage(_)
+                if matches!(
+                    processed.sender(),
+                    Sender::NewMemberCommit | Sender::NewMemberProposal | Sender::External(_)
+                ) && !self.external_joins(&m.id)? =>
+            {
+                return Err(MlsError::ExternalJoinRefused {
+                    group: group_text,
+                    joiner: sender,
+                });
+            }
+            _ => {}
+        }
         let aad = processed.aad().to_vec();
         let framing_epoch = processed.epoch().as_u64();
         let received = match processed.into_content() {

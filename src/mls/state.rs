@@ -68,6 +68,9 @@ const MIGRATIONS: &[&str] = &[
     // 2: a group's version, bumped by every transaction that takes the group, so a
     // process whose cached group another process has changed since loads it again.
     "ALTER TABLE mailseal_mls_group ADD COLUMN version INTEGER NOT NULL DEFAULT 0;",
+    // 3: whether this member applies external commits (joins by GroupInfo) in a group:
+    // off unless set for the group (issue #17).
+    "ALTER TABLE mailseal_mls_group ADD COLUMN external_joins INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// serde_json for openmls' stored values.

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod fail_external_join;
 mod mls_agents;
 mod mls_fuzz_seeds;
 mod mls_group;

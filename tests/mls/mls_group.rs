@@ -236,6 +236,10 @@ fn external_join_from_group_info() {
     let d = member("dave@d.example");
     let (joined, commit) = d.join_external(&info, "dave@d.example").unwrap();
     assert_eq!(joined, g);
+    // External joins are off unless each member turns them on for the group.
+    for m in [&a, &b, &c] {
+        m.allow_external_joins(&g, true).unwrap();
+    }
     for m in [&a, &b, &c] {
         match open(m, &commit).unwrap() {
             Received::Handshake(Handshake::Committed { epoch: 2, by, .. }) => {
@@ -253,6 +257,64 @@ fn external_join_from_group_info() {
         .unwrap();
     assert_eq!(sender_of(&open(&b, &hello).unwrap()), "m-d");
     assert_eq!(a.members(&g).unwrap().members.len(), 4);
+}
+
+/// Issue #17: whoever holds a GroupInfo (sent in clear, or leaked) could join by
+/// external commit under any name. Members refuse that unless the group allows it,
+/// and the group is unchanged.
+#[test]
+fn fail_an_external_join_where_the_group_does_not_allow_it() {
+    let (a, b, _c, g) = trio();
+    let info = a.group_info(&g).unwrap();
+    let mallory = member("ceo@corp.example");
+    let (_, commit) = mallory.join_external(&info, "ceo@corp.example").unwrap();
+    for m in [&a, &b] {
+        let before = m.members(&g).unwrap();
+        let err = open(m, &commit).unwrap_err();
+        assert!(
+            matches!(err, MlsError::ExternalJoinRefused { ref joiner, .. } if joiner == "ceo@corp.example"),
+            "{err}"
+        );
+        let after = m.members(&g).unwrap();
+        assert_eq!(after.epoch, before.epoch);
+        assert_eq!(after.members, before.members);
+    }
+}
+
+/// Issue #17: a member removed in epoch E cannot deliver application messages framed
+/// in earlier epochs once E is applied (past-epoch secrets are for late mail).
+#[test]
+fn fail_a_removed_members_old_epoch_message_after_the_removal() {
+    let (a, b, c, g) = trio();
+    let old = c
+        .seal(
+            &request("carol@c.example", &["bob@b.example"], "m-carol-old"),
+            &g,
+            false,
+        )
+        .unwrap();
+    let removal = a.remove(&g, "carol@c.example").unwrap();
+    assert!(matches!(
+        open(&b, &removal).unwrap(),
+        Received::Handshake(Handshake::Committed { .. })
+    ));
+    let err = open(&b, &old).unwrap_err();
+    assert!(
+        matches!(err, MlsError::SenderRemoved { ref sender, .. } if sender == "carol@c.example"),
+        "{err}"
+    );
+    // A member still in the group: its message of the old epoch still opens.
+    let (a, b, _c, g) = trio();
+    let late = a
+        .seal(
+            &request("alice@a.example", &["bob@b.example"], "m-alice-late"),
+            &g,
+            false,
+        )
+        .unwrap();
+    let update = a.update(&g).unwrap();
+    open(&b, &update).unwrap();
+    assert_eq!(sender_of(&open(&b, &late).unwrap()), "m-alice-late");
 }
 
 #[test]
