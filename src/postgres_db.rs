@@ -77,6 +77,11 @@ const MIGRATIONS: &[&str] = &[
         updated_at BIGINT NOT NULL,
         PRIMARY KEY (peer, correlation_id)
      );",
+    // 4: certificate revocation lists (as the SQLite store's migration 4).
+    "CREATE TABLE mailseal_x509_crl (
+        fingerprint TEXT PRIMARY KEY,
+        der BYTEA NOT NULL
+     );",
 ];
 
 /// Why the database did not open.

@@ -100,6 +100,11 @@ pub struct OpenPolicy {
     /// As [`OpenPolicy::require_header_protection`], for these senders only (lower
     /// case).
     pub require_header_protection_from: Vec<String>,
+    /// Refuse an S/MIME signer when a certificate on its path (the signer's included)
+    /// has no current CRL of its issuer in the key store (CRLs are imported with
+    /// `key import`; nothing is fetched). Default: a held CRL is checked, a missing one
+    /// is no refusal.
+    pub require_crl: bool,
 }
 
 impl Default for OpenPolicy {
@@ -115,6 +120,7 @@ impl Default for OpenPolicy {
             validation_time: None,
             require_header_protection: false,
             require_header_protection_from: Vec::new(),
+            require_crl: false,
         }
     }
 }

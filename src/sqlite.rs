@@ -93,6 +93,11 @@ const MIGRATIONS: &[&str] = &[
         updated_at INTEGER NOT NULL,
         PRIMARY KEY (peer, correlation_id)
      ) WITHOUT ROWID;",
+    // 4: certificate revocation lists imported from files (issue #17), by SHA-256.
+    "CREATE TABLE x509_crl (
+        fingerprint TEXT PRIMARY KEY,
+        der BLOB NOT NULL
+     ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.

@@ -71,6 +71,11 @@ pub(super) struct OpenArgs {
     /// As --require-header-protection, for mail from ADDR only.
     #[arg(long = "require-header-protection-from", value_name = "ADDR")]
     require_header_protection_from: Vec<String>,
+    /// Refuse an S/MIME signer unless every certificate on its path has a current CRL
+    /// of its issuer in the store (`key import CRL-FILE`). Held CRLs are always
+    /// checked; nothing is fetched.
+    #[arg(long)]
+    require_crl: bool,
 }
 
 /// The receiver of a command: the store's keys, the peers' cards, the MLS state
@@ -139,6 +144,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         our_addresses: a.also_addressed_to.clone(),
         require_header_protection: a.require_header_protection,
         require_header_protection_from: a.require_header_protection_from.clone(),
+        require_crl: a.require_crl,
         ..OpenPolicy::default()
     };
     for peer in &a.allow_unsigned_from {

@@ -143,7 +143,15 @@ impl DirectoryStore {
     /// by group or others is refused: its private keys would not be private.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, KeyStoreError> {
         let root = root.into();
-        for sub in ["", "certs", "anchors", "keys", "openpgp", "openpgp-keys"] {
+        for sub in [
+            "",
+            "certs",
+            "anchors",
+            "keys",
+            "openpgp",
+            "openpgp-keys",
+            "crls",
+        ] {
             let dir = root.join(sub);
             if !dir.exists() {
                 fs::create_dir_all(&dir).map_err(io(&dir))?;
@@ -201,6 +209,7 @@ impl DirectoryStore {
             ("keys", "pkcs11"),
             ("openpgp", "pgp"),
             ("openpgp-keys", "pgp"),
+            ("crls", "crl"),
         ] {
             let path = self.root.join(sub).join(format!("{fpr}.{ext}"));
             match fs::remove_file(&path) {
@@ -509,6 +518,15 @@ impl KeyStore for DirectoryStore {
                     };
                     entries.push(self.cert_entry(&cert, kind));
                 }
+                Material::Crl(der) => {
+                    let entry = super::material::crl_entry(&der);
+                    let path = self
+                        .root
+                        .join("crls")
+                        .join(format!("{}.crl", entry.fingerprint));
+                    write_file(&path, &der, 0o644)?;
+                    entries.push(entry);
+                }
                 Material::PrivateKey { der } => {
                     let (alg, public) = key_public(&der, what)?;
                     let fpr = fingerprint(&public);
@@ -556,6 +574,17 @@ impl KeyStore for DirectoryStore {
             let doc = read_key(path)?;
             let (alg, _) = key_public(&doc, &path.display().to_string())?;
             out.push(super::key_only_entry(fpr.clone(), alg));
+        }
+        for der in self.crls()? {
+            out.push(super::material::crl_entry(&der));
+        }
+        Ok(out)
+    }
+
+    fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        let mut out = Vec::new();
+        for (_, path) in self.files("crls", "crl")?.iter() {
+            out.push(fs::read(path).map_err(io(path))?);
         }
         Ok(out)
     }

@@ -58,9 +58,16 @@ pub fn fingerprint(public_key: &[u8]) -> String {
 }
 
 /// One decoded input object.
+/// A CRL under the RFC 5280 profile.
+pub(crate) type CertificateList = x509_cert::crl::CertificateList<x509_cert::certificate::Rfc5280>;
+
 pub(crate) enum Material {
     Certificate(Box<Certificate>),
-    PrivateKey { der: zeroize::Zeroizing<Vec<u8>> },
+    PrivateKey {
+        der: zeroize::Zeroizing<Vec<u8>>,
+    },
+    /// A certificate revocation list (RFC 5280 section 5), DER.
+    Crl(Vec<u8>),
 }
 
 /// A key file that needs a passphrase and was given none.
@@ -147,6 +154,11 @@ pub(crate) fn read_all(
                             der::SecretDocument::from_pem(pem).map_err(|e| malformed(&e))?;
                         out.push(decrypt_pkcs8(doc.as_bytes(), what, passphrase)?);
                     }
+                    "X509 CRL" => {
+                        let (_, doc) = der::Document::from_pem(pem).map_err(|e| malformed(&e))?;
+                        CertificateList::from_der(doc.as_bytes()).map_err(|e| malformed(&e))?;
+                        out.push(Material::Crl(doc.as_bytes().to_vec()));
+                    }
                     "PKCS12" => {
                         let (_, doc) =
                             der::SecretDocument::from_pem(pem).map_err(|e| malformed(&e))?;
@@ -166,6 +178,8 @@ pub(crate) fn read_all(
                 out.push(Material::PrivateKey {
                     der: zeroize::Zeroizing::new(input.to_vec()),
                 });
+            } else if CertificateList::from_der(input).is_ok() {
+                out.push(Material::Crl(input.to_vec()));
             } else if super::pkcs12::looks_like_pfx(input) {
                 let passphrase =
                     passphrase.ok_or_else(|| needs_passphrase(what, "PKCS#12 file"))?;
@@ -181,6 +195,32 @@ pub(crate) fn read_all(
         });
     }
     Ok(out)
+}
+
+/// The listed entry of a CRL: its SHA-256 as fingerprint, its issuer as subject, its
+/// nextUpdate as end.
+pub(crate) fn crl_entry(der_bytes: &[u8]) -> super::KeyEntry {
+    use sha2::Digest;
+    let crl = CertificateList::from_der(der_bytes).ok();
+    let rfc3339 = |t: &x509_cert::time::Time| {
+        time::OffsetDateTime::from_unix_timestamp(t.to_unix_duration().as_secs() as i64)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+    };
+    super::KeyEntry {
+        fingerprint: super::hex(&sha2::Sha256::digest(der_bytes)),
+        kind: super::EntryKind::Crl,
+        algorithm: super::KeyAlgorithm::Other,
+        emails: Vec::new(),
+        subject: crl.as_ref().map(|c| c.tbs_cert_list.issuer.to_string()),
+        not_after: crl
+            .as_ref()
+            .and_then(|c| c.tbs_cert_list.next_update.as_ref().and_then(rfc3339)),
+        has_private_key: false,
+    }
 }
 
 /// Fingerprint, algorithm, emails, subject and notAfter of a certificate.

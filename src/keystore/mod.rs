@@ -18,6 +18,7 @@ mod sqlite;
 pub use crate::hex::hex;
 pub use directory::DirectoryStore;
 pub(crate) use material::key_public;
+pub(crate) use material::CertificateList;
 pub use material::{emails_of, fingerprint, KeyAlgorithm};
 pub use memory::MemoryStore;
 #[cfg(feature = "cli")]
@@ -137,6 +138,8 @@ pub enum EntryKind {
     PrivateKey,
     /// An OpenPGP certificate (with its secret keys when `has_private_key`).
     OpenPgpCertificate,
+    /// A certificate revocation list, imported from a file (nothing is fetched).
+    Crl,
 }
 
 impl fmt::Display for EntryKind {
@@ -146,6 +149,7 @@ impl fmt::Display for EntryKind {
             Self::TrustAnchor => "trust-anchor",
             Self::PrivateKey => "private-key",
             Self::OpenPgpCertificate => "openpgp",
+            Self::Crl => "crl",
         })
     }
 }
@@ -328,6 +332,7 @@ pub fn describe_with_passphrase(
                 let (algorithm, public) = material::key_public(&der, what)?;
                 key_only_entry(fingerprint(&public), algorithm)
             }
+            material::Material::Crl(der) => material::crl_entry(&der),
         });
     }
     Ok(out)
@@ -368,6 +373,9 @@ impl<T: KeyStore + ?Sized> KeyStore for &T {
         fingerprint: &str,
     ) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError> {
         (**self).openpgp_secret_key(fingerprint)
+    }
+    fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        (**self).crls()
     }
 }
 
@@ -411,6 +419,11 @@ pub trait KeyStore {
         &self,
         fingerprint: &str,
     ) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError>;
+    /// The certificate revocation lists imported (DER). A store that keeps none has
+    /// none.
+    fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        Ok(Vec::new())
+    }
 }
 
 /// A certificate and its PKCS#8 key as one PEM text (certificate first), the form

@@ -198,6 +198,30 @@ impl KeyTables for PostgresTables {
         tx.commit().map_err(db)
     }
 
+    fn put_crl(&self, fingerprint: &str, der: &[u8]) -> Result<(), KeyStoreError> {
+        self.client()
+            .execute(
+                "INSERT INTO mailseal_x509_crl (fingerprint, der) VALUES ($1, $2)
+                 ON CONFLICT (fingerprint) DO NOTHING",
+                &[&fingerprint, &der],
+            )
+            .map_err(db)?;
+        Ok(())
+    }
+
+    fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        Ok(self
+            .client()
+            .query(
+                "SELECT der FROM mailseal_x509_crl ORDER BY fingerprint",
+                &[],
+            )
+            .map_err(db)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
     fn delete(&self, fingerprint: &str) -> Result<bool, KeyStoreError> {
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db)?;
@@ -207,6 +231,7 @@ impl KeyTables for PostgresTables {
             "DELETE FROM mailseal_x509_email WHERE fingerprint = $1",
             "DELETE FROM mailseal_private_key WHERE fingerprint = $1",
             "DELETE FROM mailseal_openpgp_certificate WHERE fingerprint = $1",
+            "DELETE FROM mailseal_x509_crl WHERE fingerprint = $1",
         ] {
             n += tx.execute(q, &[&fingerprint]).map_err(db)?;
         }

@@ -80,6 +80,10 @@ pub(crate) trait KeyTables: Send + Sync {
     /// Inserts or replaces an OpenPGP certificate; its secret only when `row.secret`
     /// is set (a certificate without one keeps the stored secret).
     fn put_openpgp(&self, row: &PgpRow) -> Result<(), KeyStoreError>;
+    /// Inserts a CRL (DER) under its SHA-256.
+    fn put_crl(&self, fingerprint: &str, der: &[u8]) -> Result<(), KeyStoreError>;
+    /// Every CRL (DER).
+    fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError>;
     /// Deletes every row of `fingerprint`; says whether there was one.
     fn delete(&self, fingerprint: &str) -> Result<bool, KeyStoreError>;
     /// Rewrites the stored form of these keys and secrets, all or none.
@@ -384,6 +388,11 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
                 Material::Certificate(cert) => {
                     entries.push(self.insert_certificate(&cert, trusted)?)
                 }
+                Material::Crl(der) => {
+                    let entry = super::material::crl_entry(&der);
+                    self.tables.put_crl(&entry.fingerprint, &der)?;
+                    entries.push(entry);
+                }
                 Material::PrivateKey { der } => {
                     let (alg, public) = key_public(&der, what)?;
                     let fpr = fingerprint(&public);
@@ -425,6 +434,9 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
             if let Some(cert) = crate::keystore::openpgp::parse_stored(&row.cert) {
                 out.push(crate::keystore::openpgp::entry(&cert, row.secret.is_some()));
             }
+        }
+        for der in self.tables.crls()? {
+            out.push(super::material::crl_entry(&der));
         }
         for k in self.tables.keys()? {
             if !with_cert.contains(&k.fingerprint) {
@@ -495,6 +507,10 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
             .into_iter()
             .map(|r| r.cert)
             .collect())
+    }
+
+    fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        self.tables.crls()
     }
 
     fn openpgp_secret_key(&self, fpr: &str) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError> {

@@ -219,6 +219,25 @@ impl KeyTables for SqliteTables {
         Ok(())
     }
 
+    fn put_crl(&self, fingerprint: &str, der: &[u8]) -> Result<(), KeyStoreError> {
+        self.conn()
+            .execute(
+                "INSERT OR REPLACE INTO x509_crl (fingerprint, der) VALUES (?1, ?2)",
+                params![fingerprint, der],
+            )
+            .map_err(db)?;
+        Ok(())
+    }
+
+    fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        let conn = self.conn();
+        let mut st = conn
+            .prepare_cached("SELECT der FROM x509_crl ORDER BY fingerprint")
+            .map_err(db)?;
+        let rows = st.query_map([], |r| r.get(0)).map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+
     fn delete(&self, fingerprint: &str) -> Result<bool, KeyStoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(db)?;
@@ -228,6 +247,7 @@ impl KeyTables for SqliteTables {
             "DELETE FROM x509_email WHERE fingerprint = ?1",
             "DELETE FROM private_key WHERE fingerprint = ?1",
             "DELETE FROM openpgp_certificate WHERE fingerprint = ?1",
+            "DELETE FROM x509_crl WHERE fingerprint = ?1",
         ] {
             n += tx.execute(q, params![fingerprint]).map_err(db)?;
         }

@@ -7,6 +7,7 @@ use time::OffsetDateTime;
 use x509_cert::ext::pkix::{ExtendedKeyUsage, KeyUsage, KeyUsages};
 use x509_cert::Certificate;
 
+use super::path::Revocation;
 use super::signed_data::verify_signature;
 use super::SmimeError;
 use crate::asn1::oids::SHA256;
@@ -139,14 +140,57 @@ pub(crate) fn trust(
     anchors: &[Certificate],
     pinned: &[Vec<u8>],
     at: OffsetDateTime,
+    revocation: &Revocation<'_>,
 ) -> Trust {
     if let Err(e) = super::path::check_extensions(cert) {
         return Trust::Invalid(e);
     }
     if let Ok(der) = cert.to_der() {
         if pinned.contains(&der) {
-            return Trust::Pinned;
+            return match pinned_revocation(cert, intermediates, anchors, at, revocation) {
+                Ok(()) => Trust::Pinned,
+                Err(e) => Trust::Invalid(e),
+            };
         }
     }
-    super::path::validate(cert, intermediates, anchors, at)
+    super::path::validate(cert, intermediates, anchors, at, revocation)
+}
+
+/// A pinned certificate is not checked for a path, but a CRL of its issuer (an anchor
+/// or a certificate the message carries, whose key verifies it) still revokes it. A
+/// self-issued one has no issuer to revoke it: removing it from the store does.
+fn pinned_revocation(
+    cert: &Certificate,
+    intermediates: &[Certificate],
+    anchors: &[Certificate],
+    at: OffsetDateTime,
+    revocation: &Revocation<'_>,
+) -> Result<(), String> {
+    let tbs = cert.tbs_certificate();
+    if tbs.subject() == tbs.issuer() {
+        return Ok(());
+    }
+    let issuers: Vec<&Certificate> = anchors
+        .iter()
+        .chain(intermediates)
+        .filter(|i| issued_by(cert, i))
+        .take(4)
+        .collect();
+    if issuers.is_empty() {
+        return Revocation {
+            crls: &[],
+            require: revocation.require,
+        }
+        .check(cert, cert, at);
+    }
+    let mut first_err = None;
+    for i in issuers {
+        match revocation.check(cert, i, at) {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_err.unwrap_or_default())
 }

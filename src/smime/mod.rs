@@ -37,6 +37,7 @@ pub(crate) use certificate::{check_signer_usage, trust, Trust};
 pub use describe::describe;
 pub use enveloped::{Decrypted, Kek};
 pub use issue::{certify_token_key, generate, Identity, IdentityRequest, Issuer, KeyKind};
+pub(crate) use path::Revocation;
 pub(crate) use signed_data::sign_with;
 
 /// Why an S/MIME layer failed to verify or to be made. Never carries content.
@@ -185,6 +186,14 @@ impl<'s> Smime<'s> {
             address: address.to_string(),
         })
     }
+}
+
+/// The store's CRLs, decoded (one that does not decode was refused at import; a
+/// damaged one is skipped, as if absent).
+pub(crate) fn decode_crls(ders: Vec<Vec<u8>>) -> Vec<crate::keystore::CertificateList> {
+    ders.iter()
+        .filter_map(|d| crate::keystore::CertificateList::from_der(d).ok())
+        .collect()
 }
 
 /// The rule that picks among an address's certificates (issue #17): the newest
@@ -709,7 +718,19 @@ impl Smime<'_> {
                     .map(|c| c.der),
             );
         }
-        match certificate::trust(&verified.cert, &verified.carried, &anchors, &pinned, at) {
+        let crls = decode_crls(self.store.crls().map_err(key_store)?);
+        let revocation = path::Revocation {
+            crls: &crls,
+            require: policy.require_crl,
+        };
+        match certificate::trust(
+            &verified.cert,
+            &verified.carried,
+            &anchors,
+            &pinned,
+            at,
+            &revocation,
+        ) {
             Trust::Pinned | Trust::Anchored => {}
             Trust::Broken => {
                 return Err(SmimeError::Certificate(

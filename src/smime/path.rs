@@ -14,9 +14,14 @@
 //!   and `.domain` forms) and directoryName; a constraint on any other name form
 //!   refuses a certificate that carries a name of that form (fail closed).
 //!
+//! - revocation by the CRLs imported into the key store ([`Revocation`]): a
+//!   certificate its issuer's CRL lists is refused; a policy can refuse a certificate
+//!   whose issuer has no current CRL here. A CRL counts only when the issuer's key
+//!   verifies it, the issuer may sign CRLs, and no critical extension scopes it.
+//!
 //! What it does not do: certificate policy processing (a critical policyConstraints,
-//! policyMappings or inhibitAnyPolicy is refused as unprocessed), revocation (see
-//! [`crate::keystore`] CRLs), or fetching anything. Anchors' constraints are enforced
+//! policyMappings or inhibitAnyPolicy is refused as unprocessed), delta or indirect
+//! CRLs, or fetching anything (no OCSP, no distribution points). Anchors' constraints are enforced
 //! (RFC 5937 style) although RFC 5280 leaves that to the implementation: an operator
 //! who configures a constrained anchor means it.
 //!
@@ -35,6 +40,7 @@ use x509_cert::name::{Name, RelativeDistinguishedName};
 use x509_cert::Certificate;
 
 use super::certificate::{issued_by, valid_at, Trust};
+pub(crate) use crate::keystore::CertificateList;
 
 /// Longest chain from the signer to an anchor (signer, intermediates, anchor).
 pub(crate) const MAX_CHAIN: usize = 6;
@@ -116,6 +122,7 @@ struct Search<'a> {
     anchors: &'a [Certificate],
     intermediates: &'a [Certificate],
     at: OffsetDateTime,
+    revocation: &'a Revocation<'a>,
     budget: usize,
     /// The first reason an anchored path was invalid.
     invalid: Option<String>,
@@ -130,11 +137,13 @@ pub(crate) fn validate(
     intermediates: &[Certificate],
     anchors: &[Certificate],
     at: OffsetDateTime,
+    revocation: &Revocation<'_>,
 ) -> Trust {
     let mut search = Search {
         anchors,
         intermediates: &intermediates[..intermediates.len().min(MAX_INTERMEDIATES)],
         at,
+        revocation,
         budget: MAX_SIGNATURE_CHECKS,
         invalid: None,
         broken: false,
@@ -165,7 +174,7 @@ impl<'a> Search<'a> {
                 self.broken = true;
                 continue;
             }
-            match check_path(anchor, path, self.at) {
+            match check_path(anchor, path, self.at, self.revocation) {
                 Ok(()) => return true,
                 Err(e) => {
                     self.invalid.get_or_insert(e);
@@ -198,6 +207,7 @@ fn check_path(
     anchor: &Certificate,
     path: &[&Certificate],
     at: OffsetDateTime,
+    revocation: &Revocation<'_>,
 ) -> Result<(), String> {
     check_extensions(anchor)?;
     if !valid_at(anchor, at) {
@@ -208,9 +218,12 @@ fn check_path(
     }
     let mut max_len = check_issuer(anchor)?.unwrap_or(usize::MAX);
     let mut constraints: Vec<NameConstraints> = name_constraints(anchor).into_iter().collect();
+    let mut issuer = anchor;
     for (depth, cert) in path.iter().rev().enumerate() {
         let is_leaf = depth + 1 == path.len();
         check_extensions(cert)?;
+        revocation.check(cert, issuer, at)?;
+        issuer = cert;
         if !valid_at(cert, at) {
             return Err(format!(
                 "{} is not valid at the validation time",
@@ -277,6 +290,115 @@ fn check_issuer(cert: &Certificate) -> Result<Option<usize>, String> {
         }
     }
     Ok(path_len)
+}
+
+/// The CRLs a path is checked against (RFC 5280 section 6.3, offline: imported into
+/// the key store, never fetched).
+pub(crate) struct Revocation<'a> {
+    /// The store's CRLs, decoded.
+    pub(crate) crls: &'a [CertificateList],
+    /// Refuse a certificate whose issuer has no current CRL here.
+    pub(crate) require: bool,
+}
+
+/// CRL extensions this module processes: cRLNumber and authorityKeyIdentifier carry
+/// nothing that changes the answer. Any other critical one (an issuing distribution
+/// point that scopes the CRL, a delta CRL indicator) makes the CRL unusable here.
+const CRL_NUMBER: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.20");
+/// reasonCode and invalidityDate entry extensions are informational.
+const REASON_CODE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.21");
+const INVALIDITY_DATE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.24");
+
+impl Revocation<'_> {
+    /// `cert`, issued by `issuer`, is not revoked at `at` by a CRL `issuer` signed;
+    /// with [`Revocation::require`], such a CRL current at `at` must be held.
+    pub(crate) fn check(
+        &self,
+        cert: &Certificate,
+        issuer: &Certificate,
+        at: OffsetDateTime,
+    ) -> Result<(), String> {
+        if self.crls.is_empty() && !self.require {
+            return Ok(());
+        }
+        let tbs = cert.tbs_certificate();
+        let t = at.unix_timestamp();
+        let secs = |time: &x509_cert::time::Time| time.to_unix_duration().as_secs() as i64;
+        let mut current = false;
+        for crl in self
+            .crls
+            .iter()
+            .filter(|c| &c.tbs_cert_list.issuer == tbs.issuer())
+        {
+            if !crl_usable(crl, issuer) || secs(&crl.tbs_cert_list.this_update) > t {
+                continue;
+            }
+            let revoked = crl
+                .tbs_cert_list
+                .revoked_certificates
+                .iter()
+                .flatten()
+                .any(|r| r.serial_number == *tbs.serial_number() && secs(&r.revocation_date) <= t);
+            if revoked {
+                return Err(format!("{} is revoked (CRL of its issuer)", name(cert)));
+            }
+            if crl
+                .tbs_cert_list
+                .next_update
+                .as_ref()
+                .is_none_or(|n| secs(n) >= t)
+            {
+                current = true;
+            }
+        }
+        if self.require && !current {
+            return Err(format!(
+                "no current CRL of {} is held for {} (key import a CRL file)",
+                tbs.issuer(),
+                name(cert)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A CRL may decide about `issuer`'s certificates: `issuer` signed it (and may sign
+/// CRLs), and it has no critical extension that scopes or qualifies it.
+fn crl_usable(crl: &CertificateList, issuer: &Certificate) -> bool {
+    let list = &crl.tbs_cert_list;
+    if list.signature != crl.signature_algorithm || crl.signature.unused_bits() != 0 {
+        return false;
+    }
+    let critical_unknown = list
+        .crl_extensions
+        .iter()
+        .flatten()
+        .any(|e| e.critical && e.extn_id != CRL_NUMBER && e.extn_id != AUTHORITY_KEY_ID)
+        || list.revoked_certificates.iter().flatten().any(|r| {
+            r.crl_entry_extensions
+                .iter()
+                .flatten()
+                .any(|e| e.critical && e.extn_id != REASON_CODE && e.extn_id != INVALIDITY_DATE)
+        });
+    if critical_unknown {
+        return false;
+    }
+    if let Ok(Some((_, ku))) = issuer.tbs_certificate().get_extension::<KeyUsage>() {
+        if !ku.0.contains(KeyUsages::CRLSign) {
+            return false;
+        }
+    }
+    let Ok(tbs) = list.to_der() else {
+        return false;
+    };
+    super::signed_data::verify_signature(
+        issuer.tbs_certificate().subject_public_key_info(),
+        &crl.signature_algorithm,
+        crate::asn1::oids::SHA256,
+        &tbs,
+        crl.signature.raw_bytes(),
+    )
+    .is_ok()
 }
 
 fn name_constraints(cert: &Certificate) -> Option<NameConstraints> {

@@ -35,7 +35,9 @@ impl Pki {
             dir.join("ca.cnf"),
             "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\n\
              serial = serial\ndefault_md = sha256\npolicy = p\nunique_subject = no\n\
-             copy_extensions = none\n[p]\ncommonName = supplied\n",
+             copy_extensions = none\ndefault_crl_days = 30\n\
+             crl_extensions = crl_ext\n[p]\ncommonName = supplied\n\
+             [crl_ext]\nauthorityKeyIdentifier = keyid:always\n",
         )
         .unwrap();
         std::fs::write(dir.join("index.txt"), "").unwrap();
@@ -108,6 +110,37 @@ impl Pki {
         d.join(crt)
     }
 
+    /// `issuer` revokes `name` (its database entry).
+    fn revoke(&self, name: &str, issuer: &str) {
+        let (crt, key, cert) = (
+            format!("{issuer}.crt"),
+            format!("{issuer}.key"),
+            format!("{name}.crt"),
+        );
+        openssl(
+            &[
+                "ca", "-config", "ca.cnf", "-revoke", &cert, "-keyfile", &key, "-cert", &crt,
+            ],
+            &self.dir,
+        );
+    }
+
+    /// `issuer`'s CRL (PEM) as of now, listing what it revoked; the file's path.
+    fn crl(&self, issuer: &str) -> PathBuf {
+        let (crt, key, out) = (
+            format!("{issuer}.crt"),
+            format!("{issuer}.key"),
+            format!("{issuer}.crl.pem"),
+        );
+        openssl(
+            &[
+                "ca", "-config", "ca.cnf", "-gencrl", "-keyfile", &key, "-cert", &crt, "-out", &out,
+            ],
+            &self.dir,
+        );
+        self.dir.join(out)
+    }
+
     pub(crate) fn root(&self, ext_extra: &str, start: &str, end: &str) -> PathBuf {
         self.issue(
             "root",
@@ -137,7 +170,7 @@ impl Pki {
     }
 }
 
-const CA_EXT: &str = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign\n";
+const CA_EXT: &str = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n";
 
 /// The victim's store: the root as its only trust anchor.
 fn victim(dir: &Path, root: &Path) -> PathBuf {
@@ -441,6 +474,133 @@ fn fail_a_backdated_signature_from_an_expired_certificate() {
         &sealed,
         &["--stateless", "--now", "2020-06-02T00:00:00Z"],
     );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn import(store: &Path, file: &Path) -> String {
+    let out = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            store.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn fail_a_signer_or_intermediate_its_issuer_revoked() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let root = pki.root("", NOW_START, NOW_END);
+    pki.ca("corp-ca", "root", CA_EXT);
+    pki.leaf("ceo", "corp-ca", CEO, "");
+    let store = victim(dir.path(), &root);
+    let forged_msg = forged(&pki, "ceo", &["corp-ca"]);
+    assert_eq!(
+        open(&store, &forged_msg, &["--stateless"]).status.code(),
+        Some(0)
+    );
+
+    // The CEO's key leaked; the corporate CA revokes its certificate. The victim
+    // imports the CA's CRL (a file: nothing is fetched), and the key no longer speaks
+    // for the CEO.
+    pki.revoke("ceo", "corp-ca");
+    let listed = import(&store, &pki.crl("corp-ca"));
+    assert!(listed.contains("crl"), "{listed}");
+    let out = open(&store, &forged_msg, &["--stateless"]);
+    assert_refused(&out, "is revoked");
+
+    // The intermediate itself revoked by the root, in a fresh victim store.
+    let store2 = dir.path().join("victim2");
+    let out = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            store2.to_str().unwrap(),
+            "--trusted",
+            root.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0));
+    pki.revoke("corp-ca", "root");
+    import(&store2, &pki.crl("root"));
+    let out = open(&store2, &forged_msg, &["--stateless"]);
+    assert_refused(&out, "certificate CN=corp-ca is revoked");
+}
+
+#[test]
+fn fail_a_pinned_certificate_its_issuer_revoked() {
+    // Pinned (imported for its address) does not skip revocation: a CRL of its
+    // issuer, verified by the anchor, still revokes it.
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let root = pki.root("", NOW_START, NOW_END);
+    let ceo = pki.leaf("ceo", "root", CEO, "");
+    let store = victim(dir.path(), &root);
+    import(&store, &ceo);
+    let msg = forged(&pki, "ceo", &[]);
+    assert_eq!(open(&store, &msg, &["--stateless"]).status.code(), Some(0));
+    pki.revoke("ceo", "root");
+    import(&store, &pki.crl("root"));
+    assert_refused(&open(&store, &msg, &["--stateless"]), "is revoked");
+}
+
+#[test]
+fn crls_required_by_policy_and_a_forged_crl_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let root = pki.root("", NOW_START, NOW_END);
+    pki.leaf("ceo", "root", CEO, "");
+    let store = victim(dir.path(), &root);
+    let msg = forged(&pki, "ceo", &[]);
+    // --require-crl without a CRL: refused.
+    assert_refused(
+        &open(&store, &msg, &["--stateless", "--require-crl"]),
+        "no current CRL",
+    );
+    // A CRL under the root's name but signed by Mallory's own key, listing the CEO
+    // (denial of service) is not the root's: ignored.
+    let mallory_dir = dir.path().join("mallory-pki");
+    std::fs::create_dir_all(&mallory_dir).unwrap();
+    let mallory = Pki::new(&mallory_dir);
+    mallory.root("", NOW_START, NOW_END);
+    std::fs::copy(dir.path().join("ceo.crt"), mallory_dir.join("ceo.crt")).unwrap();
+    // Mallory's database does not know the certificate: she lists its serial by
+    // revoking her copy (openssl ca -revoke adds any certificate it is given).
+    mallory.revoke("ceo", "root");
+    import(&store, &mallory.crl("root"));
+    let out = open(&store, &msg, &["--stateless"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // ... and it does not count as the root's current CRL either.
+    assert_refused(
+        &open(&store, &msg, &["--stateless", "--require-crl"]),
+        "no current CRL",
+    );
+    // The root's own CRL, listing nothing: accepted under --require-crl.
+    import(&store, &pki.crl("root"));
+    let out = open(&store, &msg, &["--stateless", "--require-crl"]);
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -224,3 +224,118 @@ fn describe_reads_without_storing() {
     )
     .is_err());
 }
+
+/// A CA and its (empty, v2) CRL made by `openssl ca -gencrl` in `dir`: (PEM, DER).
+fn openssl_crl(dir: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
+    std::fs::write(
+        dir.join("ca.cnf"),
+        "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\ndefault_md = sha256\n\
+         default_crl_days = 30\ncrl_extensions = crl_ext\n[crl_ext]\n\
+         authorityKeyIdentifier = keyid:always\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("index.txt"), "").unwrap();
+    common::openssl(
+        &[
+            "req",
+            "-x509",
+            "-nodes",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-subj",
+            "/CN=CRL Test CA",
+            "-days",
+            "30",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+        dir,
+    );
+    common::openssl(
+        &[
+            "ca", "-config", "ca.cnf", "-gencrl", "-keyfile", "ca.key", "-cert", "ca.crt", "-out",
+            "crl.pem",
+        ],
+        dir,
+    );
+    common::openssl(
+        &[
+            "crl", "-in", "crl.pem", "-outform", "DER", "-out", "crl.der",
+        ],
+        dir,
+    );
+    (
+        std::fs::read(dir.join("crl.pem")).unwrap(),
+        std::fs::read(dir.join("crl.der")).unwrap(),
+    )
+}
+
+/// Issue #17: CRLs are imported from files (PEM or DER), kept by every store, listed,
+/// and deleted like any entry.
+#[test]
+fn crls_are_imported_kept_listed_and_deleted_by_every_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pem, der) = openssl_crl(dir.path());
+    let mut stores: Vec<(&str, Box<dyn KeyStore>)> = vec![
+        (
+            "directory",
+            Box::new(DirectoryStore::open(dir.path().join("dir-store")).unwrap()),
+        ),
+        (
+            "sqlite",
+            Box::new(
+                mailseal::keystore::SqliteStore::open(&dir.path().join("s/mailseal.db"), None)
+                    .unwrap(),
+            ),
+        ),
+    ];
+    if let Some(url) = common::postgres_database() {
+        stores.push((
+            "postgres",
+            Box::new(mailseal::keystore::PostgresStore::connect(&url, None).unwrap()),
+        ));
+    }
+    for (name, store) in &stores {
+        for input in [&pem, &der] {
+            let entries = store.import(input, "crl", false).unwrap();
+            assert_eq!(entries.len(), 1, "{name}");
+            assert_eq!(entries[0].kind, EntryKind::Crl, "{name}");
+            assert_eq!(
+                entries[0].subject.as_deref(),
+                Some("CN=CRL Test CA"),
+                "{name}"
+            );
+            assert!(entries[0].not_after.is_some(), "{name}: nextUpdate listed");
+        }
+        // PEM and DER are the same CRL: kept once.
+        assert_eq!(store.crls().unwrap(), vec![der.clone()], "{name}");
+        let listed: Vec<_> = store
+            .list()
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == EntryKind::Crl)
+            .collect();
+        assert_eq!(listed.len(), 1, "{name}");
+    }
+    // A CRL block that is not a CRL is an error, not skipped.
+    let bad = b"-----BEGIN X509 CRL-----\nMAA=\n-----END X509 CRL-----\n";
+    assert!(stores[0].1.import(bad, "bad crl", false).is_err());
+    let d = DirectoryStore::open(dir.path().join("dir-store")).unwrap();
+    let fpr = d
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == EntryKind::Crl)
+        .unwrap()
+        .fingerprint;
+    assert!(d.delete(&fpr).unwrap());
+    assert!(d.crls().unwrap().is_empty());
+}

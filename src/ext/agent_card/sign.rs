@@ -159,18 +159,26 @@ pub(super) fn check_signature(
             .filter_map(|a| Certificate::from_der(&a.der).ok())
             .collect();
         let emails = crate::keystore::emails_of(&leaf);
-        let trust = match crate::smime::trust(&leaf, &intermediates, &anchors, &pinned, now) {
-            crate::smime::Trust::Broken => return Err(CardError::SignatureInvalid { index }),
-            _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
-            crate::smime::Trust::Pinned => SignerTrust::Pinned,
-            // A CA vouches for the addresses it certified, not for any card: an
-            // anchored signer counts only for a card of its own address.
-            crate::smime::Trust::Anchored if !emails.iter().any(|e| e == address) => {
-                SignerTrust::Unknown
-            }
-            crate::smime::Trust::Anchored => SignerTrust::Anchored,
-            crate::smime::Trust::Unknown | crate::smime::Trust::Invalid(_) => SignerTrust::Unknown,
+        let crls = crate::smime::decode_crls(store.crls()?);
+        let revocation = crate::smime::Revocation {
+            crls: &crls,
+            require: false,
         };
+        let trust =
+            match crate::smime::trust(&leaf, &intermediates, &anchors, &pinned, now, &revocation) {
+                crate::smime::Trust::Broken => return Err(CardError::SignatureInvalid { index }),
+                _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
+                crate::smime::Trust::Pinned => SignerTrust::Pinned,
+                // A CA vouches for the addresses it certified, not for any card: an
+                // anchored signer counts only for a card of its own address.
+                crate::smime::Trust::Anchored if !emails.iter().any(|e| e == address) => {
+                    SignerTrust::Unknown
+                }
+                crate::smime::Trust::Anchored => SignerTrust::Anchored,
+                crate::smime::Trust::Unknown | crate::smime::Trust::Invalid(_) => {
+                    SignerTrust::Unknown
+                }
+            };
         let signer = if emails.is_empty() {
             leaf.tbs_certificate().subject().to_string()
         } else {
