@@ -242,7 +242,8 @@ pub(crate) fn read_input(path: Option<&Path>) -> Result<Vec<u8>, Failure> {
 
 pub(crate) fn write_output(path: Option<&Path>, data: &[u8]) -> CliResult {
     let result = match path {
-        Some(p) => std::fs::write(p, data),
+        Some(p) => crate::receiver::deliver::write_file_atomically(p, data)
+            .map_err(|e| std::io::Error::other(e.to_string())),
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(data).and_then(|()| out.flush())

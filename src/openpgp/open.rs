@@ -251,8 +251,18 @@ impl DecryptionHelper for Helper<'_> {
         let addressed_secrets = secrets(&named)?;
         let ours = pairs(&addressed_secrets);
         let mut addressed = false;
+        // Work before authentication is bounded (issue #17): a PKESK that names a key
+        // of ours costs one decryption; anonymous ones (no key ID) are tried only the
+        // first MAX_ANONYMOUS_PKESKS, whatever the message carries.
+        let mut anonymous_left = MAX_ANONYMOUS_PKESKS;
         for pkesk in pkesks {
             let wanted = pkesk.recipient();
+            if wanted.is_none() {
+                if anonymous_left == 0 {
+                    continue;
+                }
+                anonymous_left -= 1;
+            }
             for &(fingerprint, key) in &ours {
                 if wanted
                     .as_ref()
@@ -281,7 +291,7 @@ impl DecryptionHelper for Helper<'_> {
         // session key, the recipient's key ID was changed: altered, not "not for us".
         let all_secrets = secrets(&|_| true)?;
         let ours = pairs(&all_secrets);
-        for pkesk in pkesks {
+        for pkesk in pkesks.iter().take(MAX_TRIAL_PKESKS) {
             for &(_, key) in &ours {
                 let mut pair = key.clone();
                 if let Some((algo, sk)) = pkesk.decrypt(&mut pair, sym_algo) {
@@ -296,6 +306,12 @@ impl DecryptionHelper for Helper<'_> {
         Err(self.fail(OpenPgpError::NotForUs))
     }
 }
+
+/// Anonymous PKESKs (wildcard key ID) tried per message.
+const MAX_ANONYMOUS_PKESKS: usize = 4;
+/// PKESKs tried with every key of ours when none names one (to tell an altered key ID
+/// from a message for someone else).
+const MAX_TRIAL_PKESKS: usize = 4;
 
 /// Each decryption-capable key of `secrets` with its certificate's fingerprint.
 fn pairs(

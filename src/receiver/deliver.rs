@@ -246,6 +246,23 @@ pub fn deliver_to(
     }
 }
 
+/// Writes `bytes` to `target` the way a delivery is written: a new owner-only file
+/// beside it (never through a symlink planted there), synced, then renamed over the
+/// target, so a reader sees the old file or the whole new one. For every `--out` of
+/// the command line (a sealed message, a report, a card).
+pub fn write_file_atomically(target: &Path, bytes: &[u8]) -> Result<(), DeliverError> {
+    // A device or pipe (`/dev/null`, a FIFO) is written as it is: it cannot be
+    // replaced, and holds nothing to protect.
+    if std::fs::symlink_metadata(target).is_ok_and(|m| {
+        !m.file_type().is_file() && !m.file_type().is_dir() && !m.file_type().is_symlink()
+    }) {
+        return std::fs::write(target, bytes).map_err(io(target));
+    }
+    let partial = partial_path(target);
+    write_new_with(&partial, |f| f.write_all(bytes).map_err(io(&partial)))?;
+    publish(&partial, target)
+}
+
 fn partial_path(target: &Path) -> PathBuf {
     let mut name = target.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");

@@ -577,6 +577,10 @@ fn unwrap_kek(kekri: &KekRecipientInfo, kek: &Kek) -> Result<Zeroizing<Vec<u8>>,
     Ok(out)
 }
 
+/// Recipient infos that name none of our keys tried by trial decryption (to tell an
+/// altered identifier from a message for someone else).
+const MAX_TRIAL_RECIPIENTS: usize = 4;
+
 /// The content key from the recipient infos, with one of our certificate keys or
 /// pre-shared keys.
 fn content_key(
@@ -629,10 +633,14 @@ fn content_key(
             return Ok(unwrap_kek(k, kek)?);
         }
     }
+    // Bounded (issue #17): a message with many recipient infos costs at most
+    // MAX_TRIAL_RECIPIENTS trial decryptions per key of ours, never one per info.
     let opens = keys.iter().any(|(_, key)| {
         ktris
             .iter()
-            .any(|k| k.key_enc_alg.oid == RSAES_OAEP && unwrap_cek(loaded, key, k, cek_len).is_ok())
+            .filter(|k| k.key_enc_alg.oid == RSAES_OAEP)
+            .take(MAX_TRIAL_RECIPIENTS)
+            .any(|k| unwrap_cek(loaded, key, k, cek_len).is_ok())
     });
     Err(if opens {
         DecryptFailure::Refused(SmimeError::Malformed(

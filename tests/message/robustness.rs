@@ -102,3 +102,48 @@ fn fuzz_crash_reproducers_are_handled() {
         "a From that is not an address must not validate"
     );
 }
+
+/// Issue #17, store hygiene: every `--out` is written atomically, owner-only, and
+/// never through a symlink planted at the path (here by someone who wants the output
+/// written over a file of theirs choosing).
+#[cfg(unix)]
+#[test]
+fn fail_out_never_writes_through_a_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let out = dir.path().join("plain.eml");
+    std::os::unix::fs::symlink(&victim, &out).unwrap();
+    let env = dir.path().join("env.json");
+    std::fs::write(&env, serde_json::to_vec(&common::request()).unwrap()).unwrap();
+    let r = common::run(
+        &[
+            "compose",
+            "--from",
+            "a@example.com",
+            "--to",
+            "b@example.com",
+            "--in",
+            env.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    let meta = std::fs::symlink_metadata(&out).unwrap();
+    assert!(
+        meta.file_type().is_file(),
+        "the link was replaced by a file"
+    );
+    assert_eq!(meta.permissions().mode() & 0o077, 0, "owner-only");
+    assert!(std::fs::read(&out).unwrap().starts_with(b"From:"));
+    assert!(!dir.path().join("plain.eml.partial").exists());
+}
