@@ -336,12 +336,19 @@ pub(crate) fn key_public(
     let info = pkcs8::PrivateKeyInfoRef::from_der(pkcs8_der).map_err(|e| malformed(&e))?;
     let oid = info.algorithm.oid.to_string();
     let alg = algorithm(&oid);
-    if let Some(pk) = info.public_key {
-        return Ok((alg, pk.raw_bytes().to_vec()));
-    }
     let inner = info.private_key.as_bytes();
+    // The public half is derived from the private key, never taken from the file
+    // (issue #17): a stated public key that differs would pair this private key with
+    // someone else's certificate.
     let public = match alg {
         KeyAlgorithm::Rsa => {
+            {
+                use rsa::pkcs1::DecodeRsaPrivateKey;
+                rsa::RsaPrivateKey::from_pkcs1_der(inner)
+                    .ok()
+                    .filter(|k| k.validate().is_ok())
+                    .ok_or_else(|| malformed(&"the RSA private key is not consistent"))?;
+            }
             let k = RsaPrivateKey::from_der(inner).map_err(|e| malformed(&e))?;
             RsaPublicKey {
                 modulus: k.modulus,
@@ -351,10 +358,23 @@ pub(crate) fn key_public(
             .map_err(|e| malformed(&e))?
         }
         KeyAlgorithm::Ec => {
+            use aws_lc_rs::signature::{self as sig, EcdsaKeyPair, KeyPair};
+            let derived = [
+                &sig::ECDSA_P256_SHA256_ASN1_SIGNING,
+                &sig::ECDSA_P384_SHA384_ASN1_SIGNING,
+                &sig::ECDSA_P521_SHA512_ASN1_SIGNING,
+            ]
+            .into_iter()
+            .find_map(|a| EcdsaKeyPair::from_private_key_der(a, pkcs8_der).ok())
+            .map(|k| k.public_key().as_ref().to_vec())
+            .ok_or_else(|| malformed(&"not a valid P-256, P-384 or P-521 private key"))?;
             let k = EcPrivateKey::from_der(inner).map_err(|e| malformed(&e))?;
-            k.public_key
-                .map(|p| p.raw_bytes().to_vec())
-                .ok_or_else(|| malformed(&"EC private key without its public key"))?
+            if k.public_key.is_some_and(|p| p.raw_bytes() != derived) {
+                return Err(malformed(
+                    &"its public key does not belong to its private key",
+                ));
+            }
+            derived
         }
         KeyAlgorithm::Ed25519 | KeyAlgorithm::X25519 => {
             let seed = <&OctetStringRef>::from_der(inner).map_err(|e| malformed(&e))?;
@@ -380,5 +400,10 @@ pub(crate) fn key_public(
             })
         }
     };
+    if info.public_key.is_some_and(|pk| pk.raw_bytes() != public) {
+        return Err(malformed(
+            &"its public key does not belong to its private key",
+        ));
+    }
     Ok((alg, public))
 }
