@@ -589,6 +589,7 @@ fn content_key(
     keys: &[(Certificate, SecretKey)],
     keks: &[Kek],
     cek_len: usize,
+    allow_legacy: bool,
 ) -> Result<Zeroizing<Vec<u8>>, DecryptFailure> {
     let ktris: Vec<&KeyTransRecipientInfo> = infos
         .0
@@ -618,7 +619,7 @@ fn content_key(
             _ => None,
         });
         if let Some((k, rek)) = kari {
-            return Ok(super::kari::unwrap(k, rek, cert, key)?);
+            return Ok(super::kari::unwrap(k, rek, cert, key, allow_legacy)?);
         }
         if let Some(k) = ktris.iter().find(|k| matches_rid(cert, &k.rid)) {
             return Ok(unwrap_cek(loaded, key, k, cek_len)?);
@@ -758,7 +759,7 @@ pub(crate) fn decrypt_in_place(
         ContentCipher::Aead(a, ..) => a.key_len(),
         ContentCipher::Cbc(c, _) => c.key_len(),
     };
-    let mut cek = content_key(loaded, &infos, keys, keks, key_len)?;
+    let mut cek = content_key(loaded, &infos, keys, keks, key_len, allow_legacy)?;
     if let Some(info) = &hkdf_info {
         cek = cek_hkdf(&cek, info)?;
     }

@@ -288,10 +288,18 @@ pub(crate) fn unwrap(
     rek: &RecipientEncryptedKey,
     cert: &Certificate,
     key: &SecretKey,
+    allow_legacy: bool,
 ) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
     if kari.version != CmsVersion::V3 {
         return Err(SmimeError::Malformed(
             "KeyAgreeRecipientInfo version is not 3".into(),
+        ));
+    }
+    // The SHA-1 X9.63 KDF (RFC 5753's dhSinglePass-stdDH-sha1kdf) only in legacy mode
+    // (issue #17), like CBC content encryption.
+    if kari.key_enc_alg.oid == DH_SHA1KDF && !allow_legacy {
+        return Err(SmimeError::UnsupportedAlgorithm(
+            "ECDH with the SHA-1 KDF (legacy; --allow-legacy-cbc reads it)".into(),
         ));
     }
     let curve = curve_of(cert)

@@ -63,6 +63,11 @@ pub enum SmimeError {
     /// the AES-GCM tag failed).
     #[error("the encrypted content does not decrypt and authenticate")]
     Undecryptable,
+    /// Legacy CBC content (read by explicit choice) failed after its decryption:
+    /// padding, structure or signature, deliberately not said which (a changed CBC
+    /// ciphertext must not learn from the answer).
+    #[error("the legacy CBC content does not decrypt to a signed entity that verifies")]
+    LegacyUndecryptable,
     /// The signer's certificate is not valid or not for email signatures.
     #[error("{0}")]
     Certificate(String),
@@ -118,6 +123,7 @@ impl Classify for SmimeError {
             | Self::DigestMismatch
             | Self::BadSignature
             | Self::Undecryptable
+            | Self::LegacyUndecryptable
             | Self::Certificate(_)
             | Self::LegacyEncryption
             | Self::NotSigned { .. }
@@ -662,18 +668,29 @@ impl Smime<'_> {
             } = enveloped::decrypt_in_place(&self.loaded, cms, &keys, &[], policy.allow_legacy_cbc)
                 .map_err(decrypt_failure)?;
             authenticated_encryption = authenticated;
+            // Legacy CBC has no integrity: an attacker who changes the ciphertext learns
+            // from which check fails (padding, MIME, signature) something about the
+            // plaintext. Every failure after its decryption is one error (issue #17).
+            let legacy = |e: OpenError| -> OpenError {
+                if authenticated {
+                    e
+                } else {
+                    SmimeError::LegacyUndecryptable.into()
+                }
+            };
             // Confidential mode must also authenticate: the decrypted entity is signed.
-            let signed = read_outer(&buffer[plain], &policy.limits)
-                .map_err(|_| SmimeError::Malformed("the decrypted entity is not MIME".into()))?;
+            let signed = read_outer(&buffer[plain], &policy.limits).map_err(|_| {
+                legacy(SmimeError::Malformed("the decrypted entity is not MIME".into()).into())
+            })?;
             let (entity, verified) = self.verify_signed(&signed).map_err(|e| {
                 let not_signed = std::error::Error::source(&e)
                     .and_then(|s| s.downcast_ref::<SmimeError>())
                     .is_some_and(|s| matches!(s, SmimeError::NotSigned { .. }));
-                if not_signed {
+                legacy(if not_signed {
                     SmimeError::EncryptedNotSigned.into()
                 } else {
                     e
-                }
+                })
             })?;
             // The entity is a range of the decryption buffer when it was already
             // canonical: the buffer is kept with that range instead of copied (it is
