@@ -215,6 +215,9 @@ fn ca_issued_identities_seal_and_open_with_openssl_both_ways() {
             "reply-signed.eml",
             "-recip",
             alice.to_str().unwrap(),
+            // OpenSSL's default KDF for an EC recipient is SHA-1 (legacy, refused).
+            "-keyopt",
+            "ecdh_kdf_md:sha256",
             "-out",
             "reply.eml",
         ],

@@ -242,10 +242,11 @@ fn token_keys_decrypt_what_openssl_and_mailseal_encrypt() {
             &["key", "import", "--store", s, "--trusted", &k("ca.rsa.crt")],
             b"",
         );
-        // OpenSSL encrypts: ECDH for the EC key; for RSA its default PKCS#1 v1.5,
-        // OAEP with SHA-1, and OAEP with SHA-256.
+        // OpenSSL encrypts: ECDH for the EC key (with the SHA-256 KDF: its SHA-1
+        // default is legacy); for RSA its default PKCS#1 v1.5, OAEP with SHA-1, and
+        // OAEP with SHA-256.
         let variants: &[(&str, &[&str])] = if algorithm == "p256" {
-            &[("ecdh", &[])]
+            &[("ecdh", &["-keyopt", "ecdh_kdf_md:sha256"])]
         } else {
             &[
                 ("pkcs1", &[]),
