@@ -243,7 +243,11 @@ pub(crate) fn admit<T: Txn>(
     };
     tx.insert_tuple(&tuple).map_err(backend)?;
     if tx.prune_due(now) {
-        tx.prune(now, p.default_lifetime).map_err(backend)?;
+        // A clock ahead of the machine's (misset, or an archive replayed with a
+        // future `--now`) never prunes past the machine's time: the store may be
+        // shared, and what it forgot another receiver would accept again (issue #17).
+        let horizon = now.min(time::OffsetDateTime::now_utc().unix_timestamp());
+        tx.prune(horizon, p.default_lifetime).map_err(backend)?;
     }
     Ok(admission)
 }

@@ -544,3 +544,49 @@ fn a_preview_decides_as_admit_would_and_records_nothing() {
         );
     }
 }
+
+/// Issue #17, store hygiene: a receiver whose clock is far in the future (misset, or
+/// an archive replayed with a future `--now`) must not prune a shared replay store
+/// past the machine's time: the others would accept the forgotten messages again.
+#[test]
+fn a_clock_far_in_the_future_never_prunes_a_shared_store() {
+    let (_d, stores) = backends();
+    let real_now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let policy = ReceiverPolicy::default();
+    for (name, s) in &stores {
+        let mut v = request("req-shared");
+        v["createdAt"] = serde_json::json!(rfc3339(real_now - 60));
+        v["expiresAt"] = serde_json::json!(rfc3339(real_now + 3600));
+        let c = candidate(ALICE, v);
+        assert_eq!(
+            s.admit(&c, real_now, &policy).unwrap(),
+            deliver(0),
+            "{name}"
+        );
+        // Another receiver sharing the store, its clock ten years ahead.
+        let mut other = request("req-from-the-future-clock");
+        other["idempotencyKey"] = serde_json::json!("effect-far");
+        other.as_object_mut().unwrap().remove("expiresAt");
+        other["createdAt"] = serde_json::json!(rfc3339(real_now + 10 * 365 * 86400));
+        let _ = s.admit(
+            &candidate(ALICE, other),
+            real_now + 10 * 365 * 86400,
+            &policy,
+        );
+        // The first message is still remembered.
+        assert!(
+            matches!(
+                s.admit(&c, real_now, &policy).unwrap(),
+                Admission::Duplicate { .. }
+            ),
+            "{name}"
+        );
+    }
+}
+
+fn rfc3339(t: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(t)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
