@@ -259,7 +259,7 @@ impl DirectoryStore {
             return Ok(SecretKey::on_token(fpr.to_string(), k.clone()));
         }
         let text = fs::read_to_string(path).map_err(io(path))?;
-        let uri = super::Pkcs11Uri::parse(text.trim())?;
+        let uri = super::Pkcs11Uri::parse_stored(text.trim())?;
         let key = std::sync::Arc::new(super::TokenKey::open(&uri)?);
         open.insert(fpr.to_string(), key.clone());
         Ok(SecretKey::on_token(fpr.to_string(), key))

@@ -79,7 +79,29 @@ fn escape(v: &str) -> String {
         .collect()
 }
 
+/// The environment variable listing the PKCS#11 modules a stored key reference may
+/// load (absolute paths, separated by `:`).
+pub const MODULE_ALLOWLIST_VAR: &str = "MAILSEAL_PKCS11_MODULES";
+
 impl Pkcs11Uri {
+    /// Parses a key reference read back from a key store (a database another host may
+    /// write, a store directory): its module is loaded only when this machine's
+    /// configuration lists it in [`MODULE_ALLOWLIST_VAR`] (issue #17). Loading a
+    /// module runs its code, so whoever could write the store must not choose it.
+    pub fn parse_stored(uri: &str) -> Result<Self, KeyStoreError> {
+        let parsed = Self::parse(uri)?;
+        let allowed = std::env::var_os(MODULE_ALLOWLIST_VAR)
+            .map(|v| std::env::split_paths(&v).any(|p| p == parsed.module))
+            .unwrap_or(false);
+        if !allowed {
+            return Err(KeyStoreError::Token(format!(
+                "the stored key reference names PKCS#11 module {}, which {MODULE_ALLOWLIST_VAR} does not list; add it there to use this key",
+                parsed.module.display()
+            )));
+        }
+        Ok(parsed)
+    }
+
     /// Parses `pkcs11:PATH-ATTRS?QUERY-ATTRS` naming one key (`object` required).
     pub fn parse(uri: &str) -> Result<Self, KeyStoreError> {
         let parsed = Self::parse_token(uri)?;

@@ -470,7 +470,7 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
             let key = match open.get(fpr) {
                 Some(k) => k.clone(),
                 None => {
-                    let k = Arc::new(TokenKey::open(&super::Pkcs11Uri::parse(uri)?)?);
+                    let k = Arc::new(TokenKey::open(&super::Pkcs11Uri::parse_stored(uri)?)?);
                     open.insert(fpr.to_string(), k.clone());
                     k
                 }

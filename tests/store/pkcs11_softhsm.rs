@@ -85,6 +85,7 @@ impl Hsm {
             .args(args)
             .env("SOFTHSM2_CONF", self.conf())
             .env("MAILSEAL_PKCS11_PIN", PIN)
+            .env("MAILSEAL_PKCS11_MODULES", MODULE)
             .env("MAILSEAL_HOME", self.path("default-store"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -409,6 +410,7 @@ fn token_keys_never_leave_the_token() {
     // On the token: sensitive and never extractable (checked in this process, the
     // only token use in it).
     std::env::set_var("SOFTHSM2_CONF", hsm.conf());
+    std::env::set_var("MAILSEAL_PKCS11_MODULES", MODULE);
     let uri = mailseal::keystore::Pkcs11Uri::parse(&format!(
         "pkcs11:token=mailseal;object=kept?module-path={MODULE}&pin-value={PIN}"
     ))
@@ -427,6 +429,7 @@ fn token_keys_never_leave_the_token() {
             "--sign-only",
         ])
         .env("SOFTHSM2_CONF", hsm.conf())
+        .env("MAILSEAL_PKCS11_MODULES", MODULE)
         .env_remove("MAILSEAL_PKCS11_PIN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -450,6 +453,42 @@ fn token_keys_never_leave_the_token() {
     );
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("MAILSEAL_PKCS11_PIN"));
+
+    // Issue #17: a module named by a stored key reference (a store another host may
+    // write) is loaded only when this machine's MAILSEAL_PKCS11_MODULES lists it.
+    let out = Command::new(common::bin())
+        .args([
+            "seal",
+            "--store",
+            hsm.path("store").to_str().unwrap(),
+            "--profile",
+            "smime",
+            "--sign-only",
+        ])
+        .env("SOFTHSM2_CONF", hsm.conf())
+        .env("MAILSEAL_PKCS11_PIN", PIN)
+        .env("MAILSEAL_PKCS11_MODULES", "/usr/lib/some/other/module.so")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(
+                &request("notlisted", "bob@smime.example", "alice@smime.example")
+                    .to_rfc5322()
+                    .unwrap(),
+            )?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.contains("MAILSEAL_PKCS11_MODULES does not list"),
+        "{stderr}"
+    );
 }
 
 #[test]
