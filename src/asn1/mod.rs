@@ -3,6 +3,7 @@
 //! crate, so both the store and the profile can use it without depending on each other.
 
 pub(crate) mod ber;
+pub(crate) mod count;
 pub(crate) mod oids;
 
 /// A BER input the rewrite cannot read; the string says which rule it broke.

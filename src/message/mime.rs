@@ -488,6 +488,10 @@ fn split(
     })
 }
 
+/// Parameters one header field may have (RFC 2231 sections included); more is not
+/// mail any writer makes, and is refused.
+const MAX_PARAMS: usize = 1024;
+
 /// Reads `value *(";" parameter)` (RFC 2045 5.1, RFC 2183), with comments removed and
 /// RFC 2231 parameter sections and charsets decoded. `None` when it does not parse or a
 /// parameter repeats (readers could pick different ones).
@@ -500,10 +504,16 @@ pub(crate) fn parse_params(text: &str) -> Option<Params> {
     };
     let value = items.next()?.trim().to_ascii_lowercase();
     let mut raw_params: Vec<(String, String)> = Vec::new();
+    // Repeats are found with a set, not by scanning what came before: a header with
+    // a hundred thousand parameters must cost linear time (issue #17).
+    let mut seen = std::collections::HashSet::new();
     for item in items {
         let item = item.trim();
         if item.is_empty() {
             continue;
+        }
+        if raw_params.len() >= MAX_PARAMS {
+            return None;
         }
         let (name, v) = item.split_once('=')?;
         let name = name.trim().to_ascii_lowercase();
@@ -516,7 +526,7 @@ pub(crate) fn parse_params(text: &str) -> Option<Params> {
             None if is_token(v) || name.ends_with('*') => v.to_string(),
             None => return None,
         };
-        if raw_params.iter().any(|(k, _)| *k == name) {
+        if !seen.insert(name.clone()) {
             return None;
         }
         raw_params.push((name, v));

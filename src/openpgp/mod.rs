@@ -10,6 +10,7 @@
 
 mod armor;
 mod describe;
+mod framing;
 pub(crate) use crate::keystore::openpgp as keys;
 mod open;
 mod parsed;

@@ -307,6 +307,18 @@ impl DecryptionHelper for Helper<'_> {
     }
 }
 
+/// Refuses a message with more top-level packets than any writer makes, before
+/// Sequoia's grammar check (quadratic in the packet count) sees it.
+fn bounded_packets(message: &[u8]) -> Result<(), OpenPgpError> {
+    use super::framing::{count_top_level, MAX_TOP_LEVEL_PACKETS};
+    if count_top_level(message, MAX_TOP_LEVEL_PACKETS) > MAX_TOP_LEVEL_PACKETS {
+        return Err(OpenPgpError::Malformed(format!(
+            "more than {MAX_TOP_LEVEL_PACKETS} top-level packets"
+        )));
+    }
+    Ok(())
+}
+
 /// Anonymous PKESKs (wildcard key ID) tried per message.
 const MAX_ANONYMOUS_PKESKS: usize = 4;
 /// PKESKs tried with every key of ours when none names one (to tell an altered key ID
@@ -420,6 +432,7 @@ impl OpenPgp<'_> {
         let limit = policy.limits.max_decoded_bytes;
         let binary = super::armor::dearmor(message, "PGP MESSAGE");
         let message = binary.as_deref().unwrap_or(message);
+        bounded_packets(message)?;
         let plain = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut decryptor = DecryptorBuilder::from_bytes(message)?
                 .buffer_size(policy.limits.max_message_bytes)
@@ -478,6 +491,7 @@ impl OpenPgp<'_> {
         };
         let binary = super::armor::dearmor(signature, "PGP SIGNATURE");
         let signature = binary.as_deref().unwrap_or(signature);
+        bounded_packets(signature)?;
         guarded(|| -> Result<(), anyhow::Error> {
             let mut verifier = DetachedVerifierBuilder::from_bytes(signature)?.with_policy(
                 &self.policy,
@@ -698,6 +712,7 @@ impl OpenPgp<'_> {
             outcome: &outcome,
         };
         let limit = policy.limits.max_decoded_bytes;
+        bounded_packets(message)?;
         let content = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut verifier = VerifierBuilder::from_bytes(message)?
                 .buffer_size(policy.limits.max_message_bytes)

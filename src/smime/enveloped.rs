@@ -577,6 +577,10 @@ fn unwrap_kek(kekri: &KekRecipientInfo, kek: &Kek) -> Result<Zeroizing<Vec<u8>>,
     Ok(out)
 }
 
+/// Recipient infos a message may have (issue #17: bounded work before
+/// authentication).
+const MAX_RECIPIENT_INFOS: usize = 1024;
+
 /// Recipient infos that name none of our keys tried by trial decryption (to tell an
 /// altered identifier from a message for someone else).
 const MAX_TRIAL_RECIPIENTS: usize = 4;
@@ -752,8 +756,16 @@ pub(crate) fn decrypt_in_place(
     }
     let algorithm = AlgorithmIdentifierOwned::from_der(&der[layout.algorithm.clone()])
         .map_err(malformed("content encryption algorithm"))?;
-    let infos = RecipientInfos::from_der(&der[layout.recipient_infos.clone()])
-        .map_err(malformed("recipient infos"))?;
+    let infos_der = &der[layout.recipient_infos.clone()];
+    // Counted before they are decoded: decoding a SET OF checks its DER order with
+    // comparisons that re-encode, so tens of thousands of them cost seconds.
+    if crate::asn1::count::elements_of(infos_der, MAX_RECIPIENT_INFOS) > MAX_RECIPIENT_INFOS {
+        return Err(SmimeError::Malformed(format!(
+            "more than {MAX_RECIPIENT_INFOS} recipient infos"
+        ))
+        .into());
+    }
+    let infos = RecipientInfos::from_der(infos_der).map_err(malformed("recipient infos"))?;
     let (cipher, hkdf_info) = content_cipher(&algorithm, layout.authenticated)?;
     let key_len = match &cipher {
         ContentCipher::Aead(a, ..) => a.key_len(),

@@ -550,8 +550,21 @@ fn decode_signed_data(cms_der: &[u8]) -> Result<SignedData, SmimeError> {
             info.content_type
         )));
     }
+    // Bounded before the decode (issue #17): a SignedData may carry a chain, not
+    // thousands of certificates, nor thousands of signers.
+    let sd = info.content.to_der().map_err(malformed("SignedData"))?;
+    if crate::asn1::count::elements_of_field(&sd, 0, MAX_CARRIED_CERTIFICATES)
+        > MAX_CARRIED_CERTIFICATES
+    {
+        return Err(SmimeError::Malformed(format!(
+            "more than {MAX_CARRIED_CERTIFICATES} certificates in the SignedData"
+        )));
+    }
     info.content.decode_as().map_err(malformed("SignedData"))
 }
+
+/// Certificates a SignedData may carry (the signer's chain, with room to spare).
+const MAX_CARRIED_CERTIFICATES: usize = 64;
 
 /// Verifies a detached SignedData (DER ContentInfo) over `content`. Every SignerInfo
 /// must verify; the first one's signer is returned.
