@@ -101,7 +101,7 @@ mod tests {
         long.extend([0xD2, 255, 0, 0, 0, 1, 0]);
         assert_eq!(count_top_level(&long, 10), 2);
         // Counting stops past the limit; a truncated header ends the count.
-        let many: Vec<u8> = std::iter::repeat([0xC1u8, 0]).take(100).flatten().collect();
+        let many: Vec<u8> = std::iter::repeat_n([0xC1u8, 0], 100).flatten().collect();
         assert_eq!(count_top_level(&many, 10), 11);
         assert_eq!(count_top_level(&[0xC1, 255, 0], 10), 1);
         assert_eq!(count_top_level(&[], 10), 0);

@@ -147,3 +147,63 @@ fn fail_out_never_writes_through_a_symlink() {
     assert!(std::fs::read(&out).unwrap().starts_with(b"From:"));
     assert!(!dir.path().join("plain.eml.partial").exists());
 }
+
+/// Issue #17 (BENCHMARKS.md "adversarial inputs"): inputs that cost quadratic time
+/// before authentication are refused by their count, early. Time is not asserted;
+/// the reason is.
+#[test]
+fn fail_adversarial_counts_are_refused_before_the_expensive_parse() {
+    let head = "From: <alice@smime.example>\r\nTo: <bob@smime.example>\r\n\
+                Date: Tue, 01 Dec 2026 12:00:00 +0000\r\nMessage-ID: <adv@x>\r\n\
+                MIME-Version: 1.0\r\nMail-A2A-Binding: 1.0\r\n";
+    // A Content-Type with 5000 parameters.
+    let params: String = (0..5000).map(|i| format!(";\r\n p{i}=v")).collect();
+    let mail = format!("{head}Content-Type: multipart/mixed; boundary=b{params}\r\n\r\n--b--\r\n");
+    let err = Dispatcher::new()
+        .open(mail.as_bytes(), &OpenPolicy::default())
+        .unwrap_err();
+    assert_eq!(
+        mailseal::Classify::kind(&err),
+        mailseal::ErrorKind::Malformed,
+        "{err}"
+    );
+
+    // A PGP/MIME message of 1000 anonymous PKESKs.
+    let mut pgp = Vec::new();
+    for _ in 0..1000 {
+        let mut body = vec![3u8];
+        body.extend([0u8; 8]);
+        body.push(18);
+        body.extend(263u16.to_be_bytes());
+        body.push(0x40);
+        body.extend([7u8; 32]);
+        body.push(40);
+        body.extend([9u8; 40]);
+        pgp.push(0xC1);
+        pgp.push(body.len() as u8);
+        pgp.extend(body);
+    }
+    let mut mail = format!(
+        "{head}Content-Type: multipart/encrypted; protocol=\"application/pgp-encrypted\"; boundary=\"e\"\r\n\r\n\
+         --e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n\r\n\
+         --e\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    {
+        use base64::Engine;
+        let text = base64::engine::general_purpose::STANDARD.encode(&pgp);
+        mail.extend(b"-----BEGIN PGP MESSAGE-----\r\n\r\n");
+        for chunk in text.as_bytes().chunks(76) {
+            mail.extend(chunk);
+            mail.extend(b"\r\n");
+        }
+        mail.extend(b"-----END PGP MESSAGE-----\r\n");
+    }
+    mail.extend(b"\r\n--e--\r\n");
+    let dir = tempfile::tempdir().unwrap();
+    let store = mailseal::keystore::DirectoryStore::open(dir.path().join("s")).unwrap();
+    let err = mailseal::openpgp::OpenPgp::new(&store)
+        .open(&mail, &OpenPolicy::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("top-level packets"), "{err}");
+}
