@@ -247,3 +247,99 @@ fn a_library_sender_and_receiver_apply_the_same_binding() {
     assert_eq!(mailseal::Classify::kind(&err), mailseal::ErrorKind::Policy);
     assert!(err.to_string().contains("forwarded"), "{err}");
 }
+
+/// The re-encryption attack (MailA2A section 9): Alice signs and encrypts a request to
+/// Mallory; Mallory decrypts it (here with an independent CMS implementation, as she
+/// would with any tool), re-encrypts Alice's signed entity to Bob with OpenSSL and
+/// sends it under Alice's From. The signature is Alice's and verifies; the protected
+/// To names Mallory, so Bob refuses it as forwarded (exit 6, nothing on stdout).
+#[test]
+fn fail_smime_signed_and_encrypted_for_mallory_then_reencrypted_to_bob() {
+    let python = common::peer_available(
+        "python3 with pyca/cryptography",
+        std::process::Command::new("python3").args(["-c", "import cryptography"]),
+    );
+    if !python {
+        return;
+    }
+    let w = world();
+    import(
+        &w.alice,
+        &[
+            &fx("rfc9216/alice.encrypt.crt"),
+            &fx("rfc9216/carlos.encrypt.crt"),
+        ],
+        false,
+    );
+    import(
+        &w.bob,
+        &[
+            &fx("rfc9216/bob.encrypt.crt"),
+            &fx("rfc9216/bob.encrypt.key"),
+        ],
+        false,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let msg = plain("alice@smime.example", "carlos@smime.example", "reenc-1");
+    let sealed = common::seal_smime_cli(&w.alice, &msg, dir.path(), false);
+    std::fs::write(dir.path().join("for-mallory.der"), common::der_of(&sealed)).unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/cms_peer.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args([
+            "decrypt",
+            "--cert",
+            &fx("rfc9216/carlos.encrypt.crt"),
+            "--key",
+            &fx("rfc9216/carlos.encrypt.key"),
+        ])
+        .arg(dir.path().join("for-mallory.der"))
+        .arg(dir.path().join("signed.eml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Under an outer To of Bob the outer header contradicts the protected one (exit
+    // 3); the careful attacker keeps Mallory's address outside too, and the recipient
+    // binding refuses it (exit 6).
+    for (outer_to, code) in [("bob@smime.example", 3), ("carlos@smime.example", 6)] {
+        common::openssl(
+            &[
+                "cms",
+                "-encrypt",
+                "-aes-256-gcm",
+                "-binary",
+                "-in",
+                "signed.eml",
+                "-recip",
+                &fx("rfc9216/bob.encrypt.crt"),
+                "-from",
+                "alice@smime.example",
+                "-to",
+                outer_to,
+                "-subject",
+                "[...]",
+                "-out",
+                "to-bob.eml",
+            ],
+            dir.path(),
+        );
+        let text = std::fs::read_to_string(dir.path().join("to-bob.eml")).unwrap();
+        let mut mail = b"Mail-A2A-Binding: 1.0\r\n".to_vec();
+        for line in text.lines() {
+            mail.extend_from_slice(line.as_bytes());
+            mail.extend_from_slice(b"\r\n");
+        }
+        let out = open(&w.bob, &mail);
+        if code == 6 {
+            assert_refused_as_forwarded(&out);
+        } else {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(3), "{stderr}");
+            assert!(out.stdout.is_empty());
+        }
+    }
+}
