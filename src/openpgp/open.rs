@@ -82,6 +82,8 @@ struct Helper<'a> {
     /// not verify a backdated message).
     at: std::time::SystemTime,
     outcome: &'a RefCell<Outcome>,
+    /// Packets seen so far, at every depth (inside the encryption too).
+    packets: usize,
 }
 
 impl Helper<'_> {
@@ -134,6 +136,15 @@ impl VerificationHelper for Helper<'_> {
     }
 
     fn inspect(&mut self, pp: &PacketParser) -> openpgp::Result<()> {
+        // Inside an encryption anyone can make (our public key is public), packets
+        // reach Sequoia's grammar check, whose cost grows with the square of their
+        // number: more than any writer makes is refused (issue #17).
+        self.packets += 1;
+        if self.packets > MAX_PACKETS {
+            return Err(self.fail(OpenPgpError::Malformed(format!(
+                "more than {MAX_PACKETS} packets"
+            ))));
+        }
         if pp.packet.tag() == Tag::SED {
             self.outcome.borrow_mut().saw_sed = true;
             return Err(self.fail(OpenPgpError::NoIntegrity));
@@ -319,6 +330,10 @@ fn bounded_packets(message: &[u8]) -> Result<(), OpenPgpError> {
     Ok(())
 }
 
+/// Packets a message may have at all depths (its session keys, containers, one-pass
+/// signatures, literal data and signatures).
+const MAX_PACKETS: usize = 1024;
+
 /// Anonymous PKESKs (wildcard key ID) tried per message.
 const MAX_ANONYMOUS_PKESKS: usize = 4;
 /// PKESKs tried with every key of ours when none names one (to tell an altered key ID
@@ -428,6 +443,7 @@ impl OpenPgp<'_> {
             signatures,
             at: policy.validation_time().into(),
             outcome: &outcome,
+            packets: 0,
         };
         let limit = policy.limits.max_decoded_bytes;
         let binary = super::armor::dearmor(message, "PGP MESSAGE");
@@ -488,6 +504,7 @@ impl OpenPgp<'_> {
             signatures,
             at,
             outcome: &outcome,
+            packets: 0,
         };
         let binary = super::armor::dearmor(signature, "PGP SIGNATURE");
         let signature = binary.as_deref().unwrap_or(signature);
@@ -710,6 +727,7 @@ impl OpenPgp<'_> {
             signatures,
             at: policy.validation_time().into(),
             outcome: &outcome,
+            packets: 0,
         };
         let limit = policy.limits.max_decoded_bytes;
         bounded_packets(message)?;

@@ -595,3 +595,22 @@ fn fail_content_inflating_past_the_limit_is_refused_not_truncated() {
     assert_eq!(err.kind(), mailseal::ErrorKind::Malformed, "{err}");
     assert!(err.to_string().contains("exceed"), "{err}");
 }
+
+/// Issue #17 (bounded work before authentication): anyone can encrypt to Bob, and
+/// inside the encryption Sequoia's grammar check costs the square of the number of
+/// packets. Mallory's message of five thousand marker packets inside the encryption
+/// is refused by its count, before any signature is looked at.
+#[test]
+fn fail_thousands_of_packets_inside_the_encryption() {
+    let w = world(KeyProfile::Rfc4880);
+    let mut content: Vec<u8> = std::iter::repeat_n([0xCAu8, 3, b'P', b'G', b'P'], 5000)
+        .flatten()
+        .collect();
+    // Then a literal data packet (tag 11) with a few bytes.
+    content.extend([0xCB, 8, b'b', 0, 0, 0, 0, 0, b'h', b'i']);
+    let binary = forge(&content, &[&w.bob_cert], None, false);
+    let raw = pgp_mime("alice@pgp.example", "bob@pgp.example", &binary);
+    let err = open(&w.bob, &raw).unwrap_err();
+    assert_eq!(err.kind(), mailseal::ErrorKind::Malformed, "{err}");
+    assert!(err.to_string().contains("more than 1024 packets"), "{err}");
+}
