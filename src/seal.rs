@@ -39,6 +39,11 @@ pub struct SealOptions {
     /// certificate at: `None`, now. For offline signing of a message made earlier;
     /// a receiver never trusts it (it validates at the time of receipt).
     pub signing_time: Option<time::OffsetDateTime>,
+    /// Key store fingerprints to choose first among a recipient's keys: the keys its
+    /// Agent Card publishes ([`crate::Sender`] fills them from the imported cards).
+    /// Among the others, and when none is given, the newest usable key is chosen
+    /// (issue #17), never the store's order.
+    pub preferred_keys: Vec<String>,
 }
 
 impl SealOptions {
@@ -52,6 +57,7 @@ impl SealOptions {
             rsa_pss: false,
             binary_inside: true,
             signing_time: None,
+            preferred_keys: Vec::new(),
         }
     }
 }

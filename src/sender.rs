@@ -309,6 +309,16 @@ impl<'a> Sender<'a> {
             }
         };
         self.record_payment_required(plain)?;
+        // The keys the recipients' cards publish are chosen first.
+        let mut with_card_keys;
+        let opts = match self.peers.published_keys(&recipients) {
+            keys if keys.is_empty() => opts,
+            keys => {
+                with_card_keys = opts.clone();
+                with_card_keys.preferred_keys.extend(keys);
+                &with_card_keys
+            }
+        };
         let mut bounded = Bounded {
             inner: out,
             written: 0,

@@ -88,6 +88,10 @@ pub struct PeerRecord {
     /// The resource limits the card publishes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<super::agent_card::CardLimits>,
+    /// The key store fingerprints of the S/MIME certificates and OpenPGP keys the card
+    /// publishes: chosen first when the store holds several keys for the address.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published_keys: Vec<String>,
 }
 
 /// A KeyPackage from a card.
@@ -106,6 +110,30 @@ pub struct PeerPolicies {
     /// By address, lower case.
     #[serde(default)]
     pub peers: BTreeMap<String, PeerRecord>,
+}
+
+/// The key store fingerprints of the keys `card` publishes.
+fn published_keys(card: &PeerCard) -> Vec<String> {
+    use der::Decode;
+    let mut out: Vec<String> = card
+        .smime_certificates
+        .iter()
+        .filter_map(|d| x509_cert::Certificate::from_der(d).ok())
+        .map(|c| {
+            crate::keystore::fingerprint(
+                c.tbs_certificate()
+                    .subject_public_key_info()
+                    .subject_public_key
+                    .raw_bytes(),
+            )
+        })
+        .collect();
+    for armored in &card.openpgp_certificates {
+        if let Ok(certs) = crate::keystore::openpgp::read_certs(armored, "card", None) {
+            out.extend(certs.into_iter().map(|c| c.entry.fingerprint));
+        }
+    }
+    out
 }
 
 fn file_error(path: &Path, reason: impl std::fmt::Display) -> PeerPolicyError {
@@ -176,8 +204,18 @@ impl PeerPolicies {
                     })
                     .collect(),
                 limits: card.limits.clone(),
+                published_keys: published_keys(card),
             },
         );
+    }
+
+    /// The keys the recipients' cards publish (key store fingerprints).
+    pub fn published_keys(&self, recipients: &[String]) -> Vec<String> {
+        recipients
+            .iter()
+            .filter_map(|r| self.peers.get(&r.trim().to_ascii_lowercase()))
+            .flat_map(|p| p.published_keys.iter().cloned())
+            .collect()
     }
 
     /// The minimum protection `peer`'s card declares.

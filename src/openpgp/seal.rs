@@ -63,10 +63,14 @@ impl OpenPgp<'_> {
         &self,
         view: &'v super::parsed::View,
         addresses: &'v [String],
+        preferred: &[String],
     ) -> Result<Vec<(&'v str, &'v Cert)>, SealError> {
         let mut out: Vec<(&str, &Cert)> = Vec::new();
         for address in addresses {
-            let candidates = Self::certificates_for(view, address);
+            let mut candidates = Self::certificates_for(view, address);
+            // The card's keys first, the newest among them (a stable sort).
+            candidates
+                .sort_by_key(|c| !preferred.contains(&crate::keystore::openpgp::fingerprint(c)));
             let usable = if candidates.len() == 1 {
                 candidates.first().copied()
             } else {
@@ -219,7 +223,8 @@ Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
             return Ok(out);
         }
         // Recipients first: a message that cannot reach every recipient is not signed.
-        let mut recipients = self.recipient_certificates(&view, &addresses)?;
+        let mut recipients =
+            self.recipient_certificates(&view, &addresses, &opts.preferred_keys)?;
         if !recipients
             .iter()
             .any(|(_, c)| c.fingerprint() == own.fingerprint())

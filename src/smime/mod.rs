@@ -236,19 +236,23 @@ fn outer_hints(msg: &MailA2aMessage, opts: &SealOptions) -> Hints {
 
 impl Smime<'_> {
     /// One usable encryption certificate for each of `addresses`.
-    fn recipient_certificates(&self, addresses: &[String]) -> Result<Vec<Certificate>, SealError> {
+    fn recipient_certificates(
+        &self,
+        addresses: &[String],
+        preferred: &[String],
+    ) -> Result<Vec<Certificate>, SealError> {
         let now = OffsetDateTime::now_utc();
         let mut out: Vec<Certificate> = Vec::new();
         for address in addresses {
-            let usable = newest_first(self.store.certificates_for(address)?)
-                .into_iter()
-                .map(|(c, _)| c)
-                .find(|c| {
-                    certificate::usable_for_encryption(c, now)
-                        && (c.tbs_certificate().subject_public_key_info().algorithm.oid
-                            == crate::asn1::oids::RSA_ENCRYPTION
-                            || kari::supports(c))
-                });
+            let mut candidates = newest_first(self.store.certificates_for(address)?);
+            // The card's keys first, the newest among them (a stable sort).
+            candidates.sort_by_key(|(_, s)| !preferred.contains(&s.fingerprint));
+            let usable = candidates.into_iter().map(|(c, _)| c).find(|c| {
+                certificate::usable_for_encryption(c, now)
+                    && (c.tbs_certificate().subject_public_key_info().algorithm.oid
+                        == crate::asn1::oids::RSA_ENCRYPTION
+                        || kari::supports(c))
+            });
             match usable {
                 Some(c) if !out.contains(&c) => out.push(c),
                 Some(_) => {}
@@ -297,7 +301,7 @@ impl Smime<'_> {
         let encrypt = !opts.sign_only;
         // Recipients first: a message that cannot reach every recipient is not signed.
         let recipients = if encrypt {
-            self.recipient_certificates(&addresses)?
+            self.recipient_certificates(&addresses, &opts.preferred_keys)?
         } else {
             Vec::new()
         };

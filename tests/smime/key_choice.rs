@@ -129,3 +129,100 @@ fn the_newest_certificate_of_a_recipient_is_used_not_the_first_fingerprint() {
         }
     }
 }
+
+/// Issue #17: the key a recipient's Agent Card publishes is chosen first, even over a
+/// newer certificate the store holds for the address.
+#[test]
+fn the_certificate_a_recipients_card_publishes_wins_over_a_newer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let root = pki.root("", "20240101000000Z", NOW_END);
+    let (old_crt, old_key) = bob_cert(&pki, "bob-old", "20250101000000Z");
+    let (new_crt, new_key) = bob_cert(&pki, "bob-new", "20250601000000Z");
+    // Bob publishes his card from the store with the older identity.
+    let bob_old = dir.path().join("bob-old-store");
+    import(&bob_old, &[&old_crt, &old_key], false);
+    import(&bob_old, &[&root], true);
+    let card = dir.path().join("bob-card.json");
+    let out = run(
+        &[
+            "card",
+            "--store",
+            bob_old.to_str().unwrap(),
+            "--email",
+            BOB,
+            "--no-mls",
+            "--out",
+            card.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let alice_crt = pki.issue(
+        "alice",
+        Some("root"),
+        &format!(
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyAgreement\n\
+             extendedKeyUsage=emailProtection\nsubjectAltName=email:{ALICE}\n"
+        ),
+        "20250101000000Z",
+        NOW_END,
+    );
+    openssl(
+        &["pkey", "-in", "alice.key", "-out", "alice.p8"],
+        dir.path(),
+    );
+    let alice = dir.path().join("alice-store");
+    import(
+        &alice,
+        &[&alice_crt, &dir.path().join("alice.p8"), &new_crt],
+        false,
+    );
+    let out = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            alice.to_str().unwrap(),
+            "--agent-card",
+            card.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "choice-2");
+    env.set("correlationId", "choice-2");
+    env.set("payload", &serde_json::json!({"id": "task-2"}));
+    let msg = MailA2aMessage::new(ALICE, &[BOB], env);
+    let sealed = common::seal_smime_cli(&alice, &msg, dir.path(), false);
+    let bob_new = dir.path().join("bob-new-store");
+    import(&bob_new, &[&new_crt, &new_key], false);
+    import(&bob_new, &[&root], true);
+    let open = |store: &Path| run(&["open", "--store", store.to_str().unwrap()], &sealed);
+    let out = open(&bob_old);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = open(&bob_new);
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
