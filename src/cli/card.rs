@@ -118,12 +118,18 @@ pub(super) fn card(store: &Path, a: CardArgs) -> CliResult {
 
 /// `key import --agent-card FILE`: the card's keys into the store, its policy into
 /// the peer policy file.
-pub(super) fn import(store: &Path, keys: &Keys, file: &Path, require_signature: bool) -> CliResult {
+pub(super) fn import(
+    store: &Path,
+    keys: &Keys,
+    file: &Path,
+    require_signature: bool,
+    operators: &agent_card::CardOperators,
+) -> CliResult {
     let bytes = read_input(Some(file))?;
     let now = time::OffsetDateTime::now_utc();
     let name = file.display().to_string();
     let fail = |e| Failure::from(&format!("import {name}"), e);
-    let card = agent_card::read_card(&bytes, keys.store(), now).map_err(fail)?;
+    let card = agent_card::read_card_with(&bytes, keys.store(), now, operators).map_err(fail)?;
     if require_signature && !card.trusted() {
         return Err(fail(agent_card::CardError::Untrusted(card.address.clone())));
     }

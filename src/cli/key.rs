@@ -28,6 +28,15 @@ pub(super) enum KeyCommand {
         /// store already holds for the peer or that chains to a trust anchor.
         #[arg(long, requires = "agent_card")]
         require_signature: bool,
+        /// With --agent-card: the certificate whose fingerprint (`key list`) is FPR may
+        /// sign the cards of every address of DOMAIN (an operator key). Without one, a
+        /// card's signer must name the card's own address.
+        #[arg(
+            long = "card-operator",
+            value_name = "DOMAIN=FPR",
+            requires = "agent_card"
+        )]
+        card_operator: Vec<String>,
         /// Files.
         #[arg(required_unless_present = "agent_card")]
         files: Vec<PathBuf>,
@@ -294,10 +303,17 @@ pub(super) fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
             passphrase_file,
             agent_card,
             require_signature,
+            card_operator,
             files,
         } => {
             if let Some(card_file) = &agent_card {
-                card::import(&dir, &keys, card_file, require_signature)?;
+                let mut operators = crate::ext::agent_card::CardOperators::new();
+                for o in &card_operator {
+                    operators
+                        .allow_text(o)
+                        .map_err(|e| Failure::from("--card-operator", e))?;
+                }
+                card::import(&dir, &keys, card_file, require_signature, &operators)?;
             }
             let passphrase = passphrase_file
                 .as_deref()

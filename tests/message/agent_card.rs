@@ -1149,3 +1149,58 @@ fn fail_an_anchored_card_signer_vouching_for_another_address() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("(anchored)"), "{err}");
 }
+
+/// Issue #17: an operator key (a provider's certificate that signs the cards of every
+/// agent of its domain) counts only where local configuration names it for that
+/// domain.
+#[test]
+fn an_operator_key_vouches_only_for_the_domain_it_is_configured_for() {
+    const CEO: &str = "ceo@corp.example";
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path();
+    let ca_key = ec_key();
+    let ca = x509("Corp Root", &[], true, &ca_key, None);
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.to_pem().unwrap()).unwrap();
+    let ops_key = ec_key();
+    let ops = x509(
+        "ops",
+        &["ops@corp.example"],
+        false,
+        &ops_key,
+        Some((&ca, &ca_key)),
+    );
+    let fpr = mailseal::keystore::describe(&ops.to_pem().unwrap(), "ops")
+        .unwrap()
+        .remove(0)
+        .fingerprint;
+    let ceo = agent(dir, "ceo", CEO);
+    let mut c = card(&ceo, CEO, &["--no-mls"], &dir.join("ceo.json"));
+    openssl_sign(
+        &mut c,
+        json!({"alg": "ES256", "x5c": [STANDARD.encode(ops.to_der().unwrap())]}),
+        &ops_key,
+    );
+    let f = write(&dir.join("ceo-by-ops.json"), &c);
+    for (name, operator, code) in [
+        ("none", None, 6),
+        ("other-domain", Some(format!("evil.example={fpr}")), 6),
+        ("configured", Some(format!("corp.example={fpr}")), 0),
+    ] {
+        let victim = dir.join(format!("victim-{name}"));
+        ok(
+            &victim,
+            &["key", "import", "--trusted", ca_file.to_str().unwrap()],
+        );
+        let mut extra = vec!["--require-signature".to_string()];
+        if let Some(o) = operator {
+            extra.extend(["--card-operator".to_string(), o]);
+        }
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let (got, err) = import(&victim, &f, &extra);
+        assert_eq!(got, code, "{name}: {err}");
+        if code == 0 {
+            assert!(err.contains("(operator)"), "{err}");
+        }
+    }
+}

@@ -41,8 +41,8 @@ mod sign;
 mod write;
 
 use crate::profile::Protection;
-pub use read::{import_keys, read_card, PeerCard};
-pub use sign::{sign_card, CardSignature, SignerTrust};
+pub use read::{import_keys, read_card, read_card_with, PeerCard};
+pub use sign::{sign_card, CardOperators, CardSignature, SignerTrust};
 pub use write::{to_pretty_json, write_card, CardFields};
 
 /// The `uri` of the extension that carries an agent's protection profiles and keys.

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use x509_cert::Certificate;
 
-use super::sign::{check_signature, CardSignature, SignerTrust};
+use super::sign::{check_signature, CardOperators, CardSignature, SignerTrust};
 use super::{
     address_of_mailto, check_schema_text, CardError, CardLimits, MAX_CARD_BYTES, MAX_KEYS_PER_KIND,
     PROTECTION_URI,
@@ -45,9 +45,12 @@ pub struct PeerCard {
 impl PeerCard {
     /// Whether a signature by a pinned or anchored key vouches for the card.
     pub fn trusted(&self) -> bool {
-        self.signatures
-            .iter()
-            .any(|s| matches!(s.trust, SignerTrust::Pinned | SignerTrust::Anchored))
+        self.signatures.iter().any(|s| {
+            matches!(
+                s.trust,
+                SignerTrust::Pinned | SignerTrust::Anchored | SignerTrust::Operator
+            )
+        })
     }
 }
 
@@ -59,6 +62,17 @@ pub fn read_card(
     bytes: &[u8],
     store: &dyn KeyStore,
     now: OffsetDateTime,
+) -> Result<PeerCard, CardError> {
+    read_card_with(bytes, store, now, &CardOperators::new())
+}
+
+/// As [`read_card`], with the operator keys local configuration allows to sign the
+/// cards of a domain.
+pub fn read_card_with(
+    bytes: &[u8],
+    store: &dyn KeyStore,
+    now: OffsetDateTime,
+    operators: &CardOperators,
 ) -> Result<PeerCard, CardError> {
     if bytes.len() > MAX_CARD_BYTES {
         return Err(CardError::NotJson(format!(
@@ -76,8 +90,9 @@ pub fn read_card(
     peer.digest = crate::keystore::hex(&Sha256::digest(&payload));
     if let Some(Value::Array(sigs)) = card.get("signatures") {
         for (index, sig) in sigs.iter().enumerate() {
-            peer.signatures
-                .push(check_signature(index, sig, &payload, &address, store, now)?);
+            peer.signatures.push(check_signature(
+                index, sig, &payload, &address, store, now, operators,
+            )?);
         }
     }
     Ok(peer)

@@ -85,8 +85,51 @@ pub enum SignerTrust {
     Pinned,
     /// The signer's certificate chains to a trust anchor of the store.
     Anchored,
+    /// A certificate this machine's configuration names as an operator key for the
+    /// card's domain ([`CardOperators`]): it vouches for every card of the domain.
+    Operator,
     /// Neither: the signature proves the card is intact, not who made it.
     Unknown,
+}
+
+/// Operator keys: certificates (by key store fingerprint) that local configuration
+/// allows to sign the cards of every address of a domain, as a provider signs its
+/// agents' cards. Without one, a card's signer must name the card's own address.
+#[derive(Clone, Debug, Default)]
+pub struct CardOperators {
+    by_domain: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl CardOperators {
+    /// No operator keys.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Lets the certificate whose key store fingerprint is `fingerprint` sign the
+    /// cards of `domain`.
+    pub fn allow(&mut self, domain: &str, fingerprint: &str) {
+        self.by_domain
+            .entry(domain.trim().to_ascii_lowercase())
+            .or_default()
+            .push(fingerprint.trim().to_ascii_lowercase());
+    }
+
+    /// Reads `DOMAIN=FINGERPRINT` (the command line's form).
+    pub fn allow_text(&mut self, text: &str) -> Result<(), CardError> {
+        let (domain, fpr) = text.split_once('=').ok_or_else(|| {
+            CardError::Protection(format!("{text}: an operator key is DOMAIN=FINGERPRINT"))
+        })?;
+        self.allow(domain, fpr);
+        Ok(())
+    }
+
+    fn allows(&self, address: &str, fingerprint: &str) -> bool {
+        address
+            .rsplit_once('@')
+            .and_then(|(_, d)| self.by_domain.get(&d.to_ascii_lowercase()))
+            .is_some_and(|f| f.iter().any(|f| f == fingerprint))
+    }
 }
 
 impl std::fmt::Display for SignerTrust {
@@ -94,6 +137,7 @@ impl std::fmt::Display for SignerTrust {
         f.write_str(match self {
             Self::Pinned => "pinned",
             Self::Anchored => "anchored",
+            Self::Operator => "operator",
             Self::Unknown => "signer unknown",
         })
     }
@@ -117,6 +161,7 @@ pub(super) fn check_signature(
     address: &str,
     store: &dyn KeyStore,
     now: OffsetDateTime,
+    operators: &CardOperators,
 ) -> Result<CardSignature, CardError> {
     let malformed = |reason: String| CardError::SignatureMalformed { index, reason };
     let protected = sig
@@ -168,6 +213,19 @@ pub(super) fn check_signature(
             match crate::smime::trust(&leaf, &intermediates, &anchors, &pinned, now, &revocation) {
                 crate::smime::Trust::Broken => return Err(CardError::SignatureInvalid { index }),
                 _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
+                crate::smime::Trust::Invalid(_) => SignerTrust::Unknown,
+                _ if operators.allows(
+                    address,
+                    &crate::keystore::fingerprint(
+                        leaf.tbs_certificate()
+                            .subject_public_key_info()
+                            .subject_public_key
+                            .raw_bytes(),
+                    ),
+                ) =>
+                {
+                    SignerTrust::Operator
+                }
                 crate::smime::Trust::Pinned => SignerTrust::Pinned,
                 // A CA vouches for the addresses it certified, not for any card: an
                 // anchored signer counts only for a card of its own address.
@@ -175,9 +233,7 @@ pub(super) fn check_signature(
                     SignerTrust::Unknown
                 }
                 crate::smime::Trust::Anchored => SignerTrust::Anchored,
-                crate::smime::Trust::Unknown | crate::smime::Trust::Invalid(_) => {
-                    SignerTrust::Unknown
-                }
+                crate::smime::Trust::Unknown => SignerTrust::Unknown,
             };
         let signer = if emails.is_empty() {
             leaf.tbs_certificate().subject().to_string()
