@@ -181,7 +181,10 @@ pub(crate) fn lazy_state(store: &Path) -> impl Fn() -> Result<Mls, crate::mls::M
             }
         }
         let dir = state_dir(&store).map_err(|f| crate::mls::MlsError::Usage(f.line))?;
-        Mls::open(&dir).map(|m| m.with_config(config))
+        // Signature keys are encrypted under the store passphrase, like the others.
+        let passphrase =
+            super::store::passphrase().map_err(|f| crate::mls::MlsError::Usage(f.line))?;
+        Mls::open(&dir).map(|m| m.with_config(config).with_passphrase(passphrase))
     }
 }
 

@@ -15,7 +15,7 @@ use crate::keystore::{
 };
 
 /// The store passphrase, from the file `MAILSEAL_PASSPHRASE_FILE` names.
-fn passphrase() -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, Failure> {
+pub(crate) fn passphrase() -> Result<Option<zeroize::Zeroizing<Vec<u8>>>, Failure> {
     std::env::var_os("MAILSEAL_PASSPHRASE_FILE")
         .filter(|v| !v.is_empty())
         .map(|f| read_passphrase(Path::new(&f)))

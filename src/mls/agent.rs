@@ -38,7 +38,17 @@ impl Mls {
             groups: RefCell::new(HashMap::new()),
             versions: RefCell::new(HashMap::new()),
             signers: RefCell::new(HashMap::new()),
+            passphrase: None,
         }
+    }
+
+    /// Encrypts the signature keys of identities generated from now on under
+    /// `passphrase` (PBES2: scrypt and AES-256-CBC, as the key store encrypts PKCS#8
+    /// keys), and opens them with it. Identities made without one stay readable
+    /// without one.
+    pub fn with_passphrase(mut self, passphrase: Option<zeroize::Zeroizing<Vec<u8>>>) -> Mls {
+        self.passphrase = passphrase;
+        self
     }
 
     /// Replaces the configuration (applies to groups created or joined afterwards,

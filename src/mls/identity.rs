@@ -8,6 +8,38 @@ use super::wire::{self, Body};
 use super::{op, Identity, Mls, MlsError, CIPHERSUITE};
 use crate::message::{Headers, Mailbox};
 
+/// `private` encrypted under `passphrase`: an EncryptedPrivateKeyInfo (PBES2 with
+/// scrypt and AES-256-CBC) around the raw key bytes.
+fn seal_key(passphrase: &[u8], private: &[u8]) -> Result<Vec<u8>, MlsError> {
+    use der::Encode;
+    let fail = |e: &dyn std::fmt::Display| MlsError::State(format!("sealing the key: {e}"));
+    let mut salt = [0u8; 16];
+    let mut iv = [0u8; 16];
+    getrandom::fill(&mut salt).map_err(|e| fail(&e))?;
+    getrandom::fill(&mut iv).map_err(|e| fail(&e))?;
+    let params =
+        pkcs8::pkcs5::pbes2::Parameters::generate_scrypt_aes256cbc(Default::default(), &salt, iv)
+            .map_err(|e| fail(&e))?;
+    let scheme = pkcs8::pkcs5::EncryptionScheme::Pbes2(params);
+    let ciphertext = scheme.encrypt(passphrase, private).map_err(|e| fail(&e))?;
+    pkcs8::EncryptedPrivateKeyInfoOwned {
+        encryption_algorithm: scheme,
+        encrypted_data: der::asn1::OctetString::new(ciphertext).map_err(|e| fail(&e))?,
+    }
+    .to_der()
+    .map_err(|e| fail(&e))
+}
+
+/// The raw key [`seal_key`] sealed, or `None` (wrong passphrase, damaged).
+fn open_key(passphrase: &[u8], sealed: &[u8]) -> Option<zeroize::Zeroizing<Vec<u8>>> {
+    use der::Decode;
+    let epki = pkcs8::EncryptedPrivateKeyInfoRef::from_der(sealed).ok()?;
+    epki.encryption_algorithm
+        .decrypt(passphrase, epki.encrypted_data.as_bytes())
+        .ok()
+        .map(zeroize::Zeroizing::new)
+}
+
 /// A credential's identity (our identities are email addresses), lower case.
 pub(super) fn identity_of(c: &Credential) -> Result<String, MlsError> {
     let basic = BasicCredential::try_from(c.clone())
@@ -80,15 +112,34 @@ impl Mls {
         if let Some(pk) = self.public_key(&email)? {
             return Ok(crate::keystore::hex(&pk));
         }
-        let keys = SignatureKeyPair::new(CIPHERSUITE.signature_algorithm()).map_err(op)?;
-        keys.store(self.state.provider.storage())
-            .map_err(|e| MlsError::State(format!("{e:?}")))?;
+        // An Ed25519 seed of our own (the suite's signature scheme), so that under a
+        // store passphrase it can be kept encrypted in our own table (issue #17),
+        // never in openmls' storage, where it would be in clear.
+        let mut seed = zeroize::Zeroizing::new([0u8; 32]);
+        getrandom::fill(&mut seed[..]).map_err(|e| MlsError::State(e.to_string()))?;
+        let public = ed25519_dalek::SigningKey::from_bytes(&seed)
+            .verifying_key()
+            .to_bytes();
+        let keys = SignatureKeyPair::from_raw(
+            CIPHERSUITE.signature_algorithm(),
+            seed.to_vec(),
+            public.to_vec(),
+        );
+        let sealed = match &self.passphrase {
+            Some(pass) => Some(seal_key(pass, &seed[..])?),
+            None => {
+                keys.store(self.state.provider.storage())
+                    .map_err(|e| MlsError::State(format!("{e:?}")))?;
+                None
+            }
+        };
         self.state.exec(
-            "INSERT INTO mailseal_mls_identity (email, public_key, scheme) VALUES (?1, ?2, ?3)",
+            "INSERT INTO mailseal_mls_identity (email, public_key, scheme, sealed_key) VALUES (?1, ?2, ?3, ?4)",
             params![
                 email,
                 keys.public(),
-                CIPHERSUITE.signature_algorithm() as u16
+                CIPHERSUITE.signature_algorithm() as u16,
+                sealed
             ],
         )?;
         tx.commit()?;
@@ -131,12 +182,32 @@ impl Mls {
         let pk = self
             .public_key(email)?
             .ok_or_else(|| MlsError::NoIdentity(email.to_string()))?;
-        let keys = SignatureKeyPair::read(
-            self.state.provider.storage(),
-            &pk,
-            CIPHERSUITE.signature_algorithm(),
-        )
-        .ok_or_else(|| MlsError::NoIdentity(email.to_string()))?;
+        let sealed: Option<Vec<u8>> = self.state.query_row(
+            "SELECT sealed_key FROM mailseal_mls_identity WHERE email = ?1",
+            [email],
+            |r| r.get(0),
+        )?;
+        let keys = match sealed {
+            Some(sealed) => {
+                let pass = self
+                    .passphrase
+                    .as_ref()
+                    .ok_or_else(|| MlsError::Locked(email.to_string()))?;
+                let private =
+                    open_key(pass, &sealed).ok_or_else(|| MlsError::Locked(email.to_string()))?;
+                SignatureKeyPair::from_raw(
+                    CIPHERSUITE.signature_algorithm(),
+                    private.to_vec(),
+                    pk.clone(),
+                )
+            }
+            None => SignatureKeyPair::read(
+                self.state.provider.storage(),
+                &pk,
+                CIPHERSUITE.signature_algorithm(),
+            )
+            .ok_or_else(|| MlsError::NoIdentity(email.to_string()))?,
+        };
         let credential = CredentialWithKey {
             credential: BasicCredential::new(email.as_bytes().to_vec()).into(),
             signature_key: pk.into(),

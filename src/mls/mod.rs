@@ -56,6 +56,10 @@ pub enum MlsError {
     /// or the message contradicts the group state.
     #[error("MLS message does not verify: {0}")]
     Invalid(String),
+    /// The identity's signature key is encrypted under the store passphrase and none
+    /// was given, or the one given does not open it.
+    #[error("the MLS signature key of {0} is encrypted: give the store passphrase (MAILSEAL_PASSPHRASE_FILE)")]
+    Locked(String),
     /// No MLS identity (signature key) for this address in the store.
     #[error("no MLS identity for {0}: `mailseal key generate --kind mls --email {0}`")]
     NoIdentity(String),
@@ -157,9 +161,10 @@ impl Classify for MlsError {
         match self {
             Self::Malformed(_) => ErrorKind::Malformed,
             Self::Invalid(_) => ErrorKind::Authentication,
-            Self::NoIdentity(_) | Self::UnknownGroup(_) | Self::Removed { .. } => {
-                ErrorKind::NoUsableKey
-            }
+            Self::NoIdentity(_)
+            | Self::UnknownGroup(_)
+            | Self::Removed { .. }
+            | Self::Locked(_) => ErrorKind::NoUsableKey,
             Self::EpochGone { .. } => ErrorKind::NoUsableKey,
             Self::Fork { .. }
             | Self::BufferFull { .. }
@@ -225,6 +230,8 @@ pub struct Mls {
     /// transaction): what [`Mls::cache_put`] files it under.
     versions: RefCell<HashMap<Vec<u8>, i64>>,
     signers: RefCell<HashMap<String, std::rc::Rc<Identity>>>,
+    /// The store passphrase: signature keys are kept encrypted under it.
+    passphrase: Option<zeroize::Zeroizing<Vec<u8>>>,
 }
 
 /// One of our MLS identities: its signature key (zeroized on drop) and credential.

@@ -71,6 +71,9 @@ const MIGRATIONS: &[&str] = &[
     // 3: whether this member applies external commits (joins by GroupInfo) in a group:
     // off unless set for the group (issue #17).
     "ALTER TABLE mailseal_mls_group ADD COLUMN external_joins INTEGER NOT NULL DEFAULT 0;",
+    // 4: an identity's signature key encrypted under the store passphrase (DER
+    // EncryptedPrivateKeyInfo around the raw key); NULL: in openmls' storage, clear.
+    "ALTER TABLE mailseal_mls_identity ADD COLUMN sealed_key BLOB;",
 ];
 
 /// serde_json for openmls' stored values.

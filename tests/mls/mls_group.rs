@@ -509,3 +509,38 @@ fn two_processes_on_one_store_never_work_on_a_stale_group() {
     assert_eq!(sender_of(&open(&b1, &m3).unwrap()), "p-3");
     assert_eq!(b2.members(&g).unwrap().epoch, 2);
 }
+
+/// Issue #17, store hygiene: under a store passphrase an MLS signature key is kept
+/// encrypted like the store's other keys; without the passphrase, or with another,
+/// the identity cannot sign.
+#[test]
+fn signature_keys_are_encrypted_under_the_store_passphrase() {
+    let dir = tempfile::tempdir().unwrap();
+    let pass = || Some(zeroize::Zeroizing::new(b"correct horse".to_vec()));
+    {
+        let m = Mls::open(dir.path()).unwrap().with_passphrase(pass());
+        m.generate_identity("alice@a.example").unwrap();
+    }
+    let without = Mls::open(dir.path()).unwrap();
+    assert!(matches!(
+        without.create_group("alice@a.example").unwrap_err(),
+        MlsError::Locked(_)
+    ));
+    let wrong = Mls::open(dir.path())
+        .unwrap()
+        .with_passphrase(Some(zeroize::Zeroizing::new(b"wrong".to_vec())));
+    assert!(matches!(
+        wrong.create_group("alice@a.example").unwrap_err(),
+        MlsError::Locked(_)
+    ));
+    let right = Mls::open(dir.path()).unwrap().with_passphrase(pass());
+    let g = right.create_group("alice@a.example").unwrap();
+    let bob = member("bob@b.example");
+    let added = right
+        .add(&g, &[bob.key_package("bob@b.example").unwrap()])
+        .unwrap();
+    assert!(matches!(
+        open(&bob, &added.welcome).unwrap(),
+        Received::Handshake(Handshake::Joined { .. })
+    ));
+}
