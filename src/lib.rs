@@ -27,6 +27,8 @@ pub mod message;
 pub mod mls;
 pub mod openpgp;
 mod postgres_db;
+#[cfg(feature = "tls")]
+mod postgres_tls;
 pub mod profile;
 pub mod receiver;
 pub mod replay;

@@ -93,12 +93,33 @@ pub(crate) enum PgDbError {
     /// Connecting or migrating failed.
     #[error("{0}")]
     Sql(#[from] postgres::Error),
+    /// The URL's TLS parameters cannot be used.
+    #[error("{0}")]
+    Tls(String),
 }
 
-/// Connects (`postgres://user:password@host/db`; no TLS: a local socket or a trusted
-/// network) and brings the schema up to date.
+/// Connects (`postgres://user:password@host/db`, over TLS verified by rustls with
+/// `?sslmode=verify-full&sslrootcert=CA.pem`; see [`crate::postgres_tls`]) and brings
+/// the schema up to date.
 pub(crate) fn connect(url: &str) -> Result<Client, PgDbError> {
-    let mut client = Client::connect(url, NoTls)?;
+    #[cfg(feature = "tls")]
+    let mut client = match crate::postgres_tls::mode(url).map_err(PgDbError::Tls)? {
+        crate::postgres_tls::Mode::Plain(url) => Client::connect(&url, NoTls)?,
+        crate::postgres_tls::Mode::VerifyFull(url, tls) => {
+            let mut config: postgres::Config = url.parse()?;
+            config.ssl_mode(postgres::config::SslMode::Require);
+            config.connect(tls)?
+        }
+    };
+    #[cfg(not(feature = "tls"))]
+    let mut client = {
+        if url.contains("sslmode=") {
+            return Err(PgDbError::Tls(
+                "this build has no TLS (the `tls` feature): sslmode is not supported".into(),
+            ));
+        }
+        Client::connect(url, NoTls)?
+    };
     let mut tx = client.transaction()?;
     // One migrating process at a time, whichever table exists yet.
     tx.execute("SELECT pg_advisory_xact_lock(7391770301)", &[])?;

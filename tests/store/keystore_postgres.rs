@@ -143,3 +143,84 @@ fn keys_are_encrypted_at_rest_in_postgres() {
     assert!(other.delete(&fpr).unwrap());
     assert!(s.certificates_for("bob@smime.example").unwrap().is_empty());
 }
+
+/// The test CA of the server's TLS certificate (`.ci/postgres-up` makes it); skips
+/// without it, required in CI.
+fn tls_ca() -> Option<String> {
+    match std::env::var("MAILSEAL_TEST_POSTGRES_TLS_CA") {
+        Ok(ca) if std::path::Path::new(&ca).exists() => Some(ca),
+        _ => {
+            assert!(
+                std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
+                "MAILSEAL_TEST_POSTGRES_TLS_CA is required (MAILSEAL_REQUIRE_PEERS=1): .ci/postgres-up"
+            );
+            eprintln!("skipping: no MAILSEAL_TEST_POSTGRES_TLS_CA (.ci/postgres-up makes one)");
+            None
+        }
+    }
+}
+
+/// Issue #17: `sslmode=verify-full` connects over TLS (rustls) and verifies the
+/// server's certificate against `sslrootcert`; another CA's roots refuse the server,
+/// and a mode that would not verify is refused rather than silently downgraded.
+#[test]
+fn postgres_over_tls_verifies_the_server_with_rustls() {
+    let Some(url) = common::postgres_database() else {
+        eprintln!("skipping: no MAILSEAL_TEST_POSTGRES");
+        return;
+    };
+    let Some(ca) = tls_ca() else { return };
+    let store =
+        PostgresStore::connect(&format!("{url}?sslmode=verify-full&sslrootcert={ca}"), None)
+            .unwrap();
+    store
+        .import(
+            &std::fs::read(fixture("rfc9216/alice.sign.crt")).unwrap(),
+            "alice",
+            false,
+        )
+        .unwrap();
+    assert_eq!(
+        store.certificates_for("alice@smime.example").unwrap().len(),
+        1
+    );
+
+    // Roots of another CA: the handshake fails, nothing is read.
+    let dir = tempfile::tempdir().unwrap();
+    common::openssl(
+        &[
+            "req",
+            "-x509",
+            "-nodes",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-keyout",
+            "other.key",
+            "-out",
+            "other.crt",
+            "-subj",
+            "/CN=other",
+            "-days",
+            "2",
+        ],
+        dir.path(),
+    );
+    let other = dir.path().join("other.crt");
+    let err = PostgresStore::connect(
+        &format!("{url}?sslmode=verify-full&sslrootcert={}", other.display()),
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, KeyStoreError::Database(_)), "{err}");
+    let text = err.to_string().to_ascii_lowercase();
+    assert!(
+        text.contains("certificate") || text.contains("tls"),
+        "{err}"
+    );
+
+    // sslmode=require would not verify: refused, with the way to do it.
+    let err = PostgresStore::connect(&format!("{url}?sslmode=require"), None).unwrap_err();
+    assert!(err.to_string().contains("verify-full"), "{err}");
+}
