@@ -163,7 +163,9 @@ pub(crate) fn validate(
 impl<'a> Search<'a> {
     /// Depth first from the top of `path` (leaf first); true when a valid path is found.
     fn extend(&mut self, path: &mut Vec<&'a Certificate>) -> bool {
-        let current = *path.last().expect("the path starts with the signer");
+        let Some(&current) = path.last() else {
+            return false;
+        };
         let issuer = current.tbs_certificate().issuer();
         for anchor in self.anchors {
             if anchor.tbs_certificate().subject() != issuer || self.budget == 0 {
