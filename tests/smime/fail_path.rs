@@ -175,24 +175,32 @@ const CA_EXT: &str = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCe
 /// The victim's store: the root as its only trust anchor.
 fn victim(dir: &Path, root: &Path) -> PathBuf {
     let store = dir.join("victim");
-    let out = run(
-        &[
-            "key",
-            "import",
-            "--store",
-            store.to_str().unwrap(),
-            "--trusted",
-            root.to_str().unwrap(),
-        ],
-        b"",
-    );
+    import(&store, &[root], true);
+    store
+}
+
+/// `mailseal key import` of `files` into `store` (as trust anchors when `trusted`),
+/// which must succeed; what it printed.
+pub(crate) fn import(store: &Path, files: &[&Path], trusted: bool) -> String {
+    let mut args = vec![
+        "key".to_string(),
+        "import".into(),
+        "--store".into(),
+        store.display().to_string(),
+    ];
+    if trusted {
+        args.push("--trusted".into());
+    }
+    args.extend(files.iter().map(|p| p.display().to_string()));
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run(&a, b"");
     assert_eq!(
         out.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    store
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
 fn request() -> MailA2aMessage {
@@ -482,26 +490,6 @@ fn fail_a_backdated_signature_from_an_expired_certificate() {
     );
 }
 
-fn import(store: &Path, file: &Path) -> String {
-    let out = run(
-        &[
-            "key",
-            "import",
-            "--store",
-            store.to_str().unwrap(),
-            file.to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
-}
-
 #[test]
 fn fail_a_signer_or_intermediate_its_issuer_revoked() {
     let dir = tempfile::tempdir().unwrap();
@@ -520,27 +508,16 @@ fn fail_a_signer_or_intermediate_its_issuer_revoked() {
     // imports the CA's CRL (a file: nothing is fetched), and the key no longer speaks
     // for the CEO.
     pki.revoke("ceo", "corp-ca");
-    let listed = import(&store, &pki.crl("corp-ca"));
+    let listed = import(&store, &[&pki.crl("corp-ca")], false);
     assert!(listed.contains("crl"), "{listed}");
     let out = open(&store, &forged_msg, &["--stateless"]);
     assert_refused(&out, "is revoked");
 
     // The intermediate itself revoked by the root, in a fresh victim store.
     let store2 = dir.path().join("victim2");
-    let out = run(
-        &[
-            "key",
-            "import",
-            "--store",
-            store2.to_str().unwrap(),
-            "--trusted",
-            root.to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert_eq!(out.status.code(), Some(0));
+    import(&store2, &[&root], true);
     pki.revoke("corp-ca", "root");
-    import(&store2, &pki.crl("root"));
+    import(&store2, &[&pki.crl("root")], false);
     let out = open(&store2, &forged_msg, &["--stateless"]);
     assert_refused(&out, "certificate CN=corp-ca is revoked");
 }
@@ -554,11 +531,11 @@ fn fail_a_pinned_certificate_its_issuer_revoked() {
     let root = pki.root("", NOW_START, NOW_END);
     let ceo = pki.leaf("ceo", "root", CEO, "");
     let store = victim(dir.path(), &root);
-    import(&store, &ceo);
+    import(&store, &[&ceo], false);
     let msg = forged(&pki, "ceo", &[]);
     assert_eq!(open(&store, &msg, &["--stateless"]).status.code(), Some(0));
     pki.revoke("ceo", "root");
-    import(&store, &pki.crl("root"));
+    import(&store, &[&pki.crl("root")], false);
     assert_refused(&open(&store, &msg, &["--stateless"]), "is revoked");
 }
 
@@ -585,7 +562,7 @@ fn crls_required_by_policy_and_a_forged_crl_is_ignored() {
     // Mallory's database does not know the certificate: she lists its serial by
     // revoking her copy (openssl ca -revoke adds any certificate it is given).
     mallory.revoke("ceo", "root");
-    import(&store, &mallory.crl("root"));
+    import(&store, &[&mallory.crl("root")], false);
     let out = open(&store, &msg, &["--stateless"]);
     assert_eq!(
         out.status.code(),
@@ -599,7 +576,7 @@ fn crls_required_by_policy_and_a_forged_crl_is_ignored() {
         "no current CRL",
     );
     // The root's own CRL, listing nothing: accepted under --require-crl.
-    import(&store, &pki.crl("root"));
+    import(&store, &[&pki.crl("root")], false);
     let out = open(&store, &msg, &["--stateless", "--require-crl"]);
     assert_eq!(
         out.status.code(),

@@ -10,27 +10,10 @@ use common::{openssl, run};
 use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::message::MailA2aMessage;
 
-use super::fail_path::{Pki, NOW_END};
+use super::fail_path::{import, Pki, NOW_END};
 
 const ALICE: &str = "alice@corp.example";
 const BOB: &str = "bob@corp.example";
-
-fn import(store: &Path, files: &[&Path], trusted: bool) {
-    let mut args = vec!["key".to_string(), "import".into(), "--store".into()];
-    args.push(store.display().to_string());
-    if trusted {
-        args.push("--trusted".into());
-    }
-    args.extend(files.iter().map(|p| p.display().to_string()));
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = run(&a, b"");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// The key store's fingerprint of a certificate file.
 fn fingerprint(dir: &Path, cert: &Path) -> String {
@@ -47,12 +30,23 @@ fn fingerprint(dir: &Path, cert: &Path) -> String {
 
 /// An encryption-capable leaf for Bob, valid from `start`, with its key as PKCS#8.
 fn bob_cert(pki: &Pki, name: &str, start: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    identity(pki, name, BOB, start)
+}
+
+/// An encryption-capable leaf for `email` under the root, valid from `start`, with its
+/// key as PKCS#8.
+fn identity(
+    pki: &Pki,
+    name: &str,
+    email: &str,
+    start: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
     let crt = pki.issue(
         name,
         Some("root"),
         &format!(
             "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyAgreement\n\
-             extendedKeyUsage=emailProtection\nsubjectAltName=email:{BOB}\n"
+             extendedKeyUsage=emailProtection\nsubjectAltName=email:{email}\n"
         ),
         start,
         NOW_END,
@@ -84,26 +78,9 @@ fn the_newest_certificate_of_a_recipient_is_used_not_the_first_fingerprint() {
         .map(|i| bob_cert(&pki, &format!("bob-old-{i}"), "20250101000000Z"))
         .find(|(crt, _)| fingerprint(dir.path(), crt) < new_fpr)
         .expect("a key whose fingerprint sorts first, within 64 tries");
-    let alice_crt = pki.issue(
-        "alice",
-        Some("root"),
-        &format!(
-            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyAgreement\n\
-             extendedKeyUsage=emailProtection\nsubjectAltName=email:{ALICE}\n"
-        ),
-        "20250101000000Z",
-        NOW_END,
-    );
-    openssl(
-        &["pkey", "-in", "alice.key", "-out", "alice.p8"],
-        dir.path(),
-    );
+    let (alice_crt, alice_key) = identity(&pki, "alice", ALICE, "20250101000000Z");
     let alice = dir.path().join("alice-store");
-    import(
-        &alice,
-        &[&alice_crt, &dir.path().join("alice.p8"), &old_crt, &new_crt],
-        false,
-    );
+    import(&alice, &[&alice_crt, &alice_key, &old_crt, &new_crt], false);
 
     let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "choice-1");
     env.set("correlationId", "choice-1");
@@ -164,26 +141,9 @@ fn the_certificate_a_recipients_card_publishes_wins_over_a_newer_one() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let alice_crt = pki.issue(
-        "alice",
-        Some("root"),
-        &format!(
-            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyAgreement\n\
-             extendedKeyUsage=emailProtection\nsubjectAltName=email:{ALICE}\n"
-        ),
-        "20250101000000Z",
-        NOW_END,
-    );
-    openssl(
-        &["pkey", "-in", "alice.key", "-out", "alice.p8"],
-        dir.path(),
-    );
+    let (alice_crt, alice_key) = identity(&pki, "alice", ALICE, "20250101000000Z");
     let alice = dir.path().join("alice-store");
-    import(
-        &alice,
-        &[&alice_crt, &dir.path().join("alice.p8"), &new_crt],
-        false,
-    );
+    import(&alice, &[&alice_crt, &alice_key, &new_crt], false);
     let out = run(
         &[
             "key",

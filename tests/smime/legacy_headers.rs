@@ -9,6 +9,8 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::{fixture, openssl, run};
+
+use super::fail_path::import;
 use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::message::MailA2aMessage;
 
@@ -18,41 +20,16 @@ const BOB: &str = "bob@smime.example";
 /// Bob's store: his encryption and signing identities, Alice's certificate, the CA.
 fn bob_store(dir: &Path) -> PathBuf {
     let store = dir.join("bob");
-    for (files, trusted) in [
-        (
-            vec![
-                "bob.encrypt.crt",
-                "bob.encrypt.key",
-                "bob.sign.crt",
-                "bob.sign.key",
-            ],
-            false,
-        ),
-        (vec!["ca.rsa.crt"], true),
-    ] {
-        let mut args = vec![
-            "key".to_string(),
-            "import".into(),
-            "--store".into(),
-            store.display().to_string(),
-        ];
-        if trusted {
-            args.push("--trusted".into());
-        }
-        args.extend(
-            files
-                .iter()
-                .map(|f| fixture(&format!("rfc9216/{f}")).display().to_string()),
-        );
-        let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = run(&a, b"");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let fx = |f: &str| fixture(&format!("rfc9216/{f}"));
+    let own = [
+        "bob.encrypt.crt",
+        "bob.encrypt.key",
+        "bob.sign.crt",
+        "bob.sign.key",
+    ]
+    .map(fx);
+    import(&store, &own.each_ref().map(|p| p.as_path()), false);
+    import(&store, &[&fx("ca.rsa.crt")], true);
     store
 }
 
