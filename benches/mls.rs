@@ -24,6 +24,26 @@ use openmls_rust_crypto::OpenMlsRustCrypto;
 
 const SUITE: Ciphersuite = Ciphersuite::MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519;
 
+/// The authentication service of every mailseal member here (one per bench thread):
+/// each leaf certified by an S/MIME key under one CA, and checked.
+fn authority() -> &'static common::BenchAuthority {
+    thread_local! {
+        static AUTH: &'static common::BenchAuthority = Box::leak(Box::new(common::BenchAuthority::new()));
+    }
+    AUTH.with(|a| *a)
+}
+
+/// The receiving side as a long-lived `Receiver` has it: verified bindings cached.
+fn checker() -> &'static mailseal::mls::StoreAuthenticator<'static> {
+    thread_local! {
+        static CHECK: &'static mailseal::mls::StoreAuthenticator<'static> = {
+            let cache: &'static mailseal::mls::VerifiedBindings = Box::leak(Box::default());
+            Box::leak(Box::new(authority().checker(Some(cache))))
+        };
+    }
+    CHECK.with(|c| *c)
+}
+
 fn plain(i: usize) -> MailA2aMessage {
     let mut env = Envelope::new(
         Kind::Request,
@@ -47,13 +67,20 @@ fn ours_pair(durable: Option<&std::path::Path>) -> (Mls, Mls, String) {
         None => Mls::in_memory().unwrap(),
     };
     let (a, b) = (open("alice"), open("bob"));
-    a.generate_identity("alice@bench.example").unwrap();
-    b.generate_identity("bob@bench.example").unwrap();
+    a.generate_identity("alice@bench.example", authority())
+        .unwrap();
+    b.generate_identity("bob@bench.example", authority())
+        .unwrap();
+    b.allow_inviter("alice@bench.example", true).unwrap();
     let g = a.create_group("alice@bench.example").unwrap();
     let added = a
-        .add(&g, &[b.key_package("bob@bench.example").unwrap()])
+        .add(
+            &g,
+            &[b.key_package("bob@bench.example").unwrap()],
+            checker(),
+        )
         .unwrap();
-    b.receive(&added.welcome, &OpenPolicy::default(), "w")
+    b.receive(&added.welcome, &OpenPolicy::default(), "w", checker())
         .unwrap()
         .commit()
         .unwrap();
@@ -269,7 +296,7 @@ fn application(c: &mut Criterion) {
         bch.iter_batched(
             || a.seal(&plain(next()), &g, false).unwrap(),
             |mail| {
-                b.receive(&mail, &OpenPolicy::default(), "m")
+                b.receive(&mail, &OpenPolicy::default(), "m", checker())
                     .unwrap()
                     .commit()
                     .unwrap()
@@ -338,7 +365,7 @@ fn application(c: &mut Criterion) {
         bch.iter_batched(
             || da.seal(&plain(next()), &dg, false).unwrap(),
             |mail| {
-                db.receive(&mail, &OpenPolicy::default(), "m")
+                db.receive(&mail, &OpenPolicy::default(), "m", checker())
                     .unwrap()
                     .commit()
                     .unwrap()
@@ -353,18 +380,19 @@ fn application(c: &mut Criterion) {
 /// KeyPackage mails.
 fn ours_group(n: usize) -> (Mls, String, Mls) {
     let a = Mls::in_memory().unwrap().with_config(MlsConfig::default());
-    a.generate_identity("admin@bench.example").unwrap();
+    a.generate_identity("admin@bench.example", authority())
+        .unwrap();
     let g = a.create_group("admin@bench.example").unwrap();
     let others = Mls::in_memory().unwrap();
     let kps: Vec<Vec<u8>> = (1..n)
         .map(|i| {
             let e = format!("m{i}@bench.example");
-            others.generate_identity(&e).unwrap();
+            others.generate_identity(&e, authority()).unwrap();
             others.key_package(&e).unwrap()
         })
         .collect();
     if !kps.is_empty() {
-        a.add(&g, &kps).unwrap();
+        a.add(&g, &kps, checker()).unwrap();
     }
     (a, g, others)
 }
@@ -413,7 +441,7 @@ fn membership(c: &mut Criterion) {
         let new_kp = || {
             fresh.set(fresh.get() + 1);
             let e = format!("new{}@bench.example", fresh.get());
-            others.generate_identity(&e).unwrap();
+            others.generate_identity(&e, authority()).unwrap();
             others.key_package(&e).unwrap()
         };
         let mut grp = c.benchmark_group(format!("mls_add_{n}"));
@@ -428,11 +456,11 @@ fn membership(c: &mut Criterion) {
                     if n <= 100 {
                         let (a, g, _) = ours_group(n);
                         let t = Instant::now();
-                        a.add(&g, &[kp]).unwrap();
+                        a.add(&g, &[kp], checker()).unwrap();
                         total += t.elapsed();
                     } else {
                         let t = Instant::now();
-                        a.add(&g, &[kp]).unwrap();
+                        a.add(&g, &[kp], checker()).unwrap();
                         total += t.elapsed();
                     }
                 }

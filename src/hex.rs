@@ -11,3 +11,17 @@ pub fn hex(bytes: &[u8]) -> String {
             s
         })
 }
+
+/// The bytes of hex text (either case), or `None` when it is not whole bytes of hex.
+pub fn decode(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        })
+        .collect()
+}

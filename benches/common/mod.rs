@@ -59,3 +59,83 @@ pub fn message(from: &str, to: &str, text_len: usize) -> mailseal::message::Mail
     );
     mailseal::message::MailA2aMessage::new(from, &[to], env)
 }
+
+/// The MLS authentication service the benches use: one SQLite key store with a test
+/// CA as its trust anchor; certifying an address first issues it an S/MIME identity
+/// under that CA, so every member's leaf carries a real certification, checked as a
+/// receiver checks it (a path to the anchor, the signature on the statement).
+pub struct BenchAuthority {
+    _dir: tempfile::TempDir,
+    store: mailseal::keystore::SqliteStore,
+    ca: (x509_cert::Certificate, mailseal::keystore::SecretKey),
+}
+
+impl BenchAuthority {
+    pub fn new() -> Self {
+        use mailseal::keystore::KeyStore;
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            mailseal::keystore::SqliteStore::open(&dir.path().join("keys.db"), None).unwrap();
+        let ca = mailseal::smime::generate(&request(None), None).unwrap();
+        let pem = mailseal::keystore::identity_pem(&ca[0].certificate, &ca[0].private_key).unwrap();
+        let entry = store.import(pem.as_bytes(), "bench-ca", true).unwrap();
+        let ca = mailseal::keystore::issuer(&store, Some(&entry[0].fingerprint), None, None)
+            .unwrap()
+            .unwrap();
+        BenchAuthority {
+            _dir: dir,
+            store,
+            ca,
+        }
+    }
+
+    /// The checking side, with a receiver's cache when `cache` is given.
+    pub fn checker<'s>(
+        &'s self,
+        cache: Option<&'s mailseal::mls::VerifiedBindings>,
+    ) -> mailseal::mls::StoreAuthenticator<'s> {
+        let a = mailseal::mls::StoreAuthenticator::new(&self.store);
+        match cache {
+            Some(c) => a.cached(c),
+            None => a,
+        }
+    }
+}
+
+fn request(email: Option<&str>) -> mailseal::smime::IdentityRequest {
+    mailseal::smime::IdentityRequest {
+        email: email.map(str::to_string),
+        common_name: Some(email.unwrap_or("bench CA").to_string()),
+        kind: mailseal::smime::KeyKind::P256,
+        days: 30,
+        ca: email.is_none(),
+    }
+}
+
+impl mailseal::mls::Authenticator for BenchAuthority {
+    fn certify(
+        &self,
+        address: &str,
+        statement: &[u8],
+    ) -> Result<mailseal::mls::Binding, mailseal::mls::MlsError> {
+        use mailseal::keystore::KeyStore;
+        let issuer = mailseal::smime::Issuer {
+            certificate: &self.ca.0,
+            key: &self.ca.1,
+        };
+        for id in mailseal::smime::generate(&request(Some(address)), Some(&issuer)).unwrap() {
+            let pem = mailseal::keystore::identity_pem(&id.certificate, &id.private_key).unwrap();
+            self.store.import(pem.as_bytes(), "bench", false).unwrap();
+        }
+        self.checker(None).certify(address, statement)
+    }
+
+    fn verify(
+        &self,
+        address: &str,
+        signature_key: &[u8],
+        binding: Option<&mailseal::mls::Binding>,
+    ) -> Result<(), String> {
+        self.checker(None).verify(address, signature_key, binding)
+    }
+}

@@ -7,21 +7,25 @@
 //! structures directly. Invariants: no panic; an MLSMessage that decodes encodes back
 //! to the same bytes; an opened application message carries the group's coordinates;
 //! a refused or unprocessed message leaves the state as it was (each receipt is
-//! dropped, so rolled back).
+//! dropped, so rolled back). The fixture group predates credential bindings, so its
+//! members' MLS keys are pinned (`fixtures/mls/pinned.txt`): an input's leaf that is
+//! not one of them is refused by the authentication service, as it would be in use.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mailseal::mls::{wire, Mls, Received};
+use mailseal::mls::{wire, Mls, PinnedKeys, Received};
 use mailseal::seal::OpenPolicy;
 
 thread_local! {
-    static BOB: (tempfile::TempDir, Mls, String) = {
+    static BOB: (tempfile::TempDir, Mls, String, PinnedKeys) = {
         let dir = tempfile::tempdir().expect("temp dir");
         let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/mls/");
         std::fs::copy(format!("{fx}bob-mls.db"), dir.path().join("mls.db")).expect("fixture");
         let group = std::fs::read_to_string(format!("{fx}group.txt")).expect("fixture");
         let mls = Mls::open(dir.path()).expect("Bob's state");
-        (dir, mls, group.trim().to_string())
+        let pinned = std::fs::read_to_string(format!("{fx}pinned.txt")).expect("fixture");
+        let pinned = PinnedKeys::parse(&pinned).expect("pinned keys");
+        (dir, mls, group.trim().to_string(), pinned)
     };
 }
 
@@ -43,8 +47,8 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = wire::framing_of(&m.message);
     }
-    BOB.with(|(_, mls, group)| {
-        if let Ok(receipt) = mls.receive(&mail, &OpenPolicy::default(), "fuzz") {
+    BOB.with(|(_, mls, group, pinned)| {
+        if let Ok(receipt) = mls.receive(&mail, &OpenPolicy::default(), "fuzz", pinned) {
             if let Received::Application(opened) = &receipt.received {
                 let c = opened.envelope().group().expect("coordinates were checked");
                 assert_eq!(&c.id, group);

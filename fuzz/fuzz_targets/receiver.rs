@@ -58,9 +58,19 @@ fn bob() -> Bob {
     let mls_fx = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/mls/bob-mls.db");
     std::fs::copy(mls_fx, dir.path().join("mls.db")).expect("fixture");
     let mls = Mls::open(dir.path()).expect("Bob's MLS state");
+    // The fixture group predates credential bindings: its members' keys are pinned.
+    let pinned = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/mls/pinned.txt"
+    ))
+    .expect("fixture");
+    let pinned = mailseal::mls::PinnedKeys::parse(&pinned).expect("pinned keys");
     Bob {
         _dir: dir,
-        receiver: Receiver::builder(keys).mls(mls).build(),
+        receiver: Receiver::builder(keys)
+            .mls(mls)
+            .mls_pinned_keys(pinned)
+            .build(),
     }
 }
 

@@ -458,31 +458,102 @@ fn demo_agent_card(
     Ok(())
 }
 
+/// Key stores for MLS agents: each holds its own S/MIME identity, issued by one demo
+/// CA that each trusts as an anchor, which is what certifies their MLS keys.
+fn mls_stores(
+    root: &std::path::Path,
+    emails: &[&str],
+) -> Result<Vec<crate::keystore::DirectoryStore>, Failure> {
+    use crate::smime::{IdentityRequest, KeyKind};
+    let request = |email: Option<&str>, ca: bool| IdentityRequest {
+        email: email.map(str::to_string),
+        common_name: Some(email.unwrap_or("mailseal demo MLS CA").to_string()),
+        kind: KeyKind::P256,
+        days: 30,
+        ca,
+    };
+    let ca = crate::smime::generate(&request(None, true), None).map_err(|e| fail("ca", e))?;
+    let ca_pem = crate::keystore::identity_pem(&ca[0].certificate, &ca[0].private_key)
+        .map_err(|e| fail("ca", e))?;
+    let ca_store =
+        crate::keystore::DirectoryStore::open(root.join("ca")).map_err(|e| fail("ca", e))?;
+    let entry = ca_store
+        .import(ca_pem.as_bytes(), "demo-ca", true)
+        .map_err(|e| fail("ca", e))?;
+    let fpr = entry
+        .first()
+        .map(|e| e.fingerprint.clone())
+        .unwrap_or_default();
+    let (cert, key) = crate::keystore::issuer(&ca_store, Some(&fpr), None, None)
+        .map_err(|e| fail("ca", e))?
+        .ok_or_else(|| fail("ca", "the demo CA is not in its store"))?;
+    let issuer = crate::smime::Issuer {
+        certificate: &cert,
+        key: &key,
+    };
+    let anchor =
+        der::EncodePem::to_pem(&cert, der::pem::LineEnding::LF).map_err(|e| fail("ca", e))?;
+    emails
+        .iter()
+        .map(|email| {
+            let store = crate::keystore::DirectoryStore::open(root.join(email))
+                .map_err(|e| fail("store", e))?;
+            store
+                .import(anchor.as_bytes(), "demo-ca", true)
+                .map_err(|e| fail("anchor", e))?;
+            for id in crate::smime::generate(&request(Some(email), false), Some(&issuer))
+                .map_err(|e| fail("identity", e))?
+            {
+                let pem = crate::keystore::identity_pem(&id.certificate, &id.private_key)
+                    .map_err(|e| fail("identity", e))?;
+                store
+                    .import(pem.as_bytes(), "demo", false)
+                    .map_err(|e| fail("identity", e))?;
+            }
+            Ok(store)
+        })
+        .collect()
+}
+
 fn demo_mls() -> CliResult {
-    use crate::mls::{Mls, Received};
+    use crate::mls::{Mls, Received, StoreAuthenticator};
     println!("\n[4c] MLS: three agents form a group by mail; one message overtakes its commit");
-    let members: Vec<(Mls, &str)> = ["ann@mls.example", "bea@mls.example", "cal@mls.example"]
+    let emails = ["ann@mls.example", "bea@mls.example", "cal@mls.example"];
+    let dir = tempfile::tempdir().map_err(|e| fail("temporary store", e))?;
+    let stores = mls_stores(dir.path(), &emails)?;
+    let auths: Vec<StoreAuthenticator<'_>> =
+        stores.iter().map(|s| StoreAuthenticator::new(s)).collect();
+    let members: Vec<(Mls, &str)> = emails
         .into_iter()
-        .map(|e| {
+        .zip(&auths)
+        .map(|(e, auth)| {
             let m = Mls::in_memory().map_err(|x| fail("mls", x))?;
-            m.generate_identity(e).map_err(|x| fail("mls", x))?;
+            m.generate_identity(e, auth).map_err(|x| fail("mls", x))?;
+            m.allow_inviter("ann@mls.example", true)
+                .map_err(|x| fail("mls", x))?;
             Ok((m, e))
         })
         .collect::<Result<_, Failure>>()?;
     let (ann, bea, cal) = (&members[0].0, &members[1].0, &members[2].0);
-    let receive = |m: &Mls, raw: &[u8]| {
-        m.receive(raw, &OpenPolicy::default(), "demo")
+    // Who receives: 1 is bea, 2 is cal, each checking with its own store.
+    let receive = |i: usize, raw: &[u8]| {
+        members[i]
+            .0
+            .receive(raw, &OpenPolicy::default(), "demo", &auths[i])
             .and_then(|r| r.commit())
             .map_err(|e| fail("mls receive", e))
     };
+    println!("    each agent's MLS key is certified by its S/MIME key (one demo CA); every leaf is checked");
     let group = ann.create_group(members[0].1).map_err(|e| fail("mls", e))?;
     let kps = [
         bea.key_package(members[1].1).map_err(|e| fail("mls", e))?,
         cal.key_package(members[2].1).map_err(|e| fail("mls", e))?,
     ];
-    let added = ann.add(&group, &kps).map_err(|e| fail("mls add", e))?;
-    for m in [bea, cal] {
-        receive(m, &added.welcome)?;
+    let added = ann
+        .add(&group, &kps, &auths[0])
+        .map_err(|e| fail("mls add", e))?;
+    for i in [1, 2] {
+        receive(i, &added.welcome)?;
     }
     println!(
         "    group {group}: KeyPackage mails {} B, Welcome mail {} B; bea and cal joined",
@@ -503,7 +574,7 @@ fn demo_mls() -> CliResult {
     let first = ann
         .seal(&message("demo-mls-1"), &group, false)
         .map_err(|e| fail("mls seal", e))?;
-    let opened = receive(bea, &first)?;
+    let opened = receive(1, &first)?;
     if let Received::Application(o) = &opened {
         let c = o.envelope().group();
         println!(
@@ -512,33 +583,30 @@ fn demo_mls() -> CliResult {
             c.map(|c| (c.epoch, c.generation))
         );
     }
-    println!(
-        "    the same mail again: {:?}",
-        short(&receive(bea, &first)?)
-    );
+    println!("    the same mail again: {:?}", short(&receive(1, &first)?));
     let commit = ann.update(&group).map_err(|e| fail("mls update", e))?;
     let later = ann
         .seal(&message("demo-mls-2"), &group, false)
         .map_err(|e| fail("mls seal", e))?;
     println!(
         "    cal gets the epoch-2 message first: {:?}",
-        short(&receive(cal, &later)?)
+        short(&receive(2, &later)?)
     );
     println!(
         "    then ann's self-update commit: {:?}",
-        short(&receive(cal, &commit)?)
+        short(&receive(2, &commit)?)
     );
     let held = cal
         .next_ready(Some(&group))
         .map_err(|e| fail("mls", e))?
         .ok_or_else(|| fail("mls", "the held message was not released"))?;
-    let released = receive(cal, &held.raw)?;
+    let released = receive(2, &held.raw)?;
     println!("    released: {:?}", short(&released));
-    receive(bea, &commit)?;
+    receive(1, &commit)?;
     let forked = ann.update(&group).map_err(|e| fail("mls update", e))?;
     let rival = bea.update(&group).map_err(|e| fail("mls update", e))?;
-    receive(cal, &forked)?;
-    match cal.receive(&rival, &OpenPolicy::default(), "demo") {
+    receive(2, &forked)?;
+    match cal.receive(&rival, &OpenPolicy::default(), "demo", &auths[2]) {
         Err(e) => println!(
             "    bea's commit racing ann's for epoch 2 reaches cal second: refused (exit {}): {e}",
             ExitCode::of(&e).as_u8()
@@ -550,7 +618,7 @@ fn demo_mls() -> CliResult {
         .map_err(|e| fail("mls seal", e))?;
     let at = tampered.len() - 10;
     tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
-    match cal.receive(&tampered, &OpenPolicy::default(), "demo") {
+    match cal.receive(&tampered, &OpenPolicy::default(), "demo", &auths[2]) {
         Err(e) => println!(
             "    one changed character in an application message: refused (exit {}): {e}",
             ExitCode::of(&e).as_u8()

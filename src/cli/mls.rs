@@ -7,7 +7,7 @@ use clap::Subcommand;
 
 use super::exit::ExitCode;
 use super::{read_input, write_output, CliResult, Failure};
-use crate::mls::{Handshake, Mls, Received};
+use crate::mls::{Handshake, Mls, Received, StoreAuthenticator};
 
 #[derive(Subcommand)]
 pub(super) enum MlsCommand {
@@ -69,7 +69,8 @@ pub(super) enum MlsCommand {
         out_dir: PathBuf,
     },
     /// Join a group from a Welcome mail (the same as `open` on it); with --external,
-    /// from a GroupInfo mail by an external commit (writes commit.eml for the members).
+    /// from a GroupInfo mail sealed to us (`mls group-info --to`) by an external commit
+    /// (writes commit.eml for the members).
     Join {
         /// The Welcome (or GroupInfo) mail (default: stdin).
         #[arg(long = "in")]
@@ -84,11 +85,15 @@ pub(super) enum MlsCommand {
         #[arg(long)]
         out_dir: Option<PathBuf>,
     },
-    /// Write a GroupInfo mail: whoever holds it can join by external commit.
+    /// Write a GroupInfo mail sealed to the one invited (S/MIME: signed by us,
+    /// encrypted to them), with which they join by external commit.
     GroupInfo {
         /// The group id.
         #[arg(long, allow_hyphen_values = true)]
         group: String,
+        /// Who is invited (their S/MIME certificate must be in the store).
+        #[arg(long)]
+        to: String,
         /// Output file (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -102,6 +107,16 @@ pub(super) enum MlsCommand {
         /// `on` or `off`.
         #[arg(value_parser = ["on", "off"])]
         setting: String,
+    },
+    /// Who may add us to groups by Welcome (nobody by default): an address, @domain,
+    /// or * for anyone whose credential authenticates. Lists them without options.
+    Inviters {
+        /// Accept Welcomes from this inviter.
+        #[arg(long, value_name = "ADDRESS|@DOMAIN|*")]
+        allow: Vec<String>,
+        /// No longer accept them.
+        #[arg(long, value_name = "ADDRESS|@DOMAIN|*")]
+        remove: Vec<String>,
     },
     /// A group's epoch and members; without --group, the groups.
     Members {
@@ -201,10 +216,15 @@ fn write_file(dir: &Path, name: &str, data: &[u8]) -> CliResult {
     Ok(())
 }
 
-/// `key generate --kind mls --email ADDR`.
+/// `key generate --kind mls --email ADDR`: the key is certified by our S/MIME (else
+/// OpenPGP) key for ADDR, which must be in the store.
 pub(super) fn generate(store: &Path, email: &str) -> CliResult {
     let mls = open_state(store)?;
-    let public = mls.generate_identity(email).map_err(fail("key generate"))?;
+    let keys = super::store::Keys::open(store)?;
+    let auth = StoreAuthenticator::new(keys.store());
+    let public = mls
+        .generate_identity(email, &auth)
+        .map_err(fail("key generate"))?;
     println!(
         "generated mls {public} Ed25519 {}",
         email.to_ascii_lowercase()
@@ -214,6 +234,9 @@ pub(super) fn generate(store: &Path, email: &str) -> CliResult {
 
 pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
     let mls = open_state(store)?;
+    // The authentication service: leaves are checked against the store's keys.
+    let keys = super::store::Keys::open(store)?;
+    let auth = StoreAuthenticator::new(keys.store());
     match cmd {
         MlsCommand::Keypackage { email, out, raw } => {
             let bytes = if raw {
@@ -249,7 +272,7 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
                         )
                     })?;
                     let added = mls
-                        .add_published(&group, &member, &kp)
+                        .add_published(&group, &member, &kp, &auth)
                         .map_err(fail("mls add"))?;
                     policies
                         .save(&dir)
@@ -261,7 +284,7 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
                         .iter()
                         .map(|p| read_input(Some(p)))
                         .collect::<Result<Vec<_>, _>>()?;
-                    mls.add(&group, &mails).map_err(fail("mls add"))?
+                    mls.add(&group, &mails, &auth).map_err(fail("mls add"))?
                 }
             };
             write_file(&out_dir, "commit.eml", &added.commit)?;
@@ -282,8 +305,10 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
         MlsCommand::ExternalJoins { group, setting } => mls
             .allow_external_joins(&group, setting == "on")
             .map_err(fail("mls external-joins")),
-        MlsCommand::GroupInfo { group, out } => {
-            let mail = mls.group_info(&group).map_err(fail("mls group-info"))?;
+        MlsCommand::GroupInfo { group, to, out } => {
+            let mail = mls
+                .sealed_group_info(&group, &to, keys.store())
+                .map_err(fail("mls group-info"))?;
             write_output(out.as_deref(), &mail)
         }
         MlsCommand::Join {
@@ -294,7 +319,13 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
         } => {
             let raw = read_input(input.as_deref())?;
             let (group, commit) = mls
-                .join_external(&raw, &email)
+                .join_sealed(
+                    &raw,
+                    &email,
+                    keys.store(),
+                    &crate::seal::OpenPolicy::default(),
+                    &auth,
+                )
                 .map_err(fail("mls join --external"))?;
             write_file(&out_dir, "commit.eml", &commit)?;
             println!("{group}");
@@ -303,7 +334,7 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
         MlsCommand::Join { input, .. } => {
             let raw = read_input(input.as_deref())?;
             let receipt = mls
-                .receive(&raw, &crate::seal::OpenPolicy::default(), "welcome")
+                .receive(&raw, &crate::seal::OpenPolicy::default(), "welcome", &auth)
                 .map_err(fail("mls join"))?;
             let joined = match &receipt.received {
                 Received::Handshake(Handshake::Joined { group, epoch, by }) => Some((
@@ -328,6 +359,20 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
                     "mls join: not a Welcome mail",
                 )),
             }
+        }
+        MlsCommand::Inviters { allow, remove } => {
+            for p in &allow {
+                mls.allow_inviter(p, true).map_err(fail("mls inviters"))?;
+            }
+            for p in &remove {
+                mls.allow_inviter(p, false).map_err(fail("mls inviters"))?;
+            }
+            if allow.is_empty() && remove.is_empty() {
+                for p in mls.inviters().map_err(fail("mls inviters"))? {
+                    println!("{p}");
+                }
+            }
+            Ok(())
         }
         MlsCommand::Members { group, json } => match group {
             None => {

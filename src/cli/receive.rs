@@ -287,9 +287,6 @@ fn handshake_line(h: &Handshake) -> String {
         Handshake::Proposal { group, by } => {
             format!("queued the proposal of {by} for group {group}'s next commit")
         }
-        Handshake::GroupInfo { group } => format!(
-            "a GroupInfo of group {group}: join it with `mailseal mls join --external --email ADDR --in FILE --out-dir DIR`"
-        ),
         Handshake::KeyPackage { identity } => format!(
             "a KeyPackage of {identity}: add it with `mailseal mls add --group ID FILE`"
         ),
@@ -465,10 +462,7 @@ fn result_line(
             let result = match (&d.outcome, d.resumed) {
                 (_, true) => "deliver-resumed",
                 (Outcome::Deliver { .. }, false) if released => "deliver-released",
-                (
-                    Outcome::Handshake(Handshake::GroupInfo { .. } | Handshake::KeyPackage { .. }),
-                    _,
-                ) => "handshake",
+                (Outcome::Handshake(Handshake::KeyPackage { .. }), _) => "handshake",
                 (o, false) => o.word(),
             };
             match d.outcome.delivery() {

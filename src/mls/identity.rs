@@ -4,6 +4,7 @@ use openmls::prelude::*;
 use openmls_basic_credential::SignatureKeyPair;
 use rusqlite::{params, OptionalExtension};
 
+use super::authentication::{self, Authenticator};
 use super::wire::{self, Body};
 use super::{op, Identity, Mls, MlsError, CIPHERSUITE};
 use crate::message::{Headers, Mailbox};
@@ -47,14 +48,6 @@ pub(super) fn identity_of(c: &Credential) -> Result<String, MlsError> {
     let id = std::str::from_utf8(basic.identity())
         .map_err(|_| MlsError::Binding("credential identity is not UTF-8".into()))?;
     Ok(id.to_ascii_lowercase())
-}
-
-/// A GroupInfo mail needs a From (who invites).
-pub(super) fn check_group_info_sender(headers: &Headers) -> Result<(), MlsError> {
-    if headers.from.is_none() {
-        return Err(MlsError::Malformed("a GroupInfo mail without From".into()));
-    }
-    Ok(())
 }
 
 /// The outer From must be the MLS sender when the mail names one.
@@ -101,15 +94,27 @@ pub fn key_package_identity(bytes: &[u8]) -> Result<(String, bool), MlsError> {
 }
 
 impl Mls {
-    /// Makes an MLS identity (Ed25519 signature key, basic credential naming `email`);
-    /// returns its public key in hex. An existing identity is kept.
-    pub fn generate_identity(&self, email: &str) -> Result<String, MlsError> {
+    /// Makes an MLS identity (Ed25519 signature key, basic credential naming `email`)
+    /// whose key `auth` certifies with our mail key for `email` (see
+    /// [`authentication`]); returns its public key in hex. An existing identity is
+    /// kept and certified again (after a mail key was renewed, say).
+    pub fn generate_identity(
+        &self,
+        email: &str,
+        auth: &dyn Authenticator,
+    ) -> Result<String, MlsError> {
         let email = email.trim().to_ascii_lowercase();
         if !Mailbox::new(&email).is_valid_addr_spec() {
             return Err(MlsError::Usage(format!("{email}: not an email address")));
         }
         let tx = self.state.begin()?;
         if let Some(pk) = self.public_key(&email)? {
+            let binding = auth.certify(&email, &authentication::statement(&email, &pk))?;
+            self.state.exec(
+                "UPDATE mailseal_mls_identity SET binding = ?2 WHERE email = ?1",
+                params![email, binding.to_bytes()],
+            )?;
+            tx.commit()?;
             return Ok(crate::keystore::hex(&pk));
         }
         // An Ed25519 seed of our own (the suite's signature scheme), so that under a
@@ -120,6 +125,8 @@ impl Mls {
         let public = ed25519_dalek::SigningKey::from_bytes(&seed)
             .verifying_key()
             .to_bytes();
+        // Certified first: without a mail key to vouch for it, nothing is stored.
+        let binding = auth.certify(&email, &authentication::statement(&email, &public))?;
         let keys = SignatureKeyPair::from_raw(
             CIPHERSUITE.signature_algorithm(),
             seed.to_vec(),
@@ -134,16 +141,39 @@ impl Mls {
             }
         };
         self.state.exec(
-            "INSERT INTO mailseal_mls_identity (email, public_key, scheme, sealed_key) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO mailseal_mls_identity (email, public_key, scheme, sealed_key, binding) VALUES (?1, ?2, ?3, ?4, ?5)",
             params![
                 email,
                 keys.public(),
                 CIPHERSUITE.signature_algorithm() as u16,
-                sealed
+                sealed,
+                binding.to_bytes()
             ],
         )?;
         tx.commit()?;
         Ok(crate::keystore::hex(keys.public()))
+    }
+
+    /// The leaf-node extensions our leaves carry for `email`: its credential binding.
+    pub(super) fn own_leaf_extensions(
+        &self,
+        email: &str,
+    ) -> Result<Extensions<LeafNode>, MlsError> {
+        let binding: Option<Vec<u8>> = self
+            .state
+            .query_row(
+                "SELECT binding FROM mailseal_mls_identity WHERE email = ?1",
+                [email],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten();
+        let binding = binding.ok_or_else(|| {
+            MlsError::Unbound(format!(
+                "our own MLS key of {email} is not certified by a mail key: `mailseal key generate --kind mls --email {email}` certifies it"
+            ))
+        })?;
+        authentication::leaf_extensions(&binding)
     }
 
     /// Our identities: (email, public key hex).
@@ -241,18 +271,12 @@ impl Mls {
         let me_id = self.signer(&email)?;
         let (signer, credential) = (&me_id.keys, me_id.credential.clone());
         let tx = self.state.begin()?;
-        let mut builder = KeyPackage::builder();
+        // The leaf lists the extensions it carries (RFC 9420 section 13.4).
+        let mut builder = KeyPackage::builder()
+            .leaf_node_capabilities(authentication::capabilities(last_resort))
+            .leaf_node_extensions(self.own_leaf_extensions(&email)?);
         if last_resort {
-            // The leaf must list the extension it carries (RFC 9420 section 13.4).
-            builder = builder
-                .mark_as_last_resort()
-                .leaf_node_capabilities(Capabilities::new(
-                    None,
-                    None,
-                    Some(&[ExtensionType::LastResort]),
-                    None,
-                    None,
-                ));
+            builder = builder.mark_as_last_resort();
         }
         let bundle = builder
             .build(CIPHERSUITE, &self.state.provider, signer, credential)

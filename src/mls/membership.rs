@@ -3,6 +3,7 @@
 use openmls::prelude::*;
 use rusqlite::params;
 
+use super::authentication::{self, Authenticator};
 use super::identity::{check_from, checked_key_package, identity_of};
 use super::wire::{self, Body};
 use super::{group_id_text, now, op, parse_group_id, sha256, Mls, MlsError, CIPHERSUITE};
@@ -27,6 +28,9 @@ pub struct Members {
     pub me: String,
     /// (leaf index, credential identity), in leaf order.
     pub members: Vec<(u32, String)>,
+    /// Each member's MLS signature key (hex), in the same order: what
+    /// [`super::PinnedKeys`] pins.
+    pub signature_keys: Vec<String>,
 }
 
 impl Mls {
@@ -46,9 +50,13 @@ impl Mls {
         let email = email.trim().to_ascii_lowercase();
         let me_id = self.signer(&email)?;
         let (signer, credential) = (&me_id.keys, me_id.credential.clone());
+        let extensions = self.own_leaf_extensions(&email)?;
         let tx = self.state.begin()?;
         let config = MlsGroupCreateConfig::builder()
             .ciphersuite(CIPHERSUITE)
+            .capabilities(authentication::capabilities(false))
+            .with_leaf_node_extensions(extensions)
+            .map_err(op)?
             .max_past_epochs(self.config.past_epochs)
             .use_ratchet_tree_extension(true)
             .sender_ratchet_configuration(SenderRatchetConfiguration::new(
@@ -99,8 +107,14 @@ impl Mls {
     }
 
     /// Adds the members whose KeyPackage mails are given: a Commit for the group and a
-    /// Welcome for them. Each KeyPackage must verify and name its mail's From.
-    pub fn add(&self, group: &str, key_package_mails: &[Vec<u8>]) -> Result<Added, MlsError> {
+    /// Welcome for them. Each KeyPackage must verify, name its mail's From, and be
+    /// bound to its address under `auth`.
+    pub fn add(
+        &self,
+        group: &str,
+        key_package_mails: &[Vec<u8>],
+        auth: &dyn Authenticator,
+    ) -> Result<Added, MlsError> {
         let mut packages = Vec::new();
         for raw in key_package_mails {
             let mail = wire::read_mail(raw, &self.limits)?;
@@ -109,19 +123,21 @@ impl Mls {
             };
             let (kp, identity) = checked_key_package(kp, self.state.provider.crypto())?;
             check_from(&mail.headers, &identity)?;
+            self.check_leaf(kp.leaf_node(), auth)?;
             packages.push((kp, identity));
         }
         self.add_packages(group, packages)
     }
 
     /// Adds `member` with a KeyPackage published for it (a bare MLSMessage, as an
-    /// Agent Card carries it): the KeyPackage must verify and its credential must be
-    /// `member`.
+    /// Agent Card carries it): the KeyPackage must verify, its credential must be
+    /// `member`, bound to it under `auth`.
     pub fn add_published(
         &self,
         group: &str,
         member: &str,
         key_package: &[u8],
+        auth: &dyn Authenticator,
     ) -> Result<Added, MlsError> {
         let member = member.trim().to_ascii_lowercase();
         let Body::KeyPackage(kp) = wire::split(wire::decode(key_package)?)?.1 else {
@@ -135,6 +151,7 @@ impl Mls {
                 "the KeyPackage published for {member} names {identity}"
             )));
         }
+        self.check_leaf(kp.leaf_node(), auth)?;
         self.add_packages(group, vec![(kp, identity)])
     }
 
@@ -240,10 +257,18 @@ impl Mls {
         Ok(mail)
     }
 
-    /// A GroupInfo mail for the group (signed by us, with the ratchet tree): whoever
-    /// holds it can join by an external commit ([`Mls::join_external`]), so give it
-    /// only to agents that may join.
+    /// A GroupInfo mail for the group (signed by us, with the ratchet tree), in clear:
+    /// whoever holds it can ask to join by an external commit ([`Mls::join_external`])
+    /// and learns the members. What leaves the machine is
+    /// [`Mls::sealed_group_info`], this mail sealed to the one invited.
     pub fn group_info(&self, group: &str) -> Result<Vec<u8>, MlsError> {
+        let id = parse_group_id(group)?;
+        let me = self.active_member(&id)?;
+        self.group_info_to(group, std::slice::from_ref(&me))
+    }
+
+    /// [`Mls::group_info`], addressed to `to`.
+    pub(super) fn group_info_to(&self, group: &str, to: &[String]) -> Result<Vec<u8>, MlsError> {
         let id = parse_group_id(group)?;
         let me = self.active_member(&id)?;
         let me_id = self.signer(&me)?;
@@ -252,15 +277,29 @@ impl Mls {
         let info = g.export_group_info(self.state.provider.crypto(), signer, true);
         self.cache_put(g);
         let bytes = info.map_err(op)?.to_bytes().map_err(op)?;
-        self.mail(&me, std::slice::from_ref(&me), "MLS group info", &bytes)
+        self.mail(&me, to, "MLS group info", &bytes)
     }
 
     /// Joins a group from its GroupInfo mail by an external commit, as `email`;
-    /// returns the group id and the Commit mail for the members.
+    /// returns the group id and the Commit mail for the members. Every member's leaf
+    /// in the GroupInfo's tree must authenticate under `auth`.
     pub fn join_external(
         &self,
         group_info_mail: &[u8],
         email: &str,
+        auth: &dyn Authenticator,
+    ) -> Result<(String, Vec<u8>), MlsError> {
+        self.join_external_from(group_info_mail, email, auth, None)
+    }
+
+    /// [`Mls::join_external`]; with `inviter` (the authenticated sender of a sealed
+    /// GroupInfo), that address must be a member of the group.
+    pub(super) fn join_external_from(
+        &self,
+        group_info_mail: &[u8],
+        email: &str,
+        auth: &dyn Authenticator,
+        inviter: Option<&str>,
     ) -> Result<(String, Vec<u8>), MlsError> {
         let email = email.trim().to_ascii_lowercase();
         let mail = wire::read_mail(group_info_mail, &self.limits)?;
@@ -269,12 +308,17 @@ impl Mls {
         };
         let me_id = self.signer(&email)?;
         let (signer, credential) = (&me_id.keys, me_id.credential.clone());
+        let leaf = LeafNodeParameters::builder()
+            .with_capabilities(authentication::capabilities(false))
+            .with_extensions(self.own_leaf_extensions(&email)?)
+            .build();
         let tx = self.state.begin()?;
         let (group, bundle) = MlsGroup::external_commit_builder()
             .with_config(self.join_config())
             .skip_lifetime_validation()
             .build_group(&self.state.provider, info, credential)
             .map_err(|e| MlsError::Invalid(format!("GroupInfo: {e}")))?
+            .leaf_node_parameters(leaf)
             .load_psks(self.state.provider.storage())
             .map_err(op)?
             .build(
@@ -286,6 +330,17 @@ impl Mls {
             .map_err(op)?
             .finalize(&self.state.provider)
             .map_err(op)?;
+        // Before anything is kept (the transaction rolls back on error): the members
+        // we would talk to are who they say. Who invites is not asked: joining by
+        // GroupInfo is our own user's act, not something mail does to us.
+        self.check_tree(&group, auth)?;
+        if let Some(inviter) = inviter {
+            if !Self::others(&group, &email).iter().any(|m| m == inviter) {
+                return Err(MlsError::Binding(format!(
+                    "the GroupInfo's signer {inviter} is not a member of the group"
+                )));
+            }
+        }
         let id = group.group_id().as_slice().to_vec();
         let epoch = group.epoch().as_u64();
         let commit = bundle.commit().to_bytes().map_err(op)?;
@@ -351,11 +406,16 @@ impl Mls {
                 )
             })
             .collect();
+        let signature_keys = g
+            .members()
+            .map(|m| crate::keystore::hex(&m.signature_key))
+            .collect();
         let out = Members {
             group: group_id_text(&id),
             epoch: g.epoch().as_u64(),
             me,
             members,
+            signature_keys,
         };
         self.cache_put(g);
         Ok(out)

@@ -17,14 +17,20 @@
 //! group at the old epoch or the new one, never in between.
 
 mod agent;
+pub mod authentication;
 mod held;
 mod identity;
+pub mod invitation;
+mod inviters;
 mod membership;
 mod receive;
 mod send;
 mod state;
 pub mod wire;
 
+pub use authentication::{
+    Authenticator, Binding, PinnedKeys, StoreAuthenticator, VerifiedBindings,
+};
 pub use held::Held;
 pub use identity::key_package_identity;
 pub use membership::{Added, Members};
@@ -121,6 +127,18 @@ pub enum MlsError {
         /// How many are held.
         held: usize,
     },
+    /// A leaf's credential is not bound to a key we trust for the address it names
+    /// (see [`authentication`]): a KeyPackage, a Welcome's tree, an added or updated
+    /// leaf, an external joiner or a sender. Nothing was applied.
+    #[error("unauthenticated MLS credential: {0}")]
+    Unbound(String),
+    /// A Welcome from an inviter this member's policy does not accept
+    /// ([`Mls::allow_inviter`]).
+    #[error("{inviter} may not add us to MLS groups here (mailseal mls inviters --allow ADDRESS)")]
+    InviterRefused {
+        /// Who sent the Welcome.
+        inviter: String,
+    },
     /// The sender's credential does not name the From address, or the envelope's
     /// `group` coordinates disagree with the MLS framing.
     #[error("refused: {0}")]
@@ -160,7 +178,7 @@ impl Classify for MlsError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Malformed(_) => ErrorKind::Malformed,
-            Self::Invalid(_) => ErrorKind::Authentication,
+            Self::Invalid(_) | Self::Unbound(_) => ErrorKind::Authentication,
             Self::NoIdentity(_)
             | Self::UnknownGroup(_)
             | Self::Removed { .. }
@@ -170,6 +188,7 @@ impl Classify for MlsError {
             | Self::BufferFull { .. }
             | Self::Binding(_)
             | Self::SenderRemoved { .. }
+            | Self::InviterRefused { .. }
             | Self::ExternalJoinRefused { .. } => ErrorKind::Policy,
             Self::Open(e) => e.kind(),
             Self::Message(e) => e.kind(),

@@ -4,7 +4,8 @@
 use openmls::prelude::*;
 use rusqlite::{params, OptionalExtension};
 
-use super::identity::{check_from, check_group_info_sender, identity_of};
+use super::authentication::Authenticator;
+use super::identity::{check_from, identity_of};
 use super::state::Tx;
 use super::wire::{self, Body, Content, Framing};
 use super::{group_id_text, now, op, sha256, Mls, MlsError};
@@ -72,12 +73,6 @@ pub enum Handshake {
         group: String,
         /// Who proposed.
         by: String,
-    },
-    /// A GroupInfo (an invitation to join by external commit: `mailseal mls join
-    /// --external`); its signature is checked when it is used.
-    GroupInfo {
-        /// The group id (base64url) it names.
-        group: String,
     },
     /// A KeyPackage (it joins nobody by itself: `mailseal mls add`).
     KeyPackage {
@@ -176,6 +171,11 @@ impl Mls {
     /// joins; a Commit applies (in epoch order); anything for a future epoch is held.
     /// `name` names the mail if it is held (the batch file stem).
     ///
+    /// Every leaf that would enter our view of a group (a Welcome's tree, added or
+    /// updated leaves, an external joiner) and every sender must authenticate under
+    /// `auth` ([`super::authentication`]); a Welcome must come from an inviter our
+    /// policy accepts ([`Mls::allow_inviter`]).
+    ///
     /// Nothing is durable until [`Receipt::commit`]; on an error the state is
     /// unchanged.
     pub fn receive(
@@ -183,6 +183,7 @@ impl Mls {
         raw: &[u8],
         policy: &OpenPolicy,
         name: &str,
+        auth: &dyn Authenticator,
     ) -> Result<Receipt<'_>, MlsError> {
         if raw.len() > policy.limits.max_message_bytes {
             return Err(crate::message::MessageError::TooLarge {
@@ -200,18 +201,20 @@ impl Mls {
                 let kp = kp
                     .validate(self.state.provider.crypto(), ProtocolVersion::Mls10)
                     .map_err(|e| MlsError::Invalid(format!("KeyPackage: {e}")))?;
-                let identity = identity_of(kp.leaf_node().credential())?;
+                let identity = self.check_leaf(kp.leaf_node(), auth)?;
                 check_from(&mail.headers, &identity)?;
                 (
                     Received::Handshake(Handshake::KeyPackage { identity }),
                     None,
                 )
             }
-            (_, Body::Welcome(w)) => self.join(w, &mail.headers, &digest)?,
-            (_, Body::GroupInfo(info)) => {
-                let group = group_id_text(info.group_id().as_slice());
-                check_group_info_sender(&mail.headers)?;
-                (Received::Handshake(Handshake::GroupInfo { group }), None)
+            (_, Body::Welcome(w)) => self.join(w, &mail.headers, &digest, auth)?,
+            // Issue #17: a GroupInfo travels sealed to the one invited
+            // (`Mls::sealed_group_info`); one in clear was leaked or forged.
+            (_, Body::GroupInfo(_)) => {
+                return Err(MlsError::Binding(
+                    "a GroupInfo in clear: GroupInfo travels sealed to the one invited (mls group-info --to; mls join --external)".into(),
+                ))
             }
             (
                 Framing::Protocol {
@@ -233,6 +236,7 @@ impl Mls {
                 },
                 p,
                 policy,
+                auth,
             )?,
             _ => return Err(MlsError::Malformed("inconsistent MLSMessage".into())),
         };
@@ -272,6 +276,7 @@ impl Mls {
         welcome: Welcome,
         headers: &Headers,
         digest: &[u8],
+        auth: &dyn Authenticator,
     ) -> Result<(Received, Option<MlsGroup>), MlsError> {
         // A Welcome names its group only inside its encryption: its duplicates are
         // recognised by digest under the empty group id.
@@ -299,12 +304,13 @@ impl Mls {
                     }
                     other => MlsError::Invalid(format!("Welcome: {other}")),
                 })?;
-        let by = staged
-            .welcome_sender()
-            .map_err(op)
-            .and_then(|l| identity_of(l.credential()))?;
+        // Who added us, authenticated, and allowed to; then everyone in the group. The
+        // group is kept only if all of it holds (an error rolls the transaction back).
+        let by = self.check_leaf(staged.welcome_sender().map_err(op)?, auth)?;
         check_from(headers, &by)?;
+        self.check_inviter(&by)?;
         let group = staged.into_group(&self.state.provider).map_err(op)?;
+        self.check_tree(&group, auth)?;
         let id = group.group_id().as_slice().to_vec();
         let me = identity_of(group.credential().map_err(op)?)?;
         let epoch = group.epoch().as_u64();
@@ -329,6 +335,7 @@ impl Mls {
         m: Incoming<'_>,
         p: ProtocolMessage,
         policy: &OpenPolicy,
+        auth: &dyn Authenticator,
     ) -> Result<(Received, Option<MlsGroup>), MlsError> {
         let group_text = group_id_text(&m.id);
         let (_, removed) = self.membership(&m.id)?;
@@ -349,7 +356,7 @@ impl Mls {
         }
         let mut g = self.take_group(&m.id)?;
         let current = g.epoch().as_u64();
-        let result = self.process(&mut g, m, p, policy, current);
+        let result = self.process(&mut g, m, p, policy, current, auth);
         // The group goes back to the cache with the receipt, or is reloaded from the
         // (rolled back) state next time.
         result.map(|r| (r, Some(g)))
@@ -362,6 +369,7 @@ impl Mls {
         p: ProtocolMessage,
         policy: &OpenPolicy,
         current: u64,
+        auth: &dyn Authenticator,
     ) -> Result<Received, MlsError> {
         let group_text = group_id_text(&m.id);
         if m.epoch > current {
@@ -459,6 +467,39 @@ impl Mls {
                     joiner: sender,
                 });
             }
+            // The sender's leaf as it stands, authenticated (a group joined before
+            // the authentication service, or a key whose certificate was revoked).
+            ProcessedMessageContent::ApplicationMessage(_) => {
+                let Sender::Member(index) = processed.sender() else {
+                    return Err(MlsError::Binding(
+                        "an application message not from a member".into(),
+                    ));
+                };
+                let leaf = g
+                    .public_group()
+                    .leaf(*index)
+                    .filter(|l| l.credential() == processed.credential())
+                    .ok_or_else(|| MlsError::SenderRemoved {
+                        group: group_text.clone(),
+                        sender: sender.clone(),
+                    })?;
+                self.check_leaf(leaf, auth)?;
+            }
+            ProcessedMessageContent::StagedCommitMessage(staged) => {
+                self.check_commit(staged, auth)?;
+            }
+            // A standalone proposal is checked as it arrives too: our own next Commit
+            // would include it by reference.
+            ProcessedMessageContent::ProposalMessage(q)
+            | ProcessedMessageContent::ExternalJoinProposalMessage(q) => match q.proposal() {
+                Proposal::Add(a) => {
+                    self.check_leaf(a.key_package().leaf_node(), auth)?;
+                }
+                Proposal::Update(u) => {
+                    self.check_leaf(u.leaf_node(), auth)?;
+                }
+                _ => {}
+            },
             _ => {}
         }
         let aad = processed.aad().to_vec();

@@ -74,6 +74,10 @@ const MIGRATIONS: &[&str] = &[
     // 4: an identity's signature key encrypted under the store passphrase (DER
     // EncryptedPrivateKeyInfo around the raw key); NULL: in openmls' storage, clear.
     "ALTER TABLE mailseal_mls_identity ADD COLUMN sealed_key BLOB;",
+    // 5: issue #17, the authentication service: our credential's certification by
+    // our mail key, and who may add us to groups.
+    "ALTER TABLE mailseal_mls_identity ADD COLUMN binding BLOB;
+     CREATE TABLE mailseal_mls_inviter (pattern TEXT PRIMARY KEY NOT NULL);",
 ];
 
 /// serde_json for openmls' stored values.

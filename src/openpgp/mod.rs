@@ -9,6 +9,7 @@
 //! Sequoia buffers the message (bounded here by the message limit) until then.
 
 mod armor;
+mod certify;
 mod describe;
 mod framing;
 pub(crate) use crate::keystore::openpgp as keys;
@@ -151,14 +152,14 @@ impl<'s> OpenPgp<'s> {
     }
 
     /// Every certificate in the store that parses and conforms, with its addresses.
-    fn certificates(&self) -> Result<std::sync::Arc<parsed::View>, KeyStoreError> {
+    pub(super) fn certificates(&self) -> Result<std::sync::Arc<parsed::View>, KeyStoreError> {
         Ok(self.parsed.view(self.store.openpgp_certificates()?))
     }
 
     /// The certificates of `view` with a User ID for `address` (valid when the view
     /// was built), newest first: the rule that picks among several (issue #17) is the
     /// newest usable one (latest primary key creation), never fingerprint order.
-    fn certificates_for<'v>(view: &'v parsed::View, address: &str) -> Vec<&'v Cert> {
+    pub(super) fn certificates_for<'v>(view: &'v parsed::View, address: &str) -> Vec<&'v Cert> {
         let address = address.to_ascii_lowercase();
         let mut certs: Vec<&Cert> = view
             .certs

@@ -471,7 +471,7 @@ impl OpenPgp<'_> {
     }
 
     /// Verifies a detached signature over `entity`: its first good signer.
-    fn verify_detached(
+    pub(super) fn verify_detached(
         &self,
         signature: &[u8],
         entity: &[u8],

@@ -26,7 +26,7 @@ fn crypto(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SealError {
 
 impl OpenPgp<'_> {
     /// Our certificate for `address` with an unlocked secret signing key valid now.
-    fn signing_identity<'v>(
+    pub(super) fn signing_identity<'v>(
         &self,
         view: &'v super::parsed::View,
         address: &str,
@@ -160,7 +160,11 @@ impl OpenPgp<'_> {
     }
 
     /// The binary detached signature of `entity`.
-    fn detached_signature(&self, entity: &[u8], signer: KeyPair) -> Result<Vec<u8>, SealError> {
+    pub(super) fn detached_signature(
+        &self,
+        entity: &[u8],
+        signer: KeyPair,
+    ) -> Result<Vec<u8>, SealError> {
         let mut binary = Vec::new();
         let message = Message::new(&mut binary);
         let mut signing = Signer::new(message, signer)

@@ -105,6 +105,10 @@ pub struct Receiver<'a> {
     clock: Clock,
     /// Keys parsed for one message, kept for the next.
     caches: ProfileCaches,
+    /// MLS credential bindings verified lately (see [`crate::mls::authentication`]).
+    bindings: crate::mls::VerifiedBindings,
+    /// MLS keys pinned locally, accepted without a binding.
+    mls_pinned: crate::mls::PinnedKeys,
 }
 
 /// Builds a [`Receiver`].
@@ -135,6 +139,13 @@ impl<'a> ReceiverBuilder<'a> {
     /// is refused as a profile this receiver does not have.
     pub fn mls(mut self, mls: Mls) -> Self {
         self.receiver.mls = OnceCell::from(mls);
+        self
+    }
+
+    /// MLS signature keys accepted for their addresses without a credential binding
+    /// (members on another MLS stack; see [`crate::mls::authentication`]).
+    pub fn mls_pinned_keys(mut self, pinned: crate::mls::PinnedKeys) -> Self {
+        self.receiver.mls_pinned = pinned;
         self
     }
 
@@ -298,6 +309,8 @@ impl<'a> Receiver<'a> {
                 rules: ReceiverPolicy::default(),
                 clock: Clock::System,
                 caches: ProfileCaches::default(),
+                bindings: Default::default(),
+                mls_pinned: Default::default(),
             },
         }
     }
@@ -340,7 +353,9 @@ impl<'a> Receiver<'a> {
 
     fn receive_shared<'r>(&'r self, raw: &[u8], name: &str) -> Result<Incoming<'r>, ReceiveError> {
         if detect_profile(raw) == Some(Profile::Mls) {
-            let receipt = self.mls()?.receive(raw, &self.policy, name)?;
+            let receipt = self
+                .mls()?
+                .receive(raw, &self.policy, name, &self.authenticator())?;
             return self.after_mls(receipt);
         }
         let opened =
@@ -350,6 +365,14 @@ impl<'a> Receiver<'a> {
             receipt: None,
             receiver: self,
         })
+    }
+
+    /// The MLS authentication service over our key store, checking as our mail is
+    /// checked (the policy's validation time and CRL rule).
+    pub fn authenticator(&self) -> crate::mls::StoreAuthenticator<'_> {
+        crate::mls::StoreAuthenticator::with_policy(self.keys.as_ref(), &self.policy)
+            .cached(&self.bindings)
+            .with_pinned(&self.mls_pinned)
     }
 
     /// What the rules would decide for `delivery` now, recording nothing.
@@ -377,7 +400,9 @@ impl<'a> Receiver<'a> {
     /// inspecting archives: an agent must never act on what this returns.
     pub fn verify(&self, raw: &[u8]) -> Result<Outcome, ReceiveError> {
         let opened = if detect_profile(raw) == Some(Profile::Mls) {
-            let receipt = self.mls()?.receive(raw, &self.policy, "stateless")?;
+            let receipt =
+                self.mls()?
+                    .receive(raw, &self.policy, "stateless", &self.authenticator())?;
             match &receipt.received {
                 MlsReceived::Application(o) => (**o).clone(),
                 other => return Ok(Outcome::from_mls(other)),
@@ -417,7 +442,7 @@ impl<'a> Receiver<'a> {
             return Ok(None);
         };
         let result = mls
-            .receive(&held.raw, &self.policy, &held.name)
+            .receive(&held.raw, &self.policy, &held.name, &self.authenticator())
             .map_err(ReceiveError::from)
             .and_then(|r| self.after_mls(r));
         if result.is_err() {

@@ -160,7 +160,6 @@ impl Outcome {
                 Handshake::Joined { .. } => "joined",
                 Handshake::Committed { .. } => "applied",
                 Handshake::Proposal { .. } => "queued",
-                Handshake::GroupInfo { .. } => "group-info",
                 Handshake::KeyPackage { .. } => "key-package",
                 Handshake::Stale { .. } => "stale",
             },

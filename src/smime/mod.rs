@@ -307,7 +307,7 @@ impl Smime<'_> {
         };
         let signer = SignedEntityWriter {
             smime: self,
-            plain,
+            plain: Inner::Message(plain),
             encrypt,
             binary_inside: opts.binary_inside,
             cert: &cert,
@@ -336,6 +336,53 @@ Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
 Content-Transfer-Encoding: base64\r\n\r\n",
         );
         Ok(Sealed::Enveloped { head, buf, start })
+    }
+}
+
+impl Smime<'_> {
+    /// A whole MIME `entity` (CRLF canonical), signed by our key for `headers.from`
+    /// and encrypted (AuthEnvelopedData) to `headers.to`, under `headers` with an
+    /// obscured Subject: how a handshake message that must not travel in clear (an MLS
+    /// GroupInfo, [`crate::mls::invitation`]) is sent.
+    pub(crate) fn seal_entity(
+        &self,
+        headers: &crate::message::Headers,
+        entity: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let from = headers
+            .from
+            .as_ref()
+            .map(|m| m.normalized())
+            .ok_or(crate::message::MessageError::MissingForCompose("From"))?;
+        let to: Vec<String> = headers.to.iter().map(|m| m.normalized()).collect();
+        let now = OffsetDateTime::now_utc();
+        let (cert, key) = self.signing_identity(&from, now)?;
+        let recipients = self.recipient_certificates(&to, &[])?;
+        let signer = SignedEntityWriter {
+            smime: self,
+            plain: Inner::Entity(entity),
+            encrypt: true,
+            binary_inside: false,
+            cert: &cert,
+            key: &key,
+            rsa_pss: false,
+            signing_time: now,
+            from: &from,
+        };
+        let (buf, start) =
+            enveloped::encrypt_into(&recipients, entity.len() + 8192, |buf| signer.write(buf))?;
+        let mut outer = headers.clone();
+        outer.subject = Some("[...]".into());
+        let mut out = Vec::with_capacity(size_hint(buf.len() - start) + 1024);
+        write_header_section(&mut out, &outer, &Hints::default())?;
+        out.extend_from_slice(
+            b"Content-Type: application/pkcs7-mime; smime-type=\"authEnveloped-data\";\r\n\
+\x20name=\"smime.p7m\"\r\n\
+Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
+Content-Transfer-Encoding: base64\r\n\r\n",
+        );
+        push_base64_lines(&mut out, &buf[start..], Width::Mime);
+        Ok(out)
     }
 }
 
@@ -388,13 +435,21 @@ fn decrypt_failure(f: enveloped::DecryptFailure) -> OpenError {
     }
 }
 
+/// What a [`SignedEntityWriter`] signs: a MailA2A message's inner entity, written as
+/// it is signed, or a MIME entity given whole (CRLF canonical).
+#[derive(Clone, Copy)]
+enum Inner<'a> {
+    Message(&'a MailA2aMessage),
+    Entity(&'a [u8]),
+}
+
 /// Writes the `multipart/signed` entity of a message into a buffer: the inner entity is
 /// composed straight into the buffer and signed where it lies, so a large message
 /// exists once on its way out (into the output, or into the CMS buffer that is then
 /// encrypted in place).
 struct SignedEntityWriter<'a> {
     smime: &'a Smime<'a>,
-    plain: &'a MailA2aMessage,
+    plain: Inner<'a>,
     encrypt: bool,
     binary_inside: bool,
     cert: &'a Certificate,
@@ -420,8 +475,12 @@ impl SignedEntityWriter<'_> {
             out.extend_from_slice(boundary.as_bytes());
             out.extend_from_slice(b"\r\n");
             let start = out.len();
-            self.plain
-                .write_inner_entity(self.encrypt, self.binary_inside, out)?;
+            match self.plain {
+                Inner::Message(plain) => {
+                    plain.write_inner_entity(self.encrypt, self.binary_inside, out)?
+                }
+                Inner::Entity(entity) => out.extend_from_slice(entity),
+            }
             let delimiter = format!("--{boundary}");
             if memchr::memmem::find(&out[start..], delimiter.as_bytes()).is_none() {
                 break (boundary, start..out.len());
@@ -640,6 +699,94 @@ impl Smime<'_> {
         }
     }
 
+    /// The signer's certificate is authenticated (pinned, or chained to an anchor on a
+    /// path valid at the time of receipt, not revoked) and fit to sign, before
+    /// anything in it, such as its addresses, is believed.
+    fn authenticate_signer(
+        &self,
+        verified: &signed_data::VerifiedSignature,
+        policy: &OpenPolicy,
+    ) -> Result<(), OpenError> {
+        // At the time of receipt: the signer-chosen signingTime never moves it.
+        let at = policy.validation_time();
+        let anchors = certs(self.store.trust_anchors().map_err(key_store)?);
+        let mut pinned = Vec::new();
+        for email in addresses_of(&verified.cert) {
+            pinned.extend(
+                self.store
+                    .certificates_for(&email)
+                    .map_err(key_store)?
+                    .into_iter()
+                    .map(|c| c.der),
+            );
+        }
+        let crls = decode_crls(self.store.crls().map_err(key_store)?);
+        let revocation = path::Revocation {
+            crls: &crls,
+            require: policy.require_crl,
+        };
+        match certificate::trust(
+            &verified.cert,
+            &verified.carried,
+            &anchors,
+            &pinned,
+            at,
+            &revocation,
+        ) {
+            Trust::Pinned | Trust::Anchored => {}
+            Trust::Broken => {
+                return Err(SmimeError::Certificate(
+                    "the signer certificate does not verify under its issuer (altered)".into(),
+                )
+                .into());
+            }
+            Trust::Unknown => {
+                return Err(SmimeError::UnknownSigner.into());
+            }
+            Trust::Invalid(reason) => {
+                return Err(SmimeError::Certificate(reason).into());
+            }
+        }
+        certificate::check_signer_usage(&verified.cert, at)?;
+        Ok(())
+    }
+
+    /// A detached SignedData over `statement`, signed now with our S/MIME key for
+    /// `address`: how that key certifies another key of ours (an MLS credential,
+    /// [`crate::mls::authentication`]).
+    pub(crate) fn certify(&self, address: &str, statement: &[u8]) -> Result<Vec<u8>, SealError> {
+        let now = OffsetDateTime::now_utc();
+        let (cert, key) = self.signing_identity(address, now)?;
+        Ok(signed_data::sign_detached(
+            &self.loaded,
+            statement,
+            &cert,
+            &key,
+            now,
+            false,
+        )?)
+    }
+
+    /// Verifies a [`Smime::certify`] certification: `der` signs `statement`, by a
+    /// certificate this store trusts (under `policy`) that names `address`.
+    pub(crate) fn verify_certification(
+        &self,
+        address: &str,
+        der: &[u8],
+        statement: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<(), OpenError> {
+        let verified = signed_data::verify_detached(der, statement)?;
+        self.authenticate_signer(&verified, policy)?;
+        if !addresses_of(&verified.cert).iter().any(|a| a == address) {
+            return Err(SmimeError::Certificate(format!(
+                "the certifying certificate does not name {address}"
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
     /// Decrypts (when encrypted) and verifies; the signed entity, its signature, and
     /// whether it was encrypted.
     fn verify<'r>(&self, raw: &'r [u8], policy: &OpenPolicy) -> Result<Layers<'r>, OpenError> {
@@ -724,49 +871,7 @@ impl Smime<'_> {
             (entity, range, verified)
         };
 
-        // The certificate is authenticated (pinned or chained) before anything in it,
-        // such as its addresses, is believed.
-        // At the time of receipt: the signer-chosen signingTime never moves it.
-        let at = policy.validation_time();
-        let anchors = certs(self.store.trust_anchors().map_err(key_store)?);
-        let mut pinned = Vec::new();
-        for email in addresses_of(&verified.cert) {
-            pinned.extend(
-                self.store
-                    .certificates_for(&email)
-                    .map_err(key_store)?
-                    .into_iter()
-                    .map(|c| c.der),
-            );
-        }
-        let crls = decode_crls(self.store.crls().map_err(key_store)?);
-        let revocation = path::Revocation {
-            crls: &crls,
-            require: policy.require_crl,
-        };
-        match certificate::trust(
-            &verified.cert,
-            &verified.carried,
-            &anchors,
-            &pinned,
-            at,
-            &revocation,
-        ) {
-            Trust::Pinned | Trust::Anchored => {}
-            Trust::Broken => {
-                return Err(SmimeError::Certificate(
-                    "the signer certificate does not verify under its issuer (altered)".into(),
-                )
-                .into());
-            }
-            Trust::Unknown => {
-                return Err(SmimeError::UnknownSigner.into());
-            }
-            Trust::Invalid(reason) => {
-                return Err(SmimeError::Certificate(reason).into());
-            }
-        }
-        certificate::check_signer_usage(&verified.cert, at)?;
+        self.authenticate_signer(&verified, policy)?;
         Ok(Layers {
             entity,
             range,

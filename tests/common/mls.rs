@@ -32,6 +32,100 @@ pub fn ok(store: &Path, args: &[&str]) -> Vec<u8> {
     out.stdout
 }
 
+/// A test CA under `root` (made once, by `openssl`): the certificate and key files
+/// that issue the agents' S/MIME certificates, which certify their MLS keys.
+pub fn test_ca(root: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (root.join("mls-ca.pem"), root.join("mls-ca.key"));
+    if !cert.exists() {
+        let out = super::openssl(
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                key.to_str().unwrap(),
+                "-out",
+                cert.to_str().unwrap(),
+                "-days",
+                "30",
+                "-subj",
+                "/CN=mailseal test MLS CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+            root,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (cert, key)
+}
+
+/// Makes `store` an MLS agent for `email`: the test CA as its trust anchor, an S/MIME
+/// identity the CA issued (its certificate also written to `root/EMAIL.pem`, for peers
+/// that encrypt to it), and an MLS identity that identity certifies.
+pub fn mls_identity(root: &Path, store: &Path, email: &str) {
+    let (cert, key) = test_ca(root);
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let out = root.join(format!("{email}.pem"));
+    ok(store, &["key", "import", "--trusted", cert]);
+    ok(
+        store,
+        &[
+            "key",
+            "generate",
+            "--kind",
+            "smime",
+            "--email",
+            email,
+            "--issuer-cert",
+            cert,
+            "--issuer-key",
+            key,
+            "--cert-out",
+            out.to_str().unwrap(),
+        ],
+    );
+    ok(
+        store,
+        &["key", "generate", "--kind", "mls", "--email", email],
+    );
+}
+
+/// A key store (leaked: it lives as long as the test process) holding a
+/// self-signed S/MIME identity for each of `emails`, so that each pins the others:
+/// the authentication service for library tests whose members all trust one another.
+pub fn shared_authority(emails: &[&str]) -> mailseal::mls::StoreAuthenticator<'static> {
+    use mailseal::keystore::KeyStore;
+    let dir = tempfile::tempdir().unwrap().keep();
+    let store: &'static mailseal::keystore::DirectoryStore = Box::leak(Box::new(
+        mailseal::keystore::DirectoryStore::open(dir.join("keys")).unwrap(),
+    ));
+    for email in emails {
+        let request = mailseal::smime::IdentityRequest {
+            email: Some(email.to_string()),
+            common_name: None,
+            kind: mailseal::smime::KeyKind::P256,
+            days: 30,
+            ca: false,
+        };
+        for id in mailseal::smime::generate(&request, None).unwrap() {
+            let pem = mailseal::keystore::identity_pem(&id.certificate, &id.private_key).unwrap();
+            store.import(pem.as_bytes(), "test", false).unwrap();
+        }
+    }
+    mailseal::mls::StoreAuthenticator::new(store)
+}
+
 /// A valid `message/send` request envelope numbered `n`.
 pub fn envelope(n: usize) -> String {
     serde_json::json!({
@@ -60,10 +154,10 @@ pub fn group(root: &Path, count: usize) -> (Vec<Agent>, String) {
         })
         .collect();
     for a in &agents {
-        ok(
-            &a.store,
-            &["key", "generate", "--kind", "mls", "--email", &a.email],
-        );
+        mls_identity(root, &a.store, &a.email);
+    }
+    for a in &agents[1..] {
+        ok(&a.store, &["mls", "inviters", "--allow", &agents[0].email]);
     }
     let mail = root.join("mail");
     std::fs::create_dir_all(&mail).unwrap();

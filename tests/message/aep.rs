@@ -321,12 +321,15 @@ fn sealed_and_opened_under_smime_and_openpgp() {
 #[test]
 fn sealed_and_opened_under_mls() {
     use mailseal::mls::{Mls, Received};
+    // One store pinning both parties' S/MIME keys certifies and checks the MLS keys.
+    let auth = common::mls::shared_authority(&[A, B]);
     let (ma, mb) = (Mls::in_memory().unwrap(), Mls::in_memory().unwrap());
-    ma.generate_identity(A).unwrap();
-    mb.generate_identity(B).unwrap();
+    ma.generate_identity(A, &auth).unwrap();
+    mb.generate_identity(B, &auth).unwrap();
+    mb.allow_inviter(A, true).unwrap();
     let g = ma.create_group(A).unwrap();
-    let added = ma.add(&g, &[mb.key_package(B).unwrap()]).unwrap();
-    mb.receive(&added.welcome, &OpenPolicy::default(), "w")
+    let added = ma.add(&g, &[mb.key_package(B).unwrap()], &auth).unwrap();
+    mb.receive(&added.welcome, &OpenPolicy::default(), "w", &auth)
         .unwrap()
         .commit()
         .unwrap();
@@ -336,7 +339,7 @@ fn sealed_and_opened_under_mls() {
         opts.group = Some(g.clone());
         let sealed = Sealer::seal(from, &aep.to_maila2a().unwrap(), &opts).unwrap();
         let Received::Application(opened) = to
-            .receive(&sealed, &OpenPolicy::default(), "m")
+            .receive(&sealed, &OpenPolicy::default(), "m", &auth)
             .unwrap()
             .commit()
             .unwrap()

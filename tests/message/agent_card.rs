@@ -180,6 +180,7 @@ fn group_with_bob(creator: &Path, email: &str, bob: &Path, out: &Path) -> String
         ],
     );
     let welcome = Path::new(out).join("welcome.eml");
+    ok(bob, &["mls", "inviters", "--allow", email]);
     ok(bob, &["mls", "join", "--in", welcome.to_str().unwrap()]);
     group
 }
@@ -315,7 +316,24 @@ fn a_card_key_package_serves_two_groups_and_survives_an_update() {
     card(&bob, BOB, &[], &bob_card);
     let mut groups = Vec::new();
     for (name, email) in [("alice", ALICE), ("carol", "carol@card.example")] {
+        // Their S/MIME key certifies their MLS key; Bob pins its certificate.
         let store = dir.join(name);
+        let cert = dir.join(format!("{name}.pem"));
+        let cert = cert.to_str().unwrap();
+        ok(
+            &store,
+            &[
+                "key",
+                "generate",
+                "--kind",
+                "smime",
+                "--email",
+                email,
+                "--cert-out",
+                cert,
+            ],
+        );
+        ok(&bob, &["key", "import", cert]);
         ok(
             &store,
             &["key", "generate", "--kind", "mls", "--email", email],

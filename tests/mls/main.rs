@@ -8,8 +8,10 @@
 mod common;
 
 mod fail_external_join;
+mod fail_impersonation;
 mod mls_agents;
 mod mls_fuzz_seeds;
 mod mls_group;
+mod mls_openpgp_binding;
 mod mls_tamper;
 mod mls_vectors;

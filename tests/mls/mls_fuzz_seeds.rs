@@ -25,10 +25,24 @@ fn bob() -> (tempfile::TempDir, Mls) {
     (dir, mls)
 }
 
+/// The fixture group's members, pinned: it predates credential bindings.
+fn pinned() -> mailseal::mls::PinnedKeys {
+    let text = std::fs::read_to_string(fuzz_dir("fixtures/mls/pinned.txt")).unwrap();
+    mailseal::mls::PinnedKeys::parse(&text).unwrap()
+}
+
 fn receive(mls: &Mls, seed: &str) -> Result<Received, MlsError> {
+    receive_with(mls, seed, &pinned())
+}
+
+fn receive_with(
+    mls: &Mls,
+    seed: &str,
+    auth: &dyn mailseal::mls::Authenticator,
+) -> Result<Received, MlsError> {
     let raw = std::fs::read(fuzz_dir(&format!("seeds/mls_open/{seed}"))).unwrap();
     // Dropped, not committed: every seed sees the fixture's state.
-    mls.receive(&raw, &OpenPolicy::default(), "seed")
+    mls.receive(&raw, &OpenPolicy::default(), "seed", auth)
         .map(|r| r.received)
 }
 
@@ -82,9 +96,40 @@ fn seeds_come_to_what_they_were_made_to_be() {
         }
     ));
     assert!(matches!(
-        receive(&bob, "group-info.eml").unwrap(),
-        Received::Handshake(Handshake::GroupInfo { .. })
+        receive(&bob, "group-info.eml"),
+        Err(MlsError::Binding(ref why)) if why.contains("in clear")
     ));
+    // Nothing above was committed.
+    assert_eq!(bob.members(group).unwrap().epoch, 1);
+    assert_eq!(bob.held_count(group).unwrap(), 0);
+}
+
+#[test]
+fn fail_unpinned_fixture_members_are_refused() {
+    // The same seeds with carol's key not pinned: her message and the Commit that
+    // adds dave (unpinned too) are refused as unauthenticated; alice's still opens.
+    let (_dir, bob) = bob();
+    let group = std::fs::read_to_string(fuzz_dir("fixtures/mls/group.txt")).unwrap();
+    let group = group.trim();
+    let text = std::fs::read_to_string(fuzz_dir("fixtures/mls/pinned.txt")).unwrap();
+    let only_alice = mailseal::mls::PinnedKeys::parse(
+        &text
+            .lines()
+            .filter(|l| l.starts_with("alice@"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    assert!(matches!(
+        receive_with(&bob, "application.eml", &only_alice).unwrap(),
+        Received::Application(_)
+    ));
+    for seed in ["application-outer-hints.eml", "commit-add.eml"] {
+        match receive_with(&bob, seed, &only_alice) {
+            Err(MlsError::Unbound(why)) => assert!(why.contains("not pinned"), "{seed}: {why}"),
+            other => panic!("{seed}: {other:?}"),
+        }
+    }
     // Nothing above was committed.
     assert_eq!(bob.members(group).unwrap().epoch, 1);
     assert_eq!(bob.held_count(group).unwrap(), 0);
@@ -118,7 +163,7 @@ fn every_seed_and_crash_reproducer_is_handled() {
             }
             _ => data,
         };
-        let _ = bob.receive(&mail, &OpenPolicy::default(), "seed");
+        let _ = bob.receive(&mail, &OpenPolicy::default(), "seed", &pinned());
     }
 }
 

@@ -6,9 +6,29 @@ use mailseal::mls::{Handshake, Mls, MlsError, Received};
 use mailseal::seal::OpenPolicy;
 use mailseal::MailA2aMessage;
 
+use crate::common;
+
+/// The authentication service these tests' members share: one store pinning each
+/// member's S/MIME certificate (one per test thread).
+fn auth() -> &'static mailseal::mls::StoreAuthenticator<'static> {
+    thread_local! {
+        static AUTH: &'static mailseal::mls::StoreAuthenticator<'static> =
+            Box::leak(Box::new(common::mls::shared_authority(&[
+                "alice@a.example",
+                "bob@b.example",
+                "carol@c.example",
+                "dave@d.example",
+            ])));
+    }
+    AUTH.with(|a| *a)
+}
+
+/// A member whose MLS key the shared authority certifies, who accepts Welcomes from
+/// any member it authenticates.
 fn member(email: &str) -> Mls {
     let m = Mls::in_memory().unwrap();
-    m.generate_identity(email).unwrap();
+    m.generate_identity(email, auth()).unwrap();
+    m.allow_inviter("*", true).unwrap();
     m
 }
 
@@ -19,7 +39,8 @@ fn request(from: &str, to: &[&str], id: &str) -> MailA2aMessage {
 }
 
 fn open(m: &Mls, raw: &[u8]) -> Result<Received, MlsError> {
-    m.receive(raw, &OpenPolicy::default(), "x")?.commit()
+    m.receive(raw, &OpenPolicy::default(), "x", auth())?
+        .commit()
 }
 
 /// alice creates a group and adds bob and carol.
@@ -34,7 +55,7 @@ fn trio() -> (Mls, Mls, Mls, String) {
         b.key_package("bob@b.example").unwrap(),
         c.key_package("carol@c.example").unwrap(),
     ];
-    let added = a.add(&g, &kps).unwrap();
+    let added = a.add(&g, &kps, auth()).unwrap();
     for m in [&b, &c] {
         match open(m, &added.welcome).unwrap() {
             Received::Handshake(Handshake::Joined { group, epoch, by }) => {
@@ -145,7 +166,7 @@ fn future_epoch_held_until_its_commit() {
     }
     let held = b.next_ready(Some(&g)).unwrap().unwrap();
     let r = b
-        .receive(&held.raw, &OpenPolicy::default(), &held.name)
+        .receive(&held.raw, &OpenPolicy::default(), &held.name, auth())
         .unwrap()
         .commit()
         .unwrap();
@@ -228,13 +249,10 @@ fn fail_removed_member_cannot_open_new_messages() {
 fn external_join_from_group_info() {
     let (a, b, c, g) = trio();
     let info = a.group_info(&g).unwrap();
-    // Opening a GroupInfo mail only reports it.
-    assert!(matches!(
-        open(&b, &info).unwrap(),
-        Received::Handshake(Handshake::GroupInfo { .. })
-    ));
+    // A GroupInfo mail in clear is refused on receipt: it travels sealed.
+    assert!(matches!(open(&b, &info), Err(MlsError::Binding(ref why)) if why.contains("in clear")));
     let d = member("dave@d.example");
-    let (joined, commit) = d.join_external(&info, "dave@d.example").unwrap();
+    let (joined, commit) = d.join_external(&info, "dave@d.example", auth()).unwrap();
     assert_eq!(joined, g);
     // External joins are off unless each member turns them on for the group.
     for m in [&a, &b, &c] {
@@ -266,8 +284,35 @@ fn external_join_from_group_info() {
 fn fail_an_external_join_where_the_group_does_not_allow_it() {
     let (a, b, _c, g) = trio();
     let info = a.group_info(&g).unwrap();
-    let mallory = member("ceo@corp.example");
-    let (_, commit) = mallory.join_external(&info, "ceo@corp.example").unwrap();
+    // Mallory's own store: the members' keys (public) and one she made for the CEO.
+    let mallory_auth = Box::leak(Box::new(common::mls::shared_authority(&[
+        "alice@a.example",
+        "bob@b.example",
+        "carol@c.example",
+        "ceo@corp.example",
+    ])));
+    let mallory = Mls::in_memory().unwrap();
+    mallory
+        .generate_identity("ceo@corp.example", mallory_auth)
+        .unwrap();
+    // Her own store does not know the members' real certificates: the tree she
+    // would join does not authenticate for her either.
+    assert!(matches!(
+        mallory.join_external(&info, "ceo@corp.example", mallory_auth),
+        Err(MlsError::Unbound(_))
+    ));
+    let pinned_members = a.members(&g).unwrap();
+    // Pinned by hand (as `mls members --json` lists them), she joins.
+    let lines: Vec<String> = pinned_members
+        .members
+        .iter()
+        .zip(&pinned_members.signature_keys)
+        .map(|((_, who), key)| format!("{who} {key}"))
+        .collect();
+    let pins = mailseal::mls::PinnedKeys::parse(&lines.join("\n")).unwrap();
+    let (_, commit) = mallory
+        .join_external(&info, "ceo@corp.example", &pins)
+        .unwrap();
     for m in [&a, &b] {
         let before = m.members(&g).unwrap();
         let err = open(m, &commit).unwrap_err();
@@ -325,7 +370,7 @@ fn fail_group_info_tampered() {
     let at = bad.len() - 12;
     bad[at] = if bad[at] == b'A' { b'B' } else { b'A' };
     let d = member("dave@d.example");
-    assert!(d.join_external(&bad, "dave@d.example").is_err());
+    assert!(d.join_external(&bad, "dave@d.example", auth()).is_err());
     assert!(d.groups().unwrap().is_empty());
 }
 
@@ -376,10 +421,11 @@ fn fail_hold_is_bounded() {
         max_held: 2,
         ..MlsConfig::default()
     });
-    b.generate_identity("bob@b.example").unwrap();
+    b.generate_identity("bob@b.example", auth()).unwrap();
+    b.allow_inviter("alice@a.example", true).unwrap();
     let g = a.create_group("alice@a.example").unwrap();
     let added = a
-        .add(&g, &[b.key_package("bob@b.example").unwrap()])
+        .add(&g, &[b.key_package("bob@b.example").unwrap()], auth())
         .unwrap();
     open(&b, &added.welcome).unwrap();
     let commit = a.update(&g).unwrap();
@@ -414,7 +460,7 @@ fn fail_hold_is_bounded() {
     let mut ids = Vec::new();
     while let Some(h) = b.next_ready(None).unwrap() {
         ids.push(sender_of(
-            &b.receive(&h.raw, &OpenPolicy::default(), &h.name)
+            &b.receive(&h.raw, &OpenPolicy::default(), &h.name, auth())
                 .unwrap()
                 .commit()
                 .unwrap(),
@@ -465,11 +511,12 @@ fn two_processes_on_one_store_never_work_on_a_stale_group() {
     let dir = tempfile::tempdir().unwrap();
     let a = member("alice@a.example");
     let b1 = Mls::open(dir.path()).unwrap();
-    b1.generate_identity("bob@b.example").unwrap();
+    b1.generate_identity("bob@b.example", auth()).unwrap();
+    b1.allow_inviter("@a.example", true).unwrap();
     let b2 = Mls::open(dir.path()).unwrap();
     let g = a.create_group("alice@a.example").unwrap();
     let added = a
-        .add(&g, &[b1.key_package("bob@b.example").unwrap()])
+        .add(&g, &[b1.key_package("bob@b.example").unwrap()], auth())
         .unwrap();
     open(&b1, &added.welcome).unwrap();
     let m1 = a
@@ -519,7 +566,7 @@ fn signature_keys_are_encrypted_under_the_store_passphrase() {
     let pass = || Some(zeroize::Zeroizing::new(b"correct horse".to_vec()));
     {
         let m = Mls::open(dir.path()).unwrap().with_passphrase(pass());
-        m.generate_identity("alice@a.example").unwrap();
+        m.generate_identity("alice@a.example", auth()).unwrap();
     }
     let without = Mls::open(dir.path()).unwrap();
     assert!(matches!(
@@ -537,7 +584,7 @@ fn signature_keys_are_encrypted_under_the_store_passphrase() {
     let g = right.create_group("alice@a.example").unwrap();
     let bob = member("bob@b.example");
     let added = right
-        .add(&g, &[bob.key_package("bob@b.example").unwrap()])
+        .add(&g, &[bob.key_package("bob@b.example").unwrap()], auth())
         .unwrap();
     assert!(matches!(
         open(&bob, &added.welcome).unwrap(),

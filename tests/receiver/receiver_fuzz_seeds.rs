@@ -41,6 +41,13 @@ fn receiver_seeds_and_reproducers() {
     let clock = Clock::Fixed(1_796_040_000); // 2026-11-30T12:00:00Z
     let mut receiver = Receiver::builder(keys)
         .mls(Mls::open(dir.path()).unwrap())
+        // The fixture group predates credential bindings: its members are pinned.
+        .mls_pinned_keys(
+            mailseal::mls::PinnedKeys::parse(
+                &std::fs::read_to_string(format!("{ROOT}/fuzz/fixtures/mls/pinned.txt")).unwrap(),
+            )
+            .unwrap(),
+        )
         .clock(clock)
         .build();
     let seeds = Path::new(ROOT).join("fuzz/seeds/receiver");
