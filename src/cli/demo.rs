@@ -625,6 +625,37 @@ fn demo_mls() -> CliResult {
         ),
         Ok(_) => return Err(fail("mls", "a tampered message was accepted")),
     }
+    // Mallory, with an S/MIME identity for ann's address from a CA of her own, makes
+    // a group "as ann" and adds cal with one of cal's KeyPackages (she pins cal's
+    // key): cal's store does not trust her key for ann, so the Welcome is refused.
+    let forged = mls_stores(&dir.path().join("mallory"), &[members[0].1])?;
+    let mal_auth = StoreAuthenticator::new(&forged[0]);
+    let mal = Mls::in_memory().map_err(|e| fail("mls", e))?;
+    mal.generate_identity(members[0].1, &mal_auth)
+        .map_err(|e| fail("mls", e))?;
+    let cal_key = cal
+        .identities()
+        .map_err(|e| fail("mls", e))?
+        .into_iter()
+        .map(|(e, k)| format!("{e} {k}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let pins = crate::mls::PinnedKeys::parse(&cal_key).map_err(|e| fail("mls", e))?;
+    let fake = mal.create_group(members[0].1).map_err(|e| fail("mls", e))?;
+    let invite = mal
+        .add(
+            &fake,
+            &[cal.key_package(members[2].1).map_err(|e| fail("mls", e))?],
+            &pins,
+        )
+        .map_err(|e| fail("mls add", e))?;
+    match cal.receive(&invite.welcome, &OpenPolicy::default(), "demo", &auths[2]) {
+        Err(e) => println!(
+            "    Mallory's group \"as ann\" (her own CA) invites cal: refused (exit {}): {e}",
+            ExitCode::of(&e).as_u8()
+        ),
+        Ok(_) => return Err(fail("mls", "a Welcome from a forged leaf was accepted")),
+    }
     Ok(())
 }
 

@@ -72,6 +72,11 @@ fn demo_runs() {
     );
     assert!(stdout.contains("refused (exit 6)"), "{stdout}");
     assert!(stdout.contains("SMTP redelivery: Duplicate"), "{stdout}");
+    // The MLS authentication service turns away a group made under a forged identity.
+    assert!(
+        stdout.contains("refused (exit 4): unauthenticated MLS credential: ann@mls.example"),
+        "{stdout}"
+    );
     assert!(stdout.contains("demo finished"), "{stdout}");
 }
 
