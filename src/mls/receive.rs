@@ -467,23 +467,12 @@ impl Mls {
                     joiner: sender,
                 });
             }
-            // The sender's leaf as it stands, authenticated (a group joined before
-            // the authentication service, or a key whose certificate was revoked).
-            ProcessedMessageContent::ApplicationMessage(_) => {
-                let Sender::Member(index) = processed.sender() else {
-                    return Err(MlsError::Binding(
-                        "an application message not from a member".into(),
-                    ));
-                };
-                let leaf = g
-                    .public_group()
-                    .leaf(*index)
-                    .filter(|l| l.credential() == processed.credential())
-                    .ok_or_else(|| MlsError::SenderRemoved {
-                        group: group_text.clone(),
-                        sender: sender.clone(),
-                    })?;
-                self.check_leaf(leaf, auth)?;
+            ProcessedMessageContent::ApplicationMessage(_)
+                if !matches!(processed.sender(), Sender::Member(_)) =>
+            {
+                return Err(MlsError::Binding(
+                    "an application message not from a member".into(),
+                ));
             }
             ProcessedMessageContent::StagedCommitMessage(staged) => {
                 self.check_commit(staged, auth)?;
@@ -501,6 +490,20 @@ impl Mls {
                 _ => {}
             },
             _ => {}
+        }
+        // A member's leaf as it stands authenticates, whatever it sends: this covers a
+        // group joined before the authentication service, and a key whose certificate
+        // was revoked since it entered.
+        if let Sender::Member(index) = processed.sender() {
+            let leaf = g
+                .public_group()
+                .leaf(*index)
+                .filter(|l| l.credential() == processed.credential())
+                .ok_or_else(|| MlsError::SenderRemoved {
+                    group: group_text.clone(),
+                    sender: sender.clone(),
+                })?;
+            self.check_leaf(leaf, auth)?;
         }
         let aad = processed.aad().to_vec();
         let framing_epoch = processed.epoch().as_u64();
