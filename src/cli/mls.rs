@@ -118,6 +118,20 @@ pub(super) enum MlsCommand {
         #[arg(long, value_name = "ADDRESS|@DOMAIN|*")]
         remove: Vec<String>,
     },
+    /// Pin an MLS signature key (hex, as `mls members --json` lists it) for an
+    /// address: for a member on another MLS stack, whose leaf carries no
+    /// certification by a mail key. Lists the pins without options.
+    Pin {
+        /// The member's address.
+        #[arg(long, requires = "key")]
+        email: Option<String>,
+        /// Its Ed25519 signature key, hex.
+        #[arg(long, requires = "email")]
+        key: Option<String>,
+        /// Unpin it instead.
+        #[arg(long, requires = "key")]
+        remove: bool,
+    },
     /// A group's epoch and members; without --group, the groups.
     Members {
         /// The group id.
@@ -374,6 +388,19 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
             }
             Ok(())
         }
+        MlsCommand::Pin { email, key, remove } => match (email, key) {
+            (Some(email), Some(key)) => {
+                let key = crate::hex::decode(key.trim())
+                    .ok_or_else(|| Failure::new(ExitCode::Usage, "mls pin: --key is not hex"))?;
+                mls.pin_key(&email, &key, !remove).map_err(fail("mls pin"))
+            }
+            _ => {
+                for (email, key) in mls.pinned_keys().map_err(fail("mls pin"))? {
+                    println!("{email} {key}");
+                }
+                Ok(())
+            }
+        },
         MlsCommand::Members { group, json } => match group {
             None => {
                 for g in mls.groups().map_err(fail("mls members"))? {

@@ -338,6 +338,9 @@ impl super::Mls {
         auth: &dyn Authenticator,
     ) -> Result<String, MlsError> {
         let identity = super::identity::identity_of(leaf.credential())?;
+        if self.is_pinned(&identity, leaf.signature_key().as_slice())? {
+            return Ok(identity);
+        }
         let binding = binding_of(leaf)
             .map_err(|e| MlsError::Unbound(format!("{identity}: {}", unbound_reason(e))))?;
         auth.verify(&identity, leaf.signature_key().as_slice(), binding.as_ref())

@@ -1,6 +1,8 @@
-//! Who may add us to a group (issue #17): a Welcome that uses one of our published
-//! KeyPackages would otherwise put us in any group, so joining by Welcome needs an
-//! inviter that local policy names, besides one whose leaf authenticates.
+//! Local MLS trust policy (issue #17): who may add us to a group (a Welcome that uses
+//! one of our published KeyPackages would otherwise put us in any group, so joining
+//! by Welcome needs an inviter that local policy names, besides one whose leaf
+//! authenticates), and MLS keys pinned by hand for members that cannot carry a
+//! certification (another MLS stack).
 
 use super::{Mls, MlsError};
 
@@ -62,5 +64,61 @@ impl Mls {
                 inviter: inviter.to_string(),
             })
         }
+    }
+
+    /// Pins `signature_key` (Ed25519, as `mls members --json` lists it) as the MLS
+    /// key of `email` in this state, or unpins it: a leaf with that credential and key
+    /// authenticates without a certification.
+    pub fn pin_key(&self, email: &str, signature_key: &[u8], pin: bool) -> Result<(), MlsError> {
+        let email = email.trim().to_ascii_lowercase();
+        if !crate::message::Mailbox::new(&email).is_valid_addr_spec() {
+            return Err(MlsError::Usage(format!("{email}: not an email address")));
+        }
+        if signature_key.len() != 32 {
+            return Err(MlsError::Usage(
+                "an MLS signature key here is Ed25519: 32 bytes (64 hex digits)".into(),
+            ));
+        }
+        if pin {
+            self.state.exec(
+                "INSERT OR IGNORE INTO mailseal_mls_pinned (email, public_key) VALUES (?1, ?2)",
+                rusqlite::params![email, signature_key],
+            )?;
+        } else {
+            self.state.exec(
+                "DELETE FROM mailseal_mls_pinned WHERE email = ?1 AND public_key = ?2",
+                rusqlite::params![email, signature_key],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The keys [`Mls::pin_key`] pinned: (email, key hex).
+    pub fn pinned_keys(&self) -> Result<Vec<(String, String)>, MlsError> {
+        let mut st = self.state.conn.prepare(
+            "SELECT email, public_key FROM mailseal_mls_pinned ORDER BY email, public_key",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for r in rows {
+            let (e, k) = r?;
+            out.push((e, crate::keystore::hex(&k)));
+        }
+        Ok(out)
+    }
+
+    pub(super) fn is_pinned(&self, email: &str, signature_key: &[u8]) -> Result<bool, MlsError> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .state
+            .query_row(
+                "SELECT 1 FROM mailseal_mls_pinned WHERE email = ?1 AND public_key = ?2",
+                rusqlite::params![email, signature_key],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
     }
 }

@@ -75,9 +75,15 @@ const MIGRATIONS: &[&str] = &[
     // EncryptedPrivateKeyInfo around the raw key); NULL: in openmls' storage, clear.
     "ALTER TABLE mailseal_mls_identity ADD COLUMN sealed_key BLOB;",
     // 5: issue #17, the authentication service: our credential's certification by
-    // our mail key, and who may add us to groups.
+    // our mail key, who may add us to groups, and MLS keys pinned by hand (members on
+    // another MLS stack, which carry no certification).
     "ALTER TABLE mailseal_mls_identity ADD COLUMN binding BLOB;
-     CREATE TABLE mailseal_mls_inviter (pattern TEXT PRIMARY KEY NOT NULL);",
+     CREATE TABLE mailseal_mls_inviter (pattern TEXT PRIMARY KEY NOT NULL);
+     CREATE TABLE mailseal_mls_pinned (
+        email TEXT NOT NULL,
+        public_key BLOB NOT NULL,
+        PRIMARY KEY (email, public_key)
+     ) WITHOUT ROWID;",
 ];
 
 /// serde_json for openmls' stored values.

@@ -16,6 +16,11 @@ const CEO: &str = "ceo@group.example";
 /// a self-signed S/MIME certificate naming the CEO, and an MLS key it certifies.
 /// Returns the store and the forged certificate's file.
 fn forged_ceo(root: &Path, name: &str) -> (PathBuf, PathBuf) {
+    forged_ceo_key(root, name).0
+}
+
+/// [`forged_ceo`], and the forged MLS key (hex).
+fn forged_ceo_key(root: &Path, name: &str) -> ((PathBuf, PathBuf), String) {
     let store = root.join(name);
     let cert = root.join(format!("{name}.pem"));
     let (ca, _) = common::mls::test_ca(root);
@@ -36,11 +41,14 @@ fn forged_ceo(root: &Path, name: &str) -> (PathBuf, PathBuf) {
             cert.to_str().unwrap(),
         ],
     );
-    ok(
+    let line = ok(
         &store,
         &["key", "generate", "--kind", "mls", "--email", CEO],
     );
-    (store, cert)
+    // "generated mls KEY Ed25519 ADDRESS"
+    let line = String::from_utf8(line).unwrap();
+    let key = line.split_whitespace().nth(2).unwrap().to_string();
+    ((store, cert), key)
 }
 
 fn members(store: &Path, group: &str) -> serde_json::Value {
@@ -181,7 +189,7 @@ fn fail_a_member_adds_a_leaf_named_after_someone_else() {
     let (agents, group) = common::mls::group(root, 3);
     // agent3 is Mallory: a real member, who adds a KeyPackage for the CEO certified by
     // the key she made for that address (her own store pins it, so she can).
-    let (forged, cert) = forged_ceo(root, "mallory-ceo");
+    let ((forged, cert), forged_key) = forged_ceo_key(root, "mallory-ceo");
     let mallory = &agents[2];
     ok(&mallory.store, &["key", "import", cert.to_str().unwrap()]);
     let kp = key_package(&forged, CEO, &root.join("ceo-kp.eml"));
@@ -232,5 +240,22 @@ fn fail_a_member_adds_a_leaf_named_after_someone_else() {
         &mailseal(&agents[0].store, &["open", "--in", &kp]),
         4,
         "ceo@group.example",
+    );
+    // Only the victim's own decision changes that: pinning that very key for the
+    // address (as for a member on another MLS stack) makes the Commit apply.
+    let victim = &agents[1];
+    ok(
+        &victim.store,
+        &["mls", "pin", "--email", CEO, "--key", &forged_key],
+    );
+    let pins = String::from_utf8(ok(&victim.store, &["mls", "pin"])).unwrap();
+    assert_eq!(pins.trim(), format!("{CEO} {forged_key}"));
+    ok(&victim.store, &["open", "--in", commit.to_str().unwrap()]);
+    assert_eq!(
+        members(&victim.store, &group)["members"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
     );
 }
