@@ -235,7 +235,8 @@ impl Mls {
     }
 
     /// A self-update (fresh leaf keys: post-compromise security): a Commit to the
-    /// others.
+    /// others. The new leaf carries our current certification, so an update after
+    /// `key generate --kind mls` (say, with a renewed mail certificate) refreshes it.
     pub fn update(&self, group: &str) -> Result<Vec<u8>, MlsError> {
         let id = parse_group_id(group)?;
         let me = self.active_member(&id)?;
@@ -244,8 +245,11 @@ impl Mls {
         let tx = self.state.begin()?;
         let mut g = self.take_group(&id)?;
         let epoch = g.epoch().as_u64();
+        let leaf = LeafNodeParameters::builder()
+            .with_extensions(self.own_leaf_extensions(&me)?)
+            .build();
         let bundle = g
-            .self_update(&self.state.provider, signer, LeafNodeParameters::default())
+            .self_update(&self.state.provider, signer, leaf)
             .map_err(op)?;
         g.merge_pending_commit(&self.state.provider).map_err(op)?;
         let commit = bundle.commit().to_bytes().map_err(op)?;

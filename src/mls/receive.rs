@@ -493,8 +493,14 @@ impl Mls {
         }
         // A member's leaf as it stands authenticates, whatever it sends: this covers a
         // group joined before the authentication service, and a key whose certificate
-        // was revoked since it entered.
-        if let Sender::Member(index) = processed.sender() {
+        // was revoked since it entered. A Commit that replaces the committer's leaf is
+        // judged by the new leaf (checked above): so a member whose certification has
+        // lapsed can renew it by an update.
+        let renews_leaf = matches!(
+            processed.content(),
+            ProcessedMessageContent::StagedCommitMessage(s) if s.update_path_leaf_node().is_some()
+        );
+        if let (Sender::Member(index), false) = (processed.sender(), renews_leaf) {
             let leaf = g
                 .public_group()
                 .leaf(*index)

@@ -12,6 +12,7 @@ mod fail_impersonation;
 mod mls_agents;
 mod mls_fuzz_seeds;
 mod mls_group;
+mod mls_key_rotation;
 mod mls_openpgp_binding;
 mod mls_tamper;
 mod mls_vectors;
