@@ -245,7 +245,10 @@ impl Mls {
         let tx = self.state.begin()?;
         let mut g = self.take_group(&id)?;
         let epoch = g.epoch().as_u64();
+        // The capabilities too: a leaf made before the authentication service does
+        // not list the extension it now carries.
         let leaf = LeafNodeParameters::builder()
+            .with_capabilities(authentication::capabilities(false))
             .with_extensions(self.own_leaf_extensions(&me)?)
             .build();
         let bundle = g
