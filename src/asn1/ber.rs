@@ -30,21 +30,77 @@ pub(crate) fn is_ber(input: &[u8]) -> bool {
     input.len() >= 2 && input[0] == SEQUENCE && input[1] == 0x80
 }
 
-/// One decoded element: its identifier octet and where its content is.
-enum Node {
-    Primitive {
-        tag: u8,
-        content: std::ops::Range<usize>,
-    },
-    Constructed {
-        tag: u8,
-        children: Vec<Node>,
-    },
+/// At most this many constructed elements: far more than any CMS structure has (the
+/// carried certificates and recipients are bounded long before), and it bounds the
+/// per-element bookkeeping below (12 bytes each).
+const MAX_CONSTRUCTED: usize = 1 << 18;
+
+/// What the first pass learns about one constructed element, in document order: the
+/// writing pass needs each length before the content it heads. Primitive elements
+/// need nothing: their length is in the input, so a string cut into a million
+/// segments costs nothing here (issue #17, memory linear with a small constant).
+#[derive(Clone, Copy)]
+struct Entry {
+    /// The DER length of its content as a constructed element.
+    body: u32,
+    /// The joined length of its OCTET STRING segments, when it is made of nothing
+    /// else ([`NOT_A_STRING`] otherwise).
+    joined: u32,
+    /// Constructed elements in its subtree, itself included: where the next sibling's
+    /// entry is when this one is written as a joined string.
+    subtree: u32,
+    /// A SEQUENCE shaped like an EncryptedContentInfo: its third element, an
+    /// `[0] IMPLICIT OCTET STRING`, is joined too.
+    eci: bool,
+}
+
+const NOT_A_STRING: u32 = u32::MAX;
+
+/// The length of a DER header for `len` content bytes.
+fn header_len(len: usize) -> usize {
+    if len < 0x80 {
+        2
+    } else {
+        2 + (usize::BITS as usize / 8 - len.leading_zeros() as usize / 8)
+    }
+}
+
+/// How one element measures: its DER length written normally, the joined length of
+/// its segments when it is a string of them, and its kind.
+#[derive(Clone, Copy)]
+struct Measure {
+    der: usize,
+    joined: Option<usize>,
+    tag: u8,
+    constructed: bool,
+}
+
+impl Measure {
+    /// Its DER length when written as an implicitly tagged string (joined if it can be).
+    fn as_string(&self) -> usize {
+        match self.joined {
+            Some(j) if self.constructed => header_len(j) + j,
+            _ => self.der,
+        }
+    }
 }
 
 struct Reader<'a> {
     input: &'a [u8],
     pos: usize,
+}
+
+/// An element's identifier, length and where its content starts.
+struct Header {
+    tag: u8,
+    length: Option<usize>,
+}
+
+fn to_u32(n: usize) -> Result<u32, BerError> {
+    u32::try_from(n)
+        .ok()
+        .filter(|n| *n != NOT_A_STRING)
+        .ok_or_else(|| malformed("too long"))
 }
 
 impl Reader<'_> {
@@ -80,74 +136,221 @@ impl Reader<'_> {
         Ok(Some(len))
     }
 
-    /// Reads one element ending at or before `end`.
-    fn node(&mut self, end: usize, depth: usize) -> Result<Node, BerError> {
-        if depth > MAX_DEPTH {
-            return Err(malformed("nested too deeply"));
-        }
+    fn header(&mut self) -> Result<Header, BerError> {
         let tag = self.byte()?;
         if tag & 0x1f == 0x1f {
             return Err(malformed("high tag numbers are not used by CMS"));
         }
         let length = self.length()?;
+        Ok(Header { tag, length })
+    }
+
+    /// Whether the children of a constructed element whose content started where
+    /// `stop` (definite) says, or that ends in end-of-contents, are exhausted; the
+    /// end-of-contents is consumed.
+    fn at_end(&mut self, stop: Option<usize>, end: usize) -> Result<bool, BerError> {
+        match stop {
+            Some(stop) => Ok(self.pos >= stop),
+            None => {
+                if self.input.get(self.pos..self.pos + 2) == Some(&[0, 0]) {
+                    self.pos += 2;
+                    return Ok(true);
+                }
+                if self.pos >= end {
+                    return Err(malformed("no end-of-contents"));
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// First pass: reads and checks one element ending at or before `end`, appending
+    /// an [`Entry`] for each constructed element in it.
+    fn measure(
+        &mut self,
+        end: usize,
+        depth: usize,
+        entries: &mut Vec<Entry>,
+    ) -> Result<Measure, BerError> {
+        if depth > MAX_DEPTH {
+            return Err(malformed("nested too deeply"));
+        }
+        let Header { tag, length } = self.header()?;
         if tag & CONSTRUCTED == 0 {
             let len = length.ok_or_else(|| malformed("indefinite primitive"))?;
-            let start = self.pos;
-            if len > end.saturating_sub(start) {
+            if len > end.saturating_sub(self.pos) {
                 return Err(malformed("element beyond its parent"));
             }
             self.pos += len;
-            return Ok(Node::Primitive {
+            return Ok(Measure {
+                der: header_len(len) + len,
+                joined: (tag == OCTET_STRING).then_some(len),
                 tag,
-                content: start..start + len,
+                constructed: false,
             });
         }
-        let mut children = Vec::new();
-        match length {
+        if entries.len() >= MAX_CONSTRUCTED {
+            return Err(malformed("too many constructed elements"));
+        }
+        let index = entries.len();
+        entries.push(Entry {
+            body: 0,
+            joined: NOT_A_STRING,
+            subtree: 0,
+            eci: false,
+        });
+        let stop = match length {
             Some(len) => {
                 let stop = self.pos + len;
                 if stop > end {
                     return Err(malformed("element beyond its parent"));
                 }
-                while self.pos < stop {
-                    children.push(self.node(stop, depth + 1)?);
-                }
+                Some(stop)
             }
-            None => loop {
-                if self.input.get(self.pos..self.pos + 2) == Some(&[0, 0]) {
-                    self.pos += 2;
-                    break;
-                }
-                if self.pos >= end {
-                    return Err(malformed("no end-of-contents"));
-                }
-                children.push(self.node(end, depth + 1)?);
-            },
+            None => None,
+        };
+        let inner_end = stop.unwrap_or(end);
+        // The first three children are kept to recognise an EncryptedContentInfo.
+        let mut first: [Option<Measure>; 3] = [None; 3];
+        let (mut count, mut body, mut joined) = (0usize, 0usize, Some(0usize));
+        while !self.at_end(stop, end)? {
+            let child = self.measure(inner_end, depth + 1, entries)?;
+            if let Some(slot) = first.get_mut(count) {
+                *slot = Some(child);
+            }
+            count += 1;
+            body += child.der;
+            let segment = child.tag == OCTET_STRING
+                || (child.constructed && child.tag == OCTET_STRING | CONSTRUCTED);
+            joined = match (joined, child.joined) {
+                (Some(j), Some(c)) if segment => Some(j + c),
+                _ => None,
+            };
         }
         if self.pos > end {
             return Err(malformed("element beyond its parent"));
         }
-        Ok(Node::Constructed { tag, children })
+        let eci = tag == SEQUENCE
+            && count == 3
+            && matches!(
+                first,
+                [
+                    Some(Measure {
+                        tag: OID,
+                        constructed: false,
+                        ..
+                    }),
+                    Some(Measure {
+                        tag: SEQUENCE,
+                        constructed: true,
+                        ..
+                    }),
+                    Some(Measure {
+                        tag: 0xa0,
+                        constructed: true,
+                        ..
+                    }),
+                ]
+            );
+        if eci {
+            if let [_, _, Some(third)] = first {
+                body = body - third.der + third.as_string();
+            }
+        }
+        let entry = Entry {
+            body: to_u32(body)?,
+            joined: match joined {
+                Some(j) => to_u32(j)?,
+                None => NOT_A_STRING,
+            },
+            subtree: to_u32(entries.len() - index)?,
+            eci,
+        };
+        entries[index] = entry;
+        let der = match joined {
+            Some(j) if tag == OCTET_STRING | CONSTRUCTED => header_len(j) + j,
+            _ => header_len(body) + body,
+        };
+        Ok(Measure {
+            der,
+            joined,
+            tag,
+            constructed: true,
+        })
     }
 }
 
-/// The concatenated content of a string built of OCTET STRING segments, or `None`
-/// when a child is anything else.
-fn segments(children: &[Node], input: &[u8], out: &mut Vec<u8>) -> Option<()> {
-    for child in children {
-        match child {
-            Node::Primitive {
-                tag: OCTET_STRING,
-                content,
-            } => out.extend_from_slice(&input[content.clone()]),
-            Node::Constructed {
-                tag: t,
-                children: inner,
-            } if *t == OCTET_STRING | CONSTRUCTED => segments(inner, input, out)?,
-            _ => return None,
-        }
+/// Second pass: writes the element at `reader.pos` as DER, using the entries from
+/// `*next` on; `implicit_string` when its parent makes it an implicit OCTET STRING.
+fn write(
+    reader: &mut Reader<'_>,
+    entries: &[Entry],
+    next: &mut usize,
+    out: &mut Vec<u8>,
+    implicit_string: bool,
+) -> Result<(), BerError> {
+    let start = reader.pos;
+    let Header { tag, length } = reader.header()?;
+    if tag & CONSTRUCTED == 0 {
+        let len = length.ok_or_else(|| malformed("indefinite primitive"))?;
+        let content = reader
+            .input
+            .get(reader.pos..reader.pos + len)
+            .ok_or_else(|| malformed("truncated"))?;
+        push_header(out, tag, len);
+        out.extend_from_slice(content);
+        reader.pos += len;
+        return Ok(());
     }
-    Some(())
+    let entry = *entries
+        .get(*next)
+        .ok_or_else(|| malformed("inconsistent"))?;
+    let string_tag = if tag == OCTET_STRING | CONSTRUCTED {
+        Some(OCTET_STRING)
+    } else if implicit_string {
+        Some(tag & !CONSTRUCTED)
+    } else {
+        None
+    };
+    let stop = length.map(|len| reader.pos + len);
+    let end = reader.input.len();
+    if let (Some(primitive), true) = (string_tag, entry.joined != NOT_A_STRING) {
+        push_header(out, primitive, entry.joined as usize);
+        reader.pos = start;
+        copy_segments(reader, out)?;
+        *next += entry.subtree as usize;
+        return Ok(());
+    }
+    *next += 1;
+    push_header(out, tag, entry.body as usize);
+    let mut i = 0;
+    while !reader.at_end(stop, end)? {
+        write(reader, entries, next, out, entry.eci && i == 2)?;
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Copies the content of the OCTET STRING segments of the element at `reader.pos`
+/// (checked to be nothing else by the first pass), leaving the reader after it.
+fn copy_segments(reader: &mut Reader<'_>, out: &mut Vec<u8>) -> Result<(), BerError> {
+    let Header { tag, length } = reader.header()?;
+    if tag & CONSTRUCTED == 0 {
+        let len = length.ok_or_else(|| malformed("indefinite primitive"))?;
+        let content = reader
+            .input
+            .get(reader.pos..reader.pos + len)
+            .ok_or_else(|| malformed("truncated"))?;
+        out.extend_from_slice(content);
+        reader.pos += len;
+        return Ok(());
+    }
+    let stop = length.map(|len| reader.pos + len);
+    let end = reader.input.len();
+    while !reader.at_end(stop, end)? {
+        copy_segments(reader, out)?;
+    }
+    Ok(())
 }
 
 /// Appends the DER header of a `tag` element whose content is `len` bytes long.
@@ -163,62 +366,20 @@ pub(crate) fn push_header(out: &mut Vec<u8>, tag: u8, len: usize) {
     }
 }
 
-/// Whether `children` have the shape of an EncryptedContentInfo (contentType OID,
-/// AlgorithmIdentifier, `[0] IMPLICIT` content): its `[0]` is an OCTET STRING, so a
-/// constructed `[0]` of segments there is joined like one.
-fn is_encrypted_content_info(children: &[Node]) -> bool {
-    matches!(
-        children,
-        [
-            Node::Primitive { tag: OID, .. },
-            Node::Constructed { tag: SEQUENCE, .. },
-            Node::Constructed { tag: 0xa0, .. }
-        ]
-    )
-}
-
-fn encode(node: &Node, input: &[u8], out: &mut Vec<u8>, implicit_string: bool) {
-    match node {
-        Node::Primitive { tag, content } => {
-            push_header(out, *tag, content.len());
-            out.extend_from_slice(&input[content.clone()]);
-        }
-        Node::Constructed { tag, children } => {
-            let string_tag = if *tag == OCTET_STRING | CONSTRUCTED {
-                Some(OCTET_STRING)
-            } else if implicit_string {
-                Some(tag & !CONSTRUCTED)
-            } else {
-                None
-            };
-            if let Some(primitive) = string_tag {
-                let mut joined = Vec::new();
-                if segments(children, input, &mut joined).is_some() {
-                    push_header(out, primitive, joined.len());
-                    out.extend_from_slice(&joined);
-                    return;
-                }
-            }
-            let eci = *tag == SEQUENCE && is_encrypted_content_info(children);
-            let mut body = Vec::new();
-            for (i, child) in children.iter().enumerate() {
-                encode(child, input, &mut body, eci && i == 2);
-            }
-            push_header(out, *tag, body.len());
-            out.extend_from_slice(&body);
-        }
-    }
-}
-
-/// The DER form of the BER element that makes up all of `input`.
+/// The DER form of the BER element that makes up all of `input`: one pass measures
+/// (and checks everything), a second writes straight into the output, which is
+/// allocated once at its final size.
 pub(crate) fn to_der(input: &[u8]) -> Result<Vec<u8>, BerError> {
     let mut reader = Reader { input, pos: 0 };
-    let root = reader.node(input.len(), 0)?;
+    let mut entries = Vec::new();
+    let root = reader.measure(input.len(), 0, &mut entries)?;
     if reader.pos != input.len() {
         return Err(malformed("data after the content"));
     }
-    let mut out = Vec::with_capacity(input.len());
-    encode(&root, input, &mut out, false);
+    let mut out = Vec::with_capacity(root.der);
+    let mut reader = Reader { input, pos: 0 };
+    write(&mut reader, &entries, &mut 0, &mut out, false)?;
+    debug_assert_eq!(out.len(), root.der);
     Ok(out)
 }
 
@@ -253,6 +414,59 @@ mod tests {
         // [0] EXPLICIT { OCTET STRING constructed { "x" } } as in eContent.
         let ber = [0xa0, 0x80, 0x24, 0x80, 0x04, 0x01, b'x', 0, 0, 0, 0];
         assert_eq!(to_der(&ber).unwrap(), [0xa0, 0x03, 0x04, 0x01, b'x']);
+    }
+
+    #[test]
+    fn an_encrypted_content_info_joins_its_implicit_string() {
+        // SEQUENCE { OID, SEQUENCE {}, [0] constructed { "ab", constructed { "c" } } }
+        let ber = [
+            0x30, 0x80, 0x06, 0x01, 0x2a, 0x30, 0x00, 0xa0, 0x80, 0x04, 0x02, b'a', b'b', 0x24,
+            0x80, 0x04, 0x01, b'c', 0, 0, 0, 0, 0, 0,
+        ];
+        assert_eq!(
+            to_der(&ber).unwrap(),
+            [0x30, 0x0a, 0x06, 0x01, 0x2a, 0x30, 0x00, 0x80, 0x03, b'a', b'b', b'c']
+        );
+        // A fourth element: not that shape, so the [0] stays constructed.
+        let mut four = ber[..ber.len() - 2].to_vec();
+        four.extend_from_slice(&[0x05, 0x00, 0, 0]);
+        assert_eq!(
+            to_der(&four).unwrap(),
+            [
+                0x30, 0x10, 0x06, 0x01, 0x2a, 0x30, 0x00, 0xa0, 0x07, 0x04, 0x02, b'a', b'b', 0x04,
+                0x01, b'c', 0x05, 0x00
+            ]
+        );
+    }
+
+    #[test]
+    fn a_string_of_many_segments_is_joined_without_a_tree() {
+        // A 1 MiB OCTET STRING in one-byte segments, inside a SEQUENCE whose length
+        // needs three bytes: the output is exact, and allocated once.
+        let n = 1 << 20;
+        let mut ber = vec![0x30, 0x80, 0x24, 0x80];
+        for i in 0..n {
+            ber.extend_from_slice(&[0x04, 0x01, i as u8]);
+        }
+        ber.extend_from_slice(&[0, 0, 0, 0]);
+        let der = to_der(&ber).unwrap();
+        assert_eq!(
+            &der[..10],
+            &[0x30, 0x83, 0x10, 0x00, 0x05, 0x04, 0x83, 0x10, 0x00, 0x00]
+        );
+        assert_eq!(der.len(), 10 + n);
+        assert_eq!(der.capacity(), der.len());
+        assert!(der[10..].iter().enumerate().all(|(i, b)| *b == i as u8));
+    }
+
+    #[test]
+    fn fail_too_many_constructed_elements() {
+        let mut ber = vec![0x30, 0x80];
+        for _ in 0..MAX_CONSTRUCTED {
+            ber.extend_from_slice(&[0x30, 0x00]);
+        }
+        ber.extend_from_slice(&[0, 0]);
+        assert!(to_der(&ber).is_err());
     }
 
     #[test]
