@@ -111,11 +111,17 @@ fn a_renewed_mail_key_recertifies_the_mls_key_through_an_update() {
     let first = common::mls::send(&root.join("m1"), &bob, &[&ann], &group, 1);
     ok(&ann.store, &["open", "--in", first.to_str().unwrap()]);
 
-    // Bob renews his S/MIME key; Ann replaces his old certificate with the new one.
+    // Bob renews his S/MIME key and retires the old one (both would have the same
+    // notBefore within a second, and the newest is what signs); Ann replaces his old
+    // certificate with the new one.
     let old = certificates(&ann.store, &bob.email);
     assert_eq!(old.len(), 1);
+    assert_eq!(certificates(&bob.store, &bob.email), old);
     let renewed = root.join("bob-renewed.pem");
     smime(&bob, &renewed);
+    let mut retire = vec!["key", "delete"];
+    retire.extend(old.iter().map(String::as_str));
+    ok(&bob.store, &retire);
     let mut args = vec!["key", "delete"];
     args.extend(old.iter().map(String::as_str));
     ok(&ann.store, &args);
