@@ -136,6 +136,19 @@ impl Reader<'_> {
         Ok(Some(len))
     }
 
+    /// The content of the primitive element whose header was just read, leaving the
+    /// reader after it (the writing pass, over input the first pass checked).
+    fn primitive_content(&mut self, length: Option<usize>) -> Result<&[u8], BerError> {
+        let len = length.ok_or_else(|| malformed("indefinite primitive"))?;
+        let start = self.pos;
+        let content = self
+            .input
+            .get(start..start + len)
+            .ok_or_else(|| malformed("truncated"))?;
+        self.pos += len;
+        Ok(content)
+    }
+
     fn header(&mut self) -> Result<Header, BerError> {
         let tag = self.byte()?;
         if tag & 0x1f == 0x1f {
@@ -292,14 +305,9 @@ fn write(
     let start = reader.pos;
     let Header { tag, length } = reader.header()?;
     if tag & CONSTRUCTED == 0 {
-        let len = length.ok_or_else(|| malformed("indefinite primitive"))?;
-        let content = reader
-            .input
-            .get(reader.pos..reader.pos + len)
-            .ok_or_else(|| malformed("truncated"))?;
-        push_header(out, tag, len);
+        let content = reader.primitive_content(length)?;
+        push_header(out, tag, content.len());
         out.extend_from_slice(content);
-        reader.pos += len;
         return Ok(());
     }
     let entry = *entries
@@ -336,13 +344,7 @@ fn write(
 fn copy_segments(reader: &mut Reader<'_>, out: &mut Vec<u8>) -> Result<(), BerError> {
     let Header { tag, length } = reader.header()?;
     if tag & CONSTRUCTED == 0 {
-        let len = length.ok_or_else(|| malformed("indefinite primitive"))?;
-        let content = reader
-            .input
-            .get(reader.pos..reader.pos + len)
-            .ok_or_else(|| malformed("truncated"))?;
-        out.extend_from_slice(content);
-        reader.pos += len;
+        out.extend_from_slice(reader.primitive_content(length)?);
         return Ok(());
     }
     let stop = length.map(|len| reader.pos + len);
