@@ -21,6 +21,8 @@ pub mod dkim;
 pub mod envelope;
 pub mod error;
 pub mod ext;
+#[cfg(feature = "gateway")]
+pub mod gateway;
 mod hex;
 pub mod keystore;
 pub mod message;

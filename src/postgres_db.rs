@@ -82,6 +82,25 @@ const MIGRATIONS: &[&str] = &[
         fingerprint TEXT PRIMARY KEY,
         der BYTEA NOT NULL
      );",
+    // 5: the gateway's shared spool (see `gateway::spool::PostgresSpool`).
+    "CREATE TABLE mailseal_spool (
+        id TEXT PRIMARY KEY,
+        route TEXT NOT NULL,
+        mail_from TEXT NOT NULL,
+        recipients TEXT NOT NULL,
+        created BIGINT NOT NULL,
+        attempts INTEGER NOT NULL,
+        next_attempt BIGINT NOT NULL,
+        leased_until BIGINT NOT NULL DEFAULT 0,
+        last_error TEXT NOT NULL,
+        data BYTEA NOT NULL
+     );
+     CREATE INDEX mailseal_spool_due ON mailseal_spool (next_attempt);
+     CREATE TABLE mailseal_spool_done (
+        id TEXT PRIMARY KEY,
+        done_at BIGINT NOT NULL
+     );
+     CREATE INDEX mailseal_spool_done_at ON mailseal_spool_done (done_at);",
 ];
 
 /// Why the database did not open.

@@ -336,6 +336,33 @@ impl<'a> Sender<'a> {
         }
     }
 
+    /// The profile to seal `plain` under when the caller has not chosen one (a
+    /// gateway): MLS when its envelope names a group; else `default` when every
+    /// recipient whose Agent Card lists profiles lists it; else the first of S/MIME and
+    /// OpenPGP that all of them list; else `default` (and [`Sender::seal`] then says
+    /// which recipient rules it out).
+    pub fn choose_profile(&self, plain: &MailA2aMessage, default: Profile) -> Profile {
+        if plain.envelope().group().is_some() {
+            return Profile::Mls;
+        }
+        let lists: Vec<&Vec<String>> = plain
+            .headers
+            .to
+            .iter()
+            .chain(&plain.headers.cc)
+            .filter_map(|m| self.peers.peers.get(&m.normalized()))
+            .map(|r| &r.profiles)
+            .filter(|l| !l.is_empty())
+            .collect();
+        [default, Profile::Smime, Profile::OpenPgp]
+            .into_iter()
+            .find(|p| {
+                let token = crate::ext::peers::profile_token(*p);
+                lists.iter().all(|l| l.iter().any(|t| t == token))
+            })
+            .unwrap_or(default)
+    }
+
     /// The smaller of our limit and the recipients' published ones, and whose it is.
     fn size_limit(&self, recipients: &[String]) -> (u64, String) {
         let mut best = (

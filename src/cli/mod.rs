@@ -7,6 +7,8 @@ mod compose;
 mod demo;
 mod dkim;
 mod exit;
+#[cfg(feature = "gateway")]
+mod gateway;
 mod inspect;
 mod key;
 mod mls;
@@ -93,6 +95,9 @@ enum Command {
     Card(card::CardArgs),
     /// The whole tour on a temporary store.
     Demo,
+    /// The SMTP gateway: seal what internal agents send, open what arrives.
+    #[cfg(feature = "gateway")]
+    Gateway(gateway::GatewayArgs),
     /// The Stateless OpenPGP interface (`mailseal sop --help`), with SOP's exit codes.
     #[command(disable_help_flag = true)]
     Sop {
@@ -142,9 +147,18 @@ pub fn main() -> ProcessExit {
             };
         }
     };
+    // A command logs only errors unless MAILSEAL_LOG says otherwise; the gateway, a
+    // server, logs a line per message by default.
+    #[cfg(feature = "gateway")]
+    let server = matches!(cli.command, Command::Gateway(_));
+    #[cfg(not(feature = "gateway"))]
+    let server = false;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MAILSEAL_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if server { "info" } else { "error" })
+    });
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("MAILSEAL_LOG"))
+        .with_env_filter(filter)
         .try_init();
     match run(cli) {
         Ok(()) => ProcessExit::SUCCESS,
@@ -183,6 +197,8 @@ fn run(cli: Cli) -> CliResult {
         Command::Mls(cmd) => mls::run(&store_dir(store)?, cmd),
         Command::Card(args) => card::card(&store_dir(store)?, args),
         Command::Demo => demo::run(),
+        #[cfg(feature = "gateway")]
+        Command::Gateway(args) => gateway::gateway(args),
         Command::Sop { .. } => Err(Failure::new(
             ExitCode::Usage,
             "sop must be the first argument: mailseal sop SUBCOMMAND",

@@ -101,6 +101,17 @@ impl Keys {
         .map_err(|e| Failure::from("key store", e))
     }
 
+    /// The store, owned behind the common interface (a gateway worker shares it between
+    /// its receiver and sender).
+    pub(crate) fn into_store(self) -> std::rc::Rc<dyn KeyStore> {
+        match self {
+            Keys::Directory(d) => std::rc::Rc::new(d),
+            Keys::Sqlite(s) => std::rc::Rc::from(s as Box<dyn KeyStore>),
+            Keys::Postgres(s) => std::rc::Rc::from(s as Box<dyn KeyStore>),
+            Keys::Token(t) => std::rc::Rc::new(t),
+        }
+    }
+
     /// The store behind the common interface.
     pub(crate) fn store(&self) -> &dyn KeyStore {
         match self {

@@ -251,11 +251,7 @@ impl PeerPolicies {
         } else {
             Protection::SignedEncrypted
         };
-        let token = match profile {
-            Profile::Smime => SMIME_TOKEN,
-            Profile::OpenPgp => OPENPGP_TOKEN,
-            _ => MLS_TOKEN,
-        };
+        let token = profile_token(profile);
         for r in recipients {
             let peer = r.trim().to_ascii_lowercase();
             let Some(record) = self.peers.get(&peer) else {
@@ -300,5 +296,14 @@ impl PeerPolicies {
             record.mls_key_packages.remove(i)
         };
         STANDARD.decode(kp.key_package).ok()
+    }
+}
+
+/// The token an Agent Card lists `profile` under.
+pub fn profile_token(profile: Profile) -> &'static str {
+    match profile {
+        Profile::Smime => SMIME_TOKEN,
+        Profile::OpenPgp => OPENPGP_TOKEN,
+        _ => MLS_TOKEN,
     }
 }

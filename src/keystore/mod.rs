@@ -338,46 +338,52 @@ pub fn describe_with_passphrase(
     Ok(out)
 }
 
-/// A borrowed store is a store: a caller that keeps its store lends it to a
-/// [`crate::Receiver`] or [`crate::Sender`] for their lifetime.
-impl<T: KeyStore + ?Sized> KeyStore for &T {
-    fn import_with_passphrase(
-        &self,
-        input: &[u8],
-        what: &str,
-        trusted: bool,
-        passphrase: Option<&[u8]>,
-    ) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        (**self).import_with_passphrase(input, what, trusted, passphrase)
-    }
-    fn list(&self) -> Result<Vec<KeyEntry>, KeyStoreError> {
-        (**self).list()
-    }
-    fn certificates_for(&self, email: &str) -> Result<Vec<StoredCertificate>, KeyStoreError> {
-        (**self).certificates_for(email)
-    }
-    fn trust_anchors(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
-        (**self).trust_anchors()
-    }
-    fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
-        (**self).own_certificates()
-    }
-    fn private_key(&self, fingerprint: &str) -> Result<Option<SecretKey>, KeyStoreError> {
-        (**self).private_key(fingerprint)
-    }
-    fn openpgp_certificates(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
-        (**self).openpgp_certificates()
-    }
-    fn openpgp_secret_key(
-        &self,
-        fingerprint: &str,
-    ) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError> {
-        (**self).openpgp_secret_key(fingerprint)
-    }
-    fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
-        (**self).crls()
-    }
+/// A store behind a pointer is a store: a caller that keeps its store lends it (`&T`),
+/// or one worker shares it between its [`crate::Receiver`] and [`crate::Sender`]
+/// (`Rc<T>`, as the gateway does).
+macro_rules! delegate_key_store {
+    ($($ptr:ty),*) => {$(
+        impl<T: KeyStore + ?Sized> KeyStore for $ptr {
+            fn import_with_passphrase(
+                &self,
+                input: &[u8],
+                what: &str,
+                trusted: bool,
+                passphrase: Option<&[u8]>,
+            ) -> Result<Vec<KeyEntry>, KeyStoreError> {
+                (**self).import_with_passphrase(input, what, trusted, passphrase)
+            }
+            fn list(&self) -> Result<Vec<KeyEntry>, KeyStoreError> {
+                (**self).list()
+            }
+            fn certificates_for(&self, email: &str) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+                (**self).certificates_for(email)
+            }
+            fn trust_anchors(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+                (**self).trust_anchors()
+            }
+            fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+                (**self).own_certificates()
+            }
+            fn private_key(&self, fingerprint: &str) -> Result<Option<SecretKey>, KeyStoreError> {
+                (**self).private_key(fingerprint)
+            }
+            fn openpgp_certificates(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+                (**self).openpgp_certificates()
+            }
+            fn openpgp_secret_key(
+                &self,
+                fingerprint: &str,
+            ) -> Result<Option<Zeroizing<Vec<u8>>>, KeyStoreError> {
+                (**self).openpgp_secret_key(fingerprint)
+            }
+            fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+                (**self).crls()
+            }
+        }
+    )*};
 }
+delegate_key_store!(&T, std::rc::Rc<T>, Box<T>);
 
 /// Where keys come from. Implementations: [`DirectoryStore`]; SQLite, PKCS#11 and
 /// PostgreSQL adapters plug in behind the same trait.

@@ -1,0 +1,93 @@
+//! `mailseal gateway --config FILE` runs the SMTP gateway; `mailseal gateway
+//! check-config FILE` checks a configuration and what it names, then exits. The
+//! gateway is the library's ([`crate::gateway`]); this opens the stores its workers
+//! use and prints.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+
+use super::exit::ExitCode;
+use super::{card, mls, CliResult, Failure};
+use crate::gateway::{Config, Gateway, Pipeline};
+use crate::keystore::KeyStore;
+use crate::{Receiver, Sender};
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(super) struct GatewayArgs {
+    /// The configuration (TOML; see the README's gateway section).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<GatewayCommand>,
+}
+
+#[derive(Subcommand)]
+enum GatewayCommand {
+    /// Check a configuration, its TLS files, spool and stores, then exit.
+    CheckConfig {
+        /// The configuration.
+        file: PathBuf,
+    },
+}
+
+fn load(path: &Path) -> Result<Config, Failure> {
+    Config::load(path).map_err(|e| Failure::new(ExitCode::Usage, format!("gateway: {e}")))
+}
+
+/// Each worker's pipeline: the configured key store, shared by its receiver and
+/// sender; the peers' cards and MLS state beside the store; the replay state.
+fn factory(config: &Config) -> Arc<crate::gateway::PipelineFactory> {
+    let store = PathBuf::from(&config.store);
+    let state = config
+        .state
+        .clone()
+        .unwrap_or_else(|| store.display().to_string());
+    let policy = config.inbound.open_policy();
+    Arc::new(move || {
+        let keys: Rc<dyn KeyStore> = super::store::Keys::open(&store)
+            .map_err(|f| f.line)?
+            .into_store();
+        let peers = card::load_policies(&store).map_err(|f| f.line)?;
+        let replay = |what| crate::replay::open_store(&state).map_err(|e| format!("{what}: {e}"));
+        let receiver = Receiver::builder(keys.clone())
+            .policy(policy.clone())
+            .peers(&peers)
+            .mls_lazy(mls::lazy_state(&store))
+            .replay_boxed(replay("replay state")?)
+            .build();
+        let sender = Sender::builder(keys)
+            .peers(peers)
+            .mls_lazy(mls::lazy_state(&store))
+            .replay_boxed(replay("replay state")?)
+            .build();
+        Ok(Pipeline { receiver, sender })
+    })
+}
+
+pub(super) fn gateway(a: GatewayArgs) -> CliResult {
+    match (a.command, a.config) {
+        (Some(GatewayCommand::CheckConfig { file }), _) => {
+            let config = load(&file)?;
+            let listeners = config.listeners.len();
+            Gateway::new(config.clone(), factory(&config))
+                .check()
+                .map_err(|e| Failure::new(ExitCode::Usage, format!("gateway: {e}")))?;
+            println!("{}: ok ({listeners} listeners)", file.display());
+            Ok(())
+        }
+        (None, Some(file)) => {
+            let config = load(&file)?;
+            Gateway::new(config.clone(), factory(&config))
+                .run()
+                .map_err(|e| Failure::new(ExitCode::Other, format!("gateway: {e}")))
+        }
+        (None, None) => Err(Failure::new(
+            ExitCode::Usage,
+            "gateway: --config FILE, or check-config FILE",
+        )),
+    }
+}

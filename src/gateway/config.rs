@@ -1,0 +1,544 @@
+//! The gateway's TOML configuration: listeners (each with its mode and next hop), the
+//! spool, the TLS files, the policies and the limits. Unknown keys are refused, so a
+//! misspelt setting is an error rather than a silent default.
+//!
+//! ```toml
+//! hostname = "gw.example.org"
+//! store = "/var/lib/mailseal/store"
+//! spool = "/var/spool/mailseal"          # or postgres://...
+//! quarantine = "/var/spool/mailseal/quarantine"
+//!
+//! [tls]
+//! certificate = "/etc/mailseal/tls.crt"
+//! key = "/etc/mailseal/tls.key"
+//!
+//! [[listener]]
+//! name = "outbound"
+//! address = "127.0.0.1:10025"
+//! mode = "outbound"
+//! next_hop = { address = "127.0.0.1:10026" }
+//!
+//! [[listener]]
+//! name = "inbound"
+//! address = "0.0.0.0:25"
+//! mode = "inbound"
+//! tls = "starttls"
+//! next_hop = { address = "mailstore.internal:24", protocol = "lmtp", tls = "required", roots = "/etc/mailseal/internal-ca.pem" }
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::profile::Profile;
+
+/// Why a configuration is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or has unknown or missing keys.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The error, with its line.
+        source: toml::de::Error,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+    /// The TLS certificate or key cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The name the gateway greets with and says EHLO as.
+    pub hostname: String,
+    /// The key store (as `mailseal --store`).
+    pub store: String,
+    /// The replay state (as `mailseal --state`); default: beside the store.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// The spool: a directory, or `postgres://...` shared by several gateways.
+    pub spool: String,
+    /// Where refused messages that were already accepted are copied.
+    pub quarantine: PathBuf,
+    /// Threads that seal and open (default: the machine's cores).
+    #[serde(default)]
+    pub workers: Option<usize>,
+    /// The TLS certificate chain and key (PEM), for STARTTLS and implicit TLS.
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+    /// The listeners.
+    #[serde(rename = "listener")]
+    pub listeners: Vec<Listener>,
+    /// How mail from inside is sealed.
+    #[serde(default)]
+    pub outbound: OutboundPolicy,
+    /// How mail from outside is opened.
+    #[serde(default)]
+    pub inbound: InboundPolicy,
+    /// Limits on clients.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Retries and bounces.
+    #[serde(default)]
+    pub delivery: DeliveryPolicy,
+    /// Prometheus metrics on this address (`GET /metrics`), loopback recommended.
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
+}
+
+/// The TLS certificate chain and key, PEM files (reloaded on SIGHUP).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The certificate chain.
+    pub certificate: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// What a listener does with what it accepts.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Mail from internal agents: sealed.
+    Outbound,
+    /// Mail from outside: opened.
+    Inbound,
+    /// Passed through untouched (the SMTP and spool floor, for measurements and
+    /// re-injection).
+    Relay,
+}
+
+/// TLS on a listener.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenerTls {
+    /// No TLS.
+    None,
+    /// STARTTLS offered (when `[tls]` is configured).
+    #[default]
+    Starttls,
+    /// TLS from the first byte (port 465 style).
+    Implicit,
+}
+
+/// One listener.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listener {
+    /// Its name, recorded with each message it queues.
+    pub name: String,
+    /// Where it listens.
+    pub address: SocketAddr,
+    /// Outbound, inbound or relay.
+    pub mode: Mode,
+    /// STARTTLS (default), implicit TLS, or none.
+    #[serde(default)]
+    pub tls: ListenerTls,
+    /// Refuse MAIL before STARTTLS.
+    #[serde(default)]
+    pub require_tls: bool,
+    /// Where accepted mail goes.
+    pub next_hop: NextHop,
+}
+
+/// The protocol to the next hop.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// SMTP (an MTA).
+    #[default]
+    Smtp,
+    /// LMTP (a mailbox server).
+    Lmtp,
+}
+
+/// TLS to the next hop.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HopTls {
+    /// Never (a loopback re-injection port).
+    None,
+    /// STARTTLS when offered, verified when used; clear otherwise.
+    #[default]
+    Opportunistic,
+    /// STARTTLS, verified, or no delivery (the message waits).
+    Required,
+    /// TLS from the first byte, verified.
+    Implicit,
+}
+
+/// The next hop of a listener.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextHop {
+    /// `host:port`.
+    pub address: String,
+    /// SMTP (default) or LMTP.
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// Opportunistic (default), required, implicit or none.
+    #[serde(default)]
+    pub tls: HopTls,
+    /// The roots its certificate is verified against (PEM); default: the system's.
+    #[serde(default)]
+    pub roots: Option<PathBuf>,
+    /// The name its certificate must carry; default: the host of `address`.
+    #[serde(default)]
+    pub server_name: Option<String>,
+}
+
+impl NextHop {
+    /// The host part of `address`.
+    pub fn host(&self) -> &str {
+        match self.address.rsplit_once(':') {
+            Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']'),
+            None => &self.address,
+        }
+    }
+}
+
+/// What to do when a recipient has no usable key.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum NoKey {
+    /// 550: the sender learns at once.
+    #[default]
+    Refuse,
+    /// 451: the sending MTA retries (a key may be imported meanwhile).
+    Defer,
+}
+
+/// What to do with mail that is not MailA2A.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Plain {
+    /// Passed through untouched (the verdict header says so, inbound).
+    #[default]
+    Pass,
+    /// Refused with 550.
+    Refuse,
+}
+
+/// How mail from inside is sealed.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundPolicy {
+    /// The profile when no recipient's Agent Card names one (`smime` or `openpgp`).
+    #[serde(default = "default_profile")]
+    pub default_profile: String,
+    /// Sign without encrypting (only where every recipient's minimum allows it).
+    #[serde(default)]
+    pub sign_only: bool,
+    /// A recipient without a usable key.
+    #[serde(default)]
+    pub no_key: NoKey,
+    /// Mail that is not MailA2A.
+    #[serde(default)]
+    pub non_maila2a: Plain,
+}
+
+fn default_profile() -> String {
+    "smime".into()
+}
+
+impl Default for OutboundPolicy {
+    fn default() -> Self {
+        OutboundPolicy {
+            default_profile: default_profile(),
+            sign_only: false,
+            no_key: NoKey::Refuse,
+            non_maila2a: Plain::Pass,
+        }
+    }
+}
+
+/// How mail from outside is opened (the receiver rules are the library's; these
+/// are the choices `mailseal open` offers too).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InboundPolicy {
+    /// Mail that is not MailA2A.
+    #[serde(default)]
+    pub non_maila2a: Plain,
+    /// Addresses we are also reached through (lists, aliases).
+    #[serde(default)]
+    pub also_addressed_to: Vec<String>,
+    /// Senders whose unsigned MailA2A mail is accepted.
+    #[serde(default)]
+    pub allow_unsigned_from: Vec<String>,
+    /// Refuse signed mail without header protection.
+    #[serde(default)]
+    pub require_header_protection: bool,
+    /// Refuse an S/MIME signer without a current CRL for every certificate on its path.
+    #[serde(default)]
+    pub require_crl: bool,
+}
+
+impl InboundPolicy {
+    /// The open policy these choices make (the library's defaults otherwise).
+    pub fn open_policy(&self) -> crate::seal::OpenPolicy {
+        let mut policy = crate::seal::OpenPolicy {
+            our_addresses: self.also_addressed_to.clone(),
+            require_header_protection: self.require_header_protection,
+            require_crl: self.require_crl,
+            ..Default::default()
+        };
+        for peer in &self.allow_unsigned_from {
+            policy.minimum_per_peer.insert(
+                peer.trim().to_ascii_lowercase(),
+                crate::profile::Protection::None,
+            );
+        }
+        policy
+    }
+}
+
+/// Limits on clients.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// The largest message (SIZE), bytes.
+    pub max_message_bytes: usize,
+    /// Recipients per message.
+    pub max_recipients: usize,
+    /// Bad commands before a session is closed.
+    pub max_errors: usize,
+    /// Seconds for a client to complete a command (not reset by each byte).
+    pub command_timeout_secs: u64,
+    /// Seconds for a client to send a whole message after 354.
+    pub data_timeout_secs: u64,
+    /// Seconds for a TLS handshake.
+    pub tls_timeout_secs: u64,
+    /// Connections at once, in all.
+    pub max_connections: usize,
+    /// Connections at once from one IP address.
+    pub max_connections_per_ip: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_message_bytes: 25 * 1024 * 1024,
+            max_recipients: 100,
+            max_errors: 20,
+            command_timeout_secs: 300,
+            data_timeout_secs: 600,
+            tls_timeout_secs: 30,
+            max_connections: 1000,
+            max_connections_per_ip: 50,
+        }
+    }
+}
+
+/// Retries and bounces.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeliveryPolicy {
+    /// The first retry after this many seconds; doubled each time.
+    pub retry_initial_secs: u64,
+    /// The longest wait between attempts.
+    pub retry_max_secs: u64,
+    /// After this long in the queue, a message bounces.
+    pub max_age_secs: u64,
+    /// Seconds for each exchange with the next hop.
+    pub timeout_secs: u64,
+    /// Deliveries at once.
+    pub concurrency: usize,
+    /// Seconds a claimed entry is ours before another instance may take it.
+    pub lease_secs: u64,
+    /// How often the queue is polled for due entries, milliseconds.
+    pub poll_ms: u64,
+}
+
+impl Default for DeliveryPolicy {
+    fn default() -> Self {
+        DeliveryPolicy {
+            retry_initial_secs: 60,
+            retry_max_secs: 3600,
+            max_age_secs: 5 * 24 * 3600,
+            timeout_secs: 60,
+            concurrency: 16,
+            lease_secs: 600,
+            poll_ms: 500,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and checks the file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let config = Config::parse(&text).map_err(|e| match e {
+            ConfigError::Parse { source, .. } => ConfigError::Parse {
+                path: path.display().to_string(),
+                source,
+            },
+            other => other,
+        })?;
+        Ok(config)
+    }
+
+    /// Parses and checks TOML text.
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: "configuration".into(),
+            source,
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// The outbound default profile.
+    pub fn default_profile(&self) -> Result<Profile, ConfigError> {
+        let p: Profile =
+            self.outbound.default_profile.parse().map_err(|e: String| {
+                ConfigError::Invalid(format!("outbound.default_profile: {e}"))
+            })?;
+        if p == Profile::Mls {
+            return Err(ConfigError::Invalid(
+                "outbound.default_profile: mls is chosen per message (its envelope's group), not as a default".into(),
+            ));
+        }
+        Ok(p)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let invalid = |s: String| Err(ConfigError::Invalid(s));
+        if self.hostname.trim().is_empty() || self.hostname.bytes().any(|b| b <= b' ') {
+            return invalid("hostname: a host name without spaces".into());
+        }
+        if self.listeners.is_empty() {
+            return invalid("at least one [[listener]]".into());
+        }
+        let mut names = std::collections::HashSet::new();
+        for l in &self.listeners {
+            if !names.insert(&l.name) {
+                return invalid(format!("listener {}: the name is used twice", l.name));
+            }
+            if l.name.is_empty()
+                || l.name
+                    .bytes()
+                    .any(|b| !b.is_ascii_alphanumeric() && b != b'-' && b != b'_')
+            {
+                return invalid(format!(
+                    "listener {:?}: a name of letters, digits, - and _",
+                    l.name
+                ));
+            }
+            if l.tls != ListenerTls::None
+                && self.tls.is_none()
+                && (l.tls == ListenerTls::Implicit || l.require_tls)
+            {
+                return invalid(format!(
+                    "listener {}: TLS needs a [tls] certificate and key",
+                    l.name
+                ));
+            }
+            if !l.next_hop.address.contains(':') {
+                return invalid(format!(
+                    "listener {}: next_hop.address is host:port",
+                    l.name
+                ));
+            }
+        }
+        self.default_profile()?;
+        let lim = &self.limits;
+        if lim.max_message_bytes == 0
+            || lim.max_recipients == 0
+            || lim.max_connections == 0
+            || lim.max_connections_per_ip == 0
+            || lim.max_errors == 0
+        {
+            return invalid("limits: every limit is at least 1".into());
+        }
+        let d = &self.delivery;
+        if d.concurrency == 0 || d.retry_initial_secs == 0 || d.lease_secs == 0 || d.poll_ms == 0 {
+            return invalid(
+                "delivery: concurrency, retry_initial_secs, lease_secs and poll_ms are at least 1"
+                    .into(),
+            );
+        }
+        if d.lease_secs <= d.timeout_secs * 3 {
+            return invalid("delivery.lease_secs must exceed three exchanges (3 x timeout_secs): a delivery in progress must not be taken by another instance".into());
+        }
+        if self.workers == Some(0) {
+            return invalid("workers: at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The listener named `name`.
+    pub fn listener(&self, name: &str) -> Option<&Listener> {
+        self.listeners.iter().find(|l| l.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+hostname = "gw.test"
+store = "/tmp/s"
+spool = "/tmp/q"
+quarantine = "/tmp/qq"
+[[listener]]
+name = "out"
+address = "127.0.0.1:2525"
+mode = "outbound"
+tls = "none"
+next_hop = { address = "127.0.0.1:2526" }
+"#;
+
+    #[test]
+    fn minimal_config_takes_defaults() {
+        let c = Config::parse(MINIMAL).unwrap();
+        assert_eq!(c.listeners[0].next_hop.tls, HopTls::Opportunistic);
+        assert_eq!(c.default_profile().unwrap(), Profile::Smime);
+        assert_eq!(c.limits.max_recipients, 100);
+    }
+
+    #[test]
+    fn fail_unknown_key_and_bad_values() {
+        let typo = MINIMAL.replace("quarantine", "quarantaine");
+        assert!(matches!(
+            Config::parse(&typo),
+            Err(ConfigError::Parse { .. })
+        ));
+        let mls = format!("{MINIMAL}\n[outbound]\ndefault_profile = \"mls\"\n");
+        assert!(matches!(Config::parse(&mls), Err(ConfigError::Invalid(_))));
+        let twice = format!(
+            "{MINIMAL}{}",
+            &MINIMAL[MINIMAL.find("[[listener]]").unwrap()..]
+        );
+        assert!(Config::parse(&twice)
+            .unwrap_err()
+            .to_string()
+            .contains("twice"));
+        let implicit = MINIMAL.replace("tls = \"none\"", "tls = \"implicit\"");
+        assert!(Config::parse(&implicit)
+            .unwrap_err()
+            .to_string()
+            .contains("[tls]"));
+    }
+}

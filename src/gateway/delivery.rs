@@ -1,0 +1,499 @@
+//! Delivery from the spool to each listener's next hop, by SMTP or LMTP over
+//! `mail-send`'s client: STARTTLS required or opportunistic (verified against the
+//! configured roots, or the system's), retries with doubling backoff up to a maximum
+//! age, then a DSN to the sender and a copy in the quarantine directory.
+//!
+//! Each recipient's reply counts on its own: the accepted ones are done, the
+//! permanently refused ones bounce, the rest wait for the next attempt (the entry
+//! keeps only them). On shutdown, deliveries in flight finish; what has not started
+//! stays queued.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mail_send::SmtpClient;
+use smtp_proto::Response;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::TlsConnector;
+
+use super::config::{Config, HopTls, NextHop, Protocol};
+use super::dsn;
+use super::metrics::Metrics;
+use super::spool::{Entry, Spool};
+
+/// A next hop, ready to connect to.
+pub(crate) struct Hop {
+    pub(crate) config: NextHop,
+    tls: Option<TlsConnector>,
+    server_name: String,
+}
+
+impl Hop {
+    /// The hop of `config`, with its TLS roots loaded.
+    pub(crate) fn new(config: &NextHop) -> Result<Hop, String> {
+        let tls = match config.tls {
+            HopTls::None => None,
+            _ => Some(connector(config.roots.as_deref())?),
+        };
+        Ok(Hop {
+            server_name: config
+                .server_name
+                .clone()
+                .unwrap_or_else(|| config.host().to_string()),
+            config: config.clone(),
+            tls,
+        })
+    }
+}
+
+/// A rustls client on AWS-LC that verifies against `roots` (PEM), or the system's.
+fn connector(roots: Option<&std::path::Path>) -> Result<TlsConnector, String> {
+    let Some(path) = roots else {
+        return mail_send::smtp::tls::build_tls_connector(false);
+    };
+    use rustls_pki_types::pem::PemObject;
+    let mut store = rustls::RootCertStore::empty();
+    let certs = rustls_pki_types::CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    for cert in certs {
+        let cert = cert.map_err(|e| format!("{}: {e}", path.display()))?;
+        store
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if store.is_empty() {
+        return Err(format!("{}: no certificate", path.display()));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(store)
+    .with_no_client_auth();
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
+/// What a recipient's delivery came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RcptResult {
+    Delivered,
+    /// 4xx, or no answer: try again later.
+    Temporary(String),
+    /// 5xx: bounce.
+    Permanent(String),
+}
+
+fn reply_text(r: &Response<String>) -> String {
+    let e = r.esc;
+    format!("{} {}.{}.{} {}", r.code, e[0], e[1], e[2], r.message)
+}
+
+fn classify(r: &Response<String>) -> RcptResult {
+    match r.code {
+        200..=299 => RcptResult::Delivered,
+        500..=599 => RcptResult::Permanent(reply_text(r)),
+        _ => RcptResult::Temporary(reply_text(r)),
+    }
+}
+
+fn client_error(e: mail_send::Error) -> RcptResult {
+    match e {
+        mail_send::Error::UnexpectedReply(r) => classify(&r),
+        other => RcptResult::Temporary(other.to_string()),
+    }
+}
+
+/// Delivers `entry` to `hop`: one result per recipient, in order.
+pub(crate) async fn attempt(
+    entry: &Entry,
+    hop: &Hop,
+    helo: &str,
+    timeout: Duration,
+) -> Vec<RcptResult> {
+    match exchange(entry, hop, helo, timeout).await {
+        Ok(r) => r,
+        Err(e) => vec![e; entry.recipients.len()],
+    }
+}
+
+async fn resolve(address: &str) -> Result<SocketAddr, RcptResult> {
+    tokio::net::lookup_host(address)
+        .await
+        .map_err(|e| RcptResult::Temporary(format!("{address}: {e}")))?
+        .next()
+        .ok_or_else(|| RcptResult::Temporary(format!("{address}: no address")))
+}
+
+async fn exchange(
+    entry: &Entry,
+    hop: &Hop,
+    helo: &str,
+    timeout: Duration,
+) -> Result<Vec<RcptResult>, RcptResult> {
+    let addr = resolve(&hop.config.address).await?;
+    let mut client = SmtpClient::connect(addr, timeout)
+        .await
+        .map_err(client_error)?;
+    let lmtp = hop.config.protocol == Protocol::Lmtp;
+    if hop.config.tls == HopTls::Implicit {
+        let tls = hop
+            .tls
+            .as_ref()
+            .ok_or_else(|| RcptResult::Temporary("no TLS".into()))?;
+        let mut client = client
+            .into_tls(tls, &hop.server_name)
+            .await
+            .map_err(client_error)?;
+        greeting(&mut client).await?;
+        let _ = hello(&mut client, helo, lmtp).await?;
+        return transaction(&mut client, entry, lmtp).await;
+    }
+    greeting(&mut client).await?;
+    let caps = hello(&mut client, helo, lmtp).await?;
+    let offers_tls = caps.has_capability(smtp_proto::EXT_START_TLS);
+    match (&hop.tls, hop.config.tls) {
+        (Some(tls), HopTls::Required | HopTls::Opportunistic) if offers_tls => {
+            let mut client = client
+                .start_tls(tls, &hop.server_name)
+                .await
+                .map_err(client_error)?;
+            hello(&mut client, helo, lmtp).await?;
+            transaction(&mut client, entry, lmtp).await
+        }
+        (_, HopTls::Required) => Err(RcptResult::Temporary(format!(
+            "{} does not offer STARTTLS, which this hop requires",
+            hop.config.address
+        ))),
+        _ => transaction(&mut client, entry, lmtp).await,
+    }
+}
+
+async fn greeting<T: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut SmtpClient<T>,
+) -> Result<(), RcptResult> {
+    let r = tokio::time::timeout(client.timeout, client.read())
+        .await
+        .map_err(|_| RcptResult::Temporary("no greeting".into()))?
+        .map_err(client_error)?;
+    match classify(&r) {
+        RcptResult::Delivered => Ok(()),
+        other => Err(other),
+    }
+}
+
+async fn hello<T: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut SmtpClient<T>,
+    helo: &str,
+    lmtp: bool,
+) -> Result<smtp_proto::EhloResponse<String>, RcptResult> {
+    if lmtp {
+        client.lhlo(helo).await
+    } else {
+        client.ehlo(helo).await
+    }
+    .map_err(client_error)
+}
+
+async fn transaction<T: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut SmtpClient<T>,
+    entry: &Entry,
+    lmtp: bool,
+) -> Result<Vec<RcptResult>, RcptResult> {
+    let r = client
+        .cmd(format!("MAIL FROM:<{}>\r\n", entry.mail_from).as_bytes())
+        .await
+        .map_err(client_error)?;
+    if let e @ (RcptResult::Temporary(_) | RcptResult::Permanent(_)) = classify(&r) {
+        return Err(e);
+    }
+    let mut results = Vec::with_capacity(entry.recipients.len());
+    for rcpt in &entry.recipients {
+        let r = client
+            .cmd(format!("RCPT TO:<{rcpt}>\r\n").as_bytes())
+            .await
+            .map_err(client_error)?;
+        results.push(classify(&r));
+    }
+    let accepted = results
+        .iter()
+        .filter(|r| **r == RcptResult::Delivered)
+        .count();
+    if accepted == 0 {
+        let _ = client.rset().await;
+        return Ok(results);
+    }
+    let r = client.cmd(b"DATA\r\n").await.map_err(client_error)?;
+    if r.code != 354 {
+        let e = classify(&r);
+        return Ok(results
+            .into_iter()
+            .map(|x| {
+                if x == RcptResult::Delivered {
+                    e.clone()
+                } else {
+                    x
+                }
+            })
+            .collect());
+    }
+    tokio::time::timeout(client.timeout, write_data(&mut client.stream, &entry.data))
+        .await
+        .map_err(|_| RcptResult::Temporary("timeout sending the message".into()))?
+        .map_err(|e| RcptResult::Temporary(e.to_string()))?;
+    // SMTP answers once for all; LMTP once for each accepted recipient.
+    let replies = if lmtp {
+        client.read_many(accepted).await.map_err(client_error)?
+    } else {
+        vec![client.read().await.map_err(client_error)?]
+    };
+    let mut replies = replies.iter();
+    let mut last = None;
+    for r in results.iter_mut().filter(|r| **r == RcptResult::Delivered) {
+        let reply = if lmtp {
+            replies.next()
+        } else {
+            last.or_else(|| replies.next())
+        };
+        last = reply;
+        *r = reply.map_or(RcptResult::Temporary("no reply to DATA".into()), classify);
+    }
+    let _ = client.cmd(b"QUIT\r\n").await;
+    Ok(results)
+}
+
+/// Writes `data` as DATA content: dot-stuffed, then the terminator. Unlike
+/// `mail-send`'s writer, a message that ends in CRLF gets no second one: what the
+/// next hop stores is byte for byte what was queued.
+async fn write_data<T: AsyncWrite + Unpin>(stream: &mut T, data: &[u8]) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut line_start = true;
+    let mut from = 0;
+    for (i, &b) in data.iter().enumerate() {
+        if line_start && b == b'.' {
+            stream.write_all(&data[from..i]).await?;
+            stream.write_all(b".").await?;
+            from = i;
+        }
+        line_start = b == b'\n';
+    }
+    stream.write_all(&data[from..]).await?;
+    let end: &[u8] = if data.ends_with(b"\r\n") {
+        b".\r\n"
+    } else {
+        b"\r\n.\r\n"
+    };
+    stream.write_all(end).await?;
+    stream.flush().await
+}
+
+/// The delivery loop's shared parts.
+pub(crate) struct Deliverer {
+    pub(crate) spool: Arc<dyn Spool>,
+    pub(crate) config: Arc<Config>,
+    pub(crate) hops: HashMap<String, Hop>,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+impl Deliverer {
+    /// Claims due entries and delivers them, at most `concurrency` at once, until
+    /// `shutdown` turns true; then lets the deliveries in flight finish.
+    pub(crate) async fn run(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        let mut inflight = tokio::task::JoinSet::new();
+        let poll = Duration::from_millis(self.config.delivery.poll_ms);
+        let mut last_expire = Instant::now();
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let free = self
+                .config
+                .delivery
+                .concurrency
+                .saturating_sub(inflight.len());
+            if free > 0 {
+                let me = self.clone();
+                let lease = self.config.delivery.lease_secs as i64;
+                let claimed =
+                    tokio::task::spawn_blocking(move || me.spool.claim(now(), free, lease)).await;
+                match claimed {
+                    Ok(Ok(entries)) => {
+                        for entry in entries {
+                            let me = self.clone();
+                            inflight.spawn(async move { me.deliver(entry).await });
+                        }
+                    }
+                    Ok(Err(e)) => tracing::error!(error = %e, "spool: cannot claim"),
+                    Err(e) => tracing::error!(error = %e, "spool: claim failed"),
+                }
+            }
+            if last_expire.elapsed() > Duration::from_secs(3600) {
+                last_expire = Instant::now();
+                let me = self.clone();
+                let _ = tokio::task::spawn_blocking(move || me.spool.expire(now())).await;
+            }
+            if let Ok(Ok(depth)) = {
+                let me = self.clone();
+                tokio::task::spawn_blocking(move || me.spool.depth()).await
+            } {
+                self.metrics.set_queue_depth(depth);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(poll) => {}
+                Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
+                _ = shutdown.changed() => {}
+            }
+        }
+        while inflight.join_next().await.is_some() {}
+    }
+
+    async fn deliver(&self, mut entry: Entry) {
+        let started = Instant::now();
+        let Some(hop) = self.hops.get(&entry.route) else {
+            tracing::error!(id = %entry.id, route = %entry.route, "no listener of this name: the message waits");
+            entry.next_attempt = now() + self.config.delivery.retry_max_secs as i64;
+            entry.last_error = format!("no route {}", entry.route);
+            self.put_back(entry).await;
+            return;
+        };
+        let timeout = Duration::from_secs(self.config.delivery.timeout_secs);
+        let results = attempt(&entry, hop, &self.config.hostname, timeout).await;
+        let mut waiting = Vec::new();
+        let mut failures = Vec::new();
+        let mut last_error = String::new();
+        for (rcpt, result) in entry.recipients.iter().zip(results) {
+            match result {
+                RcptResult::Delivered => {
+                    self.metrics.delivered(started.elapsed(), entry.created);
+                    tracing::info!(id = %entry.id, to = %rcpt, hop = %hop.config.address, status = "delivered", attempts = entry.attempts + 1, "delivery");
+                }
+                RcptResult::Permanent(why) => {
+                    tracing::warn!(id = %entry.id, to = %rcpt, status = "bounced", reason = %why, "delivery");
+                    failures.push(dsn::Failure {
+                        recipient: rcpt.clone(),
+                        status: status_of(&why, "5.0.0"),
+                        diagnostic: why,
+                    });
+                }
+                RcptResult::Temporary(why) => {
+                    tracing::info!(id = %entry.id, to = %rcpt, status = "deferred", reason = %why, "delivery");
+                    last_error = why.clone();
+                    waiting.push((rcpt.clone(), why));
+                }
+            }
+        }
+        let expired = now() - entry.created > self.config.delivery.max_age_secs as i64;
+        if expired {
+            for (rcpt, why) in waiting.drain(..) {
+                failures.push(dsn::Failure {
+                    recipient: rcpt,
+                    status: "4.4.7".into(),
+                    diagnostic: format!("gave up after {} attempts: {why}", entry.attempts + 1),
+                });
+            }
+        }
+        if !failures.is_empty() {
+            self.bounce(&entry, &failures).await;
+        }
+        if waiting.is_empty() {
+            let spool = self.spool.clone();
+            let id = entry.id.clone();
+            match tokio::task::spawn_blocking(move || spool.done(&id, now())).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(id = %entry.id, error = %e, "spool: delivered but not marked done (it will be delivered again)")
+                }
+                Err(e) => tracing::error!(id = %entry.id, error = %e, "spool: done failed"),
+            }
+            return;
+        }
+        entry.attempts += 1;
+        entry.recipients = waiting.into_iter().map(|(r, _)| r).collect();
+        let backoff = self
+            .config
+            .delivery
+            .retry_initial_secs
+            .saturating_mul(1u64 << entry.attempts.saturating_sub(1).min(20))
+            .min(self.config.delivery.retry_max_secs);
+        entry.next_attempt = now() + backoff as i64;
+        entry.last_error = last_error;
+        self.put_back(entry).await;
+    }
+
+    async fn put_back(&self, entry: Entry) {
+        let spool = self.spool.clone();
+        let id = entry.id.clone();
+        if let Ok(Err(e)) | Err(e) = tokio::task::spawn_blocking(move || spool.retry(&entry))
+            .await
+            .map_err(|e| super::spool::SpoolError::Database(e.to_string()))
+        {
+            tracing::error!(id = %id, error = %e, "spool: cannot reschedule");
+        }
+    }
+
+    /// A DSN to the sender (never for a bounce), and the message into quarantine.
+    async fn bounce(&self, entry: &Entry, failures: &[dsn::Failure]) {
+        self.metrics.bounced(failures.len() as u64);
+        self.quarantine(&entry.id, &entry.data);
+        if entry.mail_from.is_empty() {
+            return;
+        }
+        let report = dsn::compose(
+            &self.config.hostname,
+            &entry.mail_from,
+            &entry.data,
+            entry.created,
+            failures,
+        );
+        let bounce = Entry::new(
+            &entry.route,
+            "",
+            std::slice::from_ref(&entry.mail_from),
+            report,
+            now(),
+        );
+        let spool = self.spool.clone();
+        match tokio::task::spawn_blocking(move || spool.put(&bounce)).await {
+            Ok(Ok(_)) => {}
+            _ => tracing::error!(id = %entry.id, "spool: the DSN was not queued"),
+        }
+    }
+
+    /// A copy of a message the gateway accepted and could not deliver.
+    pub(crate) fn quarantine(&self, id: &str, data: &[u8]) {
+        let dir: PathBuf = self.config.quarantine.clone();
+        let write = std::fs::create_dir_all(&dir).and_then(|()| {
+            let mut options = std::fs::File::options();
+            options.write(true).create(true).truncate(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::OpenOptionsExt;
+                options.mode(0o600);
+            }
+            use std::io::Write;
+            let mut f = options.open(dir.join(format!("{id}.eml")))?;
+            f.write_all(data)?;
+            f.sync_all()
+        });
+        if let Err(e) = write {
+            tracing::error!(id = %id, error = %e, "quarantine: cannot write");
+        }
+    }
+}
+
+/// The enhanced status in a reply text (`550 5.1.1 ...`), or `default`.
+fn status_of(reply: &str, default: &str) -> String {
+    reply
+        .split_whitespace()
+        .nth(1)
+        .filter(|s| s.split('.').count() == 3 && s.split('.').all(|p| p.parse::<u16>().is_ok()))
+        .unwrap_or(default)
+        .to_string()
+}

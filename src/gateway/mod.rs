@@ -1,0 +1,250 @@
+//! `mailseal gateway`: an SMTP gateway at an organisation's edge that seals what
+//! internal agents send and opens what arrives, so that agents behind it never handle
+//! keys. It adds no protocol logic of its own: outbound mail goes through the
+//! library's [`crate::Sender`], inbound through its [`crate::Receiver`], and the
+//! gateway maps their outcomes to SMTP replies, a durable spool and deliveries.
+//!
+//! ```text
+//!  agents ─SMTP─▶ [outbound listener] ─seal─▶ spool ─SMTP─▶ next hop (the MTA)
+//!  world  ─SMTP─▶ [inbound listener]  ─open─▶ spool ─SMTP/LMTP─▶ internal hop
+//! ```
+//!
+//! - [`session`]: the SMTP server session as a state machine (no I/O; fuzzed).
+//! - [`server`]: listeners, TLS (rustls; reloaded on SIGHUP), caps and timeouts.
+//! - [`process`]: the worker threads that run the library's pipeline.
+//! - [`spool`]: the durable queue (a directory, or PostgreSQL for several instances).
+//! - [`delivery`]: the SMTP/LMTP client side, retries and bounces ([`dsn`]).
+//! - [`metrics`]: Prometheus counters.
+//!
+//! A 250 is sent only once the message is in the spool (synced, or committed); a
+//! message is taken out only once the next hop accepted it or it bounced. Between
+//! them, any crash leaves it queued; the spool's content-derived names make a client's
+//! retry of a message it never heard accepted a no-op, and the receiving side's
+//! replay state drops a copy delivered twice.
+
+pub mod config;
+mod delivery;
+pub mod dsn;
+pub mod metrics;
+pub mod process;
+pub mod server;
+pub mod session;
+pub mod spool;
+
+use std::sync::{Arc, Mutex, RwLock};
+
+pub use config::{Config, ConfigError};
+pub use process::{Decision, Pipeline, PipelineFactory, VERDICT_HEADER};
+
+/// Why the gateway did not start (or stopped).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    /// The configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The TLS certificate or key.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The spool.
+    #[error(transparent)]
+    Spool(#[from] spool::SpoolError),
+    /// A listener's address.
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A next hop's TLS roots.
+    #[error("next hop of {listener}: {reason}")]
+    Hop {
+        /// The listener.
+        listener: String,
+        /// Why.
+        reason: String,
+    },
+    /// The stores the pipeline needs.
+    #[error("the key store or state: {0}")]
+    Pipeline(String),
+    /// The runtime.
+    #[error("runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// A configured gateway.
+pub struct Gateway {
+    config: Arc<Config>,
+    factory: Arc<PipelineFactory>,
+}
+
+impl Gateway {
+    /// A gateway with `config`, whose workers build their pipelines with `factory`.
+    pub fn new(config: Config, factory: Arc<PipelineFactory>) -> Gateway {
+        Gateway {
+            config: Arc::new(config),
+            factory,
+        }
+    }
+
+    /// Checks what the gateway needs without starting it: the TLS files, the next
+    /// hops' roots, the spool's location and the stores.
+    pub fn check(&self) -> Result<(), GatewayError> {
+        if let Some(files) = &self.config.tls {
+            server::load_tls(files).map_err(GatewayError::Tls)?;
+        }
+        for l in &self.config.listeners {
+            delivery::Hop::new(&l.next_hop).map_err(|reason| GatewayError::Hop {
+                listener: l.name.clone(),
+                reason,
+            })?;
+        }
+        let spool = &self.config.spool;
+        if spool.starts_with("postgres://") || spool.starts_with("postgresql://") {
+            spool::PostgresSpool::connect(spool)?;
+        } else {
+            // Not opened (a running gateway holds its lock): only made sure of.
+            std::fs::create_dir_all(spool).map_err(|source| spool::SpoolError::Io {
+                path: spool.clone(),
+                source,
+            })?;
+        }
+        (self.factory)().map_err(GatewayError::Pipeline)?;
+        Ok(())
+    }
+
+    /// Runs until SIGTERM or SIGINT (then stops accepting, lets sessions and
+    /// deliveries in flight finish, and returns); SIGHUP reloads the TLS files.
+    pub fn run(self) -> Result<(), GatewayError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("mailseal-io")
+            .build()?;
+        runtime.block_on(async move {
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let signals = tokio::spawn(async move {
+                use tokio::signal::unix::{signal, SignalKind};
+                let (Ok(mut term), Ok(mut int)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                ) else {
+                    return;
+                };
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                    _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                }
+                let _ = stop.send(true);
+            });
+            let r = self.serve(stopped).await;
+            signals.abort();
+            r
+        })
+    }
+
+    /// Serves until `shutdown` turns true.
+    pub async fn serve(
+        self,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), GatewayError> {
+        let config = self.config.clone();
+        let location = config.spool.clone();
+        let spool: Arc<dyn spool::Spool> =
+            tokio::task::spawn_blocking(move || spool::open(&location))
+                .await
+                .map_err(|e| GatewayError::Runtime(std::io::Error::other(e)))??
+                .into();
+        let tls: server::TlsSlot = Arc::new(RwLock::new(match &config.tls {
+            Some(files) => Some(server::load_tls(files).map_err(GatewayError::Tls)?),
+            None => None,
+        }));
+        let mut hops = std::collections::HashMap::new();
+        for l in &config.listeners {
+            let hop = delivery::Hop::new(&l.next_hop).map_err(|reason| GatewayError::Hop {
+                listener: l.name.clone(),
+                reason,
+            })?;
+            hops.insert(l.name.clone(), hop);
+        }
+        let metrics = Arc::new(metrics::Metrics::default());
+        let workers = config
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        let shared = Arc::new(server::Shared {
+            config: config.clone(),
+            workers: process::Workers::start(
+                workers,
+                self.factory.clone(),
+                spool.clone(),
+                config.clone(),
+            ),
+            metrics: metrics.clone(),
+            tls: tls.clone(),
+            connections: Arc::new(tokio::sync::Semaphore::new(config.limits.max_connections)),
+            per_ip: Mutex::new(Default::default()),
+        });
+        let mut tasks = tokio::task::JoinSet::new();
+        for l in &config.listeners {
+            let socket = tokio::net::TcpListener::bind(l.address)
+                .await
+                .map_err(|source| GatewayError::Bind {
+                    address: l.address.to_string(),
+                    source,
+                })?;
+            tracing::info!(listener = %l.name, address = %l.address, mode = ?l.mode, "listening");
+            tasks.spawn(server::listen(
+                socket,
+                l.clone(),
+                shared.clone(),
+                shutdown.clone(),
+            ));
+        }
+        let metrics_task = match config.metrics {
+            Some(addr) => {
+                let socket = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| GatewayError::Bind {
+                        address: addr.to_string(),
+                        source,
+                    })?;
+                Some(tokio::spawn(metrics::serve(socket, metrics.clone())))
+            }
+            None => None,
+        };
+        let reload = config.tls.clone().map(|files| {
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                use tokio::signal::unix::{signal, SignalKind};
+                let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                    return;
+                };
+                while hup.recv().await.is_some() {
+                    match server::load_tls(&files) {
+                        Ok(c) => {
+                            *tls.write().unwrap_or_else(|p| p.into_inner()) = Some(c);
+                            tracing::info!("SIGHUP: TLS certificate and key reloaded");
+                        }
+                        Err(e) => tracing::error!(error = %e, "SIGHUP: TLS not reloaded, the old certificate stays"),
+                    }
+                }
+            })
+        });
+        let deliverer = Arc::new(delivery::Deliverer {
+            spool,
+            config: config.clone(),
+            hops,
+            metrics,
+        });
+        tasks.spawn(deliverer.run(shutdown.clone()));
+        while tasks.join_next().await.is_some() {}
+        if let Some(t) = metrics_task {
+            t.abort();
+        }
+        if let Some(t) = reload {
+            t.abort();
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}

@@ -1,0 +1,593 @@
+//! What the gateway does with a message it is handed: the library's [`Sender`] seals
+//! outbound mail, its [`Receiver`] opens inbound mail, and the result is spooled
+//! before the client hears 250. No protocol rule lives here: the choices are the
+//! library's (the profile a recipient's card names, every receiver rule), the
+//! gateway only maps their outcomes to SMTP replies and spool entries.
+//!
+//! [`Receiver`] and [`Sender`] hold per-thread state (key caches, the MLS group
+//! cache), so each worker thread builds its own from the [`PipelineFactory`] and
+//! keeps it; jobs come to the workers over a channel and their decisions go back to
+//! the SMTP session that waits for them.
+//!
+//! Inbound, a message is received (verified, decrypted, the rules previewed), its
+//! output spooled, then committed. A crash between the put and the commit leaves the
+//! output queued but the message unrecorded: the client, not having heard 250, sends
+//! it again, and the put of the same entry is a no-op (the spool names entries by
+//! content and remembers delivered ones). A crash after the commit makes the
+//! client's retry a duplicate, accepted and dropped, its output already queued.
+
+use std::sync::{mpsc, Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use super::config::{Config, Mode, NoKey, Plain};
+use super::session::Transaction;
+use super::spool::{Entry, Spool};
+use crate::error::{Classify, ErrorKind};
+use crate::message::{Limits, MailA2aMessage};
+use crate::profile::Profile;
+use crate::receiver::{Delivery, Incoming, Outcome, Receiver};
+use crate::seal::SealOptions;
+use crate::sender::Sender;
+
+/// The header field the gateway owns: what it decided about a message it opened.
+/// Stripped from everything it accepts, so only the gateway's own reaches the inside.
+pub const VERDICT_HEADER: &str = "Mailseal-Verdict";
+
+/// One worker's seal and open paths, built in its own thread.
+pub struct Pipeline {
+    /// Opens inbound mail.
+    pub receiver: Receiver<'static>,
+    /// Seals outbound mail.
+    pub sender: Sender<'static>,
+}
+
+/// Builds a worker's [`Pipeline`] (the CLI's opens the configured stores).
+pub type PipelineFactory = dyn Fn() -> Result<Pipeline, String> + Send + Sync;
+
+/// What became of a message, as the SMTP client hears it and the log records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    /// The SMTP reply code.
+    pub code: u16,
+    /// The enhanced status code.
+    pub status: &'static str,
+    /// The reply text (one line, no secrets).
+    pub text: String,
+    /// One word for the log: `sealed`, `opened`, `passed`, `duplicate`,
+    /// `handshake`, `held`, `refused`, `deferred`.
+    pub verdict: &'static str,
+    /// The profile, when one was used.
+    pub profile: Option<Profile>,
+    /// The spool entry, when one was queued.
+    pub id: Option<String>,
+}
+
+impl Decision {
+    fn accepted(verdict: &'static str, profile: Option<Profile>, id: Option<String>) -> Self {
+        let text = match &id {
+            Some(id) => format!("queued as {id}"),
+            None => format!("accepted ({verdict}), nothing to deliver"),
+        };
+        Decision {
+            code: 250,
+            status: "2.0.0",
+            text,
+            verdict,
+            profile,
+            id,
+        }
+    }
+
+    fn refused(code: u16, status: &'static str, text: impl std::fmt::Display) -> Self {
+        Decision {
+            code,
+            status,
+            text: one_line(&text.to_string()),
+            verdict: if code >= 500 { "refused" } else { "deferred" },
+            profile: None,
+            id: None,
+        }
+    }
+
+    /// A temporary failure of ours (a store, the spool): the client retries.
+    pub(crate) fn local_error(text: impl std::fmt::Display) -> Self {
+        Decision::refused(451, "4.3.0", text)
+    }
+
+    /// The reply line.
+    pub fn reply(&self) -> Vec<u8> {
+        format!("{} {} {}\r\n", self.code, self.status, self.text).into_bytes()
+    }
+}
+
+/// Printable ASCII on one line, at most 200 characters: an error's text as a reply.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                ' '
+            }
+        })
+        .take(200)
+        .collect()
+}
+
+/// A refusal that carries an error's kind: a failure of ours is temporary.
+fn refusal<E: Classify + std::fmt::Display>(e: &E) -> Decision {
+    match e.kind() {
+        ErrorKind::Other => Decision::local_error(format!("temporary failure: {e}")),
+        ErrorKind::Malformed => Decision::refused(554, "5.6.0", e),
+        ErrorKind::NoUsableKey => Decision::refused(550, "5.7.1", e),
+        _ => Decision::refused(550, "5.7.1", e),
+    }
+}
+
+/// A message to process, and where its decision goes.
+pub(crate) struct Job {
+    pub(crate) listener: String,
+    pub(crate) mode: Mode,
+    pub(crate) transaction: Transaction,
+    pub(crate) done: oneshot::Sender<Decision>,
+}
+
+/// The worker threads.
+pub(crate) struct Workers {
+    jobs: mpsc::SyncSender<Job>,
+}
+
+impl Workers {
+    /// Starts `n` workers, each building its pipeline with `factory`.
+    pub(crate) fn start(
+        n: usize,
+        factory: Arc<PipelineFactory>,
+        spool: Arc<dyn Spool>,
+        config: Arc<Config>,
+    ) -> Workers {
+        let (tx, rx) = mpsc::sync_channel::<Job>(n * 4);
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..n {
+            let rx = rx.clone();
+            let factory = factory.clone();
+            let spool = spool.clone();
+            let config = config.clone();
+            std::thread::Builder::new()
+                .name(format!("mailseal-worker-{i}"))
+                .spawn(move || worker(rx, factory, spool, config))
+                .expect("spawning a worker thread");
+        }
+        Workers { jobs: tx }
+    }
+
+    /// Hands `job` to a worker (waiting while all are busy and the queue is full).
+    pub(crate) async fn submit(&self, job: Job) {
+        let jobs = self.jobs.clone();
+        // The channel is bounded: a full queue pushes back on the SMTP clients.
+        let _ = tokio::task::spawn_blocking(move || jobs.send(job)).await;
+    }
+}
+
+fn worker(
+    jobs: Arc<Mutex<mpsc::Receiver<Job>>>,
+    factory: Arc<PipelineFactory>,
+    spool: Arc<dyn Spool>,
+    config: Arc<Config>,
+) {
+    let mut pipeline = match factory() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::error!(error = %e, "worker: cannot open the stores; every message is deferred");
+            None
+        }
+    };
+    let profile = config.default_profile().unwrap_or(Profile::Smime);
+    loop {
+        let job = {
+            let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
+            match rx.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            }
+        };
+        let decision = match pipeline.as_mut() {
+            None => Decision::local_error("the gateway cannot open its key store"),
+            Some(p) => {
+                let ctx = Context {
+                    spool: spool.as_ref(),
+                    config: &config,
+                    listener: &job.listener,
+                    default_profile: profile,
+                };
+                match job.mode {
+                    Mode::Outbound => ctx.outbound(&p.sender, &job.transaction),
+                    Mode::Inbound => ctx.inbound(&mut p.receiver, &job.transaction),
+                    Mode::Relay => ctx.relay(&job.transaction),
+                }
+            }
+        };
+        let _ = job.done.send(decision);
+    }
+}
+
+struct Context<'c> {
+    spool: &'c dyn Spool,
+    config: &'c Config,
+    listener: &'c str,
+    default_profile: Profile,
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+impl Context<'_> {
+    fn queue(&self, t: &Transaction, data: Vec<u8>) -> Result<String, Decision> {
+        let entry = Entry::new(self.listener, &t.mail_from, &t.recipients, data, now());
+        self.spool
+            .put(&entry)
+            .map(|_| entry.id)
+            .map_err(Decision::local_error)
+    }
+
+    fn relay(&self, t: &Transaction) -> Decision {
+        match self.queue(t, t.data.clone()) {
+            Ok(id) => Decision::accepted("passed", None, Some(id)),
+            Err(d) => d,
+        }
+    }
+
+    fn outbound(&self, sender: &Sender<'_>, t: &Transaction) -> Decision {
+        let raw = strip_header(&t.data, VERDICT_HEADER);
+        if crate::dispatch::detect_profile(&raw).is_some() {
+            // Sealed already (by the agent itself): it goes as it is.
+            return match self.queue(t, raw) {
+                Ok(id) => Decision::accepted("passed", None, Some(id)),
+                Err(d) => d,
+            };
+        }
+        if !is_maila2a(&raw) {
+            return match self.config.outbound.non_maila2a {
+                Plain::Pass => match self.queue(t, raw) {
+                    Ok(id) => Decision::accepted("passed", None, Some(id)),
+                    Err(d) => d,
+                },
+                Plain::Refuse => Decision::refused(
+                    550,
+                    "5.7.1",
+                    "only MailA2A mail leaves through this gateway",
+                ),
+            };
+        }
+        // A message that claims to be MailA2A is sealed or refused: never sent in clear.
+        let limits = Limits {
+            max_message_bytes: self.config.limits.max_message_bytes,
+            ..Limits::default()
+        };
+        let plain = match MailA2aMessage::parse(&raw, &limits) {
+            Ok(p) => p,
+            Err(e) => {
+                return Decision::refused(
+                    554,
+                    "5.6.0",
+                    format!("not a well-formed MailA2A message: {e}"),
+                )
+            }
+        };
+        let profile = sender.choose_profile(&plain, self.default_profile);
+        let mut opts = SealOptions::new(profile);
+        opts.sign_only = self.config.outbound.sign_only && profile != Profile::Mls;
+        opts.group = plain.envelope().group().map(|g| g.id);
+        let sealed = match sender.seal(&plain, &opts) {
+            Ok(s) => s,
+            Err(e) if e.kind() == ErrorKind::NoUsableKey => {
+                return match self.config.outbound.no_key {
+                    NoKey::Refuse => Decision::refused(550, "5.7.1", format!("{e}")),
+                    NoKey::Defer => Decision::refused(451, "4.7.1", format!("{e}")),
+                }
+            }
+            Err(e) => return refusal(&e),
+        };
+        match self.queue(t, sealed) {
+            Ok(id) => Decision::accepted("sealed", Some(profile), Some(id)),
+            Err(d) => d,
+        }
+    }
+
+    fn inbound(&self, receiver: &mut Receiver<'_>, t: &Transaction) -> Decision {
+        if crate::dispatch::detect_profile(&t.data).is_none() && !is_maila2a(&t.data) {
+            return match self.config.inbound.non_maila2a {
+                Plain::Pass => {
+                    let out = with_verdict(&t.data, "none; not MailA2A");
+                    match self.queue(t, out) {
+                        Ok(id) => Decision::accepted("passed", None, Some(id)),
+                        Err(d) => d,
+                    }
+                }
+                Plain::Refuse => Decision::refused(
+                    550,
+                    "5.7.1",
+                    "only MailA2A mail enters through this gateway",
+                ),
+            };
+        }
+        let name = super::spool::entry_id(self.listener, &t.mail_from, &t.recipients, &t.data);
+        let incoming = match receiver.receive_named(&t.data, &name) {
+            Ok(i) => i,
+            Err(e) => return refusal(&e),
+        };
+        let profile = incoming
+            .outcome()
+            .delivery()
+            .and_then(|d| d.opened.verdict.profile);
+        let (mut decision, stream) = match self.settle(incoming, t) {
+            Ok(d) => d,
+            Err(d) => return d,
+        };
+        decision.profile = decision.profile.or(profile);
+        if let Some(s) = stream {
+            self.deliver_stream_events(receiver, s, t);
+        }
+        // A Commit may have brought the epoch of held MLS messages.
+        self.release(receiver, t);
+        decision
+    }
+
+    /// Spools what `incoming` delivers, then commits it. Also says which stream's
+    /// held events the delivery released.
+    fn settle(
+        &self,
+        incoming: Incoming<'_>,
+        t: &Transaction,
+    ) -> Result<(Decision, Option<StreamRelease>), Decision> {
+        let queued = match incoming.outcome() {
+            Outcome::Deliver { delivery, .. } => Some(self.queue(t, render(delivery)?)?),
+            _ => None,
+        };
+        let outcome = incoming.commit().map_err(|e| refusal(&e))?;
+        Ok(match outcome {
+            Outcome::Deliver {
+                delivery, released, ..
+            } => {
+                let stream = (released > 0)
+                    .then(|| StreamRelease::of(&delivery))
+                    .flatten();
+                (
+                    Decision::accepted("opened", delivery.opened.verdict.profile, queued),
+                    stream,
+                )
+            }
+            // Another instance took it between the preview and the commit: the entry
+            // queued is the same one it queued.
+            Outcome::Duplicate { .. } => (Decision::accepted("duplicate", None, queued), None),
+            Outcome::Held(_) => (Decision::accepted("held", None, None), None),
+            Outcome::Handshake(_) => (
+                Decision::accepted("handshake", Some(Profile::Mls), None),
+                None,
+            ),
+        })
+    }
+
+    fn release(&self, receiver: &mut Receiver<'_>, t: &Transaction) {
+        loop {
+            let stream = match self.release_one(receiver, t) {
+                Some(s) => s,
+                None => return,
+            };
+            if let Some(s) = stream {
+                self.deliver_stream_events(receiver, s, t);
+            }
+        }
+    }
+
+    /// The next held MLS message whose epoch has come, settled: `None` when there is
+    /// none; else the stream whose events it released, if any.
+    fn release_one(
+        &self,
+        receiver: &mut Receiver<'_>,
+        t: &Transaction,
+    ) -> Option<Option<StreamRelease>> {
+        let released = match receiver.next_released(None) {
+            Ok(Some(r)) => r,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(error = %e, "held MLS messages not released");
+                return None;
+            }
+        };
+        let crate::receiver::Released { name, result } = released;
+        Some(match result {
+            Ok(incoming) => match self.settle(incoming, t) {
+                Ok((d, stream)) => {
+                    tracing::info!(held = %name, verdict = d.verdict, "released");
+                    stream
+                }
+                Err(d) => {
+                    tracing::warn!(held = %name, reason = %d.text, "released message not delivered");
+                    None
+                }
+            },
+            Err(e) => {
+                tracing::info!(held = %name, error = %e, "held message refused");
+                None
+            }
+        })
+    }
+
+    /// Held stream events a delivery released: each goes out as a message of the same
+    /// sender to the same recipients, carrying the event's envelope as received.
+    fn deliver_stream_events(&self, receiver: &Receiver<'_>, s: StreamRelease, t: &Transaction) {
+        let events = match receiver.take_stream_events(&s.correlation) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, correlation = %s.correlation, "released stream events not taken");
+                return;
+            }
+        };
+        let to: Vec<&str> = s.to.iter().map(String::as_str).collect();
+        for event in events {
+            let composed = crate::envelope::Envelope::from_json(&event.envelope)
+                .map_err(|e| e.to_string())
+                .and_then(|env| {
+                    MailA2aMessage::new(&s.from, &to, env)
+                        .to_rfc5322()
+                        .map_err(|e| e.to_string())
+                });
+            let out = match composed {
+                Ok(m) => with_verdict(
+                    &m,
+                    &format!(
+                        "pass; released-from-hold; sequence={}; signer={}",
+                        event.sequence,
+                        one_line(&event.signer).replace([';', ' '], "")
+                    ),
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a released stream event cannot be rendered");
+                    continue;
+                }
+            };
+            match self.queue(t, out) {
+                Ok(id) => {
+                    tracing::info!(id = %id, sequence = event.sequence, "released stream event queued")
+                }
+                Err(d) => {
+                    tracing::error!(reason = %d.text, "a released stream event was not queued")
+                }
+            }
+        }
+    }
+}
+
+/// The stream whose held events a delivery released, and who they go from and to.
+struct StreamRelease {
+    correlation: String,
+    from: String,
+    to: Vec<String>,
+}
+
+impl StreamRelease {
+    fn of(delivery: &Delivery) -> Option<Self> {
+        let m = &delivery.opened.message;
+        Some(StreamRelease {
+            correlation: delivery.opened.envelope().correlation_id()?,
+            from: m.headers.from.as_ref()?.address.clone(),
+            to: m.headers.to.iter().map(|a| a.address.clone()).collect(),
+        })
+    }
+}
+
+/// The inner message of `delivery` with the gateway's verdict on top.
+fn render(delivery: &Delivery) -> Result<Vec<u8>, Decision> {
+    let inner = delivery
+        .opened
+        .message
+        .to_rfc5322()
+        .map_err(|e| Decision::local_error(format!("cannot render the inner message: {e}")))?;
+    let v = &delivery.opened.verdict;
+    let mut value = format!(
+        "pass; profile={}; protection={}; header-protection={}",
+        v.profile.map_or("none", Profile::token),
+        v.protection.token(),
+        if v.header_protection { "yes" } else { "no" },
+    );
+    if let Some(from) = &delivery.opened.message.headers.from {
+        value.push_str(&format!(
+            "; from={}",
+            one_line(&from.address).replace([';', ' '], "")
+        ));
+    }
+    value.push_str(&format!(
+        "; signer={}",
+        one_line(&delivery.candidate.signer).replace([';', ' '], "")
+    ));
+    Ok(with_verdict(&inner, &value))
+}
+
+/// `message` without any `name` header field, and with `Mailseal-Verdict: value` first.
+pub fn with_verdict(message: &[u8], value: &str) -> Vec<u8> {
+    let stripped = strip_header(message, VERDICT_HEADER);
+    let mut out = Vec::with_capacity(stripped.len() + value.len() + 32);
+    out.extend_from_slice(VERDICT_HEADER.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&stripped);
+    out
+}
+
+/// `message` without the header fields named `name` (case-insensitively, with their
+/// folded continuation lines). The body is untouched.
+pub fn strip_header(message: &[u8], name: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(message.len());
+    let mut rest = message;
+    let mut dropping = false;
+    while !rest.is_empty() {
+        let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+        let (line, tail) = rest.split_at(end);
+        if line == b"\r\n" || line == b"\n" {
+            // The end of the header: the rest is the body.
+            out.extend_from_slice(rest);
+            return out;
+        }
+        let folded = matches!(line.first(), Some(b' ' | b'\t'));
+        if !folded {
+            dropping = line.len() > name.len()
+                && line[..name.len()].eq_ignore_ascii_case(name.as_bytes())
+                && line[name.len()..]
+                    .iter()
+                    .find(|b| !matches!(b, b' ' | b'\t'))
+                    == Some(&b':');
+        }
+        if !dropping {
+            out.extend_from_slice(line);
+        }
+        rest = tail;
+    }
+    out
+}
+
+/// Whether `raw` is MailA2A mail: a `Mail-A2A-*` header field or an
+/// `application/a2a+json` part anywhere. Deliberately broad: what claims to be
+/// MailA2A is sealed or refused outbound, never passed in clear.
+pub fn is_maila2a(raw: &[u8]) -> bool {
+    let lower = |b: &u8| b.to_ascii_lowercase();
+    let needle = b"application/a2a+json";
+    let mut header_end = raw.len();
+    if let Some(i) = memchr::memmem::find(raw, b"\r\n\r\n") {
+        header_end = i;
+    }
+    let header = &raw[..header_end];
+    let has_field = header
+        .split(|&b| b == b'\n')
+        .any(|l| l.len() >= 9 && l[..9].iter().map(lower).eq(b"mail-a2a-".iter().copied()));
+    has_field
+        || raw
+            .windows(needle.len())
+            .any(|w| w.iter().map(lower).eq(needle.iter().copied()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdict_header_replaces_any_other() {
+        let m = b"From: a@x\r\nmailseal-verdict : pass; forged\r\n continued\r\nTo: b@y\r\n\r\nMailseal-Verdict: in body\r\n";
+        let out = with_verdict(m, "none");
+        assert_eq!(
+            out,
+            b"Mailseal-Verdict: none\r\nFrom: a@x\r\nTo: b@y\r\n\r\nMailseal-Verdict: in body\r\n"
+        );
+    }
+
+    #[test]
+    fn maila2a_detection() {
+        assert!(is_maila2a(b"Mail-A2A-Binding: 1.0\r\n\r\nx"));
+        assert!(is_maila2a(
+            b"Subject: x\r\n\r\n--b\r\nContent-Type: Application/A2A+JSON\r\n"
+        ));
+        assert!(!is_maila2a(b"Subject: hello\r\n\r\nplain mail"));
+    }
+}

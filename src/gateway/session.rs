@@ -1,0 +1,567 @@
+//! The server side of one SMTP session as a state machine without I/O: bytes in,
+//! replies and events out. The connection loop ([`super::server`]) reads and writes;
+//! this decides. Commands and the DATA terminator are parsed by `smtp-proto`
+//! (Stalwart's parser), not by hand; what is here is the state and the limits.
+//!
+//! The limits are the gateway's defence against bad input, each answered with a clear
+//! reply and never a crash: command lines over 4,096 bytes (`smtp-proto`'s bound), a
+//! message over SIZE (the rest of the DATA is read and dropped, then 552), more
+//! recipients than allowed (452 for each one over), bare CR or LF and NUL in the
+//! message (refused: a bare line end is how SMTP smuggling hides a second message
+//! from one hop and not the next), and repeated errors (the session is closed after
+//! [`SessionLimits::max_errors`]). Timeouts and connection caps are the loop's.
+//!
+//! After STARTTLS, whatever the client pipelined behind the command in clear is
+//! dropped (the STARTTLS command injection of CVE-2011-0411), and the session starts
+//! over: a new EHLO, no transaction.
+
+use smtp_proto::request::receiver::{DataReceiver, RequestReceiver};
+use smtp_proto::{EhloResponse, Error as ParseError, Request};
+
+/// The longest command line, as `smtp-proto` bounds one that spans reads.
+const MAX_LINE: usize = smtp_proto::request::receiver::MAX_LINE_LENGTH;
+
+/// What a session accepts.
+#[derive(Clone, Debug)]
+pub struct SessionLimits {
+    /// The largest message, bytes (advertised as SIZE).
+    pub max_message_bytes: usize,
+    /// Recipients per transaction.
+    pub max_recipients: usize,
+    /// Errors (bad commands, refused recipients) before the session is closed.
+    pub max_errors: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionLimits {
+            max_message_bytes: 25 * 1024 * 1024,
+            max_recipients: 100,
+            max_errors: 20,
+        }
+    }
+}
+
+/// One message as the client handed it over.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transaction {
+    /// The reverse path (empty for a bounce).
+    pub mail_from: String,
+    /// The forward paths.
+    pub recipients: Vec<String>,
+    /// The message, line ends CRLF, dot-stuffing removed.
+    pub data: Vec<u8>,
+    /// Whether the session was under TLS when the message came.
+    pub tls: bool,
+}
+
+/// What the connection loop does next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Write these bytes (one or more replies).
+    Send(Vec<u8>),
+    /// Write the 220 reply, then run the TLS handshake and call
+    /// [`Session::tls_started`].
+    StartTls(Vec<u8>),
+    /// A message to process: answer with [`Session::finish`].
+    Message(Transaction),
+    /// Write these bytes, then close the connection.
+    Close(Vec<u8>),
+}
+
+enum State {
+    /// Before EHLO/HELO.
+    Greeted,
+    /// EHLO done, no transaction.
+    Ready,
+    /// MAIL given.
+    Mail,
+    /// In DATA.
+    Data(DataReceiver),
+    /// In DATA, over the limit: read to the end and drop.
+    Discard(DataReceiver),
+    /// A message handed out, its reply not yet given.
+    Waiting,
+    /// Closed.
+    Closed,
+}
+
+/// One SMTP session.
+pub struct Session {
+    hostname: String,
+    limits: SessionLimits,
+    tls_offered: bool,
+    tls_active: bool,
+    require_tls: bool,
+    state: State,
+    requests: RequestReceiver,
+    /// Bytes read and not yet consumed: `input[pos..]`.
+    input: Vec<u8>,
+    pos: usize,
+    mail_from: String,
+    recipients: Vec<String>,
+    data: Vec<u8>,
+    errors: usize,
+}
+
+fn reply(code: u16, status: &str, text: &str) -> Vec<u8> {
+    format!("{code} {status} {text}\r\n").into_bytes()
+}
+
+impl Session {
+    /// A session for `hostname`. `tls_offered`: STARTTLS is available; `tls_active`:
+    /// the connection is already TLS (implicit TLS); `require_tls`: no mail without it.
+    pub fn new(
+        hostname: &str,
+        limits: SessionLimits,
+        tls_offered: bool,
+        tls_active: bool,
+        require_tls: bool,
+    ) -> Self {
+        Session {
+            hostname: hostname.to_string(),
+            limits,
+            tls_offered,
+            tls_active,
+            require_tls,
+            state: State::Greeted,
+            requests: RequestReceiver::default(),
+            input: Vec::new(),
+            pos: 0,
+            mail_from: String::new(),
+            recipients: Vec::new(),
+            data: Vec::new(),
+            errors: 0,
+        }
+    }
+
+    /// The 220 greeting.
+    pub fn greeting(&self) -> Vec<u8> {
+        format!("220 {} ESMTP mailseal\r\n", self.hostname).into_bytes()
+    }
+
+    /// Whether the session has ended.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, State::Closed)
+    }
+
+    /// Whether the client is in the middle of a message (the loop gives DATA a longer
+    /// timeout).
+    pub fn in_data(&self) -> bool {
+        matches!(self.state, State::Data(_) | State::Discard(_))
+    }
+
+    /// Bytes read from the client.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.input.drain(..self.pos);
+        self.pos = 0;
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// The TLS handshake after STARTTLS succeeded: the session starts over.
+    pub fn tls_started(&mut self) {
+        self.tls_active = true;
+        self.input.clear();
+        self.pos = 0;
+        self.requests = RequestReceiver::default();
+        self.reset();
+        self.state = State::Greeted;
+    }
+
+    /// The reply to the message last handed out by [`Action::Message`].
+    pub fn finish(&mut self, reply: Vec<u8>) -> Action {
+        self.reset();
+        self.state = State::Ready;
+        Action::Send(reply)
+    }
+
+    fn reset(&mut self) {
+        self.mail_from.clear();
+        self.recipients.clear();
+        self.data = Vec::new();
+    }
+
+    fn error(&mut self, bytes: Vec<u8>) -> Action {
+        self.errors += 1;
+        if self.errors >= self.limits.max_errors {
+            self.state = State::Closed;
+            let mut b = bytes;
+            b.extend_from_slice(&reply(421, "4.7.0", "too many errors, closing"));
+            return Action::Close(b);
+        }
+        Action::Send(bytes)
+    }
+
+    /// The next thing to do with the input so far, or `None` when more input is
+    /// needed.
+    pub fn step(&mut self) -> Option<Action> {
+        match self.state {
+            State::Closed | State::Waiting => None,
+            State::Data(_) | State::Discard(_) => self.step_data(),
+            _ => self.step_command(),
+        }
+    }
+
+    fn step_data(&mut self) -> Option<Action> {
+        let max = self.limits.max_message_bytes;
+        let mut iter = self.input[self.pos..].iter();
+        let before = iter.len();
+        let done = match &mut self.state {
+            State::Data(rx) => rx.ingest(&mut iter, &mut self.data),
+            State::Discard(rx) => rx.ingest(&mut iter, &mut Vec::new()),
+            _ => return None,
+        };
+        self.pos += before - iter.len();
+        let over = matches!(self.state, State::Discard(_)) || self.data.len() > max;
+        if !done {
+            // Over the limit, the rest is read into nothing.
+            if over {
+                self.data = Vec::new();
+                self.state = match std::mem::replace(&mut self.state, State::Waiting) {
+                    State::Data(rx) => State::Discard(rx),
+                    other => other,
+                };
+            }
+            return None;
+        }
+        if over {
+            self.reset();
+            self.state = State::Ready;
+            return Some(self.error(reply(
+                552,
+                "5.3.4",
+                &format!("message exceeds the fixed size limit of {max} bytes"),
+            )));
+        }
+        if let Some(why) = bad_bytes(&self.data) {
+            self.reset();
+            self.state = State::Ready;
+            return Some(self.error(reply(550, "5.6.0", why)));
+        }
+        self.state = State::Waiting;
+        Some(Action::Message(Transaction {
+            mail_from: std::mem::take(&mut self.mail_from),
+            recipients: std::mem::take(&mut self.recipients),
+            data: std::mem::take(&mut self.data),
+            tls: self.tls_active,
+        }))
+    }
+
+    fn step_command(&mut self) -> Option<Action> {
+        if self.pos >= self.input.len() {
+            return None;
+        }
+        // The parser bounds a line only when it spans reads; one that came whole in
+        // one read is bounded here, to the same length.
+        let pending = &self.input[self.pos..];
+        if let Some(lf) = memchr::memchr(b'\n', pending) {
+            if lf > MAX_LINE {
+                self.pos += lf + 1;
+                return Some(self.error(reply(500, "5.5.2", "line too long")));
+            }
+        }
+        let mut iter = self.input[self.pos..].iter();
+        let before = iter.len();
+        let parsed = self.requests.ingest(&mut iter).map(|r| r.into_owned());
+        self.pos += before - iter.len();
+        match parsed {
+            Ok(request) => Some(self.command(request)),
+            Err(ParseError::NeedsMoreData { .. }) => None,
+            Err(e) => Some(self.error(parse_error_reply(&e))),
+        }
+    }
+
+    fn command(&mut self, request: Request<String>) -> Action {
+        match request {
+            Request::Ehlo { .. } => {
+                self.reset();
+                self.state = State::Ready;
+                let mut ehlo = EhloResponse::new(self.hostname.as_str());
+                ehlo.capabilities = smtp_proto::EXT_SIZE
+                    | smtp_proto::EXT_PIPELINING
+                    | smtp_proto::EXT_8BIT_MIME
+                    | smtp_proto::EXT_ENHANCED_STATUS_CODES
+                    | smtp_proto::EXT_SMTP_UTF8;
+                if self.tls_offered && !self.tls_active {
+                    ehlo.capabilities |= smtp_proto::EXT_START_TLS;
+                }
+                ehlo.size = self.limits.max_message_bytes;
+                let mut out = Vec::new();
+                // Writing into a Vec cannot fail.
+                let _ = ehlo.write(&mut out);
+                Action::Send(out)
+            }
+            Request::Helo { .. } => {
+                self.reset();
+                self.state = State::Ready;
+                Action::Send(format!("250 {}\r\n", self.hostname).into_bytes())
+            }
+            Request::Lhlo { .. } => self.error(reply(500, "5.5.1", "this is SMTP, not LMTP")),
+            Request::StartTls => {
+                if !self.tls_offered || self.tls_active {
+                    return self.error(reply(503, "5.5.1", "TLS not available"));
+                }
+                if matches!(self.state, State::Mail) {
+                    return self.error(reply(503, "5.5.1", "STARTTLS inside a transaction"));
+                }
+                Action::StartTls(reply(220, "2.0.0", "ready to start TLS"))
+            }
+            Request::Mail { from } => {
+                if !matches!(self.state, State::Ready) {
+                    return self.error(reply(503, "5.5.1", "send EHLO first, or RSET"));
+                }
+                if self.require_tls && !self.tls_active {
+                    return self.error(reply(530, "5.7.0", "must issue STARTTLS first"));
+                }
+                if from.size > self.limits.max_message_bytes {
+                    return self.error(reply(
+                        552,
+                        "5.3.4",
+                        "message size exceeds the fixed maximum message size",
+                    ));
+                }
+                if from.address.bytes().any(|b| b < 0x20 || b == 0x7f) {
+                    return self.error(reply(553, "5.1.7", "bad sender address"));
+                }
+                self.mail_from = from.address;
+                self.state = State::Mail;
+                Action::Send(reply(250, "2.1.0", "sender ok"))
+            }
+            Request::Rcpt { to } => {
+                if !matches!(self.state, State::Mail) {
+                    return self.error(reply(503, "5.5.1", "need MAIL before RCPT"));
+                }
+                if to.address.is_empty() || to.address.bytes().any(|b| b < 0x20 || b == 0x7f) {
+                    return self.error(reply(553, "5.1.3", "bad recipient address"));
+                }
+                if self.recipients.len() >= self.limits.max_recipients {
+                    return self.error(reply(452, "4.5.3", "too many recipients"));
+                }
+                self.recipients.push(to.address);
+                Action::Send(reply(250, "2.1.5", "recipient ok"))
+            }
+            Request::Data => {
+                if !matches!(self.state, State::Mail) || self.recipients.is_empty() {
+                    return self.error(reply(503, "5.5.1", "need MAIL and RCPT before DATA"));
+                }
+                self.data = Vec::new();
+                self.state = State::Data(DataReceiver::new());
+                Action::Send(b"354 end data with <CR><LF>.<CR><LF>\r\n".to_vec())
+            }
+            Request::Bdat { .. } => {
+                // CHUNKING is not offered; the chunk that follows is read as commands
+                // and counted as errors.
+                self.error(reply(502, "5.5.1", "CHUNKING not offered"))
+            }
+            Request::Rset => {
+                self.reset();
+                if !matches!(self.state, State::Greeted) {
+                    self.state = State::Ready;
+                }
+                Action::Send(reply(250, "2.0.0", "ok"))
+            }
+            Request::Noop { .. } => Action::Send(reply(250, "2.0.0", "ok")),
+            Request::Quit => {
+                self.state = State::Closed;
+                Action::Close(reply(221, "2.0.0", "bye"))
+            }
+            Request::Vrfy { .. } => Action::Send(reply(252, "2.5.0", "cannot verify")),
+            Request::Help { .. } => Action::Send(reply(214, "2.0.0", "see RFC 5321")),
+            Request::Auth { .. } => self.error(reply(502, "5.5.1", "AUTH not offered")),
+            Request::Expn { .. }
+            | Request::Etrn { .. }
+            | Request::Atrn { .. }
+            | Request::Burl { .. } => self.error(reply(502, "5.5.1", "command not implemented")),
+        }
+    }
+}
+
+/// Why a message's bytes are refused: NUL, or a CR or LF that is not part of CRLF.
+fn bad_bytes(data: &[u8]) -> Option<&'static str> {
+    if memchr::memchr(0, data).is_some() {
+        return Some("NUL in the message");
+    }
+    let mut prev = 0u8;
+    for &b in data {
+        if b == b'\n' && prev != b'\r' {
+            return Some("bare LF in the message (line ends must be CRLF)");
+        }
+        if prev == b'\r' && b != b'\n' {
+            return Some("bare CR in the message (line ends must be CRLF)");
+        }
+        prev = b;
+    }
+    if prev == b'\r' {
+        return Some("bare CR in the message (line ends must be CRLF)");
+    }
+    None
+}
+
+fn parse_error_reply(e: &ParseError) -> Vec<u8> {
+    match e {
+        ParseError::UnknownCommand => reply(500, "5.5.1", "unknown command"),
+        ParseError::InvalidSenderAddress => reply(501, "5.1.7", "bad sender address syntax"),
+        ParseError::InvalidRecipientAddress => reply(501, "5.1.3", "bad recipient address syntax"),
+        ParseError::SyntaxError { syntax } => reply(501, "5.5.4", &format!("syntax: {syntax}")),
+        ParseError::InvalidParameter { param } => {
+            reply(501, "5.5.4", &format!("bad parameter {param}"))
+        }
+        ParseError::UnsupportedParameter { .. } => reply(504, "5.5.4", "unsupported parameter"),
+        ParseError::ResponseTooLong => reply(500, "5.5.2", "line too long"),
+        _ => reply(500, "5.5.2", "syntax error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(session: &mut Session, input: &[u8]) -> (Vec<u8>, Vec<Transaction>) {
+        session.push(input);
+        let mut out = Vec::new();
+        let mut msgs = Vec::new();
+        while let Some(a) = session.step() {
+            match a {
+                Action::Send(b) | Action::StartTls(b) => out.extend(b),
+                Action::Close(b) => {
+                    out.extend(b);
+                    break;
+                }
+                Action::Message(t) => {
+                    msgs.push(t);
+                    if let Action::Send(b) = session.finish(b"250 2.0.0 queued\r\n".to_vec()) {
+                        out.extend(b);
+                    }
+                }
+            }
+        }
+        (out, msgs)
+    }
+
+    fn session() -> Session {
+        Session::new(
+            "gw.test",
+            SessionLimits {
+                max_message_bytes: 1000,
+                max_recipients: 2,
+                max_errors: 5,
+            },
+            true,
+            false,
+            false,
+        )
+    }
+
+    #[test]
+    fn pipelined_transaction() {
+        let mut s = session();
+        let (out, msgs) = run(
+            &mut s,
+            b"EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nSubject: x\r\n\r\n..dot\r\n.\r\nQUIT\r\n",
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("SIZE 1000"), "{out}");
+        assert!(out.contains("STARTTLS"), "{out}");
+        assert!(
+            out.ends_with("250 2.0.0 queued\r\n221 2.0.0 bye\r\n"),
+            "{out}"
+        );
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(msgs[0].mail_from, "a@x");
+        assert_eq!(msgs[0].recipients, ["b@y"]);
+        assert_eq!(msgs[0].data, b"Subject: x\r\n\r\n.dot\r\n");
+    }
+
+    #[test]
+    fn fail_over_size_is_read_and_refused() {
+        let mut s = session();
+        let mut input = b"EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\n".to_vec();
+        for _ in 0..100 {
+            input.extend_from_slice(b"0123456789012345678901234567890123456789\r\n");
+        }
+        input.extend_from_slice(b".\r\nNOOP\r\n");
+        let (out, msgs) = run(&mut s, &input);
+        let out = String::from_utf8(out).unwrap();
+        assert!(msgs.is_empty());
+        assert!(out.contains("552 5.3.4"), "{out}");
+        assert!(
+            out.ends_with("250 2.0.0 ok\r\n"),
+            "the session goes on: {out}"
+        );
+    }
+
+    #[test]
+    fn fail_bare_lf_and_nul() {
+        for body in [&b"a\nb\r\n"[..], b"a\0b\r\n", b"a\rb\r\n"] {
+            let mut s = session();
+            let mut input = b"EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\n".to_vec();
+            input.extend_from_slice(body);
+            input.extend_from_slice(b".\r\n");
+            let (out, msgs) = run(&mut s, &input);
+            assert!(msgs.is_empty());
+            assert!(String::from_utf8_lossy(&out).contains("550 5.6.0"));
+        }
+    }
+
+    #[test]
+    fn fail_too_many_recipients_and_errors_close() {
+        let mut s = session();
+        let (out, _) = run(
+            &mut s,
+            b"EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<1@y>\r\nRCPT TO:<2@y>\r\nRCPT TO:<3@y>\r\n",
+        );
+        assert!(String::from_utf8_lossy(&out).ends_with("452 4.5.3 too many recipients\r\n"));
+        let (out, _) = run(&mut s, b"garbage\r\nfoo\r\nbar\r\nbaz\r\nqux\r\n");
+        let out = String::from_utf8_lossy(&out);
+        assert!(
+            out.ends_with("421 4.7.0 too many errors, closing\r\n"),
+            "{out}"
+        );
+        assert!(s.is_closed());
+    }
+
+    #[test]
+    fn starttls_drops_pipelined_plaintext() {
+        let mut s = session();
+        s.push(b"EHLO c\r\nSTARTTLS\r\nMAIL FROM:<evil@x>\r\n");
+        assert!(matches!(s.step(), Some(Action::Send(_))));
+        assert!(matches!(s.step(), Some(Action::StartTls(_))));
+        s.tls_started();
+        assert_eq!(s.step(), None, "the injected command is gone");
+        let (out, _) = run(&mut s, b"MAIL FROM:<a@x>\r\n");
+        assert!(
+            String::from_utf8_lossy(&out).starts_with("503"),
+            "EHLO again first"
+        );
+    }
+
+    #[test]
+    fn fail_mail_without_tls_when_required() {
+        let mut s = Session::new("gw", SessionLimits::default(), true, false, true);
+        let (out, _) = run(&mut s, b"EHLO c\r\nMAIL FROM:<a@x>\r\n");
+        assert!(String::from_utf8_lossy(&out).ends_with("530 5.7.0 must issue STARTTLS first\r\n"));
+    }
+
+    #[test]
+    fn fail_overlong_line() {
+        // In one read, or trickled in pieces (the receiver's own bound): a 5xx either
+        // way, and the session goes on.
+        for piece in [20_000, 1000] {
+            let mut s = session();
+            let mut line = b"NOOP ".to_vec();
+            line.extend(std::iter::repeat_n(b'a', 10_000));
+            line.extend_from_slice(b"\r\n");
+            let mut out = Vec::new();
+            for chunk in line.chunks(piece) {
+                out.extend(run(&mut s, chunk).0);
+            }
+            out.extend(run(&mut s, b"NOOP\r\n").0);
+            let out = String::from_utf8_lossy(&out);
+            assert!(
+                out.starts_with("500 5.5.2 line too long\r\n") || out.starts_with("501"),
+                "{piece}: {out}"
+            );
+            assert!(out.ends_with("250 2.0.0 ok\r\n"), "{out}");
+        }
+    }
+}

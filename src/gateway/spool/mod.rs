@@ -1,0 +1,149 @@
+//! The durable queue between accepting a message and delivering it. A message is put
+//! before the client hears 250, and taken out only once the next hop has accepted it
+//! or it has bounced; whatever dies in between, it is still there for the next run.
+//!
+//! Two backends: [`DirSpool`] (a local directory, the embedded default) and
+//! [`PostgresSpool`] (one queue several gateways share; rows are claimed with
+//! `FOR UPDATE SKIP LOCKED` under a lease, so the work of an instance that dies is
+//! finished by another once the lease runs out).
+//!
+//! Entries are named by their content ([`entry_id`]): putting the same message for the
+//! same route twice is a no-op, and so is putting one already delivered (the spool
+//! keeps what it delivered for [`DONE_RETENTION_SECS`]). This is what makes the
+//! gateway's at-least-once SMTP exchanges deliver once: a client that retries a
+//! message whose 250 it never saw is put on the same entry.
+
+mod dir;
+mod postgres;
+
+pub use dir::DirSpool;
+pub use postgres::PostgresSpool;
+
+use sha2::{Digest, Sha256};
+
+/// How long a delivered entry's id is remembered (7 days: longer than any client's
+/// retry period), so a late retry is not delivered again.
+pub const DONE_RETENTION_SECS: i64 = 7 * 24 * 3600;
+
+/// One queued message.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Entry {
+    /// Its name ([`entry_id`]).
+    pub id: String,
+    /// The listener whose next hop delivers it.
+    pub route: String,
+    /// The reverse path (empty: a bounce, never bounced itself).
+    pub mail_from: String,
+    /// The forward paths still to deliver to.
+    pub recipients: Vec<String>,
+    /// When it was accepted, Unix seconds.
+    pub created: i64,
+    /// Delivery attempts so far.
+    pub attempts: u32,
+    /// Not before this time, Unix seconds.
+    pub next_attempt: i64,
+    /// The last temporary failure.
+    pub last_error: String,
+    /// The message.
+    #[serde(skip)]
+    pub data: Vec<u8>,
+}
+
+impl Entry {
+    /// A new entry, due now.
+    pub fn new(
+        route: &str,
+        mail_from: &str,
+        recipients: &[String],
+        data: Vec<u8>,
+        now: i64,
+    ) -> Self {
+        Entry {
+            id: entry_id(route, mail_from, recipients, &data),
+            route: route.to_string(),
+            mail_from: mail_from.to_string(),
+            recipients: recipients.to_vec(),
+            created: now,
+            attempts: 0,
+            next_attempt: now,
+            last_error: String::new(),
+            data,
+        }
+    }
+}
+
+/// The name of a message on a route: a digest of everything that makes it that
+/// delivery (route, envelope, bytes), hex.
+pub fn entry_id(route: &str, mail_from: &str, recipients: &[String], data: &[u8]) -> String {
+    let mut h = Sha256::new();
+    for part in [route.as_bytes(), mail_from.as_bytes()] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part);
+    }
+    h.update((recipients.len() as u64).to_be_bytes());
+    for r in recipients {
+        h.update((r.len() as u64).to_be_bytes());
+        h.update(r.as_bytes());
+    }
+    h.update(data);
+    crate::hex::hex(&h.finalize()[..16])
+}
+
+/// Why the spool failed. The message stays as it was.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpoolError {
+    /// The directory.
+    #[error("spool {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The database.
+    #[error("spool database: {0}")]
+    Database(String),
+    /// Another process holds the spool directory.
+    #[error("spool {0} is in use by another gateway (one process per directory; share a PostgreSQL spool instead)")]
+    Locked(String),
+    /// A spooled entry is unreadable.
+    #[error("spool entry {0} is damaged")]
+    Damaged(String),
+}
+
+/// What [`Spool::put`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Put {
+    /// Queued, durably.
+    Queued,
+    /// Already queued, or delivered lately: nothing done.
+    Known,
+}
+
+/// A durable queue. Every method returns only once its change is durable.
+pub trait Spool: Send + Sync {
+    /// Queues `entry` (durably: on disk and synced, or committed), unless an entry of
+    /// its id is queued or was delivered lately.
+    fn put(&self, entry: &Entry) -> Result<Put, SpoolError>;
+    /// Takes up to `max` entries due at `now` for delivery, each leased to this
+    /// process for `lease_secs` (another process takes it after that).
+    fn claim(&self, now: i64, max: usize, lease_secs: i64) -> Result<Vec<Entry>, SpoolError>;
+    /// Ends an entry: delivered, or bounced. Its id is remembered as done.
+    fn done(&self, id: &str, now: i64) -> Result<(), SpoolError>;
+    /// Puts a claimed entry back for a later attempt, with the recipients still to do.
+    fn retry(&self, entry: &Entry) -> Result<(), SpoolError>;
+    /// Entries queued (not done).
+    fn depth(&self) -> Result<u64, SpoolError>;
+    /// Forgets done ids older than [`DONE_RETENTION_SECS`].
+    fn expire(&self, now: i64) -> Result<(), SpoolError>;
+}
+
+/// Opens the spool `location` names: `postgres://...` or a directory.
+pub fn open(location: &str) -> Result<Box<dyn Spool>, SpoolError> {
+    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+        Ok(Box::new(PostgresSpool::connect(location)?))
+    } else {
+        Ok(Box::new(DirSpool::open(std::path::Path::new(location))?))
+    }
+}

@@ -1,0 +1,165 @@
+//! The spool in PostgreSQL, shared by several gateways (the same database as the
+//! replay state and, if wanted, the key directory: `crate::postgres_db` migration 5).
+//!
+//! A claim takes due rows `FOR UPDATE SKIP LOCKED` and leases them (`leased_until`) in
+//! one statement: two instances never take the same row, and a row whose instance
+//! died is due again once its lease runs out. Delivered ids move to
+//! `mailseal_spool_done` in the same transaction that deletes the row.
+
+use std::sync::Mutex;
+
+use postgres::Client;
+
+use super::{Entry, Put, Spool, SpoolError, DONE_RETENTION_SECS};
+
+/// A PostgreSQL spool.
+pub struct PostgresSpool {
+    client: Mutex<Client>,
+}
+
+fn db(e: impl std::fmt::Display) -> SpoolError {
+    SpoolError::Database(e.to_string())
+}
+
+impl PostgresSpool {
+    /// Connects (see [`crate::replay::PostgresReplayStore::connect`] for the URL and its
+    /// TLS) and brings the schema up to date.
+    pub fn connect(url: &str) -> Result<Self, SpoolError> {
+        Ok(PostgresSpool {
+            client: Mutex::new(crate::postgres_db::connect(url).map_err(db)?),
+        })
+    }
+
+    fn client(&self) -> std::sync::MutexGuard<'_, Client> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn recipients_text(r: &[String]) -> String {
+    serde_json::to_string(r).unwrap_or_else(|_| "[]".into())
+}
+
+impl Spool for PostgresSpool {
+    fn put(&self, entry: &Entry) -> Result<Put, SpoolError> {
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db)?;
+        let known = tx
+            .query_opt(
+                "SELECT 1 FROM mailseal_spool_done WHERE id = $1",
+                &[&entry.id],
+            )
+            .map_err(db)?
+            .is_some();
+        if known {
+            return Ok(Put::Known);
+        }
+        let n = tx
+            .execute(
+                "INSERT INTO mailseal_spool
+                   (id, route, mail_from, recipients, created, attempts, next_attempt,
+                    last_error, data)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 ON CONFLICT (id) DO NOTHING",
+                &[
+                    &entry.id,
+                    &entry.route,
+                    &entry.mail_from,
+                    &recipients_text(&entry.recipients),
+                    &entry.created,
+                    &(entry.attempts as i32),
+                    &entry.next_attempt,
+                    &entry.last_error,
+                    &entry.data,
+                ],
+            )
+            .map_err(db)?;
+        tx.commit().map_err(db)?;
+        Ok(if n == 1 { Put::Queued } else { Put::Known })
+    }
+
+    fn claim(&self, now: i64, max: usize, lease_secs: i64) -> Result<Vec<Entry>, SpoolError> {
+        let rows = self
+            .client()
+            .query(
+                "UPDATE mailseal_spool SET leased_until = $2
+                 WHERE id IN (
+                   SELECT id FROM mailseal_spool
+                   WHERE next_attempt <= $1 AND leased_until <= $1
+                   ORDER BY next_attempt
+                   LIMIT $3
+                   FOR UPDATE SKIP LOCKED)
+                 RETURNING id, route, mail_from, recipients, created, attempts,
+                           next_attempt, last_error, data",
+                &[&now, &(now + lease_secs), &(max as i64)],
+            )
+            .map_err(db)?;
+        rows.into_iter()
+            .map(|r| {
+                let recipients: String = r.get(3);
+                Ok(Entry {
+                    id: r.get(0),
+                    route: r.get(1),
+                    mail_from: r.get(2),
+                    recipients: serde_json::from_str(&recipients)
+                        .map_err(|_| SpoolError::Damaged(r.get(0)))?,
+                    created: r.get(4),
+                    attempts: r.get::<_, i32>(5).max(0) as u32,
+                    next_attempt: r.get(6),
+                    last_error: r.get(7),
+                    data: r.get(8),
+                })
+            })
+            .collect()
+    }
+
+    fn done(&self, id: &str, now: i64) -> Result<(), SpoolError> {
+        let mut c = self.client();
+        let mut tx = c.transaction().map_err(db)?;
+        tx.execute("DELETE FROM mailseal_spool WHERE id = $1", &[&id])
+            .map_err(db)?;
+        tx.execute(
+            "INSERT INTO mailseal_spool_done (id, done_at) VALUES ($1, $2)
+             ON CONFLICT (id) DO NOTHING",
+            &[&id, &now],
+        )
+        .map_err(db)?;
+        tx.commit().map_err(db)
+    }
+
+    fn retry(&self, entry: &Entry) -> Result<(), SpoolError> {
+        self.client()
+            .execute(
+                "UPDATE mailseal_spool
+                 SET recipients = $2, attempts = $3, next_attempt = $4, last_error = $5,
+                     leased_until = 0
+                 WHERE id = $1",
+                &[
+                    &entry.id,
+                    &recipients_text(&entry.recipients),
+                    &(entry.attempts as i32),
+                    &entry.next_attempt,
+                    &entry.last_error,
+                ],
+            )
+            .map(|_| ())
+            .map_err(db)
+    }
+
+    fn depth(&self) -> Result<u64, SpoolError> {
+        let row = self
+            .client()
+            .query_one("SELECT count(*) FROM mailseal_spool", &[])
+            .map_err(db)?;
+        Ok(row.get::<_, i64>(0).max(0) as u64)
+    }
+
+    fn expire(&self, now: i64) -> Result<(), SpoolError> {
+        self.client()
+            .execute(
+                "DELETE FROM mailseal_spool_done WHERE done_at < $1",
+                &[&(now - DONE_RETENTION_SECS)],
+            )
+            .map(|_| ())
+            .map_err(db)
+    }
+}

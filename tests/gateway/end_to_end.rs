@@ -1,0 +1,154 @@
+//! Two gateways, one per organisation, each with its agents' sink behind it: Alice's
+//! message goes agent → A (sealed) → B (opened) → Bob's sink, and Bob's reply the other
+//! way, under S/MIME (the hop between them on STARTTLS, verified by rustls) and
+//! OpenPGP. What reaches the sink is the inner message with the envelope byte for byte
+//! and the gateway's verdict on top.
+
+use std::time::Duration;
+
+use crate::kit::{self, Gateway, Sink};
+
+struct Pair {
+    _dir: tempfile::TempDir,
+    a: Gateway,
+    b: Gateway,
+    a_out: u16,
+    b_out: u16,
+    b_in: u16,
+    sink_a: Sink,
+    sink_b: Sink,
+}
+
+/// A and B; `profile` is A's and B's default; B's inbound listener demands STARTTLS
+/// when `tls`.
+fn pair(profile: &str, tls: bool) -> Pair {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, b_store) = kit::two_sides(dir.path());
+    let (sink_a, sink_b) = (Sink::start(), Sink::start());
+    let [a_out, a_in, b_out, b_in] = [(); 4].map(|_| kit::free_port());
+    let tail = format!("\n[outbound]\ndefault_profile = \"{profile}\"\n");
+    let (b_tls, a_hop) = if tls {
+        let (ca, cert, key) = kit::tls_files(dir.path());
+        (
+            format!(
+                "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
+                cert.display(),
+                key.display()
+            ),
+            format!(
+                "roots = \"{}\"\nserver_name = \"localhost\"\n",
+                ca.display()
+            ),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    let b_in_extra = if tls {
+        "tls = \"starttls\"\nrequire_tls = true"
+    } else {
+        "tls = \"none\""
+    };
+    let b_conf = kit::config(
+        dir.path(),
+        "b",
+        &b_store,
+        &[
+            ("out", b_out, "outbound", a_in, "tls = \"none\""),
+            ("in", b_in, "inbound", sink_b.addr.port(), b_in_extra),
+        ],
+        &format!("{tail}{b_tls}"),
+    );
+    let mut a_conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[
+            ("out", a_out, "outbound", b_in, "tls = \"none\""),
+            ("in", a_in, "inbound", sink_a.addr.port(), "tls = \"none\""),
+        ],
+        &tail,
+    );
+    if tls {
+        // A's hop to B: STARTTLS required, B's certificate verified against the CA.
+        a_conf = a_conf.replacen(
+            &format!("address = \"127.0.0.1:{b_in}\"\ntls = \"none\"\n"),
+            &format!("address = \"127.0.0.1:{b_in}\"\ntls = \"required\"\n{a_hop}"),
+            1,
+        );
+    }
+    let b = Gateway::start(dir.path(), "b", &b_conf, &[b_out, b_in]);
+    let a = Gateway::start(dir.path(), "a", &a_conf, &[a_out, a_in]);
+    Pair {
+        _dir: dir,
+        a,
+        b,
+        a_out,
+        b_out,
+        b_in,
+        sink_a,
+        sink_b,
+    }
+}
+
+fn addr(port: u16) -> std::net::SocketAddr {
+    ([127, 0, 0, 1], port).into()
+}
+
+fn both_directions(profile: &str, domain: &str, tls: bool) {
+    let p = pair(profile, tls);
+    let alice = format!("alice@{domain}");
+    let bob = format!("bob@{domain}");
+    let request = kit::plain(&alice, &bob, &format!("urn:uuid:{profile}-1"));
+    let reply = kit::submit(addr(p.a_out), &alice, &[&bob], &request);
+    assert!(reply.starts_with("250"), "{reply}\n{}", p.a.log_text());
+
+    let got = p.sink_b.wait_for(1, Duration::from_secs(60));
+    let m = &got[0];
+    assert_eq!(m.recipients, [bob.clone()]);
+    assert_eq!(m.mail_from, alice);
+    let text = String::from_utf8_lossy(&m.data);
+    assert!(
+        text.starts_with(&format!("Mailseal-Verdict: pass; profile={profile}; protection=signed-encrypted; header-protection=yes; from={alice}")),
+        "{text}\nA: {}\nB: {}",
+        p.a.log_text(),
+        p.b.log_text()
+    );
+    assert_eq!(
+        kit::envelope_of(&m.data),
+        kit::envelope_of(&request),
+        "the envelope byte for byte"
+    );
+
+    // Bob's answer goes back through B and A.
+    let answer = kit::plain(&bob, &alice, &format!("urn:uuid:{profile}-2"));
+    let reply = kit::submit(addr(p.b_out), &bob, &[&alice], &answer);
+    assert!(reply.starts_with("250"), "{reply}");
+    let got = p.sink_a.wait_for(1, Duration::from_secs(60));
+    assert_eq!(kit::envelope_of(&got[0].data), kit::envelope_of(&answer));
+    assert!(String::from_utf8_lossy(&got[0].data).contains(&format!("from={bob}")));
+
+    // The log has one line per message with its verdict.
+    let log = p.a.log_text();
+    assert!(
+        log.contains("verdict=\"sealed\"") || log.contains("verdict=sealed"),
+        "{log}"
+    );
+    if tls {
+        // B refuses mail in clear on its inbound listener.
+        let mut c = kit::Client::connect(addr(p.b_in));
+        let ehlo = c.cmd("EHLO x");
+        assert!(ehlo.contains("STARTTLS"), "{ehlo}");
+        let r = c.cmd("MAIL FROM:<mallory@evil.test>");
+        assert!(r.starts_with("530"), "{r}");
+    }
+}
+
+#[test]
+fn smime_both_directions_over_starttls() {
+    both_directions("smime", "smime.example", true);
+}
+
+#[test]
+fn openpgp_both_directions() {
+    both_directions("openpgp", "openpgp.example", false);
+}

@@ -1,0 +1,516 @@
+//! The gateway test kit: a sink SMTP/LMTP server that records what reaches it, a
+//! blocking SMTP client, gateway processes started from a configuration, and the
+//! RFC 9216 key stores of the two sides.
+//!
+//! The sink and the client are written by hand for the tests: each is a few dozen
+//! lines of the protocol's happy path plus the switches a test needs (refusing a
+//! recipient, answering as LMTP), which no packaged test server offers in-process.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mailseal::keystore::{DirectoryStore, KeyStore};
+
+/// A message as the sink received it.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub mail_from: String,
+    pub recipients: Vec<String>,
+    pub data: Vec<u8>,
+}
+
+/// An SMTP (or LMTP) server on loopback that accepts everything, except recipients
+/// whose local part starts with `reject`, and records it.
+pub struct Sink {
+    pub addr: SocketAddr,
+    messages: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Sink {
+    pub fn start() -> Sink {
+        Sink::start_as(false)
+    }
+
+    pub fn start_lmtp() -> Sink {
+        Sink::start_as(true)
+    }
+
+    fn start_as(lmtp: bool) -> Sink {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let messages = Arc::new(Mutex::new(Vec::new()));
+        let m = messages.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    let _ = sink_session(stream, &m, lmtp);
+                });
+            }
+        });
+        Sink { addr, messages }
+    }
+
+    pub fn messages(&self) -> Vec<Received> {
+        self.messages.lock().unwrap().clone()
+    }
+
+    /// Waits until `n` messages arrived (panics after `timeout`).
+    pub fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Received> {
+        let start = Instant::now();
+        loop {
+            let got = self.messages();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "the sink has {} of {n} messages after {timeout:?}",
+                got.len()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn sink_session(
+    stream: TcpStream,
+    messages: &Mutex<Vec<Received>>,
+    lmtp: bool,
+) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut w = stream.try_clone()?;
+    let mut r = BufReader::new(stream);
+    w.write_all(b"220 sink ESMTP\r\n")?;
+    let (mut from, mut rcpts) = (String::new(), Vec::<String>::new());
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if r.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&line).trim_end().to_string();
+        let upper = text.to_ascii_uppercase();
+        let arg = |p: &str| {
+            text[p.len()..]
+                .trim()
+                .trim_start_matches('<')
+                .split('>')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        };
+        if upper.starts_with("EHLO") || upper.starts_with("LHLO") {
+            w.write_all(b"250-sink\r\n250-PIPELINING\r\n250 8BITMIME\r\n")?;
+        } else if upper.starts_with("MAIL FROM:") {
+            from = arg("MAIL FROM:");
+            rcpts.clear();
+            w.write_all(b"250 2.1.0 ok\r\n")?;
+        } else if upper.starts_with("RCPT TO:") {
+            let to = arg("RCPT TO:");
+            if to.starts_with("reject") {
+                w.write_all(b"550 5.1.1 no such user\r\n")?;
+            } else {
+                rcpts.push(to);
+                w.write_all(b"250 2.1.5 ok\r\n")?;
+            }
+        } else if upper == "DATA" {
+            w.write_all(b"354 go\r\n")?;
+            let mut data = Vec::new();
+            loop {
+                line.clear();
+                if r.read_until(b'\n', &mut line)? == 0 {
+                    return Ok(());
+                }
+                if line == b".\r\n" {
+                    break;
+                }
+                let l = if line.starts_with(b"..") {
+                    &line[1..]
+                } else {
+                    &line[..]
+                };
+                data.extend_from_slice(l);
+            }
+            messages.lock().unwrap().push(Received {
+                mail_from: from.clone(),
+                recipients: rcpts.clone(),
+                data,
+            });
+            let replies = if lmtp { rcpts.len() } else { 1 };
+            for _ in 0..replies {
+                w.write_all(b"250 2.0.0 stored\r\n")?;
+            }
+        } else if upper == "QUIT" {
+            w.write_all(b"221 bye\r\n")?;
+            return Ok(());
+        } else {
+            w.write_all(b"250 ok\r\n")?;
+        }
+    }
+}
+
+/// A blocking SMTP client session.
+pub struct Client {
+    r: BufReader<TcpStream>,
+    w: TcpStream,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut c = Client {
+            w: s.try_clone().unwrap(),
+            r: BufReader::new(s),
+        };
+        let greeting = c.reply();
+        assert!(greeting.starts_with("220"), "{greeting}");
+        c
+    }
+
+    /// The next reply (all its lines).
+    pub fn reply(&mut self) -> String {
+        let mut all = String::new();
+        loop {
+            let mut line = String::new();
+            if self.r.read_line(&mut line).unwrap_or(0) == 0 {
+                return all;
+            }
+            all.push_str(&line);
+            if line.len() < 4 || line.as_bytes()[3] != b'-' {
+                return all;
+            }
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.w.write_all(bytes).unwrap();
+    }
+
+    pub fn cmd(&mut self, line: &str) -> String {
+        self.send(format!("{line}\r\n").as_bytes());
+        self.reply()
+    }
+
+    /// One transaction; the final reply.
+    pub fn submit(&mut self, from: &str, to: &[&str], data: &[u8]) -> String {
+        let r = self.cmd(&format!("MAIL FROM:<{from}>"));
+        if !r.starts_with("250") {
+            return r;
+        }
+        for t in to {
+            let r = self.cmd(&format!("RCPT TO:<{t}>"));
+            if !r.starts_with("250") {
+                return r;
+            }
+        }
+        let r = self.cmd("DATA");
+        if !r.starts_with("354") {
+            return r;
+        }
+        let mut body = Vec::new();
+        for line in data.split_inclusive(|&b| b == b'\n') {
+            if line.starts_with(b".") {
+                body.push(b'.');
+            }
+            body.extend_from_slice(line);
+        }
+        if !body.ends_with(b"\r\n") {
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b".\r\n");
+        self.send(&body);
+        self.reply()
+    }
+
+    /// Whatever the server sends until it closes (or 30 s pass).
+    pub fn rest(&mut self) -> String {
+        let mut s = String::new();
+        let _ = self
+            .r
+            .get_ref()
+            .set_read_timeout(Some(Duration::from_secs(30)));
+        let _ = self.r.read_to_string(&mut s);
+        s
+    }
+}
+
+/// Sends one message through a new connection; the final reply.
+pub fn submit(addr: SocketAddr, from: &str, to: &[&str], data: &[u8]) -> String {
+    let mut c = Client::connect(addr);
+    c.cmd("EHLO client.test");
+    let r = c.submit(from, to, data);
+    let _ = c.cmd("QUIT");
+    r
+}
+
+/// A loopback port nobody listens on (now).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn fixture(rel: &str) -> Vec<u8> {
+    std::fs::read(crate::common::fixture(rel)).unwrap()
+}
+
+/// A key store at `dir` with these RFC 9216 files (`(file, trusted)`) and OpenPGP keys.
+pub fn store(dir: &Path, smime: &[(&str, bool)], openpgp: &[&str]) -> PathBuf {
+    let s = DirectoryStore::open(dir).unwrap();
+    for (f, trusted) in smime {
+        s.import(&fixture(&format!("rfc9216/{f}")), f, *trusted)
+            .unwrap();
+    }
+    for f in openpgp {
+        s.import(&fixture(&format!("openpgp/{f}")), f, false)
+            .unwrap();
+    }
+    dir.to_path_buf()
+}
+
+/// Alice's side (`a`) and Bob's (`b`): each holds its own keys and the other's
+/// certificates, and trusts the RFC 9216 CA.
+pub fn two_sides(root: &Path) -> (PathBuf, PathBuf) {
+    let a = store(
+        &root.join("a-store"),
+        &[
+            ("ca.rsa.crt", true),
+            ("alice.sign.crt", false),
+            ("alice.sign.key", false),
+            ("alice.encrypt.crt", false),
+            ("alice.encrypt.key", false),
+            ("bob.sign.crt", false),
+            ("bob.encrypt.crt", false),
+        ],
+        &[
+            "alice@openpgp.example.sec.asc",
+            "bob@openpgp.example.pub.asc",
+        ],
+    );
+    let b = store(
+        &root.join("b-store"),
+        &[
+            ("ca.rsa.crt", true),
+            ("bob.sign.crt", false),
+            ("bob.sign.key", false),
+            ("bob.encrypt.crt", false),
+            ("bob.encrypt.key", false),
+            ("alice.sign.crt", false),
+            ("alice.encrypt.crt", false),
+        ],
+        &[
+            "bob@openpgp.example.sec.asc",
+            "alice@openpgp.example.pub.asc",
+        ],
+    );
+    (a, b)
+}
+
+/// A TLS server certificate for `localhost` under a new CA: (ca.pem, cert.pem, key.pem).
+pub fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=gateway test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "key.pem",
+        "-out",
+        "req.pem",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "req.pem",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "cert.pem",
+        "-days",
+        "30",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    )
+}
+
+/// A running `mailseal gateway`; killed when dropped.
+pub struct Gateway {
+    pub child: Child,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Gateway {
+    /// Writes `config` to `dir/NAME.toml` and starts the gateway on it; returns once
+    /// every `port` accepts connections.
+    pub fn start(dir: &Path, name: &str, config: &str, ports: &[u16]) -> Gateway {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, config).unwrap();
+        Gateway::start_file(dir, name, &path, ports)
+    }
+
+    pub fn start_file(dir: &Path, name: &str, path: &Path, ports: &[u16]) -> Gateway {
+        let log = dir.join(format!("{name}.log"));
+        let logfile = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let child = Command::new(crate::common::bin())
+            .args(["gateway", "--config"])
+            .arg(path)
+            .env("MAILSEAL_LOG", "info")
+            .env_remove("MAILSEAL_STATE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(logfile)
+            .spawn()
+            .unwrap();
+        let mut g = Gateway {
+            child,
+            config: path.to_path_buf(),
+            log,
+        };
+        g.wait_ready(ports);
+        g
+    }
+
+    fn wait_ready(&mut self, ports: &[u16]) {
+        let start = Instant::now();
+        for p in ports {
+            while TcpStream::connect(("127.0.0.1", *p)).is_err() {
+                if let Ok(Some(status)) = self.child.try_wait() {
+                    panic!("the gateway exited ({status}): {}", self.log_text());
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "the gateway does not listen on {p}: {}",
+                    self.log_text()
+                );
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A gateway configuration: listeners `(name, port, mode, next-hop port, extra)`,
+/// where extra is TOML added to the listener's table, and `tail` added at the end.
+pub fn config(
+    dir: &Path,
+    name: &str,
+    store: &Path,
+    listeners: &[(&str, u16, &str, u16, &str)],
+    tail: &str,
+) -> String {
+    let mut c = format!(
+        "hostname = \"{name}.test\"\nstore = \"{}\"\nspool = \"{}\"\nquarantine = \"{}\"\nworkers = 2\n",
+        store.display(),
+        dir.join(format!("{name}-spool")).display(),
+        dir.join(format!("{name}-quarantine")).display(),
+    );
+    for (lname, port, mode, hop, extra) in listeners {
+        c.push_str(&format!(
+            "\n[[listener]]\nname = \"{lname}\"\naddress = \"127.0.0.1:{port}\"\nmode = \"{mode}\"\n{extra}\n[listener.next_hop]\naddress = \"127.0.0.1:{hop}\"\ntls = \"none\"\n"
+        ));
+    }
+    c.push_str("\n[delivery]\nretry_initial_secs = 1\nretry_max_secs = 2\npoll_ms = 50\ntimeout_secs = 10\nlease_secs = 60\n");
+    c.push_str(tail);
+    c
+}
+
+/// A plain MailA2A message from `from` to `to` whose envelope's messageId is `id`.
+pub fn plain(from: &str, to: &str, id: &str) -> Vec<u8> {
+    let env = crate::common::env(crate::common::with(
+        crate::common::request(),
+        serde_json::json!({"messageId": id, "idempotencyKey": format!("k-{id}")}),
+    ));
+    mailseal::MailA2aMessage::new(from, &[to], env)
+        .to_rfc5322()
+        .unwrap()
+}
+
+/// The envelope JSON of a delivered message.
+pub fn envelope_of(data: &[u8]) -> Vec<u8> {
+    mailseal::MailA2aMessage::parse(data, &mailseal::Limits::default())
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(data)))
+        .envelope_bytes()
+        .to_vec()
+}

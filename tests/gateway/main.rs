@@ -1,0 +1,8 @@
+//! The SMTP gateway, end to end: real gateway processes, a sink behind each, SMTP in
+//! and out, crashes, bad input.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod kit;
+
+mod end_to_end;
