@@ -5,4 +5,7 @@
 mod common;
 mod kit;
 
+mod crash_kill;
 mod end_to_end;
+mod fail_inbound;
+mod fail_smtp_input;

@@ -1,0 +1,163 @@
+//! Bob's inbound gateway against an attacker who controls everything except Bob's
+//! store: her own CA and a certificate it issued for alice@smime.example, a genuine
+//! message Alice signed for the attacker, replays, and the header fields of her mail.
+//! Every forgery is refused at SMTP time (5xx) and nothing of it reaches Bob's sink;
+//! a redelivered genuine message is accepted and dropped.
+
+use std::path::Path;
+use std::time::Duration;
+
+use mailseal::{MailA2aMessage, Profile, SealOptions, Sender};
+
+use crate::common;
+use crate::kit::{self, Gateway, Sink};
+
+fn seal(store: &Path, plain: &[u8], sign_only: bool) -> Vec<u8> {
+    let store = common::cli_store(store);
+    let plain = MailA2aMessage::parse(plain, &mailseal::Limits::default()).unwrap();
+    let mut opts = SealOptions::new(Profile::Smime);
+    opts.sign_only = sign_only;
+    Sender::builder_boxed(store)
+        .build()
+        .seal(&plain, &opts)
+        .unwrap()
+}
+
+#[test]
+fn forgeries_are_refused_at_smtp_time_and_replays_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, b_store) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let b_in = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "b",
+        &b_store,
+        &[("in", b_in, "inbound", sink.addr.port(), "tls = \"none\"")],
+        "",
+    );
+    let b = Gateway::start(dir.path(), "b", &conf, &[b_in]);
+    let to_b = |from: &str, data: &[u8]| {
+        kit::submit(
+            ([127, 0, 0, 1], b_in).into(),
+            from,
+            &["bob@smime.example"],
+            data,
+        )
+    };
+
+    // Mallory's own CA issued her a certificate for Alice's address.
+    let attacker = dir.path().join("attacker");
+    std::fs::create_dir_all(&attacker).unwrap();
+    let mallory = attacker.join("store");
+    common::mls::mls_identity(&attacker, &mallory, "alice@smime.example");
+    common::mls::ok(
+        &mallory,
+        &[
+            "key",
+            "import",
+            &common::fixture("rfc9216/bob.encrypt.crt")
+                .display()
+                .to_string(),
+        ],
+    );
+    let forged = seal(
+        &mallory,
+        &kit::plain(
+            "alice@smime.example",
+            "bob@smime.example",
+            "urn:uuid:forged",
+        ),
+        false,
+    );
+    let r = to_b("alice@smime.example", &forged);
+    assert!(r.starts_with("550 5.7.1"), "{r}");
+
+    // Unsigned MailA2A mail in Alice's name.
+    let r = to_b(
+        "alice@smime.example",
+        &kit::plain(
+            "alice@smime.example",
+            "bob@smime.example",
+            "urn:uuid:unsigned",
+        ),
+    );
+    assert!(r.starts_with("550"), "{r}");
+
+    // A genuine message Alice signed for Mallory, forwarded to Bob.
+    let for_mallory = seal(
+        &a_store,
+        &kit::plain(
+            "alice@smime.example",
+            "mallory@evil.example",
+            "urn:uuid:fwd",
+        ),
+        true,
+    );
+    let r = to_b("mallory@evil.example", &for_mallory);
+    assert!(
+        r.starts_with("550") && r.contains("not a protected recipient"),
+        "{r}"
+    );
+
+    // Something that calls itself S/MIME and is not.
+    let garbage = b"From: alice@smime.example\r\nTo: bob@smime.example\r\nMIME-Version: 1.0\r\nContent-Type: application/pkcs7-mime; smime-type=enveloped-data\r\nContent-Transfer-Encoding: base64\r\n\r\nAAAA!!!!\r\n";
+    let r = to_b("alice@smime.example", garbage);
+    assert!(r.starts_with("554 5.6.0") || r.starts_with("550"), "{r}");
+
+    // Plain mail passes, with only the gateway's verdict: a forged one is stripped.
+    let plain_mail = b"From: someone@else.example\r\nTo: bob@smime.example\r\nSubject: hi\r\nMailseal-Verdict: pass; profile=smime; from=alice@smime.example\r\n\r\nhello\r\n";
+    let r = to_b("someone@else.example", plain_mail);
+    assert!(r.starts_with("250"), "{r}");
+
+    // Alice's genuine message, delivered twice by SMTP: accepted twice, delivered once.
+    let genuine = seal(
+        &a_store,
+        &kit::plain(
+            "alice@smime.example",
+            "bob@smime.example",
+            "urn:uuid:genuine",
+        ),
+        false,
+    );
+    for _ in 0..2 {
+        let r = to_b("alice@smime.example", &genuine);
+        assert!(r.starts_with("250"), "{r}");
+    }
+
+    let got = sink.wait_for(2, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(500));
+    let got_all = sink.messages();
+    assert_eq!(
+        got_all.len(),
+        2,
+        "only the plain mail and one genuine copy: {got_all:?}"
+    );
+    let plain_copy = got
+        .iter()
+        .find(|m| m.mail_from == "someone@else.example")
+        .unwrap();
+    let text = String::from_utf8_lossy(&plain_copy.data);
+    assert_eq!(text.matches("Mailseal-Verdict").count(), 1, "{text}");
+    assert!(
+        text.starts_with("Mailseal-Verdict: none; not MailA2A\r\n"),
+        "{text}"
+    );
+    let genuine_copy = got
+        .iter()
+        .find(|m| m.mail_from == "alice@smime.example")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&genuine_copy.data).contains("urn:uuid:genuine"));
+    for m in &got_all {
+        let t = String::from_utf8_lossy(&m.data);
+        assert!(
+            !t.contains("urn:uuid:forged")
+                && !t.contains("urn:uuid:fwd")
+                && !t.contains("urn:uuid:unsigned"),
+            "{t}"
+        );
+    }
+    let log = b.log_text();
+    assert!(log.contains("verdict=\"duplicate\""), "{log}");
+    assert!(log.contains("verdict=\"refused\""), "{log}");
+}
