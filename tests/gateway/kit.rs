@@ -39,8 +39,16 @@ impl Sink {
         Sink::start_as(true)
     }
 
+    /// A sink on a given port (a next hop that was down and comes up).
+    pub fn start_on(port: u16) -> Sink {
+        Sink::listen(TcpListener::bind(("127.0.0.1", port)).unwrap(), false)
+    }
+
     fn start_as(lmtp: bool) -> Sink {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Sink::listen(TcpListener::bind("127.0.0.1:0").unwrap(), lmtp)
+    }
+
+    fn listen(listener: TcpListener, lmtp: bool) -> Sink {
         let addr = listener.local_addr().unwrap();
         let messages = Arc::new(Mutex::new(Vec::new()));
         let m = messages.clone();
@@ -265,6 +273,19 @@ pub fn try_submit(
 /// As [`try_submit`], failing the test on an I/O error.
 pub fn submit(addr: SocketAddr, from: &str, to: &[&str], data: &[u8]) -> String {
     try_submit(addr, from, to, data).unwrap()
+}
+
+/// A port that accepts connections and never says a word (a next hop that hangs).
+pub fn tarpit() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    addr
 }
 
 /// A loopback port nobody listens on (now).

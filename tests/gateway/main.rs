@@ -9,3 +9,5 @@ mod crash_kill;
 mod end_to_end;
 mod fail_inbound;
 mod fail_smtp_input;
+mod operations;
+mod postgres_instances;

@@ -1,0 +1,161 @@
+//! Running the gateway: LMTP delivery with a refused recipient (a DSN to the sender, a
+//! copy in quarantine), the metrics page, SIGHUP reloading the TLS certificate, and
+//! SIGTERM stopping cleanly with the queue kept for the next start.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::kit::{self, Gateway, Sink};
+
+fn addr(port: u16) -> SocketAddr {
+    ([127, 0, 0, 1], port).into()
+}
+
+fn metrics(port: u16) -> String {
+    let mut s = TcpStream::connect(addr(port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn lmtp_delivery_bounces_a_refused_recipient_and_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store) = kit::two_sides(dir.path());
+    let sink = Sink::start_lmtp();
+    let [port, mport] = [(); 2].map(|_| kit::free_port());
+    // Top-level keys go before the tables.
+    let conf = format!("metrics = \"127.0.0.1:{mport}\"\n")
+        + &kit::config(
+            dir.path(),
+            "g",
+            &store,
+            &[("relay", port, "relay", sink.addr.port(), "tls = \"none\"")],
+            "",
+        )
+        .replace(
+            "tls = \"none\"\n\n[delivery]",
+            "tls = \"none\"\nprotocol = \"lmtp\"\n\n[delivery]",
+        );
+    assert!(conf.contains("protocol = \"lmtp\""), "{conf}");
+    let g = Gateway::start(dir.path(), "g", &conf, &[port, mport]);
+    let mut c = kit::Client::connect(addr(port));
+    c.cmd("EHLO x");
+    let r = c.submit(
+        "sender@a.test",
+        &["bob@b.test", "reject-me@b.test"],
+        b"Subject: two\r\nMessage-ID: <two@a.test>\r\n\r\nbody\r\n",
+    );
+    assert!(r.starts_with("250"), "{r}");
+    // Bob's copy, then the DSN to the sender (null reverse path).
+    let got = sink.wait_for(2, Duration::from_secs(30));
+    assert_eq!(got[0].recipients, ["bob@b.test"]);
+    let dsn = got.iter().find(|m| m.mail_from.is_empty()).expect("a DSN");
+    assert_eq!(dsn.recipients, ["sender@a.test"]);
+    let text = String::from_utf8_lossy(&dsn.data);
+    assert!(
+        text.contains("Final-Recipient: rfc822; reject-me@b.test"),
+        "{text}"
+    );
+    assert!(text.contains("Status: 5.1.1"), "{text}");
+    assert!(text.contains("Message-ID: <two@a.test>"), "{text}");
+    let quarantined: Vec<_> = std::fs::read_dir(dir.path().join("g-quarantine"))
+        .unwrap()
+        .collect();
+    assert_eq!(quarantined.len(), 1);
+    let m = metrics(mport);
+    assert!(
+        m.contains("mailseal_messages_total{direction=\"relay\",verdict=\"passed\"} 1"),
+        "{m}"
+    );
+    assert!(m.contains("mailseal_bounced_total 1"), "{m}");
+    assert!(m.contains("mailseal_delivery_seconds_count 2"), "{m}");
+    drop(g);
+}
+
+fn served_certificate(port: u16) -> String {
+    let out = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-starttls",
+            "smtp",
+            "-servername",
+            "localhost",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let s = text
+        .find("-----BEGIN CERTIFICATE-----")
+        .unwrap_or_else(|| panic!("{text}"));
+    let e = text.find("-----END CERTIFICATE-----").unwrap();
+    text[s..e].to_string()
+}
+
+#[test]
+fn sighup_reloads_tls_and_sigterm_keeps_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store) = kit::two_sides(dir.path());
+    let [port, hop] = [(); 2].map(|_| kit::free_port());
+    let tls_dir = dir.path().join("tls");
+    std::fs::create_dir_all(&tls_dir).unwrap();
+    let (_, cert, key) = kit::tls_files(&tls_dir);
+    let tail = format!(
+        "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    let conf = kit::config(
+        dir.path(),
+        "g",
+        &store,
+        &[("relay", port, "relay", hop, "")],
+        &tail,
+    );
+    let mut g = Gateway::start(dir.path(), "g", &conf, &[port]);
+
+    let first = served_certificate(port);
+    assert!(std::fs::read_to_string(&cert)
+        .unwrap()
+        .contains(first.trim()));
+    // A new certificate in place, then SIGHUP: new connections get it.
+    let again = dir.path().join("tls2");
+    std::fs::create_dir_all(&again).unwrap();
+    let (_, cert2, key2) = kit::tls_files(&again);
+    std::fs::copy(&cert2, &cert).unwrap();
+    std::fs::copy(&key2, &key).unwrap();
+    Command::new("kill")
+        .args(["-HUP", &g.child.id().to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let second = served_certificate(port);
+    assert_ne!(first, second);
+    assert!(std::fs::read_to_string(&cert2)
+        .unwrap()
+        .contains(second.trim()));
+
+    // The next hop is down: the message waits. SIGTERM stops the gateway cleanly.
+    let r = kit::submit(
+        addr(port),
+        "a@x.test",
+        &["b@y.test"],
+        b"Subject: wait\r\n\r\nfor the hop\r\n",
+    );
+    assert!(r.starts_with("250"), "{r}");
+    let status = g.terminate();
+    assert!(status.success(), "{status}: {}", g.log_text());
+    assert!(g.log_text().contains("stopped"));
+    // The hop comes up; the next start delivers what was queued.
+    let sink = Sink::start_on(hop);
+    let _g = Gateway::start_file(dir.path(), "g", &g.config.clone(), &[port]);
+    let got = sink.wait_for(1, Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&got[0].data).contains("for the hop"));
+}
