@@ -519,6 +519,13 @@ next_hop = { address = "127.0.0.1:2526" }
     }
 
     #[test]
+    fn the_shipped_example_parses() {
+        let c = Config::parse(include_str!("../../dist/gateway.toml")).unwrap();
+        assert_eq!(c.listeners.len(), 2);
+        assert_eq!(c.listener("inbound").unwrap().mode, Mode::Inbound);
+    }
+
+    #[test]
     fn fail_unknown_key_and_bad_values() {
         let typo = MINIMAL.replace("quarantine", "quarantaine");
         assert!(matches!(

@@ -10,4 +10,5 @@ mod end_to_end;
 mod fail_inbound;
 mod fail_smtp_input;
 mod operations;
+mod postfix;
 mod postgres_instances;
