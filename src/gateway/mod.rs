@@ -34,7 +34,7 @@ pub mod spool;
 use std::sync::{Arc, Mutex, RwLock};
 
 pub use config::{Config, ConfigError};
-pub use process::{Decision, Pipeline, PipelineFactory, VERDICT_HEADER};
+pub use process::{Decision, Pipeline, PipelineFactory, GROUP_HEADER, VERDICT_HEADER};
 
 /// Why the gateway did not start (or stopped).
 #[derive(Debug, thiserror::Error)]

@@ -34,6 +34,10 @@ use crate::sender::Sender;
 /// Stripped from everything it accepts, so only the gateway's own reaches the inside.
 pub const VERDICT_HEADER: &str = "Mailseal-Verdict";
 
+/// The header field in which an agent behind the gateway names the MLS group a message
+/// goes to (its id, as `mailseal mls create` printed it). Removed before sealing.
+pub const GROUP_HEADER: &str = "Mailseal-Group";
+
 /// One worker's seal and open paths, built in its own thread.
 pub struct Pipeline {
     /// Opens inbound mail.
@@ -240,6 +244,9 @@ impl Context<'_> {
 
     fn outbound(&self, sender: &Sender<'_>, t: &Transaction) -> Decision {
         let raw = strip_header(&t.data, VERDICT_HEADER);
+        // An agent names the MLS group of a message in this field (it cannot know
+        // the coordinates the group's state gives it); the field goes no further.
+        let (raw, groups) = take_header(&raw, GROUP_HEADER);
         if crate::dispatch::detect_profile(&raw).is_some() {
             // Sealed already (by the agent itself): it goes as it is.
             return match self.queue(t, raw) {
@@ -275,10 +282,17 @@ impl Context<'_> {
                 )
             }
         };
-        let profile = sender.choose_profile(&plain, self.default_profile);
+        let group = groups
+            .into_iter()
+            .next()
+            .or_else(|| plain.envelope().group().map(|g| g.id));
+        let profile = match group {
+            Some(_) => Profile::Mls,
+            None => sender.choose_profile(&plain, self.default_profile),
+        };
         let mut opts = SealOptions::new(profile);
         opts.sign_only = self.config.outbound.sign_only && profile != Profile::Mls;
-        opts.group = plain.envelope().group().map(|g| g.id);
+        opts.group = group;
         let sealed = match sender.seal(&plain, &opts) {
             Ok(s) => s,
             Err(e) if e.kind() == ErrorKind::NoUsableKey => {
@@ -520,32 +534,49 @@ pub fn with_verdict(message: &[u8], value: &str) -> Vec<u8> {
 /// `message` without the header fields named `name` (case-insensitively, with their
 /// folded continuation lines). The body is untouched.
 pub fn strip_header(message: &[u8], name: &str) -> Vec<u8> {
+    take_header(message, name).0
+}
+
+/// `message` without the header fields named `name`, and their values (unfolded,
+/// trimmed), in order.
+pub fn take_header(message: &[u8], name: &str) -> (Vec<u8>, Vec<String>) {
     let mut out = Vec::with_capacity(message.len());
+    let mut values: Vec<String> = Vec::new();
     let mut rest = message;
-    let mut dropping = false;
+    let mut taking = false;
     while !rest.is_empty() {
         let end = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
         let (line, tail) = rest.split_at(end);
         if line == b"\r\n" || line == b"\n" {
             // The end of the header: the rest is the body.
             out.extend_from_slice(rest);
-            return out;
+            break;
         }
         let folded = matches!(line.first(), Some(b' ' | b'\t'));
         if !folded {
-            dropping = line.len() > name.len()
+            let colon = line[name.len().min(line.len())..]
+                .iter()
+                .position(|b| !matches!(b, b' ' | b'\t'))
+                .map(|i| i + name.len());
+            taking = line.len() > name.len()
                 && line[..name.len()].eq_ignore_ascii_case(name.as_bytes())
-                && line[name.len()..]
-                    .iter()
-                    .find(|b| !matches!(b, b' ' | b'\t'))
-                    == Some(&b':');
+                && colon.is_some_and(|c| line[c] == b':');
+            if taking {
+                let value = &line[colon.unwrap_or(name.len()) + 1..];
+                values.push(String::from_utf8_lossy(value).trim().to_string());
+            }
+        } else if taking {
+            if let Some(v) = values.last_mut() {
+                v.push(' ');
+                v.push_str(String::from_utf8_lossy(line).trim());
+            }
         }
-        if !dropping {
+        if !taking {
             out.extend_from_slice(line);
         }
         rest = tail;
     }
-    out
+    (out, values)
 }
 
 /// Whether `raw` is MailA2A mail: a `Mail-A2A-*` header field or an
@@ -580,6 +611,14 @@ mod tests {
             out,
             b"Mailseal-Verdict: none\r\nFrom: a@x\r\nTo: b@y\r\n\r\nMailseal-Verdict: in body\r\n"
         );
+    }
+
+    #[test]
+    fn take_header_returns_unfolded_values() {
+        let m = b"Mailseal-Group: abc\r\n def\r\nFrom: a@x\r\nMAILSEAL-GROUP:xyz\r\n\r\nMailseal-Group: body\r\n";
+        let (rest, values) = take_header(m, GROUP_HEADER);
+        assert_eq!(values, ["abc def", "xyz"]);
+        assert_eq!(rest, b"From: a@x\r\n\r\nMailseal-Group: body\r\n");
     }
 
     #[test]

@@ -152,3 +152,97 @@ fn smime_both_directions_over_starttls() {
 fn openpgp_both_directions() {
     both_directions("openpgp", "openpgp.example", false);
 }
+
+/// MLS: two agents in one group, each behind its own gateway. The agent names the
+/// group in a `Mailseal-Group` field; the gateway seals to the group's current epoch.
+/// A Commit (already `message/mls`) passes the outbound gateway untouched and is
+/// applied by the inbound one, never delivered; the next message, of the new epoch,
+/// is.
+#[test]
+fn mls_both_directions_and_a_commit_applied_not_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (agents, group) = crate::common::mls::group(dir.path(), 2);
+    let (one, two) = (&agents[0], &agents[1]);
+    let (sink_a, sink_b) = (Sink::start(), Sink::start());
+    let [a_out, a_in, b_out, b_in] = [(); 4].map(|_| kit::free_port());
+    let a_conf = kit::config(
+        dir.path(),
+        "a",
+        &one.store,
+        &[
+            ("out", a_out, "outbound", b_in, "tls = \"none\""),
+            ("in", a_in, "inbound", sink_a.addr.port(), "tls = \"none\""),
+        ],
+        "",
+    );
+    let b_conf = kit::config(
+        dir.path(),
+        "b",
+        &two.store,
+        &[
+            ("out", b_out, "outbound", a_in, "tls = \"none\""),
+            ("in", b_in, "inbound", sink_b.addr.port(), "tls = \"none\""),
+        ],
+        "",
+    );
+    let a = Gateway::start(dir.path(), "a", &a_conf, &[a_out, a_in]);
+    let b = Gateway::start(dir.path(), "b", &b_conf, &[b_out, b_in]);
+    let to_group = |from: &str, to: &str, id: &str| {
+        let mut m = format!("Mailseal-Group: {group}\r\n").into_bytes();
+        m.extend(kit::plain(from, to, id));
+        m
+    };
+
+    let m1 = to_group(&one.email, &two.email, "urn:uuid:mls-1");
+    let r = kit::submit(addr(a_out), &one.email, &[&two.email], &m1);
+    assert!(r.starts_with("250"), "{r}\n{}", a.log_text());
+    let got = sink_b.wait_for(1, Duration::from_secs(60));
+    let text = String::from_utf8_lossy(&got[0].data);
+    assert!(
+        text.starts_with("Mailseal-Verdict: pass; profile=mls; protection=signed-encrypted"),
+        "{text}\n{}",
+        b.log_text()
+    );
+    assert!(
+        !text.contains("Mailseal-Group"),
+        "the group field stays inside: {text}"
+    );
+    let env: serde_json::Value = serde_json::from_slice(&kit::envelope_of(&got[0].data)).unwrap();
+    assert_eq!(env["messageId"], "urn:uuid:mls-1");
+    assert!(
+        env["group"]["id"].is_string(),
+        "the gateway gave the envelope its group coordinates"
+    );
+
+    let m2 = to_group(&two.email, &one.email, "urn:uuid:mls-2");
+    let r = kit::submit(addr(b_out), &two.email, &[&one.email], &m2);
+    assert!(r.starts_with("250"), "{r}");
+    let got = sink_a.wait_for(1, Duration::from_secs(60));
+    assert!(String::from_utf8_lossy(&got[0].data).contains("urn:uuid:mls-2"));
+
+    // Agent one's self-update: a Commit mail, sealed already.
+    let commit = crate::common::mls::update(one, &group, &dir.path().join("update"));
+    let commit = std::fs::read(commit).unwrap();
+    let r = kit::submit(addr(a_out), &one.email, &[&two.email], &commit);
+    assert!(r.starts_with("250"), "{r}");
+    let m3 = to_group(&one.email, &two.email, "urn:uuid:mls-3");
+    let r = kit::submit(addr(a_out), &one.email, &[&two.email], &m3);
+    assert!(r.starts_with("250"), "{r}\n{}", a.log_text());
+    let got = sink_b.wait_for(2, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        sink_b.messages().len(),
+        2,
+        "the Commit is applied, not delivered"
+    );
+    assert!(
+        String::from_utf8_lossy(&got[1].data).contains("urn:uuid:mls-3"),
+        "{}",
+        b.log_text()
+    );
+    assert!(
+        b.log_text().contains("verdict=\"handshake\""),
+        "{}",
+        b.log_text()
+    );
+}
