@@ -236,7 +236,8 @@ impl Context<'_> {
     }
 
     fn relay(&self, t: &Transaction) -> Decision {
-        match self.queue(t, t.data.clone()) {
+        // A relay gives no verdict, so it passes on none it was handed.
+        match self.queue(t, strip_header(&t.data, VERDICT_HEADER)) {
             Ok(id) => Decision::accepted("passed", None, Some(id)),
             Err(d) => d,
         }

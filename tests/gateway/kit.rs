@@ -553,3 +553,116 @@ pub fn envelope_of(data: &[u8]) -> Vec<u8> {
         .envelope_bytes()
         .to_vec()
 }
+
+/// The README's Postfix services for the gateway.
+const SNIPPET: &str = include_str!("../../dist/postfix/master.cf.append");
+
+/// A Postfix instance of its own in `dir`, stopped when dropped.
+pub struct Postfix {
+    etc: std::path::PathBuf,
+}
+
+impl Drop for Postfix {
+    fn drop(&mut self) {
+        let _ = Command::new("postfix")
+            .arg("-c")
+            .arg(&self.etc)
+            .arg("stop")
+            .status();
+    }
+}
+
+/// `filter`: the README's content-filter services (`dist/postfix/master.cf.append`),
+/// their ports moved by `ports` (`(snippet's, ours)`); without, a plain relay whose
+/// `smtpd` listens on the first port of `ports`. `transports`: where each recipient's
+/// mail goes.
+pub fn postfix(
+    dir: &Path,
+    filter: bool,
+    ports: &[(u16, u16)],
+    transports: &[(String, u16)],
+) -> Postfix {
+    let etc = dir.join("etc");
+    let (queue, data) = (dir.join("queue"), dir.join("data"));
+    for d in [&etc, &queue, &data] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // Postfix's own user walks to its queue and data directories.
+    let chmod = |p: &Path, mode: &str| {
+        assert!(Command::new("chmod")
+            .arg(mode)
+            .arg(p)
+            .status()
+            .unwrap()
+            .success());
+    };
+    chmod(dir, "755");
+    assert!(Command::new("chown")
+        .arg("postfix")
+        .arg(&data)
+        .status()
+        .unwrap()
+        .success());
+    let map: Vec<String> = transports
+        .iter()
+        .map(|(rcpt, port)| format!("{rcpt}=smtp:[127.0.0.1]:{port}"))
+        .collect();
+    let main = format!(
+        "compatibility_level = 3.6\nqueue_directory = {q}\ndata_directory = {d}\nmail_owner = postfix\nsetgid_group = postdrop\n\
+         inet_interfaces = 127.0.0.1\ninet_protocols = ipv4\nmyhostname = postfix.test\nmydestination =\nmynetworks = 127.0.0.0/8\n\
+         smtpd_relay_restrictions = permit_mynetworks, reject\nalias_maps =\nalias_database =\n\
+         maillog_file = {dir}/maillog\nmaillog_file_prefixes = {dir}\n\
+         transport_maps = inline:{{ {map} }}\nsmtp_tls_security_level = none\n\
+         delay_warning_time = 0\nqueue_run_delay = 1s\nminimal_backoff_time = 1s\nmaximal_backoff_time = 2s\n",
+        q = queue.display(),
+        d = data.display(),
+        dir = dir.display(),
+        map = map.join(", "),
+    );
+    std::fs::write(etc.join("main.cf"), main).unwrap();
+    let system = std::fs::read_to_string("/etc/postfix/master.cf").unwrap();
+    let mut master: String = system
+        .lines()
+        .filter(|l| !l.starts_with("smtp      inet") && !l.starts_with("smtp inet"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut snippet = if filter {
+        SNIPPET.to_string()
+    } else {
+        format!("127.0.0.1:{} inet n - n - - smtpd\n", ports[0].1)
+    };
+    for (from, to) in ports.iter().filter(|_| filter) {
+        // `127.0.0.1:PORT` and `[127.0.0.1]:PORT`: the snippet's ports are distinct.
+        snippet = snippet.replace(&format!(":{from}\n"), &format!(":{to}\n"));
+        snippet = snippet.replace(&format!(":{from} "), &format!(":{to} "));
+    }
+    master.push_str(&snippet);
+    std::fs::write(etc.join("master.cf"), master).unwrap();
+    let out = Command::new("postfix")
+        .arg("-c")
+        .arg(&etc)
+        .arg("start")
+        .output()
+        .unwrap();
+    let pf = Postfix { etc };
+    assert!(
+        out.status.success(),
+        "postfix start: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(dir.join("maillog")).unwrap_or_default()
+    );
+    pf
+}
+
+/// Whether Postfix can run here (root, the package) and `swaks` is installed; says why
+/// not (or fails under MAILSEAL_REQUIRE_PEERS=1).
+pub fn postfix_usable() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    crate::common::peer_available(
+        "postfix (as root)",
+        Command::new("sh").args(["-c", if root { "command -v postfix" } else { "false" }]),
+    ) && crate::common::peer_available("swaks", Command::new("swaks").arg("--version"))
+}

@@ -8,6 +8,7 @@ mod kit;
 mod crash_kill;
 mod end_to_end;
 mod fail_inbound;
+mod fail_outbound;
 mod fail_smtp_input;
 mod operations;
 mod postfix;

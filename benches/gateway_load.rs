@@ -1,0 +1,188 @@
+//! Load through the SMTP gateway on loopback (a load run, not a criterion sample): 8
+//! concurrent SMTP clients, each sending its share of 2,000 MailA2A messages of 2 KiB
+//! on one connection, through
+//!
+//! 1. one gateway sealing them (S/MIME sign + encrypt, RSA-2048, the RFC 9216
+//!    identities) and delivering to a sink;
+//! 2. the same gateway as a relay (no sealing): the SMTP and spool floor;
+//! 3. Debian's Postfix relaying the same load to the same sink (when it can run here:
+//!    root and the package; otherwise its row says why).
+//!
+//! For each: messages accepted per second (the clients' view), p50 and p99 of the time
+//! from the end of DATA to the 250, and the time until the sink has them all (what
+//! the spool and delivery sustain). Then the ratios. Run:
+//! `cargo bench --bench gateway_load` (release build; figures in BENCHMARKS.md).
+
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod common;
+#[path = "../tests/gateway/kit.rs"]
+#[allow(dead_code)]
+mod kit;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const CLIENTS: usize = 8;
+const MESSAGES: usize = 2000;
+
+struct Row {
+    name: &'static str,
+    accepted_per_sec: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    delivered_secs: f64,
+}
+
+fn message(i: usize) -> Vec<u8> {
+    let text = "lorem ipsum dolor sit amet ".repeat(60);
+    let env = common::env(common::with(
+        common::request(),
+        serde_json::json!({
+            "messageId": format!("urn:uuid:load-{i}"),
+            "idempotencyKey": format!("k-{i}"),
+            "payload": {"message": {"messageId": format!("m-{i}"), "role": "ROLE_USER", "parts": [{"text": text}]}}
+        }),
+    ));
+    mailseal::MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env)
+        .to_rfc5322()
+        .unwrap()
+}
+
+/// Runs the load against `addr`; the sink must end with `MESSAGES` more.
+fn load(name: &'static str, addr: SocketAddr, sink: &kit::Sink) -> Row {
+    let before = sink.messages().len();
+    let start = Instant::now();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            std::thread::spawn(move || {
+                let mut latencies = Vec::new();
+                let mut client = kit::Client::connect(addr);
+                client.cmd("EHLO load.test");
+                for i in (c..MESSAGES).step_by(CLIENTS) {
+                    let m = message(i);
+                    let t = Instant::now();
+                    let r = client.submit("alice@smime.example", &["bob@smime.example"], &m);
+                    latencies.push(t.elapsed());
+                    assert!(r.starts_with("250"), "{name}: {r}");
+                }
+                let _ = client.cmd("QUIT");
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies: Vec<Duration> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    let accepted = start.elapsed();
+    sink.wait_for(before + MESSAGES, Duration::from_secs(600));
+    let delivered = start.elapsed();
+    latencies.sort();
+    let pct = |p: f64| {
+        latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)].as_secs_f64()
+            * 1000.0
+    };
+    Row {
+        name,
+        accepted_per_sec: MESSAGES as f64 / accepted.as_secs_f64(),
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        delivered_secs: delivered.as_secs_f64(),
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` would pass nothing: run only
+    // when benchmarking.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, _) = kit::two_sides(dir.path());
+    let sink = kit::Sink::start();
+    let [seal_port, relay_port] = [(); 2].map(|_| kit::free_port());
+    let conf = kit::config(
+        dir.path(),
+        "load",
+        &a_store,
+        &[
+            (
+                "seal",
+                seal_port,
+                "outbound",
+                sink.addr.port(),
+                "tls = \"none\"",
+            ),
+            (
+                "relay",
+                relay_port,
+                "relay",
+                sink.addr.port(),
+                "tls = \"none\"",
+            ),
+        ],
+        "",
+    )
+    .replace("poll_ms = 50", "poll_ms = 10")
+    .replace("workers = 2", "workers = 2\n");
+    let gateway = kit::Gateway::start(dir.path(), "load", &conf, &[seal_port, relay_port]);
+    let addr = |p: u16| -> SocketAddr { ([127, 0, 0, 1], p).into() };
+
+    // A short warm-up of each path (caches, connections), then the runs.
+    let mut rows = vec![
+        load("gateway, S/MIME sign+encrypt", addr(seal_port), &sink),
+        load("gateway, pass-through (floor)", addr(relay_port), &sink),
+    ];
+    drop(gateway);
+    let pf_port = kit::free_port();
+    if kit::postfix_usable() {
+        let _pf = kit::postfix(
+            &dir.path().join("postfix"),
+            false,
+            &[(0, pf_port)],
+            &[("bob@smime.example".into(), sink.addr.port())],
+        );
+        let start = Instant::now();
+        while std::net::TcpStream::connect(addr(pf_port)).is_err()
+            && start.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        rows.push(load("Postfix 3.7 relay", addr(pf_port), &sink));
+    } else {
+        println!("Postfix: not run (needs root and the postfix package)");
+    }
+    println!(
+        "\n{CLIENTS} clients, {MESSAGES} messages of {} bytes, loopback, 2 workers",
+        message(0).len()
+    );
+    println!(
+        "| path | accepted msg/s | p50 ms | p99 ms | all delivered after s | delivered msg/s |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for r in &rows {
+        println!(
+            "| {} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} |",
+            r.name,
+            r.accepted_per_sec,
+            r.p50_ms,
+            r.p99_ms,
+            r.delivered_secs,
+            MESSAGES as f64 / r.delivered_secs
+        );
+    }
+    let (seal, floor) = (&rows[0], &rows[1]);
+    println!(
+        "sealing / pass-through: {:.2}x the time per accepted message, {:.2}x the time to deliver all",
+        floor.accepted_per_sec / seal.accepted_per_sec,
+        seal.delivered_secs / floor.delivered_secs
+    );
+    if let Some(pf) = rows.get(2) {
+        println!(
+            "sealing gateway / Postfix: {:.2}x Postfix's accepted rate, {:.2}x its delivery rate",
+            seal.accepted_per_sec / pf.accepted_per_sec,
+            pf.delivered_secs / seal.delivered_secs
+        );
+    }
+}

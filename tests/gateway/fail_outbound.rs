@@ -1,0 +1,92 @@
+//! Alice's outbound gateway never sends MailA2A mail in clear: a recipient without a
+//! usable key is refused (550) or deferred (451) as configured, a message that claims
+//! to be MailA2A and does not parse is refused, and the sink sees none of them. Other
+//! mail passes, or is refused when the configuration says so.
+
+use std::time::Duration;
+
+use crate::kit::{self, Gateway, Sink};
+
+fn gateway(policy: &str) -> (tempfile::TempDir, Gateway, std::net::SocketAddr, Sink) {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, _) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[("out", port, "outbound", sink.addr.port(), "tls = \"none\"")],
+        &format!("\n[outbound]\n{policy}\n"),
+    );
+    let g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    (dir, g, ([127, 0, 0, 1], port).into(), sink)
+}
+
+#[test]
+fn fail_no_key_is_refused_or_deferred_never_sent_in_clear() {
+    let (_d, _g, addr, sink) = gateway("no_key = \"refuse\"\nnon_maila2a = \"refuse\"");
+    let to_carol = kit::plain(
+        "alice@smime.example",
+        "carol@nowhere.example",
+        "urn:uuid:nokey",
+    );
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["carol@nowhere.example"],
+        &to_carol,
+    );
+    assert!(r.starts_with("550 5.7.1"), "{r}");
+    // Claims to be MailA2A (an a2a+json part), does not parse: refused, not passed.
+    let broken = b"From: alice@smime.example\r\nTo: bob@smime.example\r\nContent-Type: application/a2a+json\r\n\r\n{not json\r\n";
+    let r = kit::submit(addr, "alice@smime.example", &["bob@smime.example"], broken);
+    assert!(r.starts_with("554 5.6.0"), "{r}");
+    // Plain mail, with non_maila2a = refuse.
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["bob@smime.example"],
+        b"Subject: hi\r\n\r\nplain\r\n",
+    );
+    assert!(r.starts_with("550 5.7.1"), "{r}");
+    // A good one still goes, sealed.
+    let good = kit::plain("alice@smime.example", "bob@smime.example", "urn:uuid:good");
+    let r = kit::submit(addr, "alice@smime.example", &["bob@smime.example"], &good);
+    assert!(r.starts_with("250"), "{r}");
+    let got = sink.wait_for(1, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sink.messages().len(), 1);
+    let text = String::from_utf8_lossy(&got[0].data);
+    assert!(text.contains("application/pkcs7-mime"), "sealed: {text}");
+    assert!(
+        !text.contains("urn:uuid:good"),
+        "nothing of the envelope in clear"
+    );
+}
+
+#[test]
+fn fail_no_key_deferred_and_plain_mail_passes() {
+    let (_d, _g, addr, sink) = gateway("no_key = \"defer\"");
+    let to_carol = kit::plain(
+        "alice@smime.example",
+        "carol@nowhere.example",
+        "urn:uuid:nokey",
+    );
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["carol@nowhere.example"],
+        &to_carol,
+    );
+    assert!(r.starts_with("451 4.7.1"), "{r}");
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["bob@smime.example"],
+        b"Subject: hi\r\n\r\nplain\r\n",
+    );
+    assert!(r.starts_with("250"), "{r}");
+    let got = sink.wait_for(1, Duration::from_secs(30));
+    assert_eq!(got[0].data, b"Subject: hi\r\n\r\nplain\r\n", "untouched");
+}
