@@ -76,7 +76,8 @@ pub struct Config {
     pub spool: String,
     /// Where refused messages that were already accepted are copied.
     pub quarantine: PathBuf,
-    /// Threads that seal and open (default: the machine's cores).
+    /// Threads that seal and open (default: twice the machine's cores, since each
+    /// waits on the spool's fsync about as long as it computes).
     #[serde(default)]
     pub workers: Option<usize>,
     /// The TLS certificate chain and key (PEM), for STARTTLS and implicit TLS.

@@ -168,9 +168,10 @@ impl Gateway {
             hops.insert(l.name.clone(), hop);
         }
         let metrics = Arc::new(metrics::Metrics::default());
+        // Twice the cores: a worker waits on the spool's fsync as often as it computes.
         let workers = config
             .workers
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(1, |n| n.get()));
         let shared = Arc::new(server::Shared {
             config: config.clone(),
             workers: process::Workers::start(

@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::common;
 use crate::kit::{self, Gateway, Sink};
 
 fn addr(port: u16) -> SocketAddr {
@@ -158,4 +159,121 @@ fn sighup_reloads_tls_and_sigterm_keeps_the_queue() {
     let _g = Gateway::start_file(dir.path(), "g", &g.config.clone(), &[port]);
     let got = sink.wait_for(1, Duration::from_secs(30));
     assert!(String::from_utf8_lossy(&got[0].data).contains("for the hop"));
+}
+
+#[test]
+fn check_config_says_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store) = kit::two_sides(dir.path());
+    let port = kit::free_port();
+    let good = kit::config(
+        dir.path(),
+        "g",
+        &store,
+        &[("relay", port, "relay", 1, "tls = \"none\"")],
+        "",
+    );
+    std::fs::write(dir.path().join("good.toml"), &good).unwrap();
+    let out = common::run(
+        &[
+            "gateway",
+            "check-config",
+            dir.path().join("good.toml").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (1 listeners)"));
+    // A misspelt key, then a TLS file that is not there.
+    let typo = good.replace("quarantine", "quarantaine");
+    std::fs::write(dir.path().join("bad.toml"), &typo).unwrap();
+    let out = common::run(
+        &[
+            "gateway",
+            "check-config",
+            dir.path().join("bad.toml").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown field `quarantaine`"), "{err}");
+    let tls = format!(
+        "{}\n[tls]\ncertificate = \"/nonexistent.pem\"\nkey = \"/nonexistent.key\"\n",
+        good
+    );
+    std::fs::write(dir.path().join("bad.toml"), &tls).unwrap();
+    let out = common::run(
+        &[
+            "gateway",
+            "check-config",
+            dir.path().join("bad.toml").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent.pem"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn implicit_tls_listener_greets_inside_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let (_, cert, key) = kit::tls_files(dir.path());
+    let tail = format!(
+        "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    let conf = kit::config(
+        dir.path(),
+        "g",
+        &store,
+        &[(
+            "smtps",
+            port,
+            "relay",
+            sink.addr.port(),
+            "tls = \"implicit\"",
+        )],
+        &tail,
+    );
+    let _g = Gateway::start(dir.path(), "g", &conf, &[port]);
+    let mut child = Command::new("openssl")
+        .args([
+            "s_client",
+            "-connect",
+            &format!("127.0.0.1:{port}"),
+            "-quiet",
+            "-servername",
+            "localhost",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"EHLO x\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<b@y.test>\r\nDATA\r\nSubject: tls\r\n\r\nover TLS\r\n.\r\nQUIT\r\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("220 g.test ESMTP"), "{text}");
+    assert!(!text.contains("STARTTLS"), "not offered inside TLS: {text}");
+    assert!(text.contains("250 2.0.0 queued as"), "{text}");
+    let got = sink.wait_for(1, Duration::from_secs(30));
+    assert!(String::from_utf8_lossy(&got[0].data).contains("over TLS"));
 }
