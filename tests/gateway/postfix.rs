@@ -3,7 +3,7 @@
 //! ones): an agent's message submitted with `swaks` goes Postfix → Alice's gateway
 //! (sealed) → Postfix → Bob's gateway (opened) → Bob's sink; Bob's reply comes back
 //! through Postfix's MX path → Alice's gateway (opened) → Postfix → Alice's sink. Under
-//! S/MIME and OpenPGP. Needs root (Postfix's master runs as root) and Postfix and
+//! S/MIME, OpenPGP and MLS (the agents name their group in `Mailseal-Group`). Needs root (Postfix's master runs as root) and Postfix and
 //! swaks (`.ci/run` installs them); skips without, unless MAILSEAL_REQUIRE_PEERS=1.
 
 use std::path::Path;
@@ -37,17 +37,38 @@ fn swaks(port: u16, from: &str, to: &str, data: &[u8], dir: &Path) {
     );
 }
 
+/// The envelope as the agent wrote it: an MLS one gains its group coordinates.
+fn written(data: &[u8]) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_slice(&kit::envelope_of(data)).unwrap();
+    v.as_object_mut().unwrap().remove("group");
+    v
+}
+
 fn round_trip(profile: &str, domain: &str) {
     if !kit::postfix_usable() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let (a_store, b_store) = kit::two_sides(dir.path());
+    let (alice, bob) = (format!("alice@{domain}"), format!("bob@{domain}"));
+    run(profile, dir, a_store, b_store, alice, bob, None);
+}
+
+/// Alice's message out through Postfix and her gateway to Bob's; Bob's answer back
+/// through Postfix's MX path. `group`: the MLS group both are in.
+fn run(
+    profile: &str,
+    dir: tempfile::TempDir,
+    a_store: std::path::PathBuf,
+    b_store: std::path::PathBuf,
+    alice: String,
+    bob: String,
+    group: Option<String>,
+) {
     let (sink_a, sink_b) = (Sink::start(), Sink::start());
     // Postfix's ports (submission, MX, re-injection) and Alice's gateway's (outbound,
     // inbound), as in the snippet; Bob's gateway has no Postfix.
     let [submission, mx, reinject, a_out, a_in, b_in, b_out] = [(); 7].map(|_| kit::free_port());
-    let (alice, bob) = (format!("alice@{domain}"), format!("bob@{domain}"));
     let pf_dir = dir.path().join("postfix");
     let _pf = kit::postfix(
         &pf_dir,
@@ -61,7 +82,9 @@ fn round_trip(profile: &str, domain: &str) {
         ],
         &[(bob.clone(), b_in), (alice.clone(), sink_a.addr.port())],
     );
-    let tail = format!("\n[outbound]\ndefault_profile = \"{profile}\"\n");
+    // MLS is chosen per message (the group field); the default is for the others.
+    let default = if profile == "mls" { "smime" } else { profile };
+    let tail = format!("\n[outbound]\ndefault_profile = \"{default}\"\n");
     let a_conf = kit::config(
         dir.path(),
         "a",
@@ -86,7 +109,15 @@ fn round_trip(profile: &str, domain: &str) {
     let b = Gateway::start(dir.path(), "b", &b_conf, &[b_in, b_out]);
     let maillog = || std::fs::read_to_string(pf_dir.join("maillog")).unwrap_or_default();
 
-    let request = kit::plain(&alice, &bob, &format!("urn:uuid:postfix-{profile}-1"));
+    let mail = |from: &str, to: &str, id: &str| {
+        let mut m = match &group {
+            Some(g) => format!("Mailseal-Group: {g}\r\n").into_bytes(),
+            None => Vec::new(),
+        };
+        m.extend(kit::plain(from, to, id));
+        m
+    };
+    let request = mail(&alice, &bob, &format!("urn:uuid:postfix-{profile}-1"));
     swaks(submission, &alice, &bob, &request, dir.path());
     let got = std::panic::catch_unwind(|| sink_b.wait_for(1, Duration::from_secs(90)))
         .unwrap_or_else(|_| {
@@ -104,10 +135,14 @@ fn round_trip(profile: &str, domain: &str) {
         )),
         "{text}"
     );
-    assert_eq!(kit::envelope_of(&got[0].data), kit::envelope_of(&request));
+    if group.is_some() {
+        assert_eq!(written(&got[0].data), written(&request));
+    } else {
+        assert_eq!(kit::envelope_of(&got[0].data), kit::envelope_of(&request));
+    }
     assert!(a.log_text().contains("verdict=\"sealed\""));
 
-    let answer = kit::plain(&bob, &alice, &format!("urn:uuid:postfix-{profile}-2"));
+    let answer = mail(&bob, &alice, &format!("urn:uuid:postfix-{profile}-2"));
     let r = kit::submit(([127, 0, 0, 1], b_out).into(), &bob, &[&alice], &answer);
     assert!(r.starts_with("250"), "{r}");
     let got = std::panic::catch_unwind(|| sink_a.wait_for(1, Duration::from_secs(90)))
@@ -119,7 +154,7 @@ fn round_trip(profile: &str, domain: &str) {
                 b.log_text()
             )
         });
-    assert_eq!(kit::envelope_of(&got[0].data), kit::envelope_of(&answer));
+    assert_eq!(written(&got[0].data), written(&answer));
     // Postfix puts its Received field on top when the gateway hands the message back.
     let text = String::from_utf8_lossy(&got[0].data);
     assert!(text.starts_with("Received: "), "{text}");
@@ -139,4 +174,15 @@ fn postfix_content_filter_smime() {
 #[test]
 fn postfix_content_filter_openpgp() {
     round_trip("openpgp", "openpgp.example");
+}
+
+#[test]
+fn postfix_content_filter_mls() {
+    if !kit::postfix_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (agents, group) = crate::common::mls::group(dir.path(), 2);
+    let [a, b]: [crate::common::mls::Agent; 2] = agents.try_into().ok().unwrap();
+    run("mls", dir, a.store, b.store, a.email, b.email, Some(group));
 }
