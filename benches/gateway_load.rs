@@ -15,7 +15,7 @@
 //! `cargo bench --bench gateway_load` (release build; figures in BENCHMARKS.md).
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod common;
 #[path = "../tests/gateway/kit.rs"]
 #[allow(dead_code)]

@@ -14,7 +14,7 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// The bytes of hex text (either case), or `None` when it is not whole bytes of hex.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())

@@ -103,6 +103,7 @@ impl Keys {
 
     /// The store, owned behind the common interface (a gateway worker shares it between
     /// its receiver and sender).
+    #[cfg(feature = "gateway")]
     pub(crate) fn into_store(self) -> std::rc::Rc<dyn KeyStore> {
         match self {
             Keys::Directory(d) => std::rc::Rc::new(d),

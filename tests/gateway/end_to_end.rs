@@ -104,7 +104,7 @@ fn both_directions(profile: &str, domain: &str, tls: bool) {
 
     let got = p.sink_b.wait_for(1, Duration::from_secs(60));
     let m = &got[0];
-    assert_eq!(m.recipients, [bob.clone()]);
+    assert_eq!(m.recipients, std::slice::from_ref(&bob));
     assert_eq!(m.mail_from, alice);
     let text = String::from_utf8_lossy(&m.data);
     assert!(
