@@ -68,7 +68,15 @@ fn lmtp_delivery_bounces_a_refused_recipient_and_counts() {
         .unwrap()
         .collect();
     assert_eq!(quarantined.len(), 1);
-    let m = metrics(mport);
+    // The sink has the DSN a moment before the gateway reads its 250 and counts it.
+    let start = std::time::Instant::now();
+    let mut m = metrics(mport);
+    while !m.contains("mailseal_delivery_seconds_count 2")
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+        m = metrics(mport);
+    }
     assert!(
         m.contains("mailseal_messages_total{direction=\"relay\",verdict=\"passed\"} 1"),
         "{m}"
