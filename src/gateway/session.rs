@@ -1,7 +1,10 @@
 //! The server side of one SMTP session as a state machine without I/O: bytes in,
 //! replies and events out. The connection loop ([`super::server`]) reads and writes;
 //! this decides. Commands and the DATA terminator are parsed by `smtp-proto`
-//! (Stalwart's parser), not by hand; what is here is the state and the limits.
+//! (Stalwart's parser), not by hand; what is here is the state, the limits, and the
+//! framing of command lines (one line at a time to the parser: given several, its
+//! recovery from a bad line ran on into the next, so that the same bytes meant
+//! different commands depending on how TCP cut them; the fuzz target found it).
 //!
 //! The limits are the gateway's defence against bad input, each answered with a clear
 //! reply and never a crash: command lines over 4,096 bytes (`smtp-proto`'s bound), a
@@ -15,10 +18,10 @@
 //! dropped (the STARTTLS command injection of CVE-2011-0411), and the session starts
 //! over: a new EHLO, no transaction.
 
-use smtp_proto::request::receiver::{DataReceiver, RequestReceiver};
+use smtp_proto::request::receiver::DataReceiver;
 use smtp_proto::{EhloResponse, Error as ParseError, Request};
 
-/// The longest command line, as `smtp-proto` bounds one that spans reads.
+/// The longest command line (`smtp-proto`'s own bound for its line receiver).
 const MAX_LINE: usize = smtp_proto::request::receiver::MAX_LINE_LENGTH;
 
 /// What a session accepts.
@@ -94,7 +97,8 @@ pub struct Session {
     tls_active: bool,
     require_tls: bool,
     state: State,
-    requests: RequestReceiver,
+    /// Dropping the rest of an overlong command line.
+    skipping_line: bool,
     /// Bytes read and not yet consumed: `input[pos..]`.
     input: Vec<u8>,
     pos: usize,
@@ -125,7 +129,7 @@ impl Session {
             tls_active,
             require_tls,
             state: State::Greeted,
-            requests: RequestReceiver::default(),
+            skipping_line: false,
             input: Vec::new(),
             pos: 0,
             mail_from: String::new(),
@@ -163,7 +167,7 @@ impl Session {
         self.tls_active = true;
         self.input.clear();
         self.pos = 0;
-        self.requests = RequestReceiver::default();
+        self.skipping_line = false;
         self.reset();
         self.state = State::Greeted;
     }
@@ -248,26 +252,40 @@ impl Session {
     }
 
     fn step_command(&mut self) -> Option<Action> {
-        if self.pos >= self.input.len() {
-            return None;
-        }
-        // The parser bounds a line only when it spans reads; one that came whole in
-        // one read is bounded here, to the same length.
-        let pending = &self.input[self.pos..];
-        if let Some(lf) = memchr::memchr(b'\n', pending) {
+        loop {
+            let pending = &self.input[self.pos..];
+            let Some(lf) = memchr::memchr(b'\n', pending) else {
+                if pending.len() > MAX_LINE && !self.skipping_line {
+                    // Too long and no end yet: refused now, the rest of it dropped as
+                    // it comes.
+                    self.pos = self.input.len();
+                    self.skipping_line = true;
+                    return Some(self.error(reply(500, "5.5.2", "line too long")));
+                }
+                if self.skipping_line {
+                    self.pos = self.input.len();
+                }
+                return None;
+            };
+            let (start, end) = (self.pos, self.pos + lf + 1);
+            self.pos = end;
+            if std::mem::take(&mut self.skipping_line) {
+                continue;
+            }
             if lf > MAX_LINE {
-                self.pos += lf + 1;
                 return Some(self.error(reply(500, "5.5.2", "line too long")));
             }
-        }
-        let mut iter = self.input[self.pos..].iter();
-        let before = iter.len();
-        let parsed = self.requests.ingest(&mut iter).map(|r| r.into_owned());
-        self.pos += before - iter.len();
-        match parsed {
-            Ok(request) => Some(self.command(request)),
-            Err(ParseError::NeedsMoreData { .. }) => None,
-            Err(e) => Some(self.error(parse_error_reply(&e))),
+            // A whole line: the parser never sees more or less than one, so what it
+            // makes of the bytes does not depend on how they were cut into reads.
+            let parsed = Request::parse(&mut self.input[start..end].iter()).map(|r| r.into_owned());
+            return Some(match parsed {
+                Ok(request) => self.command(request),
+                // A whole line that the parser finds unfinished is a bad one.
+                Err(ParseError::NeedsMoreData { .. }) => {
+                    self.error(reply(501, "5.5.2", "syntax error"))
+                }
+                Err(e) => self.error(parse_error_reply(&e)),
+            });
         }
     }
 
@@ -410,6 +428,87 @@ fn parse_error_reply(e: &ParseError) -> Vec<u8> {
         ParseError::ResponseTooLong => reply(500, "5.5.2", "line too long"),
         _ => reply(500, "5.5.2", "syntax error"),
     }
+}
+
+/// The `smtp_session` fuzz target's checks, here so that its reproducers run as
+/// regression tests (`tests/gateway/smtp_session_seeds.rs`) with the same code. The
+/// first byte of `data` picks how the rest is cut into reads. Panics on a broken
+/// invariant: replies are whole lines of a three-digit code; a message handed out has
+/// one to `max_recipients` recipients, fits the size limit, and has no NUL, bare CR or
+/// bare LF; nothing happens after a close; and, for inputs without STARTTLS or
+/// overlong lines (where the reads legitimately matter), the messages handed out do
+/// not depend on how the bytes were cut.
+#[doc(hidden)]
+pub fn check_segmentation(data: &[u8]) {
+    let Some((&cut, input)) = data.split_first() else {
+        return;
+    };
+    let limits = SessionLimits {
+        max_message_bytes: 4096,
+        max_recipients: 5,
+        max_errors: 1000,
+    };
+    let whole = drive_all(input, input.len(), &limits);
+    let cut_up = drive_all(input, cut as usize % 17 + 1, &limits);
+    let lower = input.to_ascii_lowercase();
+    let starttls = lower.windows(8).any(|w| w == b"starttls");
+    let long_line = input.split(|&b| b == b'\n').any(|l| l.len() > 4000);
+    if !starttls && !long_line {
+        assert_eq!(
+            whole, cut_up,
+            "message boundaries depend on the segmentation"
+        );
+    }
+}
+
+fn drive_all(input: &[u8], cut: usize, limits: &SessionLimits) -> Vec<Transaction> {
+    let mut s = Session::new("fuzz.test", limits.clone(), true, false, false);
+    let mut messages = Vec::new();
+    for chunk in input.chunks(cut.max(1)) {
+        s.push(chunk);
+        while let Some(action) = s.step() {
+            match action {
+                Action::Send(b) => check_replies(&b),
+                Action::StartTls(b) => {
+                    check_replies(&b);
+                    s.tls_started();
+                }
+                Action::Close(b) => {
+                    check_replies(&b);
+                    assert!(s.step().is_none(), "nothing after a close");
+                    return messages;
+                }
+                Action::Message(t) => {
+                    check_message(&t, limits);
+                    messages.push(t);
+                    if let Action::Send(b) = s.finish(b"250 2.0.0 ok\r\n".to_vec()) {
+                        check_replies(&b);
+                    }
+                }
+            }
+        }
+    }
+    messages
+}
+
+fn check_replies(b: &[u8]) {
+    assert!(b.ends_with(b"\r\n"), "a reply ends its line");
+    for line in b.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+        assert!(
+            line.len() >= 4 && line[..3].iter().all(u8::is_ascii_digit),
+            "a reply line starts with a code"
+        );
+        assert!(line[3] == b' ' || line[3] == b'-');
+    }
+}
+
+fn check_message(t: &Transaction, limits: &SessionLimits) {
+    assert!(!t.recipients.is_empty() && t.recipients.len() <= limits.max_recipients);
+    assert!(t.data.len() <= limits.max_message_bytes);
+    assert!(
+        bad_bytes(&t.data).is_none(),
+        "NUL, bare CR or bare LF handed out"
+    );
 }
 
 #[cfg(test)]

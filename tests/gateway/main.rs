@@ -13,3 +13,4 @@ mod fail_smtp_input;
 mod operations;
 mod postfix;
 mod postgres_instances;
+mod smtp_session_seeds;
