@@ -82,7 +82,9 @@ const MIGRATIONS: &[&str] = &[
         fingerprint TEXT PRIMARY KEY,
         der BYTEA NOT NULL
      );",
-    // 5: the gateway's shared spool (see `gateway::spool::PostgresSpool`).
+    // 5: the gateway's shared spool (see `gateway::spool::PostgresSpool`). A delivered
+    // row stays, emptied, with its `done_at`, so that putting it again is a conflict on
+    // its key: no check-then-insert to race with.
     "CREATE TABLE mailseal_spool (
         id TEXT PRIMARY KEY,
         route TEXT NOT NULL,
@@ -93,14 +95,11 @@ const MIGRATIONS: &[&str] = &[
         next_attempt BIGINT NOT NULL,
         leased_until BIGINT NOT NULL DEFAULT 0,
         last_error TEXT NOT NULL,
-        data BYTEA NOT NULL
+        data BYTEA NOT NULL,
+        done_at BIGINT
      );
-     CREATE INDEX mailseal_spool_due ON mailseal_spool (next_attempt);
-     CREATE TABLE mailseal_spool_done (
-        id TEXT PRIMARY KEY,
-        done_at BIGINT NOT NULL
-     );
-     CREATE INDEX mailseal_spool_done_at ON mailseal_spool_done (done_at);",
+     CREATE INDEX mailseal_spool_due ON mailseal_spool (next_attempt) WHERE done_at IS NULL;
+     CREATE INDEX mailseal_spool_done_at ON mailseal_spool (done_at) WHERE done_at IS NOT NULL;",
 ];
 
 /// Why the database did not open.

@@ -23,6 +23,8 @@ pub struct DirSpool {
     _lock: File,
     /// Entries known to be queued, and the lease of those claimed (until, Unix s).
     index: Mutex<Index>,
+    /// Signalled when a put ends.
+    put_ended: std::sync::Condvar,
 }
 
 #[derive(Default)]
@@ -30,6 +32,11 @@ struct Index {
     /// id -> (next attempt, leased until).
     queued: HashMap<String, (i64, i64)>,
     done: HashSet<String>,
+    /// Ids being put now: a second put of one waits for the first, then finds it
+    /// queued (or done). Without this, a put that started before the first one's
+    /// entry was delivered and marked done would queue it again (the crash test
+    /// found it: two workers given the same redelivered message).
+    putting: HashSet<String>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SpoolError + '_ {
@@ -79,6 +86,7 @@ impl DirSpool {
             root: root.to_path_buf(),
             _lock: lock,
             index: Mutex::new(Index::default()),
+            put_ended: std::sync::Condvar::new(),
         };
         spool.load()?;
         Ok(spool)
@@ -131,6 +139,20 @@ impl DirSpool {
         self.index.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The message, then its envelope: the entry exists once the envelope does.
+    fn write_entry(&self, entry: &Entry) -> Result<(), SpoolError> {
+        let queue = self.queue();
+        let eml = queue.join(format!("{}.eml", entry.id));
+        let tmp = queue.join(format!(
+            "{}.{}.eml.tmp",
+            entry.id,
+            uuid::Uuid::new_v4().simple()
+        ));
+        write_synced(&tmp, &entry.data)?;
+        fs::rename(&tmp, &eml).map_err(io(&eml))?;
+        self.write_envelope(entry)
+    }
+
     fn write_envelope(&self, entry: &Entry) -> Result<(), SpoolError> {
         let queue = self.queue();
         let tmp = queue.join(format!(
@@ -170,27 +192,28 @@ impl Spool for DirSpool {
             return Err(SpoolError::Damaged(entry.id.clone()));
         }
         {
-            let index = self.lock();
+            let mut index = self.lock();
+            while index.putting.contains(&entry.id) {
+                index = self
+                    .put_ended
+                    .wait(index)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
             if index.queued.contains_key(&entry.id) || index.done.contains(&entry.id) {
                 return Ok(Put::Known);
             }
+            index.putting.insert(entry.id.clone());
         }
-        let queue = self.queue();
-        let eml = queue.join(format!("{}.eml", entry.id));
-        // Two workers may put the same entry at once: each writes its own file.
-        let tmp = queue.join(format!(
-            "{}.{}.eml.tmp",
-            entry.id,
-            uuid::Uuid::new_v4().simple()
-        ));
-        write_synced(&tmp, &entry.data)?;
-        fs::rename(&tmp, &eml).map_err(io(&eml))?;
-        self.write_envelope(entry)?;
+        let written = self.write_entry(entry);
         let mut index = self.lock();
-        index
-            .queued
-            .insert(entry.id.clone(), (entry.next_attempt, 0));
-        Ok(Put::Queued)
+        index.putting.remove(&entry.id);
+        if written.is_ok() {
+            index
+                .queued
+                .insert(entry.id.clone(), (entry.next_attempt, 0));
+        }
+        self.put_ended.notify_all();
+        written.map(|()| Put::Queued)
     }
 
     fn claim(&self, now: i64, max: usize, lease_secs: i64) -> Result<Vec<Entry>, SpoolError> {

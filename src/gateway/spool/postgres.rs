@@ -3,8 +3,10 @@
 //!
 //! A claim takes due rows `FOR UPDATE SKIP LOCKED` and leases them (`leased_until`) in
 //! one statement: two instances never take the same row, and a row whose instance
-//! died is due again once its lease runs out. Delivered ids move to
-//! `mailseal_spool_done` in the same transaction that deletes the row.
+//! died is due again once its lease runs out. A delivered row stays, its message
+//! dropped and `done_at` set, until it expires: a put of the same id is then a
+//! conflict on the key, decided by the database alone (a check before the insert
+//! could race with the delivery that marks it done).
 
 use std::sync::Mutex;
 
@@ -41,19 +43,8 @@ fn recipients_text(r: &[String]) -> String {
 
 impl Spool for PostgresSpool {
     fn put(&self, entry: &Entry) -> Result<Put, SpoolError> {
-        let mut c = self.client();
-        let mut tx = c.transaction().map_err(db)?;
-        let known = tx
-            .query_opt(
-                "SELECT 1 FROM mailseal_spool_done WHERE id = $1",
-                &[&entry.id],
-            )
-            .map_err(db)?
-            .is_some();
-        if known {
-            return Ok(Put::Known);
-        }
-        let n = tx
+        let n = self
+            .client()
             .execute(
                 "INSERT INTO mailseal_spool
                    (id, route, mail_from, recipients, created, attempts, next_attempt,
@@ -73,7 +64,6 @@ impl Spool for PostgresSpool {
                 ],
             )
             .map_err(db)?;
-        tx.commit().map_err(db)?;
         Ok(if n == 1 { Put::Queued } else { Put::Known })
     }
 
@@ -84,7 +74,7 @@ impl Spool for PostgresSpool {
                 "UPDATE mailseal_spool SET leased_until = $2
                  WHERE id IN (
                    SELECT id FROM mailseal_spool
-                   WHERE next_attempt <= $1 AND leased_until <= $1
+                   WHERE done_at IS NULL AND next_attempt <= $1 AND leased_until <= $1
                    ORDER BY next_attempt
                    LIMIT $3
                    FOR UPDATE SKIP LOCKED)
@@ -113,17 +103,14 @@ impl Spool for PostgresSpool {
     }
 
     fn done(&self, id: &str, now: i64) -> Result<(), SpoolError> {
-        let mut c = self.client();
-        let mut tx = c.transaction().map_err(db)?;
-        tx.execute("DELETE FROM mailseal_spool WHERE id = $1", &[&id])
-            .map_err(db)?;
-        tx.execute(
-            "INSERT INTO mailseal_spool_done (id, done_at) VALUES ($1, $2)
-             ON CONFLICT (id) DO NOTHING",
-            &[&id, &now],
-        )
-        .map_err(db)?;
-        tx.commit().map_err(db)
+        self.client()
+            .execute(
+                "UPDATE mailseal_spool SET done_at = $2, data = ''::bytea, leased_until = 0
+                 WHERE id = $1",
+                &[&id, &now],
+            )
+            .map(|_| ())
+            .map_err(db)
     }
 
     fn retry(&self, entry: &Entry) -> Result<(), SpoolError> {
@@ -132,7 +119,7 @@ impl Spool for PostgresSpool {
                 "UPDATE mailseal_spool
                  SET recipients = $2, attempts = $3, next_attempt = $4, last_error = $5,
                      leased_until = 0
-                 WHERE id = $1",
+                 WHERE id = $1 AND done_at IS NULL",
                 &[
                     &entry.id,
                     &recipients_text(&entry.recipients),
@@ -148,7 +135,10 @@ impl Spool for PostgresSpool {
     fn depth(&self) -> Result<u64, SpoolError> {
         let row = self
             .client()
-            .query_one("SELECT count(*) FROM mailseal_spool", &[])
+            .query_one(
+                "SELECT count(*) FROM mailseal_spool WHERE done_at IS NULL",
+                &[],
+            )
             .map_err(db)?;
         Ok(row.get::<_, i64>(0).max(0) as u64)
     }
@@ -156,7 +146,7 @@ impl Spool for PostgresSpool {
     fn expire(&self, now: i64) -> Result<(), SpoolError> {
         self.client()
             .execute(
-                "DELETE FROM mailseal_spool_done WHERE done_at < $1",
+                "DELETE FROM mailseal_spool WHERE done_at < $1",
                 &[&(now - DONE_RETENTION_SECS)],
             )
             .map(|_| ())
