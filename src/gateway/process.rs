@@ -12,8 +12,9 @@
 //! Inbound, a message is received (verified, decrypted, the rules previewed), its
 //! output spooled, then committed. A crash between the put and the commit leaves the
 //! output queued but the message unrecorded: the client, not having heard 250, sends
-//! it again, and the put of the same entry is a no-op (the spool names entries by
-//! content and remembers delivered ones). A crash after the commit makes the
+//! it again, and the put of the same entry is a no-op (the spool names an opened
+//! message by its signer, `messageId` and envelope digest, and remembers delivered
+//! ones): also when two copies sealed apart arrive at once and both pass the preview. A crash after the commit makes the
 //! client's retry a duplicate, accepted and dropped, its output already queued.
 
 use std::sync::{mpsc, Arc, Mutex};
@@ -227,8 +228,11 @@ fn now() -> i64 {
 }
 
 impl Context<'_> {
-    fn queue(&self, t: &Transaction, data: Vec<u8>) -> Result<String, Decision> {
-        let entry = Entry::new(self.listener, &t.mail_from, &t.recipients, data, now());
+    /// Spools `data` for `t`'s recipients under the name `key` gives it (see
+    /// [`Entry::keyed`]): the client's bytes, or, for an opened message, the message
+    /// the receiver rules know (two copies they would call one are one entry).
+    fn queue(&self, t: &Transaction, key: &[u8], data: Vec<u8>) -> Result<String, Decision> {
+        let entry = Entry::keyed(self.listener, &t.mail_from, &t.recipients, key, data, now());
         self.spool
             .put(&entry)
             .map(|_| entry.id)
@@ -237,7 +241,7 @@ impl Context<'_> {
 
     fn relay(&self, t: &Transaction) -> Decision {
         // A relay gives no verdict, so it passes on none it was handed.
-        match self.queue(t, strip_header(&t.data, VERDICT_HEADER)) {
+        match self.queue(t, &t.data, strip_header(&t.data, VERDICT_HEADER)) {
             Ok(id) => Decision::accepted("passed", None, Some(id)),
             Err(d) => d,
         }
@@ -250,14 +254,14 @@ impl Context<'_> {
         let (raw, groups) = take_header(&raw, GROUP_HEADER);
         if crate::dispatch::detect_profile(&raw).is_some() {
             // Sealed already (by the agent itself): it goes as it is.
-            return match self.queue(t, raw) {
+            return match self.queue(t, &t.data, raw) {
                 Ok(id) => Decision::accepted("passed", None, Some(id)),
                 Err(d) => d,
             };
         }
         if !is_maila2a(&raw) {
             return match self.config.outbound.non_maila2a {
-                Plain::Pass => match self.queue(t, raw) {
+                Plain::Pass => match self.queue(t, &t.data, raw) {
                     Ok(id) => Decision::accepted("passed", None, Some(id)),
                     Err(d) => d,
                 },
@@ -304,7 +308,9 @@ impl Context<'_> {
             }
             Err(e) => return refusal(&e),
         };
-        match self.queue(t, sealed) {
+        // Named by what the agent sent: its retry is the same entry, though sealing
+        // it again would give other bytes.
+        match self.queue(t, &t.data, sealed) {
             Ok(id) => Decision::accepted("sealed", Some(profile), Some(id)),
             Err(d) => d,
         }
@@ -315,7 +321,7 @@ impl Context<'_> {
             return match self.config.inbound.non_maila2a {
                 Plain::Pass => {
                     let out = with_verdict(&t.data, "none; not MailA2A");
-                    match self.queue(t, out) {
+                    match self.queue(t, &t.data, out) {
                         Ok(id) => Decision::accepted("passed", None, Some(id)),
                         Err(d) => d,
                     }
@@ -357,7 +363,9 @@ impl Context<'_> {
         t: &Transaction,
     ) -> Result<(Decision, Option<StreamRelease>), Decision> {
         let queued = match incoming.outcome() {
-            Outcome::Deliver { delivery, .. } => Some(self.queue(t, render(delivery)?)?),
+            Outcome::Deliver { delivery, .. } => {
+                Some(self.queue(t, &message_key(delivery), render(delivery)?)?)
+            }
             _ => None,
         };
         let outcome = incoming.commit().map_err(|e| refusal(&e))?;
@@ -463,7 +471,15 @@ impl Context<'_> {
                     continue;
                 }
             };
-            match self.queue(t, out) {
+            let key = [
+                event.signer.as_bytes(),
+                b"\0",
+                event.message_id.as_bytes(),
+                b"\0",
+                &event.envelope,
+            ]
+            .concat();
+            match self.queue(t, &key, out) {
                 Ok(id) => {
                     tracing::info!(id = %id, sequence = event.sequence, "released stream event queued")
                 }
@@ -491,6 +507,22 @@ impl StreamRelease {
             to: m.headers.to.iter().map(|a| a.address.clone()).collect(),
         })
     }
+}
+
+/// What names an opened message in the spool: its signer, `messageId` and envelope
+/// digest, as the replay rules know it. A copy sealed again by its sender (new
+/// signature, new boundaries) is the same entry; its rendering, whose MIME boundaries
+/// are new each time, is not what names it.
+fn message_key(delivery: &Delivery) -> Vec<u8> {
+    let c = &delivery.candidate;
+    [
+        c.signer.as_bytes(),
+        b"\0",
+        c.message_id.as_bytes(),
+        b"\0",
+        &c.digest,
+    ]
+    .concat()
 }
 
 /// The inner message of `delivery` with the gateway's verdict on top.

@@ -7,10 +7,11 @@
 //! `FOR UPDATE SKIP LOCKED` under a lease, so the work of an instance that dies is
 //! finished by another once the lease runs out).
 //!
-//! Entries are named by their content ([`entry_id`]): putting the same message for the
-//! same route twice is a no-op, and so is putting one already delivered (the spool
-//! keeps what it delivered for [`DONE_RETENTION_SECS`]). This is what makes the
-//! gateway's at-least-once SMTP exchanges deliver once: a client that retries a
+//! Entries are named by what makes them one message ([`Entry::keyed`]: the bytes the
+//! client sent, or the message the receiver verified) on one route to one envelope:
+//! putting the same message twice is a no-op, and so is putting one already delivered
+//! (the spool keeps what it delivered for [`DONE_RETENTION_SECS`]). This is what makes
+//! the gateway's at-least-once SMTP exchanges deliver once: a client that retries a
 //! message whose 250 it never saw is put on the same entry.
 
 mod dir;
@@ -50,7 +51,25 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// A new entry, due now.
+    /// A new entry, due now, named by `key`: what makes two submissions the same
+    /// message (the bytes a client sent, or the message a receiver verified), so that
+    /// putting it again is a no-op even when `data` comes out different (a new
+    /// signature, a new MIME boundary).
+    pub fn keyed(
+        route: &str,
+        mail_from: &str,
+        recipients: &[String],
+        key: &[u8],
+        data: Vec<u8>,
+        now: i64,
+    ) -> Self {
+        let mut e = Entry::new(route, mail_from, recipients, Vec::new(), now);
+        e.id = entry_id(route, mail_from, recipients, key);
+        e.data = data;
+        e
+    }
+
+    /// A new entry, due now, named by `data` itself.
     pub fn new(
         route: &str,
         mail_from: &str,
