@@ -132,6 +132,15 @@ impl Default for OpenPolicy {
 }
 
 impl OpenPolicy {
+    /// Accepts unsigned mail from each of `peers` (the only way to lower the default
+    /// minimum, `Signed`, for a peer; a peer's card can raise it again).
+    pub fn allow_unsigned_from<S: AsRef<str>>(&mut self, peers: impl IntoIterator<Item = S>) {
+        for peer in peers {
+            self.minimum_per_peer
+                .insert(peer.as_ref().trim().to_ascii_lowercase(), Protection::None);
+        }
+    }
+
     /// The time certificates and keys are validated at (see
     /// [`OpenPolicy::validation_time`]).
     pub fn validation_time(&self) -> time::OffsetDateTime {

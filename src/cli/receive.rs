@@ -147,12 +147,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         require_crl: a.require_crl,
         ..OpenPolicy::default()
     };
-    for peer in &a.allow_unsigned_from {
-        policy.minimum_per_peer.insert(
-            peer.trim().to_ascii_lowercase(),
-            crate::profile::Protection::None,
-        );
-    }
+    policy.allow_unsigned_from(&a.allow_unsigned_from);
     let clock = clock(a.now.as_deref())?;
     if a.stateless {
         let receiver = receiver(&dir, &keys, None, policy, clock)?;

@@ -301,12 +301,7 @@ impl InboundPolicy {
             require_crl: self.require_crl,
             ..Default::default()
         };
-        for peer in &self.allow_unsigned_from {
-            policy.minimum_per_peer.insert(
-                peer.trim().to_ascii_lowercase(),
-                crate::profile::Protection::None,
-            );
-        }
+        policy.allow_unsigned_from(&self.allow_unsigned_from);
         policy
     }
 }

@@ -355,18 +355,7 @@ pub fn two_sides(root: &Path) -> (PathBuf, PathBuf) {
 
 /// A TLS server certificate for `localhost` under a new CA: (ca.pem, cert.pem, key.pem).
 pub fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let run = |args: &[&str]| crate::common::openssl(args, dir);
     run(&[
         "req",
         "-x509",

@@ -181,54 +181,29 @@ fn check_config_says_what_is_wrong() {
         &[("relay", port, "relay", 1, "tls = \"none\"")],
         "",
     );
-    std::fs::write(dir.path().join("good.toml"), &good).unwrap();
-    let out = common::run(
-        &[
-            "gateway",
-            "check-config",
-            dir.path().join("good.toml").to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (1 listeners)"));
-    // A misspelt key, then a TLS file that is not there.
-    let typo = good.replace("quarantine", "quarantaine");
-    std::fs::write(dir.path().join("bad.toml"), &typo).unwrap();
-    let out = common::run(
-        &[
-            "gateway",
-            "check-config",
-            dir.path().join("bad.toml").to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unknown field `quarantaine`"), "{err}");
-    let tls = format!(
-        "{}\n[tls]\ncertificate = \"/nonexistent.pem\"\nkey = \"/nonexistent.key\"\n",
-        good
-    );
-    std::fs::write(dir.path().join("bad.toml"), &tls).unwrap();
-    let out = common::run(
-        &[
-            "gateway",
-            "check-config",
-            dir.path().join("bad.toml").to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("/nonexistent.pem"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let check = |text: &str| {
+        let path = dir.path().join("checked.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = common::run(&["gateway", "check-config", path.to_str().unwrap()], b"");
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            err,
+        )
+    };
+    let (code, stdout, stderr) = check(&good);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("ok (1 listeners)"), "{stdout}");
+    // A misspelt key; a TLS file that is not there.
+    let (code, _, stderr) = check(&good.replace("quarantine", "quarantaine"));
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("unknown field `quarantaine`"), "{stderr}");
+    let (code, _, stderr) = check(&format!(
+        "{good}\n[tls]\ncertificate = \"/nonexistent.pem\"\nkey = \"/nonexistent.key\"\n"
+    ));
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("/nonexistent.pem"), "{stderr}");
 }
 
 #[test]
