@@ -275,6 +275,14 @@ impl Session {
             if lf > MAX_LINE {
                 return Some(self.error(reply(500, "5.5.2", "line too long")));
             }
+            // CR only as part of the line end, no NUL: the parser would skip a CR
+            // inside a word ("STARTT\rLS" read as STARTTLS, found by the fuzz target).
+            let body = self.input[start..end - 1]
+                .strip_suffix(b"\r")
+                .unwrap_or(&self.input[start..end - 1]);
+            if body.iter().any(|&b| b == b'\r' || b == 0) {
+                return Some(self.error(reply(500, "5.5.2", "bare CR or NUL in a command")));
+            }
             // A whole line: the parser never sees more or less than one, so what it
             // makes of the bytes does not depend on how they were cut into reads.
             let parsed = Request::parse(&mut self.input[start..end].iter()).map(|r| r.into_owned());
@@ -435,9 +443,9 @@ fn parse_error_reply(e: &ParseError) -> Vec<u8> {
 /// first byte of `data` picks how the rest is cut into reads. Panics on a broken
 /// invariant: replies are whole lines of a three-digit code; a message handed out has
 /// one to `max_recipients` recipients, fits the size limit, and has no NUL, bare CR or
-/// bare LF; nothing happens after a close; and, for inputs without STARTTLS or
-/// overlong lines (where the reads legitimately matter), the messages handed out do
-/// not depend on how the bytes were cut.
+/// bare LF; nothing happens after a close; and, for inputs that do not reach STARTTLS
+/// and have no overlong line (where the reads legitimately matter), the messages
+/// handed out do not depend on how the bytes were cut.
 #[doc(hidden)]
 pub fn check_segmentation(data: &[u8]) {
     let Some((&cut, input)) = data.split_first() else {
@@ -461,9 +469,11 @@ pub fn check_segmentation(data: &[u8]) {
     }
 }
 
-fn drive_all(input: &[u8], cut: usize, limits: &SessionLimits) -> Vec<Transaction> {
+/// The messages handed out, and whether STARTTLS was done.
+fn drive_all(input: &[u8], cut: usize, limits: &SessionLimits) -> (Vec<Transaction>, bool) {
     let mut s = Session::new("fuzz.test", limits.clone(), true, false, false);
     let mut messages = Vec::new();
+    let mut tls = false;
     for chunk in input.chunks(cut.max(1)) {
         s.push(chunk);
         while let Some(action) = s.step() {
@@ -472,11 +482,12 @@ fn drive_all(input: &[u8], cut: usize, limits: &SessionLimits) -> Vec<Transactio
                 Action::StartTls(b) => {
                     check_replies(&b);
                     s.tls_started();
+                    tls = true;
                 }
                 Action::Close(b) => {
                     check_replies(&b);
                     assert!(s.step().is_none(), "nothing after a close");
-                    return messages;
+                    return (messages, tls);
                 }
                 Action::Message(t) => {
                     check_message(&t, limits);
@@ -488,7 +499,7 @@ fn drive_all(input: &[u8], cut: usize, limits: &SessionLimits) -> Vec<Transactio
             }
         }
     }
-    messages
+    (messages, tls)
 }
 
 fn check_replies(b: &[u8]) {
@@ -632,6 +643,18 @@ mod tests {
             String::from_utf8_lossy(&out).starts_with("503"),
             "EHLO again first"
         );
+    }
+
+    #[test]
+    fn fail_bare_cr_in_a_command() {
+        let mut s = session();
+        let (out, _) = run(&mut s, b"EHLO c\r\nSTARTT\rLS\r\nNOOP\r\n");
+        let out = String::from_utf8_lossy(&out);
+        assert!(
+            out.contains("500 5.5.2 bare CR or NUL in a command\r\n"),
+            "{out}"
+        );
+        assert!(!out.contains("220 2.0.0"), "not taken for STARTTLS: {out}");
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! run through the same checks as the target (`session::check_segmentation`).
 //! `crash-mail-from-bare-lf.seed` is the first input the target stopped on: a bad
 //! `MAIL FROM` line ended by a bare LF swallowed the command after it when both came
-//! in one read, and not when they came in two.
+//! in one read, and not when they came in two. `crash-starttls-split-by-cr.seed`, the
+//! second: "STARTT\rLS" was read as STARTTLS (the parser skips a CR inside a word);
+//! a bare CR in a command is now refused, and the check itself no longer guesses
+//! STARTTLS from the text.
 
 #[test]
 fn seeds_and_reproducers_hold_the_invariants() {
