@@ -155,8 +155,58 @@ pub struct Listener {
     /// Refuse MAIL before STARTTLS.
     #[serde(default)]
     pub require_tls: bool,
+    /// The client addresses served, as `ADDRESS/PREFIX` (or a bare address); others
+    /// are told 554 and closed. Default: loopback only for an outbound listener (it
+    /// signs as our agents for whoever reaches it, so only the submission path may),
+    /// anyone for the others.
+    #[serde(default)]
+    pub clients: Option<Vec<String>>,
     /// Where accepted mail goes.
     pub next_hop: NextHop,
+}
+
+impl Listener {
+    /// Whether a client at `ip` is served.
+    pub fn serves(&self, ip: std::net::IpAddr) -> bool {
+        match &self.clients {
+            Some(nets) => nets
+                .iter()
+                .any(|n| parse_net(n).is_some_and(|(net, bits)| in_net(ip, net, bits))),
+            None => self.mode != Mode::Outbound || ip.is_loopback(),
+        }
+    }
+}
+
+/// `ADDRESS/PREFIX` or `ADDRESS` (a single host).
+fn parse_net(text: &str) -> Option<(std::net::IpAddr, u8)> {
+    let (addr, bits) = match text.trim().split_once('/') {
+        Some((a, b)) => (a.parse::<std::net::IpAddr>().ok()?, b.parse::<u8>().ok()?),
+        None => {
+            let a: std::net::IpAddr = text.trim().parse().ok()?;
+            (a, if a.is_ipv4() { 32 } else { 128 })
+        }
+    };
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    (bits <= max).then_some((addr, bits))
+}
+
+fn in_net(ip: std::net::IpAddr, net: std::net::IpAddr, bits: u8) -> bool {
+    use std::net::IpAddr;
+    let ip = match (ip, net) {
+        (IpAddr::V6(v6), IpAddr::V4(_)) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        _ => ip,
+    };
+    match (ip, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (IpAddr::V6(a), IpAddr::V6(n)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
 }
 
 /// The protocol to the next hop.
@@ -450,6 +500,12 @@ impl Config {
                     l.name
                 ));
             }
+            if let Some(bad) = l.clients.iter().flatten().find(|n| parse_net(n).is_none()) {
+                return invalid(format!(
+                    "listener {}: clients: {bad:?} is not ADDRESS/PREFIX",
+                    l.name
+                ));
+            }
             if !l.next_hop.address.contains(':') {
                 return invalid(format!(
                     "listener {}: next_hop.address is host:port",
@@ -512,6 +568,40 @@ next_hop = { address = "127.0.0.1:2526" }
         assert_eq!(c.listeners[0].next_hop.tls, HopTls::Opportunistic);
         assert_eq!(c.default_profile().unwrap(), Profile::Smime);
         assert_eq!(c.limits.max_recipients, 100);
+    }
+
+    #[test]
+    fn clients_by_prefix_and_loopback_default_for_outbound() {
+        let c = Config::parse(MINIMAL).unwrap();
+        let out = &c.listeners[0];
+        assert!(out.serves("127.0.0.1".parse().unwrap()));
+        assert!(out.serves("::1".parse().unwrap()));
+        assert!(
+            !out.serves("192.0.2.7".parse().unwrap()),
+            "outbound: loopback by default"
+        );
+        let wide = MINIMAL.replace(
+            "mode = \"outbound\"",
+            "mode = \"outbound\"\nclients = [\"10.1.0.0/16\", \"2001:db8::/32\", \"192.0.2.7\"]",
+        );
+        let c = Config::parse(&wide).unwrap();
+        let l = &c.listeners[0];
+        assert!(l.serves("10.1.200.3".parse().unwrap()));
+        assert!(l.serves("::ffff:10.1.0.9".parse().unwrap()));
+        assert!(!l.serves("10.2.0.1".parse().unwrap()));
+        assert!(l.serves("2001:db8:1::5".parse().unwrap()));
+        assert!(l.serves("192.0.2.7".parse().unwrap()));
+        assert!(
+            !l.serves("127.0.0.1".parse().unwrap()),
+            "the list replaces the default"
+        );
+        let bad = MINIMAL.replace(
+            "mode = \"outbound\"",
+            "mode = \"outbound\"\nclients = [\"10.0.0.0/33\"]",
+        );
+        assert!(Config::parse(&bad).is_err());
+        let inbound = MINIMAL.replace("mode = \"outbound\"", "mode = \"inbound\"");
+        assert!(Config::parse(&inbound).unwrap().listeners[0].serves("192.0.2.7".parse().unwrap()));
     }
 
     #[test]

@@ -138,6 +138,17 @@ async fn refuse(mut stream: TcpStream, text: &str) {
 }
 
 async fn connection(stream: TcpStream, peer: SocketAddr, listener: &Listener, shared: &Shared) {
+    if !listener.serves(peer.ip()) {
+        shared.metrics.connection(false);
+        tracing::warn!(peer = %peer, listener = %listener.name, "client not in the listener's clients");
+        let mut stream = stream;
+        let _ = tokio::time::timeout(
+            Duration::from_secs(5),
+            stream.write_all(b"554 5.7.1 this listener does not serve your address\r\n"),
+        )
+        .await;
+        return;
+    }
     let Ok(_permit) = shared.connections.clone().try_acquire_owned() else {
         shared.metrics.connection(false);
         return refuse(stream, "too many connections, try later").await;

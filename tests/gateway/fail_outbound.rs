@@ -90,3 +90,36 @@ fn fail_no_key_deferred_and_plain_mail_passes() {
     let got = sink.wait_for(1, Duration::from_secs(30));
     assert_eq!(got[0].data, b"Subject: hi\r\n\r\nplain\r\n", "untouched");
 }
+
+/// An outbound listener signs as our agents for whoever reaches it: it serves only
+/// the clients it is told to (loopback by default). One not among them is turned
+/// away before a word of SMTP.
+#[test]
+fn fail_client_outside_the_listeners_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, _) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[(
+            "out",
+            port,
+            "outbound",
+            sink.addr.port(),
+            "tls = \"none\"\nclients = [\"192.0.2.0/24\"]",
+        )],
+        "",
+    );
+    let _g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reply = String::new();
+    let _ = std::io::Read::read_to_string(&mut s, &mut reply);
+    assert!(
+        reply.starts_with("554 5.7.1 this listener does not serve your address"),
+        "{reply:?}"
+    );
+}
