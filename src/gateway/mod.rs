@@ -179,7 +179,7 @@ impl Gateway {
                 self.factory.clone(),
                 spool.clone(),
                 config.clone(),
-            ),
+            )?,
             metrics: metrics.clone(),
             tls: tls.clone(),
             connections: Arc::new(tokio::sync::Semaphore::new(config.limits.max_connections)),

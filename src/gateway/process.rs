@@ -150,7 +150,7 @@ impl Workers {
         factory: Arc<PipelineFactory>,
         spool: Arc<dyn Spool>,
         config: Arc<Config>,
-    ) -> Workers {
+    ) -> std::io::Result<Workers> {
         let (tx, rx) = mpsc::sync_channel::<Job>(n * 4);
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..n {
@@ -160,10 +160,9 @@ impl Workers {
             let config = config.clone();
             std::thread::Builder::new()
                 .name(format!("mailseal-worker-{i}"))
-                .spawn(move || worker(rx, factory, spool, config))
-                .expect("spawning a worker thread");
+                .spawn(move || worker(rx, factory, spool, config))?;
         }
-        Workers { jobs: tx }
+        Ok(Workers { jobs: tx })
     }
 
     /// Hands `job` to a worker (waiting while all are busy and the queue is full).
