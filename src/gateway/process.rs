@@ -615,20 +615,21 @@ pub fn take_header(message: &[u8], name: &str) -> (Vec<u8>, Vec<String>) {
 /// `application/a2a+json` part anywhere. Deliberately broad: what claims to be
 /// MailA2A is sealed or refused outbound, never passed in clear.
 pub fn is_maila2a(raw: &[u8]) -> bool {
-    let lower = |b: &u8| b.to_ascii_lowercase();
-    let needle = b"application/a2a+json";
-    let mut header_end = raw.len();
-    if let Some(i) = memchr::memmem::find(raw, b"\r\n\r\n") {
-        header_end = i;
-    }
-    let header = &raw[..header_end];
-    let has_field = header
+    let header_end = memchr::memmem::find(raw, b"\r\n\r\n").unwrap_or(raw.len());
+    let has_field = raw[..header_end]
         .split(|&b| b == b'\n')
-        .any(|l| l.len() >= 9 && l[..9].iter().map(lower).eq(b"mail-a2a-".iter().copied()));
+        .any(|l| l.len() >= 9 && l[..9].eq_ignore_ascii_case(b"mail-a2a-"));
+    // Only at each '/' is the media type compared: one pass, however large the mail.
+    const TYPE: &[u8] = b"application";
+    const SUBTYPE: &[u8] = b"a2a+json";
     has_field
-        || raw
-            .windows(needle.len())
-            .any(|w| w.iter().map(lower).eq(needle.iter().copied()))
+        || memchr::memchr_iter(b'/', raw).any(|i| {
+            i >= TYPE.len()
+                && raw[i - TYPE.len()..i].eq_ignore_ascii_case(TYPE)
+                && raw
+                    .get(i + 1..i + 1 + SUBTYPE.len())
+                    .is_some_and(|t| t.eq_ignore_ascii_case(SUBTYPE))
+        })
 }
 
 #[cfg(test)]

@@ -30,11 +30,7 @@ fn pair(profile: &str, tls: bool) -> Pair {
     let (b_tls, a_hop) = if tls {
         let (ca, cert, key) = kit::tls_files(dir.path());
         (
-            format!(
-                "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
-                cert.display(),
-                key.display()
-            ),
+            kit::tls_table(&cert, &key),
             format!(
                 "roots = \"{}\"\nserver_name = \"localhost\"\n",
                 ca.display()

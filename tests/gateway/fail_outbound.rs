@@ -7,7 +7,12 @@ use std::time::Duration;
 
 use crate::kit::{self, Gateway, Sink};
 
-fn gateway(policy: &str) -> (tempfile::TempDir, Gateway, std::net::SocketAddr, Sink) {
+/// Alice's outbound gateway with `policy` in `[outbound]` and `listener` added to its
+/// listener's table.
+fn gateway(
+    policy: &str,
+    listener: &str,
+) -> (tempfile::TempDir, Gateway, std::net::SocketAddr, Sink) {
     let dir = tempfile::tempdir().unwrap();
     let (a_store, _) = kit::two_sides(dir.path());
     let sink = Sink::start();
@@ -16,7 +21,13 @@ fn gateway(policy: &str) -> (tempfile::TempDir, Gateway, std::net::SocketAddr, S
         dir.path(),
         "a",
         &a_store,
-        &[("out", port, "outbound", sink.addr.port(), "tls = \"none\"")],
+        &[(
+            "out",
+            port,
+            "outbound",
+            sink.addr.port(),
+            &format!("tls = \"none\"\n{listener}"),
+        )],
         &format!("\n[outbound]\n{policy}\n"),
     );
     let g = Gateway::start(dir.path(), "a", &conf, &[port]);
@@ -25,7 +36,7 @@ fn gateway(policy: &str) -> (tempfile::TempDir, Gateway, std::net::SocketAddr, S
 
 #[test]
 fn fail_no_key_is_refused_or_deferred_never_sent_in_clear() {
-    let (_d, _g, addr, sink) = gateway("no_key = \"refuse\"\nnon_maila2a = \"refuse\"");
+    let (_d, _g, addr, sink) = gateway("no_key = \"refuse\"\nnon_maila2a = \"refuse\"", "");
     let to_carol = kit::plain(
         "alice@smime.example",
         "carol@nowhere.example",
@@ -67,7 +78,7 @@ fn fail_no_key_is_refused_or_deferred_never_sent_in_clear() {
 
 #[test]
 fn fail_no_key_deferred_and_plain_mail_passes() {
-    let (_d, _g, addr, sink) = gateway("no_key = \"defer\"");
+    let (_d, _g, addr, sink) = gateway("no_key = \"defer\"", "");
     let to_carol = kit::plain(
         "alice@smime.example",
         "carol@nowhere.example",
@@ -96,25 +107,8 @@ fn fail_no_key_deferred_and_plain_mail_passes() {
 /// away before a word of SMTP.
 #[test]
 fn fail_client_outside_the_listeners_clients() {
-    let dir = tempfile::tempdir().unwrap();
-    let (a_store, _) = kit::two_sides(dir.path());
-    let sink = Sink::start();
-    let port = kit::free_port();
-    let conf = kit::config(
-        dir.path(),
-        "a",
-        &a_store,
-        &[(
-            "out",
-            port,
-            "outbound",
-            sink.addr.port(),
-            "tls = \"none\"\nclients = [\"192.0.2.0/24\"]",
-        )],
-        "",
-    );
-    let _g = Gateway::start(dir.path(), "a", &conf, &[port]);
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let (_d, _g, addr, _sink) = gateway("", "clients = [\"192.0.2.0/24\"]");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut reply = String::new();
     let _ = std::io::Read::read_to_string(&mut s, &mut reply);

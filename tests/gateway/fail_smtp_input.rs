@@ -17,11 +17,7 @@ fn gateway(extra_limits: &str, tls: bool) -> (tempfile::TempDir, Gateway, Socket
     );
     let listener_tls = if tls {
         let (_, cert, key) = kit::tls_files(dir.path());
-        tail.push_str(&format!(
-            "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
-            cert.display(),
-            key.display()
-        ));
+        tail.push_str(&kit::tls_table(&cert, &key));
         "tls = \"implicit\""
     } else {
         "tls = \"none\""

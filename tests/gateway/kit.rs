@@ -353,6 +353,15 @@ pub fn two_sides(root: &Path) -> (PathBuf, PathBuf) {
     (a, b)
 }
 
+/// A `[tls]` table naming `cert` and `key`, for the end of a configuration.
+pub fn tls_table(cert: &Path, key: &Path) -> String {
+    format!(
+        "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
+        cert.display(),
+        key.display()
+    )
+}
+
 /// A TLS server certificate for `localhost` under a new CA: (ca.pem, cert.pem, key.pem).
 pub fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let run = |args: &[&str]| crate::common::openssl(args, dir);

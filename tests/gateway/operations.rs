@@ -116,11 +116,7 @@ fn sighup_reloads_tls_and_sigterm_keeps_the_queue() {
     let tls_dir = dir.path().join("tls");
     std::fs::create_dir_all(&tls_dir).unwrap();
     let (_, cert, key) = kit::tls_files(&tls_dir);
-    let tail = format!(
-        "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
-        cert.display(),
-        key.display()
-    );
+    let tail = kit::tls_table(&cert, &key);
     let conf = kit::config(
         dir.path(),
         "g",
@@ -213,11 +209,7 @@ fn implicit_tls_listener_greets_inside_tls() {
     let sink = Sink::start();
     let port = kit::free_port();
     let (_, cert, key) = kit::tls_files(dir.path());
-    let tail = format!(
-        "\n[tls]\ncertificate = \"{}\"\nkey = \"{}\"\n",
-        cert.display(),
-        key.display()
-    );
+    let tail = kit::tls_table(&cert, &key);
     let conf = kit::config(
         dir.path(),
         "g",
