@@ -100,6 +100,24 @@ const MIGRATIONS: &[&str] = &[
      );
      CREATE INDEX mailseal_spool_due ON mailseal_spool (next_attempt) WHERE done_at IS NULL;
      CREATE INDEX mailseal_spool_done_at ON mailseal_spool (done_at) WHERE done_at IS NOT NULL;",
+    // 6: the MLS state several instances share (see `mls::shared`): one head row that
+    // every MLS transaction locks, the log of SQLite changesets after the compacted
+    // snapshot; and the peer policies (`ext::peers`), one row per peer address.
+    "CREATE TABLE mailseal_mls_head (
+        id BOOLEAN PRIMARY KEY CHECK (id),
+        version BIGINT NOT NULL,
+        base_version BIGINT NOT NULL,
+        schema TEXT NOT NULL,
+        snapshot BYTEA
+     );
+     CREATE TABLE mailseal_mls_log (
+        version BIGINT PRIMARY KEY,
+        changeset BYTEA NOT NULL
+     );
+     CREATE TABLE mailseal_peer_policy (
+        address TEXT PRIMARY KEY,
+        record TEXT NOT NULL
+     );",
 ];
 
 /// Why the database did not open.

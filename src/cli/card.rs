@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::exit::ExitCode;
+use super::home::Home;
 use super::store::Keys;
 use super::{read_input, write_output, CliResult, Failure};
 use crate::ext::agent_card::{self, CardFields, Published};
-use crate::ext::peers::PeerPolicies;
 use crate::profile::Protection;
 
 #[derive(Args)]
@@ -57,15 +57,7 @@ pub(super) fn policy_dir(store: &Path) -> Result<PathBuf, Failure> {
     })
 }
 
-/// The store's peer policies (empty when the store has no local directory yet).
-pub(super) fn load_policies(store: &Path) -> Result<PeerPolicies, Failure> {
-    match policy_dir(store) {
-        Ok(dir) => PeerPolicies::load(&dir).map_err(|e| Failure::from("peer policy", e)),
-        Err(_) => Ok(PeerPolicies::default()),
-    }
-}
-
-pub(super) fn card(store: &Path, a: CardArgs) -> CliResult {
+pub(super) fn card(home: &Home, store: &Path, a: CardArgs) -> CliResult {
     let minimum: Protection = a
         .minimum
         .parse()
@@ -78,11 +70,8 @@ pub(super) fn card(store: &Path, a: CardArgs) -> CliResult {
     if !a.no_mls {
         // Only a store that already has MLS state and an identity for the address
         // publishes a KeyPackage: writing a card creates no MLS state of its own.
-        let has_state = policy_dir(store)
-            .map(|d| d.join("mls.db").exists())
-            .unwrap_or(false);
-        if has_state {
-            let mls = super::mls::open_state(store)?;
+        if home.has_mls_state() {
+            let mls = home.open_mls()?;
             let ids = mls.identities().map_err(|e| Failure::from("card", e))?;
             if ids.iter().any(|(e, _)| *e == email) {
                 let kp = mls
@@ -119,7 +108,7 @@ pub(super) fn card(store: &Path, a: CardArgs) -> CliResult {
 /// `key import --agent-card FILE`: the card's keys into the store, its policy into
 /// the peer policy file.
 pub(super) fn import(
-    store: &Path,
+    home: &Home,
     keys: &Keys,
     file: &Path,
     require_signature: bool,
@@ -133,14 +122,13 @@ pub(super) fn import(
     if require_signature && !card.trusted() {
         return Err(fail(agent_card::CardError::Untrusted(card.address.clone())));
     }
-    let dir = policy_dir(store)?;
-    let mut policies = PeerPolicies::load(&dir).map_err(|e| Failure::from("peer policy", e))?;
+    let policies = home.policies()?;
     let entries = agent_card::import_keys(&card, keys.store()).map_err(fail)?;
     super::key::print_entries("imported", &entries);
-    policies.record(&card, now);
-    policies
-        .save(&dir)
-        .map_err(|e| Failure::from("peer policy", e))?;
+    policies.update(|p| {
+        p.record(&card, now);
+        Ok::<(), Failure>(())
+    })?;
     let signed = if card.signatures.is_empty() {
         "unsigned".to_string()
     } else {

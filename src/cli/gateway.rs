@@ -10,7 +10,8 @@ use std::sync::Arc;
 use clap::{Args, Subcommand};
 
 use super::exit::ExitCode;
-use super::{card, mls, CliResult, Failure};
+use super::home::Home;
+use super::{CliResult, Failure};
 use crate::gateway::{Config, Gateway, Pipeline};
 use crate::keystore::KeyStore;
 use crate::{Receiver, Sender};
@@ -51,17 +52,18 @@ fn factory(config: &Config) -> Arc<crate::gateway::PipelineFactory> {
         let keys: Rc<dyn KeyStore> = super::store::Keys::open(&store)
             .map_err(|f| f.line)?
             .into_store();
-        let peers = card::load_policies(&store).map_err(|f| f.line)?;
+        let home = Home::new(&store, Some(&state));
+        let peers = home.load_policies().map_err(|f| f.line)?;
         let replay = |what| crate::replay::open_store(&state).map_err(|e| format!("{what}: {e}"));
         let receiver = Receiver::builder(keys.clone())
             .policy(policy.clone())
             .peers(&peers)
-            .mls_lazy(mls::lazy_state(&store))
+            .mls_lazy(home.lazy_mls())
             .replay_boxed(replay("replay state")?)
             .build();
         let sender = Sender::builder(keys)
             .peers(peers)
-            .mls_lazy(mls::lazy_state(&store))
+            .mls_lazy(home.lazy_mls())
             .replay_boxed(replay("replay state")?)
             .build();
         Ok(Pipeline { receiver, sender })

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::exit::ExitCode;
+use super::home::Home;
 use super::store::Keys;
 use super::{card, mls, read_input, read_passphrase, write_output, CliResult, Failure};
 
@@ -286,13 +287,13 @@ pub(super) fn generate_on_token(
     Ok(())
 }
 
-pub(super) fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
+pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
     if let KeyCommand::Generate(a) = &cmd {
         if a.kind == "mls" {
             let email = a.email.as_deref().ok_or_else(|| {
                 Failure::new(ExitCode::Usage, "key generate --kind mls needs --email")
             })?;
-            return mls::generate(&dir, email);
+            return mls::generate(home, &dir, email);
         }
     }
     let keys = Keys::open(&dir)?;
@@ -313,7 +314,7 @@ pub(super) fn key(dir: PathBuf, cmd: KeyCommand) -> CliResult {
                         .allow_text(o)
                         .map_err(|e| Failure::from("--card-operator", e))?;
                 }
-                card::import(&dir, &keys, card_file, require_signature, &operators)?;
+                card::import(home, &keys, card_file, require_signature, &operators)?;
             }
             let passphrase = passphrase_file
                 .as_deref()

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 
 use super::exit::ExitCode;
+use super::home::Home;
 use super::{read_input, write_output, CliResult, Failure};
 use crate::mls::{Handshake, Mls, Received, StoreAuthenticator};
 
@@ -188,13 +189,13 @@ pub(crate) fn state_dir(store: &Path) -> Result<PathBuf, Failure> {
 /// The store's MLS state, with `MAILSEAL_MLS_PAST_EPOCHS` (epochs kept for late
 /// messages, default 3; applies to groups created or joined afterwards) and
 /// `MAILSEAL_MLS_MAX_HELD` (messages held per group for a future epoch, default 256).
-pub(crate) fn open_state(store: &Path) -> Result<Mls, Failure> {
-    lazy_state(store)().map_err(|e| Failure::from("mls", e))
-}
-
 /// Opens the store's MLS state when called (a receiver calls it at the first MLS
-/// mail), configured from `MAILSEAL_MLS_PAST_EPOCHS` and `MAILSEAL_MLS_MAX_HELD`.
-pub(crate) fn lazy_state(store: &Path) -> impl Fn() -> Result<Mls, crate::mls::MlsError> {
+/// mail), configured from `MAILSEAL_MLS_PAST_EPOCHS` and `MAILSEAL_MLS_MAX_HELD`:
+/// the shared state in PostgreSQL when `postgres` names one, else the local file.
+pub(crate) fn lazy_state(
+    store: &Path,
+    postgres: Option<String>,
+) -> impl Fn() -> Result<Mls, crate::mls::MlsError> {
     let store = store.to_path_buf();
     move || {
         let mut config = crate::mls::MlsConfig::default();
@@ -209,11 +210,17 @@ pub(crate) fn lazy_state(store: &Path) -> impl Fn() -> Result<Mls, crate::mls::M
                     .map_err(|_| crate::mls::MlsError::Usage(format!("{var}={v}: not a number")))?;
             }
         }
-        let dir = state_dir(&store).map_err(|f| crate::mls::MlsError::Usage(f.line))?;
         // Signature keys are encrypted under the store passphrase, like the others.
         let passphrase =
             super::store::passphrase().map_err(|f| crate::mls::MlsError::Usage(f.line))?;
-        Mls::open(&dir).map(|m| m.with_config(config).with_passphrase(passphrase))
+        let mls = match &postgres {
+            Some(url) => Mls::open_postgres(url)?,
+            None => {
+                let dir = state_dir(&store).map_err(|f| crate::mls::MlsError::Usage(f.line))?;
+                Mls::open(&dir)?
+            }
+        };
+        Ok(mls.with_config(config).with_passphrase(passphrase))
     }
 }
 
@@ -232,8 +239,8 @@ fn write_file(dir: &Path, name: &str, data: &[u8]) -> CliResult {
 
 /// `key generate --kind mls --email ADDR`: the key is certified by our S/MIME (else
 /// OpenPGP) key for ADDR, which must be in the store.
-pub(super) fn generate(store: &Path, email: &str) -> CliResult {
-    let mls = open_state(store)?;
+pub(super) fn generate(home: &Home, store: &Path, email: &str) -> CliResult {
+    let mls = home.open_mls()?;
     let keys = super::store::Keys::open(store)?;
     let auth = StoreAuthenticator::new(keys.store());
     let public = mls
@@ -246,8 +253,8 @@ pub(super) fn generate(store: &Path, email: &str) -> CliResult {
     Ok(())
 }
 
-pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
-    let mls = open_state(store)?;
+pub(super) fn run(home: &Home, store: &Path, cmd: MlsCommand) -> CliResult {
+    let mls = home.open_mls()?;
     // The authentication service: leaves are checked against the store's keys.
     let keys = super::store::Keys::open(store)?;
     let auth = StoreAuthenticator::new(keys.store());
@@ -273,10 +280,8 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
             out_dir,
         } => {
             let added = match member {
-                Some(member) => {
-                    let dir = state_dir(store)?;
-                    let mut policies = crate::ext::peers::PeerPolicies::load(&dir)
-                        .map_err(|e| Failure::from("mls add", e))?;
+                // The KeyPackage is taken from the policy only if the add succeeds.
+                Some(member) => home.policies()?.update(|policies| {
                     let kp = policies.take_key_package(&member).ok_or_else(|| {
                         Failure::new(
                             ExitCode::NoUsableKey,
@@ -285,14 +290,9 @@ pub(super) fn run(store: &Path, cmd: MlsCommand) -> CliResult {
                             ),
                         )
                     })?;
-                    let added = mls
-                        .add_published(&group, &member, &kp, &auth)
-                        .map_err(fail("mls add"))?;
-                    policies
-                        .save(&dir)
-                        .map_err(|e| Failure::from("mls add", e))?;
-                    added
-                }
+                    mls.add_published(&group, &member, &kp, &auth)
+                        .map_err(fail("mls add"))
+                })?,
                 None => {
                     let mails = key_packages
                         .iter()

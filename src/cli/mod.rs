@@ -9,6 +9,7 @@ mod dkim;
 mod exit;
 #[cfg(feature = "gateway")]
 mod gateway;
+mod home;
 mod inspect;
 mod key;
 mod mls;
@@ -188,14 +189,23 @@ fn run(cli: Cli) -> CliResult {
             let state = state_location(cli.state, store.clone())?;
             receive::open(store_dir(store)?, &state, args)
         }
-        Command::Key(cmd) => key::key(store_dir(store)?, cmd),
+        Command::Key(cmd) => {
+            let dir = store_dir(store)?;
+            key::key(&home::Home::new(&dir, cli.state.as_deref()), dir, cmd)
+        }
         Command::Stream(cmd) => stream::run(&state_location(cli.state, store)?, cmd),
         Command::Mls(mls::MlsCommand::Next { group, out, eml }) => {
             let state = state_location(cli.state, store.clone())?;
             receive::mls_next(store_dir(store)?, &state, group, out, eml)
         }
-        Command::Mls(cmd) => mls::run(&store_dir(store)?, cmd),
-        Command::Card(args) => card::card(&store_dir(store)?, args),
+        Command::Mls(cmd) => {
+            let dir = store_dir(store)?;
+            mls::run(&home::Home::new(&dir, cli.state.as_deref()), &dir, cmd)
+        }
+        Command::Card(args) => {
+            let dir = store_dir(store)?;
+            card::card(&home::Home::new(&dir, cli.state.as_deref()), &dir, args)
+        }
         Command::Demo => demo::run(),
         #[cfg(feature = "gateway")]
         Command::Gateway(args) => gateway::gateway(args),

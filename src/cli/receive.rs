@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::exit::ExitCode;
+use super::home::Home;
 use super::store::Keys;
 use super::{read_input, write_output, CliResult, Failure};
 use crate::receiver::deliver::{self, Delivered, DeliveryDir, Format};
@@ -81,7 +82,7 @@ pub(super) struct OpenArgs {
 /// The receiver of a command: the store's keys, the peers' cards, the MLS state
 /// (opened at the first MLS mail), and the replay state unless `stateless`.
 fn receiver<'a>(
-    dir: &Path,
+    home: &Home,
     keys: &'a Keys,
     state: Option<&str>,
     policy: OpenPolicy,
@@ -89,9 +90,9 @@ fn receiver<'a>(
 ) -> Result<Receiver<'a>, Failure> {
     let mut builder = Receiver::builder(keys.store())
         .policy(policy)
-        .peers(&super::card::load_policies(dir)?)
+        .peers(&home.load_policies()?)
         .clock(clock)
-        .mls_lazy(super::mls::lazy_state(dir));
+        .mls_lazy(home.lazy_mls());
     if let Some(state) = state {
         builder = builder
             .replay_boxed(crate::replay::open_store(state).map_err(|e| Failure::from("open", e))?);
@@ -131,6 +132,7 @@ fn clock(flag: Option<&str>) -> Result<Clock, Failure> {
 
 pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     let keys = super::store::Keys::open(&dir)?;
+    let home = Home::new(&dir, Some(state));
     let dkim_keys = match &a.dkim_keys {
         None => None,
         Some(path) => Some(
@@ -150,7 +152,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     policy.allow_unsigned_from(&a.allow_unsigned_from);
     let clock = clock(a.now.as_deref())?;
     if a.stateless {
-        let receiver = receiver(&dir, &keys, None, policy, clock)?;
+        let receiver = receiver(&home, &keys, None, policy, clock)?;
         let raw = read_input(a.input.as_deref())?;
         let outcome = receiver
             .verify(&raw)
@@ -169,7 +171,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         eprintln!("mailseal: receiver rules not applied (--stateless): do not act on this");
         return write_output(a.out.as_deref(), &body(delivery, a.eml)?);
     }
-    let mut receiver = receiver(&dir, &keys, Some(state), policy, clock)?;
+    let mut receiver = receiver(&home, &keys, Some(state), policy, clock)?;
     if let (Some(batch), Some(out_dir)) = (&a.batch, &a.out_dir) {
         return open_batch(&mut receiver, batch, out_dir, a.eml);
     }
@@ -237,7 +239,7 @@ pub(super) fn mls_next(
 ) -> CliResult {
     let keys = super::store::Keys::open(&dir)?;
     let mut receiver = receiver(
-        &dir,
+        &Home::new(&dir, Some(state)),
         &keys,
         Some(state),
         OpenPolicy::default(),

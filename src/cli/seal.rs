@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::exit::ExitCode;
+use super::home::Home;
 use super::store::Keys;
-use super::{card, mls, read_input, CliResult, Failure};
+use super::{read_input, CliResult, Failure};
 use crate::message::{Limits, MailA2aMessage};
 
 #[derive(Args)]
@@ -77,9 +78,10 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         ));
     }
     let keys = Keys::open(&dir)?;
+    let home = Home::new(&dir, Some(state));
     let mut builder = crate::Sender::builder(keys.store())
-        .peers(card::load_policies(&dir)?)
-        .mls_lazy(mls::lazy_state(&dir));
+        .peers(home.load_policies()?)
+        .mls_lazy(home.lazy_mls());
     // The replay state is opened only when the seal records something in it.
     if crate::Sender::needs_replay(&plain) {
         builder = builder

@@ -6,4 +6,5 @@ pub mod agent_card;
 pub mod edge_cloud;
 pub(crate) mod jws;
 pub mod payment;
+pub mod peer_home;
 pub mod peers;

@@ -33,6 +33,9 @@ pub enum PeerPolicyError {
         /// Why.
         reason: String,
     },
+    /// The shared policies in PostgreSQL could not be read or written.
+    #[error("peer policies in PostgreSQL: {0}")]
+    Database(String),
     /// Sealing for a recipient below the minimum its card declares.
     #[error("{peer}'s Agent Card demands {required} for every message; this one would be {got}")]
     BelowMinimum {
@@ -61,7 +64,7 @@ impl Classify for PeerPolicyError {
     }
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::File { .. } => ErrorKind::Other,
+            Self::File { .. } | Self::Database(_) => ErrorKind::Other,
             Self::BelowMinimum { .. } | Self::ProfileNotListed { .. } => ErrorKind::Policy,
         }
     }

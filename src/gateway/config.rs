@@ -69,7 +69,9 @@ pub struct Config {
     pub hostname: String,
     /// The key store (as `mailseal --store`).
     pub store: String,
-    /// The replay state (as `mailseal --state`); default: beside the store.
+    /// The replay state (as `mailseal --state`); default: beside the store. A
+    /// PostgreSQL URL also holds the MLS group state and the peer policies, so every
+    /// instance on it is one receiver, one group member and one policy.
     #[serde(default)]
     pub state: Option<String>,
     /// The spool: a directory, or `postgres://...` shared by several gateways.

@@ -213,24 +213,31 @@ impl Gateway {
             }
             None => None,
         };
-        let reload = config.tls.clone().map(|files| {
+        let reload = {
+            let files = config.tls.clone();
             let tls = tls.clone();
+            let shared = shared.clone();
             tokio::spawn(async move {
                 use tokio::signal::unix::{signal, SignalKind};
                 let Ok(mut hup) = signal(SignalKind::hangup()) else {
                     return;
                 };
                 while hup.recv().await.is_some() {
-                    match server::load_tls(&files) {
+                    shared.workers.reload();
+                    tracing::info!("SIGHUP: stores, cards and peer policies are read again");
+                    let Some(files) = &files else { continue };
+                    match server::load_tls(files) {
                         Ok(c) => {
                             *tls.write().unwrap_or_else(|p| p.into_inner()) = Some(c);
                             tracing::info!("SIGHUP: TLS certificate and key reloaded");
                         }
-                        Err(e) => tracing::error!(error = %e, "SIGHUP: TLS not reloaded, the old certificate stays"),
+                        Err(e) => {
+                            tracing::error!(error = %e, "SIGHUP: TLS not reloaded, the old certificate stays")
+                        }
                     }
                 }
             })
-        });
+        };
         let deliverer = Arc::new(delivery::Deliverer {
             spool,
             config: config.clone(),
@@ -242,9 +249,7 @@ impl Gateway {
         if let Some(t) = metrics_task {
             t.abort();
         }
-        if let Some(t) = reload {
-            t.abort();
-        }
+        reload.abort();
         tracing::info!("stopped");
         Ok(())
     }

@@ -141,6 +141,9 @@ pub(crate) struct Job {
 /// The worker threads.
 pub(crate) struct Workers {
     jobs: mpsc::SyncSender<Job>,
+    /// Bumped on SIGHUP: each worker builds its pipeline again before its next job,
+    /// so peer policies and cards changed since (by any instance) take effect.
+    generation: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Workers {
@@ -153,16 +156,28 @@ impl Workers {
     ) -> std::io::Result<Workers> {
         let (tx, rx) = mpsc::sync_channel::<Job>(n * 4);
         let rx = Arc::new(Mutex::new(rx));
+        let generation = Arc::new(std::sync::atomic::AtomicU64::new(0));
         for i in 0..n {
             let rx = rx.clone();
             let factory = factory.clone();
             let spool = spool.clone();
             let config = config.clone();
+            let generation = generation.clone();
             std::thread::Builder::new()
                 .name(format!("mailseal-worker-{i}"))
-                .spawn(move || worker(rx, factory, spool, config))?;
+                .spawn(move || worker(rx, factory, spool, config, generation))?;
         }
-        Ok(Workers { jobs: tx })
+        Ok(Workers {
+            jobs: tx,
+            generation,
+        })
+    }
+
+    /// Has every worker build its pipeline again (stores, cards, peer policies)
+    /// before its next message.
+    pub(crate) fn reload(&self) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Hands `job` to a worker (waiting while all are busy and the queue is full).
@@ -178,14 +193,17 @@ fn worker(
     factory: Arc<PipelineFactory>,
     spool: Arc<dyn Spool>,
     config: Arc<Config>,
+    generation: Arc<std::sync::atomic::AtomicU64>,
 ) {
-    let mut pipeline = match factory() {
+    let build = || match factory() {
         Ok(p) => Some(p),
         Err(e) => {
-            tracing::error!(error = %e, "worker: cannot open the stores; every message is deferred");
+            tracing::error!(error = %e, "worker: cannot open the stores; messages are deferred until they open");
             None
         }
     };
+    let mut built = generation.load(std::sync::atomic::Ordering::SeqCst);
+    let mut pipeline = build();
     let profile = config.default_profile().unwrap_or(Profile::Smime);
     loop {
         let job = {
@@ -195,6 +213,15 @@ fn worker(
                 Err(_) => return,
             }
         };
+        // After SIGHUP, or when the stores did not open: build it again (a failed
+        // rebuild keeps the pipeline that works).
+        let now_generation = generation.load(std::sync::atomic::Ordering::SeqCst);
+        if now_generation != built || pipeline.is_none() {
+            built = now_generation;
+            if let Some(p) = build() {
+                pipeline = Some(p);
+            }
+        }
         let decision = match pipeline.as_mut() {
             None => Decision::local_error("the gateway cannot open its key store"),
             Some(p) => {

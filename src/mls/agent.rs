@@ -25,6 +25,14 @@ impl Mls {
         )?))
     }
 
+    /// The MLS state shared by every process on the PostgreSQL database at `url`
+    /// (`postgres://...`, TLS as for the replay state): gateway instances on one
+    /// database act as one group member. Each MLS operation locks the shared state,
+    /// so they run one at a time across the processes (see the `shared` module).
+    pub fn open_postgres(url: &str) -> Result<Mls, MlsError> {
+        Ok(Self::with_state(State::postgres(url)?))
+    }
+
     /// A state that lives in memory only (tests, benches).
     pub fn in_memory() -> Result<Mls, MlsError> {
         Ok(Self::with_state(State::in_memory()?))
@@ -120,6 +128,7 @@ impl Mls {
 
     /// (our identity, removed at epoch) for a group we belong to.
     pub(super) fn membership(&self, id: &[u8]) -> Result<(String, Option<u64>), MlsError> {
+        self.state.refresh()?;
         self.state
             .query_row(
                 "SELECT email, removed_epoch FROM mailseal_mls_group WHERE group_id = ?1",

@@ -21,6 +21,14 @@ impl Mls {
     /// [`Mls::receive`] (which drops it from the hold); if that fails, drop it with
     /// [`Mls::discard`].
     pub fn next_ready(&self, group: Option<&str>) -> Result<Option<Held>, MlsError> {
+        // In a transaction: taking a group bumps its version (see `take_group`).
+        let tx = self.state.begin()?;
+        let ready = self.next_ready_in(group)?;
+        tx.commit()?;
+        Ok(ready)
+    }
+
+    fn next_ready_in(&self, group: Option<&str>) -> Result<Option<Held>, MlsError> {
         let ids: Vec<Vec<u8>> = match group {
             Some(g) => vec![parse_group_id(g)?],
             None => {
@@ -58,16 +66,18 @@ impl Mls {
 
     /// Drops a held message that did not open.
     pub fn discard(&self, held: &Held) -> Result<(), MlsError> {
+        let tx = self.state.begin()?;
         self.state.exec(
             "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2",
             params![held.group_id, held.digest],
         )?;
-        Ok(())
+        tx.commit()
     }
 
     /// How many messages wait for a Commit, per group.
     pub fn held_count(&self, group: &str) -> Result<usize, MlsError> {
         let id = parse_group_id(group)?;
+        self.state.refresh()?;
         let n: i64 = self.state.query_row(
             "SELECT count(*) FROM mailseal_mls_held WHERE group_id = ?1",
             [id],

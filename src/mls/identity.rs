@@ -178,6 +178,7 @@ impl Mls {
 
     /// Our identities: (email, public key hex).
     pub fn identities(&self) -> Result<Vec<(String, String)>, MlsError> {
+        self.state.refresh()?;
         let mut st = self
             .state
             .conn
@@ -194,6 +195,7 @@ impl Mls {
     }
 
     pub(super) fn public_key(&self, email: &str) -> Result<Option<Vec<u8>>, MlsError> {
+        self.state.refresh()?;
         Ok(self
             .state
             .query_row(

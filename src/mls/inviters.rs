@@ -22,6 +22,7 @@ impl Mls {
                 "{pattern}: an inviter is an address, @domain or *"
             )));
         }
+        let tx = self.state.begin()?;
         if allow {
             self.state.exec(
                 "INSERT OR IGNORE INTO mailseal_mls_inviter (pattern) VALUES (?1)",
@@ -33,11 +34,12 @@ impl Mls {
                 [&pattern],
             )?;
         }
-        Ok(())
+        tx.commit()
     }
 
     /// The inviter patterns [`Mls::allow_inviter`] set.
     pub fn inviters(&self) -> Result<Vec<String>, MlsError> {
+        self.state.refresh()?;
         let mut st = self
             .state
             .conn
@@ -79,6 +81,7 @@ impl Mls {
                 "an MLS signature key here is Ed25519: 32 bytes (64 hex digits)".into(),
             ));
         }
+        let tx = self.state.begin()?;
         if pin {
             self.state.exec(
                 "INSERT OR IGNORE INTO mailseal_mls_pinned (email, public_key) VALUES (?1, ?2)",
@@ -90,11 +93,12 @@ impl Mls {
                 rusqlite::params![email, signature_key],
             )?;
         }
-        Ok(())
+        tx.commit()
     }
 
     /// The keys [`Mls::pin_key`] pinned: (email, key hex).
     pub fn pinned_keys(&self) -> Result<Vec<(String, String)>, MlsError> {
+        self.state.refresh()?;
         let mut st = self.state.conn.prepare(
             "SELECT email, public_key FROM mailseal_mls_pinned ORDER BY email, public_key",
         )?;

@@ -277,11 +277,14 @@ impl Mls {
     /// [`Mls::group_info`], addressed to `to`.
     pub(super) fn group_info_to(&self, group: &str, to: &[String]) -> Result<Vec<u8>, MlsError> {
         let id = parse_group_id(group)?;
+        // In a transaction: taking a group bumps its version (see `take_group`).
+        let tx = self.state.begin()?;
         let me = self.active_member(&id)?;
         let me_id = self.signer(&me)?;
         let signer = &me_id.keys;
         let g = self.take_group(&id)?;
         let info = g.export_group_info(self.state.provider.crypto(), signer, true);
+        tx.commit()?;
         self.cache_put(g);
         let bytes = info.map_err(op)?.to_bytes().map_err(op)?;
         self.mail(&me, to, "MLS group info", &bytes)
@@ -369,12 +372,13 @@ impl Mls {
     /// under any name, so a group that wants them says so on each member.
     pub fn allow_external_joins(&self, group: &str, allow: bool) -> Result<(), MlsError> {
         let id = parse_group_id(group)?;
+        let tx = self.state.begin()?;
         self.membership(&id)?;
         self.state.exec(
             "UPDATE mailseal_mls_group SET external_joins = ?2 WHERE group_id = ?1",
             params![id, allow as i64],
         )?;
-        Ok(())
+        tx.commit()
     }
 
     pub(super) fn external_joins(&self, id: &[u8]) -> Result<bool, MlsError> {
@@ -387,6 +391,7 @@ impl Mls {
 
     /// The groups we belong to (or belonged to), as base64url ids.
     pub fn groups(&self) -> Result<Vec<String>, MlsError> {
+        self.state.refresh()?;
         let mut st = self
             .state
             .conn
@@ -402,6 +407,8 @@ impl Mls {
     /// A group's members and epoch.
     pub fn members(&self, group: &str) -> Result<Members, MlsError> {
         let id = parse_group_id(group)?;
+        // In a transaction: taking a group bumps its version (see `take_group`).
+        let tx = self.state.begin()?;
         let (me, _) = self.membership(&id)?;
         let g = self.take_group(&id)?;
         let members = g
@@ -424,6 +431,7 @@ impl Mls {
             members,
             signature_keys,
         };
+        tx.commit()?;
         self.cache_put(g);
         Ok(out)
     }

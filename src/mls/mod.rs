@@ -18,6 +18,7 @@
 
 mod agent;
 pub mod authentication;
+mod changeset;
 mod held;
 mod identity;
 pub mod invitation;
@@ -25,12 +26,15 @@ mod inviters;
 mod membership;
 mod receive;
 mod send;
+mod shared;
 mod state;
 pub mod wire;
 
 pub use authentication::{
     Authenticator, Binding, PinnedKeys, StoreAuthenticator, VerifiedBindings,
 };
+#[doc(hidden)]
+pub use changeset::check as check_changeset;
 pub use held::Held;
 pub use identity::key_package_identity;
 pub use membership::{Added, Members};

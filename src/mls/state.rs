@@ -7,7 +7,12 @@
 //! Every operation runs in one `BEGIN IMMEDIATE` transaction across both, committed
 //! only when the operation (and whatever the caller does with its result) succeeded:
 //! a process killed at any point leaves the file at the old state or the new one.
+//!
+//! The same tables can live in PostgreSQL instead, shared by several processes
+//! ([`super::shared`]): the SQLite database is then an in-memory replica, and each
+//! transaction also locks, catches up with and appends to the PostgreSQL log.
 
+use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -15,6 +20,7 @@ use openmls_rust_crypto::RustCrypto;
 use openmls_sqlite_storage::{Codec, SqliteStorageProvider};
 use rusqlite::Connection;
 
+use super::shared::{self, Shared};
 use super::MlsError;
 
 /// The file's name in a store directory.
@@ -122,10 +128,12 @@ impl openmls_traits::OpenMlsProvider for Provider {
     }
 }
 
-/// The open state file.
+/// The open state file (or the replica of the shared state).
 pub(crate) struct State {
     pub conn: Rc<Connection>,
     pub provider: Provider,
+    /// The PostgreSQL state this one replicates, if any.
+    shared: Option<RefCell<Shared>>,
 }
 
 impl State {
@@ -142,6 +150,29 @@ impl State {
     /// A state in memory (tests, benches).
     pub(crate) fn in_memory() -> Result<State, MlsError> {
         Self::setup(Connection::open_in_memory()?)
+    }
+
+    /// The state shared in the PostgreSQL database at `url`, replicated in memory.
+    pub(crate) fn postgres(url: &str) -> Result<State, MlsError> {
+        let mut state = Self::setup(Connection::open_in_memory()?)?;
+        shared::watch(&state.conn)?;
+        state.shared = Some(RefCell::new(Shared::connect(url, &state.conn)?));
+        state.refresh()?;
+        Ok(state)
+    }
+
+    /// Brings a shared state's replica up to date for a read outside a transaction
+    /// (a local file needs nothing).
+    pub(crate) fn refresh(&self) -> Result<(), MlsError> {
+        if let Some(shared) = &self.shared {
+            let mut shared = shared.borrow_mut();
+            // Inside a transaction the replica is current already.
+            if !shared.in_transaction() {
+                shared.begin(&self.conn)?;
+                shared.rollback();
+            }
+        }
+        Ok(())
     }
 
     fn setup(mut conn: Connection) -> Result<State, MlsError> {
@@ -171,6 +202,7 @@ impl State {
                 storage: SqliteStorageProvider::new(conn.clone()),
             },
             conn,
+            shared: None,
         })
     }
 
@@ -192,26 +224,53 @@ impl State {
         self.conn.prepare_cached(sql)?.query_row(params, f)
     }
 
-    /// Starts the transaction every operation runs in.
+    /// Starts the transaction every operation runs in (for a shared state: after
+    /// locking it in PostgreSQL and catching up, and recording what changes).
     pub(crate) fn begin(&self) -> Result<Tx<'_>, MlsError> {
-        self.exec("BEGIN IMMEDIATE", [])?;
-        Ok(Tx {
+        if let Some(shared) = &self.shared {
+            shared.borrow_mut().begin(&self.conn)?;
+        }
+        let tx = Tx {
             conn: &self.conn,
+            shared: self.shared.as_ref(),
             done: false,
-        })
+        };
+        self.exec("BEGIN IMMEDIATE", [])?;
+        Ok(tx)
     }
 }
 
 /// An open transaction: rolled back when dropped uncommitted.
 pub(crate) struct Tx<'a> {
     conn: &'a Connection,
+    shared: Option<&'a RefCell<Shared>>,
     done: bool,
 }
 
 impl Tx<'_> {
     pub(crate) fn commit(mut self) -> Result<(), MlsError> {
+        // What the transaction changed, for the shared log (read inside it).
+        let changes = match self.shared {
+            Some(_) => Some(shared::changes(self.conn)?),
+            None => None,
+        };
         self.done = true;
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        if let Err(e) = self
+            .conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+        {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            if let Some(shared) = self.shared {
+                shared.borrow_mut().rollback();
+            }
+            return Err(e.into());
+        }
+        if let (Some(shared), Some(changes)) = (self.shared, changes) {
+            // The local commit is done; PostgreSQL's decides. If it fails, the
+            // replica is ahead of the shared state and is rebuilt before next use.
+            shared.borrow_mut().commit(self.conn, changes)?;
+        }
         Ok(())
     }
 }
@@ -220,6 +279,9 @@ impl Drop for Tx<'_> {
     fn drop(&mut self) {
         if !self.done {
             let _ = self.conn.execute_batch("ROLLBACK");
+            if let Some(shared) = self.shared {
+                shared.borrow_mut().rollback();
+            }
         }
     }
 }

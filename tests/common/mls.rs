@@ -10,12 +10,27 @@ pub struct Agent {
     pub store: PathBuf,
 }
 
-/// Runs `mailseal --store STORE ARGS`.
+/// The state (`--state`) each store registered by [`use_state`] runs with.
+static STATES: std::sync::Mutex<Vec<(PathBuf, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// From now on, [`mailseal`] runs with `--state STATE` for `store` (a PostgreSQL
+/// URL: its MLS state and peer policies live there).
+#[allow(dead_code)]
+pub fn use_state(store: &Path, state: &str) {
+    STATES
+        .lock()
+        .unwrap()
+        .push((store.to_path_buf(), state.to_string()));
+}
+
+/// Runs `mailseal --store STORE ARGS` (with `--state` if [`use_state`] set one).
 pub fn mailseal(store: &Path, args: &[&str]) -> Output {
-    Command::new(super::bin())
-        .arg("--store")
-        .arg(store)
-        .args(args)
+    let mut cmd = Command::new(super::bin());
+    cmd.arg("--store").arg(store);
+    if let Some((_, state)) = STATES.lock().unwrap().iter().find(|(s, _)| s == store) {
+        cmd.arg("--state").arg(state);
+    }
+    cmd.args(args)
         .env_remove("MAILSEAL_STATE")
         .output()
         .expect("mailseal runs")

@@ -14,5 +14,6 @@ mod mls_fuzz_seeds;
 mod mls_group;
 mod mls_key_rotation;
 mod mls_openpgp_binding;
+mod mls_shared_state;
 mod mls_tamper;
 mod mls_vectors;

@@ -11,5 +11,6 @@ mod key_generate;
 mod keystore;
 mod keystore_postgres;
 mod keystore_sqlite;
+mod peer_policies_shared;
 mod pkcs11_softhsm;
 mod pkcs12_import;
