@@ -258,7 +258,18 @@ impl Context<'_> {
     /// [`Entry::keyed`]): the client's bytes, or, for an opened message, the message
     /// the receiver rules know (two copies they would call one are one entry).
     fn queue(&self, t: &Transaction, key: &[u8], data: Vec<u8>) -> Result<String, Decision> {
-        let entry = Entry::keyed(self.listener, &t.mail_from, &t.recipients, key, data, now());
+        self.queue_to(t, &t.recipients, key, data)
+    }
+
+    /// [`Context::queue`] for `recipients` rather than the transaction's.
+    fn queue_to(
+        &self,
+        t: &Transaction,
+        recipients: &[String],
+        key: &[u8],
+        data: Vec<u8>,
+    ) -> Result<String, Decision> {
+        let entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, now());
         self.spool
             .put(&entry)
             .map(|_| entry.id)
@@ -368,7 +379,7 @@ impl Context<'_> {
             .outcome()
             .delivery()
             .and_then(|d| d.opened.verdict.profile);
-        let (mut decision, stream) = match self.settle(incoming, t) {
+        let (mut decision, stream) = match self.settle(incoming, t, None) {
             Ok(d) => d,
             Err(d) => return d,
         };
@@ -382,15 +393,18 @@ impl Context<'_> {
     }
 
     /// Spools what `incoming` delivers, then commits it. Also says which stream's
-    /// held events the delivery released.
+    /// held events the delivery released. `released`: a held message `t` (a Commit)
+    /// released, with our addresses (see [`Context::recipients`]).
     fn settle(
         &self,
         incoming: Incoming<'_>,
         t: &Transaction,
+        released: Option<&[String]>,
     ) -> Result<(Decision, Option<StreamRelease>), Decision> {
         let queued = match incoming.outcome() {
             Outcome::Deliver { delivery, .. } => {
-                Some(self.queue(t, &message_key(delivery), render(delivery)?)?)
+                let to = self.recipients(delivery, t, released)?;
+                Some(self.queue_to(t, &to, &message_key(delivery), render(delivery)?)?)
             }
             _ => None,
         };
@@ -418,6 +432,52 @@ impl Context<'_> {
         })
     }
 
+    /// Who an opened message goes to. Every SMTP recipient must be one the sealed
+    /// message names ([`crate::receiver::Delivery::meant_for`]): a message for one
+    /// agent here, sent on to another, is refused whole. A released message (held
+    /// for an epoch, delivered when a Commit came) goes to the Commit's recipients it
+    /// names, else to those of `ours` it names.
+    fn recipients(
+        &self,
+        delivery: &crate::receiver::Delivery,
+        t: &Transaction,
+        released: Option<&[String]>,
+    ) -> Result<Vec<String>, Decision> {
+        let aliases = &self.config.inbound.also_addressed_to;
+        let Some(ours) = released else {
+            return match t.recipients.iter().find(|r| !delivery.meant_for(r, aliases)) {
+                Some(r) => Err(Decision::refused(
+                    550,
+                    "5.7.1",
+                    &format!(
+                        "<{}>: the sealed message does not name this recipient (To/Cc): refused as forwarded",
+                        one_line(r)
+                    ),
+                )),
+                None => Ok(t.recipients.clone()),
+            };
+        };
+        let mut to: Vec<String> = t
+            .recipients
+            .iter()
+            .filter(|r| delivery.meant_for(r, aliases))
+            .cloned()
+            .collect();
+        if to.is_empty() {
+            to = delivery
+                .named_recipients()
+                .into_iter()
+                .filter(|a| ours.iter().any(|o| o.eq_ignore_ascii_case(a)))
+                .collect();
+        }
+        if to.is_empty() {
+            return Err(Decision::local_error(
+                "a released message names none of our addresses",
+            ));
+        }
+        Ok(to)
+    }
+
     fn release(&self, receiver: &mut Receiver<'_>, t: &Transaction) {
         loop {
             let stream = match self.release_one(receiver, t) {
@@ -437,6 +497,7 @@ impl Context<'_> {
         receiver: &mut Receiver<'_>,
         t: &Transaction,
     ) -> Option<Option<StreamRelease>> {
+        let ours = receiver.policy().our_addresses.clone();
         let released = match receiver.next_released(None) {
             Ok(Some(r)) => r,
             Ok(None) => return None,
@@ -447,14 +508,16 @@ impl Context<'_> {
         };
         let crate::receiver::Released { name, result } = released;
         Some(match result {
-            Ok(incoming) => match self.settle(incoming, t) {
+            Ok(incoming) => match self.settle(incoming, t, Some(&ours)) {
                 Ok((d, stream)) => {
                     tracing::info!(held = %name, verdict = d.verdict, "released");
                     stream
                 }
                 Err(d) => {
-                    tracing::warn!(held = %name, reason = %d.text, "released message not delivered");
-                    None
+                    // It stays held (nothing was committed): stop here rather than
+                    // take it again at once, and try at the next Commit.
+                    tracing::warn!(held = %name, reason = %d.text, "released message not delivered; it stays held");
+                    return None;
                 }
             },
             Err(e) => {

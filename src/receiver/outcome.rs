@@ -23,6 +23,33 @@ impl Delivery {
         Ok(Delivery { opened, candidate })
     }
 
+    /// The addresses the sealed message itself names: its protected To and Cc, and its
+    /// sender (our own copy), normalized.
+    pub fn named_recipients(&self) -> Vec<String> {
+        let h = &self.opened.message.headers;
+        h.to.iter()
+            .chain(&h.cc)
+            .chain(&h.from)
+            .map(crate::message::Mailbox::normalized)
+            .collect()
+    }
+
+    /// Whether a transport recipient (an SMTP `RCPT TO`) is one the sealed message was
+    /// meant for: named in its protected To or Cc, its sender (our own copy), or
+    /// reached through one of `aliases` the message names (a list expanded before
+    /// us). The receiver rules check that the message names one of our addresses; a
+    /// gateway that holds the keys of many agents must also check that it goes to
+    /// those it names, or a message for one agent, forwarded to another, would reach
+    /// that one with a passing verdict.
+    pub fn meant_for(&self, address: &str, aliases: &[String]) -> bool {
+        let address = crate::message::Mailbox::new(address).normalized();
+        let named = self.named_recipients();
+        named.contains(&address)
+            || aliases
+                .iter()
+                .any(|a| named.contains(&crate::message::Mailbox::new(a).normalized()))
+    }
+
     /// The output an agent acts on: the protected envelope JSON, as received, and a
     /// line end.
     pub fn envelope_json(&self) -> Vec<u8> {

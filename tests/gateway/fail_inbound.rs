@@ -161,3 +161,58 @@ fn forgeries_are_refused_at_smtp_time_and_replays_dropped() {
     assert!(log.contains("verdict=\"duplicate\""), "{log}");
     assert!(log.contains("verdict=\"refused\""), "{log}");
 }
+
+/// Bob's gateway holds the keys of two of its agents (bob@smime.example and
+/// bob@openpgp.example). A genuine message Alice sealed for the first, sent on (by
+/// whoever saw it) to the second's address, passes every receiver rule (the message
+/// names one of the store's addresses) but is not for that agent: refused at SMTP
+/// time, whether alone or beside the right recipient, and nothing reaches the sink.
+#[test]
+fn fail_message_forwarded_to_another_agent_behind_the_gateway() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, b_store) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let b_in = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "b",
+        &b_store,
+        &[("in", b_in, "inbound", sink.addr.port(), "tls = \"none\"")],
+        "",
+    );
+    let b = Gateway::start(dir.path(), "b", &conf, &[b_in]);
+    let sealed = seal(
+        &a_store,
+        &kit::plain(
+            "alice@smime.example",
+            "bob@smime.example",
+            "urn:uuid:for-bob",
+        ),
+        false,
+    );
+    let to = |rcpts: &[&str]| {
+        kit::submit(
+            ([127, 0, 0, 1], b_in).into(),
+            "alice@smime.example",
+            rcpts,
+            &sealed,
+        )
+    };
+    for rcpts in [
+        &["bob@openpgp.example"][..],
+        &["bob@smime.example", "bob@openpgp.example"][..],
+    ] {
+        let r = to(rcpts);
+        assert!(
+            r.starts_with("550 5.7.1") && r.contains("bob@openpgp.example"),
+            "{rcpts:?}: {r}"
+        );
+    }
+    // Refused means not recorded: the same message to the agent it names is opened.
+    let r = to(&["bob@smime.example"]);
+    assert!(r.starts_with("250"), "{r}\n{}", b.log_text());
+    let got = sink.wait_for(1, Duration::from_secs(30));
+    assert_eq!(got[0].recipients, vec!["bob@smime.example".to_string()]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sink.messages().len(), 1);
+}

@@ -200,6 +200,27 @@ fn mls_two_instances_act_as_one_member() {
         .collect();
     assert_eq!(epochs, vec![1, 1, 2], "{}", b2.log_text());
 
+    // A message of the next epoch reaches b2 before its Commit: held, in the shared
+    // state. The Commit reaches b1, which applies it and releases what b2 held.
+    let commit = common::mls::update(one, &group, &root.join("update2"));
+    let m4 = sealed(4);
+    let r = kit::submit(at(b2_in), &one.email, &[&two.email], &m4);
+    assert!(r.starts_with("250"), "{r}\n{}", b2.log_text());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sink_b.messages().len(), 3, "held, not delivered");
+    let r = kit::submit(
+        at(b1_in),
+        &one.email,
+        &[&two.email],
+        &std::fs::read(commit).unwrap(),
+    );
+    assert!(r.starts_with("250"), "{r}\n{}", b1.log_text());
+    let got = sink_b.wait_for(4, Duration::from_secs(60));
+    let env: serde_json::Value = serde_json::from_slice(&kit::envelope_of(&got[3].data)).unwrap();
+    assert_eq!(env["group"]["epoch"], 3, "{}", b1.log_text());
+    assert_eq!(got[3].recipients, vec![two.email.clone()]);
+    assert!(b1.log_text().contains("released"), "{}", b1.log_text());
+
     // Agent two sends through both instances: one sender ratchet between them.
     for i in 0..6 {
         let mut m = format!("Mailseal-Group: {group}\r\n").into_bytes();
@@ -219,7 +240,7 @@ fn mls_two_instances_act_as_one_member() {
         std::fs::write(&f, &m.data).unwrap();
         let opened = common::mls::ok(&one.store, &["open", "--in", f.to_str().unwrap()]);
         let env: serde_json::Value = serde_json::from_slice(&opened).unwrap();
-        assert_eq!(env["group"]["epoch"], 2);
+        assert_eq!(env["group"]["epoch"], 3);
         generations.push(env["group"]["generation"].as_u64().unwrap());
     }
     generations.sort();
