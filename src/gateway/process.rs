@@ -449,7 +449,7 @@ impl Context<'_> {
                 Some(r) => Err(Decision::refused(
                     550,
                     "5.7.1",
-                    &format!(
+                    format!(
                         "<{}>: the sealed message does not name this recipient (To/Cc): refused as forwarded",
                         one_line(r)
                     ),
