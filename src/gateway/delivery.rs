@@ -7,6 +7,11 @@
 //! permanently refused ones bounce, the rest wait for the next attempt (the entry
 //! keeps only them). On shutdown, deliveries in flight finish; what has not started
 //! stays queued.
+//!
+//! A session that ended its transaction cleanly goes back to its hop's idle list and
+//! carries the next message (one TCP and TLS handshake for many, as Postfix's
+//! connection cache does). Before reuse it must answer `RSET`; one that does not (the
+//! hop closed it) is dropped and a new one opened, so nothing was sent on it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,6 +22,8 @@ use std::time::{Duration, Instant};
 use mail_send::SmtpClient;
 use smtp_proto::Response;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::config::{Config, HopTls, NextHop, Protocol};
@@ -29,6 +36,39 @@ pub(crate) struct Hop {
     pub(crate) config: NextHop,
     tls: Option<TlsConnector>,
     server_name: String,
+    /// Sessions between messages, with when they went idle.
+    idle: std::sync::Mutex<Vec<(Instant, Session)>>,
+}
+
+/// Sessions kept idle per hop at most; older than [`IDLE_FOR`], one is dropped.
+const MAX_IDLE: usize = 16;
+const IDLE_FOR: Duration = Duration::from_secs(30);
+
+/// An open session with a next hop, past its greeting, EHLO and STARTTLS.
+enum Session {
+    Plain(SmtpClient<TcpStream>),
+    Tls(Box<SmtpClient<TlsStream<TcpStream>>>),
+}
+
+impl Session {
+    async fn rset(&mut self) -> bool {
+        match self {
+            Session::Plain(c) => c.rset().await.is_ok(),
+            Session::Tls(c) => c.rset().await.is_ok(),
+        }
+    }
+
+    /// One transaction; `Ok` also says the session may carry another.
+    async fn transaction(
+        &mut self,
+        entry: &Entry,
+        lmtp: bool,
+    ) -> Result<Vec<RcptResult>, RcptResult> {
+        match self {
+            Session::Plain(c) => transaction(c, entry, lmtp).await,
+            Session::Tls(c) => transaction(c, entry, lmtp).await,
+        }
+    }
 }
 
 impl Hop {
@@ -45,7 +85,26 @@ impl Hop {
                 .unwrap_or_else(|| config.host().to_string()),
             config: config.clone(),
             tls,
+            idle: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// An idle session that has not been idle too long.
+    fn take_idle(&self) -> Option<Session> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some((since, s)) = idle.pop() {
+            if since.elapsed() < IDLE_FOR {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    fn put_idle(&self, s: Session) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push((Instant::now(), s));
+        }
     }
 }
 
@@ -134,6 +193,25 @@ async fn exchange(
     helo: &str,
     timeout: Duration,
 ) -> Result<Vec<RcptResult>, RcptResult> {
+    let lmtp = hop.config.protocol == Protocol::Lmtp;
+    let mut session = loop {
+        match hop.take_idle() {
+            Some(mut s) => {
+                if s.rset().await {
+                    break s;
+                }
+            }
+            None => break open(hop, helo, timeout).await?,
+        }
+    };
+    let results = session.transaction(entry, lmtp).await?;
+    hop.put_idle(session);
+    Ok(results)
+}
+
+/// A new session with `hop`: connected, greeted, past EHLO (or LHLO) and the TLS the
+/// hop asks for.
+async fn open(hop: &Hop, helo: &str, timeout: Duration) -> Result<Session, RcptResult> {
     let addr = resolve(&hop.config.address).await?;
     let mut client = SmtpClient::connect(addr, timeout)
         .await
@@ -150,7 +228,7 @@ async fn exchange(
             .map_err(client_error)?;
         greeting(&mut client).await?;
         let _ = hello(&mut client, helo, lmtp).await?;
-        return transaction(&mut client, entry, lmtp).await;
+        return Ok(Session::Tls(Box::new(client)));
     }
     greeting(&mut client).await?;
     let caps = hello(&mut client, helo, lmtp).await?;
@@ -162,13 +240,13 @@ async fn exchange(
                 .await
                 .map_err(client_error)?;
             hello(&mut client, helo, lmtp).await?;
-            transaction(&mut client, entry, lmtp).await
+            Ok(Session::Tls(Box::new(client)))
         }
         (_, HopTls::Required) => Err(RcptResult::Temporary(format!(
             "{} does not offer STARTTLS, which this hop requires",
             hop.config.address
         ))),
-        _ => transaction(&mut client, entry, lmtp).await,
+        _ => Ok(Session::Plain(client)),
     }
 }
 
@@ -261,7 +339,6 @@ async fn transaction<T: AsyncRead + AsyncWrite + Unpin>(
         last = reply;
         *r = reply.map_or(RcptResult::Temporary("no reply to DATA".into()), classify);
     }
-    let _ = client.cmd(b"QUIT\r\n").await;
     Ok(results)
 }
 

@@ -28,6 +28,7 @@ pub struct Received {
 pub struct Sink {
     pub addr: SocketAddr,
     messages: Arc<Mutex<Vec<Received>>>,
+    connections: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Sink {
@@ -37,6 +38,17 @@ impl Sink {
 
     pub fn start_lmtp() -> Sink {
         Sink::start_as(true)
+    }
+
+    /// A sink that closes each session right after a message's reply, without a
+    /// word (a hop that drops idle sessions).
+    pub fn start_closing() -> Sink {
+        Sink::listen_with(TcpListener::bind("127.0.0.1:0").unwrap(), false, true)
+    }
+
+    /// How many sessions were opened to it.
+    pub fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A sink on a given port (a next hop that was down and comes up).
@@ -49,18 +61,28 @@ impl Sink {
     }
 
     fn listen(listener: TcpListener, lmtp: bool) -> Sink {
+        Sink::listen_with(listener, lmtp, false)
+    }
+
+    fn listen_with(listener: TcpListener, lmtp: bool, closing: bool) -> Sink {
         let addr = listener.local_addr().unwrap();
         let messages = Arc::new(Mutex::new(Vec::new()));
-        let m = messages.clone();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (m, n) = (messages.clone(), connections.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
+                n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let m = m.clone();
                 std::thread::spawn(move || {
-                    let _ = sink_session(stream, &m, lmtp);
+                    let _ = sink_session(stream, &m, lmtp, closing);
                 });
             }
         });
-        Sink { addr, messages }
+        Sink {
+            addr,
+            messages,
+            connections,
+        }
     }
 
     pub fn messages(&self) -> Vec<Received> {
@@ -89,6 +111,7 @@ fn sink_session(
     stream: TcpStream,
     messages: &Mutex<Vec<Received>>,
     lmtp: bool,
+    closing: bool,
 ) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let mut w = stream.try_clone()?;
@@ -152,6 +175,9 @@ fn sink_session(
             let replies = if lmtp { rcpts.len() } else { 1 };
             for _ in 0..replies {
                 w.write_all(b"250 2.0.0 stored\r\n")?;
+            }
+            if closing {
+                return Ok(());
             }
         } else if upper == "QUIT" {
             w.write_all(b"221 bye\r\n")?;

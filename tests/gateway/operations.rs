@@ -252,3 +252,53 @@ fn implicit_tls_listener_greets_inside_tls() {
     let got = sink.wait_for(1, Duration::from_secs(30));
     assert!(String::from_utf8_lossy(&got[0].data).contains("over TLS"));
 }
+
+/// Delivery keeps a session to its next hop open between messages: ten messages,
+/// each sent once the previous one was delivered, take one session. A hop that
+/// closes its sessions after each message costs a new session each time, never a
+/// message: nothing is deferred.
+#[test]
+fn delivery_reuses_sessions_and_survives_closed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store) = kit::two_sides(dir.path());
+    for (name, sink, expected) in [
+        ("keeps", Sink::start(), 1),
+        ("closes", Sink::start_closing(), 10),
+    ] {
+        let port = kit::free_port();
+        let conf = kit::config(
+            dir.path(),
+            name,
+            &store,
+            &[("relay", port, "relay", sink.addr.port(), "")],
+            "",
+        );
+        let g = Gateway::start(dir.path(), name, &conf, &[port]);
+        for i in 0..10 {
+            let r = kit::submit(
+                addr(port),
+                "a@x.test",
+                &["b@y.test"],
+                format!("Subject: {i}\r\n\r\nmessage {i}\r\n").as_bytes(),
+            );
+            assert!(r.starts_with("250"), "{r}");
+            sink.wait_for(i + 1, Duration::from_secs(30));
+            // Its delivery ended (the session is idle again) before the next one.
+            let start = std::time::Instant::now();
+            while g.log_text().matches("status=\"delivered\"").count() < i + 1 {
+                assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "{}",
+                    g.log_text()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        assert_eq!(sink.connections(), expected, "{}", g.log_text());
+        assert!(
+            !g.log_text().contains("status=\"deferred\""),
+            "{}",
+            g.log_text()
+        );
+    }
+}
