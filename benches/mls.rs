@@ -6,9 +6,15 @@
 //! - membership: adding one member to a group of 10, 100 and 1000 members, and one
 //!   member's self-update commit (mailseal: KeyPackage mail in, Commit and Welcome
 //!   mails out; openmls: `add_members` / `self_update` and the merge). openmls
-//!   publishes 734 ms for one add to a 1000-member group.
+//!   publishes 734 ms for one add to a 1000-member group;
+//! - `mls_shared_2k`: seal and open with the state in a durable SQLite file against
+//!   the state shared through PostgreSQL (`Mls::open_postgres`, each member its own
+//!   database on `MAILSEAL_TEST_POSTGRES`'s server).
 
 mod common;
+#[path = "../tests/common/mod.rs"]
+#[allow(unused_imports, dead_code)]
+mod test_kit;
 
 use std::cell::RefCell;
 
@@ -60,11 +66,25 @@ fn plain(i: usize) -> MailA2aMessage {
     MailA2aMessage::new("alice@bench.example", &["bob@bench.example"], env)
 }
 
+/// Where a bench member keeps its MLS state.
+#[derive(Clone, Copy)]
+enum Home<'a> {
+    Memory,
+    Dir(&'a std::path::Path),
+    /// Each member its own database on this server (`MAILSEAL_TEST_POSTGRES`).
+    Postgres,
+}
+
 /// Two members of one group, mailseal.
 fn ours_pair(durable: Option<&std::path::Path>) -> (Mls, Mls, String) {
-    let open = |name: &str| match durable {
-        Some(d) => Mls::open(&d.join(name)).unwrap(),
-        None => Mls::in_memory().unwrap(),
+    ours_pair_in(durable.map_or(Home::Memory, Home::Dir))
+}
+
+fn ours_pair_in(home: Home<'_>) -> (Mls, Mls, String) {
+    let open = |name: &str| match home {
+        Home::Dir(d) => Mls::open(&d.join(name)).unwrap(),
+        Home::Memory => Mls::in_memory().unwrap(),
+        Home::Postgres => Mls::open_postgres(&test_kit::postgres_database().unwrap()).unwrap(),
     };
     let (a, b) = (open("alice"), open("bob"));
     a.generate_identity("alice@bench.example", authority())
@@ -374,6 +394,53 @@ fn application(c: &mut Criterion) {
         )
     });
     grp.finish();
+    shared_state(c, &next);
+}
+
+/// The state on disk (SQLite, each message durable) against the state shared through
+/// PostgreSQL (issue #18: the head lock, catching up, the changeset appended), on the
+/// same machine's server. Skipped, saying so, without `MAILSEAL_TEST_POSTGRES`.
+fn shared_state(c: &mut Criterion, next: &dyn Fn() -> usize) {
+    if std::env::var("MAILSEAL_TEST_POSTGRES").map_or(true, |v| v.is_empty()) {
+        println!(
+            "mls_shared_2k: not run (set MAILSEAL_TEST_POSTGRES; .ci/postgres-up starts a server)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut grp = c.benchmark_group("mls_shared_2k");
+    grp.sample_size(30);
+    for (name, home) in [
+        ("file", Home::Dir(dir.path())),
+        ("postgres", Home::Postgres),
+    ] {
+        let (a, _b, g) = ours_pair_in(home);
+        grp.bench_function(BenchmarkId::from_parameter(format!("seal-{name}")), |bch| {
+            bch.iter_batched(
+                || plain(next()),
+                |p| a.seal(&p, &g, false).unwrap(),
+                criterion::BatchSize::SmallInput,
+            )
+        });
+        let sub = dir.path().join(format!("open-{name}"));
+        let (a, b, g) = ours_pair_in(match home {
+            Home::Dir(_) => Home::Dir(&sub),
+            other => other,
+        });
+        grp.bench_function(BenchmarkId::from_parameter(format!("open-{name}")), |bch| {
+            bch.iter_batched(
+                || a.seal(&plain(next()), &g, false).unwrap(),
+                |mail| {
+                    b.receive(&mail, &OpenPolicy::default(), "m", checker())
+                        .unwrap()
+                        .commit()
+                        .unwrap()
+                },
+                criterion::BatchSize::SmallInput,
+            )
+        });
+    }
+    grp.finish();
 }
 
 /// A mailseal group of `n` members (the first is ours) and a factory of new members'
@@ -544,5 +611,7 @@ fn main() {
         rows.push((add, "mailseal", "openmls"));
         rows.push((update, "mailseal", "openmls"));
     }
+    rows.push(("mls_shared_2k", "seal-postgres", "seal-file"));
+    rows.push(("mls_shared_2k", "open-postgres", "open-file"));
     common::print_ratios(&rows);
 }

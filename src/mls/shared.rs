@@ -43,9 +43,11 @@ use super::{changeset, MlsError};
 /// Versions between compactions.
 pub(crate) const COMPACT_EVERY: i64 = 256;
 
-/// The tables a changeset carries: openmls' and ours, not the migration bookkeeping.
+/// The tables a changeset carries: openmls' and ours, not the migration bookkeeping
+/// (each replica runs the migrations itself; their history, with its timestamps, is
+/// its own).
 fn replicated(table: &str) -> bool {
-    table.starts_with("openmls_")
+    (table.starts_with("openmls_") && table != "openmls_sqlite_storage_migrations")
         || table.starts_with("mailseal_mls_")
         || table.starts_with("vc_emulation_")
 }

@@ -187,6 +187,10 @@ fn inspect_reads_the_framing_only() {
 /// The `mls_changeset` target's seeds (a snapshot and log entries read back from a
 /// shared state in PostgreSQL: this replica schema's rows, so also a format check)
 /// and reproducers hold the target's invariants; the snapshot applies and has rows.
+/// `crash-migrations-table-replicated.seed` is the first input the target stopped
+/// on: openmls' migration history table (`openmls_sqlite_storage_migrations`) was
+/// replicated like a state table, so an empty replica was not empty and a rebuild
+/// rewrote each process's migration history; it is each replica's own now.
 #[test]
 fn mls_changeset_seeds_hold_the_invariants() {
     let mut n = 0;
