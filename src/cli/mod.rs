@@ -46,8 +46,9 @@ struct Cli {
     /// $XDG_DATA_HOME/mailseal).
     #[arg(long, global = true, value_name = "DIR")]
     store: Option<PathBuf>,
-    /// Replay and stream state: `postgres://...` (shared by several gateways),
-    /// `sqlite:PATH`, or a directory (default: the store's `mailseal.db`).
+    /// Replay and stream state: `postgres://...` (shared by several gateways; the
+    /// MLS group state and the peer policies then live there too), `sqlite:PATH`, or a
+    /// directory (default: the store's `mailseal.db`).
     #[arg(long, global = true, value_name = "URL", env = "MAILSEAL_STATE")]
     state: Option<String>,
     #[command(subcommand)]
