@@ -13,7 +13,7 @@
 
 mod common;
 #[path = "../tests/common/mod.rs"]
-#[allow(unused_imports, dead_code)]
+#[allow(unused_imports)]
 mod test_kit;
 
 use std::cell::RefCell;
