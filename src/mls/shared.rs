@@ -59,6 +59,8 @@ fn pg(e: postgres::Error) -> MlsError {
 /// This process's link to the shared state.
 pub(crate) struct Shared {
     client: Client,
+    /// Where to connect again when the connection was lost.
+    url: zeroize::Zeroizing<String>,
     /// The version this replica holds.
     version: i64,
     /// The replica may differ from every version (a commit failed after the local
@@ -117,6 +119,7 @@ impl Shared {
         }
         Ok(Shared {
             client,
+            url: zeroize::Zeroizing::new(url.to_string()),
             version: 0,
             stale: true,
             locked: None,
@@ -126,6 +129,13 @@ impl Shared {
 
     /// Locks the head and brings the replica `conn` up to it.
     pub(crate) fn begin(&mut self, conn: &Connection) -> Result<(), MlsError> {
+        if self.client.is_closed() {
+            // The server went away (restart, fail-over): connect again; the replica
+            // is rebuilt, since what this process last committed may not have landed.
+            self.client = crate::postgres_db::connect(&self.url)
+                .map_err(|e| MlsError::State(format!("shared MLS state (PostgreSQL): {e}")))?;
+            self.stale = true;
+        }
         self.client.batch_execute("BEGIN").map_err(pg)?;
         let r = self.lock_and_catch_up(conn);
         if r.is_err() {

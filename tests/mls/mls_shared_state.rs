@@ -261,3 +261,47 @@ fn concurrent_senders_never_reuse_a_generation() {
     generations.sort();
     assert_eq!(generations, (0..40).collect::<Vec<u64>>());
 }
+
+/// The server drops the connection (a restart, a fail-over): the operation that meets
+/// the dead connection fails, the next one connects again, rebuilds the replica and
+/// goes on where the database is.
+#[test]
+fn lost_connection_is_made_again() {
+    let Some(db) = common::postgres_database() else {
+        return;
+    };
+    let (alice, bob, g) = alice_and_shared_bob(&db, 1);
+    let mut admin = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    let killed: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(killed >= 1);
+    let m = alice
+        .seal(
+            &request("alice@a.example", "bob@b.example", "m-1"),
+            &g,
+            false,
+        )
+        .unwrap();
+    let received = match open(&bob[0], &m) {
+        Ok(r) => r,
+        Err(e) => {
+            assert!(e.to_string().contains("PostgreSQL"), "{e}");
+            open(&bob[0], &m).unwrap()
+        }
+    };
+    assert_eq!(coordinates(&received), (1, 0));
+    let sealed = bob[0]
+        .seal(
+            &request("bob@b.example", "alice@a.example", "b-1"),
+            &g,
+            false,
+        )
+        .unwrap();
+    assert_eq!(coordinates(&open(&alice, &sealed).unwrap()), (1, 0));
+}
