@@ -302,6 +302,12 @@ pub(crate) fn apply(conn: &Connection, changeset: &[u8]) -> rusqlite::Result<()>
 /// gives the same rows (the encoder is the reference the decoder is held to). True
 /// when it applied. One replica per thread, emptied by rolling back each step, so a
 /// run costs no schema migration.
+///
+/// # Panics
+///
+/// When an invariant breaks: that is its purpose (the fuzzer's signal). Its
+/// `unwrap`s are on an in-memory replica it made itself, never on a path that
+/// receives mail; nothing else calls it.
 #[doc(hidden)]
 pub fn check(data: &[u8]) -> bool {
     thread_local! {
