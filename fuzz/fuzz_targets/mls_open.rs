@@ -5,7 +5,8 @@
 //! envelope's group coordinates. An input whose first byte is odd is the MLSMessage
 //! itself, wrapped in a binary `message/mls` mail, so the fuzzer mutates TLS
 //! structures directly. Invariants: no panic; an MLSMessage that decodes encodes back
-//! to the same bytes; an opened application message carries the group's coordinates;
+//! to the same bytes; our own PrivateMessage framing reader (`mls::sender_data`, for
+//! the real generation) reads what openmls' decoder reads; an opened application message carries the group's coordinates;
 //! a refused or unprocessed message leaves the state as it was (each receipt is
 //! dropped, so rolled back). The fixture group predates credential bindings, so its
 //! members' MLS keys are pinned (`fixtures/mls/pinned.txt`): an input's leaf that is
@@ -13,7 +14,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mailseal::mls::{wire, Mls, PinnedKeys, Received};
+use mailseal::mls::{sender_data, wire, Mls, PinnedKeys, Received};
+use openmls::prelude::{MlsMessageBodyIn, ProtocolMessage};
 use mailseal::seal::OpenPolicy;
 
 thread_local! {
@@ -41,9 +43,20 @@ fuzz_target!(|data: &[u8]| {
         _ => data.to_vec(),
     };
     if let Ok(m) = wire::read_mail(&mail, &mailseal::Limits::default()) {
+        let ours = sender_data::private_framing(&m.message);
         if let Ok(decoded) = wire::decode(&m.message) {
             let again = wire::encode(&decoded).expect("a decoded MLSMessage encodes");
             assert_eq!(again, m.message, "re-encoding changed the MLSMessage");
+            // Our PrivateMessage framing reader against openmls' decoder: whatever
+            // openmls reads as a PrivateMessage, ours reads the same.
+            if let MlsMessageBodyIn::PrivateMessage(p) = decoded.extract() {
+                let f = ours.expect("a PrivateMessage openmls decodes, ours does not");
+                assert_eq!(f.authenticated_data, p.aad());
+                let p = ProtocolMessage::from(p);
+                assert_eq!(f.group_id, p.group_id().as_slice());
+                assert_eq!(f.epoch, p.epoch().as_u64());
+                assert_eq!(f.content_type, p.content_type() as u8);
+            }
         }
         let _ = wire::framing_of(&m.message);
     }

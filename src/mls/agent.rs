@@ -46,6 +46,7 @@ impl Mls {
             groups: RefCell::new(HashMap::new()),
             versions: RefCell::new(HashMap::new()),
             signers: RefCell::new(HashMap::new()),
+            sender_data_secrets: RefCell::new(HashMap::new()),
             passphrase: None,
         }
     }

@@ -61,8 +61,24 @@ pub(super) fn check_from(headers: &Headers, identity: &str) -> Result<(), MlsErr
     }
 }
 
-/// Verifies a KeyPackage (signature, our cipher suite) and returns it with its
-/// credential identity.
+/// A KeyPackage's validity may span at most what ours do (openmls' default, 84 days
+/// and an hour of margin): its init key stays usable, and its holder's leaf
+/// unrenewed, for as long as it says. Checked where we choose to add someone (a
+/// KeyPackage mail, a published one); a Commit of another member's is its
+/// committer's choice (openmls checks that its lifetime covers now).
+pub(super) fn check_lifetime(kp: &KeyPackage) -> Result<(), MlsError> {
+    let lifetime = kp.life_time();
+    if lifetime.has_acceptable_range() {
+        return Ok(());
+    }
+    Err(MlsError::KeyPackageLifetime {
+        identity: identity_of(kp.leaf_node().credential())?,
+        days: lifetime.not_after().saturating_sub(lifetime.not_before()) / 86_400,
+    })
+}
+
+/// Verifies a KeyPackage (signature, our cipher suite, its lifetime) and returns it
+/// with its credential identity.
 pub(super) fn checked_key_package(
     kp: KeyPackageIn,
     crypto: &impl openmls_traits::crypto::OpenMlsCrypto,
@@ -76,6 +92,7 @@ pub(super) fn checked_key_package(
             kp.ciphersuite()
         )));
     }
+    check_lifetime(&kp)?;
     let identity = identity_of(kp.leaf_node().credential())?;
     Ok((kp, identity))
 }

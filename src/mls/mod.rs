@@ -26,6 +26,7 @@ mod inviters;
 mod membership;
 mod receive;
 mod send;
+pub mod sender_data;
 mod shared;
 mod state;
 pub mod wire;
@@ -131,6 +132,28 @@ pub enum MlsError {
         /// How many are held.
         held: usize,
     },
+    /// A Commit or proposal sent as a PublicMessage to a group of ours: handshake
+    /// messages are taken only encrypted, since the mail path reads a PublicMessage's
+    /// membership changes in the clear (README, "The MLS mail profile").
+    #[error("a {content} of MLS group {group} sent as a PublicMessage: mailseal groups take handshake messages only encrypted (PrivateMessage); the sender must encrypt its control messages (mls-rs: EncryptionOptions with encrypt_control_messages; openmls: PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)")]
+    PlaintextHandshake {
+        /// The group id (base64url).
+        group: String,
+        /// "Commit" or "proposal".
+        content: &'static str,
+    },
+    /// A Welcome without the ratchet tree: we have no other way to get it by mail.
+    #[error("the Welcome carries no ratchet tree: mailseal joins only from a Welcome with the ratchet_tree extension (RFC 9420 section 12.4.3.3); the inviter must include it (mls-rs: CommitOptions::with_ratchet_tree_extension(true); openmls: use_ratchet_tree_extension(true))")]
+    NoRatchetTree,
+    /// A KeyPackage valid for longer than we issue ours: its init key would sit
+    /// usable for that long.
+    #[error("the KeyPackage of {identity} is valid for {days} days; mailseal takes KeyPackages valid for at most 84 days, as it issues its own: ask for a shorter-lived one (mls-rs: ClientBuilder::key_package_lifetime)")]
+    KeyPackageLifetime {
+        /// The KeyPackage's credential identity.
+        identity: String,
+        /// How long it is valid, in days (rounded down).
+        days: u64,
+    },
     /// A leaf's credential is not bound to a key we trust for the address it names
     /// (see [`authentication`]): a KeyPackage, a Welcome's tree, an added or updated
     /// leaf, an external joiner or a sender. Nothing was applied.
@@ -193,7 +216,10 @@ impl Classify for MlsError {
             | Self::Binding(_)
             | Self::SenderRemoved { .. }
             | Self::InviterRefused { .. }
-            | Self::ExternalJoinRefused { .. } => ErrorKind::Policy,
+            | Self::ExternalJoinRefused { .. }
+            | Self::PlaintextHandshake { .. }
+            | Self::NoRatchetTree
+            | Self::KeyPackageLifetime { .. } => ErrorKind::Policy,
             Self::Open(e) => e.kind(),
             Self::Message(e) => e.kind(),
             Self::Operation(_) | Self::State(_) => ErrorKind::Other,
@@ -253,9 +279,16 @@ pub struct Mls {
     /// transaction): what [`Mls::cache_put`] files it under.
     versions: RefCell<HashMap<Vec<u8>, i64>>,
     signers: RefCell<HashMap<String, std::rc::Rc<Identity>>>,
+    /// Sender-data secrets of current epochs read from openmls' storage (reading them
+    /// parses the whole stored secret tree), keyed by group, epoch and the epoch
+    /// authenticator: an epoch's key schedule, never a rolled-back one's.
+    sender_data_secrets: RefCell<HashMap<SecretKey, zeroize::Zeroizing<Vec<u8>>>>,
     /// The store passphrase: signature keys are kept encrypted under it.
     passphrase: Option<zeroize::Zeroizing<Vec<u8>>>,
 }
+
+/// (group id, epoch, epoch authenticator).
+type SecretKey = (Vec<u8>, u64, Vec<u8>);
 
 /// One of our MLS identities: its signature key (zeroized on drop) and credential.
 struct Identity {

@@ -5,7 +5,8 @@ use openmls::prelude::*;
 use rusqlite::{params, OptionalExtension};
 
 use super::authentication::Authenticator;
-use super::identity::{check_from, identity_of};
+use super::identity::{check_from, check_lifetime, identity_of};
+use super::sender_data::{self, SenderData};
 use super::state::Tx;
 use super::wire::{self, Body, Content, Framing};
 use super::{group_id_text, now, op, sha256, Mls, MlsError};
@@ -123,26 +124,45 @@ pub(super) struct Incoming<'a> {
     content: Content,
     digest: Vec<u8>,
     raw: &'a [u8],
+    /// The MLSMessage itself (the mail's decoded body).
+    message: &'a [u8],
     name: &'a str,
     headers: &'a Headers,
 }
 
-/// The envelope's `group` must be the MLS framing's: group id, epoch, and the
-/// generation the sender put in the authenticated data.
+/// The envelope's `group` must be the MLS framing's: the group id, the epoch, and
+/// the generation the content was really encrypted at (`real`, from the decrypted
+/// sender data, [`super::sender_data`]). The authenticated data may be empty, or
+/// the eight-byte big-endian generation mailseal writes (for receivers that read
+/// it there); what it says must then be the real generation too.
 pub(super) fn check_coordinates(
     opened: &Opened,
     id: &[u8],
     epoch: u64,
     aad: &[u8],
+    real: SenderData,
 ) -> Result<(), MlsError> {
     let Some(c) = opened.envelope().group() else {
         return Err(MlsError::Binding(
-            "an MLS application message without group coordinates".into(),
+            "an MLS application message without group coordinates (the envelope needs \"group\": {id, epoch, generation})".into(),
         ));
     };
-    let generation = <[u8; 8]>::try_from(aad)
-        .map(u64::from_be_bytes)
-        .map_err(|_| MlsError::Binding("no generation in the MLS authenticated data".into()))?;
+    let generation = u64::from(real.generation);
+    match <[u8; 8]>::try_from(aad).map(u64::from_be_bytes) {
+        _ if aad.is_empty() => {}
+        Ok(stated) if stated == generation => {}
+        Ok(stated) => {
+            return Err(MlsError::Binding(format!(
+                "the MLS authenticated data says generation {stated}, the message was sent at generation {generation}"
+            )))
+        }
+        Err(_) => {
+            return Err(MlsError::Binding(format!(
+                "MLS authenticated data of {} bytes: mailseal reads none, or an eight-byte generation",
+                aad.len()
+            )))
+        }
+    }
     if c.id != group_id_text(id) {
         return Err(MlsError::Binding(format!(
             "envelope group.id {} is not the MLS group {}",
@@ -158,7 +178,7 @@ pub(super) fn check_coordinates(
     }
     if c.generation != generation {
         return Err(MlsError::Binding(format!(
-            "envelope group.generation {} is not the MLS generation {generation}",
+            "envelope group.generation {} is not the generation the message was sent at ({generation})",
             c.generation
         )));
     }
@@ -201,6 +221,7 @@ impl Mls {
                 let kp = kp
                     .validate(self.state.provider.crypto(), ProtocolVersion::Mls10)
                     .map_err(|e| MlsError::Invalid(format!("KeyPackage: {e}")))?;
+                check_lifetime(&kp)?;
                 let identity = self.check_leaf(kp.leaf_node(), auth)?;
                 check_from(&mail.headers, &identity)?;
                 (
@@ -231,6 +252,7 @@ impl Mls {
                     content,
                     digest,
                     raw,
+                    message: &mail.message,
                     name,
                     headers: &mail.headers,
                 },
@@ -246,6 +268,61 @@ impl Mls {
             mls: self,
             group,
         })
+    }
+
+    /// Who really sent the application message `message` (a PrivateMessage of
+    /// `epoch`, already processed by `g`): its decrypted sender data.
+    pub(super) fn real_sender(
+        &self,
+        g: &MlsGroup,
+        message: &[u8],
+        epoch: u64,
+    ) -> Result<SenderData, MlsError> {
+        let framing = sender_data::private_framing(message).ok_or_else(|| {
+            MlsError::Malformed("an MLS application message that is not a PrivateMessage".into())
+        })?;
+        let current = g.epoch().as_u64();
+        let key = (epoch == current).then(|| {
+            (
+                g.group_id().as_slice().to_vec(),
+                epoch,
+                g.epoch_authenticator().as_slice().to_vec(),
+            )
+        });
+        let cached = key
+            .as_ref()
+            .and_then(|k| self.sender_data_secrets.borrow().get(k).cloned());
+        let secret = match cached {
+            Some(secret) => secret,
+            None => {
+                let secret = sender_data::sender_data_secret(
+                    self.state.provider.storage(),
+                    g.group_id(),
+                    epoch,
+                    current,
+                )?
+                .ok_or_else(|| {
+                    MlsError::State(format!(
+                        "the sender-data secret of epoch {epoch} is not kept"
+                    ))
+                })?;
+                if let Some(k) = key {
+                    let mut cache = self.sender_data_secrets.borrow_mut();
+                    if cache.len() >= 64 {
+                        cache.clear();
+                    }
+                    cache.insert(k, secret.clone());
+                }
+                secret
+            }
+        };
+        sender_data::decrypt(
+            self.state.provider.crypto(),
+            g.ciphersuite(),
+            &secret,
+            &framing,
+        )
+        .ok_or_else(|| MlsError::Invalid("the MLS sender data does not decrypt".into()))
     }
 
     pub(super) fn seen(&self, id: &[u8], digest: &[u8]) -> Result<Option<i64>, MlsError> {
@@ -297,6 +374,7 @@ impl Mls {
             StagedWelcome::build_from_welcome(&self.state.provider, &self.join_config(), welcome)
                 .and_then(|b| b.skip_lifetime_validation().build())
                 .map_err(|e| match e {
+                    WelcomeError::MissingRatchetTree => MlsError::NoRatchetTree,
                     WelcomeError::NoMatchingKeyPackage | WelcomeError::NoMatchingEncryptionKey => {
                         MlsError::UnknownGroup(
                             "of this Welcome: none of our KeyPackages is in it".into(),
@@ -428,7 +506,16 @@ impl Mls {
         // Our identity in this group: what its application messages must name.
         let me = identity_of(g.credential().map_err(op)?)?;
         let processed = g.process_message(&self.state.provider, p).map_err(|e| {
-            if m.epoch < current {
+            if matches!(e, ProcessMessageError::IncompatibleWireFormat) {
+                MlsError::PlaintextHandshake {
+                    group: group_text.clone(),
+                    content: if m.content == Content::Commit {
+                        "Commit"
+                    } else {
+                        "proposal"
+                    },
+                }
+            } else if m.epoch < current {
                 MlsError::EpochGone {
                     group: group_text.clone(),
                     epoch: m.epoch,
@@ -513,8 +600,18 @@ impl Mls {
         }
         let aad = processed.aad().to_vec();
         let framing_epoch = processed.epoch().as_u64();
+        let sender_leaf = match processed.sender() {
+            Sender::Member(index) => Some(index.u32()),
+            _ => None,
+        };
         let received = match processed.into_content() {
             ProcessedMessageContent::ApplicationMessage(app) => {
+                let real = self.real_sender(g, m.message, framing_epoch)?;
+                if Some(real.leaf_index) != sender_leaf {
+                    return Err(MlsError::Binding(
+                        "the MLS sender data names another leaf than the signer".into(),
+                    ));
+                }
                 // The plaintext: wiped when this scope ends (the opened message keeps
                 // what it parsed).
                 let entity = zeroize::Zeroizing::new(app.into_bytes());
@@ -534,7 +631,7 @@ impl Mls {
                     },
                     policy,
                 )?;
-                check_coordinates(&opened, &m.id, framing_epoch, &aad)?;
+                check_coordinates(&opened, &m.id, framing_epoch, &aad, real)?;
                 let mut opened = opened;
                 if let Some(keys) = &policy.dkim_keys {
                     opened.verdict.dkim = crate::dkim::verify(m.raw, keys);

@@ -35,8 +35,10 @@ impl crate::seal::Sealer for Mls {
 impl Mls {
     /// Seals `plain` as an application message to the group: its envelope gains the
     /// `group` coordinates (or must already carry these), its From must be our
-    /// identity in the group. The generation also travels in the MLS authenticated
-    /// data, so the receiver checks it against the framing.
+    /// identity in the group. The coordinates are the ones the MLS framing will
+    /// carry (the generation is checked against the encrypted sender data, here and
+    /// by the receiver); the generation also travels in the MLS authenticated data,
+    /// as eight bytes big-endian, for receivers that read it there.
     pub fn seal(
         &self,
         plain: &MailA2aMessage,
@@ -95,6 +97,16 @@ impl Mls {
             .create_message(&self.state.provider, signer, &entity)
             .map_err(op)?;
         let bytes = out.to_bytes().map_err(op)?;
+        // The envelope states the generation before the encryption picks it: read
+        // back what the sender data says, so that nothing leaves that receivers
+        // would refuse (they check the same, `receive::check_coordinates`).
+        let real = self.real_sender(&g, &bytes, epoch)?;
+        if u64::from(real.generation) != generation {
+            return Err(MlsError::State(format!(
+                "our send generation in epoch {epoch} is {}, the state said {generation}",
+                real.generation
+            )));
+        }
         self.state.exec(
             "INSERT OR REPLACE INTO mailseal_mls_sent (group_id, epoch, next_generation) VALUES (?1, ?2, ?3)",
             params![id, epoch as i64, generation as i64 + 1],

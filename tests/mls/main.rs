@@ -14,6 +14,7 @@ mod mls_fuzz_seeds;
 mod mls_group;
 mod mls_key_rotation;
 mod mls_openpgp_binding;
+mod mls_rs_peer;
 mod mls_shared_state;
 mod mls_tamper;
 mod mls_vectors;

@@ -101,6 +101,17 @@ fn crafted(
     aad: u64,
     from: &str,
 ) -> Vec<u8> {
+    crafted_with_aad(agents, g, entity_env, aad.to_be_bytes().to_vec(), from)
+}
+
+/// [`crafted`] with any authenticated data.
+fn crafted_with_aad(
+    agents: &[common::mls::Agent],
+    g: &str,
+    entity_env: serde_json::Value,
+    aad: Vec<u8>,
+    from: &str,
+) -> Vec<u8> {
     let sender = Mls::open(&agents[0].store).unwrap();
     let env = mailseal::Envelope::from_json(entity_env.to_string().as_bytes()).unwrap();
     let msg = mailseal::MailA2aMessage::new(from, &[agents[1].email.as_str()], env);
@@ -113,9 +124,7 @@ fn crafted(
         message_id: msg.headers.message_id.clone(),
         ..Headers::default()
     };
-    sender
-        .seal_unchecked(&entity, g, &headers, aad.to_be_bytes().to_vec())
-        .unwrap()
+    sender.seal_unchecked(&entity, g, &headers, aad).unwrap()
 }
 
 fn envelope_with_group(g: &str, epoch: u64, generation: u64) -> serde_json::Value {
@@ -167,6 +176,70 @@ fn fail_envelope_group_disagrees_with_framing() {
     let out = open_file(&agents[1].store, &mail, root.path());
     assert_eq!(out.status.code(), Some(6));
     assert!(out.stdout.is_empty());
+}
+
+/// The generation is the one the message was really encrypted at (its sender
+/// data), not what the sender states: a message sent at generation 3 that says 0 in
+/// both its authenticated data and its envelope is refused. A generic MLS client
+/// that writes no authenticated data is read by the envelope against the real
+/// generation alone; authenticated data of another shape is refused.
+#[test]
+fn fail_stated_generation_is_not_the_real_one() {
+    let root = tempfile::tempdir().unwrap();
+    let (agents, g) = group(root.path(), 2);
+    let from = agents[0].email.clone();
+    let env = |generation: u64, n: usize| {
+        let mut v: serde_json::Value = serde_json::from_str(&common::mls::envelope(n)).unwrap();
+        v["group"] = serde_json::json!({"id": g, "epoch": 1, "generation": generation});
+        v
+    };
+    let refused = |mail: &[u8]| {
+        let out = open_file(&agents[1].store, mail, root.path());
+        assert!(out.stdout.is_empty());
+        assert_eq!(
+            out.status.code(),
+            Some(6),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Generations 0 to 2, each saying so, delivered; no authenticated data for 2.
+    for n in 0..3u64 {
+        let aad = if n == 2 {
+            vec![]
+        } else {
+            n.to_be_bytes().to_vec()
+        };
+        let mail = crafted_with_aad(&agents, &g, env(n, 20 + n as usize), aad, &from);
+        let out = open_file(&agents[1].store, &mail, root.path());
+        assert!(
+            out.status.success(),
+            "generation {n}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("urn:uuid:group-{}", 20 + n))
+        );
+    }
+    // Sent at 3, says 0 twice over.
+    let stderr = refused(&crafted(&agents, &g, env(0, 23), 0, &from));
+    assert!(stderr.contains("generation 3"), "{stderr}");
+    // Sent at 4, says 4 in the authenticated data but 0 in the envelope.
+    let stderr = refused(&crafted(&agents, &g, env(0, 24), 4, &from));
+    assert!(stderr.contains("group.generation 0"), "{stderr}");
+    // Sent at 5, the envelope right, the authenticated data not.
+    let stderr = refused(&crafted(&agents, &g, env(5, 25), 9, &from));
+    assert!(stderr.contains("says generation 9"), "{stderr}");
+    // Authenticated data that is not a generation.
+    let stderr = refused(&crafted_with_aad(
+        &agents,
+        &g,
+        env(6, 26),
+        b"hi".to_vec(),
+        &from,
+    ));
+    assert!(stderr.contains("authenticated data of 2 bytes"), "{stderr}");
 }
 
 #[test]
