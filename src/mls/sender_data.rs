@@ -16,7 +16,9 @@
 //! which openmls keeps readable across releases as a persisted format; we read only
 //! the sender-data secret and the epochs); the construction is checked against the
 //! RFC 9420 message-protection test vectors (`tests/mls/mls_vectors.rs`), and the
-//! parser of the PrivateMessage framing is fuzzed with the MLS framing target.
+//! reader of the PrivateMessage framing is fuzzed against openmls' decoder (the
+//! `mls_open` target). Should openmls change how it stores the secret, the read
+//! fails and application messages are refused, never delivered unchecked.
 
 use openmls::prelude::tls_codec::{Deserialize as _, Serialize as _, VLBytes};
 use openmls::prelude::{Ciphersuite, GroupId};

@@ -115,13 +115,19 @@ fn rs_client(s: Settings) -> (Client<impl MlsConfig>, ExtensionList) {
 
 /// The mls-rs side's writer: a `message/mls` mail around `message`.
 fn rs_mail(to: &[&str], message: &MlsMessage) -> Vec<u8> {
-    rs_mail_with_id(to, message, &format!("{}@rs.example", uuid::Uuid::new_v4()))
+    let id = format!("{}@rs.example", uuid::Uuid::new_v4());
+    rs_mail_as(to, message, &id, time::OffsetDateTime::now_utc())
 }
 
-/// [`rs_mail`] with the Message-ID given: an application message's must be its
-/// protected one.
-fn rs_mail_with_id(to: &[&str], message: &MlsMessage, message_id: &str) -> Vec<u8> {
-    let date = time::OffsetDateTime::now_utc()
+/// [`rs_mail`] with the Message-ID and Date given: an application message's must be
+/// its protected ones.
+fn rs_mail_as(
+    to: &[&str],
+    message: &MlsMessage,
+    message_id: &str,
+    date: time::OffsetDateTime,
+) -> Vec<u8> {
+    let date = date
         .format(&time::format_description::well_known::Rfc2822)
         .unwrap();
     let mut m = format!(
@@ -204,7 +210,12 @@ fn rs_send<C: MlsConfig>(group: &mut Group<C>, generation: u64, to: &[&str], n: 
     let plain = MailA2aMessage::new(RUSTY, to, env);
     let entity = plain.to_inner_entity(true).unwrap();
     let message = group.encrypt_application_message(&entity, vec![]).unwrap();
-    rs_mail_with_id(to, &message, plain.headers.message_id.as_deref().unwrap())
+    rs_mail_as(
+        to,
+        &message,
+        plain.headers.message_id.as_deref().unwrap(),
+        plain.headers.date.unwrap(),
+    )
 }
 
 /// The A2A message the mls-rs member reads from `mail`.
