@@ -20,7 +20,7 @@ use mailseal::mls::{authentication, Handshake, Mls, MlsError, Received, StoreAut
 use mailseal::seal::OpenPolicy;
 use mailseal::{Limits, MailA2aMessage};
 use mls_rs::client_builder::{MlsConfig, PaddingMode};
-use mls_rs::group::{CommitEffect, ReceivedMessage};
+use mls_rs::group::{CommitEffect, CommitOutput, ReceivedMessage};
 use mls_rs::identity::basic::{BasicCredential, BasicIdentityProvider};
 use mls_rs::identity::SigningIdentity;
 use mls_rs::mls_rules::{CommitOptions, DefaultMlsRules, EncryptionOptions};
@@ -228,6 +228,17 @@ fn rs_open<C: MlsConfig>(group: &mut Group<C>, mail: &[u8]) -> MailA2aMessage {
     }
 }
 
+/// mls-rs commits the add of the member whose KeyPackage mail is `key_package`
+/// (not yet applied on its side).
+fn rs_add<C: MlsConfig>(group: &mut Group<C>, key_package: &[u8]) -> CommitOutput {
+    group
+        .commit_builder()
+        .add_member(rs_read(key_package))
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
 /// A Commit the mls-rs member receives: whether it removed the mls-rs member.
 fn rs_commit<C: MlsConfig>(group: &mut Group<C>, mail: &[u8]) -> bool {
     match group.process_incoming_message(rs_read(mail)).unwrap() {
@@ -351,12 +362,7 @@ fn mls_rs_member_in_a_mailseal_group() {
 
     // mls-rs commits an add (cat, from cat's KeyPackage mail): our members apply it,
     // cat joins from mls-rs' Welcome.
-    let out = rg
-        .commit_builder()
-        .add_member(rs_read(&cat.key_package(CAT).unwrap()))
-        .unwrap()
-        .build()
-        .unwrap();
+    let out = rs_add(&mut rg, &cat.key_package(CAT).unwrap());
     rg.apply_pending_commit().unwrap();
     let commit = rs_mail(&[ANN, BOB], &out.commit_message);
     for m in [&ann, &bob] {
@@ -446,12 +452,7 @@ fn mailseal_members_join_an_mls_rs_group() {
         .create_group(ExtensionList::new(), leaf.clone(), None)
         .unwrap();
     let g = mailseal::mls::group_id_text(rg.group_id());
-    let out = rg
-        .commit_builder()
-        .add_member(rs_read(&ann.key_package(ANN).unwrap()))
-        .unwrap()
-        .build()
-        .unwrap();
+    let out = rs_add(&mut rg, &ann.key_package(ANN).unwrap());
     rg.apply_pending_commit().unwrap();
     let welcome = rs_mail(&[ANN], &out.welcome_messages[0]);
     assert_eq!(
@@ -545,12 +546,7 @@ fn fail_mls_rs_defaults_are_refused_with_the_setting_named() {
     let mut rg = rusty
         .create_group(ExtensionList::new(), leaf, None)
         .unwrap();
-    let out = rg
-        .commit_builder()
-        .add_member(rs_read(&ann.key_package(ANN).unwrap()))
-        .unwrap()
-        .build()
-        .unwrap();
+    let out = rs_add(&mut rg, &ann.key_package(ANN).unwrap());
     match receive(&ann, &rs_mail(&[ANN], &out.welcome_messages[0])) {
         Err(e @ MlsError::NoRatchetTree) => {
             assert!(e.to_string().contains("with_ratchet_tree_extension"), "{e}")
