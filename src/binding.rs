@@ -15,7 +15,7 @@ pub(crate) struct Authenticated<'a> {
     /// The profile that verified it.
     pub profile: Profile,
     /// The signed entity, exactly as signed.
-    pub entity: &'a [u8],
+    pub entity: Entity<'a>,
     /// The outermost message's headers (routing hints to compare).
     pub outer_headers: &'a Headers,
     /// Whether it arrived encrypted (the outer Subject is then obscured).
@@ -33,12 +33,33 @@ pub(crate) struct Authenticated<'a> {
     pub our_identities: &'a dyn Fn() -> Vec<String>,
 }
 
+/// The authenticated entity: borrowed, or a buffer of the profile's (the decrypted
+/// content) that the inner message may keep instead of copying from it.
+pub(crate) enum Entity<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>, std::ops::Range<usize>),
+}
+
+impl Entity<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Entity::Borrowed(b) => b,
+            Entity::Owned(buffer, range) => buffer.get(range.clone()).unwrap_or_default(),
+        }
+    }
+}
+
 /// Reads `a.entity` as the inner message and applies the binding's checks.
-pub(crate) fn finish(a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened, OpenError> {
+pub(crate) fn finish(mut a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Opened, OpenError> {
     // Only now is the content authentic: read it as the inner MailA2A message.
-    let header_protection = has_header_fields(a.entity);
+    let header_protection = has_header_fields(a.entity.bytes());
     let inner = if header_protection {
-        MailA2aMessage::parse(a.entity, &policy.limits)?
+        match std::mem::replace(&mut a.entity, Entity::Borrowed(&[])) {
+            Entity::Borrowed(b) => MailA2aMessage::parse(b, &policy.limits)?,
+            Entity::Owned(buffer, range) => {
+                MailA2aMessage::parse_owned(buffer, range, &policy.limits)?
+            }
+        }
     } else {
         legacy_message(&a, policy)?
     };
@@ -152,10 +173,11 @@ fn legacy_message(a: &Authenticated<'_>, policy: &OpenPolicy) -> Result<MailA2aM
             sender,
         }));
     }
-    let mut bytes = Vec::with_capacity(a.entity.len() + 1024);
+    let entity = a.entity.bytes();
+    let mut bytes = Vec::with_capacity(entity.len() + 1024);
     crate::message::write_header_section(&mut bytes, a.outer_headers, &a.outer_headers.hints)
         .map_err(OpenError::Malformed)?;
-    bytes.extend_from_slice(a.entity);
+    bytes.extend_from_slice(entity);
     Ok(MailA2aMessage::parse(&bytes, &policy.limits)?)
 }
 

@@ -127,8 +127,13 @@ impl<'a> Dispatcher<'a> {
     }
 }
 
-impl Opener for Dispatcher<'_> {
-    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+impl Dispatcher<'_> {
+    /// The opener of `raw`'s profile (`None`: a plain message), after the size bound.
+    fn opener_for(
+        &self,
+        raw: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<Option<&(dyn Opener + '_)>, OpenError> {
         if raw.len() > policy.limits.max_message_bytes {
             return Err(crate::message::MessageError::TooLarge {
                 size: raw.len(),
@@ -136,15 +141,42 @@ impl Opener for Dispatcher<'_> {
             }
             .into());
         }
-        let mut opened = match detect_profile(raw) {
-            None => self.open_plain(raw, policy),
+        match detect_profile(raw) {
+            None => Ok(None),
             Some(p) => match self.profiles.iter().find(|(q, _)| *q == p) {
-                Some((_, opener)) => opener.open(raw, policy),
+                Some((_, opener)) => Ok(Some(opener.as_ref())),
                 None => Err(OpenError::ProfileUnavailable(p)),
             },
+        }
+    }
+}
+
+impl Opener for Dispatcher<'_> {
+    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        let mut opened = match self.opener_for(raw, policy)? {
+            None => self.open_plain(raw, policy),
+            Some(opener) => opener.open(raw, policy),
         }?;
         if let Some(keys) = &policy.dkim_keys {
             opened.verdict.dkim = crate::dkim::verify(raw, keys);
+        }
+        Ok(opened)
+    }
+
+    /// The outer DKIM signatures are checked first: the profile may then decode and
+    /// decrypt in the buffer.
+    fn open_owned(&self, raw: Vec<u8>, policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        let opener = self.opener_for(&raw, policy)?;
+        let dkim = policy
+            .dkim_keys
+            .as_ref()
+            .map(|keys| crate::dkim::verify(&raw, keys));
+        let mut opened = match opener {
+            None => self.open_plain(&raw, policy),
+            Some(opener) => opener.open_owned(raw, policy),
+        }?;
+        if let Some(dkim) = dkim {
+            opened.verdict.dkim = dkim;
         }
         Ok(opened)
     }

@@ -545,6 +545,13 @@ pub trait Opener {
     /// Verify and decrypt; return the inner message and the verdict, or an error and
     /// nothing else.
     fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError>;
+
+    /// [`Self::open`] of a message whose buffer the opener may use: a profile that
+    /// can decodes and decrypts in it, so a large message is held once. The default
+    /// opens it as borrowed.
+    fn open_owned(&self, raw: Vec<u8>, policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        self.open(&raw, policy)
+    }
 }
 
 /// A MIME boundary of 192 random bits.

@@ -2,8 +2,9 @@
 //! CMS ContentInfo/SignedData/SignerInfo decoding, certificate lookup and signature
 //! checks, BER rewriting, recipient infos and decryption (Bob's RSA and Dana's X25519
 //! keys are in the store; legacy CBC is allowed for odd-length inputs), against a key
-//! store with the RFC 9216 identities and CAs. No panic, and nothing opens unless it
-//! verified.
+//! store with the RFC 9216 identities and CAs. No panic, nothing opens unless it
+//! verified, and opening in the input's own buffer (`open_owned`: base64 decoded and
+//! decrypted in place) decides as opening it borrowed does.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -44,5 +45,15 @@ fuzz_target!(|data: &[u8]| {
         p.allow_legacy_cbc = data.len() % 2 == 1;
         p
     };
-    let _ = Smime::new(store()).open(data, &policy);
+    let smime = Smime::new(store());
+    let borrowed = smime.open(data, &policy);
+    let owned = smime.open_owned(data.to_vec(), &policy);
+    match (&borrowed, &owned) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.message, b.message, "open and open_owned read different messages");
+            assert_eq!(a.verdict, b.verdict);
+        }
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!("open {:?} but open_owned {:?}", a.is_ok(), b.is_ok()),
+    }
 });

@@ -100,12 +100,6 @@ fn receiver<'a>(
     Ok(builder.build())
 }
 
-fn body(delivery: &Delivery, eml: bool) -> Result<Vec<u8>, Failure> {
-    format(eml)
-        .render(delivery)
-        .map_err(|e| Failure::from("open", e))
-}
-
 fn format(eml: bool) -> Format {
     if eml {
         Format::Eml
@@ -155,7 +149,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         let receiver = receiver(&home, &keys, None, policy, clock)?;
         let raw = read_input(a.input.as_deref())?;
         let outcome = receiver
-            .verify(&raw)
+            .verify_owned(raw)
             .map_err(|e| Failure::from("open", e))?;
         let Outcome::Deliver { delivery, .. } = &outcome else {
             eprintln!(
@@ -169,7 +163,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
             write_report(report, &delivery.opened, "not-checked")?;
         }
         eprintln!("mailseal: receiver rules not applied (--stateless): do not act on this");
-        return write_output(a.out.as_deref(), &body(delivery, a.eml)?);
+        return write_delivery(a.out.as_deref(), delivery, a.eml);
     }
     let mut receiver = receiver(&home, &keys, Some(state), policy, clock)?;
     if let (Some(batch), Some(out_dir)) = (&a.batch, &a.out_dir) {
@@ -177,9 +171,29 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     }
     let raw = read_input(a.input.as_deref())?;
     let incoming = receiver
-        .receive_named(&raw, "stdin")
+        .receive_owned(raw, "stdin")
         .map_err(|e| Failure::from("open", e))?;
     hand_over(incoming, a.out.as_deref(), a.eml, a.report.as_deref())
+}
+
+/// Writes the output of `delivery` to `out` (atomically) or stdout, from the opened
+/// message's own buffer.
+fn write_delivery(out: Option<&Path>, delivery: &Delivery, eml: bool) -> CliResult {
+    let written = match out {
+        Some(path) => {
+            deliver::write_file_atomically_with(path, |w| format(eml).write_to(delivery, w))
+        }
+        None => {
+            let mut w = std::io::stdout().lock();
+            format(eml).write_to(delivery, &mut w).and_then(|()| {
+                std::io::Write::flush(&mut w).map_err(|source| deliver::DeliverError::Io {
+                    path: "-".into(),
+                    source,
+                })
+            })
+        }
+    };
+    written.map_err(|e| Failure::from("open", e))
 }
 
 /// Reports an incoming message, writes its output (durably, when to a file) and then
@@ -206,18 +220,7 @@ fn hand_over(
         }
         None => {
             if let Outcome::Deliver { delivery, .. } = incoming.outcome() {
-                let mut out = std::io::stdout().lock();
-                format(eml)
-                    .write_to(delivery, &mut out)
-                    .and_then(|()| {
-                        std::io::Write::flush(&mut out).map_err(|source| {
-                            deliver::DeliverError::Io {
-                                path: "-".into(),
-                                source,
-                            }
-                        })
-                    })
-                    .map_err(|e| Failure::from("open", e))?;
+                write_delivery(None, delivery, eml)?;
             }
             incoming.commit().map_err(|e| Failure::from("open", e))?
         }

@@ -54,9 +54,9 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
             .and_then(|a| a.to_maila2a())
             .map_err(|e| Failure::from("seal (AEP)", e))?
     } else {
-        MailA2aMessage::parse(&raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?
+        // The input buffer becomes the envelope's text: a large input is not held twice.
+        MailA2aMessage::parse_vec(raw, &Limits::default()).map_err(|e| Failure::from("seal", e))?
     };
-    drop(raw); // the parsed message owns what it needs: a large input is not held twice
 
     if profile == crate::profile::Profile::Mls {
         if a.group.is_none() {

@@ -101,8 +101,13 @@ impl Classify for EnvelopeError {
 pub struct Envelope {
     /// The JSON text the envelope was read from, followed by decoded keys and the text
     /// of fields set since; `fields` point into it. One buffer instead of two
-    /// allocations per field.
-    text: String,
+    /// allocations per field. Shared (not copied) with the message's exact JSON bytes
+    /// ([`Envelope::source_bytes`]): a 12 MiB payload is held once; a change to a
+    /// shared envelope copies it first.
+    text: std::sync::Arc<String>,
+    /// The length of the JSON text it was read from, at the start of `text`; `None`
+    /// for an envelope built by setters.
+    source_len: Option<usize>,
     /// (key, value) ranges of `text`, in order. A vector, not a map: envelopes have a
     /// dozen fields, where a linear search beats hashing, and the reader has already
     /// refused duplicate keys.
@@ -129,7 +134,8 @@ impl Envelope {
     /// `sequence` (0), `final` (false) and an empty `payload`.
     pub fn new(kind: Kind, operation: Operation, message_id: &str) -> Self {
         let mut e = Envelope {
-            text: String::new(),
+            text: Default::default(),
+            source_len: None,
             fields: Vec::new(),
         };
         e.set("bindingVersion", &BINDING_VERSION);
@@ -151,11 +157,23 @@ impl Envelope {
     /// Reads an envelope, refusing invalid UTF-8, duplicate keys, nesting deeper than
     /// `max_depth` and anything but a JSON object. Binding rules are [`validate`]'s job.
     pub fn from_json_with_depth(bytes: &[u8], max_depth: usize) -> Result<Self, EnvelopeError> {
-        let text = json::utf8(bytes)?;
-        let Some(spans) = json::read_object(text, max_depth)? else {
+        Self::from_text(String::from(json::utf8(bytes)?), max_depth)
+    }
+
+    /// [`Self::from_json_with_depth`] taking the bytes: they become the envelope's
+    /// buffer, not copied (a large payload is decoded once and held once).
+    pub(crate) fn from_json_vec(bytes: Vec<u8>, max_depth: usize) -> Result<Self, EnvelopeError> {
+        let text = String::from_utf8(bytes).map_err(|e| EnvelopeError::InvalidUtf8 {
+            offset: e.utf8_error().valid_up_to(),
+        })?;
+        Self::from_text(text, max_depth)
+    }
+
+    fn from_text(mut text: String, max_depth: usize) -> Result<Self, EnvelopeError> {
+        let Some(spans) = json::read_object(&text, max_depth)? else {
             return Err(EnvelopeError::NotAnObject);
         };
-        let mut text = String::from(text);
+        let source_len = text.len();
         let fields = spans
             .into_iter()
             .map(|(k, value)| {
@@ -169,7 +187,25 @@ impl Envelope {
                 (key, value)
             })
             .collect();
-        Ok(Envelope { text, fields })
+        Ok(Envelope {
+            text: std::sync::Arc::new(text),
+            source_len: Some(source_len),
+            fields,
+        })
+    }
+
+    /// The exact JSON text this envelope was read from, sharing its buffer; `None`
+    /// for an envelope built by setters.
+    pub(crate) fn source_bytes(&self) -> Option<bytes::Bytes> {
+        /// The first `len` bytes of a shared text, as a `Bytes` owner.
+        struct Prefix(std::sync::Arc<String>, usize);
+        impl AsRef<[u8]> for Prefix {
+            fn as_ref(&self) -> &[u8] {
+                &self.0.as_bytes()[..self.1]
+            }
+        }
+        let len = self.source_len?;
+        Some(bytes::Bytes::from_owner(Prefix(self.text.clone(), len)))
     }
 
     /// Every field as (key, JSON text), in order.
@@ -214,13 +250,16 @@ impl Envelope {
     /// Appends `json` to the buffer as the value of `key` (the old text, if any, stays
     /// in the buffer unreferenced).
     fn insert(&mut self, key: &str, json: &str) {
-        self.text.push_str(json);
-        let value = self.text.len() - json.len()..self.text.len();
+        self.source_len = None;
+        let text = std::sync::Arc::make_mut(&mut self.text);
+        text.push_str(json);
+        let value = text.len() - json.len()..text.len();
         match self.position(key) {
             Some(i) => self.fields[i].1 = value,
             None => {
-                self.text.push_str(key);
-                let k = self.text.len() - key.len()..self.text.len();
+                let text = std::sync::Arc::make_mut(&mut self.text);
+                text.push_str(key);
+                let k = text.len() - key.len()..text.len();
                 self.fields.push((k, value));
             }
         }
@@ -300,6 +339,7 @@ impl Envelope {
     /// Removes a field.
     pub fn remove(&mut self, key: &str) -> Option<Box<str>> {
         let i = self.position(key)?;
+        self.source_len = None;
         let (_, value) = self.fields.remove(i);
         Some(self.text[value].into())
     }

@@ -134,7 +134,12 @@ pub(crate) struct Entity {
 impl Entity {
     /// The raw body (still transfer-encoded).
     pub(crate) fn body<'r>(&self, raw: &'r [u8]) -> &'r [u8] {
-        &raw[self.body_start..self.end]
+        &raw[self.body_range()]
+    }
+
+    /// Where [`Self::body`] lies in the input.
+    pub(crate) fn body_range(&self) -> std::ops::Range<usize> {
+        self.body_start..self.end
     }
 
     /// The entity as it stands in the input, headers included.

@@ -471,6 +471,24 @@ impl MailA2aMessage {
         parse::parse(raw, limits)
     }
 
+    /// [`Self::parse`] of a buffer it may keep: the machine part is decoded in it and
+    /// becomes the envelope's text, so a large payload is held once (not as the input
+    /// and a decoded copy).
+    pub fn parse_vec(raw: Vec<u8>, limits: &Limits) -> Result<Self, MessageError> {
+        let all = 0..raw.len();
+        parse::parse_owned(raw, all, limits)
+    }
+
+    /// [`Self::parse`] of `buffer[range]`, keeping the buffer as the envelope's text
+    /// when the machine part needs no decoding (no copy of a large payload).
+    pub(crate) fn parse_owned(
+        buffer: Vec<u8>,
+        range: std::ops::Range<usize>,
+        limits: &Limits,
+    ) -> Result<Self, MessageError> {
+        parse::parse_owned(buffer, range, limits)
+    }
+
     /// Serialises the message (CRLF line ends, 7-bit safe).
     pub fn to_rfc5322(&self) -> Result<Vec<u8>, MessageError> {
         compose::compose(self, &compose::Options::default())

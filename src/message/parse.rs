@@ -6,6 +6,8 @@
 //! machine part), refuses ambiguity (repeated singleton headers) and decodes every body
 //! strictly (`transfer`).
 
+use std::ops::Range;
+
 use mail_parser::{HeaderValue, MessageParser};
 use time::OffsetDateTime;
 
@@ -48,6 +50,99 @@ const VALUE_FIELDS: [&str; 8] = [
 ];
 
 pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, MessageError> {
+    let (parts, json) = read_parts(raw, limits, false)?;
+    let json = match json {
+        Json::Read(envelope) => envelope,
+        // Not asked for (`defer` was false).
+        Json::At(_) | Json::Encoded(_) => return Err(MessageError::NoMachinePart),
+    };
+    Ok(parts.with_envelope(json))
+}
+
+/// [`parse`] of `buffer[range]`, which it may keep: an identity-encoded machine part
+/// (8bit or binary, as our encrypted senders write it) is moved to the front of the
+/// buffer and becomes the envelope's text, so a large payload is held once rather than
+/// copied out of the decrypted entity.
+pub(crate) fn parse_owned(
+    mut buffer: Vec<u8>,
+    range: Range<usize>,
+    limits: &Limits,
+) -> Result<MailA2aMessage, MessageError> {
+    let entity = buffer.get(range.clone()).ok_or(MessageError::NotMime)?;
+    let (parts, json) = read_parts(entity, limits, true)?;
+    let envelope = match json {
+        Json::Read(envelope) => envelope,
+        Json::At(at) => {
+            let at = range.start + at.start..range.start + at.end;
+            let len = at.len();
+            buffer.copy_within(at, 0);
+            buffer.truncate(len);
+            release_tail(&mut buffer);
+            Envelope::from_json_vec(buffer, limits.max_json_depth)?
+        }
+        Json::Encoded(part) => {
+            let InPlace {
+                at,
+                cte,
+                media_type,
+            } = part;
+            let at = range.start + at.start..range.start + at.end;
+            super::transfer::decode_in_place(&mut buffer, at, cte?)
+                .map_err(|f| bad_transfer_encoding(f, &media_type))?;
+            if buffer.len() > parts.budget {
+                return Err(MessageError::DecodedTooLarge {
+                    limit: limits.max_decoded_bytes,
+                });
+            }
+            release_tail(&mut buffer);
+            Envelope::from_json_vec(buffer, limits.max_json_depth)?
+        }
+    };
+    Ok(parts.with_envelope(envelope))
+}
+
+/// Gives back the part of a large buffer its content no longer fills (base64 is a
+/// quarter larger than what it decodes to): the allocator shrinks a large block where
+/// it lies, without copying it.
+fn release_tail(buffer: &mut Vec<u8>) {
+    if buffer.capacity() - buffer.len() > buffer.len() / 16 {
+        buffer.shrink_to_fit();
+    }
+}
+
+/// The machine part: read, or (asked for with `defer`) where its JSON text lies in
+/// the entity, as is or transfer-encoded, for the caller to read from its own buffer.
+enum Json {
+    Read(Envelope),
+    At(Range<usize>),
+    Encoded(InPlace),
+}
+
+/// Everything of a message but its envelope.
+struct Parts {
+    headers: Headers,
+    text: Option<String>,
+    attachments: Vec<Attachment>,
+    /// What is left of the decoded-size budget for a deferred machine part.
+    budget: usize,
+}
+
+impl Parts {
+    fn with_envelope(self, envelope: Envelope) -> MailA2aMessage {
+        let envelope_bytes = envelope
+            .source_bytes()
+            .unwrap_or_else(|| bytes::Bytes::from(envelope.to_json()));
+        MailA2aMessage {
+            headers: self.headers,
+            envelope,
+            envelope_bytes,
+            text: self.text,
+            attachments: self.attachments,
+        }
+    }
+}
+
+fn read_parts(raw: &[u8], limits: &Limits, defer: bool) -> Result<(Parts, Json), MessageError> {
     let tree = read_tree(raw, limits, Tree::parse)?;
 
     // Sort the leaves of the multipart tree (attached messages are leaves).
@@ -75,13 +170,13 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
     };
 
     let mut budget = limits.max_decoded_bytes;
-    let mut take = |bytes: Vec<u8>| -> Result<Vec<u8>, MessageError> {
+    let mut charge = |len: usize| -> Result<(), MessageError> {
         budget = budget
-            .checked_sub(bytes.len())
+            .checked_sub(len)
             .ok_or(MessageError::DecodedTooLarge {
                 limit: limits.max_decoded_bytes,
             })?;
-        Ok(bytes)
+        Ok(())
     };
 
     // The machine part: UTF-8, strictly decoded.
@@ -92,22 +187,54 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
             });
         }
     }
-    let mut envelope_bytes = take(decode_entity(raw, part, A2A_MEDIA_TYPE)?)?;
-    // The digest covers the JSON, not how the part ended: in a multipart the last CRLF
-    // belongs to the delimiter; a single-part 7bit/8bit body keeps its final line break,
-    // which is dropped here so both shapes of the same JSON have the same digest.
-    if Cte::from_header(part.transfer_encoding.as_deref()) == Some(Cte::Identity) {
-        if envelope_bytes.ends_with(b"\r\n") {
-            envelope_bytes.truncate(envelope_bytes.len() - 2);
-        } else if envelope_bytes.ends_with(b"\n") {
-            envelope_bytes.truncate(envelope_bytes.len() - 1);
+    let json = if Cte::from_header(part.transfer_encoding.as_deref()) == Some(Cte::Identity) {
+        // The digest covers the JSON, not how the part ended: in a multipart the last
+        // CRLF belongs to the delimiter; a single-part 7bit/8bit body keeps its final
+        // line break, which is dropped here so both shapes of the same JSON have the
+        // same digest.
+        let body = part.body_range();
+        let text = &raw[body.clone()];
+        let trim = if text.ends_with(b"\r\n") {
+            2
+        } else {
+            usize::from(text.ends_with(b"\n"))
+        };
+        let at = body.start..body.end - trim;
+        charge(at.len())?;
+        if defer {
+            Json::At(at)
+        } else {
+            Json::Read(Envelope::from_json_vec(
+                raw[at].to_vec(),
+                limits.max_json_depth,
+            )?)
         }
-    }
-    let envelope = Envelope::from_json_with_depth(&envelope_bytes, limits.max_json_depth)?;
+    } else if defer {
+        Json::Encoded(InPlace {
+            at: part.body_range(),
+            cte: Cte::from_header(part.transfer_encoding.as_deref()).ok_or_else(|| {
+                MessageError::UnknownTransferEncoding {
+                    encoding: part
+                        .transfer_encoding
+                        .as_deref()
+                        .unwrap_or_default()
+                        .chars()
+                        .take(40)
+                        .collect(),
+                }
+            }),
+            media_type: A2A_MEDIA_TYPE.to_string(),
+        })
+    } else {
+        let bytes = decode_entity(raw, part, A2A_MEDIA_TYPE)?;
+        charge(bytes.len())?;
+        Json::Read(Envelope::from_json_vec(bytes, limits.max_json_depth)?)
+    };
 
     let text = match text_part {
         Some(p) => {
-            let bytes = take(decode_entity(raw, p, "text/plain")?)?;
+            let bytes = decode_entity(raw, p, "text/plain")?;
+            charge(bytes.len())?;
             Some(match String::from_utf8(bytes) {
                 Ok(s) => s,
                 Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
@@ -124,7 +251,8 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
         } else {
             content_id.as_str()
         };
-        let data = take(decode_entity(raw, p, label)?)?;
+        let data = decode_entity(raw, p, label)?;
+        charge(data.len())?;
         attachments.push(Attachment {
             content_type: p.media_type.clone(),
             filename: p.file_name().map(str::to_string),
@@ -134,13 +262,15 @@ pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, Messa
     }
 
     let headers = read_headers(&tree, raw)?;
-    Ok(MailA2aMessage {
-        headers,
-        envelope,
-        envelope_bytes: bytes::Bytes::from(envelope_bytes),
-        text,
-        attachments,
-    })
+    Ok((
+        Parts {
+            headers,
+            text,
+            attachments,
+            budget,
+        },
+        json,
+    ))
 }
 
 /// The entity tree of `raw`, after the size bound, with the structure bounds.
@@ -380,32 +510,67 @@ pub(crate) struct OuterPart<'r> {
     pub entity: &'r [u8],
     /// The raw body, still transfer-encoded.
     body: &'r [u8],
+    /// Where the body lies in the message.
+    body_at: Range<usize>,
     /// Its declared Content-Transfer-Encoding.
     cte: Option<String>,
 }
 
+/// A body to decode in its own message's buffer ([`OuterPart::in_place`]).
+pub(crate) struct InPlace {
+    at: Range<usize>,
+    cte: Result<Cte, MessageError>,
+    media_type: String,
+}
+
+impl InPlace {
+    /// Decodes the body into the front of `raw`, the buffer it was read from, and cuts
+    /// `raw` to it: the message's header section and encoded body are gone, and the
+    /// large body is never held twice.
+    pub(crate) fn decode(self, raw: &mut Vec<u8>) -> Result<(), MessageError> {
+        let cte = self.cte?;
+        super::transfer::decode_in_place(raw, self.at, cte)
+            .map_err(|f| bad_transfer_encoding(f, &self.media_type))
+    }
+}
+
+fn bad_transfer_encoding(f: DecodeFault, media_type: &str) -> MessageError {
+    MessageError::BadTransferEncoding {
+        encoding: match f {
+            DecodeFault::Base64 => "base64",
+            DecodeFault::QuotedPrintable => "quoted-printable",
+        },
+        part: media_type.chars().take(80).collect(),
+    }
+}
+
 impl OuterPart<'_> {
+    /// What [`InPlace::decode`] needs to decode this body in the message's own
+    /// buffer, once this borrow of it has ended.
+    pub(crate) fn in_place(&self) -> InPlace {
+        InPlace {
+            at: self.body_at.clone(),
+            cte: self.cte(),
+            media_type: self.media_type.clone(),
+        }
+    }
+
+    fn cte(&self) -> Result<Cte, MessageError> {
+        Cte::from_header(self.cte.as_deref()).ok_or_else(|| MessageError::UnknownTransferEncoding {
+            encoding: self
+                .cte
+                .clone()
+                .unwrap_or_default()
+                .chars()
+                .take(40)
+                .collect(),
+        })
+    }
+
     /// The strictly decoded body. Decoded only on request: a signed part must not be
     /// interpreted before its signature is checked.
     pub(crate) fn decoded(&self) -> Result<Vec<u8>, MessageError> {
-        let cte = Cte::from_header(self.cte.as_deref()).ok_or_else(|| {
-            MessageError::UnknownTransferEncoding {
-                encoding: self
-                    .cte
-                    .clone()
-                    .unwrap_or_default()
-                    .chars()
-                    .take(40)
-                    .collect(),
-            }
-        })?;
-        decode(self.body, cte).map_err(|f| MessageError::BadTransferEncoding {
-            encoding: match f {
-                DecodeFault::Base64 => "base64",
-                DecodeFault::QuotedPrintable => "quoted-printable",
-            },
-            part: self.media_type.chars().take(80).collect(),
-        })
+        decode(self.body, self.cte()?).map_err(|f| bad_transfer_encoding(f, &self.media_type))
     }
 }
 
@@ -438,6 +603,7 @@ pub(crate) fn read_outer<'r>(raw: &'r [u8], limits: &Limits) -> Result<Outer<'r>
         media_type: e.media_type.clone(),
         entity: e.bytes(raw),
         body: e.body(raw),
+        body_at: e.body_range(),
         cte: e.transfer_encoding.clone(),
     };
     let (single, parts) = if root.is_multipart() {

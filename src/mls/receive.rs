@@ -618,7 +618,7 @@ impl Mls {
                 let opened = finish(
                     Authenticated {
                         profile: Profile::Mls,
-                        entity: &entity,
+                        entity: crate::binding::Entity::Borrowed(&entity),
                         outer_headers: m.headers,
                         encrypted: true,
                         protection: Protection::SignedEncrypted,

@@ -771,7 +771,7 @@ impl Opener for OpenPgp<'_> {
         finish(
             Authenticated {
                 profile: Profile::OpenPgp,
-                entity: &entity,
+                entity: crate::binding::Entity::Borrowed(&entity),
                 outer_headers: &outer.headers,
                 encrypted,
                 protection: if encrypted {

@@ -251,15 +251,28 @@ pub fn deliver_to(
 /// target, so a reader sees the old file or the whole new one. For every `--out` of
 /// the command line (a sealed message, a report, a card).
 pub fn write_file_atomically(target: &Path, bytes: &[u8]) -> Result<(), DeliverError> {
+    write_file_atomically_with(target, |f| f.write_all(bytes).map_err(io(target)))
+}
+
+/// [`write_file_atomically`] of what `write` writes: a large output goes to the file
+/// from where it lies, without being gathered into one buffer first.
+pub fn write_file_atomically_with(
+    target: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), DeliverError>,
+) -> Result<(), DeliverError> {
     // A device or pipe (`/dev/null`, a FIFO) is written as it is: it cannot be
     // replaced, and holds nothing to protect.
     if std::fs::symlink_metadata(target).is_ok_and(|m| {
         !m.file_type().is_file() && !m.file_type().is_dir() && !m.file_type().is_symlink()
     }) {
-        return std::fs::write(target, bytes).map_err(io(target));
+        let mut device = std::fs::OpenOptions::new()
+            .write(true)
+            .open(target)
+            .map_err(io(target))?;
+        return write(&mut device);
     }
     let partial = partial_path(target);
-    write_new_with(&partial, |f| f.write_all(bytes).map_err(io(&partial)))?;
+    write_new_with(&partial, write)?;
     publish(&partial, target)
 }
 

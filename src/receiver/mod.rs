@@ -68,7 +68,7 @@ use crate::keystore::KeyStore;
 use crate::mls::{Held, Mls, MlsError, Receipt, Received as MlsReceived};
 use crate::profile::Profile;
 use crate::replay::{MemoryReplayStore, ReceiverPolicy, ReplayStore, StreamEvent};
-use crate::seal::{OpenPolicy, Opener};
+use crate::seal::{OpenError, OpenPolicy, Opened, Opener};
 
 /// The time the receiver judges expiry and freshness at.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -351,15 +351,37 @@ impl<'a> Receiver<'a> {
         me.receive_shared(raw, name)
     }
 
+    /// [`Self::receive_named`] taking the message's buffer, which may be decoded and
+    /// decrypted in place: a large encrypted message is then held once, not as the
+    /// input, its CMS and its plaintext side by side.
+    pub fn receive_owned(
+        &mut self,
+        raw: Vec<u8>,
+        name: &str,
+    ) -> Result<Incoming<'_>, ReceiveError> {
+        let me: &Receiver<'_> = self;
+        me.receive_input(Input::Owned(raw), name)
+    }
+
     fn receive_shared<'r>(&'r self, raw: &[u8], name: &str) -> Result<Incoming<'r>, ReceiveError> {
-        if detect_profile(raw) == Some(Profile::Mls) {
-            let receipt = self
-                .mls()?
-                .receive(raw, &self.policy, name, &self.authenticator())?;
+        self.receive_input(Input::Borrowed(raw), name)
+    }
+
+    fn receive_input<'r>(
+        &'r self,
+        raw: Input<'_>,
+        name: &str,
+    ) -> Result<Incoming<'r>, ReceiveError> {
+        if detect_profile(raw.bytes()) == Some(Profile::Mls) {
+            let receipt =
+                self.mls()?
+                    .receive(raw.bytes(), &self.policy, name, &self.authenticator())?;
             return self.after_mls(receipt);
         }
-        let opened =
-            Dispatcher::with_caches(self.keys.as_ref(), &self.caches).open(raw, &self.policy)?;
+        let opened = raw.open(
+            &Dispatcher::with_caches(self.keys.as_ref(), &self.caches),
+            &self.policy,
+        )?;
         Ok(Incoming {
             outcome: self.preview(Delivery::new(opened)?)?,
             receipt: None,
@@ -399,16 +421,31 @@ impl<'a> Receiver<'a> {
     /// applied and nothing is recorded (an MLS message is opened and rolled back). For
     /// inspecting archives: an agent must never act on what this returns.
     pub fn verify(&self, raw: &[u8]) -> Result<Outcome, ReceiveError> {
-        let opened = if detect_profile(raw) == Some(Profile::Mls) {
-            let receipt =
-                self.mls()?
-                    .receive(raw, &self.policy, "stateless", &self.authenticator())?;
+        self.verify_input(Input::Borrowed(raw))
+    }
+
+    /// [`Self::verify`] taking the message's buffer (see [`Self::receive_owned`]).
+    pub fn verify_owned(&self, raw: Vec<u8>) -> Result<Outcome, ReceiveError> {
+        self.verify_input(Input::Owned(raw))
+    }
+
+    fn verify_input(&self, raw: Input<'_>) -> Result<Outcome, ReceiveError> {
+        let opened = if detect_profile(raw.bytes()) == Some(Profile::Mls) {
+            let receipt = self.mls()?.receive(
+                raw.bytes(),
+                &self.policy,
+                "stateless",
+                &self.authenticator(),
+            )?;
             match &receipt.received {
                 MlsReceived::Application(o) => (**o).clone(),
                 other => return Ok(Outcome::from_mls(other)),
             }
         } else {
-            Dispatcher::with_caches(self.keys.as_ref(), &self.caches).open(raw, &self.policy)?
+            raw.open(
+                &Dispatcher::with_caches(self.keys.as_ref(), &self.caches),
+                &self.policy,
+            )?
         };
         Ok(Outcome::Deliver {
             delivery: Box::new(Delivery::new(opened)?),
@@ -461,5 +498,27 @@ impl<'a> Receiver<'a> {
         correlation_id: &str,
     ) -> Result<Vec<StreamEvent>, ReceiveError> {
         Ok(self.replay.take_deliverable(correlation_id)?)
+    }
+}
+
+/// A message as the caller gave it: borrowed, or a buffer we may decode and decrypt in.
+enum Input<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl Input<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Input::Borrowed(b) => b,
+            Input::Owned(v) => v,
+        }
+    }
+
+    fn open(self, opener: &dyn Opener, policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        match self {
+            Input::Borrowed(b) => opener.open(b, policy),
+            Input::Owned(v) => opener.open_owned(v, policy),
+        }
     }
 }

@@ -623,7 +623,14 @@ fn content_key(
             _ => None,
         });
         if let Some((k, rek)) = kari {
-            return Ok(super::kari::unwrap(k, rek, cert, key, allow_legacy)?);
+            return Ok(super::kari::unwrap(
+                loaded,
+                k,
+                rek,
+                cert,
+                key,
+                allow_legacy,
+            )?);
         }
         if let Some(k) = ktris.iter().find(|k| matches_rid(cert, &k.rid)) {
             return Ok(unwrap_cek(loaded, key, k, cek_len)?);

@@ -23,6 +23,7 @@ use spki::AlgorithmIdentifierOwned;
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
 
+use super::loaded::{Loaded, LoadedKeys, Use};
 use super::SmimeError;
 use crate::asn1::oids::*;
 use crate::keystore::SecretKey;
@@ -264,8 +265,10 @@ fn private_key(
     PrivateKey::from_private_key(&X25519, secret.as_bytes()).map_err(|_| unusable())
 }
 
-/// The key-encryption key from our software `key` and the originator's public key.
+/// The key-encryption key from our software `key` (parsed once per profile object)
+/// and the originator's public key.
 fn software_kek(
+    loaded: &LoadedKeys,
     curve: &'static agreement::Algorithm,
     key: &SecretKey,
     originator: &[u8],
@@ -273,9 +276,18 @@ fn software_kek(
     wrap: &AlgorithmIdentifierOwned,
     ukm: Option<&OctetString>,
 ) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
-    let private = private_key(curve, key)?;
+    let private = loaded.get(key, Use::Agree, || {
+        private_key(curve, key).map(Loaded::Agreement)
+    })?;
+    let Loaded::Agreement(private) = &*private else {
+        return Err(SmimeError::Key(
+            "our key-agreement private key does not load".into(),
+        ));
+    };
+    // The cache is keyed by the key's fingerprint, so it is the key of this curve (and
+    // the agreement refuses a peer key of another curve).
     agreement::agree(
-        &private,
+        private,
         UnparsedPublicKey::new(curve, originator),
         SmimeError::Undecryptable,
         |z| kek(scheme, wrap, ukm, z),
@@ -284,6 +296,7 @@ fn software_kek(
 
 /// Unwraps the content key of `rek` in `kari` with our `key` for `cert`.
 pub(crate) fn unwrap(
+    loaded: &LoadedKeys,
     kari: &KeyAgreeRecipientInfo,
     rek: &RecipientEncryptedKey,
     cert: &Certificate,
@@ -343,6 +356,7 @@ pub(crate) fn unwrap(
         kek(scheme, &wrap, ukm, &z)?
     } else {
         software_kek(
+            loaded,
             curve,
             key,
             originator.public_key.raw_bytes(),

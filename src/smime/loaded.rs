@@ -1,8 +1,9 @@
 //! Private keys parsed once per [`super::Smime`] object rather than on every message.
 //!
 //! aws-lc validates an RSA key each time it is loaded from PKCS#8 (about 170 µs for
-//! RSA-2048) and sets up its blinding on the key's first use; for small messages that
-//! was most of the cost of signing or decrypting. The parsed keys live as long as the
+//! RSA-2048) and sets up its blinding on the key's first use, and checks an EC key
+//! against its public point (a scalar multiplication); for small messages that was
+//! most of the cost of signing or decrypting. The parsed keys live as long as the
 //! profile object and are freed (and cleansed by aws-lc) with it.
 
 use std::collections::HashMap;
@@ -26,6 +27,9 @@ pub(crate) enum Loaded {
     Oaep(OaepPrivateDecryptingKey),
     /// RSAES-PKCS1-v1_5 key transport.
     Pkcs1(Pkcs1PrivateDecryptingKey),
+    /// ECDH key agreement (P-256, P-384, X25519): loading a NIST key from PKCS#8
+    /// checks it against its public point, a scalar multiplication per message.
+    Agreement(aws_lc_rs::agreement::PrivateKey),
 }
 
 /// Which use a key was loaded for (one key may sign and decrypt).
@@ -34,6 +38,7 @@ pub(crate) enum Use {
     Sign,
     Oaep,
     Pkcs1,
+    Agree,
 }
 
 /// The cache. Keys without a fingerprint (a key being certified) are never cached.

@@ -791,25 +791,47 @@ impl Smime<'_> {
     /// whether it was encrypted.
     fn verify<'r>(&self, raw: &'r [u8], policy: &OpenPolicy) -> Result<Layers<'r>, OpenError> {
         let outer = read_outer(raw, &policy.limits)?;
-        let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
-        let pkcs7_mime = matches!(
-            outer.media_type.as_str(),
-            "application/pkcs7-mime" | "application/x-pkcs7-mime"
-        );
-        let encrypted = pkcs7_mime
-            && matches!(
-                smime_type.as_deref(),
-                Some("authenveloped-data" | "authenticated-enveloped-data" | "enveloped-data")
-            );
-        let mut authenticated_encryption = false;
-        let (entity, range, verified) = if encrypted {
-            let single = outer
+        if is_enveloped(&outer) {
+            let cms = outer
                 .single
                 .as_ref()
-                .ok_or_else(|| SmimeError::Malformed("empty enveloped-data".into()))?;
-            let cms = single
+                .ok_or_else(|| SmimeError::Malformed("empty enveloped-data".into()))?
                 .decoded()
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+            return self.verify_enveloped(cms, outer.headers, policy);
+        }
+        self.verify_outer_signed(outer, policy)
+    }
+
+    /// [`Self::verify`] of a message that is not encrypted.
+    fn verify_outer_signed<'r>(
+        &self,
+        outer: crate::message::Outer<'r>,
+        policy: &OpenPolicy,
+    ) -> Result<Layers<'r>, OpenError> {
+        let (entity, verified) = self.verify_signed(&outer)?;
+        let range = 0..entity.len();
+        self.authenticate_signer(&verified, policy)?;
+        Ok(Layers {
+            entity,
+            range,
+            signature: verified,
+            encrypted: false,
+            authenticated_encryption: false,
+            outer_headers: outer.headers,
+        })
+    }
+
+    /// Decrypts the CMS of an enveloped message (in place) and verifies the signed
+    /// entity inside.
+    fn verify_enveloped(
+        &self,
+        cms: Vec<u8>,
+        outer_headers: crate::message::Headers,
+        policy: &OpenPolicy,
+    ) -> Result<Layers<'static>, OpenError> {
+        let authenticated_encryption;
+        let (entity, range, verified) = {
             let keys = self.decryption_keys()?;
             let enveloped::InPlace {
                 mut buffer,
@@ -850,7 +872,8 @@ impl Smime<'_> {
                 Cow::Borrowed(slice) => (slice.as_ptr() as usize)
                     .checked_sub(buffer.as_ptr() as usize)
                     .map(|start| start..start + slice.len())
-                    .filter(|r| buffer.get(r.clone()) == Some(*slice)),
+                    // Inside the buffer's memory, so the same bytes (no need to compare).
+                    .filter(|r| r.end <= buffer.len()),
                 Cow::Owned(_) => None,
             };
             match within {
@@ -865,26 +888,20 @@ impl Smime<'_> {
                     (Cow::Owned(owned), range, verified)
                 }
             }
-        } else {
-            let (entity, verified) = self.verify_signed(&outer)?;
-            let range = 0..entity.len();
-            (entity, range, verified)
         };
-
         self.authenticate_signer(&verified, policy)?;
         Ok(Layers {
             entity,
             range,
             signature: verified,
-            encrypted,
+            encrypted: true,
             authenticated_encryption,
-            outer_headers: outer.headers,
+            outer_headers,
         })
     }
-}
 
-impl Opener for Smime<'_> {
-    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+    /// The binding's checks on verified layers.
+    fn finish(&self, layers: Layers<'_>, policy: &OpenPolicy) -> Result<Opened, OpenError> {
         let Layers {
             entity,
             range,
@@ -892,7 +909,7 @@ impl Opener for Smime<'_> {
             encrypted,
             authenticated_encryption,
             outer_headers,
-        } = self.verify(raw, policy)?;
+        } = layers;
         // Legacy CBC is confidentiality without integrity: only the signature counts.
         let protection = if encrypted && authenticated_encryption {
             Protection::SignedEncrypted
@@ -903,7 +920,11 @@ impl Opener for Smime<'_> {
         crate::binding::finish(
             crate::binding::Authenticated {
                 profile: Profile::Smime,
-                entity: &entity[range],
+                // The decrypted buffer is handed on: its JSON becomes the envelope's text.
+                entity: match entity {
+                    Cow::Borrowed(b) => crate::binding::Entity::Borrowed(&b[range]),
+                    Cow::Owned(buffer) => crate::binding::Entity::Owned(buffer, range),
+                },
                 outer_headers: &outer_headers,
                 encrypted,
                 protection,
@@ -925,6 +946,45 @@ impl Opener for Smime<'_> {
             },
             policy,
         )
+    }
+}
+
+/// Whether the outer layer is an encrypted CMS (`application/pkcs7-mime` with an
+/// enveloped `smime-type`).
+fn is_enveloped(outer: &crate::message::Outer<'_>) -> bool {
+    let smime_type = outer.param("smime-type").map(str::to_ascii_lowercase);
+    matches!(
+        outer.media_type.as_str(),
+        "application/pkcs7-mime" | "application/x-pkcs7-mime"
+    ) && matches!(
+        smime_type.as_deref(),
+        Some("authenveloped-data" | "authenticated-enveloped-data" | "enveloped-data")
+    )
+}
+
+impl Opener for Smime<'_> {
+    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        self.finish(self.verify(raw, policy)?, policy)
+    }
+
+    /// The encrypted body is base64-decoded and then decrypted in the input's own
+    /// buffer: a large message is held once, not as input, CMS and plaintext.
+    fn open_owned(&self, mut raw: Vec<u8>, policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        let outer = read_outer(&raw, &policy.limits)?;
+        if !is_enveloped(&outer) {
+            let layers = self.verify_outer_signed(outer, policy)?;
+            return self.finish(layers, policy);
+        }
+        let crate::message::Outer {
+            headers, single, ..
+        } = outer;
+        let body = single
+            .ok_or_else(|| SmimeError::Malformed("empty enveloped-data".into()))?
+            .in_place();
+        body.decode(&mut raw)
+            .map_err(|e| SmimeError::Malformed(e.to_string()))?;
+        let layers = self.verify_enveloped(raw, headers, policy)?;
+        self.finish(layers, policy)
     }
 }
 

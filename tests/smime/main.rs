@@ -13,5 +13,6 @@ mod interop_openssl_smime;
 mod interop_openssl_smime_encrypt;
 mod key_choice;
 mod legacy_headers;
+mod open_in_place;
 mod seal_output;
 mod smime_cms_algorithms;
