@@ -25,6 +25,22 @@ enum As {
     Clearsigned,
 }
 
+/// `--as` of `sign` and `encrypt`, which have no cleartext form.
+#[derive(Clone, Copy, ValueEnum)]
+enum SignAs {
+    Binary,
+    Text,
+}
+
+impl From<SignAs> for DataMode {
+    fn from(a: SignAs) -> Self {
+        match a {
+            SignAs::Binary => DataMode::Binary,
+            SignAs::Text => DataMode::Text,
+        }
+    }
+}
+
 impl From<As> for DataMode {
     fn from(a: As) -> Self {
         match a {
@@ -76,7 +92,7 @@ enum Command {
         #[arg(long)]
         no_armor: bool,
         #[arg(long = "as", value_enum, default_value = "binary")]
-        as_: As,
+        as_: SignAs,
         #[arg(long, value_name = "MICALG")]
         micalg_out: Option<String>,
         #[arg(long, value_name = "PASSWORD")]
@@ -95,7 +111,7 @@ enum Command {
     /// Encrypt a message.
     Encrypt {
         #[arg(long = "as", value_enum, default_value = "binary")]
-        as_: As,
+        as_: SignAs,
         #[arg(long)]
         no_armor: bool,
         #[arg(long, value_name = "PASSWORD")]
@@ -164,6 +180,12 @@ enum Command {
 
 /// Reads an input named on the command line: a file, or `@ENV:NAME`, or `@FD:N`.
 fn input(name: &str) -> Result<Vec<u8>, SopError> {
+    // SOP: a special designator that is also the name of a file is ambiguous.
+    if (name.starts_with("@ENV:") || name.starts_with("@FD:"))
+        && Path::new(name).symlink_metadata().is_ok()
+    {
+        return Err(SopError::AmbiguousInput(name.to_string()));
+    }
     if let Some(var) = name.strip_prefix("@ENV:") {
         return std::env::var_os(var)
             .map(|v| v.into_encoded_bytes())
@@ -188,6 +210,18 @@ fn inputs(names: &[String]) -> Result<Vec<Vec<u8>>, SopError> {
 
 fn passwords(names: &[String]) -> Result<Vec<Zeroizing<Vec<u8>>>, SopError> {
     names.iter().map(|n| input(n).map(Zeroizing::new)).collect()
+}
+
+/// An output named on the command line must not exist yet: checked before the work,
+/// so that a refusal leaves nothing half-written.
+fn not_there(name: &str) -> Result<(), SopError> {
+    if name.starts_with('@') {
+        return Err(SopError::UnsupportedSpecialPrefix(name.to_string()));
+    }
+    if Path::new(name).symlink_metadata().is_ok() {
+        return Err(SopError::OutputExists(name.to_string()));
+    }
+    Ok(())
 }
 
 /// An output named on the command line: it must not exist yet.
@@ -254,20 +288,17 @@ fn run(command: Command) -> Result<Vec<u8>, SopError> {
             extended,
             sop_spec,
         } => Ok(if backend {
-            "sequoia-openpgp 2\n".into()
+            format!("{}\n", sop::backend()).into_bytes()
         } else if extended {
             format!(
-                "mailseal {}\nsequoia-openpgp 2 ({} backend)\n",
+                "mailseal {}\n{}\n{}",
                 env!("CARGO_PKG_VERSION"),
-                if cfg!(feature = "crypto-nettle") {
-                    "Nettle"
-                } else {
-                    "RustCrypto"
-                }
+                sop::backend(),
+                sop::POLICY
             )
             .into_bytes()
         } else if sop_spec {
-            "draft-dkg-openpgp-stateless-cli-10\n".into()
+            sop::SOP_SPEC.into()
         } else {
             format!("mailseal {}\n", env!("CARGO_PKG_VERSION")).into_bytes()
         }),
@@ -308,9 +339,6 @@ fn run(command: Command) -> Result<Vec<u8>, SopError> {
             keys,
         } => {
             let mode = DataMode::from(as_);
-            if mode == DataMode::Clearsigned {
-                return Err(SopError::UnsupportedOption("--as=clearsigned".into()));
-            }
             let (micalg, sig) = sop::sign(
                 &inputs(&keys)?,
                 &passwords(&with_key_password)?,
@@ -345,19 +373,24 @@ fn run(command: Command) -> Result<Vec<u8>, SopError> {
             session_key_out,
             certs,
         } => {
-            if session_key_out.is_some() {
-                return Err(SopError::UnsupportedOption("--session-key-out".into()));
+            if let Some(f) = &session_key_out {
+                not_there(f)?;
             }
-            let out = sop::encrypt(
-                &inputs(&certs)?,
-                &passwords(&with_password)?,
-                &inputs(&sign_with)?,
-                &passwords(&with_key_password)?,
-                &stdin()?,
-                as_.into(),
-                profile.as_deref(),
-            )?;
-            sop::output(out, Kind::Message, !no_armor)
+            let request = sop::EncryptRequest {
+                certs: &inputs(&certs)?,
+                passwords: &passwords(&with_password)?,
+                sign_with: &inputs(&sign_with)?,
+                key_passwords: &passwords(&with_key_password)?,
+                mode: Some(as_.into()),
+                profile: profile.as_deref(),
+                session_key_out: session_key_out.is_some(),
+            };
+            let encrypted = sop::encrypt(&request, &stdin()?)?;
+            if let (Some(f), Some(key)) = (session_key_out, &encrypted.session_key) {
+                let line = Zeroizing::new(format!("{}\n", key.as_str()));
+                output_file(&f, line.as_bytes())?;
+            }
+            sop::output(encrypted.message, Kind::Message, !no_armor)
         }
         Command::Decrypt {
             session_key_out,
@@ -370,35 +403,37 @@ fn run(command: Command) -> Result<Vec<u8>, SopError> {
             verify_not_after,
             keys,
         } => {
-            if session_key_out.is_some() {
-                return Err(SopError::UnsupportedOption("--session-key-out".into()));
-            }
-            if !with_session_key.is_empty() {
-                return Err(SopError::UnsupportedOption("--with-session-key".into()));
-            }
-            if !with_password.is_empty() {
-                return Err(SopError::UnsupportedOption("--with-password".into()));
-            }
-            if verifications_out.is_some() && verify_with.is_empty() {
-                return Err(SopError::IncompatibleOptions(
-                    "--verifications-out needs --verify-with".into(),
+            // SOP: certificates to verify with and a place to report to come together.
+            if verifications_out.is_some() == verify_with.is_empty() {
+                return Err(SopError::IncompleteVerification(
+                    "--verifications-out and --verify-with go together".into(),
                 ));
             }
             let window = Window {
                 not_before: date(verify_not_before.as_deref())?,
                 not_after: date(verify_not_after.as_deref())?,
             };
-            let (plain, found) = sop::decrypt(
-                &inputs(&keys)?,
-                &passwords(&with_key_password)?,
-                &stdin()?,
-                &inputs(&verify_with)?,
-                window,
-            )?;
-            if let Some(f) = verifications_out {
-                output_file(&f, &lines(&found))?;
+            for f in [&session_key_out, &verifications_out].into_iter().flatten() {
+                not_there(f)?;
             }
-            Ok(plain.to_vec())
+            let request = sop::DecryptRequest {
+                keys: &inputs(&keys)?,
+                key_passwords: &passwords(&with_key_password)?,
+                passwords: &passwords(&with_password)?,
+                session_keys: &passwords(&with_session_key)?,
+                verify_with: &inputs(&verify_with)?,
+                window,
+                session_key_out: session_key_out.is_some(),
+            };
+            let decrypted = sop::decrypt(&request, &stdin()?)?;
+            if let (Some(f), Some(key)) = (session_key_out, &decrypted.session_key) {
+                let line = Zeroizing::new(format!("{}\n", key.as_str()));
+                output_file(&f, line.as_bytes())?;
+            }
+            if let Some(f) = verifications_out {
+                output_file(&f, &lines(&decrypted.verifications))?;
+            }
+            Ok(decrypted.plaintext.to_vec())
         }
         Command::Armor { .. } => sop::armor(&stdin()?),
         Command::Dearmor => sop::dearmor(&stdin()?),

@@ -61,6 +61,7 @@ pub(crate) fn read_certs(
     for cert in parser {
         let cert = cert.map_err(|e| malformed(what, e))?;
         conforms(&cert).map_err(|reason| malformed(what, reason))?;
+        let cert = writable(cert).map_err(|e| malformed(what, e))?;
         let cert = unlock(cert, what, passphrase)?;
         let has_secret = cert.is_tsk();
         let public = cert
@@ -88,6 +89,36 @@ pub(crate) fn read_certs(
         });
     }
     Ok(out)
+}
+
+/// `cert` without the unhashed subpackets Sequoia cannot write back (an Issuer
+/// Fingerprint of a version it does not know): the certificate is stored as bytes
+/// Sequoia writes, and one such subpacket would make it impossible to store. The
+/// unhashed area is covered by no signature, so dropping them changes no statement.
+fn writable(cert: Cert) -> openpgp::Result<Cert> {
+    use openpgp::packet::signature::subpacket::SubpacketArea;
+    use openpgp::serialize::Marshal;
+    if cert.as_tsk().to_vec().is_ok() {
+        return Ok(cert);
+    }
+    let packets = cert.into_tsk().into_packets().map(|p| match p {
+        Packet::Signature(mut sig) => {
+            let keep: Vec<_> = sig
+                .unhashed_area()
+                .iter()
+                .filter(|sp| sp.serialize(&mut std::io::sink()).is_ok())
+                .cloned()
+                .collect();
+            if keep.len() != sig.unhashed_area().iter().count() {
+                if let Ok(area) = SubpacketArea::new(keep) {
+                    *sig.unhashed_area_mut() = area;
+                }
+            }
+            Packet::Signature(sig)
+        }
+        other => other,
+    });
+    Cert::from_packets(packets)
 }
 
 /// RFC 9580 5.5.2: a v6 key must not use the legacy EdDSA (22) or ECDH over

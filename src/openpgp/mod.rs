@@ -11,6 +11,7 @@
 mod armor;
 mod certify;
 mod describe;
+mod elgamal;
 mod framing;
 pub(crate) use crate::keystore::openpgp as keys;
 mod open;
@@ -32,6 +33,10 @@ use crate::seal::{OpenError, SealError};
 #[doc(hidden)]
 pub use armor::dearmor;
 pub use describe::describe;
+/// The ElGamal session-key block decoder, for the fuzz target that checks it against a
+/// plain reference.
+#[doc(hidden)]
+pub use elgamal::unpad as eme_pkcs1_v15_decode;
 pub use keys::{generate, KeyProfile};
 pub use open::DecryptedMessage;
 

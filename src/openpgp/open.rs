@@ -8,9 +8,10 @@ use std::io::Read;
 
 use sequoia_openpgp as openpgp;
 
+use openpgp::cert::amalgamation::key::ValidErasedKeyAmalgamation;
 use openpgp::cert::amalgamation::ValidAmalgamation;
 use openpgp::cert::Cert;
-use openpgp::crypto::SessionKey;
+use openpgp::crypto::{Decryptor as _, SessionKey};
 use openpgp::packet::{Tag, PKESK, SKESK};
 use openpgp::parse::stream::{
     DecryptionHelper, DecryptorBuilder, DetachedVerifierBuilder, GoodChecksum, MessageLayer,
@@ -54,7 +55,27 @@ pub(crate) struct Outcome {
     pub(crate) aead: bool,
     decrypted_with: Option<Fingerprint>,
     saw_sed: bool,
+    /// The session key that decrypted, when [`Symmetric::keep_session_key`] asked.
+    pub(crate) session_key: Option<(Option<SymmetricAlgorithm>, SessionKey)>,
 }
+
+/// What else may decrypt a message than our secret keys: passwords and session keys
+/// the caller holds (SOP's `decrypt`; mail never has them).
+#[derive(Default)]
+pub(crate) struct Symmetric<'a> {
+    /// Passwords for the message's SKESK packets.
+    pub(crate) passwords: &'a [openpgp::crypto::Password],
+    /// Session keys, each with its algorithm when known, tried before anything else.
+    pub(crate) session_keys: &'a [(Option<SymmetricAlgorithm>, SessionKey)],
+    /// Keep the session key that decrypted in [`Outcome::session_key`].
+    pub(crate) keep_session_key: bool,
+}
+
+/// SKESK packets tried with each password (each costs a key derivation).
+const MAX_SKESKS: usize = 8;
+/// The largest Argon2 memory exponent tried (2^21 KiB, 2 GiB: RFC 9580's first
+/// recommended parameter set); a message asking for more is not tried.
+const MAX_ARGON2_MEMORY_EXPONENT: u8 = 21;
 
 /// What a message's signatures must be for it to be released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,9 +105,70 @@ struct Helper<'a> {
     outcome: &'a RefCell<Outcome>,
     /// Packets seen so far, at every depth (inside the encryption too).
     packets: usize,
+    /// Passwords and session keys to try beside our keys.
+    symmetric: &'a Symmetric<'a>,
 }
 
 impl Helper<'_> {
+    /// Hands `sk` to Sequoia; on success, keeps it when asked.
+    fn try_session_key(
+        &self,
+        algo: Option<SymmetricAlgorithm>,
+        sk: &SessionKey,
+        decrypt: &mut dyn FnMut(Option<SymmetricAlgorithm>, &SessionKey) -> bool,
+    ) -> bool {
+        if !decrypt(algo, sk) {
+            return false;
+        }
+        if self.symmetric.keep_session_key {
+            self.outcome.borrow_mut().session_key = Some((algo, sk.clone()));
+        }
+        true
+    }
+
+    /// Tries the caller's session keys.
+    fn try_session_keys(
+        &self,
+        sym_algo: Option<SymmetricAlgorithm>,
+        decrypt: &mut dyn FnMut(Option<SymmetricAlgorithm>, &SessionKey) -> bool,
+    ) -> bool {
+        self.symmetric
+            .session_keys
+            .iter()
+            .any(|(algo, sk)| self.try_session_key(algo.or(sym_algo), sk, decrypt))
+    }
+
+    /// Tries the caller's passwords on the first [`MAX_SKESKS`] SKESKs (an Argon2
+    /// S2K that asks for more than [`MAX_ARGON2_MEMORY_EXPONENT`] is skipped).
+    fn try_passwords(
+        &self,
+        skesks: &[SKESK],
+        sym_algo: Option<SymmetricAlgorithm>,
+        decrypt: &mut dyn FnMut(Option<SymmetricAlgorithm>, &SessionKey) -> bool,
+    ) -> bool {
+        for skesk in skesks.iter().take(MAX_SKESKS) {
+            let s2k = match skesk {
+                SKESK::V4(s) => s.s2k(),
+                SKESK::V6(s) => s.s2k(),
+                _ => continue,
+            };
+            #[allow(deprecated)]
+            if let openpgp::crypto::S2K::Argon2 { m, .. } = s2k {
+                if *m > MAX_ARGON2_MEMORY_EXPONENT {
+                    continue;
+                }
+            }
+            for password in self.symmetric.passwords {
+                if let Ok((algo, sk)) = skesk.decrypt(password) {
+                    if self.try_session_key(algo.or(sym_algo), &sk, decrypt) {
+                        return true;
+                    }
+                }
+            }
+        }
+        false
+    }
+
     fn fail(&self, e: OpenPgpError) -> anyhow::Error {
         let text = e.to_string();
         let mut o = self.outcome.borrow_mut();
@@ -121,8 +203,27 @@ impl Helper<'_> {
                 k.alive().is_ok()
                     && k.for_signing()
                     && matches!(k.revocation_status(), RevocationStatus::NotAsFarAsWeKnow)
+                    && primary_bound(&k)
             })
     }
+}
+
+/// A signature by a primary key counts only if, at its creation time (the time `ka`
+/// was validated at), the key's capabilities came from a live self-signature: a
+/// direct-key signature, or the binding of a User ID not revoked then. Sequoia falls
+/// back to a revoked User ID's binding when every User ID is revoked, which lets a key
+/// whose only identity was (temporarily) revoked keep signing.
+fn primary_bound(ka: &ValidErasedKeyAmalgamation<'_, openpgp::packet::key::PublicParts>) -> bool {
+    use openpgp::cert::amalgamation::key::PrimaryKey as _;
+    use openpgp::types::RevocationStatus;
+    if !ka.primary() {
+        return true;
+    }
+    let cert = ka.valid_cert();
+    cert.direct_key_signature().is_ok()
+        || cert
+            .userids()
+            .any(|u| matches!(u.revocation_status(), RevocationStatus::NotAsFarAsWeKnow))
 }
 
 impl VerificationHelper for Helper<'_> {
@@ -179,6 +280,12 @@ impl VerificationHelper for Helper<'_> {
                                         .into(),
                                 );
                             }
+                            Ok(GoodChecksum { ka, .. }) if !primary_bound(&ka) => {
+                                bad = Some(
+                                    "when the signature was made, no unrevoked User ID or direct-key signature gave the primary key its signing capability"
+                                        .into(),
+                                );
+                            }
                             Ok(GoodChecksum { sig, ka }) => good.push(SignerInfo {
                                 fingerprint: ka.cert().fingerprint(),
                                 key_fingerprint: ka.key().fingerprint(),
@@ -226,10 +333,13 @@ impl DecryptionHelper for Helper<'_> {
     fn decrypt(
         &mut self,
         pkesks: &[PKESK],
-        _skesks: &[SKESK],
+        skesks: &[SKESK],
         sym_algo: Option<SymmetricAlgorithm>,
         decrypt: &mut dyn FnMut(Option<SymmetricAlgorithm>, &SessionKey) -> bool,
     ) -> openpgp::Result<Option<Cert>> {
+        if self.try_session_keys(sym_algo, decrypt) {
+            return Ok(None);
+        }
         // Our secret keys that can decrypt (see `parsed::Secret`), with their
         // certificate: the store's, while `certs` are the ones to verify with. Only
         // the certificates a PKESK names are looked up (all of them when one is
@@ -284,7 +394,7 @@ impl DecryptionHelper for Helper<'_> {
                 addressed |= wanted.is_some();
                 let mut pair = key.clone();
                 if let Some((algo, sk)) = pkesk.decrypt(&mut pair, sym_algo) {
-                    if decrypt(algo, &sk) {
+                    if self.try_session_key(algo.or(sym_algo), &sk, decrypt) {
                         self.outcome.borrow_mut().decrypted_with = Some(fingerprint.clone());
                         // None: the intended-recipient check is ours (see open), so
                         // that a forwarded message is reported as such.
@@ -292,6 +402,9 @@ impl DecryptionHelper for Helper<'_> {
                     }
                 }
             }
+        }
+        if self.try_passwords(skesks, sym_algo, decrypt) {
+            return Ok(None);
         }
         if addressed {
             return Err(self.fail(OpenPgpError::Undecryptable(
@@ -343,7 +456,7 @@ const MAX_TRIAL_PKESKS: usize = 4;
 /// Each decryption-capable key of `secrets` with its certificate's fingerprint.
 fn pairs(
     secrets: &[(Fingerprint, std::sync::Arc<super::parsed::Secret>)],
-) -> Vec<(&Fingerprint, &openpgp::crypto::KeyPair)> {
+) -> Vec<(&Fingerprint, &super::parsed::Decrypter)> {
     secrets
         .iter()
         .flat_map(|(f, s)| s.decryption.iter().map(move |k| (f, k)))
@@ -429,6 +542,27 @@ impl OpenPgp<'_> {
         policy: &OpenPolicy,
         signatures: Signatures,
     ) -> Result<(Zeroizing<Vec<u8>>, Outcome), OpenPgpError> {
+        self.decrypt_verify_with(
+            message,
+            certs,
+            own,
+            policy,
+            signatures,
+            &Symmetric::default(),
+        )
+    }
+
+    /// [`OpenPgp::decrypt_verify`], also trying `symmetric`'s session keys and
+    /// passwords.
+    pub(crate) fn decrypt_verify_with(
+        &self,
+        message: &[u8],
+        certs: &[Cert],
+        own: Option<std::sync::Arc<super::parsed::View>>,
+        policy: &OpenPolicy,
+        signatures: Signatures,
+        symmetric: &Symmetric<'_>,
+    ) -> Result<(Zeroizing<Vec<u8>>, Outcome), OpenPgpError> {
         let outcome = RefCell::new(Outcome::default());
         let own = match own {
             Some(v) => v,
@@ -444,6 +578,7 @@ impl OpenPgp<'_> {
             at: policy.validation_time().into(),
             outcome: &outcome,
             packets: 0,
+            symmetric,
         };
         let limit = policy.limits.max_decoded_bytes;
         let binary = super::armor::dearmor(message, "PGP MESSAGE");
@@ -505,6 +640,7 @@ impl OpenPgp<'_> {
             at,
             outcome: &outcome,
             packets: 0,
+            symmetric: &Symmetric::default(),
         };
         let binary = super::armor::dearmor(signature, "PGP SIGNATURE");
         let signature = binary.as_deref().unwrap_or(signature);
@@ -728,6 +864,7 @@ impl OpenPgp<'_> {
             at: policy.validation_time().into(),
             outcome: &outcome,
             packets: 0,
+            symmetric: &Symmetric::default(),
         };
         let limit = policy.limits.max_decoded_bytes;
         bounded_packets(message)?;

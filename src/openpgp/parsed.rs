@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use sequoia_openpgp as openpgp;
 
-use openpgp::crypto::KeyPair;
+use openpgp::crypto::{mpi, Decryptor, KeyPair, SessionKey};
+use openpgp::packet::key::{PublicParts, SecretParts, UnspecifiedRole};
+use openpgp::packet::Key;
 use openpgp::policy::Policy;
 use openpgp::Cert;
 use zeroize::Zeroizing;
@@ -40,7 +42,45 @@ pub(crate) struct Secret {
     pub(crate) tsk: Cert,
     /// Its unlocked encryption-capable keys, ready to decrypt (expired ones included:
     /// a message written while they were valid still decrypts, as with GnuPG).
-    pub(crate) decryption: Vec<KeyPair>,
+    pub(crate) decryption: Vec<Decrypter>,
+}
+
+/// One key able to decrypt session keys: Sequoia's key pair, or a legacy ElGamal key,
+/// which Sequoia's backend cannot use (see [`super::elgamal`]).
+#[derive(Clone)]
+pub(crate) enum Decrypter {
+    Pair(KeyPair),
+    ElGamal(super::elgamal::ElGamal),
+}
+
+impl Decryptor for Decrypter {
+    fn public(&self) -> &Key<PublicParts, UnspecifiedRole> {
+        match self {
+            Self::Pair(p) => p.public(),
+            Self::ElGamal(e) => e.public(),
+        }
+    }
+
+    fn decrypt(
+        &mut self,
+        ciphertext: &mpi::Ciphertext,
+        plaintext_len: Option<usize>,
+    ) -> openpgp::Result<SessionKey> {
+        match self {
+            Self::Pair(p) => p.decrypt(ciphertext, plaintext_len),
+            Self::ElGamal(e) => e.decrypt(ciphertext, plaintext_len),
+        }
+    }
+}
+
+impl Decrypter {
+    /// The decrypter of an unlocked secret key.
+    pub(crate) fn of(key: &Key<SecretParts, UnspecifiedRole>) -> Option<Self> {
+        if let Some(e) = super::elgamal::ElGamal::new(key) {
+            return Some(Self::ElGamal(e));
+        }
+        key.clone().into_keypair().ok().map(Self::Pair)
+    }
 }
 
 /// A secret key's bytes and what they parsed to.
@@ -116,7 +156,7 @@ impl Parsed {
                         .and_then(|v| v.keys().key_handle(ka.key().key_handle()).next())
                         .is_none_or(|k| k.for_transport_encryption() || k.for_storage_encryption())
             })
-            .filter_map(|ka| ka.key().clone().into_keypair().ok())
+            .filter_map(|ka| Decrypter::of(ka.key().role_as_unspecified()))
             .collect();
         let secret = Arc::new(Secret { tsk, decryption });
         if entries.len() >= CAPACITY {

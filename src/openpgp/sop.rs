@@ -10,16 +10,18 @@ use std::time::SystemTime;
 use sequoia_openpgp as openpgp;
 
 use openpgp::cert::prelude::*;
-use openpgp::crypto::{KeyPair, Password};
+use openpgp::crypto::{KeyPair, Password, SessionKey};
 use openpgp::packet::UserID;
 use openpgp::parse::Parse;
 use openpgp::policy::StandardPolicy;
 use openpgp::serialize::stream::{Encryptor, LiteralWriter, Message, Recipient, Signer};
 use openpgp::serialize::{Serialize, SerializeInto};
-use openpgp::types::{DataFormat, Features, HashAlgorithm, SignatureType};
+use openpgp::types::{
+    DataFormat, Features, HashAlgorithm, PublicKeyAlgorithm, SignatureType, SymmetricAlgorithm,
+};
 use zeroize::Zeroizing;
 
-use super::open::{Signatures, SignerInfo};
+use super::open::{Signatures, SignerInfo, Symmetric};
 use super::{keys, OpenPgp, OpenPgpError};
 use crate::keystore::{KeyStore, KeyStoreError, MemoryStore};
 use crate::seal::OpenPolicy;
@@ -70,6 +72,22 @@ pub enum SopError {
     /// A profile this implementation does not have.
     #[error("unsupported profile: {0}")]
     UnsupportedProfile(String),
+    /// A key's algorithm is one this implementation does not use for the operation.
+    #[error("unsupported asymmetric algorithm: {0}")]
+    UnsupportedAsymmetricAlgo(String),
+    /// Verification was asked for by halves (certificates without a place to report
+    /// to, or the other way round).
+    #[error("incomplete verification instructions: {0}")]
+    IncompleteVerification(String),
+    /// A password to encrypt with is not UTF-8, or has leading or trailing whitespace.
+    #[error("password not human-readable: {0}")]
+    PasswordNotHumanReadable(String),
+    /// Text was expected (`--as=text`) and the input is not UTF-8.
+    #[error("expected text: {0}")]
+    ExpectedText(String),
+    /// An input named with a special prefix (`@ENV:`, `@FD:`) is also a file's name.
+    #[error("ambiguous input: {0}")]
+    AmbiguousInput(String),
 }
 
 impl SopError {
@@ -92,8 +110,36 @@ impl SopError {
             Self::KeyCannotSign(_) => 79,
             Self::IncompatibleOptions(_) => 83,
             Self::UnsupportedProfile(_) => 89,
+            Self::UnsupportedAsymmetricAlgo(_) => 13,
+            Self::IncompleteVerification(_) => 23,
+            Self::PasswordNotHumanReadable(_) => 31,
+            Self::ExpectedText(_) => 53,
+            Self::AmbiguousInput(_) => 73,
         }
     }
+}
+
+/// The SOP draft implemented (`sop version --sop-spec`), with the remark SOP asks for
+/// when an implementation leaves subcommands out.
+pub const SOP_SPEC: &str = "draft-dkg-openpgp-stateless-cli-10\n\
+~ partial: the key-management subcommands (change-key-password, revoke-key, update-key, \
+merge-certs, certify-userid, validate-userid) are not implemented and not listed\n";
+
+/// The policy SOP's operations run under (`sop version --extended`).
+pub const POLICY: &str = "policy: Sequoia StandardPolicy, plus mailseal's: \
+integrity protection required (SED refused), RFC 9580 5.5.2 (no v4-only algorithms \
+in v6 keys), a signature counts only if its key could sign when it was made (a primary \
+key needs an unrevoked User ID or a direct-key signature then), ElGamal for \
+decryption only, ciphers with 128-bit blocks and hashes from SHA-256 up when \
+encrypting and signing\n";
+
+/// The OpenPGP library and cryptographic backend underneath.
+pub fn backend() -> String {
+    format!(
+        "sequoia-openpgp {} ({})",
+        openpgp::VERSION,
+        openpgp::crypto::backend()
+    )
 }
 
 fn bad(e: impl std::fmt::Display) -> SopError {
@@ -251,6 +297,10 @@ pub fn generate_key(
     signing_only: bool,
     password: Option<&[u8]>,
 ) -> Result<Vec<u8>, SopError> {
+    if let Some(p) = password {
+        std::str::from_utf8(p)
+            .map_err(|_| SopError::PasswordNotHumanReadable("not UTF-8".into()))?;
+    }
     let uids = userids.iter().map(|u| UserID::from(u.as_str()));
     let builder = if signing_only {
         let mut b = CertBuilder::new().add_signing_subkey();
@@ -307,9 +357,18 @@ pub fn extract_cert(keys: &[u8]) -> Result<Vec<u8>, SopError> {
     Ok(out)
 }
 
-fn signing_pairs(certs: &[Cert]) -> Result<Vec<KeyPair>, SopError> {
+/// The signing keys of some secret keys, and each one's preferred hash algorithms.
+struct Signers {
+    pairs: Vec<KeyPair>,
+    hash_preferences: Vec<Option<Vec<HashAlgorithm>>>,
+}
+
+fn signing_pairs(certs: &[Cert]) -> Result<Signers, SopError> {
     let policy = StandardPolicy::new();
-    let mut pairs = Vec::new();
+    let mut signers = Signers {
+        pairs: Vec::new(),
+        hash_preferences: Vec::new(),
+    };
     for c in certs {
         if !c.is_tsk() {
             return Err(SopError::KeyCannotSign(format!(
@@ -334,18 +393,91 @@ fn signing_pairs(certs: &[Cert]) -> Result<Vec<KeyPair>, SopError> {
         if !ka.key().has_unencrypted_secret() {
             return Err(SopError::KeyIsProtected(c.fingerprint().to_string()));
         }
-        pairs.push(ka.key().clone().into_keypair().map_err(bad)?);
+        signers
+            .pairs
+            .push(ka.key().clone().into_keypair().map_err(bad)?);
+        signers
+            .hash_preferences
+            .push(valid.preferred_hash_algorithms().map(<[_]>::to_vec));
     }
-    Ok(pairs)
+    Ok(signers)
 }
 
-/// A signer over `message` with every key pair (SHA-256, signatures of type `typ`).
-fn signing_stack(
-    message: Message<'_>,
-    pairs: Vec<KeyPair>,
+/// The hash algorithms we sign with, best first: what the policy accepts for new
+/// signatures, never below SHA-256.
+const SIGNING_HASHES: [HashAlgorithm; 5] = [
+    HashAlgorithm::SHA512,
+    HashAlgorithm::SHA384,
+    HashAlgorithm::SHA256,
+    HashAlgorithm::SHA3_512,
+    HashAlgorithm::SHA3_256,
+];
+
+/// The symmetric algorithms we encrypt with: 128-bit blocks, keys of 128 bits or more.
+const CIPHERS: [SymmetricAlgorithm; 7] = [
+    SymmetricAlgorithm::AES256,
+    SymmetricAlgorithm::AES192,
+    SymmetricAlgorithm::AES128,
+    SymmetricAlgorithm::Camellia256,
+    SymmetricAlgorithm::Camellia192,
+    SymmetricAlgorithm::Camellia128,
+    SymmetricAlgorithm::Twofish,
+];
+
+/// The first algorithm of the first stated preference list that every stated list
+/// has and `acceptable` takes; `None` when nobody states one or nothing is common.
+/// (A certificate without the preference subpacket constrains nothing.)
+fn negotiate<T: Copy + PartialEq>(
+    lists: &[Option<Vec<T>>],
+    acceptable: impl Fn(T) -> bool,
+) -> Option<T> {
+    let stated: Vec<&Vec<T>> = lists.iter().flatten().collect();
+    let first = stated.first()?;
+    first
+        .iter()
+        .copied()
+        .find(|a| acceptable(*a) && stated.iter().all(|l| l.contains(a)))
+}
+
+fn hash_acceptable(h: HashAlgorithm) -> bool {
+    use openpgp::policy::HashAlgoSecurity;
+    let now = std::time::SystemTime::now();
+    SIGNING_HASHES.contains(&h)
+        && h.is_supported()
+        && StandardPolicy::new()
+            .hash_cutoff(h, HashAlgoSecurity::CollisionResistance)
+            .is_none_or(|cutoff| cutoff > now)
+}
+
+fn cipher_acceptable(a: SymmetricAlgorithm) -> bool {
+    use openpgp::policy::Policy;
+    CIPHERS.contains(&a) && a.is_supported() && StandardPolicy::new().symmetric_algorithm(a).is_ok()
+}
+
+/// A signer over `message` with every key pair (signatures of type `typ`), hashing
+/// with the first of `preferences`' common algorithms that every key can use, else
+/// SHA-256.
+fn signing_stack<'a>(
+    message: Message<'a>,
+    signers: Signers,
     typ: SignatureType,
-) -> Result<Signer<'_>, SopError> {
-    let mut pairs = pairs.into_iter();
+    preferences: &[Option<Vec<HashAlgorithm>>],
+) -> Result<(Signer<'a>, HashAlgorithm), SopError> {
+    use openpgp::crypto::Signer as _;
+    let usable = |h: HashAlgorithm| {
+        signers
+            .pairs
+            .iter()
+            .all(|p| p.acceptable_hashes().contains(&h))
+    };
+    let hash = negotiate(preferences, |h| hash_acceptable(h) && usable(h))
+        .or_else(|| {
+            [HashAlgorithm::SHA256, HashAlgorithm::SHA512]
+                .into_iter()
+                .find(|h| usable(*h))
+        })
+        .ok_or_else(|| bad("no hash algorithm every key can sign with"))?;
+    let mut pairs = signers.pairs.into_iter();
     let first = pairs
         .next()
         .ok_or_else(|| SopError::MissingArg("KEYS".into()))?;
@@ -354,13 +486,18 @@ fn signing_stack(
         first,
         openpgp::packet::signature::SignatureBuilder::new(typ),
     )
-    .map_err(bad)?
-    .hash_algo(HashAlgorithm::SHA256)
     .map_err(bad)?;
     for p in pairs {
         signer = signer.add_signer(p).map_err(bad)?;
     }
-    Ok(signer)
+    Ok((signer.hash_algo(hash).map_err(bad)?, hash))
+}
+
+/// Refuses `data` that is not UTF-8 where text was asked for.
+fn expect_text(data: &[u8]) -> Result<(), SopError> {
+    std::str::from_utf8(data)
+        .map(|_| ())
+        .map_err(|e| SopError::ExpectedText(e.to_string()))
 }
 
 /// `sop sign`: detached signatures of `data` by every key (binary), and the micalg.
@@ -373,18 +510,36 @@ pub fn sign(
     if keys.is_empty() {
         return Err(SopError::MissingArg("KEYS".into()));
     }
-    let pairs = signing_pairs(&load(keys, passwords)?)?;
+    if text {
+        expect_text(data)?;
+    }
+    let signers = signing_pairs(&load(keys, passwords)?)?;
+    let preferences = signers.hash_preferences.clone();
     let typ = if text {
         SignatureType::Text
     } else {
         SignatureType::Binary
     };
     let mut out = Vec::new();
-    let signer = signing_stack(Message::new(&mut out), pairs, typ)?.detached();
-    let mut w = signer.build().map_err(bad)?;
+    let (signer, hash) = signing_stack(Message::new(&mut out), signers, typ, &preferences)?;
+    let mut w = signer.detached().build().map_err(bad)?;
     w.write_all(data).map_err(bad)?;
     w.finalize().map_err(bad)?;
-    Ok(("pgp-sha256".into(), out))
+    Ok((micalg(hash), out))
+}
+
+/// The RFC 3156 `micalg` of a hash algorithm (`pgp-sha256`).
+fn micalg(hash: HashAlgorithm) -> String {
+    let name = match hash {
+        HashAlgorithm::SHA224 => "sha224",
+        HashAlgorithm::SHA256 => "sha256",
+        HashAlgorithm::SHA384 => "sha384",
+        HashAlgorithm::SHA512 => "sha512",
+        HashAlgorithm::SHA3_256 => "sha3-256",
+        HashAlgorithm::SHA3_512 => "sha3-512",
+        other => return format!("pgp-{}", other.to_string().to_ascii_lowercase()),
+    };
+    format!("pgp-{name}")
 }
 
 fn checked_certs(inputs: &[Vec<u8>]) -> Result<Vec<Cert>, SopError> {
@@ -413,9 +568,18 @@ pub fn verify(
             Signatures::Collect,
             std::time::SystemTime::now(),
         )
-        .map_err(|e| match e {
-            OpenPgpError::Malformed(m) => bad(m),
-            other => bad(other),
+        .map_err(|e| {
+            // Signature packets that parse but that Sequoia cannot check (a hashed
+            // subpacket it cannot write back to hash it): no acceptable signature.
+            // Packets that do not parse: bad data.
+            let parses = dearmor(signatures)
+                .ok()
+                .is_some_and(|b| openpgp::PacketPile::from_bytes(&b).is_ok());
+            if parses {
+                SopError::NoSignature
+            } else {
+                bad(e)
+            }
         })?;
     let found = verifications(outcome.signers, window);
     if found.is_empty() {
@@ -451,44 +615,111 @@ fn write_literal(message: Message<'_>, data: &[u8], mode: DataMode) -> Result<()
     w.finalize().map_err(bad)
 }
 
-/// `sop encrypt`: `data` to `certs` and `passwords`, signed by `sign_with` (binary).
-pub fn encrypt(
-    certs: &[Vec<u8>],
-    passwords: &[Zeroizing<Vec<u8>>],
-    sign_with: &[Vec<u8>],
-    key_passwords: &[Zeroizing<Vec<u8>>],
-    data: &[u8],
-    mode: DataMode,
-    profile: Option<&str>,
-) -> Result<Vec<u8>, SopError> {
-    if let Some(p) = profile.filter(|p| *p != "default") {
+/// What `sop encrypt` is given beside the data.
+#[derive(Default)]
+pub struct EncryptRequest<'a> {
+    /// Certificates to encrypt to.
+    pub certs: &'a [Vec<u8>],
+    /// Passwords to encrypt with (SKESK packets).
+    pub passwords: &'a [Zeroizing<Vec<u8>>],
+    /// Secret keys to sign with.
+    pub sign_with: &'a [Vec<u8>],
+    /// Passwords that unlock `sign_with`.
+    pub key_passwords: &'a [Zeroizing<Vec<u8>>],
+    /// Binary or text.
+    pub mode: Option<DataMode>,
+    /// The encryption profile (`default`).
+    pub profile: Option<&'a str>,
+    /// Return the session key.
+    pub session_key_out: bool,
+}
+
+/// What `sop encrypt` gives back.
+pub struct Encrypted {
+    /// The OpenPGP message (binary).
+    pub message: Vec<u8>,
+    /// The session key in SOP's `ALGO:HEX` form, when asked for.
+    pub session_key: Option<Zeroizing<String>>,
+}
+
+/// A password to encrypt with, as SOP wants it: UTF-8, trailing whitespace dropped (a
+/// password file's line end), no leading whitespace.
+fn human_password(p: &[u8]) -> Result<Password, SopError> {
+    let text = std::str::from_utf8(p)
+        .map_err(|_| SopError::PasswordNotHumanReadable("not UTF-8".into()))?;
+    let text = text.trim_end();
+    if text.is_empty() || text.starts_with(char::is_whitespace) {
+        return Err(SopError::PasswordNotHumanReadable(
+            "empty, or leading whitespace".into(),
+        ));
+    }
+    Ok(Password::from(text))
+}
+
+/// `sop encrypt`: `data` to the certificates and passwords, signed by `sign_with`.
+///
+/// The cipher is the first of the recipients' common preferences that the policy
+/// accepts (AES-256 when none states any, AES-128, which every OpenPGP implementation
+/// has, when they have nothing in common); signatures hash with the recipients'
+/// common preference, else SHA-256. ElGamal encryption keys are refused: RFC 9580
+/// (section 9.1) keeps ElGamal for decrypting old messages only, and this backend has
+/// no ElGamal encryption (a message to such a key would need our own, variable-time,
+/// modular arithmetic on the sending side too).
+pub fn encrypt(request: &EncryptRequest<'_>, data: &[u8]) -> Result<Encrypted, SopError> {
+    let mode = request.mode.unwrap_or(DataMode::Binary);
+    if let Some(p) = request.profile.filter(|p| *p != "default") {
         return Err(SopError::UnsupportedProfile(p.to_string()));
     }
     if mode == DataMode::Clearsigned {
         return Err(SopError::UnsupportedOption("--as=clearsigned".into()));
     }
-    if certs.is_empty() && passwords.is_empty() {
+    if request.certs.is_empty() && request.passwords.is_empty() {
         return Err(SopError::MissingArg("CERTS or --with-password".into()));
     }
-    let recipients = checked_certs(certs)?;
-    let signers = signing_pairs(&load(sign_with, key_passwords)?)?;
+    if mode == DataMode::Text {
+        expect_text(data)?;
+    }
+    let pws = request
+        .passwords
+        .iter()
+        .map(|p| human_password(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let recipients = checked_certs(request.certs)?;
+    let signers = signing_pairs(&load(request.sign_with, request.key_passwords)?)?;
     let policy = StandardPolicy::new();
     let mut keys = Vec::new();
+    let mut cipher_preferences = Vec::new();
+    let mut hash_preferences = Vec::new();
     for c in &recipients {
         let valid = c
             .with_policy(&policy, None)
             .map_err(|e| SopError::CertCannotEncrypt(e.to_string()))?;
-        let found: Vec<_> = valid
-            .keys()
+        let capable = || {
+            valid
+                .keys()
+                .alive()
+                .revoked(false)
+                .for_transport_encryption()
+                .for_storage_encryption()
+        };
+        let found: Vec<_> = capable()
             .supported()
-            .alive()
-            .revoked(false)
-            .for_transport_encryption()
-            .for_storage_encryption()
+            .filter(|ka| !is_elgamal(ka.key().pk_algo()))
             .collect();
         if found.is_empty() {
-            return Err(SopError::CertCannotEncrypt(c.fingerprint().to_string()));
+            // The policy may hide an ElGamal subkey (too short); say why either way.
+            let legacy = c.keys().find(|ka| is_elgamal(ka.key().pk_algo()));
+            return Err(match legacy {
+                Some(ka) => SopError::UnsupportedAsymmetricAlgo(format!(
+                    "{}: {} keys are not encrypted to (RFC 9580 keeps them for decryption)",
+                    c.fingerprint(),
+                    ka.key().pk_algo()
+                )),
+                None => SopError::CertCannotEncrypt(c.fingerprint().to_string()),
+            });
         }
+        cipher_preferences.push(valid.preferred_symmetric_algorithms().map(<[_]>::to_vec));
+        hash_preferences.push(valid.preferred_hash_algorithms().map(<[_]>::to_vec));
         for ka in found {
             keys.push(Recipient::new(
                 ka.valid_cert().features(),
@@ -497,14 +728,21 @@ pub fn encrypt(
             ));
         }
     }
+    let cipher = if cipher_preferences.iter().all(Option::is_none) {
+        SymmetricAlgorithm::AES256
+    } else {
+        negotiate(&cipher_preferences, cipher_acceptable).unwrap_or(SymmetricAlgorithm::AES128)
+    };
+    let session_key = SessionKey::new(cipher.key_size().map_err(bad)?).map_err(bad)?;
     let mut out = Vec::new();
     let message = Message::new(&mut out);
-    let pws: Vec<Password> = passwords.iter().map(|p| Password::from(&p[..])).collect();
-    let message = Encryptor::for_recipients(message, keys)
+    let message = Encryptor::with_session_key(message, cipher, session_key.clone())
+        .map_err(bad)?
+        .add_recipients(keys)
         .add_passwords(pws)
         .build()
         .map_err(bad)?;
-    let message = if signers.is_empty() {
+    let message = if signers.pairs.is_empty() {
         message
     } else {
         let typ = if mode == DataMode::Text {
@@ -512,44 +750,165 @@ pub fn encrypt(
         } else {
             SignatureType::Binary
         };
-        let mut s = signing_stack(message, signers, typ)?;
+        let (mut s, _) = signing_stack(message, signers, typ, &hash_preferences)?;
         for c in &recipients {
             s = s.add_intended_recipient(c);
         }
         s.build().map_err(bad)?
     };
     write_literal(message, data, mode)?;
-    Ok(out)
+    Ok(Encrypted {
+        message: out,
+        session_key: request
+            .session_key_out
+            .then(|| session_key_text(Some(cipher), &session_key)),
+    })
 }
 
-/// `sop decrypt`: the plaintext and the good signatures by `verify_with`.
-pub fn decrypt(
-    keys: &[Vec<u8>],
-    key_passwords: &[Zeroizing<Vec<u8>>],
-    ciphertext: &[u8],
-    verify_with: &[Vec<u8>],
-    window: Window,
-) -> Result<(Zeroizing<Vec<u8>>, Vec<Verification>), SopError> {
-    if keys.is_empty() {
-        return Err(SopError::MissingArg("KEYS".into()));
+/// ElGamal (OpenPGP algorithms 16 and 20).
+fn is_elgamal(algo: PublicKeyAlgorithm) -> bool {
+    #[allow(deprecated)] // named to be refused
+    let elgamal = [
+        PublicKeyAlgorithm::ElGamalEncrypt,
+        PublicKeyAlgorithm::ElGamalEncryptSign,
+    ];
+    elgamal.contains(&algo)
+}
+
+/// What `sop decrypt` is given beside the ciphertext.
+#[derive(Default)]
+pub struct DecryptRequest<'a> {
+    /// Secret keys (each may hold several).
+    pub keys: &'a [Vec<u8>],
+    /// Passwords that unlock `keys`.
+    pub key_passwords: &'a [Zeroizing<Vec<u8>>],
+    /// Passwords for the message itself (its SKESK packets).
+    pub passwords: &'a [Zeroizing<Vec<u8>>],
+    /// Session keys in SOP's `ALGO:HEX` form, tried first.
+    pub session_keys: &'a [Zeroizing<Vec<u8>>],
+    /// Certificates whose signatures are reported.
+    pub verify_with: &'a [Vec<u8>],
+    /// When a reported signature may have been made.
+    pub window: Window,
+    /// Return the session key that decrypted.
+    pub session_key_out: bool,
+}
+
+/// What `sop decrypt` gives back.
+pub struct Decrypted {
+    /// The literal data.
+    pub plaintext: Zeroizing<Vec<u8>>,
+    /// The good signatures by the `verify_with` certificates.
+    pub verifications: Vec<Verification>,
+    /// The session key in SOP's `ALGO:HEX` form, when asked for.
+    pub session_key: Option<Zeroizing<String>>,
+}
+
+/// A session key in SOP's form: the decimal algorithm number, a colon, the key in hex.
+pub fn parse_session_key(
+    text: &[u8],
+) -> Result<(Option<SymmetricAlgorithm>, SessionKey), SopError> {
+    let text = std::str::from_utf8(text.trim_ascii()).map_err(|_| bad("session key: not text"))?;
+    let (algo, hex_key) = text
+        .split_once(':')
+        .ok_or_else(|| bad("session key: expected ALGO:HEX"))?;
+    let algo = if algo.is_empty() {
+        None
+    } else {
+        let n: u8 = algo
+            .parse()
+            .map_err(|_| bad("session key: the algorithm is not a number"))?;
+        Some(SymmetricAlgorithm::from(n))
+    };
+    let key = Zeroizing::new(
+        crate::hex::decode(hex_key).ok_or_else(|| bad("session key: the key is not hex"))?,
+    );
+    if let Some(a) = algo {
+        if a.key_size().ok() != Some(key.len()) {
+            return Err(bad(format!("session key: not a {a} key")));
+        }
     }
-    let secrets = load(keys, key_passwords)?;
-    let verify_certs = checked_certs(verify_with)?;
+    Ok((algo, SessionKey::from(&key[..])))
+}
+
+/// `algo` and `key` in SOP's session-key form (`9:` and upper-case hex).
+fn session_key_text(algo: Option<SymmetricAlgorithm>, key: &SessionKey) -> Zeroizing<String> {
+    use std::fmt::Write as _;
+    let mut text = Zeroizing::new(String::with_capacity(4 + 2 * key.len()));
+    if let Some(a) = algo {
+        let _ = write!(text, "{}", u8::from(a));
+    }
+    text.push(':');
+    for b in key.iter() {
+        let _ = write!(text, "{b:02X}");
+    }
+    text
+}
+
+/// Each password as given and, when it differs, without trailing whitespace (SOP: a
+/// password file's line end is not part of the password).
+fn password_candidates(passwords: &[Zeroizing<Vec<u8>>]) -> Vec<Password> {
+    let mut out = Vec::new();
+    for p in passwords {
+        out.push(Password::from(&p[..]));
+        let trimmed = p.trim_ascii_end();
+        if trimmed.len() != p.len() {
+            out.push(Password::from(trimmed));
+        }
+    }
+    out
+}
+
+/// `sop decrypt`: the plaintext and the good signatures by `verify_with`. When
+/// certificates to verify with are given and none made a good signature, nothing is
+/// released ([`SopError::NoSignature`]).
+pub fn decrypt(request: &DecryptRequest<'_>, ciphertext: &[u8]) -> Result<Decrypted, SopError> {
+    if request.keys.is_empty() && request.passwords.is_empty() && request.session_keys.is_empty() {
+        return Err(SopError::MissingArg(
+            "KEYS, --with-password or --with-session-key".into(),
+        ));
+    }
+    let secrets = load(request.keys, request.key_passwords)?;
+    let verify_certs = checked_certs(request.verify_with)?;
+    let session_keys = request
+        .session_keys
+        .iter()
+        .map(|t| parse_session_key(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let passwords = password_candidates(request.passwords);
+    let symmetric = Symmetric {
+        passwords: &passwords,
+        session_keys: &session_keys,
+        keep_session_key: request.session_key_out,
+    };
     let store = store_of(&secrets)?;
     let pgp = OpenPgp::new(&store);
-    let (plain, outcome) = pgp
-        .decrypt_verify(
+    let (plaintext, outcome) = pgp
+        .decrypt_verify_with(
             ciphertext,
             &verify_certs,
             None,
             &OpenPolicy::default(),
             Signatures::Collect,
+            &symmetric,
         )
         .map_err(|e| match e {
             OpenPgpError::Malformed(m) => bad(m),
             other => SopError::CannotDecrypt(other.to_string()),
         })?;
-    Ok((plain, verifications(outcome.signers, window)))
+    let verifications = verifications(outcome.signers, request.window);
+    if !verify_certs.is_empty() && verifications.is_empty() {
+        return Err(SopError::NoSignature);
+    }
+    let session_key = outcome
+        .session_key
+        .as_ref()
+        .map(|(algo, key)| session_key_text(*algo, key));
+    Ok(Decrypted {
+        plaintext,
+        verifications,
+        session_key,
+    })
 }
 
 /// `sop inline-sign`: `data` signed by every key, inline or cleartext (binary, or
@@ -563,14 +922,18 @@ pub fn inline_sign(
     if keys.is_empty() {
         return Err(SopError::MissingArg("KEYS".into()));
     }
-    let pairs = signing_pairs(&load(keys, passwords)?)?;
+    if mode != DataMode::Binary {
+        expect_text(data)?;
+    }
+    let signers = signing_pairs(&load(keys, passwords)?)?;
+    let preferences = signers.hash_preferences.clone();
     let typ = if mode == DataMode::Binary {
         SignatureType::Binary
     } else {
         SignatureType::Text
     };
     let mut out = Vec::new();
-    let mut signer = signing_stack(Message::new(&mut out), pairs, typ)?;
+    let (mut signer, _) = signing_stack(Message::new(&mut out), signers, typ, &preferences)?;
     if mode == DataMode::Clearsigned {
         signer = signer.cleartext();
     }

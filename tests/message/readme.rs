@@ -85,6 +85,13 @@ fn readme_openpgp_example_runs() {
     let (stdout, _stderr, dir) = run_block_after_first("--email alice@pgp.example");
     assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}");
     assert!(stdout.contains(" mode:binary"), "{stdout}");
+    // The SOP lines: the message decrypted with the session key alone.
+    assert!(stdout.lines().any(|l| l == "hello"), "{stdout}");
+    let sk = std::fs::read_to_string(dir.path().join("hello.sk")).unwrap();
+    assert!(
+        sk.starts_with("9:") && sk.trim_end().len() == 2 + 64,
+        "{sk}"
+    );
     let verdict: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("pgp-verdict.json")).unwrap())
             .unwrap();

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use common::{peer_available, run};
 
 /// Runs a SOP implementation (`mailseal sop` or `sqop`) in `dir`.
-fn sop(which: &str, dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
+pub(super) fn sop(which: &str, dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
     use std::io::Write;
     let mut cmd = if which == "mailseal" {
         let mut c = Command::new(common::bin());
@@ -38,7 +38,7 @@ fn sop(which: &str, dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
     out
 }
 
-fn ok(which: &str, dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
+pub(super) fn ok(which: &str, dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
     let out = sop(which, dir, args, stdin);
     assert_eq!(
         out.status.code(),
@@ -51,14 +51,14 @@ fn ok(which: &str, dir: &Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
 
 /// A key made by `which` for `uid`, and its certificate, written to `NAME.key` and
 /// `NAME.cert` in `dir`.
-fn key(which: &str, dir: &Path, name: &str, uid: &str) {
+pub(super) fn key(which: &str, dir: &Path, name: &str, uid: &str) {
     let key = ok(which, dir, &["generate-key", uid], b"");
     std::fs::write(dir.join(format!("{name}.key")), &key).unwrap();
     let cert = ok(which, dir, &["extract-cert"], &key);
     std::fs::write(dir.join(format!("{name}.cert")), cert).unwrap();
 }
 
-fn sqop() -> bool {
+pub(super) fn sqop() -> bool {
     peer_available("sqop", Command::new("sqop").arg("version"))
 }
 
@@ -194,6 +194,54 @@ fn inline_sign_with_one_inline_verify_with_the_other() {
 }
 
 #[test]
+fn passwords_and_session_keys_with_sqop_both_ways() {
+    if !sqop() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("pw"), b"sesame street\n").unwrap();
+    key("mailseal", d, "ours", "Ours <ours@sop.example>");
+    key("sqop", d, "theirs", "Theirs <theirs@sop.example>");
+    for (writer, reader) in [("mailseal", "sqop"), ("sqop", "mailseal")] {
+        // A password-only message.
+        let m = ok(writer, d, &["encrypt", "--with-password", "pw"], MESSAGE);
+        assert_eq!(
+            ok(reader, d, &["decrypt", "--with-password", "pw"], &m),
+            MESSAGE,
+            "{writer} -> {reader}"
+        );
+        // A message to a key: the session key the writer's side learns by decrypting
+        // opens it on the reader's side without the key.
+        let (cert, key) = if writer == "mailseal" {
+            ("theirs.cert", "theirs.key")
+        } else {
+            ("ours.cert", "ours.key")
+        };
+        let m = ok(writer, d, &["encrypt", cert], MESSAGE);
+        let sk = format!("sk-{writer}");
+        let holder = if writer == "mailseal" {
+            "sqop"
+        } else {
+            "mailseal"
+        };
+        ok(holder, d, &["decrypt", "--session-key-out", &sk, key], &m);
+        let text = std::fs::read_to_string(d.join(&sk)).unwrap();
+        assert!(text.trim().starts_with("9:"), "AES-256, {text}");
+        let other = if holder == "mailseal" {
+            "sqop"
+        } else {
+            "mailseal"
+        };
+        assert_eq!(
+            ok(other, d, &["decrypt", "--with-session-key", &sk], &m),
+            MESSAGE,
+            "{holder}'s session key in {other}"
+        );
+    }
+}
+
+#[test]
 fn sop_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -294,6 +342,145 @@ fn sop_exit_codes() {
     assert!(std::fs::read_to_string(d.join("v.txt"))
         .unwrap()
         .contains(" mode:binary"));
+    // The rest of the draft's table, one refusal each.
+    std::fs::write(d.join("pw"), b"sesame\n").unwrap();
+    std::fs::write(d.join("notutf8"), b"\xff\xfe").unwrap();
+    std::fs::write(d.join("@ENV:SOP_X"), b"a file").unwrap();
+    let stranger = {
+        key("mailseal", d, "stranger", "Stranger <s@sop.example>");
+        "stranger.cert"
+    };
+    let table: &[(&[&str], &[u8], i32, &str)] = &[
+        (
+            &[
+                "decrypt",
+                "--verify-with",
+                stranger,
+                "--verifications-out",
+                "v3",
+                "ours.key",
+            ],
+            &enc,
+            3,
+            "verification asked, none holds",
+        ),
+        (
+            &["decrypt", "--verifications-out", "v4", "ours.key"],
+            &enc,
+            23,
+            "a report without certificates",
+        ),
+        (
+            &["decrypt", "--verify-with", "ours.cert", "ours.key"],
+            &enc,
+            23,
+            "certificates without a report",
+        ),
+        (&["decrypt"], &enc, 19, "nothing to decrypt with"),
+        (
+            &["decrypt", "--with-session-key", "pw"],
+            &enc,
+            41,
+            "not a session key",
+        ),
+        (&["decrypt", "stranger.key"], &enc, 29, "not for this key"),
+        (
+            &["encrypt", "--with-password", "notutf8"],
+            b"x",
+            31,
+            "a password that is not UTF-8",
+        ),
+        (
+            &[
+                "generate-key",
+                "--with-key-password",
+                "notutf8",
+                "N <n@sop.example>",
+            ],
+            b"",
+            31,
+            "a password that is not UTF-8",
+        ),
+        (
+            &["encrypt", "--as", "text", "ours.cert"],
+            b"\xff\xfe",
+            53,
+            "text that is not UTF-8",
+        ),
+        (
+            &["sign", "--as", "text", "ours.key"],
+            b"\xff",
+            53,
+            "text that is not UTF-8",
+        ),
+        (
+            &["encrypt", "--as", "clearsigned", "ours.cert"],
+            b"x",
+            37,
+            "no cleartext form",
+        ),
+        (
+            &["sign", "@ENV:SOP_X"],
+            b"x",
+            73,
+            "a designator that is a file",
+        ),
+        (
+            &["encrypt", "--session-key-out", "exists", "ours.cert"],
+            b"x",
+            59,
+            "output exists",
+        ),
+        (
+            &[
+                "inline-sign",
+                "--as",
+                "clearsigned",
+                "--no-armor",
+                "ours.key",
+            ],
+            b"x",
+            83,
+            "incompatible",
+        ),
+        (
+            &["version", "--backend", "--extended"],
+            b"",
+            83,
+            "incompatible",
+        ),
+        (
+            &["verify", "s.sig", "stranger.cert"],
+            b"data",
+            3,
+            "not by this certificate",
+        ),
+        (
+            &["inline-verify", "ours.cert"],
+            b"not signed",
+            41,
+            "not OpenPGP",
+        ),
+        (&["encrypt"], b"x", 19, "no recipient"),
+        (&["list-profiles", "armor"], b"", 89, "no profiles"),
+    ];
+    for (args, stdin, want, why) in table {
+        let out = sop("mailseal", d, args, stdin);
+        assert_eq!(
+            out.status.code(),
+            Some(*want),
+            "{args:?} ({why}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: nothing on stdout on a refusal"
+        );
+    }
+    assert_eq!(std::fs::read(d.join("exists")).unwrap(), b"keep");
+    for f in ["v3", "v4"] {
+        assert!(!d.join(f).exists(), "{f}: no report on a refusal");
+    }
     // Version and the top-level `mailseal` help still work.
     assert!(
         String::from_utf8_lossy(&ok("mailseal", d, &["version"], b"")).starts_with("mailseal ")
