@@ -47,7 +47,7 @@ pub(super) struct ComposeArgs {
     /// Message-ID of the request this replies to (sets In-Reply-To and References).
     #[arg(long, value_name = "ID")]
     in_reply_to: Option<String>,
-    /// Subject (default "A2A <kind>").
+    /// Subject (default: "A2A" and the message kind, as in "A2A request").
     #[arg(long)]
     subject: Option<String>,
     /// Human fallback text (informative only).

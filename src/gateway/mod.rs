@@ -13,7 +13,7 @@
 //! - [`server`]: listeners, TLS (rustls; reloaded on SIGHUP), caps and timeouts.
 //! - [`process`]: the worker threads that run the library's pipeline.
 //! - [`spool`]: the durable queue (a directory, or PostgreSQL for several instances).
-//! - [`delivery`]: the SMTP/LMTP client side, retries and bounces ([`dsn`]).
+//! - `delivery`: the SMTP/LMTP client side, retries and bounces ([`dsn`]).
 //! - [`metrics`]: Prometheus counters.
 //!
 //! A 250 is sent only once the message is in the spool (synced, or committed); a

@@ -86,7 +86,7 @@ pub const MODULE_ALLOWLIST_VAR: &str = "MAILSEAL_PKCS11_MODULES";
 impl Pkcs11Uri {
     /// Parses a key reference read back from a key store (a database another host may
     /// write, a store directory): its module is loaded only when this machine's
-    /// configuration lists it in [`MODULE_ALLOWLIST_VAR`] (issue #17). Loading a
+    /// configuration lists it in `MAILSEAL_PKCS11_MODULES` (issue #17). Loading a
     /// module runs its code, so whoever could write the store must not choose it.
     pub fn parse_stored(uri: &str) -> Result<Self, KeyStoreError> {
         let parsed = Self::parse(uri)?;

@@ -13,7 +13,7 @@
 //!   state unchanged.
 //!
 //! Every received message is processed in one SQLite transaction over the openmls
-//! storage and our own tables ([`state`]): a process killed at any point leaves the
+//! storage and our own tables (the `state` module): a process killed at any point leaves the
 //! group at the old epoch or the new one, never in between.
 
 mod agent;

@@ -422,7 +422,7 @@ pub trait ReplayStore {
 }
 
 /// A state store lent by a caller that keeps it (a blanket impl for references would
-/// collide with the one for every [`rules::Transact`] adapter).
+/// collide with the one for every `rules::Transact` adapter).
 pub struct Borrowed<'a>(pub &'a dyn ReplayStore);
 
 impl ReplayStore for Borrowed<'_> {

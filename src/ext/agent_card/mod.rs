@@ -27,7 +27,7 @@
 //! Every key a card carries must belong to the card's address: a certificate's
 //! rfc822Name, an OpenPGP User ID's email, a KeyPackage's credential identity. A card
 //! cannot introduce keys for anyone else. Signatures (`signatures`, JWS, see
-//! [`super::jws`]) are verified when present; one that does not verify refuses the
+//! `ext::jws`) are verified when present; one that does not verify refuses the
 //! card. Who the signer is and how far the store trusts it is reported.
 
 use serde_json::Value;
