@@ -43,12 +43,19 @@ pub(super) fn inspect(name: &str, raw: &[u8], json: bool) -> CliResult {
         });
         let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
         text.push('\n');
-        return write_output(None, text.as_bytes());
+        write_output(None, text.as_bytes())?;
+        return unreadable(name, plain.as_ref());
     }
 
     let mut out = String::new();
     let _ = writeln!(out, "file: {name} ({} bytes)", raw.len());
     match profile {
+        None if matches!(plain, Some(Err(_))) => {
+            let _ = writeln!(
+                out,
+                "layer 1: no end-to-end protection, and not a MailA2A message"
+            );
+        }
         None => {
             let _ = writeln!(
                 out,
@@ -99,7 +106,7 @@ pub(super) fn inspect(name: &str, raw: &[u8], json: bool) -> CliResult {
             p.raw_size
         );
     }
-    match plain {
+    match &plain {
         Some(Ok(m)) => {
             let h = &m.headers;
             let _ = writeln!(out, "headers:");
@@ -171,5 +178,21 @@ pub(super) fn inspect(name: &str, raw: &[u8], json: bool) -> CliResult {
         }
         None => {}
     }
-    write_output(None, out.as_bytes())
+    write_output(None, out.as_bytes())?;
+    unreadable(name, plain.as_ref())
+}
+
+/// What was described is not a MailA2A message: a failure (exit 3), after the
+/// description, so a script does not take the file for a message.
+fn unreadable<E: crate::error::Classify + std::fmt::Display>(
+    name: &str,
+    plain: Option<&Result<MailA2aMessage, E>>,
+) -> CliResult {
+    match plain {
+        Some(Err(e)) => Err(Failure::new(
+            ExitCode::of(e),
+            format!("inspect {name}: not a MailA2A message: {e}"),
+        )),
+        _ => Ok(()),
+    }
 }

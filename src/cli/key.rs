@@ -287,6 +287,22 @@ pub(super) fn generate_on_token(
     Ok(())
 }
 
+/// Whether `dir` names a store that exists: a URL or token (always asked), a
+/// `sqlite:` file, a store directory of either layout.
+fn store_exists(dir: &std::path::Path) -> bool {
+    let text = dir.to_string_lossy();
+    if text.contains("://") || text.starts_with("pkcs11:") {
+        return true;
+    }
+    if let Some(path) = text.strip_prefix("sqlite:") {
+        return std::path::Path::new(path).exists();
+    }
+    dir.join(crate::sqlite::FILE_NAME).exists()
+        || ["certs", "anchors", "keys", "openpgp", "openpgp-keys"]
+            .iter()
+            .any(|sub| dir.join(sub).is_dir())
+}
+
 pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
     if let KeyCommand::Generate(a) = &cmd {
         if a.kind == "mls" {
@@ -294,6 +310,16 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
                 Failure::new(ExitCode::Usage, "key generate --kind mls needs --email")
             })?;
             return mls::generate(home, &dir, email);
+        }
+    }
+    if let KeyCommand::List { json } = &cmd {
+        if !store_exists(&dir) {
+            // Nothing to list, and nothing created by looking.
+            eprintln!(
+                "mailseal: no keys: {} holds no store yet (add keys with `mailseal key generate` or `mailseal key import`)",
+                dir.display()
+            );
+            return write_output(None, if *json { b"[]\n" } else { b"" });
         }
     }
     let keys = Keys::open(&dir)?;
@@ -338,6 +364,9 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
         KeyCommand::Generate(args) => generate(&keys, *args),
         KeyCommand::List { json } => {
             let entries = store.list().map_err(|e| Failure::from("key list", e))?;
+            if entries.is_empty() {
+                eprintln!("mailseal: no keys in {}", dir.display());
+            }
             let mut out = String::new();
             if json {
                 out = serde_json::to_string_pretty(&entries).unwrap_or_default();

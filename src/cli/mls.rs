@@ -246,7 +246,8 @@ pub(super) fn generate(home: &Home, store: &Path, email: &str) -> CliResult {
     let public = mls
         .generate_identity(email, &auth)
         .map_err(fail("key generate"))?;
-    println!(
+    // On stderr, as `key generate` reports S/MIME and OpenPGP keys.
+    eprintln!(
         "generated mls {public} Ed25519 {}",
         email.to_ascii_lowercase()
     );

@@ -260,7 +260,17 @@ pub(crate) fn read_input(path: Option<&Path>) -> Result<Vec<u8>, Failure> {
             buf.reserve_exact(len as usize + 1);
             f.take(limit).read_to_end(&mut buf)
         }),
-        None => std::io::stdin().lock().take(limit).read_to_end(&mut buf),
+        None => {
+            use std::io::IsTerminal;
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                // Not a silent wait: say what is read, and how to end it.
+                eprintln!(
+                    "mailseal: reading the message from the terminal (end with Ctrl-D; or name a file)"
+                );
+            }
+            stdin.lock().take(limit).read_to_end(&mut buf)
+        }
     };
     let name = path.map_or("stdin".to_string(), |p| p.display().to_string());
     result.map_err(|e| Failure::new(ExitCode::Other, format!("cannot read {name}: {e}")))?;

@@ -15,6 +15,9 @@ use crate::seal::{OpenPolicy, Opened};
 
 #[derive(Args)]
 pub(super) struct OpenArgs {
+    /// The message (default: stdin); `--in FILE` says the same.
+    #[arg(value_name = "FILE", conflicts_with_all = ["input", "batch"])]
+    file: Option<PathBuf>,
     /// The message (default: stdin).
     #[arg(long = "in", conflicts_with = "batch")]
     input: Option<PathBuf>,
@@ -147,7 +150,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     let clock = clock(a.now.as_deref())?;
     if a.stateless {
         let receiver = receiver(&home, &keys, None, policy, clock)?;
-        let raw = read_input(a.input.as_deref())?;
+        let raw = read_input(a.input.as_deref().or(a.file.as_deref()))?;
         let outcome = receiver
             .verify_owned(raw)
             .map_err(|e| Failure::from("open", e))?;
@@ -169,7 +172,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     if let (Some(batch), Some(out_dir)) = (&a.batch, &a.out_dir) {
         return open_batch(&mut receiver, batch, out_dir, a.eml);
     }
-    let raw = read_input(a.input.as_deref())?;
+    let raw = read_input(a.input.as_deref().or(a.file.as_deref()))?;
     let incoming = receiver
         .receive_owned(raw, "stdin")
         .map_err(|e| Failure::from("open", e))?;

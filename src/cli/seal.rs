@@ -36,6 +36,9 @@ pub(super) struct SealArgs {
     /// The plain message (default: stdin).
     #[arg(long = "in")]
     input: Option<PathBuf>,
+    /// The plain message (default: stdin); `--in FILE` says the same.
+    #[arg(value_name = "FILE", conflicts_with = "input")]
+    file: Option<PathBuf>,
     /// Output file (default: stdout).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -46,7 +49,7 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         .profile
         .parse()
         .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
-    let raw = read_input(a.input.as_deref())?;
+    let raw = read_input(a.input.as_deref().or(a.file.as_deref()))?;
     // An AEP message (X-AEP-Type, no MailA2A part) is mapped first: AEP leaves
     // end-to-end protection to the payload layer, this provides it.
     let plain = if crate::ext::aep::is_aep(&raw) {
@@ -111,7 +114,7 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
                 });
             if let Err(e) = written {
                 let _ = std::fs::remove_file(&tmp);
-                return Err(Failure::from("seal", e));
+                return Err(failure(e, &dir, profile));
             }
             std::fs::rename(&tmp, path).map_err(|e| {
                 let _ = std::fs::remove_file(&tmp);
@@ -132,7 +135,27 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
                     w.flush()
                         .map_err(|e| crate::seal::SealError::Output(e).into())
                 })
-                .map_err(|e| Failure::from("seal", e))
+                .map_err(|e| failure(e, &dir, profile))
         }
     }
+}
+
+/// A seal's failure; one for want of a key says which store was looked in and how to
+/// put a key there.
+fn failure(
+    e: crate::SendError,
+    dir: &std::path::Path,
+    profile: crate::profile::Profile,
+) -> Failure {
+    if ExitCode::of(&e) != ExitCode::NoUsableKey {
+        return Failure::from("seal", e);
+    }
+    Failure::new(
+        ExitCode::NoUsableKey,
+        format!(
+            "seal: {e} in the store {} (add one with `mailseal key generate --kind {} --email ADDRESS`, or `mailseal key import FILE`)",
+            dir.display(),
+            profile.token()
+        ),
+    )
 }

@@ -97,13 +97,16 @@ impl Classify for OpenPgpError {
     }
     fn kind(&self) -> ErrorKind {
         match self {
-            Self::UnknownSigner | Self::NotForUs | Self::Key(_) => ErrorKind::NoUsableKey,
+            Self::NotForUs | Self::Key(_) => ErrorKind::NoUsableKey,
             Self::NotIntendedRecipient => ErrorKind::Policy,
             Self::TooLarge { .. } | Self::Malformed(_) => ErrorKind::Malformed,
             Self::Sequoia(_) | Self::BoundaryCollision => ErrorKind::Other,
-            Self::NoIntegrity | Self::Unsigned | Self::BadSignature(_) | Self::Undecryptable(_) => {
-                ErrorKind::Authentication
-            }
+            // A signer whose certificate we do not hold has not authenticated the sender.
+            Self::UnknownSigner
+            | Self::NoIntegrity
+            | Self::Unsigned
+            | Self::BadSignature(_)
+            | Self::Undecryptable(_) => ErrorKind::Authentication,
         }
     }
 }

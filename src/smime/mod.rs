@@ -113,12 +113,12 @@ impl Classify for SmimeError {
             Self::Malformed(_) => ErrorKind::Malformed,
             // Our own key cannot be used, or none is for this message: no fault of the
             // message's integrity.
-            Self::Key(_)
-            | Self::Token(_)
-            | Self::NotForUs
-            | Self::UnknownSigner
-            | Self::Store(_) => ErrorKind::NoUsableKey,
-            Self::NoSigner
+            Self::Key(_) | Self::Token(_) | Self::NotForUs | Self::Store(_) => {
+                ErrorKind::NoUsableKey
+            }
+            // A signer nobody vouches for has not authenticated the sender.
+            Self::UnknownSigner
+            | Self::NoSigner
             | Self::UnsupportedAlgorithm(_)
             | Self::DigestMismatch
             | Self::BadSignature

@@ -15,6 +15,7 @@ mod cases;
 mod compose_roundtrip;
 mod dkim;
 mod edge_cloud;
+mod first_hour;
 mod layering;
 mod open_plain;
 mod readme;

@@ -41,12 +41,17 @@ fn forged_ceo_key(root: &Path, name: &str) -> ((PathBuf, PathBuf), String) {
             cert.to_str().unwrap(),
         ],
     );
-    let line = ok(
+    let out = mailseal(
         &store,
         &["key", "generate", "--kind", "mls", "--email", CEO],
     );
+    assert!(out.status.success());
+    assert!(
+        out.stdout.is_empty(),
+        "reported on stderr, as for other kinds"
+    );
     // "generated mls KEY Ed25519 ADDRESS"
-    let line = String::from_utf8(line).unwrap();
+    let line = String::from_utf8(out.stderr).unwrap();
     let key = line.split_whitespace().nth(2).unwrap().to_string();
     ((store, cert), key)
 }

@@ -1,7 +1,7 @@
 //! The OpenPGP profile's refusals, each a case: changed bytes anywhere (exit 4, nothing
 //! released), a signer whose User ID is not the From or a message re-encrypted to a
 //! third party (exit 6), SED without integrity and unsigned content (exit 4), an
-//! unknown signer or a message not for us (exit 5), a revoked signing key (exit 4).
+//! a message not for us (exit 5), an unknown signer or a revoked signing key (exit 4).
 //! Messages the tests forge are made with Sequoia directly, as an attacker would.
 
 use crate::common;
@@ -433,7 +433,7 @@ fn fail_encrypted_but_unsigned_content_is_refused() {
 }
 
 #[test]
-fn fail_unknown_signer_gives_exit_5() {
+fn fail_unknown_signer_gives_exit_4() {
     let dir = tempfile::tempdir().unwrap();
     let w = world(KeyProfile::Rfc4880);
     // Dave knows no certificate but his own; Alice knows Dave's.
@@ -442,10 +442,10 @@ fn fail_unknown_signer_gives_exit_5() {
     let msg = request("alice@pgp.example", "dave@pgp.example");
     let sealed = seal(&w.alice, &msg, false);
     let err = open(&dave, &sealed).unwrap_err();
-    assert_eq!(err.kind(), mailseal::ErrorKind::NoUsableKey, "{err}");
+    assert_eq!(err.kind(), mailseal::ErrorKind::Authentication, "{err}");
     // Signed only, the same.
     let err = open(&dave, &seal(&w.alice, &msg, true)).unwrap_err();
-    assert_eq!(err.kind(), mailseal::ErrorKind::NoUsableKey, "{err}");
+    assert_eq!(err.kind(), mailseal::ErrorKind::Authentication, "{err}");
 }
 
 #[test]

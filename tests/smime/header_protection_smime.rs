@@ -103,7 +103,7 @@ fn fail_without_the_sample_ca_the_signer_is_unknown() {
     );
     assert_eq!(
         mailseal::Classify::kind(&err),
-        mailseal::ErrorKind::NoUsableKey
+        mailseal::ErrorKind::Authentication
     );
 }
 
