@@ -21,6 +21,17 @@ fn fail(step: &str, e: impl std::fmt::Display) -> Failure {
     Failure::new(ExitCode::Other, format!("demo: {step}: {e}"))
 }
 
+/// An expected refusal, in words: the exit code the command line would give, and why
+/// (without the error's own leading "refused: ").
+fn refused<E: crate::error::Classify + std::fmt::Display>(e: &E) -> String {
+    let text = e.to_string();
+    let why = text.strip_prefix("refused: ").unwrap_or(&text);
+    format!(
+        "refused as expected (exit {}): {why}",
+        ExitCode::of(e).as_u8()
+    )
+}
+
 fn step(n: u32, text: &str) {
     println!("\n[{n}] {text}");
 }
@@ -28,15 +39,15 @@ fn step(n: u32, text: &str) {
 pub(super) fn run() -> CliResult {
     let dir = tempfile::tempdir().map_err(|e| fail("temporary store", e))?;
     println!(
-        "mailseal demo: MailA2A messages end to end, store in {}",
+        "mailseal demo: MailA2A messages end to end, one key store per party under {}",
         dir.path().display()
     );
 
     step(
         1,
-        "key store (SQLite, the embedded default): import the RFC 9216 sample identities",
+        "Alice's key store (SQLite, the embedded default): her RFC 9216 sample key, Bob's certificate, their CA",
     );
-    let store = SqliteStore::open(&dir.path().join("store/mailseal.db"), None)
+    let store = SqliteStore::open(&dir.path().join("alice/mailseal.db"), None)
         .map_err(|e| fail("store", e))?;
     for (name, bytes, trusted) in [
         ("ca.rsa.crt", CA_RSA, true),
@@ -96,7 +107,7 @@ pub(super) fn run() -> CliResult {
         "open it unprotected: an effectful request needs at least a signature",
     );
     match Dispatcher::new().open(&request_bytes, &OpenPolicy::default()) {
-        Err(e) => println!("    refused (exit {}): {e}", ExitCode::of(&e).as_u8()),
+        Err(e) => println!("    {}", refused(&e)),
         Ok(_) => return Err(fail("open", "an unsigned effectful request was accepted")),
     }
 
@@ -112,9 +123,9 @@ pub(super) fn run() -> CliResult {
         .open(&signed, &OpenPolicy::default())
         .map_err(|e| fail("open signed", e))?;
     println!(
-        "    {} bytes signed; opened: profile {:?}, protection {}, algorithm {}, signer {}",
+        "    {} bytes signed; opened: profile {}, protection {}, algorithm {}, signer {}",
         signed.len(),
-        opened.verdict.profile.map(|p| p.token()),
+        opened.verdict.profile.map_or("none", |p| p.token()),
         opened.verdict.protection,
         opened.verdict.algorithm.as_deref().unwrap_or("-"),
         opened
@@ -123,18 +134,12 @@ pub(super) fn run() -> CliResult {
             .as_ref()
             .map(|s| s.replay_id())
             .unwrap_or_default()
-            .chars()
-            .take(24)
-            .collect::<String>()
     );
     let mut tampered = signed.clone();
     let at = tampered.len() / 2;
     tampered[at] ^= 0x01;
     match Dispatcher::with_store(&store).open(&tampered, &OpenPolicy::default()) {
-        Err(e) => println!(
-            "    one flipped byte: refused (exit {}): {e}",
-            ExitCode::of(&e).as_u8()
-        ),
+        Err(e) => println!("    one flipped byte: {}", refused(&e)),
         Ok(_) => return Err(fail("open", "a tampered message was accepted")),
     }
 
@@ -180,10 +185,7 @@ pub(super) fn run() -> CliResult {
     let at = tampered.len() - 200;
     tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
     match Dispatcher::with_store(&pgp_bob).open(&tampered, &OpenPolicy::default()) {
-        Err(e) => println!(
-            "    one changed armor character: refused (exit {}): {e}",
-            ExitCode::of(&e).as_u8()
-        ),
+        Err(e) => println!("    one changed armor character: {}", refused(&e)),
         Ok(_) => return Err(fail("open", "a tampered message was accepted")),
     }
 
@@ -205,7 +207,7 @@ pub(super) fn run() -> CliResult {
     .to_rfc5322()
     .map_err(|e| fail("compose", e))?;
     match Dispatcher::new().open(&get_bytes, &OpenPolicy::default()) {
-        Err(e) => println!("    refused (exit {}): {e}", ExitCode::of(&e).as_u8()),
+        Err(e) => println!("    {}", refused(&e)),
         Ok(_) => return Err(fail("open", "an unsigned tasks/get was accepted")),
     }
     let mut lowered = OpenPolicy::default();
@@ -275,38 +277,44 @@ pub(super) fn run() -> CliResult {
         "Mail-A2A-Operation: tasks/get",
     );
     let (ok, line) = super::validate::validate_line("forged.eml", forged.as_bytes());
-    println!("    {line} (valid={ok})");
+    if ok {
+        return Err(fail("validate", "a lying outer hint was accepted"));
+    }
+    println!(
+        "    refused as expected: {}",
+        line.strip_prefix("FAIL ").unwrap_or(&line)
+    );
 
     step(
         8,
         "replay state: redelivery is a duplicate, same messageId with other bytes a conflict",
     );
     // Alice's own store receives: it knows her CA, her certificate and Bob's.
-    let state = dir.path().join("store/mailseal.db");
+    let state = dir.path().join("alice/mailseal.db");
     let mut receiver = crate::Receiver::builder(&store)
         .replay(SqliteReplayStore::open(&state).map_err(|e| fail("replay state", e))?)
         .build();
     println!("    (receiver rules over SQLite in {})", state.display());
     let word = |o: Result<crate::Outcome, crate::ReceiveError>| match o {
         Ok(crate::Outcome::Duplicate { first_accepted, .. }) => format!(
-            "Duplicate (first accepted {})",
+            "duplicate (first accepted {})",
             crate::replay::rfc3339(first_accepted)
         ),
         Ok(crate::Outcome::Held(crate::receiver::HeldReason::Stream { missing, .. })) => {
-            format!("Held (waits for {missing:?})")
+            format!("held until event {} arrives", list(&missing))
         }
         Ok(crate::Outcome::Deliver { released, .. }) if released > 0 => {
-            format!("Deliver ({released} held event released)")
+            format!("delivered, and {released} held event released")
         }
-        Ok(crate::Outcome::Deliver { .. }) => "Deliver".to_string(),
+        Ok(crate::Outcome::Deliver { .. }) => "delivered".to_string(),
         Ok(o) => o.word().to_string(),
-        Err(e) => format!("refused (exit {}): {e}", ExitCode::of(&e).as_u8()),
+        Err(e) => refused(&e),
     };
     let mut receive = |raw: &[u8]| word(receiver.receive(raw).and_then(|i| i.commit()));
     println!("    first delivery: {}", receive(&signed));
     let redelivery = receive(&signed);
     println!("    SMTP redelivery: {redelivery}");
-    if !redelivery.starts_with("Duplicate") {
+    if !redelivery.starts_with("duplicate") {
         return Err(fail("replay", "a redelivery was not recognised"));
     }
     // The same messageId, other content, validly signed: a security error.
@@ -323,10 +331,15 @@ pub(super) fn run() -> CliResult {
         "    altered content, same messageId: {}",
         receive(&resigned)
     );
-    println!("    the stream of step 6 arrives out of order: 1, 3, 2 (Bob signs each)");
-    store
-        .import(BOB_KEY, "bob.sign.key", false)
-        .map_err(|e| fail("bob.sign.key", e))?;
+    println!(
+        "    the stream of step 6 arrives out of order: 1, 3, 2 (Bob signs each, in his own store)"
+    );
+    let bob = SqliteStore::open(&dir.path().join("bob/mailseal.db"), None)
+        .map_err(|e| fail("store", e))?;
+    for (name, bytes) in [("bob.sign.crt", BOB_CERT), ("bob.sign.key", BOB_KEY)] {
+        bob.import(bytes, name, false).map_err(|e| fail(name, e))?;
+    }
+    let bob_smime = Smime::new(&bob);
     for i in [0, 2, 1] {
         let mut m = MailA2aMessage::new(
             "bob@smime.example",
@@ -334,15 +347,17 @@ pub(super) fn run() -> CliResult {
             events[i].clone(),
         );
         m.in_reply_to(&request.headers);
-        let sealed = smime.seal(&m, &opts).map_err(|e| fail("seal event", e))?;
+        let sealed = bob_smime
+            .seal(&m, &opts)
+            .map_err(|e| fail("seal event", e))?;
         println!("    event {}: {}", i + 1, receive(&sealed));
     }
     let released = receiver
         .take_stream_events("demo-exchange-1")
         .map_err(|e| fail("replay", e))?;
     println!(
-        "    released after the gap closed: {:?}",
-        released.iter().map(|e| e.sequence).collect::<Vec<_>>()
+        "    released after the gap closed: event {}",
+        list(&released.iter().map(|e| e.sequence).collect::<Vec<_>>())
     );
     if released.len() != 1 {
         return Err(fail("replay", "the held event was not released"));
@@ -422,10 +437,7 @@ fn demo_agent_card(
     to_bob.headers.from = Some(crate::message::Mailbox::new(dana));
     to_bob.headers.to = vec![crate::message::Mailbox::new(bob)];
     match policies.check_seal(&[bob.to_string()], Profile::OpenPgp, true) {
-        Err(e) => println!(
-            "    Dana signs without encrypting: refused (exit {}): {e}",
-            ExitCode::of(&e).as_u8()
-        ),
+        Err(e) => println!("    Dana signs without encrypting: {}", refused(&e)),
         Ok(()) => return Err(fail("card", "a seal below the card's minimum was allowed")),
     }
     let sealed = crate::openpgp::OpenPgp::new(&dana_store)
@@ -444,10 +456,7 @@ fn demo_agent_card(
     let forged = String::from_utf8_lossy(&card_bytes)
         .replace("mailto:bob@smime.example", "mailto:mallory@smime.example");
     match agent_card::read_card(forged.as_bytes(), &dana_store, now) {
-        Err(e) => println!(
-            "    the card re-addressed to mallory: refused (exit {}): {e}",
-            ExitCode::of(&e).as_u8()
-        ),
+        Err(e) => println!("    the card re-addressed to mallory: {}", refused(&e)),
         Ok(_) => {
             return Err(fail(
                 "card",
@@ -578,22 +587,26 @@ fn demo_mls() -> CliResult {
     if let Received::Application(o) = &opened {
         let c = o.envelope().group();
         println!(
-            "    bea opened demo-mls-1 from {:?}: group coordinates {:?}",
-            o.verdict.signer.as_ref().map(|s| s.replay_id()),
-            c.map(|c| (c.epoch, c.generation))
+            "    bea opened demo-mls-1 from {}: epoch {}, generation {}",
+            o.verdict
+                .signer
+                .as_ref()
+                .map_or("-".into(), |s| s.replay_id()),
+            c.as_ref().map_or("-".into(), |c| c.epoch.to_string()),
+            c.as_ref().map_or("-".into(), |c| c.generation.to_string())
         );
     }
-    println!("    the same mail again: {:?}", short(&receive(1, &first)?));
+    println!("    the same mail again: {}", short(&receive(1, &first)?));
     let commit = ann.update(&group).map_err(|e| fail("mls update", e))?;
     let later = ann
         .seal(&message("demo-mls-2"), &group, false)
         .map_err(|e| fail("mls seal", e))?;
     println!(
-        "    cal gets the epoch-2 message first: {:?}",
+        "    cal gets the epoch-2 message first: {}",
         short(&receive(2, &later)?)
     );
     println!(
-        "    then ann's self-update commit: {:?}",
+        "    then ann's self-update commit: {}",
         short(&receive(2, &commit)?)
     );
     let held = cal
@@ -601,15 +614,15 @@ fn demo_mls() -> CliResult {
         .map_err(|e| fail("mls", e))?
         .ok_or_else(|| fail("mls", "the held message was not released"))?;
     let released = receive(2, &held.raw)?;
-    println!("    released: {:?}", short(&released));
+    println!("    released: {}", short(&released));
     receive(1, &commit)?;
     let forked = ann.update(&group).map_err(|e| fail("mls update", e))?;
     let rival = bea.update(&group).map_err(|e| fail("mls update", e))?;
     receive(2, &forked)?;
     match cal.receive(&rival, &OpenPolicy::default(), "demo", &auths[2]) {
         Err(e) => println!(
-            "    bea's commit racing ann's for epoch 2 reaches cal second: refused (exit {}): {e}",
-            ExitCode::of(&e).as_u8()
+            "    bea's commit racing ann's for epoch 2 reaches cal second: {}",
+            refused(&e)
         ),
         Ok(_) => return Err(fail("mls", "a fork was accepted")),
     }
@@ -620,8 +633,8 @@ fn demo_mls() -> CliResult {
     tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
     match cal.receive(&tampered, &OpenPolicy::default(), "demo", &auths[2]) {
         Err(e) => println!(
-            "    one changed character in an application message: refused (exit {}): {e}",
-            ExitCode::of(&e).as_u8()
+            "    one changed character in an application message: {}",
+            refused(&e)
         ),
         Ok(_) => return Err(fail("mls", "a tampered message was accepted")),
     }
@@ -651,12 +664,22 @@ fn demo_mls() -> CliResult {
         .map_err(|e| fail("mls add", e))?;
     match cal.receive(&invite.welcome, &OpenPolicy::default(), "demo", &auths[2]) {
         Err(e) => println!(
-            "    Mallory's group \"as ann\" (her own CA) invites cal: refused (exit {}): {e}",
-            ExitCode::of(&e).as_u8()
+            "    Mallory's group \"as ann\" (her own CA) invites cal: {}",
+            refused(&e)
         ),
         Ok(_) => return Err(fail("mls", "a Welcome from a forged leaf was accepted")),
     }
     Ok(())
+}
+
+/// Numbers as words read them: "2", "2 and 3", "2, 3 and 5".
+fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    let words: Vec<String> = items.iter().map(ToString::to_string).collect();
+    match words.split_last() {
+        None => "-".into(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 /// A one-line summary of what an MLS mail came to.
@@ -674,6 +697,9 @@ fn short(r: &crate::mls::Received) -> String {
             format!("held (for epoch {epoch}, we are at {current})")
         }
         Received::Duplicate { .. } => "duplicate".into(),
-        other => format!("{other:?}"),
+        Received::Handshake(Handshake::Joined { epoch, .. }) => {
+            format!("joined the group at epoch {epoch}")
+        }
+        Received::Handshake(_) => "handshake applied".into(),
     }
 }
