@@ -134,7 +134,16 @@ pub(super) fn import(
     } else {
         card.signatures
             .iter()
-            .map(|s| format!("{} by {} ({})", s.algorithm, s.signer, s.trust))
+            .map(|s| {
+                let whose = match s.trust {
+                    agent_card::SignerTrust::Pinned => "a key this store already holds for the address",
+                    agent_card::SignerTrust::Anchored => "a certificate under a trusted CA",
+                    agent_card::SignerTrust::Operator => "an operator key for the domain",
+                    // The signature holds, but nobody we know made it.
+                    _ => "a key nobody in this store vouches for: the card is intact, its author unproven",
+                };
+                format!("{} signature by {} verified, made with {whose}", s.algorithm, s.signer)
+            })
             .collect::<Vec<_>>()
             .join("; ")
     };

@@ -1,6 +1,7 @@
 //! `mailseal demo`: the whole tour on a temporary store. It grows as profiles land.
 
 use super::exit::ExitCode;
+use super::words::list;
 use super::{CliResult, Failure};
 use crate::dispatch::Dispatcher;
 use crate::envelope::{next_event, Envelope, Kind, Operation};
@@ -670,16 +671,6 @@ fn demo_mls() -> CliResult {
         Ok(_) => return Err(fail("mls", "a Welcome from a forged leaf was accepted")),
     }
     Ok(())
-}
-
-/// Numbers as words read them: "2", "2 and 3", "2, 3 and 5".
-fn list<T: std::fmt::Display>(items: &[T]) -> String {
-    let words: Vec<String> = items.iter().map(ToString::to_string).collect();
-    match words.split_last() {
-        None => "-".into(),
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-    }
 }
 
 /// A one-line summary of what an MLS mail came to.

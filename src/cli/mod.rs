@@ -19,6 +19,7 @@ mod sop;
 mod store;
 mod stream;
 mod validate;
+mod words;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -347,7 +347,8 @@ fn status_line(outcome: &Outcome) -> Option<String> {
         Outcome::Held(HeldReason::Stream { delivery, missing }) => {
             let corr = corr(delivery);
             Some(format!(
-                "held: stream {corr} waits for sequence {missing:?}; `mailseal stream next --correlation {corr}` delivers it once they arrive"
+                "held: stream {corr} waits for sequence {}; `mailseal stream next --correlation {corr}` delivers it once they arrive",
+                super::words::list(missing)
             ))
         }
         Outcome::Held(HeldReason::Epoch {
@@ -355,8 +356,12 @@ fn status_line(outcome: &Outcome) -> Option<String> {
             epoch,
             current,
         }) => Some(format!(
-            "held: group {group} is at epoch {current} and this message is for epoch {epoch}: it needs the commits for epochs {current}..{}",
-            epoch - 1
+            "held: group {group} is at epoch {current} and this message is for epoch {epoch}: it waits for {}",
+            if *epoch <= current + 1 {
+                format!("the Commit of epoch {current}")
+            } else {
+                format!("the Commits of epochs {current} to {}", epoch - 1)
+            }
         )),
         Outcome::Deliver {
             retry_of: Some(first),

@@ -25,6 +25,8 @@ pub(super) enum StreamCommand {
     },
 }
 
+use super::words::list;
+
 pub(super) fn run(state: &str, cmd: StreamCommand) -> CliResult {
     let store = open_store(state).map_err(|e| Failure::from("stream", e))?;
     match cmd {
@@ -37,29 +39,36 @@ pub(super) fn run(state: &str, cmd: StreamCommand) -> CliResult {
                 println!("{text}");
                 return Ok(());
             }
+            if streams.is_empty() {
+                // Say so: an empty answer must not look like a failure to look.
+                match &correlation {
+                    Some(c) => eprintln!("mailseal: no stream for correlation {c} in {state}"),
+                    None => eprintln!("mailseal: no streams in {state} (a stream starts with the first event received)"),
+                }
+            }
             for s in &streams {
-                let state = if s.complete {
+                let status = if s.complete {
                     "complete".to_string()
                 } else if !s.missing.is_empty() {
                     format!(
-                        "gap: missing {:?} since {}",
-                        s.missing,
+                        "gap: missing {} since {}",
+                        list(&s.missing),
                         s.gap_since.as_deref().unwrap_or("-")
                     )
                 } else {
                     "open".to_string()
                 };
                 println!(
-                    "{} attempt {} from {}: {} next {} final {} held {:?} deliverable {:?}: {}",
+                    "{} attempt {} from {}: {} next {} final {} held {} deliverable {}: {}",
                     s.correlation_id,
                     s.attempt,
                     s.signer,
                     s.operation,
                     s.next_sequence,
                     s.final_sequence.map_or("-".to_string(), |f| f.to_string()),
-                    s.held,
-                    s.deliverable,
-                    state
+                    list(&s.held),
+                    list(&s.deliverable),
+                    status
                 );
             }
             Ok(())

@@ -241,7 +241,14 @@ fn session(uri: &Pkcs11Uri) -> Result<Session, KeyStoreError> {
                     .is_ok_and(|i| i.label().trim_end() == want)
             })
         })
-        .ok_or_else(|| token_error("token", "no token with this label"))?;
+        .ok_or_else(|| {
+            KeyStoreError::Token(match uri.token.as_deref() {
+                Some(label) => format!(
+                    "no token labelled {label:?} in this module (SoftHSM2: create it with `softhsm2-util --init-token --free --label {label}`)"
+                ),
+                None => "the module has no token".into(),
+            })
+        })?;
     let session = m
         .open_rw_session(slot)
         .map_err(|e| token_error("C_OpenSession", e))?;

@@ -159,3 +159,26 @@ fn fail_seal_without_a_key_names_the_store_and_how_to_add_one() {
         );
     }
 }
+
+#[test]
+fn stream_status_with_no_streams_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let out = ok(&["--state", s(&state), "stream", "status"], b"");
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no streams"), "{stderr}");
+    let out = ok(
+        &[
+            "--state",
+            s(&state),
+            "stream",
+            "status",
+            "--correlation",
+            "x-1",
+        ],
+        b"",
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no stream for correlation x-1"));
+}
