@@ -4,12 +4,45 @@
 //! The layers, each depending only on the ones after it:
 //! CLI -> [`dispatch`] -> profiles -> [`seal`] / [`message`] -> [`envelope`].
 //!
-//! ```
-//! use mailseal::envelope::{validate, Envelope, Kind, Operation, ValidationContext};
+//! Sealing and opening: a [`Sender`] seals a composed [`MailA2aMessage`] with the keys
+//! of one store; a [`Receiver`] over another store opens it, applies the binding's
+//! identity checks and the receiver rules, and records it on `commit()`. The same two
+//! calls serve S/MIME, OpenPGP and MLS ([`Profile`]); `examples/` has each profile
+//! end to end (`cargo run --example smime_seal_open`, `openpgp_seal_open`,
+//! `mls_two_agents`, and `maildir` for a receive loop).
 //!
+//! ```
+//! use mailseal::keystore::{DirectoryStore, KeyStore};
+//! use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Outcome, Profile};
+//! use mailseal::{Receiver, SealOptions, Sender};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let fx = |f: &str| std::fs::read(format!("{}/keys-fixtures/rfc9216/{f}", env!("CARGO_MANIFEST_DIR")));
+//! let tmp = tempfile::tempdir()?;
+//! let alice = DirectoryStore::open(tmp.path().join("alice"))?;
+//! let bob = DirectoryStore::open(tmp.path().join("bob"))?;
+//! for (store, own, peer) in [(&alice, "alice", "bob"), (&bob, "bob", "alice")] {
+//!     store.import(&fx("ca.rsa.crt")?, "ca", true)?;
+//!     for f in [format!("{own}.sign.crt"), format!("{own}.sign.key"),
+//!               format!("{own}.encrypt.crt"), format!("{own}.encrypt.key"),
+//!               format!("{peer}.encrypt.crt")] {
+//!         store.import(&fx(&f)?, &f, false)?;
+//!     }
+//! }
 //! let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "m-1");
 //! env.set("payload", &serde_json::json!({"id": "task-7"}));
-//! assert!(validate(&env, &ValidationContext::default()).is_empty());
+//! let plain = MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env);
+//!
+//! // Signed, then encrypted to Bob (and to Alice's own copy).
+//! let sealed = Sender::builder(&alice).build().seal(&plain, &SealOptions::new(Profile::Smime))?;
+//!
+//! let mut receiver = Receiver::builder(&bob).build();
+//! let Outcome::Deliver { delivery, .. } = receiver.receive(&sealed)?.commit()? else {
+//!     panic!("delivered")
+//! };
+//! assert_eq!(delivery.candidate.message_id, "m-1");
+//! assert_eq!(delivery.opened.verdict.protection.to_string(), "signed-encrypted");
+//! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

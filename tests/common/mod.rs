@@ -208,9 +208,37 @@ pub fn peer_available(name: &str, probe: &mut Command) -> bool {
             std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
             "{name} is required (MAILSEAL_REQUIRE_PEERS=1) but not usable"
         );
-        eprintln!("skipping: {name} is not installed");
+        skip(&format!("{name} is not installed"));
     }
     ok
+}
+
+/// Records that the running test returns early because `reason` (a peer is absent):
+/// said now, and counted in the summary `tests/zz_skipped.rs` prints at the end of
+/// `cargo test`, so a test that skipped is not taken for one that passed.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    eprintln!("skipping: {reason}");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mailseal-skipped");
+    let _ = std::fs::create_dir_all(&dir);
+    // The test binary's name without cargo's hash, and the test's (libtest names the
+    // thread after it).
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .map(|s| s.rsplit_once('-').map_or(s.clone(), |(b, _)| b.to_string()))
+        .unwrap_or_default();
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{binary}.log")))
+    {
+        let _ = f.write_all(format!("{now}\t{binary} {test}\t{reason}\n").as_bytes());
+    }
 }
 
 /// A throw-away GnuPG home (the real `gpg`, on every machine): batch mode, no agent
@@ -301,7 +329,7 @@ pub fn postgres_database() -> Option<String> {
             std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
             "PostgreSQL is required (MAILSEAL_REQUIRE_PEERS=1): set MAILSEAL_TEST_POSTGRES"
         );
-        eprintln!("skipping: MAILSEAL_TEST_POSTGRES is not set (.ci/postgres-up starts a server)");
+        skip("MAILSEAL_TEST_POSTGRES is not set (.ci/postgres-up starts a server)");
         return None;
     };
     use std::sync::atomic::{AtomicU32, Ordering};

@@ -47,6 +47,75 @@ fn readme_command_line_example_runs() {
     assert!(stdout.contains("application/a2a+json"), "{stdout}");
 }
 
+/// The "Try it" block, pasted whole into a shell at a repository root: the build line
+/// meets a `cargo` that only checks it is asked for the release build (the test binary
+/// is built already), `target/release` is this build's binary directory.
+#[test]
+fn readme_try_it_block_runs_as_pasted() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let block = readme
+        .split("## Try it")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("a sh block under Try it");
+    assert!(!block.contains("BUILD_MINUTES"));
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("target")).unwrap();
+    std::os::unix::fs::symlink(
+        common::bin().parent().unwrap(),
+        root.path().join("target/release"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/keys-fixtures"),
+        root.path().join("keys-fixtures"),
+    )
+    .unwrap();
+    let shims = tempfile::tempdir().unwrap();
+    let cargo = shims.path().join("cargo");
+    std::fs::write(
+        &cargo,
+        "#!/bin/sh\n[ \"$*\" = \"build --release\" ] || { echo \"unexpected: cargo $*\" >&2; exit 1; }\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", block])
+        .current_dir(root.path())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                shims.path().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env_remove("MAILSEAL_HOME")
+        .env_remove("FIXTURES")
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("demo finished"), "{stdout}");
+    // Nothing was written into the "checkout" or the home directory.
+    let mut left: Vec<_> = std::fs::read_dir(root.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["keys-fixtures", "target"]);
+    assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
+}
+
 #[test]
 fn readme_smime_example_runs() {
     let (stdout, stderr, dir) = run_block_after_first("mailseal seal --profile smime --sign-only");

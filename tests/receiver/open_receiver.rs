@@ -151,7 +151,7 @@ fn a_stream_gap_holds_events_until_it_closes() {
     assert_eq!(status[0]["complete"], json!(false));
     assert!(status[0]["gapSince"].is_string());
     let text = run(&["stream", "status", "--store", b], b"");
-    assert!(String::from_utf8_lossy(&text.stdout).contains("gap: missing [2]"));
+    assert!(String::from_utf8_lossy(&text.stdout).contains("gap: missing 2 since"));
 
     let nothing = run(
         &["stream", "next", "--store", b, "--correlation", "stream-1"],

@@ -154,7 +154,7 @@ fn tls_ca() -> Option<String> {
                 std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
                 "MAILSEAL_TEST_POSTGRES_TLS_CA is required (MAILSEAL_REQUIRE_PEERS=1): .ci/postgres-up"
             );
-            eprintln!("skipping: no MAILSEAL_TEST_POSTGRES_TLS_CA (.ci/postgres-up makes one)");
+            common::skip("no MAILSEAL_TEST_POSTGRES_TLS_CA (.ci/postgres-up makes one)");
             None
         }
     }
@@ -166,7 +166,6 @@ fn tls_ca() -> Option<String> {
 #[test]
 fn postgres_over_tls_verifies_the_server_with_rustls() {
     let Some(url) = common::postgres_database() else {
-        eprintln!("skipping: no MAILSEAL_TEST_POSTGRES");
         return;
     };
     let Some(ca) = tls_ca() else { return };

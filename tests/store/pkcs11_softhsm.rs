@@ -34,7 +34,7 @@ impl Hsm {
                 std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
                 "SoftHSM2 is required (MAILSEAL_REQUIRE_PEERS=1): apt-get install softhsm2"
             );
-            eprintln!("skipping: SoftHSM2 ({MODULE}) is not installed");
+            common::skip(&format!("SoftHSM2 ({MODULE}) is not installed"));
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
