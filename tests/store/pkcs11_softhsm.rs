@@ -561,3 +561,33 @@ fn a_token_alone_is_a_signing_store() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// Issue #23: a token label the module does not have is named, with the SoftHSM2 step
+/// that creates it (the message said "token: token:" before).
+#[test]
+fn fail_a_missing_token_is_named_with_how_to_create_it() {
+    let Some(hsm) = Hsm::new() else { return };
+    let uri = format!("pkcs11:token=nosuch;object=agent?module-path={MODULE}&pin-value={PIN}");
+    let out = hsm.mailseal(
+        &[
+            "key",
+            "generate",
+            "--kind",
+            "smime",
+            "--email",
+            "agent@example.org",
+            "--store",
+            hsm.path("store-missing").to_str().unwrap(),
+            "--pkcs11",
+            &uri,
+        ],
+        b"",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no token labelled \"nosuch\"") && err.contains("softhsm2-util --init-token"),
+        "{err}"
+    );
+    assert!(!err.contains("token: token:"), "{err}");
+}
