@@ -182,3 +182,34 @@ fn stream_status_with_no_streams_says_so() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("no stream for correlation x-1"));
 }
+
+/// On a terminal, `open` without a file says what it waits for instead of waiting
+/// silently (`script` gives it a terminal; its end of input ends the message).
+#[test]
+fn open_on_a_terminal_says_it_reads_the_message_from_it() {
+    if !common::peer_available(
+        "script",
+        std::process::Command::new("script").arg("--version"),
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let command = format!(
+        "{} open --store {}",
+        common::bin().display(),
+        dir.path().join("store").display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("reading the message from the terminal (end with Ctrl-D"),
+        "{text}"
+    );
+    // Piped input (not a terminal): no such line.
+    let piped = run(&["open", "--store", s(&dir.path().join("store"))], b"x");
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("from the terminal"));
+}
