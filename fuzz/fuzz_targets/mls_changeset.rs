@@ -8,5 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = mailseal::mls::check_changeset(data);
+    if let Err(broken) = mailseal::mls::check_changeset(data) {
+        panic!("invariant broken: {broken}");
+    }
 });

@@ -298,46 +298,51 @@ pub(crate) fn apply(conn: &Connection, changeset: &[u8]) -> rusqlite::Result<()>
 
 /// The fuzz target `mls_changeset`'s invariants, on an empty replica of the real
 /// schema: a changeset applies whole or not at all (refused: the replica stays
-/// empty), never panics; what applied, dumped and applied again to an empty replica,
-/// gives the same rows (the encoder is the reference the decoder is held to). True
-/// when it applied. One replica per thread, emptied by rolling back each step, so a
-/// run costs no schema migration.
-///
-/// # Panics
-///
-/// When an invariant breaks: that is its purpose (the fuzzer's signal). Its
-/// `unwrap`s are on an in-memory replica it made itself, never on a path that
-/// receives mail; nothing else calls it.
+/// empty); what applied, dumped and applied again to an empty replica, gives the same
+/// rows (the encoder is the reference the decoder is held to). `Ok(true)` when it
+/// applied, `Ok(false)` when it was refused whole, `Err` naming the invariant that
+/// broke (the fuzz target panics on it: the fuzzer's signal; the library never does).
+/// One replica per thread, emptied by rolling back each step, so a run costs no
+/// schema migration.
 #[doc(hidden)]
-pub fn check(data: &[u8]) -> bool {
+pub fn check(data: &[u8]) -> Result<bool, String> {
     thread_local! {
-        static REPLICA: super::state::State = {
-            let state = super::state::State::in_memory().expect("an empty replica");
-            super::shared::watch(&state.conn).expect("triggers");
-            state
-        };
+        static REPLICA: Result<super::state::State, String> =
+            super::state::State::in_memory()
+                .map_err(|e| format!("an empty replica: {e}"))
+                .and_then(|state| {
+                    super::shared::watch(&state.conn)
+                        .map_err(|e| format!("triggers: {e}"))?;
+                    Ok(state)
+                });
     }
     REPLICA.with(|replica| {
-        let conn = &replica.conn;
-        let rolled_back = |conn: &Connection| {
-            conn.execute_batch("ROLLBACK").unwrap();
-            assert!(
-                dump(conn).unwrap().is_empty(),
-                "a rolled back replica has rows"
-            );
+        let conn = &replica.as_ref().map_err(Clone::clone)?.conn;
+        let sql = |conn: &Connection, what: &str| {
+            conn.execute_batch(what).map_err(|e| format!("{what}: {e}"))
         };
-        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let dumped = |conn: &Connection| dump(conn).map_err(|e| format!("dump: {e}"));
+        let rolled_back = |conn: &Connection| {
+            sql(conn, "ROLLBACK")?;
+            if !dumped(conn)?.is_empty() {
+                return Err("a rolled back replica has rows".to_string());
+            }
+            Ok(())
+        };
+        sql(conn, "BEGIN IMMEDIATE")?;
         if apply(conn, data).is_err() {
-            rolled_back(conn);
-            return false;
+            rolled_back(conn)?;
+            return Ok(false);
         }
-        let rows = dump(conn).unwrap();
-        rolled_back(conn);
-        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
-        apply(conn, &rows).expect("a dump applies");
-        assert_eq!(*rows, *dump(conn).unwrap(), "a dump reproduces its rows");
-        rolled_back(conn);
-        true
+        let rows = dumped(conn)?;
+        rolled_back(conn)?;
+        sql(conn, "BEGIN IMMEDIATE")?;
+        apply(conn, &rows).map_err(|e| format!("a dump does not apply: {e}"))?;
+        if *rows != *dumped(conn)? {
+            return Err("a dump does not reproduce its rows".to_string());
+        }
+        rolled_back(conn)?;
+        Ok(true)
     })
 }
 
