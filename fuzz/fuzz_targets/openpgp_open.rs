@@ -9,6 +9,9 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "sequoia_panics.rs"]
+mod sequoia_panics;
 use mailseal::keystore::{DirectoryStore, KeyStore};
 use mailseal::openpgp::OpenPgp;
 use mailseal::seal::{OpenPolicy, Opener};
@@ -17,20 +20,7 @@ fn store() -> &'static DirectoryStore {
     static STORE: OnceLock<(tempfile::TempDir, DirectoryStore)> = OnceLock::new();
     &STORE
         .get_or_init(|| {
-            // mailseal catches panics raised inside Sequoia's parser (an upstream
-            // `unwrap` on truncated SEIPDv1, see `openpgp::open::guarded`) and refuses
-            // the message. libFuzzer's hook would abort on them even so: let those
-            // through, and abort on every other panic as before.
-            let previous = std::panic::take_hook();
-            std::panic::set_hook(Box::new(move |info| {
-                if info
-                    .location()
-                    .is_some_and(|l| l.file().contains("sequoia-openpgp-"))
-                {
-                    return;
-                }
-                previous(info)
-            }));
+            sequoia_panics::let_through(); // Sequoia-internal panics are caught and refused
             let dir = tempfile::tempdir().expect("temp dir");
             let store = DirectoryStore::open(dir.path().join("s")).expect("store");
             let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/../keys-fixtures/openpgp/");

@@ -13,6 +13,9 @@
 use std::cell::RefCell;
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "sequoia_panics.rs"]
+mod sequoia_panics;
 use mailseal::keystore::{DirectoryStore, KeyStore};
 use mailseal::mls::Mls;
 use mailseal::{Outcome, Receiver};
@@ -23,20 +26,7 @@ struct Bob {
 }
 
 fn bob() -> Bob {
-    // mailseal catches the panics raised inside Sequoia's parser (an upstream `unwrap`
-    // on truncated SEIPDv1, see `openpgp::open::guarded`) and refuses the message;
-    // libFuzzer's hook would abort on them even so. Let those through, as the
-    // `openpgp_open` target does, and abort on every other panic.
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if info
-            .location()
-            .is_some_and(|l| l.file().contains("sequoia-openpgp-"))
-        {
-            return;
-        }
-        previous(info)
-    }));
+    sequoia_panics::let_through(); // Sequoia-internal panics are caught and refused
     let dir = tempfile::tempdir().expect("temp dir");
     let keys = DirectoryStore::open(dir.path().join("keys")).expect("store");
     let fx = concat!(env!("CARGO_MANIFEST_DIR"), "/../keys-fixtures/");

@@ -297,10 +297,7 @@ fn store_exists(dir: &std::path::Path) -> bool {
     if let Some(path) = text.strip_prefix("sqlite:") {
         return std::path::Path::new(path).exists();
     }
-    dir.join(crate::sqlite::FILE_NAME).exists()
-        || ["certs", "anchors", "keys", "openpgp", "openpgp-keys"]
-            .iter()
-            .any(|sub| dir.join(sub).is_dir())
+    dir.join(crate::sqlite::FILE_NAME).exists() || super::store::legacy_layout(dir)
 }
 
 pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {

@@ -60,6 +60,13 @@ pub(crate) enum Keys {
     Token(TokenStore),
 }
 
+/// Whether `dir` is a store directory in the file layout of earlier versions.
+pub(super) fn legacy_layout(dir: &Path) -> bool {
+    ["certs", "anchors", "keys", "openpgp", "openpgp-keys"]
+        .iter()
+        .any(|sub| dir.join(sub).is_dir())
+}
+
 impl Keys {
     /// Opens the store `location` names.
     pub(crate) fn open(location: &Path) -> Result<Keys, Failure> {
@@ -83,10 +90,7 @@ impl Keys {
         }
         // A directory written by an earlier mailseal keeps its file layout; any other
         // directory holds one SQLite database, the embedded default.
-        let legacy = ["certs", "anchors", "keys", "openpgp", "openpgp-keys"]
-            .iter()
-            .any(|sub| location.join(sub).is_dir());
-        if legacy {
+        if legacy_layout(location) {
             return DirectoryStore::open(location)
                 .map(Keys::Directory)
                 .map_err(|e| Failure::from("key store", e));

@@ -42,16 +42,20 @@ fn public_bytes(cert: &Cert) -> Vec<u8> {
     cert.to_vec().unwrap()
 }
 
-/// A detached binary signature over `DATA` by `cert`'s primary key, made at `at`.
-fn signature_at(cert: &Cert, at: SystemTime) -> Signature {
-    let mut pair = cert
-        .primary_key()
+/// `cert`'s primary key with its secret, ready to sign.
+fn primary_pair(cert: &Cert) -> openpgp::crypto::KeyPair {
+    cert.primary_key()
         .key()
         .clone()
         .parts_into_secret()
         .unwrap()
         .into_keypair()
-        .unwrap();
+        .unwrap()
+}
+
+/// A detached binary signature over `DATA` by `cert`'s primary key, made at `at`.
+fn signature_at(cert: &Cert, at: SystemTime) -> Signature {
+    let mut pair = primary_pair(cert);
     SignatureBuilder::new(SignatureType::Binary)
         .set_signature_creation_time(at)
         .unwrap()
@@ -146,14 +150,7 @@ fn temporarily_invalid(variant: char, t1: SystemTime) -> Cert {
         .unwrap();
     let t2 = t1 + DAY * 28;
     let t3 = t1 + DAY * 56;
-    let mut pair = cert
-        .primary_key()
-        .key()
-        .clone()
-        .parts_into_secret()
-        .unwrap()
-        .into_keypair()
-        .unwrap();
+    let mut pair = primary_pair(&cert);
     let uid = UserID::from("Bob <bob@sop.example>");
     let binding = |at: SystemTime, period: Option<Duration>| {
         let mut b = SignatureBuilder::new(SignatureType::PositiveCertification)
@@ -282,14 +279,7 @@ fn key_preferring(ciphers: &[SymmetricAlgorithm], hashes: &[HashAlgorithm]) -> C
         .generate()
         .unwrap();
     // Replace the User ID binding with one stating the preferences.
-    let mut pair = cert
-        .primary_key()
-        .key()
-        .clone()
-        .parts_into_secret()
-        .unwrap()
-        .into_keypair()
-        .unwrap();
+    let mut pair = primary_pair(&cert);
     let uid = cert.userids().next().unwrap().userid().clone();
     let template = cert
         .userids()
