@@ -23,6 +23,8 @@ pub fn detect_profile(raw: &[u8]) -> Option<Profile> {
         Some(Profile::OpenPgp)
     } else if ct.starts_with("message/mls") {
         Some(Profile::Mls)
+    } else if ct.starts_with("multipart/signed") && ct.contains("application/jose") {
+        Some(Profile::Jws)
     } else {
         None
     }
@@ -82,6 +84,7 @@ impl<'a> Dispatcher<'a> {
                 Profile::OpenPgp,
                 Box::new(crate::openpgp::OpenPgp::new(store)),
             )
+            .with_profile(Profile::Jws, Box::new(crate::jws::Jws::new(store)))
     }
 
     /// As [`Dispatcher::with_store`], reusing the parsed keys of `caches` (the long-lived
@@ -96,6 +99,7 @@ impl<'a> Dispatcher<'a> {
                 Profile::OpenPgp,
                 Box::new(crate::openpgp::OpenPgp::with_cache(store, &caches.openpgp)),
             )
+            .with_profile(Profile::Jws, Box::new(crate::jws::Jws::new(store)))
     }
 
     /// Adds the opener of a profile.

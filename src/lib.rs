@@ -57,6 +57,7 @@ pub mod ext;
 #[cfg(feature = "gateway")]
 pub mod gateway;
 mod hex;
+pub mod jws;
 pub mod keystore;
 pub mod message;
 pub mod mls;

@@ -118,6 +118,11 @@ const MIGRATIONS: &[&str] = &[
         address TEXT PRIMARY KEY,
         record TEXT NOT NULL
      );",
+    // 7: JSON Web Key identities of the `jws` profile (as the SQLite store's migration 5).
+    "CREATE TABLE mailseal_jwk_identity (
+        fingerprint TEXT PRIMARY KEY,
+        record TEXT NOT NULL
+     );",
 ];
 
 /// Why the database did not open.

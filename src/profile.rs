@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// The three protection profiles of mailseal (DESIGN "profile token").
+/// The four protection profiles of mailseal (DESIGN "profile token").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Profile {
@@ -13,6 +13,9 @@ pub enum Profile {
     OpenPgp,
     /// RFC 9420 `message/mls` application data.
     Mls,
+    /// MailA2A `detached-jws`: signed only, a JWS (RFC 7515) with a detached payload
+    /// over the inner entity (see [`crate::jws`]).
+    Jws,
 }
 
 impl Profile {
@@ -22,6 +25,7 @@ impl Profile {
             Self::Smime => "smime",
             Self::OpenPgp => "openpgp",
             Self::Mls => "mls",
+            Self::Jws => "jws",
         }
     }
 }
@@ -39,7 +43,10 @@ impl FromStr for Profile {
             "smime" => Ok(Self::Smime),
             "openpgp" => Ok(Self::OpenPgp),
             "mls" => Ok(Self::Mls),
-            other => Err(format!("unknown profile `{other}` (smime, openpgp or mls)")),
+            "jws" | "detached-jws" => Ok(Self::Jws),
+            other => Err(format!(
+                "unknown profile `{other}` (smime, openpgp, mls or jws)"
+            )),
         }
     }
 }

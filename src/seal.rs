@@ -211,6 +211,15 @@ pub enum SignerIdentity {
         /// The credential identity.
         identity: String,
     },
+    /// A JSON Web Key (the `jws` profile).
+    Jwk {
+        /// Its RFC 7638 thumbprint.
+        thumbprint: String,
+        /// The addresses the store binds it to.
+        emails: Vec<String>,
+        /// Where the binding came from (`jwk`, `agent-card`, a DID).
+        source: String,
+    },
 }
 
 impl SignerIdentity {
@@ -220,6 +229,7 @@ impl SignerIdentity {
             Self::Certificate { fingerprint, .. } => format!("x509:{fingerprint}"),
             Self::OpenPgp { fingerprint, .. } => format!("openpgp:{fingerprint}"),
             Self::Mls { identity } => format!("mls:{identity}"),
+            Self::Jwk { thumbprint, .. } => format!("jwk:{thumbprint}"),
         }
     }
 }

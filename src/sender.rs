@@ -279,6 +279,7 @@ impl<'a> Sender<'a> {
         }
         let smime;
         let openpgp;
+        let jws;
         let sealer: &dyn Sealer = match opts.profile {
             Profile::Smime => {
                 smime = crate::smime::Smime::with_cache(self.keys.as_ref(), &self.caches.smime);
@@ -288,6 +289,10 @@ impl<'a> Sender<'a> {
                 openpgp =
                     crate::openpgp::OpenPgp::with_cache(self.keys.as_ref(), &self.caches.openpgp);
                 &openpgp
+            }
+            Profile::Jws => {
+                jws = crate::jws::Jws::new(self.keys.as_ref());
+                &jws
             }
             Profile::Mls => {
                 // Straight to the group state, so its errors keep their kind (not a

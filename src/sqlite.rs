@@ -98,6 +98,12 @@ const MIGRATIONS: &[&str] = &[
         fingerprint TEXT PRIMARY KEY,
         der BLOB NOT NULL
      ) WITHOUT ROWID;",
+    // 5: JSON Web Key identities of the `jws` profile (issue #19): the record's JSON
+    // (addresses, public JWK, source) under the key's fingerprint.
+    "CREATE TABLE jwk_identity (
+        fingerprint TEXT PRIMARY KEY,
+        record TEXT NOT NULL
+     ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use super::exit::ExitCode;
 use super::home::Home;
@@ -13,10 +13,14 @@ use crate::ext::agent_card::{self, CardFields, Published};
 use crate::profile::Protection;
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(super) struct CardArgs {
+    /// Fetch a peer's card instead of writing ours.
+    #[command(subcommand)]
+    command: Option<CardCommand>,
     /// Our address: the MailA2A interface's mailto: and the keys published.
     #[arg(long)]
-    email: String,
+    email: Option<String>,
     /// Add the interface and the #protection extension to this card (A2A v1.0; v0.3
     /// members are moved to their v1.0 places) instead of writing a new one.
     #[arg(long = "in", value_name = "CARD.json")]
@@ -46,6 +50,39 @@ pub(super) struct CardArgs {
     out: Option<PathBuf>,
 }
 
+#[derive(Subcommand)]
+pub(super) enum CardCommand {
+    /// Fetch a peer's Agent Card over HTTPS (rustls) and import it as `key import
+    /// --agent-card` does: every check of a card file, and the card's address must be
+    /// in the domain of the URL's host. Cached for the server's max-age; a card whose
+    /// keys changed since the last fetch is refused until --accept-changed.
+    Fetch(FetchArgs),
+}
+
+#[derive(Args)]
+pub(super) struct FetchArgs {
+    /// The card's URL, e.g. https://agent.example/.well-known/agent-card.json.
+    url: String,
+    /// Trust this CA certificate (PEM) besides the system's roots.
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// Allow a host on a loopback, private or link-local address.
+    #[arg(long)]
+    allow_private: bool,
+    /// Import a card whose keys changed since it was last fetched.
+    #[arg(long)]
+    accept_changed: bool,
+    /// Fetch again even when the cached card is fresh.
+    #[arg(long)]
+    refresh: bool,
+    /// Refuse a card without a signature by a key this store trusts.
+    #[arg(long)]
+    require_signature: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 10)]
+    timeout: u64,
+}
+
 /// Where the peer policy file of a store lives: the store's directory (the MLS
 /// state's, so `MAILSEAL_MLS_HOME` for a PostgreSQL or token store).
 pub(super) fn policy_dir(store: &Path) -> Result<PathBuf, Failure> {
@@ -58,15 +95,24 @@ pub(super) fn policy_dir(store: &Path) -> Result<PathBuf, Failure> {
 }
 
 pub(super) fn card(home: &Home, store: &Path, a: CardArgs) -> CliResult {
+    if let Some(CardCommand::Fetch(f)) = a.command {
+        return fetch(home, store, f);
+    }
+    let email = a.email.ok_or_else(|| {
+        Failure::new(
+            ExitCode::Usage,
+            "card: --email ADDR (ours), or `card fetch URL` (a peer's)",
+        )
+    })?;
     let minimum: Protection = a
         .minimum
         .parse()
         .map_err(|e: String| Failure::new(ExitCode::Usage, format!("--minimum: {e}")))?;
     let keys = Keys::open(store)?;
     let fail = |e| Failure::from("card", e);
-    let mut published = Published::from_store(keys.store(), &a.email).map_err(fail)?;
+    let mut published = Published::from_store(keys.store(), &email).map_err(fail)?;
     published.minimum = minimum;
-    let email = a.email.trim().to_ascii_lowercase();
+    let email = email.trim().to_ascii_lowercase();
     if !a.no_mls {
         // Only a store that already has MLS state and an identity for the address
         // publishes a KeyPackage: writing a card creates no MLS state of its own.
@@ -105,6 +151,75 @@ pub(super) fn card(home: &Home, store: &Path, a: CardArgs) -> CliResult {
     write_output(a.out.as_deref(), &agent_card::to_pretty_json(&card))
 }
 
+/// `card fetch URL`.
+fn fetch(home: &Home, store: &Path, f: FetchArgs) -> CliResult {
+    let keys = Keys::open(store)?;
+    let mut opts = crate::ext::https::FetchOptions {
+        allow_private: f.allow_private,
+        timeout: std::time::Duration::from_secs(f.timeout.max(1)),
+        ..Default::default()
+    };
+    if let Some(ca) = &f.ca {
+        opts.add_roots_pem(&read_input(Some(ca))?)
+            .map_err(|e| Failure::from("--ca", e))?;
+    }
+    let cache = agent_card::CardCache::new(policy_dir(store)?.join("card-cache"));
+    let now = time::OffsetDateTime::now_utc();
+    let fail = |e| Failure::from(&format!("card fetch {}", f.url), e);
+    let fetched = agent_card::fetch_card(
+        &f.url,
+        &opts,
+        &cache,
+        keys.store(),
+        &agent_card::CardOperators::new(),
+        now,
+        f.refresh,
+        f.accept_changed,
+    )
+    .map_err(fail)?;
+    let c = &fetched.changes;
+    if fetched.from_cache {
+        eprintln!(
+            "card of {} from the cache (fresh for the server's max-age of {} s)",
+            fetched.card.address, fetched.max_age
+        );
+    } else if c.first {
+        eprintln!(
+            "fetched the card of {} for the first time",
+            fetched.card.address
+        );
+    } else if c.keys_changed() {
+        eprintln!(
+            "mailseal: warning: the keys of {} changed since {} (added: {}; gone: {}); accepted with --accept-changed",
+            fetched.card.address,
+            c.since.as_deref().unwrap_or("the last fetch"),
+            if c.added.is_empty() { "none".into() } else { c.added.join(", ") },
+            if c.removed.is_empty() { "none".into() } else { c.removed.join(", ") },
+        );
+    } else if c.other {
+        eprintln!(
+            "the card of {} changed since {}, its keys did not",
+            fetched.card.address,
+            c.since.as_deref().unwrap_or("the last fetch")
+        );
+    } else {
+        eprintln!(
+            "the card of {} is unchanged since {}",
+            fetched.card.address,
+            c.since.as_deref().unwrap_or("the last fetch")
+        );
+    }
+    import_card(
+        home,
+        &keys,
+        fetched.card.clone(),
+        &f.url,
+        f.require_signature,
+        now,
+    )?;
+    cache.remember(&fetched, now).map_err(fail)
+}
+
 /// `key import --agent-card FILE`: the card's keys into the store, its policy into
 /// the peer policy file.
 pub(super) fn import(
@@ -119,6 +234,19 @@ pub(super) fn import(
     let name = file.display().to_string();
     let fail = |e| Failure::from(&format!("import {name}"), e);
     let card = agent_card::read_card_with(&bytes, keys.store(), now, operators).map_err(fail)?;
+    import_card(home, keys, card, &name, require_signature, now)
+}
+
+/// A checked card's keys into the store, its policy into the peer policy file.
+fn import_card(
+    home: &Home,
+    keys: &Keys,
+    card: agent_card::PeerCard,
+    name: &str,
+    require_signature: bool,
+    now: time::OffsetDateTime,
+) -> CliResult {
+    let fail = |e| Failure::from(&format!("import {name}"), e);
     if require_signature && !card.trusted() {
         return Err(fail(agent_card::CardError::Untrusted(card.address.clone())));
     }
@@ -148,7 +276,7 @@ pub(super) fn import(
             .join("; ")
     };
     eprintln!(
-        "imported card {}: minimum {}, profiles {}, {} MLS KeyPackage(s), {signed}",
+        "imported card {}: minimum {}, profiles {}, {} MLS KeyPackage(s), {} JWK(s), {signed}",
         card.address,
         card.minimum,
         if card.profiles.is_empty() {
@@ -157,6 +285,7 @@ pub(super) fn import(
             card.profiles.join(",")
         },
         card.mls_key_packages.len(),
+        card.jwks.len(),
     );
     Ok(())
 }

@@ -90,6 +90,14 @@ pub(super) fn inspect(name: &str, raw: &[u8], json: bool) -> CliResult {
                 let _ = writeln!(out, "layer 1: MLS, unreadable: {e}");
             }
         },
+        Some(crate::profile::Profile::Jws) => match crate::jws::describe(raw, &limits) {
+            Ok(line) => {
+                let _ = writeln!(out, "layer 1: {line}");
+            }
+            Err(e) => {
+                let _ = writeln!(out, "layer 1: detached-jws, unreadable: {e}");
+            }
+        },
     }
     let _ = writeln!(out, "MIME parts:");
     for p in &parts {

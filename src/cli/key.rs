@@ -38,8 +38,27 @@ pub(super) enum KeyCommand {
             requires = "agent_card"
         )]
         card_operator: Vec<String>,
+        /// A JSON Web Key (public, or private: Ed25519, P-256, P-384) for the
+        /// detached-jws profile, bound to the addresses of --email.
+        #[arg(long, value_name = "FILE", requires = "email", conflicts_with = "did")]
+        jwk: Option<PathBuf>,
+        /// A DID whose keys speak for the addresses of --email: did:key and did:jwk are
+        /// read offline, did:web is fetched over HTTPS (its document at
+        /// https://HOST/.well-known/did.json or https://HOST/PATH/did.json).
+        #[arg(long, value_name = "DID", requires = "email")]
+        did: Option<String>,
+        /// With --jwk or --did: the address the key speaks for (repeat for more). The
+        /// binding is yours to declare: nothing in a JWK or DID names an address.
+        #[arg(long, value_name = "ADDR")]
+        email: Vec<String>,
+        /// With a did:web: trust this CA certificate (PEM) besides the system's roots.
+        #[arg(long, value_name = "FILE", requires = "did")]
+        ca: Option<PathBuf>,
+        /// With a did:web: allow a host on a loopback, private or link-local address.
+        #[arg(long, requires = "did")]
+        allow_private: bool,
         /// Files.
-        #[arg(required_unless_present = "agent_card")]
+        #[arg(required_unless_present_any = ["agent_card", "jwk", "did"])]
         files: Vec<PathBuf>,
     },
     /// Make a new key and certificate in the store (S/MIME: self-signed, issued by a CA
@@ -80,8 +99,8 @@ pub(super) enum KeyCommand {
 
 #[derive(Args)]
 pub(super) struct GenerateArgs {
-    /// What kind of key: smime, openpgp or mls (an MLS signature key and credential
-    /// for group membership).
+    /// What kind of key: smime, openpgp, mls (an MLS signature key and credential
+    /// for group membership) or jws (a JWK for the detached-jws profile).
     #[arg(long)]
     kind: String,
     /// OpenPGP only: rfc4880 (default: a v4 Ed25519/Cv25519 key, which GnuPG 2.2
@@ -94,10 +113,11 @@ pub(super) struct GenerateArgs {
     /// The subject common name (default: the address).
     #[arg(long)]
     name: Option<String>,
-    /// p256 (default), p384, rsa2048, rsa3072, rsa4096, or ed25519 (with an X25519
-    /// key-agreement certificate beside it).
-    #[arg(long, default_value = "p256")]
-    algorithm: String,
+    /// S/MIME: p256 (default), p384, rsa2048, rsa3072, rsa4096, or ed25519 (with an
+    /// X25519 key-agreement certificate beside it). JWS: eddsa (default, Ed25519),
+    /// es256, es384, rs256 or ps256 (RSA 2048).
+    #[arg(long)]
+    algorithm: Option<String>,
     /// Days of validity.
     #[arg(long, default_value_t = 365)]
     days: u32,
@@ -174,10 +194,11 @@ pub(super) fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
     match a.kind.as_str() {
         "smime" => {}
         "openpgp" => return generate_openpgp(store, a),
+        "jws" => return generate_jws(store, a),
         other => {
             return Err(Failure::new(
                 ExitCode::Usage,
-                format!("key generate --kind {other}: smime, openpgp or mls"),
+                format!("key generate --kind {other}: smime, openpgp, mls or jws"),
             ))
         }
     }
@@ -189,6 +210,8 @@ pub(super) fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
     }
     let kind: crate::smime::KeyKind = a
         .algorithm
+        .as_deref()
+        .unwrap_or("p256")
         .parse()
         .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
     let request = crate::smime::IdentityRequest {
@@ -239,6 +262,102 @@ pub(super) fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
     Ok(())
 }
 
+/// `key generate --kind jws`: a JWK bound to `--email`, its private key in the store.
+fn generate_jws(store: &dyn crate::keystore::KeyStore, a: GenerateArgs) -> CliResult {
+    use crate::jws::JwsAlgorithm;
+    let email = a
+        .email
+        .as_deref()
+        .ok_or_else(|| Failure::new(ExitCode::Usage, "key generate --kind jws needs --email"))?;
+    let alg = match a.algorithm.as_deref().unwrap_or("eddsa") {
+        "eddsa" | "ed25519" => JwsAlgorithm::EdDsa,
+        "es256" | "p256" => JwsAlgorithm::Es256,
+        "es384" | "p384" => JwsAlgorithm::Es384,
+        "rs256" | "rsa2048" => JwsAlgorithm::Rs256,
+        "ps256" => JwsAlgorithm::Ps256,
+        other => {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                format!(
+                "key generate --kind jws --algorithm {other}: eddsa, es256, es384, rs256 or ps256"
+            ),
+            ))
+        }
+    };
+    let entry =
+        crate::jws::jwk::generate(store, email, alg).map_err(|e| Failure::from("generate", e))?;
+    print_entries("generated", std::slice::from_ref(&entry));
+    if let Some(out) = &a.cert_out {
+        let jwk = public_jwk_of(store, &entry.fingerprint)?;
+        write_output(Some(out), jwk.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The public JWK stored under `fingerprint`, pretty JSON with a newline.
+fn public_jwk_of(
+    store: &dyn crate::keystore::KeyStore,
+    fingerprint: &str,
+) -> Result<String, Failure> {
+    let records = store
+        .jwk_identities()
+        .map_err(|e| Failure::from("key export", e))?;
+    let record = records
+        .iter()
+        .find(|r| r.fingerprint == fingerprint)
+        .ok_or_else(|| {
+            Failure::new(
+                ExitCode::NoUsableKey,
+                format!("key export: no certificate or JWK {fingerprint} in the store"),
+            )
+        })?;
+    let value: serde_json::Value = serde_json::from_str(&record.jwk)
+        .map_err(|e| Failure::new(ExitCode::Other, format!("key export: stored JWK: {e}")))?;
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    Ok(text)
+}
+
+/// `key import --jwk FILE` or `--did DID`, bound to `emails`.
+fn import_jwk_or_did(
+    store: &dyn crate::keystore::KeyStore,
+    jwk: Option<&std::path::Path>,
+    did: Option<&str>,
+    emails: &[String],
+    ca: Option<&std::path::Path>,
+    allow_private: bool,
+) -> CliResult {
+    if let Some(path) = jwk {
+        let text = read_input(Some(path))?;
+        let key = crate::jws::Jwk::parse(&text).map_err(|e| Failure::from("--jwk", e))?;
+        let entry = crate::jws::jwk::bind(store, &key, emails, "jwk")
+            .map_err(|e| Failure::from("import", e))?;
+        print_entries("imported", std::slice::from_ref(&entry));
+    }
+    if let Some(did) = did {
+        let keys = if did.starts_with("did:web:") {
+            let mut fetch = crate::ext::https::FetchOptions {
+                allow_private,
+                ..Default::default()
+            };
+            if let Some(ca) = ca {
+                fetch
+                    .add_roots_pem(&read_input(Some(ca))?)
+                    .map_err(|e| Failure::from("--ca", e))?;
+            }
+            crate::jws::did::resolve_web(did, &fetch).map_err(|e| Failure::from("--did", e))?
+        } else {
+            crate::jws::did::resolve_offline(did).map_err(|e| Failure::from("--did", e))?
+        };
+        for key in &keys {
+            let entry = crate::jws::jwk::bind(store, key, emails, did)
+                .map_err(|e| Failure::from("import", e))?;
+            print_entries("imported", std::slice::from_ref(&entry));
+        }
+    }
+    Ok(())
+}
+
 /// `key generate --kind smime --pkcs11 URI`: the key pair on the token, the
 /// certificate (signed by the token key, or by `issuer`) and the URI in the store.
 pub(super) fn generate_on_token(
@@ -250,7 +369,7 @@ pub(super) fn generate_on_token(
 ) -> CliResult {
     use crate::keystore::{SecretKey, TokenKey, TokenKeyKind};
     use der::{Encode, EncodePem};
-    let kind = match a.algorithm.as_str() {
+    let kind = match a.algorithm.as_deref().unwrap_or("p256") {
         "p256" => TokenKeyKind::P256,
         "rsa2048" => TokenKeyKind::Rsa(2048),
         "rsa3072" => TokenKeyKind::Rsa(3072),
@@ -328,8 +447,23 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             agent_card,
             require_signature,
             card_operator,
+            jwk,
+            did,
+            email,
+            ca,
+            allow_private,
             files,
         } => {
+            if jwk.is_some() || did.is_some() {
+                import_jwk_or_did(
+                    store,
+                    jwk.as_deref(),
+                    did.as_deref(),
+                    &email,
+                    ca.as_deref(),
+                    allow_private,
+                )?;
+            }
             if let Some(card_file) = &agent_card {
                 let mut operators = crate::ext::agent_card::CardOperators::new();
                 for o in &card_operator {
@@ -389,14 +523,14 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
         KeyCommand::Export { fingerprint, out } => {
             let cert = keys
                 .export_certificate(&fingerprint)
-                .map_err(|e| Failure::from("key export", e))?
-                .ok_or_else(|| {
-                    Failure::new(
-                        ExitCode::NoUsableKey,
-                        format!("key export: no certificate {fingerprint} in the store"),
-                    )
-                })?;
-            write_output(out.as_deref(), &cert)
+                .map_err(|e| Failure::from("key export", e))?;
+            match cert {
+                Some(cert) => write_output(out.as_deref(), &cert),
+                None => {
+                    let jwk = public_jwk_of(store, &fingerprint)?;
+                    write_output(out.as_deref(), jwk.as_bytes())
+                }
+            }
         }
         KeyCommand::Delete { fingerprints } => {
             for f in &fingerprints {

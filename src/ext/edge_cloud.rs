@@ -339,7 +339,7 @@ pub fn sha256_tag(bytes: &[u8]) -> String {
 /// signatures).
 fn canonical(v: &serde_json::Value) -> Vec<u8> {
     let mut out = Vec::new();
-    super::jws::jcs(v, &mut out);
+    crate::jws::compact::jcs(v, &mut out);
     out
 }
 

@@ -4,7 +4,8 @@
 pub mod aep;
 pub mod agent_card;
 pub mod edge_cloud;
-pub(crate) mod jws;
+#[cfg(feature = "https")]
+pub mod https;
 pub mod payment;
 pub mod peer_home;
 pub mod peers;

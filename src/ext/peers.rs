@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
-use super::agent_card::{PeerCard, MLS_TOKEN, OPENPGP_TOKEN, SMIME_TOKEN};
+use super::agent_card::{PeerCard, JWS_TOKEN, MLS_TOKEN, OPENPGP_TOKEN, SMIME_TOKEN};
 use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::profile::{Profile, Protection};
 use crate::seal::OpenPolicy;
@@ -249,7 +249,8 @@ impl PeerPolicies {
         profile: Profile,
         sign_only: bool,
     ) -> Result<(), PeerPolicyError> {
-        let got = if sign_only {
+        // detached-jws is signed only, whatever was asked.
+        let got = if sign_only || profile == Profile::Jws {
             Protection::Signed
         } else {
             Protection::SignedEncrypted
@@ -307,6 +308,7 @@ pub fn profile_token(profile: Profile) -> &'static str {
     match profile {
         Profile::Smime => SMIME_TOKEN,
         Profile::OpenPgp => OPENPGP_TOKEN,
+        Profile::Jws => JWS_TOKEN,
         _ => MLS_TOKEN,
     }
 }

@@ -6,6 +6,7 @@
 //! STORE/keys/FPR.pem      PKCS#8 private keys (0600)
 //! STORE/openpgp/OFPR.pgp  OpenPGP certificates, binary, public parts (0644)
 //! STORE/openpgp-keys/OFPR.pgp  OpenPGP transferable secret keys, unlocked (0600)
+//! STORE/jwk/FPR.json      JSON Web Keys and the addresses bound to them (0644)
 //! ```
 //! `FPR` is the public-key [`fingerprint`](super::fingerprint), so a key and its
 //! certificate share a name whichever is imported first; `OFPR` is the OpenPGP
@@ -173,6 +174,7 @@ impl DirectoryStore {
             "openpgp",
             "openpgp-keys",
             "crls",
+            "jwk",
         ] {
             let dir = root.join(sub);
             if !dir.exists() {
@@ -233,6 +235,7 @@ impl DirectoryStore {
             ("openpgp", "pgp"),
             ("openpgp-keys", "pgp"),
             ("crls", "crl"),
+            ("jwk", "json"),
         ] {
             let path = self.root.join(sub).join(format!("{fpr}.{ext}"));
             match fs::remove_file(&path) {
@@ -601,7 +604,44 @@ impl KeyStore for DirectoryStore {
         for der in self.crls()? {
             out.push(super::material::crl_entry(&der));
         }
+        Ok(super::with_jwk_entries(out, &self.jwk_identities()?))
+    }
+
+    fn jwk_identities(&self) -> Result<Vec<super::StoredJwk>, KeyStoreError> {
+        let mut out = Vec::new();
+        let dir = self.root.join("jwk");
+        if !dir.exists() {
+            return Ok(out);
+        }
+        for (_, path) in self.list_files(&dir, "json")? {
+            let text = fs::read(&path).map_err(io(&path))?;
+            let record = serde_json::from_slice(&text).map_err(|e| KeyStoreError::Malformed {
+                what: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
+            out.push(record);
+        }
         Ok(out)
+    }
+
+    fn put_jwk_identity(&self, record: &super::StoredJwk) -> Result<(), KeyStoreError> {
+        let fpr = &record.fingerprint;
+        if fpr.is_empty() || !fpr.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(KeyStoreError::Malformed {
+                what: "JWK identity".into(),
+                reason: "fingerprint is not hex".into(),
+            });
+        }
+        let dir = self.root.join("jwk");
+        if !dir.exists() {
+            fs::create_dir_all(&dir).map_err(io(&dir))?;
+            set_mode(&dir, 0o700)?;
+        }
+        let text = serde_json::to_vec_pretty(record).map_err(|e| KeyStoreError::Malformed {
+            what: "JWK identity".into(),
+            reason: e.to_string(),
+        })?;
+        write_file(&dir.join(format!("{fpr}.json")), &text, 0o644)
     }
 
     fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {

@@ -98,6 +98,9 @@ pub enum KeyStoreError {
     /// The token cannot perform a mechanism the message needs.
     #[error("the PKCS#11 token does not support {0}")]
     TokenUnsupported(String),
+    /// This kind of store cannot hold what was asked of it.
+    #[error("this key store cannot hold {0}")]
+    Unsupported(&'static str),
     /// The store directory is readable by others than its owner.
     #[error("key store {path} is accessible by group or others (mode {mode:o}); run chmod 700")]
     Permissions {
@@ -118,9 +121,10 @@ impl Classify for KeyStoreError {
             Self::PassphraseRequired { .. } | Self::WrongPassphrase | Self::Locked => {
                 ErrorKind::InvalidArgument
             }
-            Self::UnsupportedAlgorithm { .. } | Self::Token(_) | Self::TokenUnsupported(_) => {
-                ErrorKind::NoUsableKey
-            }
+            Self::UnsupportedAlgorithm { .. }
+            | Self::Token(_)
+            | Self::TokenUnsupported(_)
+            | Self::Unsupported(_) => ErrorKind::NoUsableKey,
             _ => ErrorKind::Other,
         }
     }
@@ -140,6 +144,9 @@ pub enum EntryKind {
     OpenPgpCertificate,
     /// A certificate revocation list, imported from a file (nothing is fetched).
     Crl,
+    /// A JSON Web Key bound to addresses (the `jws` profile), with its private key
+    /// when `has_private_key`.
+    Jwk,
 }
 
 impl fmt::Display for EntryKind {
@@ -150,6 +157,7 @@ impl fmt::Display for EntryKind {
             Self::PrivateKey => "private-key",
             Self::OpenPgpCertificate => "openpgp",
             Self::Crl => "crl",
+            Self::Jwk => "jwk",
         })
     }
 }
@@ -206,6 +214,52 @@ pub struct StoredCertificate {
     pub der: Vec<u8>,
     /// Its email addresses, lower case.
     pub emails: Vec<String>,
+}
+
+/// A JSON Web Key and the addresses it is bound to (the `jws` profile): a neutral
+/// record, the JWK kept as JSON text with its public members only. The private key of
+/// one of ours is an ordinary PKCS#8 key of the store under the same `fingerprint`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StoredJwk {
+    /// [`fingerprint`] of the raw public key (what a PKCS#8 key of it is stored under).
+    pub fingerprint: String,
+    /// The addresses it speaks for, lower case: declared by `key import --jwk FILE
+    /// --email ADDR`, by `key import --did`, or by the address's Agent Card.
+    pub emails: Vec<String>,
+    /// The public JWK (RFC 7517), JSON.
+    pub jwk: String,
+    /// Where the binding came from: `jwk`, `generated`, `agent-card`, or the DID.
+    pub source: String,
+}
+
+/// The listing entries with each JWK identity: a private key stored alone under a
+/// JWK's fingerprint is listed as that JWK (with its private key).
+pub(crate) fn with_jwk_entries(mut entries: Vec<KeyEntry>, jwks: &[StoredJwk]) -> Vec<KeyEntry> {
+    for j in jwks {
+        let before = entries.len();
+        entries.retain(|e| !(e.kind == EntryKind::PrivateKey && e.fingerprint == j.fingerprint));
+        let algorithm = match serde_json::from_str::<serde_json::Value>(&j.jwk)
+            .ok()
+            .as_ref()
+            .and_then(|v| v.get("kty"))
+            .and_then(serde_json::Value::as_str)
+        {
+            Some("OKP") => KeyAlgorithm::Ed25519,
+            Some("EC") => KeyAlgorithm::Ec,
+            Some("RSA") => KeyAlgorithm::Rsa,
+            _ => KeyAlgorithm::Other,
+        };
+        entries.push(KeyEntry {
+            fingerprint: j.fingerprint.clone(),
+            kind: EntryKind::Jwk,
+            algorithm,
+            emails: j.emails.clone(),
+            subject: Some(j.source.clone()),
+            not_after: None,
+            has_private_key: entries.len() != before,
+        });
+    }
+    entries
 }
 
 /// A private key held in software: PKCS#8 DER, wiped from memory when dropped.
@@ -380,6 +434,12 @@ macro_rules! delegate_key_store {
             fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
                 (**self).crls()
             }
+            fn jwk_identities(&self) -> Result<Vec<StoredJwk>, KeyStoreError> {
+                (**self).jwk_identities()
+            }
+            fn put_jwk_identity(&self, record: &StoredJwk) -> Result<(), KeyStoreError> {
+                (**self).put_jwk_identity(record)
+            }
         }
     )*};
 }
@@ -429,6 +489,16 @@ pub trait KeyStore {
     /// none.
     fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
         Ok(Vec::new())
+    }
+    /// Every JSON Web Key identity (the `jws` profile). A store that keeps none has
+    /// none.
+    fn jwk_identities(&self) -> Result<Vec<StoredJwk>, KeyStoreError> {
+        Ok(Vec::new())
+    }
+    /// Stores a JWK identity, replacing the one of the same fingerprint (its addresses
+    /// are the record's: a new binding replaces the old, it does not widen it).
+    fn put_jwk_identity(&self, _record: &StoredJwk) -> Result<(), KeyStoreError> {
+        Err(KeyStoreError::Unsupported("JSON Web Keys"))
     }
 }
 

@@ -222,6 +222,30 @@ impl KeyTables for PostgresTables {
             .collect())
     }
 
+    fn put_jwk(&self, fingerprint: &str, record: &str) -> Result<(), KeyStoreError> {
+        self.client()
+            .execute(
+                "INSERT INTO mailseal_jwk_identity (fingerprint, record) VALUES ($1, $2)
+                 ON CONFLICT (fingerprint) DO UPDATE SET record = EXCLUDED.record",
+                &[&fingerprint, &record],
+            )
+            .map_err(db)?;
+        Ok(())
+    }
+
+    fn jwks(&self) -> Result<Vec<String>, KeyStoreError> {
+        Ok(self
+            .client()
+            .query(
+                "SELECT record FROM mailseal_jwk_identity ORDER BY fingerprint",
+                &[],
+            )
+            .map_err(db)?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
     fn delete(&self, fingerprint: &str) -> Result<bool, KeyStoreError> {
         let mut c = self.client();
         let mut tx = c.transaction().map_err(db)?;
@@ -232,6 +256,7 @@ impl KeyTables for PostgresTables {
             "DELETE FROM mailseal_private_key WHERE fingerprint = $1",
             "DELETE FROM mailseal_openpgp_certificate WHERE fingerprint = $1",
             "DELETE FROM mailseal_x509_crl WHERE fingerprint = $1",
+            "DELETE FROM mailseal_jwk_identity WHERE fingerprint = $1",
         ] {
             n += tx.execute(q, &[&fingerprint]).map_err(db)?;
         }

@@ -84,6 +84,10 @@ pub(crate) trait KeyTables: Send + Sync {
     fn put_crl(&self, fingerprint: &str, der: &[u8]) -> Result<(), KeyStoreError>;
     /// Every CRL (DER).
     fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError>;
+    /// Inserts or replaces a JWK identity (the record's JSON) under its fingerprint.
+    fn put_jwk(&self, fingerprint: &str, record: &str) -> Result<(), KeyStoreError>;
+    /// Every JWK identity record (JSON).
+    fn jwks(&self) -> Result<Vec<String>, KeyStoreError>;
     /// Deletes every row of `fingerprint`; says whether there was one.
     fn delete(&self, fingerprint: &str) -> Result<bool, KeyStoreError>;
     /// Rewrites the stored form of these keys and secrets, all or none.
@@ -446,7 +450,20 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
                 ));
             }
         }
-        Ok(out)
+        Ok(super::with_jwk_entries(out, &self.jwk_identities()?))
+    }
+
+    fn jwk_identities(&self) -> Result<Vec<super::StoredJwk>, KeyStoreError> {
+        self.tables
+            .jwks()?
+            .iter()
+            .map(|r| serde_json::from_str(r).map_err(db))
+            .collect()
+    }
+
+    fn put_jwk_identity(&self, record: &super::StoredJwk) -> Result<(), KeyStoreError> {
+        let text = serde_json::to_string(record).map_err(db)?;
+        self.tables.put_jwk(&record.fingerprint, &text)
     }
 
     fn certificates_for(&self, email: &str) -> Result<Vec<StoredCertificate>, KeyStoreError> {

@@ -238,6 +238,25 @@ impl KeyTables for SqliteTables {
         rows.collect::<Result<_, _>>().map_err(db)
     }
 
+    fn put_jwk(&self, fingerprint: &str, record: &str) -> Result<(), KeyStoreError> {
+        self.conn()
+            .execute(
+                "INSERT OR REPLACE INTO jwk_identity (fingerprint, record) VALUES (?1, ?2)",
+                params![fingerprint, record],
+            )
+            .map_err(db)?;
+        Ok(())
+    }
+
+    fn jwks(&self) -> Result<Vec<String>, KeyStoreError> {
+        let conn = self.conn();
+        let mut st = conn
+            .prepare_cached("SELECT record FROM jwk_identity ORDER BY fingerprint")
+            .map_err(db)?;
+        let rows = st.query_map([], |r| r.get(0)).map_err(db)?;
+        rows.collect::<Result<_, _>>().map_err(db)
+    }
+
     fn delete(&self, fingerprint: &str) -> Result<bool, KeyStoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction().map_err(db)?;
@@ -248,6 +267,7 @@ impl KeyTables for SqliteTables {
             "DELETE FROM private_key WHERE fingerprint = ?1",
             "DELETE FROM openpgp_certificate WHERE fingerprint = ?1",
             "DELETE FROM x509_crl WHERE fingerprint = ?1",
+            "DELETE FROM jwk_identity WHERE fingerprint = ?1",
         ] {
             n += tx.execute(q, params![fingerprint]).map_err(db)?;
         }

@@ -140,7 +140,7 @@ fn extension<T: Encode + AssociatedOid>(
 }
 
 /// A fresh private key for `kind` as PKCS#8 DER (for `x25519`, an X25519 key).
-fn generate_key(kind: KeyKind, x25519: bool) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
+pub(crate) fn generate_key(kind: KeyKind, x25519: bool) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
     if x25519 {
         // RFC 8410: PrivateKeyInfo { v1, id-X25519, OCTET STRING { OCTET STRING (32) } }.
         let mut secret = Zeroizing::new([0u8; 32]);

@@ -36,6 +36,7 @@ use crate::seal::{
 pub(crate) use certificate::{check_signer_usage, trust, Trust};
 pub use describe::describe;
 pub use enveloped::{Decrypted, Kek};
+pub(crate) use issue::generate_key;
 pub use issue::{certify_token_key, generate, Identity, IdentityRequest, Issuer, KeyKind};
 pub(crate) use path::Revocation;
 pub(crate) use signed_data::sign_with;

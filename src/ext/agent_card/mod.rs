@@ -12,7 +12,8 @@
 //!   "minimumProtection": "signed-encrypted",
 //!   "smimeCertificates": ["-----BEGIN CERTIFICATE-----\n..."],
 //!   "openpgpCertificates": ["-----BEGIN PGP PUBLIC KEY BLOCK-----\n..."],
-//!   "mlsKeyPackages": ["AAEABQ..."]
+//!   "mlsKeyPackages": ["AAEABQ..."],
+//!   "jwks": [{"kty": "OKP", "crv": "Ed25519", "x": "...", "alg": "EdDSA"}]
 //! }
 //! ```
 //!
@@ -22,12 +23,13 @@
 //! refuses anything weaker from that agent as a downgrade, and a sender sealing to it
 //! never goes below it. S/MIME certificates are PEM, OpenPGP certificates ASCII armor,
 //! MLS KeyPackages standard base64 of the MLSMessage (last-resort KeyPackages, so one
-//! card serves many groups).
+//! card serves many groups), JWKs (profile `detached-jws`) public JWK objects.
 //!
 //! Every key a card carries must belong to the card's address: a certificate's
 //! rfc822Name, an OpenPGP User ID's email, a KeyPackage's credential identity. A card
-//! cannot introduce keys for anyone else. Signatures (`signatures`, JWS, see
-//! `ext::jws`) are verified when present; one that does not verify refuses the
+//! cannot introduce keys for anyone else. A JWK names no address: the card's address
+//! is the binding MailA2A asks to be declared, so a card's JWKs are bound to it alone. Signatures (`signatures`, JWS, see
+//! `jws::compact`) are verified when present; one that does not verify refuses the
 //! card. Who the signer is and how far the store trusts it is reported.
 
 use serde_json::Value;
@@ -36,11 +38,15 @@ use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::keystore::KeyStoreError;
 use crate::mls::MlsError;
 
+#[cfg(feature = "https")]
+mod fetch;
 mod read;
 mod sign;
 mod write;
 
 use crate::profile::Protection;
+#[cfg(feature = "https")]
+pub use fetch::{fetch_card, key_fingerprints, CardCache, CardChanges, FetchedCard};
 pub use read::{import_keys, read_card, read_card_with, PeerCard};
 pub use sign::{sign_card, CardOperators, CardSignature, SignerTrust};
 pub use write::{to_pretty_json, write_card, CardFields};
@@ -60,6 +66,8 @@ pub const SMIME_TOKEN: &str = "smime-4";
 pub const OPENPGP_TOKEN: &str = "openpgp-mime";
 /// Profile token of the MLS group profile (MailA2A 9.3).
 pub const MLS_TOKEN: &str = "mls";
+/// The `profiles` token of the `jws` profile (MailA2A 9.2).
+pub const JWS_TOKEN: &str = "detached-jws";
 
 /// Why a card could not be written, read or imported.
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +146,30 @@ pub enum CardError {
     /// The MLS state failed (making a KeyPackage).
     #[error(transparent)]
     Mls(#[from] MlsError),
+    /// Fetching the card over HTTPS failed.
+    #[cfg(feature = "https")]
+    #[error("agent card fetch: {0}")]
+    Fetch(#[from] crate::ext::https::FetchError),
+    /// A card fetched from one host speaks for an address of another domain.
+    #[error("the card at {host} is for {address}: a card fetched over HTTPS speaks only for addresses of its host's domain (import it from a file to vouch for it yourself)")]
+    WrongHost {
+        /// The URL's host.
+        host: String,
+        /// The card's address.
+        address: String,
+    },
+    /// The keys of a card fetched before changed: accepted only when the user says so.
+    #[error("the keys of {address}'s card changed since {since} (added: {added}; gone: {removed}): check with the agent, then fetch again with --accept-changed")]
+    KeysChanged {
+        /// The card's address.
+        address: String,
+        /// When the card was fetched before (RFC 3339).
+        since: String,
+        /// Fingerprints of keys added.
+        added: String,
+        /// Fingerprints of keys gone.
+        removed: String,
+    },
 }
 
 impl Classify for CardError {
@@ -156,7 +188,12 @@ impl Classify for CardError {
             | Self::Key { .. }
             | Self::SignatureMalformed { .. } => ErrorKind::Malformed,
             Self::SignatureInvalid { .. } => ErrorKind::Authentication,
-            Self::ForeignKey { .. } | Self::Untrusted(_) => ErrorKind::Policy,
+            Self::ForeignKey { .. }
+            | Self::Untrusted(_)
+            | Self::WrongHost { .. }
+            | Self::KeysChanged { .. } => ErrorKind::Policy,
+            #[cfg(feature = "https")]
+            Self::Fetch(e) => e.kind(),
             Self::NothingToPublish(_) => ErrorKind::NoUsableKey,
             Self::Sign(_) => ErrorKind::NoUsableKey,
             Self::Store(e) => e.kind(),
@@ -174,6 +211,8 @@ pub struct Published {
     pub openpgp_certificates: Vec<Vec<u8>>,
     /// MLS KeyPackages (MLSMessage bytes).
     pub mls_key_packages: Vec<Vec<u8>>,
+    /// Public JWKs of the `jws` profile (detached-jws), JSON objects.
+    pub jwks: Vec<serde_json::Value>,
     /// The weakest protection the agent sends and accepts, for every kind of message.
     pub minimum: Protection,
     /// The resource limits it enforces, if published.

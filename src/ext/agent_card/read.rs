@@ -2,7 +2,7 @@
 //! checked to be for that address, and the import into the store.
 
 use crate::envelope::BINDING_URI;
-use crate::ext::jws::{self};
+use crate::jws::compact as jws;
 use crate::keystore::{KeyEntry, KeyStore, KeyStoreError};
 use crate::profile::Protection;
 use base64::engine::general_purpose::STANDARD;
@@ -34,6 +34,8 @@ pub struct PeerCard {
     pub openpgp_certificates: Vec<Vec<u8>>,
     /// MLS KeyPackages (MLSMessage bytes), with whether each is last-resort.
     pub mls_key_packages: Vec<(Vec<u8>, bool)>,
+    /// Public JWKs (the `jws` profile), checked, bound to the card's address.
+    pub jwks: Vec<Value>,
     /// The resource limits it publishes, if any.
     pub limits: Option<CardLimits>,
     /// The signatures, all verified.
@@ -293,6 +295,37 @@ pub(super) fn read_params(
         }
         mls.push((bytes, last_resort));
     }
+    let mut jwks = Vec::new();
+    match params.get("jwks") {
+        None => {}
+        Some(Value::Array(list)) if list.len() <= MAX_KEYS_PER_KIND => {
+            for (i, v) in list.iter().enumerate() {
+                let what = format!("JWK {i}");
+                let Value::Object(m) = v else {
+                    return Err(CardError::Key {
+                        what,
+                        reason: "not a JSON object".into(),
+                    });
+                };
+                let jwk = crate::jws::Jwk::from_map(m).map_err(|e| CardError::Key {
+                    what: what.clone(),
+                    reason: e.to_string(),
+                })?;
+                if jwk.is_private() {
+                    return Err(CardError::Key {
+                        what,
+                        reason: "carries a private key".into(),
+                    });
+                }
+                jwks.push(jwk.public_value());
+            }
+        }
+        Some(_) => {
+            return Err(CardError::Protection(format!(
+                "jwks is not an array of at most {MAX_KEYS_PER_KIND} JWKs"
+            )))
+        }
+    }
     Ok(PeerCard {
         address: address.to_string(),
         minimum,
@@ -300,6 +333,7 @@ pub(super) fn read_params(
         smime_certificates: smime,
         openpgp_certificates: openpgp,
         mls_key_packages: mls,
+        jwks,
         limits,
         signatures: Vec::new(),
         digest: String::new(),
@@ -330,6 +364,39 @@ pub fn import_keys(card: &PeerCard, store: &dyn KeyStore) -> Result<Vec<KeyEntry
     }
     for cert in &card.openpgp_certificates {
         entries.extend(store.import(cert, "agent card OpenPGP certificate", false)?);
+    }
+    for (i, v) in card.jwks.iter().enumerate() {
+        let key = crate::jws::Jwk::parse(v.to_string().as_bytes()).map_err(|e| CardError::Key {
+            what: format!("JWK {i}"),
+            reason: e.to_string(),
+        })?;
+        // A key this store already binds to other addresses is not rebound by a card:
+        // the card speaks for its own address only.
+        let fpr = key.fingerprint();
+        if let Some(existing) = store
+            .jwk_identities()?
+            .into_iter()
+            .find(|r| r.fingerprint == fpr)
+        {
+            if existing.emails != [card.address.clone()] {
+                return Err(CardError::ForeignKey {
+                    address: card.address.clone(),
+                    what: format!("JWK {i}"),
+                    named: existing.emails.join(", "),
+                });
+            }
+        }
+        let entry = crate::jws::jwk::bind(
+            store,
+            &key,
+            std::slice::from_ref(&card.address),
+            "agent-card",
+        )
+        .map_err(|e| CardError::Key {
+            what: format!("JWK {i}"),
+            reason: e.to_string(),
+        })?;
+        entries.push(entry);
     }
     Ok(entries)
 }

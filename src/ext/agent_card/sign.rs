@@ -1,7 +1,7 @@
 //! Card signatures: the JWS over the card's JCS form that we make, and the check of a
 //! peer card's signatures with the trust the store gives its signer.
 
-use crate::ext::jws::{self, JwsAlgorithm, PublicKey};
+use crate::jws::compact::{self as jws, JwsAlgorithm, PublicKey};
 use crate::keystore::KeyStore;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;

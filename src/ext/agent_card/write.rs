@@ -9,8 +9,8 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
 use super::{
-    address_of_mailto, check_schema, mailto, CardError, CardLimits, Published, MLS_TOKEN,
-    OPENPGP_TOKEN, PROTECTION_URI, SMIME_TOKEN,
+    address_of_mailto, check_schema, mailto, CardError, CardLimits, Published, JWS_TOKEN,
+    MLS_TOKEN, OPENPGP_TOKEN, PROTECTION_URI, SMIME_TOKEN,
 };
 
 /// The descriptive fields of a card `mailseal card` writes (each keeps the given
@@ -56,10 +56,28 @@ impl Published {
                 openpgp_certificates.push(crate::keystore::openpgp::armored_certificate(&cert)?);
             }
         }
+        let own_jwks: Vec<String> = store
+            .list()?
+            .into_iter()
+            .filter(|e| {
+                e.kind == EntryKind::Jwk && e.has_private_key && e.emails.contains(&address)
+            })
+            .map(|e| e.fingerprint)
+            .collect();
+        let mut jwks = Vec::new();
+        for r in store.jwk_identities()? {
+            if own_jwks.contains(&r.fingerprint) {
+                jwks.push(
+                    serde_json::from_str(&r.jwk)
+                        .map_err(|e| CardError::Sign(format!("our JWK: {e}")))?,
+                );
+            }
+        }
         Ok(Published {
             smime_certificates,
             openpgp_certificates,
             mls_key_packages: Vec::new(),
+            jwks,
             minimum: Protection::Signed,
             limits: Some(CardLimits::enforced()),
         })
@@ -70,6 +88,7 @@ impl Published {
         self.smime_certificates.is_empty()
             && self.openpgp_certificates.is_empty()
             && self.mls_key_packages.is_empty()
+            && self.jwks.is_empty()
     }
 
     fn params(&self) -> Value {
@@ -104,6 +123,10 @@ impl Published {
                 .map(|k| STANDARD.encode(k))
                 .collect();
             params.insert("mlsKeyPackages".into(), json!(kps));
+        }
+        if !self.jwks.is_empty() {
+            profiles.push(JWS_TOKEN);
+            params.insert("jwks".into(), json!(self.jwks));
         }
         params.insert("profiles".into(), json!(profiles));
         params.insert("minimumProtection".into(), json!(self.minimum.token()));

@@ -1,6 +1,9 @@
-//! JSON Web Signatures over Agent Cards (A2A v1.0 `AgentCardSignature`, RFC 7515).
+//! The crate's one JWS implementation (RFC 7515 compact form, detached payloads):
+//! protected headers, the algorithms we accept, signing and verifying with aws-lc-rs,
+//! and RFC 8785 JCS. The `jws` profile signs mail with it; Agent Card signatures (A2A
+//! v1.0 `AgentCardSignature`) too.
 //!
-//! What is signed is the card without its `signatures` member and without empty
+//! For a card, what is signed is the card without its `signatures` member and without empty
 //! members (null, `""`, `[]`, `{}`: what the A2A SDKs omit before signing), in the JSON
 //! Canonicalization Scheme (RFC 8785), as a detached payload (RFC 7515 appendix F):
 //! the signing input is `BASE64URL(protected) "." BASE64URL(JCS(card))`. The JCS form
@@ -38,7 +41,8 @@ impl JwsAlgorithm {
             Self::EdDsa => "EdDSA",
         }
     }
-    fn from_name(name: &str) -> Option<Self> {
+    /// The algorithm an `alg` header value names, among those we accept.
+    pub fn from_name(name: &str) -> Option<Self> {
         Some(match name {
             "ES256" => Self::Es256,
             "ES384" => Self::Es384,
@@ -160,8 +164,47 @@ impl PublicKey {
     }
 }
 
+/// Signs `input` under `alg` with a PKCS#8 private key (the form every key store
+/// holds): Ed25519, ECDSA with fixed-size `r || s` as JWS wants, RSA PKCS#1 v1.5 or
+/// PSS. A key that does not fit `alg` is refused.
+pub(crate) fn sign(alg: JwsAlgorithm, pkcs8: &[u8], input: &[u8]) -> Result<Vec<u8>, String> {
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{EcdsaKeyPair, Ed25519KeyPair, RsaKeyPair};
+    let unfit = || format!("the private key is not a {} key", alg.name());
+    let rng = SystemRandom::new();
+    match alg {
+        JwsAlgorithm::EdDsa => {
+            let key = Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(|_| unfit())?;
+            Ok(key.sign(input).as_ref().to_vec())
+        }
+        JwsAlgorithm::Es256 | JwsAlgorithm::Es384 => {
+            let which = if alg == JwsAlgorithm::Es256 {
+                &signature::ECDSA_P256_SHA256_FIXED_SIGNING
+            } else {
+                &signature::ECDSA_P384_SHA384_FIXED_SIGNING
+            };
+            let key = EcdsaKeyPair::from_pkcs8(which, pkcs8).map_err(|_| unfit())?;
+            key.sign(&rng, input)
+                .map(|s| s.as_ref().to_vec())
+                .map_err(|_| "ECDSA signing failed".into())
+        }
+        JwsAlgorithm::Rs256 | JwsAlgorithm::Ps256 => {
+            let key = RsaKeyPair::from_pkcs8(pkcs8).map_err(|_| unfit())?;
+            let padding: &'static dyn signature::RsaEncoding = if alg == JwsAlgorithm::Rs256 {
+                &signature::RSA_PKCS1_SHA256
+            } else {
+                &signature::RSA_PSS_SHA256
+            };
+            let mut sig = vec![0u8; key.public_modulus_len()];
+            key.sign(padding, &rng, input, &mut sig)
+                .map_err(|_| "RSA signing failed".to_string())?;
+            Ok(sig)
+        }
+    }
+}
+
 /// Modulus and exponent of a PKCS#1 RSAPublicKey.
-fn pkcs1_public(der_bytes: &[u8]) -> Option<PublicKey> {
+pub(crate) fn pkcs1_public(der_bytes: &[u8]) -> Option<PublicKey> {
     use der::Decode;
     #[derive(der::Sequence)]
     struct RsaPublic<'a> {
@@ -185,6 +228,8 @@ pub(crate) struct Header {
     pub x5c: Vec<Vec<u8>>,
     /// `jwk`, if any.
     pub jwk: Option<PublicKey>,
+    /// `cty`, if any: what the payload is.
+    pub cty: Option<String>,
 }
 
 /// Reads a base64url protected header. Refused: not a JSON object, an `alg` outside
@@ -233,6 +278,7 @@ pub(crate) fn parse_header(protected: &str) -> Result<Header, String> {
         kid: h.get("kid").and_then(Value::as_str).map(str::to_string),
         x5c,
         jwk,
+        cty: h.get("cty").and_then(Value::as_str).map(str::to_string),
     })
 }
 

@@ -1,0 +1,267 @@
+//! DIDs as identities of the `jws` profile: `did:key` (Ed25519, P-256) and `did:jwk`
+//! resolved offline, `did:web` from its DID document (fetched over HTTPS by
+//! [`crate::ext::https`]; the document is read here, so it is fuzzed without a network).
+//!
+//! A DID names no address either: importing one binds its keys to the addresses the
+//! owner declares (`key import --did DID --email ADDR`).
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use serde_json::{Map, Value};
+
+use super::compact::PublicKey;
+use super::jwk::Jwk;
+use super::JwsError;
+
+/// Largest DID document read.
+pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
+/// Most verification methods taken from one document.
+const MAX_METHODS: usize = 32;
+
+fn bad(why: impl Into<String>) -> JwsError {
+    JwsError::Did(why.into())
+}
+
+/// The keys of a `did:key` or `did:jwk` (no network).
+pub fn resolve_offline(did: &str) -> Result<Vec<Jwk>, JwsError> {
+    if let Some(rest) = did.strip_prefix("did:key:") {
+        return Ok(vec![multibase_key(rest)?]);
+    }
+    if let Some(rest) = did.strip_prefix("did:jwk:") {
+        let text = URL_SAFE_NO_PAD
+            .decode(rest.trim_end_matches('='))
+            .map_err(|_| bad("did:jwk is not base64url"))?;
+        let jwk = Jwk::parse(&text)?;
+        if jwk.is_private() {
+            return Err(bad("did:jwk carries a private key"));
+        }
+        return Ok(vec![jwk]);
+    }
+    if did.starts_with("did:web:") {
+        return Err(bad("did:web is resolved over HTTPS, not offline"));
+    }
+    Err(bad(format!(
+        "`{}`: only did:key, did:jwk and did:web are supported",
+        did.chars().take(80).collect::<String>()
+    )))
+}
+
+/// A multibase (base58btc, `z`) multicodec public key: Ed25519 (0xed) or P-256
+/// (0x1200, compressed point), as `did:key` and `publicKeyMultibase` carry it.
+fn multibase_key(text: &str) -> Result<Jwk, JwsError> {
+    let b58 = text
+        .strip_prefix('z')
+        .ok_or_else(|| bad("a multibase key that is not base58btc (z...)"))?;
+    if b58.len() > 200 {
+        return Err(bad("a multibase key longer than any supported key"));
+    }
+    let bytes = bs58::decode(b58)
+        .into_vec()
+        .map_err(|_| bad("not base58btc"))?;
+    let key = match bytes.as_slice() {
+        [0xed, 0x01, key @ ..] if key.len() == 32 => PublicKey::Ed25519(key.to_vec()),
+        [0x80, 0x24, point @ ..] if point.len() == 33 => {
+            let public = p256::PublicKey::from_sec1_bytes(point)
+                .map_err(|_| bad("a P-256 key that is not on the curve"))?;
+            use p256::elliptic_curve::sec1::ToEncodedPoint;
+            PublicKey::P256(public.to_encoded_point(false).as_bytes().to_vec())
+        }
+        _ => {
+            return Err(bad(
+                "a multicodec key other than Ed25519 (0xed) or compressed P-256 (0x1200)",
+            ))
+        }
+    };
+    Jwk::parse(super::jwk::public_jwk_text(&key).as_bytes())
+}
+
+/// The URL of a `did:web`'s document (W3C did:web 3.2): `did:web:HOST` is
+/// `https://HOST/.well-known/did.json`, `did:web:HOST:a:b` is
+/// `https://HOST/a/b/did.json`; a port is written `%3A`.
+pub fn web_document_url(did: &str) -> Result<String, JwsError> {
+    let rest = did
+        .strip_prefix("did:web:")
+        .ok_or_else(|| bad("not a did:web"))?;
+    let mut segments = rest.split(':');
+    let host = segments
+        .next()
+        .unwrap_or_default()
+        .replace("%3A", ":")
+        .replace("%3a", ":");
+    let ok = |s: &str, extra: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._~".contains(c) || extra.contains(c))
+    };
+    if !ok(&host, ":") {
+        return Err(bad("did:web with an invalid host"));
+    }
+    let path: Vec<&str> = segments.collect();
+    if path.iter().any(|s| !ok(s, "%") || *s == "." || *s == "..") {
+        return Err(bad("did:web with an invalid path"));
+    }
+    Ok(if path.is_empty() {
+        format!("https://{host}/.well-known/did.json")
+    } else {
+        format!("https://{host}/{}/did.json", path.join("/"))
+    })
+}
+
+/// The signing keys of a DID document for `did`: the verification methods its
+/// `assertionMethod` or `authentication` name (by reference or embedded), each
+/// controlled by `did`. A document whose `id` is another DID is refused: it cannot
+/// speak for this one.
+pub fn document_keys(did: &str, document: &[u8]) -> Result<Vec<Jwk>, JwsError> {
+    if document.len() > MAX_DOCUMENT_BYTES {
+        return Err(bad(format!(
+            "a DID document of {} bytes, more than {MAX_DOCUMENT_BYTES}",
+            document.len()
+        )));
+    }
+    let doc: Value = serde_json::from_slice(document).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let Value::Object(doc) = doc else {
+        return Err(bad("a DID document is a JSON object"));
+    };
+    let id = doc.get("id").and_then(Value::as_str).unwrap_or_default();
+    if id != did {
+        return Err(bad(format!(
+            "the document is for `{}`, not {did}",
+            id.chars().take(120).collect::<String>()
+        )));
+    }
+    let methods: Vec<&Map<String, Value>> = match doc.get("verificationMethod") {
+        None => Vec::new(),
+        Some(Value::Array(l)) => l.iter().filter_map(Value::as_object).collect(),
+        Some(_) => return Err(bad("verificationMethod is not an array")),
+    };
+    let absolute = |r: &str| {
+        if r.starts_with('#') {
+            format!("{did}{r}")
+        } else {
+            r.to_string()
+        }
+    };
+    let mut chosen: Vec<&Map<String, Value>> = Vec::new();
+    for relation in ["assertionMethod", "authentication"] {
+        let Some(list) = doc.get(relation) else {
+            continue;
+        };
+        let Value::Array(list) = list else {
+            return Err(bad(format!("{relation} is not an array")));
+        };
+        for item in list {
+            match item {
+                Value::String(r) => {
+                    let r = absolute(r);
+                    if let Some(m) = methods.iter().find(|m| {
+                        m.get("id").and_then(Value::as_str).map(absolute) == Some(r.clone())
+                    }) {
+                        chosen.push(m);
+                    } else if !r.starts_with(did) {
+                        return Err(bad(format!("{relation} names a key of another DID")));
+                    }
+                }
+                Value::Object(m) => chosen.push(m),
+                _ => {
+                    return Err(bad(format!(
+                        "{relation} has an entry that is neither a reference nor a method"
+                    )))
+                }
+            }
+        }
+    }
+    if chosen.len() > MAX_METHODS {
+        return Err(bad(format!("more than {MAX_METHODS} verification methods")));
+    }
+    let mut keys: Vec<Jwk> = Vec::new();
+    for m in chosen {
+        let mid = m
+            .get("id")
+            .and_then(Value::as_str)
+            .map(absolute)
+            .unwrap_or_default();
+        let controller = m.get("controller").and_then(Value::as_str).unwrap_or(did);
+        if controller != did || !mid.starts_with(&format!("{did}#")) {
+            return Err(bad(format!(
+                "verification method `{}` is controlled by another DID",
+                mid.chars().take(120).collect::<String>()
+            )));
+        }
+        let jwk =
+            match (m.get("publicKeyJwk"), m.get("publicKeyMultibase")) {
+                (Some(Value::Object(j)), None) => Jwk::from_map(j)?,
+                (None, Some(Value::String(mb))) => multibase_key(mb)?,
+                _ => return Err(bad(
+                    "a verification method without exactly one of publicKeyJwk, publicKeyMultibase",
+                )),
+            };
+        if jwk.is_private() {
+            return Err(bad("a DID document carries a private key"));
+        }
+        if !keys.iter().any(|k| k.thumbprint() == jwk.thumbprint()) {
+            keys.push(jwk);
+        }
+    }
+    if keys.is_empty() {
+        return Err(bad(
+            "the document names no assertionMethod or authentication key",
+        ));
+    }
+    Ok(keys)
+}
+
+/// The keys of a `did:web`, its document fetched over HTTPS under `fetch`.
+#[cfg(feature = "https")]
+pub fn resolve_web(
+    did: &str,
+    fetch: &crate::ext::https::FetchOptions,
+) -> Result<Vec<Jwk>, JwsError> {
+    let url = web_document_url(did)?;
+    let mut fetch = fetch.clone();
+    fetch.max_bytes = fetch.max_bytes.min(MAX_DOCUMENT_BYTES);
+    let doc = crate::ext::https::get(&url, &fetch).map_err(|e| bad(e.to_string()))?;
+    document_keys(did, &doc.body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn did_key_examples() {
+        // did:key spec, test vectors (Ed25519 and P-256).
+        let ed =
+            resolve_offline("did:key:z6MkiTBz1ymuepAQ4HEHYSF1H8quG5GLVVQR3djdX3mDooWp").unwrap();
+        assert_eq!(ed[0].alg, crate::jws::JwsAlgorithm::EdDsa);
+        let p =
+            resolve_offline("did:key:zDnaerDaTF5BXEavCrfRZEk316dpbLsfPDZ3WJ5hRTPFU2169").unwrap();
+        assert_eq!(p[0].alg, crate::jws::JwsAlgorithm::Es256);
+        assert!(resolve_offline("did:key:z6Mk").is_err());
+        assert!(resolve_offline("did:example:123").is_err());
+    }
+
+    #[test]
+    fn did_web_urls() {
+        assert_eq!(
+            web_document_url("did:web:w3c-ccg.github.io").unwrap(),
+            "https://w3c-ccg.github.io/.well-known/did.json"
+        );
+        assert_eq!(
+            web_document_url("did:web:w3c-ccg.github.io:user:alice").unwrap(),
+            "https://w3c-ccg.github.io/user/alice/did.json"
+        );
+        assert_eq!(
+            web_document_url("did:web:example.com%3A3000:u").unwrap(),
+            "https://example.com:3000/u/did.json"
+        );
+        for bad in [
+            "did:web:",
+            "did:web:a/b",
+            "did:web:h:..",
+            "did:web:h:a?b",
+            "did:web:user@h",
+        ] {
+            assert!(web_document_url(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! The `detached-jws` profile (MailA2A 9.2: "a JWS over canonical protected JSON for
+//! non-confidential messages"): signed-only mail whose signature is a JWS (RFC 7515)
+//! with a detached payload (appendix F), and the JWK and DID identities it is checked
+//! against.
+//!
+//! # Wire format
+//!
+//! ```text
+//! From: alice@jws.example            <- outer header fields, as for S/MIME and OpenPGP
+//! To: bob@jws.example
+//! Message-ID: <m-1@jws.example>
+//! Date: ...
+//! Mail-A2A-Binding: 1.0
+//! MIME-Version: 1.0
+//! Content-Type: multipart/signed; protocol="application/jose";
+//!  micalg="jws-eddsa"; boundary="B"
+//!
+//! --B
+//! From: alice@jws.example            <- the inner entity: the header fields (RFC 9788
+//! To: bob@jws.example                   header protection) and the A2A parts, exactly
+//! Message-ID: <m-1@jws.example>         as S/MIME and OpenPGP sign it
+//! ...
+//! Content-Type: multipart/mixed; ...
+//!
+//! ...application/a2a+json part, readable by anyone...
+//! --B
+//! Content-Type: application/jose
+//!
+//! eyJhbGciOiJFZERTQSIsImN0eSI6Im1lc3NhZ2UvcmZjODIyIiwia2lkIjoiLi4uIn0..SIGNATURE
+//! --B--
+//! ```
+//!
+//! The JWS payload is the first part exactly as multipart/signed signs it (RFC 1847:
+//! from its first header to the CRLF before the delimiter, in canonical CRLF form); the
+//! compact serialization leaves it out (`HEADER..SIGNATURE`), so the signing input is
+//! `BASE64URL(HEADER) "." BASE64URL(entity)`. The protected header is `{"alg", "cty":
+//! "message/rfc822", "kid"}`: `kid` is the signer's RFC 7638 JWK thumbprint and `cty`
+//! says what was signed, so a JWS made over anything else (an Agent Card's JCS form) is
+//! never taken for a mail signature.
+//!
+//! Why the inner entity and not the envelope's JCS form plus header claims: the entity
+//! already binds the sender, the recipients, the Message-ID, the date and the
+//! `Mail-A2A-*` hints together with the envelope and any attachment, and it is what
+//! the two other direct profiles sign, so header protection, the signer and recipient
+//! bindings and the outer/inner comparison are one code path for all three
+//! (`binding::finish`). A second canonical form would be a second thing to get wrong.
+//! `micalg` is `jws-` and the `alg` in lower case; the header's `alg` decides.
+//!
+//! Algorithms: EdDSA (Ed25519), ES256, ES384, RS256, PS256. Refused: `none`, HMAC,
+//! any `crit`, `b64: false`, a key from the message (`jwk`, `x5c`, `jku` are never
+//! trusted): the key is one the store binds to the sender's address.
+
+pub(crate) mod compact;
+pub mod did;
+pub mod jwk;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+
+use crate::binding::{finish, Authenticated, Entity};
+use crate::error::{A2aErrorType, Classify, ErrorKind};
+use crate::keystore::{KeyStore, KeyStoreError};
+use crate::message::{canonical_crlf, read_outer, write_header_section, Hints, MailA2aMessage};
+use crate::profile::{Profile, Protection};
+use crate::seal::{
+    random_boundary, OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer,
+    SignerIdentity,
+};
+
+pub use compact::JwsAlgorithm;
+pub use jwk::Jwk;
+
+/// The `cty` of a mail signature's protected header.
+pub const CONTENT_TYPE: &str = "message/rfc822";
+/// Largest JWS text read from the signature part.
+const MAX_JWS_BYTES: usize = 16 * 1024;
+
+/// Why the `jws` profile refused or failed. Nothing in it is secret.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JwsError {
+    /// The message is not a detached-jws message (structure, encoding).
+    #[error("not a detached-jws message: {0}")]
+    Malformed(String),
+    /// The protected header is not one we accept (`none`, HMAC, `crit`, another
+    /// `cty`).
+    #[error("JWS header refused: {0}")]
+    Header(String),
+    /// No JWK in the store has the signature's `kid` (or, without one, verifies it).
+    #[error("signed by an unknown key (kid {kid}): import the sender's JWK with `key import --jwk FILE --email ADDR`, its DID, or its Agent Card")]
+    UnknownSigner {
+        /// The `kid`, or `none`.
+        kid: String,
+    },
+    /// The signature does not verify with the key its `kid` names.
+    #[error("the JWS signature does not verify")]
+    BadSignature,
+    /// A JWK or DID could not be read or used.
+    #[error("{0}")]
+    Key(String),
+    /// A DID could not be resolved.
+    #[error("DID: {0}")]
+    Did(String),
+    /// No private key to sign with.
+    #[error("no JWK with its private key bound to {address}: `mailseal key generate --kind jws --email {address}`")]
+    NoSigningKey {
+        /// The From address.
+        address: String,
+    },
+    /// The key store failed.
+    #[error(transparent)]
+    Store(#[from] KeyStoreError),
+}
+
+impl Classify for JwsError {
+    fn a2a_error(&self) -> A2aErrorType {
+        A2aErrorType::InvalidRequestError
+    }
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Malformed(_) | Self::Key(_) | Self::Did(_) => ErrorKind::Malformed,
+            Self::Header(_) | Self::UnknownSigner { .. } | Self::BadSignature => {
+                ErrorKind::Authentication
+            }
+            Self::NoSigningKey { .. } => ErrorKind::NoUsableKey,
+            Self::Store(e) => e.kind(),
+        }
+    }
+}
+
+impl From<JwsError> for SealError {
+    fn from(e: JwsError) -> Self {
+        SealError::profile(Profile::Jws, e)
+    }
+}
+
+impl From<JwsError> for OpenError {
+    fn from(e: JwsError) -> Self {
+        OpenError::profile(Profile::Jws, e)
+    }
+}
+
+/// The `jws` profile over a key store.
+pub struct Jws<'a> {
+    store: &'a dyn KeyStore,
+}
+
+impl<'a> Jws<'a> {
+    /// The profile over `store`: its JWK identities sign and verify.
+    pub fn new(store: &'a dyn KeyStore) -> Self {
+        Jws { store }
+    }
+
+    /// Our signing key for `address`: a JWK bound to it whose private key the store
+    /// holds in software.
+    fn signing_key(&self, address: &str) -> Result<(Jwk, crate::keystore::SecretKey), JwsError> {
+        for record in self.store.jwk_identities()? {
+            if !record.emails.iter().any(|e| e == address) {
+                continue;
+            }
+            if let Some(secret) = self.store.private_key(&record.fingerprint)? {
+                if secret.token().is_some() {
+                    continue;
+                }
+                return Ok((jwk::stored_key(&record)?, secret));
+            }
+        }
+        Err(JwsError::NoSigningKey {
+            address: address.to_string(),
+        })
+    }
+
+    /// Signs `entity` (canonical CRLF) with our key for `address`: the compact JWS
+    /// with the payload left out, and the algorithm.
+    pub(crate) fn sign_entity(
+        &self,
+        address: &str,
+        entity: &[u8],
+    ) -> Result<(String, JwsAlgorithm), JwsError> {
+        let (jwk, secret) = self.signing_key(address)?;
+        let header = serde_json::json!({
+            "alg": jwk.alg.name(),
+            "cty": CONTENT_TYPE,
+            "kid": jwk.thumbprint(),
+        });
+        let protected = URL_SAFE_NO_PAD.encode(header.to_string());
+        let input = compact::signing_input(&protected, entity);
+        let sig = compact::sign(jwk.alg, secret.pkcs8_der(), &input).map_err(JwsError::Key)?;
+        Ok((
+            format!("{protected}..{}", URL_SAFE_NO_PAD.encode(sig)),
+            jwk.alg,
+        ))
+    }
+
+    /// Verifies a compact JWS with a detached payload over `entity` against the
+    /// store's JWK identities; the identity that verified it and the algorithm.
+    pub fn verify_detached(
+        &self,
+        jws: &str,
+        entity: &[u8],
+    ) -> Result<(crate::keystore::StoredJwk, JwsAlgorithm), JwsError> {
+        let parts: Vec<&str> = jws.split('.').collect();
+        let [protected, payload, signature] = parts.as_slice() else {
+            return Err(JwsError::Malformed(
+                "the signature is not a JWS compact serialization (three parts)".into(),
+            ));
+        };
+        if !payload.is_empty() {
+            return Err(JwsError::Malformed(
+                "the JWS carries its payload: detached-jws leaves it out (RFC 7515 appendix F)"
+                    .into(),
+            ));
+        }
+        let header = compact::parse_header(protected).map_err(JwsError::Header)?;
+        if !header
+            .cty
+            .as_deref()
+            .is_some_and(|c| c.eq_ignore_ascii_case(CONTENT_TYPE))
+        {
+            return Err(JwsError::Header(format!(
+                "cty is not {CONTENT_TYPE}: this JWS was not made for a mail entity"
+            )));
+        }
+        let sig = URL_SAFE_NO_PAD
+            .decode(signature)
+            .map_err(|_| JwsError::Malformed("the JWS signature is not base64url".into()))?;
+        let input = compact::signing_input(protected, entity);
+        let mut named = false;
+        for record in self.store.jwk_identities()? {
+            let Ok(key) = jwk::stored_key(&record) else {
+                continue;
+            };
+            if let Some(kid) = &header.kid {
+                if *kid != key.thumbprint() {
+                    continue;
+                }
+            }
+            named = true;
+            if !key.accepts(header.alg) {
+                continue;
+            }
+            if key.key.verify(header.alg, &input, &sig) {
+                return Ok((record, header.alg));
+            }
+        }
+        if named {
+            Err(JwsError::BadSignature)
+        } else {
+            Err(JwsError::UnknownSigner {
+                kid: header.kid.unwrap_or_else(|| "none".into()),
+            })
+        }
+    }
+}
+
+/// One line on a detached-jws message for `inspect`, without verifying it: the
+/// protected header's algorithm and `kid`.
+pub fn describe(raw: &[u8], limits: &crate::Limits) -> Result<String, JwsError> {
+    let outer = read_outer(raw, limits).map_err(|e| JwsError::Malformed(e.to_string()))?;
+    let sig = outer
+        .parts
+        .get(1)
+        .filter(|p| p.media_type == "application/jose")
+        .ok_or_else(|| JwsError::Malformed("no application/jose part".into()))?;
+    let text = sig
+        .decoded()
+        .map_err(|e| JwsError::Malformed(e.to_string()))?;
+    let text = String::from_utf8_lossy(&text);
+    let protected = text.trim().split('.').next().unwrap_or_default();
+    let header = compact::parse_header(protected).map_err(JwsError::Header)?;
+    Ok(format!(
+        "detached-jws (signed, not encrypted), {} by kid {} (not verified here)",
+        header.alg.name(),
+        header.kid.as_deref().unwrap_or("(none)")
+    ))
+}
+
+impl Sealer for Jws<'_> {
+    /// Signs (never encrypts: the profile is for non-confidential messages; the
+    /// Sender refuses it for a peer whose minimum is `signed-encrypted`).
+    fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
+        let (from, _) = crate::seal::sealing_addresses(plain, opts, Profile::Jws)?;
+        let boundary = random_boundary()?;
+        let hints = if opts.outer_hints {
+            plain.headers.hints.clone()
+        } else {
+            Hints::binding_only()
+        };
+        let mut entity = Vec::new();
+        plain.write_inner_entity(false, false, &mut entity)?;
+        let delimiter = format!("--{boundary}");
+        if memchr::memmem::find(&entity, delimiter.as_bytes()).is_some() {
+            return Err(
+                JwsError::Malformed("the MIME boundary occurs in the entity".into()).into(),
+            );
+        }
+        let (jws, alg) = self.sign_entity(&from, &entity)?;
+        let mut out = Vec::with_capacity(entity.len() + jws.len() + 1024);
+        write_header_section(&mut out, &plain.headers, &hints)?;
+        out.extend_from_slice(
+            format!(
+                "Content-Type: multipart/signed; protocol=\"application/jose\";\r\n micalg=\"jws-{}\"; boundary=\"{boundary}\"\r\n\r\n--{boundary}\r\n",
+                alg.name().to_ascii_lowercase()
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(&entity);
+        out.extend_from_slice(
+            format!(
+                "\r\n--{boundary}\r\nContent-Type: application/jose\r\nContent-Disposition: attachment; filename=\"signature.jws\"\r\n\r\n{jws}\r\n--{boundary}--\r\n"
+            )
+            .as_bytes(),
+        );
+        Ok(out)
+    }
+}
+
+impl Opener for Jws<'_> {
+    fn open(&self, raw: &[u8], policy: &OpenPolicy) -> Result<Opened, OpenError> {
+        let outer = read_outer(raw, &policy.limits)?;
+        let protocol = outer.param("protocol").map(str::to_ascii_lowercase);
+        if outer.media_type != "multipart/signed" || protocol.as_deref() != Some("application/jose")
+        {
+            return Err(JwsError::Malformed(format!(
+                "{} is not multipart/signed with protocol application/jose",
+                outer.media_type
+            ))
+            .into());
+        }
+        let [content, sig] = outer.parts.as_slice() else {
+            return Err(
+                JwsError::Malformed("multipart/signed must have exactly two parts".into()).into(),
+            );
+        };
+        if sig.media_type != "application/jose" {
+            return Err(
+                JwsError::Malformed("the second part is not application/jose".into()).into(),
+            );
+        }
+        let text = sig.decoded()?;
+        if text.len() > MAX_JWS_BYTES {
+            return Err(JwsError::Malformed(format!(
+                "a signature part of {} bytes, more than {MAX_JWS_BYTES}",
+                text.len()
+            ))
+            .into());
+        }
+        let jws: String = String::from_utf8_lossy(&text)
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        let entity = canonical_crlf(content.entity);
+        let (record, alg) = self.verify_detached(&jws, &entity)?;
+        let thumbprint = jwk::stored_key(&record)?.thumbprint();
+        finish(
+            Authenticated {
+                profile: Profile::Jws,
+                entity: Entity::Borrowed(&entity),
+                outer_headers: &outer.headers,
+                encrypted: false,
+                protection: Protection::Signed,
+                signer: SignerIdentity::Jwk {
+                    thumbprint,
+                    emails: record.emails.clone(),
+                    source: record.source.clone(),
+                },
+                signer_emails: record.emails,
+                algorithm: alg.name().to_string(),
+                our_identities: &|| crate::keystore::own_addresses(self.store),
+            },
+            policy,
+        )
+    }
+}
