@@ -1,5 +1,5 @@
 //! mailseal seals and opens the protected A2A JSON part of agent email (the MailA2A
-//! binding) under S/MIME 4.0, OpenPGP/MIME and MLS, behind one API.
+//! binding) under S/MIME 4.0, OpenPGP/MIME, detached-jws and MLS, behind one API.
 //!
 //! The layers, each depending only on the ones after it:
 //! CLI -> [`dispatch`] -> profiles -> [`seal`] / [`message`] -> [`envelope`].

@@ -40,7 +40,7 @@ use crate::message::Limits;
 #[command(
     name = "mailseal",
     version,
-    about = "Seal and open MailA2A agent email (S/MIME 4.0, OpenPGP/MIME, MLS)"
+    about = "Seal and open MailA2A agent email (S/MIME 4.0, OpenPGP/MIME, detached-jws, MLS)"
 )]
 struct Cli {
     /// Key store: a directory, `sqlite:PATH` or `postgres://...` (default: $MAILSEAL_HOME, else

@@ -13,7 +13,7 @@ use crate::message::{Limits, MailA2aMessage};
 
 #[derive(Args)]
 pub(super) struct SealArgs {
-    /// Protection profile: smime, openpgp or mls.
+    /// Protection profile: smime, openpgp, mls or jws (detached-jws: signed only).
     #[arg(long)]
     profile: String,
     /// mls: the group (its id, as `mls create` printed it).

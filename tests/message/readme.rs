@@ -257,3 +257,18 @@ fn readme_agent_card_example_runs() {
         "mailto:bob@card.example"
     );
 }
+
+#[test]
+fn readme_jws_example_runs() {
+    let (stdout, stderr, dir) = run_block_after_first("--kind jws");
+    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("jwk ed25519 carol@jws.example"),
+        "{stdout}"
+    );
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("jws-verdict.json")).unwrap())
+            .unwrap();
+    assert_eq!(verdict["profile"], "jws");
+    assert_eq!(verdict["protection"], "signed");
+}
