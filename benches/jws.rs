@@ -35,28 +35,40 @@ fn bench(c: &mut Criterion) {
             let start = text.find("\r\n\r\n--").unwrap();
             let end = text.rfind("Content-Type: application/jose").unwrap();
             let entity = &sealed[start..end];
-            let b64 = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, entity);
+            let b64 =
+                base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, entity);
             format!("eyJhbGciOiJFZERTQSJ9.{b64}").into_bytes()
         };
         type Sign = Box<dyn Fn(&[u8]) -> Vec<u8>>;
-        let (sign, public, verify_alg): (Sign, Vec<u8>, &'static dyn signature::VerificationAlgorithm) =
-            match alg {
-                JwsAlgorithm::EdDsa => {
-                    let k = Ed25519KeyPair::from_pkcs8_maybe_unchecked(secret.pkcs8_der()).unwrap();
-                    let public = k.public_key().as_ref().to_vec();
-                    (Box::new(move |m| k.sign(m).as_ref().to_vec()), public, &signature::ED25519)
-                }
-                _ => {
-                    let k = EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, secret.pkcs8_der()).unwrap();
-                    let public = k.public_key().as_ref().to_vec();
-                    let rng = rng.clone();
-                    (
-                        Box::new(move |m| k.sign(&rng, m).unwrap().as_ref().to_vec()),
-                        public,
-                        &signature::ECDSA_P256_SHA256_FIXED,
-                    )
-                }
-            };
+        let (sign, public, verify_alg): (
+            Sign,
+            Vec<u8>,
+            &'static dyn signature::VerificationAlgorithm,
+        ) = match alg {
+            JwsAlgorithm::EdDsa => {
+                let k = Ed25519KeyPair::from_pkcs8_maybe_unchecked(secret.pkcs8_der()).unwrap();
+                let public = k.public_key().as_ref().to_vec();
+                (
+                    Box::new(move |m| k.sign(m).as_ref().to_vec()),
+                    public,
+                    &signature::ED25519,
+                )
+            }
+            _ => {
+                let k = EcdsaKeyPair::from_pkcs8(
+                    &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+                    secret.pkcs8_der(),
+                )
+                .unwrap();
+                let public = k.public_key().as_ref().to_vec();
+                let rng = rng.clone();
+                (
+                    Box::new(move |m| k.sign(&rng, m).unwrap().as_ref().to_vec()),
+                    public,
+                    &signature::ECDSA_P256_SHA256_FIXED,
+                )
+            }
+        };
         let sig = sign(&input);
         let name = alg.name().to_ascii_lowercase();
         let mut g = c.benchmark_group(format!("jws_seal_open_{name}_2KiB"));
@@ -69,7 +81,9 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::from_parameter("raw-primitives"), |b| {
             b.iter(|| {
                 let s = sign(black_box(&input));
-                UnparsedPublicKey::new(verify_alg, &public).verify(&input, &s).unwrap()
+                UnparsedPublicKey::new(verify_alg, &public)
+                    .verify(&input, &s)
+                    .unwrap()
             })
         });
         g.finish();

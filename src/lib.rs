@@ -57,6 +57,8 @@ pub mod ext;
 #[cfg(feature = "gateway")]
 pub mod gateway;
 mod hex;
+#[cfg(feature = "https")]
+pub mod https;
 pub mod jws;
 pub mod keystore;
 pub mod message;

@@ -154,7 +154,7 @@ pub(super) fn card(home: &Home, store: &Path, a: CardArgs) -> CliResult {
 /// `card fetch URL`.
 fn fetch(home: &Home, store: &Path, f: FetchArgs) -> CliResult {
     let keys = Keys::open(store)?;
-    let mut opts = crate::ext::https::FetchOptions {
+    let mut opts = crate::https::FetchOptions {
         allow_private: f.allow_private,
         timeout: std::time::Duration::from_secs(f.timeout.max(1)),
         ..Default::default()

@@ -402,7 +402,11 @@ fn demo_jws(dir: &std::path::Path, request: &MailA2aMessage) -> CliResult {
     let store = |name: &str| {
         crate::keystore::DirectoryStore::open(dir.join(name)).map_err(|e| fail("store", e))
     };
-    let (alice, bob, stranger) = (store("jws-alice")?, store("jws-bob")?, store("jws-stranger")?);
+    let (alice, bob, stranger) = (
+        store("jws-alice")?,
+        store("jws-bob")?,
+        store("jws-stranger")?,
+    );
     for (s, email) in [
         (&alice, "alice@smime.example"),
         (&bob, "bob@smime.example"),
@@ -436,7 +440,12 @@ fn demo_jws(dir: &std::path::Path, request: &MailA2aMessage) -> CliResult {
         .map_err(|e| fail("seal jws", e))?;
     match Dispatcher::with_store(&bob).open(&forged, &OpenPolicy::default()) {
         Err(e) => println!("    signed as Alice by another key: {}", refused(&e)),
-        Ok(_) => return Err(fail("open", "a message signed by an unknown key was accepted")),
+        Ok(_) => {
+            return Err(fail(
+                "open",
+                "a message signed by an unknown key was accepted",
+            ))
+        }
     }
     Ok(())
 }

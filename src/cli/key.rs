@@ -336,7 +336,7 @@ fn import_jwk_or_did(
     }
     if let Some(did) = did {
         let keys = if did.starts_with("did:web:") {
-            let mut fetch = crate::ext::https::FetchOptions {
+            let mut fetch = crate::https::FetchOptions {
                 allow_private,
                 ..Default::default()
             };

@@ -4,8 +4,6 @@
 pub mod aep;
 pub mod agent_card;
 pub mod edge_cloud;
-#[cfg(feature = "https")]
-pub mod https;
 pub mod payment;
 pub mod peer_home;
 pub mod peers;

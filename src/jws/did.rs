@@ -1,6 +1,6 @@
 //! DIDs as identities of the `jws` profile: `did:key` (Ed25519, P-256) and `did:jwk`
 //! resolved offline, `did:web` from its DID document (fetched over HTTPS by
-//! [`crate::ext::https`]; the document is read here, so it is fuzzed without a network).
+//! [`crate::https`]; the document is read here, so it is fuzzed without a network).
 //!
 //! A DID names no address either: importing one binds its keys to the addresses the
 //! owner declares (`key import --did DID --email ADDR`).
@@ -212,14 +212,11 @@ pub fn document_keys(did: &str, document: &[u8]) -> Result<Vec<Jwk>, JwsError> {
 
 /// The keys of a `did:web`, its document fetched over HTTPS under `fetch`.
 #[cfg(feature = "https")]
-pub fn resolve_web(
-    did: &str,
-    fetch: &crate::ext::https::FetchOptions,
-) -> Result<Vec<Jwk>, JwsError> {
+pub fn resolve_web(did: &str, fetch: &crate::https::FetchOptions) -> Result<Vec<Jwk>, JwsError> {
     let url = web_document_url(did)?;
     let mut fetch = fetch.clone();
     fetch.max_bytes = fetch.max_bytes.min(MAX_DOCUMENT_BYTES);
-    let doc = crate::ext::https::get(&url, &fetch).map_err(|e| bad(e.to_string()))?;
+    let doc = crate::https::get(&url, &fetch).map_err(|e| bad(e.to_string()))?;
     document_keys(did, &doc.body)
 }
 

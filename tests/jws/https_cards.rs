@@ -5,7 +5,7 @@
 
 use mailseal::error::{Classify, ErrorKind};
 use mailseal::ext::agent_card::{self, CardCache, CardError, CardOperators};
-use mailseal::ext::https::{self, FetchError};
+use mailseal::https::{self, FetchError};
 
 use super::common::run;
 use super::server::{self, Answer, Cert};

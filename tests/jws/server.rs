@@ -181,8 +181,8 @@ impl Server {
     }
 
     /// Fetch options that trust this server's CA and allow loopback.
-    pub fn options(&self) -> mailseal::ext::https::FetchOptions {
-        let mut o = mailseal::ext::https::FetchOptions::default();
+    pub fn options(&self) -> mailseal::https::FetchOptions {
+        let mut o = mailseal::https::FetchOptions::default();
         o.system_roots = false;
         o.allow_private = true;
         o.add_roots_pem(self.ca_pem.as_bytes()).unwrap();

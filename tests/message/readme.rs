@@ -261,11 +261,11 @@ fn readme_agent_card_example_runs() {
 #[test]
 fn readme_jws_example_runs() {
     let (stdout, stderr, dir) = run_block_after_first("--kind jws");
-    assert!(stdout.contains("\"messageId\":\"req-1\""), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("jwk ed25519 carol@jws.example"),
-        "{stdout}"
+        stdout.contains("\"messageId\":\"req-1\""),
+        "{stdout}\n{stderr}"
     );
+    assert!(stdout.contains("jwk ed25519 carol@jws.example"), "{stdout}");
     let verdict: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("jws-verdict.json")).unwrap())
             .unwrap();

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use super::{read_card_with, CardError, CardOperators, PeerCard};
-use crate::ext::https::{self, FetchOptions};
+use crate::https::{self, FetchOptions};
 use crate::keystore::KeyStore;
 
 /// What the cache keeps of a fetched card.

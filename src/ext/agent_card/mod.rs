@@ -149,7 +149,7 @@ pub enum CardError {
     /// Fetching the card over HTTPS failed.
     #[cfg(feature = "https")]
     #[error("agent card fetch: {0}")]
-    Fetch(#[from] crate::ext::https::FetchError),
+    Fetch(#[from] crate::https::FetchError),
     /// A card fetched from one host speaks for an address of another domain.
     #[error("the card at {host} is for {address}: a card fetched over HTTPS speaks only for addresses of its host's domain (import it from a file to vouch for it yourself)")]
     WrongHost {

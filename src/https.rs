@@ -316,8 +316,9 @@ fn remaining(
         })
 }
 
-/// The address to connect to: the first of the host's that the options allow.
-fn address(url: &url::Url, opts: &FetchOptions) -> Result<SocketAddr, FetchError> {
+/// The addresses to connect to: those of the host's that the options allow, in the
+/// resolver's order (an error naming the first refused when none is allowed).
+fn addresses(url: &url::Url, opts: &FetchOptions) -> Result<Vec<SocketAddr>, FetchError> {
     let host = url.host_str().unwrap_or_default().to_string();
     let port = url.port_or_known_default().unwrap_or(443);
     let bare = host.trim_start_matches('[').trim_end_matches(']');
@@ -328,20 +329,44 @@ fn address(url: &url::Url, opts: &FetchOptions) -> Result<SocketAddr, FetchError
             source,
         })?
         .collect();
-    let mut refused = None;
-    for a in &addrs {
-        if opts.allow_private || !is_internal(a.ip()) {
-            return Ok(*a);
-        }
-        refused.get_or_insert(a.ip());
+    let allowed: Vec<SocketAddr> = addrs
+        .iter()
+        .copied()
+        .filter(|a| opts.allow_private || !is_internal(a.ip()))
+        .collect();
+    if !allowed.is_empty() {
+        return Ok(allowed);
     }
-    match refused {
-        Some(address) => Err(FetchError::PrivateAddress { host, address }),
+    match addrs.first() {
+        Some(a) => Err(FetchError::PrivateAddress {
+            host,
+            address: a.ip(),
+        }),
         None => Err(FetchError::Io {
             host,
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
         }),
     }
+}
+
+/// A TCP connection to the first of `addrs` that answers before the deadline.
+fn connect(
+    addrs: &[SocketAddr],
+    url: &url::Url,
+    opts: &FetchOptions,
+    started: Instant,
+) -> Result<TcpStream, FetchError> {
+    let mut last = None;
+    for a in addrs {
+        match TcpStream::connect_timeout(a, remaining(started, opts, url)?) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(FetchError::Io {
+        host: url.host_str().unwrap_or_default().to_string(),
+        source: last.unwrap_or_else(|| std::io::Error::other("no address")),
+    })
 }
 
 fn get_once(
@@ -355,8 +380,7 @@ fn get_once(
         host: host.clone(),
         source,
     };
-    let addr = address(url, opts)?;
-    let tcp = TcpStream::connect_timeout(&addr, remaining(started, opts, url)?).map_err(io)?;
+    let tcp = connect(&addresses(url, opts)?, url, opts, started)?;
     let name = ServerName::try_from(
         host.trim_start_matches('[')
             .trim_end_matches(']')
