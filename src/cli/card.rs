@@ -78,6 +78,10 @@ pub(super) struct FetchArgs {
     /// Refuse a card without a signature by a key this store trusts.
     #[arg(long)]
     require_signature: bool,
+    /// The certificate whose fingerprint is FPR may sign the cards of every address
+    /// of DOMAIN (as `key import --agent-card --card-operator`).
+    #[arg(long = "card-operator", value_name = "DOMAIN=FPR")]
+    card_operator: Vec<String>,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 10)]
     timeout: u64,
@@ -166,12 +170,18 @@ fn fetch(home: &Home, store: &Path, f: FetchArgs) -> CliResult {
     let cache = agent_card::CardCache::new(policy_dir(store)?.join("card-cache"));
     let now = time::OffsetDateTime::now_utc();
     let fail = |e| Failure::from(&format!("card fetch {}", f.url), e);
+    let mut operators = agent_card::CardOperators::new();
+    for o in &f.card_operator {
+        operators
+            .allow_text(o)
+            .map_err(|e| Failure::from("--card-operator", e))?;
+    }
     let fetched = agent_card::fetch_card(
         &f.url,
         &opts,
         &cache,
         keys.store(),
-        &agent_card::CardOperators::new(),
+        &operators,
         now,
         f.refresh,
         f.accept_changed,

@@ -219,6 +219,14 @@ fn fail_hostile_servers_and_answers() {
             "{path}: {e}"
         );
     }
+    // A server that stalls after its head: the one deadline of the fetch ends it.
+    srv.route("/stall", Answer::Stall(8));
+    let mut quick = opts.clone();
+    quick.timeout = std::time::Duration::from_secs(1);
+    // (Timeout, not the "closed before the body ended" the server's close after 8 s
+    // would give: the deadline, not the server, ended the fetch.)
+    let e = get_err(&srv.url("/stall"), &quick);
+    assert!(matches!(e, FetchError::Timeout { .. }), "{e}");
     // Not found, and not https at all.
     assert!(matches!(
         get_err(&srv.url("/nothing"), &opts),

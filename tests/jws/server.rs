@@ -19,6 +19,8 @@ pub enum Answer {
     Huge(usize, bool),
     /// 404.
     NotFound,
+    /// The head, then nothing for this many seconds (a server that stalls).
+    Stall(u64),
 }
 
 /// The routes: path -> answer, changeable while the server runs.
@@ -161,6 +163,12 @@ fn respond(tls: &mut impl Write, answer: Answer) -> std::io::Result<()> {
                 }
                 Ok(())
             }
+        }
+        Answer::Stall(seconds) => {
+            write!(tls, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{{")?;
+            tls.flush()?;
+            std::thread::sleep(std::time::Duration::from_secs(seconds));
+            Ok(())
         }
         Answer::NotFound => write!(
             tls,
