@@ -62,6 +62,8 @@ pub struct ProfileCaches {
     pub smime: crate::smime::KeyCache,
     /// OpenPGP certificates and secret keys.
     pub openpgp: crate::openpgp::CertCache,
+    /// JWKs and JWS signing keys.
+    pub jws: crate::jws::KeyCache,
 }
 
 /// Opens any MailA2A message: plain ones here, protected ones through their profile.
@@ -99,7 +101,10 @@ impl<'a> Dispatcher<'a> {
                 Profile::OpenPgp,
                 Box::new(crate::openpgp::OpenPgp::with_cache(store, &caches.openpgp)),
             )
-            .with_profile(Profile::Jws, Box::new(crate::jws::Jws::new(store)))
+            .with_profile(
+                Profile::Jws,
+                Box::new(crate::jws::Jws::with_cache(store, &caches.jws)),
+            )
     }
 
     /// Adds the opener of a profile.

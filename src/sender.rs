@@ -291,7 +291,7 @@ impl<'a> Sender<'a> {
                 &openpgp
             }
             Profile::Jws => {
-                jws = crate::jws::Jws::new(self.keys.as_ref());
+                jws = crate::jws::Jws::with_cache(self.keys.as_ref(), &self.caches.jws);
                 &jws
             }
             Profile::Mls => {

@@ -164,41 +164,61 @@ impl PublicKey {
     }
 }
 
-/// Signs `input` under `alg` with a PKCS#8 private key (the form every key store
-/// holds): Ed25519, ECDSA with fixed-size `r || s` as JWS wants, RSA PKCS#1 v1.5 or
-/// PSS. A key that does not fit `alg` is refused.
-pub(crate) fn sign(alg: JwsAlgorithm, pkcs8: &[u8], input: &[u8]) -> Result<Vec<u8>, String> {
-    use aws_lc_rs::rand::SystemRandom;
-    use aws_lc_rs::signature::{EcdsaKeyPair, Ed25519KeyPair, RsaKeyPair};
-    let unfit = || format!("the private key is not a {} key", alg.name());
-    let rng = SystemRandom::new();
-    match alg {
-        JwsAlgorithm::EdDsa => {
-            let key = Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(|_| unfit())?;
-            Ok(key.sign(input).as_ref().to_vec())
-        }
-        JwsAlgorithm::Es256 | JwsAlgorithm::Es384 => {
-            let which = if alg == JwsAlgorithm::Es256 {
-                &signature::ECDSA_P256_SHA256_FIXED_SIGNING
-            } else {
-                &signature::ECDSA_P384_SHA384_FIXED_SIGNING
-            };
-            let key = EcdsaKeyPair::from_pkcs8(which, pkcs8).map_err(|_| unfit())?;
-            key.sign(&rng, input)
+/// A private key ready to sign under one JWS algorithm: Ed25519, ECDSA with
+/// fixed-size `r || s` as JWS wants, RSA PKCS#1 v1.5 or PSS.
+pub(crate) enum KeyPair {
+    Ed25519(aws_lc_rs::signature::Ed25519KeyPair),
+    Ecdsa(aws_lc_rs::signature::EcdsaKeyPair),
+    Rsa(
+        aws_lc_rs::signature::RsaKeyPair,
+        &'static dyn signature::RsaEncoding,
+    ),
+}
+
+impl KeyPair {
+    /// The key pair of a PKCS#8 private key (the form every key store holds) for
+    /// `alg`; a key that does not fit `alg` is refused.
+    pub(crate) fn from_pkcs8(alg: JwsAlgorithm, pkcs8: &[u8]) -> Result<KeyPair, String> {
+        use aws_lc_rs::signature::{EcdsaKeyPair, Ed25519KeyPair, RsaKeyPair};
+        let unfit = || format!("the private key is not a {} key", alg.name());
+        Ok(match alg {
+            JwsAlgorithm::EdDsa => KeyPair::Ed25519(
+                Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8).map_err(|_| unfit())?,
+            ),
+            JwsAlgorithm::Es256 => KeyPair::Ecdsa(
+                EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8)
+                    .map_err(|_| unfit())?,
+            ),
+            JwsAlgorithm::Es384 => KeyPair::Ecdsa(
+                EcdsaKeyPair::from_pkcs8(&signature::ECDSA_P384_SHA384_FIXED_SIGNING, pkcs8)
+                    .map_err(|_| unfit())?,
+            ),
+            JwsAlgorithm::Rs256 => KeyPair::Rsa(
+                RsaKeyPair::from_pkcs8(pkcs8).map_err(|_| unfit())?,
+                &signature::RSA_PKCS1_SHA256,
+            ),
+            JwsAlgorithm::Ps256 => KeyPair::Rsa(
+                RsaKeyPair::from_pkcs8(pkcs8).map_err(|_| unfit())?,
+                &signature::RSA_PSS_SHA256,
+            ),
+        })
+    }
+
+    /// The JWS signature of `input`.
+    pub(crate) fn sign(&self, input: &[u8]) -> Result<Vec<u8>, String> {
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        match self {
+            KeyPair::Ed25519(k) => Ok(k.sign(input).as_ref().to_vec()),
+            KeyPair::Ecdsa(k) => k
+                .sign(&rng, input)
                 .map(|s| s.as_ref().to_vec())
-                .map_err(|_| "ECDSA signing failed".into())
-        }
-        JwsAlgorithm::Rs256 | JwsAlgorithm::Ps256 => {
-            let key = RsaKeyPair::from_pkcs8(pkcs8).map_err(|_| unfit())?;
-            let padding: &'static dyn signature::RsaEncoding = if alg == JwsAlgorithm::Rs256 {
-                &signature::RSA_PKCS1_SHA256
-            } else {
-                &signature::RSA_PSS_SHA256
-            };
-            let mut sig = vec![0u8; key.public_modulus_len()];
-            key.sign(padding, &rng, input, &mut sig)
-                .map_err(|_| "RSA signing failed".to_string())?;
-            Ok(sig)
+                .map_err(|_| "ECDSA signing failed".into()),
+            KeyPair::Rsa(k, padding) => {
+                let mut sig = vec![0u8; k.public_modulus_len()];
+                k.sign(*padding, &rng, input, &mut sig)
+                    .map_err(|_| "RSA signing failed".to_string())?;
+                Ok(sig)
+            }
         }
     }
 }

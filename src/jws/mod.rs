@@ -140,20 +140,110 @@ impl From<JwsError> for OpenError {
     }
 }
 
+/// Parsed JWKs and signing keys, kept across messages by a long-lived owner (the
+/// [`crate::Receiver`] and [`crate::Sender`] keep one): a JWK record is parsed and its
+/// thumbprint computed once, a private key turned into a key pair once (for Ed25519
+/// that is a scalar multiplication, as costly as the signature).
+#[derive(Clone, Default)]
+pub struct KeyCache(std::sync::Arc<Caches>);
+
+#[derive(Default)]
+struct Caches {
+    /// Record JSON -> the parsed key and its thumbprint.
+    public: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<(Jwk, String)>>>,
+    /// SHA-256 of the algorithm and a PKCS#8 key -> its key pair.
+    signing:
+        std::sync::Mutex<std::collections::HashMap<[u8; 32], std::sync::Arc<compact::KeyPair>>>,
+}
+
+/// Most entries a cache keeps before it starts again.
+const CACHE_LIMIT: usize = 4096;
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl KeyCache {
+    fn public(
+        &self,
+        record: &crate::keystore::StoredJwk,
+    ) -> Result<std::sync::Arc<(Jwk, String)>, JwsError> {
+        if let Some(k) = lock(&self.0.public).get(&record.jwk) {
+            return Ok(k.clone());
+        }
+        let jwk = jwk::stored_key(record)?;
+        let thumbprint = jwk.thumbprint();
+        let entry = std::sync::Arc::new((jwk, thumbprint));
+        let mut map = lock(&self.0.public);
+        if map.len() >= CACHE_LIMIT {
+            map.clear();
+        }
+        map.insert(record.jwk.clone(), entry.clone());
+        Ok(entry)
+    }
+
+    fn signing(
+        &self,
+        alg: JwsAlgorithm,
+        pkcs8: &[u8],
+    ) -> Result<std::sync::Arc<compact::KeyPair>, JwsError> {
+        use sha2::Digest;
+        // The algorithm too: one RSA key may sign RS256 and PS256.
+        let id: [u8; 32] = sha2::Sha256::new()
+            .chain_update(alg.name())
+            .chain_update(pkcs8)
+            .finalize()
+            .into();
+        if let Some(k) = lock(&self.0.signing).get(&id) {
+            return Ok(k.clone());
+        }
+        let pair =
+            std::sync::Arc::new(compact::KeyPair::from_pkcs8(alg, pkcs8).map_err(JwsError::Key)?);
+        let mut map = lock(&self.0.signing);
+        if map.len() >= CACHE_LIMIT {
+            map.clear();
+        }
+        map.insert(id, pair.clone());
+        Ok(pair)
+    }
+}
+
 /// The `jws` profile over a key store.
 pub struct Jws<'a> {
     store: &'a dyn KeyStore,
+    cache: KeyCache,
 }
 
 impl<'a> Jws<'a> {
     /// The profile over `store`: its JWK identities sign and verify.
     pub fn new(store: &'a dyn KeyStore) -> Self {
-        Jws { store }
+        Jws {
+            store,
+            cache: KeyCache::default(),
+        }
+    }
+
+    /// As [`Jws::new`], reusing the parsed keys `cache` holds and adding to them.
+    pub fn with_cache(store: &'a dyn KeyStore, cache: &KeyCache) -> Self {
+        Jws {
+            store,
+            cache: cache.clone(),
+        }
     }
 
     /// Our signing key for `address`: a JWK bound to it whose private key the store
     /// holds in software.
-    fn signing_key(&self, address: &str) -> Result<(Jwk, crate::keystore::SecretKey), JwsError> {
+    #[allow(clippy::type_complexity)]
+    fn signing_key(
+        &self,
+        address: &str,
+    ) -> Result<
+        (
+            std::sync::Arc<(Jwk, String)>,
+            std::sync::Arc<compact::KeyPair>,
+        ),
+        JwsError,
+    > {
         for record in self.store.jwk_identities()? {
             if !record.emails.iter().any(|e| e == address) {
                 continue;
@@ -162,7 +252,9 @@ impl<'a> Jws<'a> {
                 if secret.token().is_some() {
                     continue;
                 }
-                return Ok((jwk::stored_key(&record)?, secret));
+                let public = self.cache.public(&record)?;
+                let pair = self.cache.signing(public.0.alg, secret.pkcs8_der())?;
+                return Ok((public, pair));
             }
         }
         Err(JwsError::NoSigningKey {
@@ -177,15 +269,16 @@ impl<'a> Jws<'a> {
         address: &str,
         entity: &[u8],
     ) -> Result<(String, JwsAlgorithm), JwsError> {
-        let (jwk, secret) = self.signing_key(address)?;
+        let (public, pair) = self.signing_key(address)?;
+        let (jwk, thumbprint) = &*public;
         let header = serde_json::json!({
             "alg": jwk.alg.name(),
             "cty": CONTENT_TYPE,
-            "kid": jwk.thumbprint(),
+            "kid": thumbprint,
         });
         let protected = URL_SAFE_NO_PAD.encode(header.to_string());
         let input = compact::signing_input(&protected, entity);
-        let sig = compact::sign(jwk.alg, secret.pkcs8_der(), &input).map_err(JwsError::Key)?;
+        let sig = pair.sign(&input).map_err(JwsError::Key)?;
         Ok((
             format!("{protected}..{}", URL_SAFE_NO_PAD.encode(sig)),
             jwk.alg,
@@ -227,11 +320,12 @@ impl<'a> Jws<'a> {
         let input = compact::signing_input(protected, entity);
         let mut named = false;
         for record in self.store.jwk_identities()? {
-            let Ok(key) = jwk::stored_key(&record) else {
+            let Ok(entry) = self.cache.public(&record) else {
                 continue;
             };
+            let (key, thumbprint) = &*entry;
             if let Some(kid) = &header.kid {
-                if *kid != key.thumbprint() {
+                if kid != thumbprint {
                     continue;
                 }
             }
@@ -351,7 +445,7 @@ impl Opener for Jws<'_> {
             .collect();
         let entity = canonical_crlf(content.entity);
         let (record, alg) = self.verify_detached(&jws, &entity)?;
-        let thumbprint = jwk::stored_key(&record)?.thumbprint();
+        let thumbprint = self.cache.public(&record)?.1.clone();
         finish(
             Authenticated {
                 profile: Profile::Jws,

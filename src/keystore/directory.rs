@@ -609,12 +609,16 @@ impl KeyStore for DirectoryStore {
 
     fn jwk_identities(&self) -> Result<Vec<super::StoredJwk>, KeyStoreError> {
         let mut out = Vec::new();
-        let dir = self.root.join("jwk");
-        if !dir.exists() {
+        if !self.root.join("jwk").exists() {
             return Ok(out);
         }
-        for (_, path) in self.list_files(&dir, "json")? {
-            let text = fs::read(&path).map_err(io(&path))?;
+        // The listing and the files through the stat caches, as for keys: a message
+        // does not re-read the records the one before it read.
+        let (files, unchanged) = self.listing("jwk", "json")?;
+        for (_, path) in files.iter() {
+            let Some(text) = self.read_cached(path, unchanged)? else {
+                continue;
+            };
             let record = serde_json::from_slice(&text).map_err(|e| KeyStoreError::Malformed {
                 what: path.display().to_string(),
                 reason: e.to_string(),
