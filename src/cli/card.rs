@@ -61,7 +61,7 @@ pub(super) enum CardCommand {
 
 #[derive(Args)]
 pub(super) struct FetchArgs {
-    /// The card's URL, e.g. https://agent.example/.well-known/agent-card.json.
+    /// The card's URL, e.g. `https://agent.example/.well-known/agent-card.json`.
     url: String,
     /// Trust this CA certificate (PEM) besides the system's roots.
     #[arg(long, value_name = "FILE")]
