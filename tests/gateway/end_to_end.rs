@@ -24,6 +24,9 @@ struct Pair {
 fn pair(profile: &str, tls: bool) -> Pair {
     let dir = tempfile::tempdir().unwrap();
     let (a_store, b_store) = kit::two_sides(dir.path());
+    if profile == "jws" {
+        kit::jws_sides(&a_store, &b_store);
+    }
     let (sink_a, sink_b) = (Sink::start(), Sink::start());
     let [a_out, a_in, b_out, b_in] = [(); 4].map(|_| kit::free_port());
     let tail = format!("\n[outbound]\ndefault_profile = \"{profile}\"\n");
@@ -104,7 +107,8 @@ fn both_directions(profile: &str, domain: &str, tls: bool) {
     assert_eq!(m.mail_from, alice);
     let text = String::from_utf8_lossy(&m.data);
     assert!(
-        text.starts_with(&format!("Mailseal-Verdict: pass; profile={profile}; protection=signed-encrypted; header-protection=yes; from={alice}")),
+        text.starts_with(&format!("Mailseal-Verdict: pass; profile={profile}; protection={}; header-protection=yes; from={alice}",
+            if profile == "jws" { "signed" } else { "signed-encrypted" })),
         "{text}\nA: {}\nB: {}",
         p.a.log_text(),
         p.b.log_text()
@@ -147,6 +151,13 @@ fn smime_both_directions_over_starttls() {
 #[test]
 fn openpgp_both_directions() {
     both_directions("openpgp", "openpgp.example", false);
+}
+
+/// detached-jws as the gateways' default profile: signed, not encrypted, JWKs each
+/// side holds for the other's address.
+#[test]
+fn jws_both_directions() {
+    both_directions("jws", "jws.example", false);
 }
 
 /// MLS: two agents in one group, each behind its own gateway. The agent names the
