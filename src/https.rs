@@ -584,7 +584,9 @@ fn max_age(value: Option<&str>) -> Option<u64> {
 
 /// Whether a chunked body's last chunk (and trailer end) has arrived.
 fn chunked_complete(body: &[u8]) -> bool {
-    dechunk(body).is_some()
+    // A complete body ends with the empty line after the last chunk: only then is it
+    // worth decoding (not after every read).
+    body.ends_with(b"\r\n\r\n") && dechunk(body).is_some()
 }
 
 /// The decoded body of a complete chunked encoding, or `None`.

@@ -324,19 +324,12 @@ pub fn bind(
         source: source.to_string(),
     };
     store.put_jwk_identity(&record)?;
-    let entries = crate::keystore::with_jwk_entries(
-        store
-            .list()?
-            .into_iter()
-            .filter(|e| {
-                e.fingerprint == record.fingerprint && e.kind != crate::keystore::EntryKind::Jwk
-            })
-            .collect(),
-        std::slice::from_ref(&record),
-    );
-    entries
+    // The store lists it as every store does (`with_jwk_entries`): with its addresses
+    // and whether the private key is there.
+    store
+        .list()?
         .into_iter()
-        .find(|e| e.kind == crate::keystore::EntryKind::Jwk)
+        .find(|e| e.fingerprint == record.fingerprint && e.kind == crate::keystore::EntryKind::Jwk)
         .ok_or_else(|| JwsError::Key("the JWK identity was not stored".into()))
 }
 

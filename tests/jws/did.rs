@@ -4,7 +4,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use mailseal::jws::{did, JwsAlgorithm};
-use mailseal::{Outcome, Profile, Receiver, SealOptions, Sender};
+use mailseal::{Outcome, Receiver};
 
 use super::kit;
 use super::server::{self, Answer, Cert};
@@ -17,33 +17,6 @@ fn did_key(jwk: &[u8]) -> String {
         "did:key:z{}",
         bs58::encode([&[0xed, 0x01][..], &x].concat()).into_string()
     )
-}
-
-fn opens_with(keys: Vec<mailseal::jws::Jwk>, source: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let alice = kit::party(
-        dir.path(),
-        "alice",
-        "alice@jws.example",
-        JwsAlgorithm::EdDsa,
-    );
-    let bob = kit::party(dir.path(), "bob", "bob@jws.example", JwsAlgorithm::EdDsa);
-    let _ = &alice;
-    for k in &keys {
-        mailseal::jws::jwk::bind(&bob.store, k, &["alice@jws.example".into()], source).unwrap();
-    }
-    let _ = keys;
-    let sealed = Sender::builder(&alice.store)
-        .build()
-        .seal(
-            &kit::request("alice@jws.example", "bob@jws.example", "d-1"),
-            &SealOptions::new(Profile::Jws),
-        )
-        .unwrap();
-    // Only the DID's keys are bound: Alice's own key must be among them.
-    let mut receiver = Receiver::builder(&bob.store).build();
-    let outcome = receiver.receive(&sealed).unwrap().commit().unwrap();
-    assert!(matches!(outcome, Outcome::Deliver { .. }));
 }
 
 #[test]
@@ -79,15 +52,7 @@ fn a_did_key_imported_on_the_command_line_verifies_mail() {
     use super::common::run;
     let dir = tempfile::tempdir().unwrap();
     let d = |f: &str| dir.path().join(f).display().to_string();
-    let ok = |args: &[&str]| {
-        let out = run(args, b"");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    };
+    let ok = kit::cli;
     ok(&[
         "key",
         "generate",
@@ -121,37 +86,19 @@ fn a_did_key_imported_on_the_command_line_verifies_mail() {
         "--email",
         "alice@jws.example",
     ]);
-    let env = serde_json::json!({"bindingVersion":"1.0","a2aVersion":"1.0","kind":"request",
-        "operation":"tasks/get","messageId":"k-1","correlationId":"c-1","sequence":0,
-        "final":false,"payload":{"id":"task-1"}});
-    std::fs::write(d("env.json"), env.to_string()).unwrap();
-    ok(&[
-        "compose",
-        "--from",
-        "alice@jws.example",
-        "--to",
-        "bob@jws.example",
-        "--in",
-        &d("env.json"),
-        "--out",
-        &d("plain.eml"),
-    ]);
-    ok(&[
-        "seal",
-        "--store",
+    let signed = kit::cli_signed(
+        dir.path(),
         &d("alice"),
-        "--profile",
-        "jws",
-        &d("plain.eml"),
-        "--out",
-        &d("signed.eml"),
-    ]);
+        "alice@jws.example",
+        "bob@jws.example",
+        "k-1",
+    );
     ok(&[
         "open",
         "--store",
         &d("bob"),
         "--in",
-        &d("signed.eml"),
+        &signed,
         "--report",
         &d("v.json"),
     ]);
@@ -206,13 +153,7 @@ fn did_web_resolves_over_https_and_hostile_documents_are_refused() {
         let bob = kit::party(dir.path(), "bob", "bob@jws.example", JwsAlgorithm::EdDsa);
         mailseal::jws::jwk::bind(&bob.store, &keys[0], &["alice@jws.example".into()], &did)
             .unwrap();
-        let sealed = Sender::builder(&alice.store)
-            .build()
-            .seal(
-                &kit::request("alice@jws.example", "bob@jws.example", "w-1"),
-                &SealOptions::new(Profile::Jws),
-            )
-            .unwrap();
+        let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "w-1");
         let mut receiver = Receiver::builder(&bob.store).build();
         let out = receiver.receive(&sealed).unwrap().commit().unwrap();
         let Outcome::Deliver { delivery, .. } = out else {
@@ -250,5 +191,4 @@ fn did_web_resolves_over_https_and_hostile_documents_are_refused() {
     let mut strict = srv.options();
     strict.allow_private = false;
     assert!(did::resolve_web(&did, &strict).is_err());
-    let _ = opens_with;
 }

@@ -21,13 +21,6 @@ fn refused(store: &dyn KeyStore, raw: &[u8]) -> (ErrorKind, String) {
     result.expect("refused")
 }
 
-fn sealed_by(store: &dyn KeyStore, from: &str, to: &str, id: &str) -> Vec<u8> {
-    Sender::builder(store)
-        .build()
-        .seal(&kit::request(from, to, id), &SealOptions::new(Profile::Jws))
-        .unwrap()
-}
-
 /// The Ed25519 key pair of `email` in `store`.
 fn key_pair(store: &dyn KeyStore, email: &str) -> Ed25519KeyPair {
     let r = store
@@ -62,7 +55,7 @@ fn thumbprint(store: &dyn KeyStore, email: &str) -> String {
 fn fail_tampered_entity_header_or_signature() {
     let dir = tempfile::tempdir().unwrap();
     let (alice, bob) = kit::alice_and_bob(dir.path(), JwsAlgorithm::EdDsa);
-    let sealed = sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
+    let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
     let text = String::from_utf8(sealed.clone()).unwrap();
     // The envelope: one base64 character of the A2A part (inside the signature).
     let (entity, jws) = kit::split(&sealed);
@@ -135,7 +128,7 @@ fn fail_a_key_bound_to_another_address_signs_as_the_victim() {
     ];
     emails.sort();
     mailseal::jws::jwk::bind(&mallory.store, &key, &emails, "jwk").unwrap();
-    let forged = sealed_by(
+    let forged = kit::sealed_by(
         &mallory.store,
         "alice@jws.example",
         "bob@jws.example",
@@ -154,7 +147,7 @@ fn fail_a_key_bound_to_another_address_signs_as_the_victim() {
         "alice@jws.example",
         JwsAlgorithm::EdDsa,
     );
-    let forged = sealed_by(
+    let forged = kit::sealed_by(
         &stranger.store,
         "alice@jws.example",
         "bob@jws.example",
@@ -176,7 +169,7 @@ fn fail_algorithm_confusion_none_and_hmac() {
     );
     let bob = kit::party(dir.path(), "bob", "bob@jws.example", JwsAlgorithm::EdDsa);
     kit::import(&bob.store, &alice.jwk, "alice@jws.example");
-    let sealed = sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
+    let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
     let (entity, _) = kit::split(&sealed);
     let kid = thumbprint(&bob.store, "alice@jws.example");
     // HS256 keyed with Alice's public key (its JWK text, and its n bytes): the classic
@@ -225,7 +218,7 @@ fn fail_algorithm_confusion_none_and_hmac() {
 fn fail_a_jws_for_something_else_or_with_its_payload() {
     let dir = tempfile::tempdir().unwrap();
     let (alice, bob) = kit::alice_and_bob(dir.path(), JwsAlgorithm::EdDsa);
-    let sealed = sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
+    let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
     let (entity, _) = kit::split(&sealed);
     let key = key_pair(&alice.store, "alice@jws.example");
     let kid = thumbprint(&alice.store, "alice@jws.example");
@@ -285,7 +278,7 @@ fn fail_forwarded_and_replayed() {
     let dir = tempfile::tempdir().unwrap();
     let (alice, bob) = kit::alice_and_bob(dir.path(), JwsAlgorithm::Es256);
     // Signed for Carol, forwarded to Bob.
-    let to_carol = sealed_by(
+    let to_carol = kit::sealed_by(
         &alice.store,
         "alice@jws.example",
         "carol@jws.example",
@@ -295,7 +288,7 @@ fn fail_forwarded_and_replayed() {
     assert_eq!(kind, ErrorKind::Policy);
     assert!(why.contains("not a protected recipient"), "{why}");
     // The same message twice: delivered once.
-    let sealed = sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-r");
+    let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-r");
     let mut receiver = Receiver::builder(&bob.store).build();
     assert!(matches!(
         receiver.receive(&sealed).unwrap().commit().unwrap(),
@@ -312,7 +305,7 @@ fn fail_below_a_peer_minimum_of_signed_encrypted() {
     let dir = tempfile::tempdir().unwrap();
     let (alice, bob) = kit::alice_and_bob(dir.path(), JwsAlgorithm::EdDsa);
     // Bob demands signed-encrypted of Alice: detached-jws can never satisfy it.
-    let sealed = sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
+    let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
     let mut policy = mailseal::OpenPolicy::default();
     policy.minimum_per_peer.insert(
         "alice@jws.example".into(),
@@ -332,16 +325,9 @@ fn fail_below_a_peer_minimum_of_signed_encrypted() {
         p.minimum = mailseal::Protection::SignedEncrypted;
         p
     };
-    let (card, _) = mailseal::ext::agent_card::write_card(
-        None,
-        "bob@jws.example",
-        &Default::default(),
-        &published,
-    )
-    .unwrap();
+    let card = kit::card_text("bob@jws.example", &published);
     let now = time::OffsetDateTime::now_utc();
-    let peer = mailseal::ext::agent_card::read_card(card.to_string().as_bytes(), &alice.store, now)
-        .unwrap();
+    let peer = mailseal::ext::agent_card::read_card(card.as_bytes(), &alice.store, now).unwrap();
     let mut peers = mailseal::ext::peers::PeerPolicies::default();
     peers.record(&peer, now);
     let err = Sender::builder(&alice.store)
@@ -371,20 +357,13 @@ fn fail_a_card_that_claims_a_key_bound_to_someone_else() {
         mailseal::ext::agent_card::Published::from_store(&mallory.store, "mallory@evil.example")
             .unwrap();
     published.jwks = vec![serde_json::from_slice(&alice.jwk).unwrap()];
-    let (card, _) = mailseal::ext::agent_card::write_card(
-        None,
-        "mallory@evil.example",
-        &Default::default(),
-        &published,
-    )
-    .unwrap();
+    let card = kit::card_text("mallory@evil.example", &published);
     let now = time::OffsetDateTime::now_utc();
-    let peer =
-        mailseal::ext::agent_card::read_card(card.to_string().as_bytes(), &bob.store, now).unwrap();
+    let peer = mailseal::ext::agent_card::read_card(card.as_bytes(), &bob.store, now).unwrap();
     let err = mailseal::ext::agent_card::import_keys(&peer, &bob.store).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Policy, "{err}");
     // Alice's binding is unchanged: her mail still opens.
-    let sealed = sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
+    let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
     assert!(Receiver::builder(&bob.store)
         .build()
         .receive(&sealed)
@@ -393,14 +372,6 @@ fn fail_a_card_that_claims_a_key_bound_to_someone_else() {
     let mut private = serde_json::from_slice::<serde_json::Value>(&alice.jwk).unwrap();
     private["d"] = serde_json::json!("nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A");
     published.jwks = vec![private];
-    let (card, _) = mailseal::ext::agent_card::write_card(
-        None,
-        "mallory@evil.example",
-        &Default::default(),
-        &published,
-    )
-    .unwrap();
-    assert!(
-        mailseal::ext::agent_card::read_card(card.to_string().as_bytes(), &bob.store, now).is_err()
-    );
+    let card = kit::card_text("mallory@evil.example", &published);
+    assert!(mailseal::ext::agent_card::read_card(card.as_bytes(), &bob.store, now).is_err());
 }

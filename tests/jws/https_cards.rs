@@ -11,13 +11,7 @@ use super::common::run;
 use super::server::{self, Answer, Cert};
 
 fn ok(args: &[&str]) -> std::process::Output {
-    let out = run(args, b"");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    super::kit::cli(args)
 }
 
 /// Alice's card (a JWS key of alice@localhost) as `mailseal card` writes it.
@@ -118,32 +112,14 @@ fn card_fetch_imports_caches_and_warns_on_changed_keys() {
     assert!(String::from_utf8_lossy(&accepted.stderr)
         .contains("warning: the keys of alice@localhost changed"));
     // Mail signed with the new key opens at Bob.
-    let env = serde_json::json!({"bindingVersion":"1.0","a2aVersion":"1.0","kind":"request",
-        "operation":"tasks/get","messageId":"f-1","correlationId":"c-1","sequence":0,
-        "final":false,"payload":{"id":"task-1"}});
-    std::fs::write(d("env.json"), env.to_string()).unwrap();
-    ok(&[
-        "compose",
-        "--from",
-        "alice@localhost",
-        "--to",
-        "bob@localhost",
-        "--in",
-        &d("env.json"),
-        "--out",
-        &d("plain.eml"),
-    ]);
-    ok(&[
-        "seal",
-        "--store",
+    let signed = super::kit::cli_signed(
+        dir.path(),
         &d("alice"),
-        "--profile",
-        "jws",
-        &d("plain.eml"),
-        "--out",
-        &d("signed.eml"),
-    ]);
-    ok(&["open", "--store", &d("bob"), "--in", &d("signed.eml")]);
+        "alice@localhost",
+        "bob@localhost",
+        "f-1",
+    );
+    ok(&["open", "--store", &d("bob"), "--in", &signed]);
 }
 
 fn get_err(url: &str, opts: &https::FetchOptions) -> FetchError {

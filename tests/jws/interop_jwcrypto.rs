@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use mailseal::seal::SignerIdentity;
-use mailseal::{Outcome, Profile, Receiver, SealOptions, Sender};
+use mailseal::{Outcome, Receiver};
 
 use super::common;
 use super::kit;
@@ -40,24 +40,21 @@ fn jwcrypto_verifies_what_we_sign() {
     for alg in kit::ALGORITHMS {
         let dir = tempfile::tempdir().unwrap();
         let (alice, _bob) = kit::alice_and_bob(dir.path(), alg);
-        let sealed = Sender::builder(&alice.store)
-            .build()
-            .seal(
-                &kit::request("alice@jws.example", "bob@jws.example", "m-1"),
-                &SealOptions::new(Profile::Jws),
-            )
-            .unwrap();
+        let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
         let (entity, jws) = kit::split(&sealed);
         let f = |n: &str| dir.path().join(n);
         std::fs::write(f("alice.jwk"), &alice.jwk).unwrap();
         std::fs::write(f("entity"), &entity).unwrap();
         std::fs::write(f("jws"), &jws).unwrap();
-        let out = Command::new(&py)
-            .arg(peer())
-            .args(["verify"])
-            .args([f("alice.jwk"), f("entity"), f("jws")])
-            .output()
-            .unwrap();
+        let verify = || {
+            Command::new(&py)
+                .arg(peer())
+                .arg("verify")
+                .args([f("alice.jwk"), f("entity"), f("jws")])
+                .output()
+                .unwrap()
+        };
+        let out = verify();
         assert!(
             out.status.success(),
             "{alg:?}: {}",
@@ -72,12 +69,7 @@ fn jwcrypto_verifies_what_we_sign() {
         let i = changed.len() / 2;
         changed[i] ^= 1;
         std::fs::write(f("entity"), &changed).unwrap();
-        let out = Command::new(&py)
-            .arg(peer())
-            .args(["verify"])
-            .args([f("alice.jwk"), f("entity"), f("jws")])
-            .output()
-            .unwrap();
+        let out = verify();
         assert!(
             !out.status.success(),
             "{alg:?}: jwcrypto accepted a changed entity"
@@ -98,13 +90,7 @@ fn we_open_what_jwcrypto_signs() {
             "bob@jws.example",
             mailseal::jws::JwsAlgorithm::EdDsa,
         );
-        let sealed = Sender::builder(&alice.store)
-            .build()
-            .seal(
-                &kit::request("alice@jws.example", "bob@jws.example", "m-1"),
-                &SealOptions::new(Profile::Jws),
-            )
-            .unwrap();
+        let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
         let (entity, _) = kit::split(&sealed);
         let f = |n: &str| dir.path().join(n);
         std::fs::write(f("entity"), &entity).unwrap();

@@ -80,3 +80,66 @@ pub fn with_jws(sealed: &[u8], jws: &str) -> Vec<u8> {
         .replace(&old, jws)
         .into_bytes()
 }
+
+/// Runs `mailseal ARGS`; fails the test unless it succeeds.
+pub fn cli(args: &[&str]) -> std::process::Output {
+    let out = super::common::run(args, b"");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// On the command line, in `dir`: composes a `tasks/get` request `id` from `from` to
+/// `to` and seals it under jws with the store `store`; the signed message's path.
+pub fn cli_signed(dir: &std::path::Path, store: &str, from: &str, to: &str, id: &str) -> String {
+    let d = |f: &str| dir.join(f).display().to_string();
+    let env = serde_json::json!({"bindingVersion":"1.0","a2aVersion":"1.0","kind":"request",
+        "operation":"tasks/get","messageId":id,"correlationId":"c-1","sequence":0,
+        "final":false,"payload":{"id":"task-1"}});
+    std::fs::write(d("env.json"), env.to_string()).unwrap();
+    cli(&[
+        "compose",
+        "--from",
+        from,
+        "--to",
+        to,
+        "--in",
+        &d("env.json"),
+        "--out",
+        &d("plain.eml"),
+    ]);
+    cli(&[
+        "seal",
+        "--store",
+        store,
+        "--profile",
+        "jws",
+        &d("plain.eml"),
+        "--out",
+        &d("signed.eml"),
+    ]);
+    d("signed.eml")
+}
+
+/// The `tasks/get` request `id` from `from` to `to`, sealed under jws with the
+/// keys of `store`.
+pub fn sealed_by(store: &dyn KeyStore, from: &str, to: &str, id: &str) -> Vec<u8> {
+    mailseal::Sender::builder(store)
+        .build()
+        .seal(
+            &request(from, to, id),
+            &mailseal::SealOptions::new(mailseal::Profile::Jws),
+        )
+        .unwrap()
+}
+
+/// The card `mailseal card` would write for `address` with `published`, as JSON text.
+pub fn card_text(address: &str, published: &mailseal::ext::agent_card::Published) -> String {
+    let (card, _) =
+        mailseal::ext::agent_card::write_card(None, address, &Default::default(), published)
+            .unwrap();
+    card.to_string()
+}

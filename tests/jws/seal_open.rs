@@ -146,15 +146,7 @@ fn the_command_line_seals_opens_and_inspects() {
     use super::common::run;
     let dir = tempfile::tempdir().unwrap();
     let d = |f: &str| dir.path().join(f).display().to_string();
-    let ok = |args: &[&str]| {
-        let out = run(args, b"");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    };
+    let ok = kit::cli;
     ok(&[
         "key",
         "generate",
@@ -205,37 +197,19 @@ fn the_command_line_seals_opens_and_inspects() {
     let exported: serde_json::Value = serde_json::from_slice(&exported.stdout).unwrap();
     assert_eq!(exported["kty"], "OKP");
     assert!(exported.get("d").is_none());
-    let env = serde_json::json!({"bindingVersion":"1.0","a2aVersion":"1.0","kind":"request",
-        "operation":"tasks/get","messageId":"cli-1","correlationId":"c-1","sequence":0,
-        "final":false,"payload":{"id":"task-1"}});
-    std::fs::write(d("env.json"), env.to_string()).unwrap();
-    ok(&[
-        "compose",
-        "--from",
-        "alice@jws.example",
-        "--to",
-        "bob@jws.example",
-        "--in",
-        &d("env.json"),
-        "--out",
-        &d("plain.eml"),
-    ]);
-    ok(&[
-        "seal",
-        "--store",
+    let signed = kit::cli_signed(
+        dir.path(),
         &d("alice"),
-        "--profile",
-        "jws",
-        &d("plain.eml"),
-        "--out",
-        &d("signed.eml"),
-    ]);
+        "alice@jws.example",
+        "bob@jws.example",
+        "cli-1",
+    );
     ok(&[
         "open",
         "--store",
         &d("bob"),
         "--in",
-        &d("signed.eml"),
+        &signed,
         "--report",
         &d("v.json"),
         "--out",
