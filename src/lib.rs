@@ -63,6 +63,7 @@ pub mod jws;
 pub mod keystore;
 pub mod message;
 pub mod mls;
+pub mod offline;
 pub mod openpgp;
 mod postgres_db;
 #[cfg(feature = "tls")]

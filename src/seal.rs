@@ -353,6 +353,9 @@ pub enum SealError {
     /// The operating system gave no randomness (for a MIME boundary).
     #[error("sealing failed: no randomness from the operating system")]
     NoRandomness,
+    /// The signed entity contains the MIME boundary a signed-only message would use.
+    #[error("sealing failed: the signed entity contains its own MIME boundary")]
+    BoundaryInContent,
     /// This build has no implementation of the profile.
     #[error("profile {0} is not available in this build")]
     ProfileUnavailable(Profile),
@@ -406,6 +409,7 @@ impl Classify for SealError {
             }
             Self::Profile { kind, .. } => *kind,
             Self::NoRandomness | Self::Output(_) => ErrorKind::Other,
+            Self::BoundaryInContent => ErrorKind::Malformed,
             Self::Message(e) => e.kind(),
             Self::KeyStore(e) => e.kind(),
         }
@@ -565,6 +569,28 @@ pub trait Opener {
 }
 
 /// A MIME boundary of 192 random bits.
+/// The boundary of a signed-only message: from a digest of the signed entity and the
+/// signing time, so that signing the same message at the same time gives the same
+/// bytes, here or through offline signing (a boundary protects nothing; it only must
+/// not occur in the entity, which a digest of the entity itself cannot be made to).
+pub(crate) fn content_boundary(
+    entity: &[u8],
+    signing_time: time::OffsetDateTime,
+) -> Result<String, SealError> {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(b"mailseal boundary\0");
+    h.update(signing_time.unix_timestamp().to_be_bytes());
+    h.update(entity);
+    let hex = crate::hex::hex(&h.finalize()[..24]);
+    let boundary = format!("{}_{}_{}", &hex[..16], &hex[16..32], &hex[32..]);
+    let delimiter = format!("--{boundary}");
+    if memchr::memmem::find(entity, delimiter.as_bytes()).is_some() {
+        return Err(SealError::BoundaryInContent);
+    }
+    Ok(boundary)
+}
+
 pub(crate) fn random_boundary() -> Result<String, SealError> {
     // The OS generator directly: one getrandom(2) call, where a DRBG's reseeding
     // costs more than the rest of composing a small message.

@@ -57,6 +57,9 @@ pub enum SendError {
     /// The payment record could not be written.
     #[error(transparent)]
     Rules(#[from] ReceiverError),
+    /// Offline signing refused the request or the response.
+    #[error(transparent)]
+    Offline(#[from] crate::offline::OfflineError),
     /// The sealed message would exceed what the receiver accepts.
     #[error("the sealed message would be {size} bytes or more; {who} accepts at most {limit}")]
     TooLarge {
@@ -76,6 +79,7 @@ impl Classify for SendError {
             Self::Peer(e) => e.a2a_error(),
             Self::Mls(e) => e.a2a_error(),
             Self::Rules(e) => e.a2a_error(),
+            Self::Offline(e) => e.a2a_error(),
             Self::TooLarge { .. } => A2aErrorType::InvalidRequestError,
         }
     }
@@ -85,6 +89,7 @@ impl Classify for SendError {
             Self::Peer(e) => e.kind(),
             Self::Mls(e) => e.kind(),
             Self::Rules(e) => e.kind(),
+            Self::Offline(e) => e.kind(),
             Self::TooLarge { .. } => ErrorKind::Policy,
         }
     }
@@ -339,6 +344,93 @@ impl<'a> Sender<'a> {
             }
             other => other.map_err(SendError::from),
         }
+    }
+
+    /// Offline signing, connected host: the signing request for `plain` (see
+    /// [`crate::offline`]), after the checks a seal makes first (the binding rules,
+    /// the size bound). The store needs the signer's certificate or public key only.
+    pub fn signing_request(
+        &self,
+        plain: &MailA2aMessage,
+        opts: &SealOptions,
+    ) -> Result<crate::offline::SigningRequest, SendError> {
+        let recipients = Self::recipients_of(plain);
+        let (limit, who) = self.size_limit(&recipients);
+        let floor = Self::size_floor(plain, opts);
+        if floor > limit {
+            return Err(SendError::TooLarge {
+                size: floor,
+                limit,
+                who,
+            });
+        }
+        Ok(crate::offline::prepare(self.keys.as_ref(), plain, opts)?)
+    }
+
+    /// Offline signing, connected host: the message a request and its response make
+    /// (see [`crate::offline::assemble`]), under the rules of [`Sender::seal`]: each
+    /// recipient's minimum (a `signed-encrypted` peer needs `encrypt`), the size
+    /// limit, the record of an x402 `PaymentRequired`. With `encrypt`, the signed
+    /// entity is then encrypted to the recipients (and the sender) under the request's
+    /// profile (S/MIME or OpenPGP; detached-jws is never encrypted).
+    pub fn assemble(
+        &self,
+        request: &crate::offline::SigningRequest,
+        response: &crate::offline::SigningResponse,
+        encrypt: bool,
+    ) -> Result<Vec<u8>, SendError> {
+        let assembled = crate::offline::assemble(self.keys.as_ref(), request, response)?;
+        let plain = &assembled.plain;
+        let recipients = Self::recipients_of(plain);
+        if encrypt && request.profile == Profile::Jws {
+            return Err(crate::offline::OfflineError::NotEncryptable.into());
+        }
+        self.peers
+            .check_seal(&recipients, request.profile, !encrypt)?;
+        let (limit, who) = self.size_limit(&recipients);
+        let message = if encrypt {
+            let mut addresses = recipients.clone();
+            addresses.push(request.signer_address.clone());
+            match request.profile {
+                Profile::Smime => {
+                    crate::smime::Smime::with_cache(self.keys.as_ref(), &self.caches.smime)
+                        .encrypt_signed_entity(
+                            &assembled.headers,
+                            &assembled.hints,
+                            &assembled.signed_entity,
+                            &addresses,
+                        )?
+                }
+                _ => crate::openpgp::OpenPgp::with_cache(self.keys.as_ref(), &self.caches.openpgp)
+                    .encrypt_signed_entity(
+                        &assembled.headers,
+                        &assembled.hints,
+                        &assembled.signed_entity,
+                        &addresses,
+                    )?,
+            }
+        } else {
+            assembled.message
+        };
+        if message.len() as u64 > limit {
+            return Err(SendError::TooLarge {
+                size: message.len() as u64,
+                limit,
+                who,
+            });
+        }
+        self.record_payment_required(plain)?;
+        Ok(message)
+    }
+
+    fn recipients_of(plain: &MailA2aMessage) -> Vec<String> {
+        plain
+            .headers
+            .to
+            .iter()
+            .chain(&plain.headers.cc)
+            .map(|m| m.normalized())
+            .collect()
     }
 
     /// The profile to seal `plain` under when the caller has not chosen one (a

@@ -68,6 +68,10 @@ pub(super) enum KeyCommand {
     Export {
         /// Its fingerprint (see `key list`).
         fingerprint: String,
+        /// Public parts only: what export always writes (a certificate, an OpenPGP
+        /// certificate without secret keys, a public JWK); never a private key.
+        #[arg(long)]
+        public: bool,
         /// Output file (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -140,6 +144,12 @@ pub(super) struct GenerateArgs {
     /// certificate), to give to peers.
     #[arg(long, value_name = "FILE", alias = "export-cert")]
     cert_out: Option<PathBuf>,
+    /// S/MIME only: also write a PKCS#10 certificate request (PEM) for the new key to
+    /// this file, for a CA to issue a signing certificate from (`openssl x509 -req
+    /// -copy_extensions copy`); importing the issued certificate binds it to the key,
+    /// in the store or on the token.
+    #[arg(long, value_name = "FILE", conflicts_with = "ca")]
+    csr: Option<PathBuf>,
     /// S/MIME only: create the key pair on this PKCS#11 token (an RFC 7512 URI:
     /// `pkcs11:token=T;object=LABEL?module-path=LIB&pin-value=PIN`) instead of in the
     /// store: it is sensitive and never extractable; the store keeps the certificate
@@ -246,6 +256,12 @@ pub(super) fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
     }
     let identities = crate::smime::generate(&request, issuer.as_ref())
         .map_err(|e| Failure::from("generate", e))?;
+    if let (Some(csr), Some(id)) = (&a.csr, identities.first()) {
+        let (alg, _) = crate::keystore::key_public(&id.private_key, "new key")
+            .map_err(|e| Failure::from("generate", e))?;
+        let key = crate::keystore::SecretKey::new(String::new(), alg, id.private_key.clone());
+        write_csr(csr, &request, &id.certificate, &key)?;
+    }
     let mut certs_pem = String::new();
     for id in &identities {
         let pem = crate::keystore::identity_pem(&id.certificate, &id.private_key)
@@ -397,6 +413,9 @@ pub(super) fn generate_on_token(
         .add_token_key(&der, &uri)
         .map_err(|e| Failure::from("generate", e))?;
     print_entries("generated on token", &entries);
+    if let Some(csr) = &a.csr {
+        write_csr(csr, request, &cert, &key)?;
+    }
     if let Some(out) = &a.cert_out {
         let pem = cert
             .to_pem(der::pem::LineEnding::LF)
@@ -404,6 +423,24 @@ pub(super) fn generate_on_token(
         write_output(Some(out), pem.as_bytes())?;
     }
     Ok(())
+}
+
+/// Writes the PKCS#10 request for the key of `cert` (PEM) to `path`.
+fn write_csr(
+    path: &std::path::Path,
+    request: &crate::smime::IdentityRequest,
+    cert: &x509_cert::Certificate,
+    key: &crate::keystore::SecretKey,
+) -> CliResult {
+    let email = request
+        .email
+        .as_deref()
+        .ok_or_else(|| Failure::new(ExitCode::Usage, "--csr needs --email"))?;
+    let der = crate::smime::certificate_request(email, request.common_name.as_deref(), cert, key)
+        .map_err(|e| Failure::from("--csr", e))?;
+    let pem = der::pem::encode_string("CERTIFICATE REQUEST", der::pem::LineEnding::LF, &der)
+        .map_err(|e| Failure::new(ExitCode::Other, format!("--csr: {e}")))?;
+    write_output(Some(path), pem.as_bytes())
 }
 
 /// Whether `dir` names a store that exists: a URL or token (always asked), a
@@ -520,7 +557,11 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             }
             write_output(None, out.as_bytes())
         }
-        KeyCommand::Export { fingerprint, out } => {
+        KeyCommand::Export {
+            fingerprint,
+            out,
+            public: _,
+        } => {
             let cert = keys
                 .export_certificate(&fingerprint)
                 .map_err(|e| Failure::from("key export", e))?;

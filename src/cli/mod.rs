@@ -13,6 +13,7 @@ mod home;
 mod inspect;
 mod key;
 mod mls;
+mod offline;
 mod receive;
 mod seal;
 mod sop;
@@ -76,6 +77,15 @@ enum Command {
     },
     /// Protect a plain MailA2A message (.eml) under a profile.
     Seal(SealArgs),
+    /// Offline signing, connected host: write a signing request for a plain message.
+    SignRequest(offline::SignRequestArgs),
+    /// Offline signing, offline host (no network): check, show and sign a request.
+    Sign(offline::SignArgs),
+    /// Offline signing, connected host: request + response -> the signed message.
+    Assemble(offline::AssembleArgs),
+    /// The offline host's hash-chained signing log.
+    #[command(subcommand)]
+    SignLog(offline::SignLogCommand),
     /// Verify and open a message; prints the envelope JSON (or the inner .eml).
     Open(receive::OpenArgs),
     /// Manage keys and certificates.
@@ -187,6 +197,16 @@ fn run(cli: Cli) -> CliResult {
             let state = state_location(cli.state, store.clone())?;
             seal::seal(store_dir(store)?, &state, args)
         }
+        Command::SignRequest(args) => {
+            let state = state_location(cli.state, store.clone())?;
+            offline::sign_request(store_dir(store)?, &state, args)
+        }
+        Command::Sign(args) => offline::sign(store_dir(store)?, args),
+        Command::Assemble(args) => {
+            let state = state_location(cli.state, store.clone())?;
+            offline::assemble(store_dir(store)?, &state, args)
+        }
+        Command::SignLog(cmd) => offline::sign_log(store_dir(store)?, cmd),
         Command::Open(args) => {
             let state = state_location(cli.state, store.clone())?;
             receive::open(store_dir(store)?, &state, args)

@@ -30,6 +30,10 @@ pub(super) struct SealArgs {
     /// RFC 8551 3.1.2, so a large message grows once, not twice).
     #[arg(long)]
     seven_bit_inside: bool,
+    /// The signing time (RFC 3339; default now): stated in the signature, and the
+    /// time the signing certificate or key must be valid at.
+    #[arg(long, value_name = "TIME")]
+    at: Option<String>,
     /// Repeat every Mail-A2A-* hint on the outer message (default: only the binding).
     #[arg(long)]
     outer_hints: bool,
@@ -97,6 +101,13 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
     opts.binary_inside = !a.seven_bit_inside;
     opts.outer_hints = a.outer_hints;
     opts.group = a.group.clone();
+    opts.signing_time =
+        a.at.as_deref()
+            .map(|s| {
+                time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+                    .map_err(|e| Failure::new(ExitCode::Usage, format!("--at {s}: {e}")))
+            })
+            .transpose()?;
     // Written as it is encoded; into a temporary file next to the output, renamed once
     // complete, so a failure leaves no partial message.
     match a.out.as_deref() {

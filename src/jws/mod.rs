@@ -53,6 +53,7 @@
 pub(crate) mod compact;
 pub mod did;
 pub mod jwk;
+mod offline;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -63,8 +64,7 @@ use crate::keystore::{KeyStore, KeyStoreError};
 use crate::message::{canonical_crlf, read_outer, write_header_section, Hints, MailA2aMessage};
 use crate::profile::{Profile, Protection};
 use crate::seal::{
-    random_boundary, OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer,
-    SignerIdentity,
+    OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignerIdentity,
 };
 
 pub use compact::JwsAlgorithm;
@@ -271,12 +271,7 @@ impl<'a> Jws<'a> {
     ) -> Result<(String, JwsAlgorithm), JwsError> {
         let (public, pair) = self.signing_key(address)?;
         let (jwk, thumbprint) = &*public;
-        let header = serde_json::json!({
-            "alg": jwk.alg.name(),
-            "cty": CONTENT_TYPE,
-            "kid": thumbprint,
-        });
-        let protected = URL_SAFE_NO_PAD.encode(header.to_string());
+        let protected = protected_header(jwk, thumbprint);
         let input = compact::signing_input(&protected, entity);
         let sig = pair.sign(&input).map_err(JwsError::Key)?;
         Ok((
@@ -374,7 +369,6 @@ impl Sealer for Jws<'_> {
     /// Sender refuses it for a peer whose minimum is `signed-encrypted`).
     fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
         let (from, _) = crate::seal::sealing_addresses(plain, opts, Profile::Jws)?;
-        let boundary = random_boundary()?;
         let hints = if opts.outer_hints {
             plain.headers.hints.clone()
         } else {
@@ -382,31 +376,57 @@ impl Sealer for Jws<'_> {
         };
         let mut entity = Vec::new();
         plain.write_inner_entity(false, false, &mut entity)?;
-        let delimiter = format!("--{boundary}");
-        if memchr::memmem::find(&entity, delimiter.as_bytes()).is_some() {
-            return Err(
-                JwsError::Malformed("the MIME boundary occurs in the entity".into()).into(),
-            );
-        }
+        // As S/MIME and OpenPGP sign-only: the boundary follows from the entity and
+        // the time (no time is signed here: the message's own Date stands for it).
+        let at = opts
+            .signing_time
+            .unwrap_or_else(time::OffsetDateTime::now_utc);
+        let boundary = crate::seal::content_boundary(&entity, at)?;
         let (jws, alg) = self.sign_entity(&from, &entity)?;
-        let mut out = Vec::with_capacity(entity.len() + jws.len() + 1024);
-        write_header_section(&mut out, &plain.headers, &hints)?;
-        out.extend_from_slice(
-            format!(
-                "Content-Type: multipart/signed; protocol=\"application/jose\";\r\n micalg=\"jws-{}\"; boundary=\"{boundary}\"\r\n\r\n--{boundary}\r\n",
-                alg.name().to_ascii_lowercase()
-            )
-            .as_bytes(),
-        );
-        out.extend_from_slice(&entity);
-        out.extend_from_slice(
-            format!(
-                "\r\n--{boundary}\r\nContent-Type: application/jose\r\nContent-Disposition: attachment; filename=\"signature.jws\"\r\n\r\n{jws}\r\n--{boundary}--\r\n"
-            )
-            .as_bytes(),
-        );
-        Ok(out)
+        let mut head = Vec::with_capacity(1024);
+        write_header_section(&mut head, &plain.headers, &hints)?;
+        Ok(signed_message(&head, &boundary, alg, &entity, &jws))
     }
+}
+
+/// The protected header of a mail signature by `jwk` (base64url of its JSON): the
+/// algorithm, `cty` (so a mail signature is never taken for a card signature) and the
+/// key's RFC 7638 thumbprint.
+pub(crate) fn protected_header(jwk: &Jwk, thumbprint: &str) -> String {
+    let header = serde_json::json!({
+        "alg": jwk.alg.name(),
+        "cty": CONTENT_TYPE,
+        "kid": thumbprint,
+    });
+    URL_SAFE_NO_PAD.encode(header.to_string())
+}
+
+/// A detached-jws message: `head`, then `multipart/signed` over `entity` with the
+/// compact JWS `jws` (payload left out).
+pub(crate) fn signed_message(
+    head: &[u8],
+    boundary: &str,
+    alg: JwsAlgorithm,
+    entity: &[u8],
+    jws: &str,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(head.len() + entity.len() + jws.len() + 512);
+    out.extend_from_slice(head);
+    out.extend_from_slice(
+        format!(
+            "Content-Type: multipart/signed; protocol=\"application/jose\";\r\n micalg=\"jws-{}\"; boundary=\"{boundary}\"\r\n\r\n--{boundary}\r\n",
+            alg.name().to_ascii_lowercase()
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(entity);
+    out.extend_from_slice(
+        format!(
+            "\r\n--{boundary}\r\nContent-Type: application/jose\r\nContent-Disposition: attachment; filename=\"signature.jws\"\r\n\r\n{jws}\r\n--{boundary}--\r\n"
+        )
+        .as_bytes(),
+    );
+    out
 }
 
 impl Opener for Jws<'_> {

@@ -20,6 +20,9 @@ pub(crate) struct Options {
     /// The entity travels inside binary encryption (CMS, OpenPGP, MLS), never over a
     /// 7-bit transport: the machine part may be 8bit or binary (RFC 8551 3.1.2).
     pub binary_inside: bool,
+    /// The multipart boundary follows from the content (a signed-only entity: the same
+    /// message signed twice, or offline, is the same bytes); else mail-builder's.
+    pub content_boundary: bool,
 }
 
 /// Longest line RFC 5322 allows, without its CRLF.
@@ -129,6 +132,36 @@ pub(crate) fn compose(msg: &MailA2aMessage, opts: &Options) -> Result<Vec<u8>, M
     Ok(out)
 }
 
+/// A boundary from a digest of everything the parts carry: it cannot occur in them
+/// (a digest of the content is not in the content), and is the same for the same
+/// message.
+fn content_boundary(msg: &MailA2aMessage) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    let mut field = |b: &[u8]| {
+        h.update((b.len() as u64).to_be_bytes());
+        h.update(b);
+    };
+    field(b"mailseal inner boundary");
+    field(
+        msg.headers
+            .message_id
+            .as_deref()
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    field(msg.envelope_bytes());
+    field(msg.text.as_deref().unwrap_or_default().as_bytes());
+    for a in &msg.attachments {
+        field(a.content_id.as_bytes());
+        field(a.content_type.as_bytes());
+        field(a.filename.as_deref().unwrap_or_default().as_bytes());
+        field(&a.data);
+    }
+    let hex = crate::hex::hex(&h.finalize()[..20]);
+    format!("=_{}_{}", &hex[..20], &hex[20..])
+}
+
 /// The payload bytes of `msg` (envelope, text, attachments) for sizing buffers.
 pub(crate) fn content_len(msg: &MailA2aMessage) -> usize {
     msg.envelope_bytes().len()
@@ -161,6 +194,9 @@ pub(crate) fn compose_into(
     let mut top = ContentType::new("multipart/mixed");
     if let Some(hp) = opts.header_protection {
         top = top.attribute("hp", hp);
+    }
+    if opts.content_boundary {
+        top = top.attribute("boundary", content_boundary(msg));
     }
     write_header_section(out, &msg.headers, &msg.headers.hints)?;
     MimePart::new(top, parts).write_part(out);

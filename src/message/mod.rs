@@ -545,6 +545,7 @@ fn inner_options(encrypted: bool, binary_inside: bool) -> compose::Options {
     compose::Options {
         header_protection: Some(if encrypted { "cipher" } else { "clear" }),
         binary_inside: encrypted && binary_inside,
+        content_boundary: !encrypted,
     }
 }
 

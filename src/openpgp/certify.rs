@@ -12,7 +12,7 @@ impl OpenPgp<'_> {
             .certificates()
             .map_err(|e| super::OpenPgpError::Key(e.to_string()))?;
         let (_, pair) = self.signing_identity(&view, address)?;
-        self.detached_signature(statement, pair)
+        self.detached_signature(statement, pair, time::OffsetDateTime::now_utc())
     }
 
     /// Verifies a [`OpenPgp::certify`] certification: `signature` signs `statement`

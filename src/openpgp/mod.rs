@@ -14,6 +14,7 @@ mod describe;
 mod elgamal;
 mod framing;
 pub(crate) use crate::keystore::openpgp as keys;
+pub(crate) mod offline;
 mod open;
 mod parsed;
 mod seal;
@@ -89,6 +90,10 @@ pub enum OpenPgpError {
     /// The signed entity contains the random boundary (about 2^-192 a message).
     #[error("the multipart boundary occurs in the signed entity")]
     BoundaryCollision,
+    /// Offline signing: a signature template or response that does not hold together
+    /// (another key, a subpacket the offline host does not sign, another time).
+    #[error("offline signing: {0}")]
+    OfflineRequest(String),
 }
 
 impl Classify for OpenPgpError {
@@ -99,7 +104,9 @@ impl Classify for OpenPgpError {
         match self {
             Self::NotForUs | Self::Key(_) => ErrorKind::NoUsableKey,
             Self::NotIntendedRecipient => ErrorKind::Policy,
-            Self::TooLarge { .. } | Self::Malformed(_) => ErrorKind::Malformed,
+            Self::TooLarge { .. } | Self::Malformed(_) | Self::OfflineRequest(_) => {
+                ErrorKind::Malformed
+            }
             Self::Sequoia(_) | Self::BoundaryCollision => ErrorKind::Other,
             // A signer whose certificate we do not hold has not authenticated the sender.
             Self::UnknownSigner

@@ -59,7 +59,7 @@ impl OpenPgp<'_> {
     /// One certificate for each address, with the address: when an address has
     /// several, the newest with a usable transport-encryption key (a single one is
     /// checked when the message is encrypted, in [`Self::sign_and_encrypt`]).
-    fn recipient_certificates<'v>(
+    pub(super) fn recipient_certificates<'v>(
         &self,
         view: &'v super::parsed::View,
         addresses: &'v [String],
@@ -101,25 +101,18 @@ impl OpenPgp<'_> {
         Ok(out)
     }
 
-    /// The binary OpenPGP message: `entity` signed by `signer` (with an Intended
-    /// Recipient Fingerprint per recipient), then encrypted to every recipient.
-    fn sign_and_encrypt(
-        &self,
-        entity: &[u8],
-        signer: KeyPair,
-        recipients: &[(&str, &Cert)],
-    ) -> Result<Vec<u8>, SealError> {
-        let mut valid = Vec::with_capacity(recipients.len());
+    /// The encryption keys of every recipient (each must have one).
+    fn recipient_keys<'c>(
+        &'c self,
+        recipients: &'c [(&str, &Cert)],
+    ) -> Result<Vec<Recipient<'c>>, SealError> {
+        let mut keys = Vec::new();
         for (address, c) in recipients {
             let v = c
                 .with_policy(&self.policy, None)
                 .map_err(|_| SealError::NoRecipientKey {
                     address: address.to_string(),
                 })?;
-            valid.push((address, v));
-        }
-        let mut keys = Vec::new();
-        for (address, v) in &valid {
             let before = keys.len();
             keys.extend(
                 v.keys()
@@ -137,6 +130,40 @@ impl OpenPgp<'_> {
                 });
             }
         }
+        Ok(keys)
+    }
+
+    /// The binary OpenPGP message: `entity` encrypted to every recipient, unsigned
+    /// (RFC 3156 6.1: the entity is itself `multipart/signed`, signed elsewhere).
+    pub(super) fn encrypt_only(
+        &self,
+        entity: &[u8],
+        recipients: &[(&str, &Cert)],
+    ) -> Result<Vec<u8>, SealError> {
+        let keys = self.recipient_keys(recipients)?;
+        let mut binary = Vec::with_capacity(entity.len() + 4096);
+        let message = Message::new(&mut binary);
+        let message = Encryptor::for_recipients(message, keys)
+            .build()
+            .map_err(crypto)?;
+        let mut literal = LiteralWriter::new(message)
+            .format(DataFormat::Binary)
+            .build()
+            .map_err(crypto)?;
+        literal.write_all(entity).map_err(crypto)?;
+        literal.finalize().map_err(crypto)?;
+        Ok(binary)
+    }
+
+    /// The binary OpenPGP message: `entity` signed by `signer` (with an Intended
+    /// Recipient Fingerprint per recipient), then encrypted to every recipient.
+    fn sign_and_encrypt(
+        &self,
+        entity: &[u8],
+        signer: KeyPair,
+        recipients: &[(&str, &Cert)],
+    ) -> Result<Vec<u8>, SealError> {
+        let keys = self.recipient_keys(recipients)?;
         let mut binary = Vec::with_capacity(entity.len() + 4096);
         let message = Message::new(&mut binary);
         let message = Encryptor::for_recipients(message, keys)
@@ -164,6 +191,7 @@ impl OpenPgp<'_> {
         &self,
         entity: &[u8],
         signer: KeyPair,
+        at: time::OffsetDateTime,
     ) -> Result<Vec<u8>, SealError> {
         let mut binary = Vec::new();
         let message = Message::new(&mut binary);
@@ -171,6 +199,7 @@ impl OpenPgp<'_> {
             .map_err(crypto)?
             .hash_algo(HashAlgorithm::SHA256)
             .map_err(crypto)?
+            .creation_time(super::offline::system_time(at))
             .detached()
             .build()
             .map_err(crypto)?;
@@ -193,39 +222,25 @@ impl Sealer for OpenPgp<'_> {
         let (from, addresses) = crate::seal::sealing_addresses(plain, opts, Profile::OpenPgp)?;
         let view = self.certificates()?;
         let (own, signer) = self.signing_identity(&view, &from)?;
+        if opts.sign_only {
+            // RFC 3156 5: the signed part is 7-bit, CRLF; the signature covers it from
+            // its first header to the CRLF before the next delimiter. The boundary
+            // follows from the entity and the time (as offline signing writes it).
+            let at = opts
+                .signing_time
+                .unwrap_or_else(time::OffsetDateTime::now_utc);
+            let mut entity = Vec::new();
+            plain.write_inner_entity(false, false, &mut entity)?;
+            let boundary = crate::seal::content_boundary(&entity, at)?;
+            let signature = self.detached_signature(&entity, signer, at)?;
+            let mut head = Vec::new();
+            write_header_section(&mut head, &plain.headers, &outer_hints(plain, opts))?;
+            return Ok(super::offline::signed_message(
+                &head, &boundary, &entity, &signature,
+            ));
+        }
         let boundary = random_boundary()?;
         let mut out = Vec::new();
-        if opts.sign_only {
-            write_header_section(&mut out, &plain.headers, &outer_hints(plain, opts))?;
-            // RFC 3156 5: the signed part is 7-bit, CRLF; the signature covers it from
-            // its first header to the CRLF before the next delimiter.
-            out.extend_from_slice(
-                b"Content-Type: multipart/signed; micalg=\"pgp-sha256\";\r\n protocol=\"application/pgp-signature\";\r\n boundary=\"",
-            );
-            out.extend_from_slice(boundary.as_bytes());
-            out.extend_from_slice(b"\"\r\n\r\n--");
-            out.extend_from_slice(boundary.as_bytes());
-            out.extend_from_slice(b"\r\n");
-            let start = out.len();
-            plain.write_inner_entity(false, false, &mut out)?;
-            let delimiter = format!("--{boundary}");
-            if memchr::memmem::find(&out[start..], delimiter.as_bytes()).is_some() {
-                return Err(super::OpenPgpError::BoundaryCollision.into());
-            }
-            let signature = self.detached_signature(&out[start..], signer)?;
-            out.extend_from_slice(b"\r\n--");
-            out.extend_from_slice(boundary.as_bytes());
-            out.extend_from_slice(
-                b"\r\nContent-Type: application/pgp-signature; name=\"signature.asc\"\r\n\
-Content-Description: OpenPGP digital signature\r\n\
-Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
-            );
-            super::armor::push_armored(&mut out, "PGP SIGNATURE", &signature);
-            out.extend_from_slice(b"\r\n--");
-            out.extend_from_slice(boundary.as_bytes());
-            out.extend_from_slice(b"--\r\n");
-            return Ok(out);
-        }
         // Recipients first: a message that cannot reach every recipient is not signed.
         let mut recipients =
             self.recipient_certificates(&view, &addresses, &opts.preferred_keys)?;
@@ -243,28 +258,31 @@ Content-Disposition: attachment; filename=\"signature.asc\"\r\n\r\n",
         outer.subject = Some("[...]".into());
         out.reserve(binary.len() / 48 * 66 + 1024);
         write_header_section(&mut out, &outer, &outer_hints(plain, opts))?;
-        out.extend_from_slice(
-            b"Content-Type: multipart/encrypted;\r\n protocol=\"application/pgp-encrypted\";\r\n boundary=\"",
-        );
-        out.extend_from_slice(boundary.as_bytes());
-        out.extend_from_slice(
-            b"\"\r\n\r\nThis is an OpenPGP/MIME encrypted message (RFC 3156).\r\n--",
-        );
-        out.extend_from_slice(boundary.as_bytes());
-        out.extend_from_slice(
-            b"\r\nContent-Type: application/pgp-encrypted\r\n\
-Content-Description: PGP/MIME version identification\r\n\r\nVersion: 1\r\n\r\n--",
-        );
-        out.extend_from_slice(boundary.as_bytes());
-        out.extend_from_slice(
-            b"\r\nContent-Type: application/octet-stream; name=\"encrypted.asc\"\r\n\
-Content-Description: OpenPGP encrypted message\r\n\
-Content-Disposition: inline; filename=\"encrypted.asc\"\r\n\r\n",
-        );
-        super::armor::push_armored(&mut out, "PGP MESSAGE", &binary);
-        out.extend_from_slice(b"\r\n--");
-        out.extend_from_slice(boundary.as_bytes());
-        out.extend_from_slice(b"--\r\n");
+        push_encrypted(&mut out, &boundary, &binary);
         Ok(out)
     }
+}
+
+/// The `multipart/encrypted` body of RFC 3156 4 around the binary OpenPGP message.
+pub(super) fn push_encrypted(out: &mut Vec<u8>, boundary: &str, binary: &[u8]) {
+    out.extend_from_slice(
+        b"Content-Type: multipart/encrypted;\r\n protocol=\"application/pgp-encrypted\";\r\n boundary=\"",
+    );
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(b"\"\r\n\r\nThis is an OpenPGP/MIME encrypted message (RFC 3156).\r\n--");
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(
+        b"\r\nContent-Type: application/pgp-encrypted\r\n\
+Content-Description: PGP/MIME version identification\r\n\r\nVersion: 1\r\n\r\n--",
+    );
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(
+        b"\r\nContent-Type: application/octet-stream; name=\"encrypted.asc\"\r\n\
+Content-Description: OpenPGP encrypted message\r\n\
+Content-Disposition: inline; filename=\"encrypted.asc\"\r\n\r\n",
+    );
+    super::armor::push_armored(out, "PGP MESSAGE", binary);
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(b"--\r\n");
 }

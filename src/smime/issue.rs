@@ -465,3 +465,54 @@ pub fn generate(
     }
     Ok(out)
 }
+
+/// A PKCS#10 certificate request (RFC 2986), DER, for the key of `cert` (the
+/// placeholder certificate the key was generated with), signed by `key`: subject
+/// `CN=` the name or address, and requested extensions the subjectAltName rfc822Name
+/// `email`, key usage digitalSignature and nonRepudiation (critical), extended key
+/// usage emailProtection. What a CA issues an S/MIME signing certificate from; the
+/// issued certificate, imported, is bound to the same key.
+pub fn certificate_request(
+    email: &str,
+    common_name: Option<&str>,
+    cert: &Certificate,
+    key: &SecretKey,
+) -> Result<Vec<u8>, SmimeError> {
+    use x509_cert::request::{CertReq, CertReqInfo, ExtensionReq, Version};
+    let cn = common_name.unwrap_or(email);
+    let subject = Name::from_str(&format!(
+        "CN={}",
+        cn.replace(['\\', ',', '+', '=', '"'], " ")
+    ))
+    .map_err(err("subject"))?;
+    let name = GeneralName::Rfc822Name(Ia5String::new(email).map_err(err("email address"))?);
+    let extensions = vec![
+        extension(
+            &KeyUsage(KeyUsages::DigitalSignature | KeyUsages::NonRepudiation),
+            true,
+        )?,
+        extension(&ExtendedKeyUsage(vec![EMAIL_PROTECTION]), false)?,
+        extension(&SubjectAltName(vec![name]), false)?,
+    ];
+    let attribute = x509_cert::attr::Attribute::try_from(ExtensionReq(extensions))
+        .map_err(err("extension request"))?;
+    let info = CertReqInfo {
+        version: Version::V1,
+        subject,
+        public_key: cert.tbs_certificate().subject_public_key_info().clone(),
+        attributes: der::asn1::SetOfVec::try_from(vec![attribute]).map_err(err("attributes"))?,
+    };
+    let info_der = info.to_der().map_err(err("certificate request"))?;
+    let mut algorithm = super::signed_data::signature_algorithm(key, cert)?;
+    if algorithm.oid == SHA256_WITH_RSA {
+        algorithm.parameters = Some(Any::from(Null));
+    }
+    let signature = super::signed_data::sign_with(key, cert, &info_der)?;
+    CertReq {
+        info,
+        algorithm,
+        signature: BitString::from_bytes(&signature).map_err(err("signature"))?,
+    }
+    .to_der()
+    .map_err(err("certificate request"))
+}

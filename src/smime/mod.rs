@@ -13,6 +13,7 @@ mod issue;
 mod kari;
 mod layout;
 mod loaded;
+pub(crate) mod offline;
 mod path;
 mod signed_data;
 
@@ -37,7 +38,9 @@ pub(crate) use certificate::{check_signer_usage, trust, Trust};
 pub use describe::describe;
 pub use enveloped::{Decrypted, Kek};
 pub(crate) use issue::generate_key;
-pub use issue::{certify_token_key, generate, Identity, IdentityRequest, Issuer, KeyKind};
+pub use issue::{
+    certificate_request, certify_token_key, generate, Identity, IdentityRequest, Issuer, KeyKind,
+};
 pub(crate) use path::Revocation;
 pub(crate) use signed_data::sign_with;
 
@@ -319,10 +322,27 @@ impl Smime<'_> {
         };
         let capacity = size_hint(content_len(plain)) + 8192;
         if !encrypt {
-            let mut out = Vec::with_capacity(capacity);
-            write_header_section(&mut out, &plain.headers, &outer_hints(plain, opts))?;
-            signer.write(&mut out)?;
-            return Ok(Sealed::Whole(out));
+            // Signed only: the boundary follows from the entity and the time, so the
+            // same message signed at the same time is the same bytes, whether here or
+            // through offline signing (`crate::offline`), which writes it with
+            // `signed_message` too.
+            let mut entity = Vec::with_capacity(capacity);
+            plain.write_inner_entity(false, false, &mut entity)?;
+            let boundary = crate::seal::content_boundary(&entity, signing_time)?;
+            let cms = signed_data::sign_detached(
+                &self.loaded,
+                &entity,
+                &cert,
+                &key,
+                signing_time,
+                opts.rsa_pss,
+            )
+            .map_err(|e| signing_failure(e, &from))?;
+            let mut head = Vec::with_capacity(1024);
+            write_header_section(&mut head, &plain.headers, &outer_hints(plain, opts))?;
+            return Ok(Sealed::Whole(signed_message(
+                &head, &cert, &boundary, &entity, &cms,
+            )));
         }
         let (buf, start) = enveloped::encrypt_into(&recipients, capacity, |buf| signer.write(buf))?;
         // RFC 9788: an encrypted message shows an obscured Subject.
@@ -468,13 +488,7 @@ impl SignedEntityWriter<'_> {
         let (boundary, inner) = loop {
             out.truncate(begin);
             let boundary = crate::seal::random_boundary()?;
-            out.extend_from_slice(b"Content-Type: multipart/signed;\r\n protocol=\"application/pkcs7-signature\";\r\n micalg=\"");
-            out.extend_from_slice(micalg(self.cert).as_bytes());
-            out.extend_from_slice(b"\";\r\n boundary=\"");
-            out.extend_from_slice(boundary.as_bytes());
-            out.extend_from_slice(b"\"\r\n\r\n--");
-            out.extend_from_slice(boundary.as_bytes());
-            out.extend_from_slice(b"\r\n");
+            open_signed(out, self.cert, &boundary);
             let start = out.len();
             match self.plain {
                 Inner::Message(plain) => {
@@ -495,25 +509,66 @@ impl SignedEntityWriter<'_> {
             self.signing_time,
             self.rsa_pss,
         )
-        .map_err(|e| match e {
-            SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => SealError::NoSigningKey {
-                address: self.from.to_string(),
-            },
-            other => other.into(),
-        })?;
-        out.extend_from_slice(b"\r\n--");
-        out.extend_from_slice(boundary.as_bytes());
-        out.extend_from_slice(
-            b"\r\nContent-Type: application/pkcs7-signature; name=\"smime.p7s\"\r\n\
-Content-Disposition: attachment; filename=\"smime.p7s\"\r\n\
-Content-Transfer-Encoding: base64\r\n\r\n",
-        );
-        push_base64_lines(out, &cms, Width::Mime);
-        out.extend_from_slice(b"\r\n--");
-        out.extend_from_slice(boundary.as_bytes());
-        out.extend_from_slice(b"--\r\n");
+        .map_err(|e| signing_failure(e, self.from))?;
+        close_signed(out, &boundary, &cms);
         Ok(())
     }
+}
+
+/// A signing failure for want of a usable key is "no signing key" for the sender.
+fn signing_failure(e: SmimeError, from: &str) -> SealError {
+    match e {
+        SmimeError::Key(_) | SmimeError::UnsupportedAlgorithm(_) => SealError::NoSigningKey {
+            address: from.to_string(),
+        },
+        other => other.into(),
+    }
+}
+
+/// The opening of a `multipart/signed` entity up to its first part.
+fn open_signed(out: &mut Vec<u8>, cert: &Certificate, boundary: &str) {
+    out.extend_from_slice(
+        b"Content-Type: multipart/signed;\r\n protocol=\"application/pkcs7-signature\";\r\n micalg=\"",
+    );
+    out.extend_from_slice(micalg(cert).as_bytes());
+    out.extend_from_slice(b"\";\r\n boundary=\"");
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(b"\"\r\n\r\n--");
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The rest of a `multipart/signed` entity after its first part: the signature part
+/// with `cms` and the close delimiter.
+fn close_signed(out: &mut Vec<u8>, boundary: &str, cms: &[u8]) {
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(
+        b"\r\nContent-Type: application/pkcs7-signature; name=\"smime.p7s\"\r\n\
+Content-Disposition: attachment; filename=\"smime.p7s\"\r\n\
+Content-Transfer-Encoding: base64\r\n\r\n",
+    );
+    push_base64_lines(out, cms, Width::Mime);
+    out.extend_from_slice(b"\r\n--");
+    out.extend_from_slice(boundary.as_bytes());
+    out.extend_from_slice(b"--\r\n");
+}
+
+/// A signed-only message: `head` (its header section), then `multipart/signed` over
+/// `entity` with the detached SignedData `cms` by `cert`.
+pub(crate) fn signed_message(
+    head: &[u8],
+    cert: &Certificate,
+    boundary: &str,
+    entity: &[u8],
+    cms: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(head.len() + entity.len() + size_hint(cms.len()) + 512);
+    out.extend_from_slice(head);
+    open_signed(&mut out, cert, boundary);
+    out.extend_from_slice(entity);
+    close_signed(&mut out, boundary, cms);
+    out
 }
 
 /// RFC 8551 §3.5.3.2 micalg for the signer's digest.

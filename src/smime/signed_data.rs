@@ -83,7 +83,37 @@ fn scheme_for(
     cert: &Certificate,
     rsa_pss: bool,
 ) -> Result<SigningScheme, SmimeError> {
-    Ok(match key.algorithm() {
+    scheme_for_algorithm(key.algorithm(), cert, rsa_pss)
+}
+
+/// The algorithm of the key `cert` certifies.
+fn cert_algorithm(cert: &Certificate) -> Result<KeyAlgorithm, SmimeError> {
+    let oid = cert
+        .tbs_certificate()
+        .subject_public_key_info()
+        .algorithm
+        .oid;
+    match oid {
+        ID_EC_PUBLIC_KEY => Ok(KeyAlgorithm::Ec),
+        RSA_ENCRYPTION => Ok(KeyAlgorithm::Rsa),
+        ED25519 => Ok(KeyAlgorithm::Ed25519),
+        other => Err(SmimeError::UnsupportedAlgorithm(format!(
+            "no S/MIME signing with a {other} key"
+        ))),
+    }
+}
+
+/// [`scheme_for`] from the certificate alone (no private key at hand).
+fn scheme_for_cert(cert: &Certificate, rsa_pss: bool) -> Result<SigningScheme, SmimeError> {
+    scheme_for_algorithm(cert_algorithm(cert)?, cert, rsa_pss)
+}
+
+fn scheme_for_algorithm(
+    algorithm: KeyAlgorithm,
+    cert: &Certificate,
+    rsa_pss: bool,
+) -> Result<SigningScheme, SmimeError> {
+    Ok(match algorithm {
         KeyAlgorithm::Ec => {
             let curve = cert
                 .tbs_certificate()
@@ -277,17 +307,16 @@ pub(crate) fn sign_with(
     sign_bytes(&LoadedKeys::default(), key, cert, false, message)
 }
 
-/// A detached SignedData over `content`, signed by `key` for `cert` at `signing_time`;
-/// the DER of the ContentInfo.
-pub(crate) fn sign_detached(
-    loaded: &LoadedKeys,
-    content: &[u8],
+/// The signed attributes (DER of the SET OF) of a detached signature over `content`
+/// by `cert`'s key at `signing_time`: what the key signs. Offline signing carries
+/// them across the gap and the offline host recomputes them from the content.
+pub(crate) fn signed_attributes(
     cert: &Certificate,
-    key: &SecretKey,
-    signing_time: OffsetDateTime,
     rsa_pss: bool,
+    content: &[u8],
+    signing_time: OffsetDateTime,
 ) -> Result<Vec<u8>, SmimeError> {
-    let scheme = scheme_for(key, cert, rsa_pss)?;
+    let scheme = scheme_for_cert(cert, rsa_pss)?;
     let content_digest = digest::digest(scheme.digest, content);
     let capabilities: Vec<AlgorithmIdentifierOwned> =
         [AES256_GCM, AES128_GCM].into_iter().map(alg).collect();
@@ -309,12 +338,59 @@ pub(crate) fn sign_detached(
             Any::encode_from(&capabilities).map_err(malformed("capabilities"))?,
         )?,
     ];
-    let signed_attrs = SetOfVec::try_from(attrs).map_err(malformed("signed attributes"))?;
-    let to_sign = signed_attrs
+    SetOfVec::try_from(attrs)
+        .map_err(malformed("signed attributes"))?
         .to_der()
-        .map_err(malformed("signed attributes"))?;
-    let signature = sign_bytes(loaded, key, cert, rsa_pss, &to_sign)?;
+        .map_err(malformed("signed attributes"))
+}
 
+/// Signs the DER of signed attributes with `key` (a file key or a token's).
+pub(crate) fn sign_attributes(
+    loaded: &LoadedKeys,
+    key: &SecretKey,
+    cert: &Certificate,
+    rsa_pss: bool,
+    attrs_der: &[u8],
+) -> Result<Vec<u8>, SmimeError> {
+    if key.algorithm() != cert_algorithm(cert)? {
+        return Err(SmimeError::Key(
+            "the private key does not match the certificate".into(),
+        ));
+    }
+    sign_bytes(loaded, key, cert, rsa_pss, attrs_der)
+}
+
+/// Checks that `signature` is `cert`'s signature over `attrs_der` (the scheme
+/// [`signed_attributes`] chose).
+pub(crate) fn check_attributes_signature(
+    cert: &Certificate,
+    rsa_pss: bool,
+    attrs_der: &[u8],
+    signature: &[u8],
+) -> Result<(), SmimeError> {
+    let scheme = scheme_for_cert(cert, rsa_pss)?;
+    verify_signature(
+        cert.tbs_certificate().subject_public_key_info(),
+        &scheme.signature_alg,
+        scheme.digest_oid,
+        attrs_der,
+        signature,
+    )
+    .map(|_| ())
+}
+
+/// The DER ContentInfo of a detached SignedData from its signed attributes and the
+/// signature over them: what [`sign_detached`] writes, made from parts signed
+/// elsewhere.
+pub(crate) fn detached_from_parts(
+    cert: &Certificate,
+    rsa_pss: bool,
+    attrs_der: &[u8],
+    signature: Vec<u8>,
+) -> Result<Vec<u8>, SmimeError> {
+    let scheme = scheme_for_cert(cert, rsa_pss)?;
+    let signed_attrs =
+        SetOfVec::<Attribute>::from_der(attrs_der).map_err(malformed("signed attributes"))?;
     let tbs = cert.tbs_certificate();
     let signer = SignerInfo {
         version: CmsVersion::V1,
@@ -350,6 +426,21 @@ pub(crate) fn sign_detached(
         content: Any::encode_from(&signed_data).map_err(malformed("SignedData"))?,
     };
     info.to_der().map_err(malformed("ContentInfo"))
+}
+
+/// A detached SignedData over `content`, signed by `key` for `cert` at `signing_time`;
+/// the DER of the ContentInfo.
+pub(crate) fn sign_detached(
+    loaded: &LoadedKeys,
+    content: &[u8],
+    cert: &Certificate,
+    key: &SecretKey,
+    signing_time: OffsetDateTime,
+    rsa_pss: bool,
+) -> Result<Vec<u8>, SmimeError> {
+    let attrs = signed_attributes(cert, rsa_pss, content, signing_time)?;
+    let signature = sign_bytes(loaded, key, cert, rsa_pss, &attrs)?;
+    detached_from_parts(cert, rsa_pss, &attrs, signature)
 }
 
 fn digest_for(oid: ObjectIdentifier) -> Result<&'static digest::Algorithm, SmimeError> {

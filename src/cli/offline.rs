@@ -1,0 +1,357 @@
+//! `mailseal sign-request`, `sign`, `assemble` and `sign-log`: offline signing
+//! (`crate::offline`) as commands. The offline host runs `sign` only, which reads files
+//! and its key store and writes files: no network code is on its path.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use super::exit::ExitCode;
+use super::home::Home;
+use super::store::Keys;
+use super::{read_input, write_output, CliResult, Failure};
+use crate::message::{Limits, MailA2aMessage};
+use crate::offline::{short_fingerprint, SigningLog, SigningRequest, SigningResponse};
+
+#[derive(Args)]
+pub(super) struct SignRequestArgs {
+    /// Profile: smime, openpgp or jws.
+    #[arg(long)]
+    profile: String,
+    /// The signing time (RFC 3339; default now): the certificate or key must be
+    /// valid then.
+    #[arg(long, value_name = "TIME")]
+    at: Option<String>,
+    /// S/MIME with an RSA key: sign with RSASSA-PSS.
+    #[arg(long)]
+    rsa_pss: bool,
+    /// Repeat every Mail-A2A-* hint on the outer message.
+    #[arg(long)]
+    outer_hints: bool,
+    /// Also write the request as QR codes in this PNG.
+    #[arg(long, value_name = "PNG")]
+    qr: Option<PathBuf>,
+    /// Where to write the request (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The composed plain message (default: stdin).
+    file: Option<PathBuf>,
+}
+
+#[derive(Args)]
+#[command(long_about = "Sign a signing request on the offline host.\n\n\
+Reads the request (a file, or --qr PNG), recomputes everything it states from the \
+signed entity, shows what will be signed, asks for confirmation (or --yes), signs with \
+a key of the store (a directory, SQLite or a pkcs11: token) and appends the signature \
+to the hash-chained signing log. This command makes no network connection: it reads \
+files and the key store and writes files.")]
+pub(super) struct SignArgs {
+    /// The request file (or --qr PNG).
+    request: Option<PathBuf>,
+    /// Read the request from the QR codes of this PNG.
+    #[arg(long = "qr-in", value_name = "PNG", conflicts_with = "request")]
+    qr_in: Option<PathBuf>,
+    /// Sign without asking (for batches).
+    #[arg(long)]
+    yes: bool,
+    /// Where to write the response (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Also write the response as QR codes in this PNG.
+    #[arg(long, value_name = "PNG")]
+    qr: Option<PathBuf>,
+    /// Sign every *.req file of this directory (responses as NAME.resp beside them,
+    /// or in --out-dir); refused requests are skipped and listed.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["request", "qr_in", "out", "qr"])]
+    batch: Option<PathBuf>,
+    /// Batch: where to write the responses.
+    #[arg(long, value_name = "DIR", requires = "batch")]
+    out_dir: Option<PathBuf>,
+    /// The signing log (default: signing.log in the key store directory).
+    #[arg(long, value_name = "FILE")]
+    log: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub(super) struct AssembleArgs {
+    /// The request sign-request wrote.
+    request: PathBuf,
+    /// The response sign wrote (or --qr PNG).
+    response: Option<PathBuf>,
+    /// Read the response from the QR codes of this PNG.
+    #[arg(long, value_name = "PNG", conflicts_with = "response")]
+    qr: Option<PathBuf>,
+    /// Then encrypt the signed message to its recipients (S/MIME, OpenPGP).
+    #[arg(long)]
+    encrypt: bool,
+    /// Where to write the message (default: stdout).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub(super) enum SignLogCommand {
+    /// Check the chain of the signing log; print its entries and head.
+    Verify {
+        /// The log (default: signing.log in the key store directory).
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+        /// The head noted earlier (a hash `sign` printed): it must still be in the
+        /// chain, so entries removed from the end are found too.
+        #[arg(long, value_name = "HASH")]
+        head: Option<String>,
+    },
+}
+
+fn parse_at(at: Option<&str>) -> Result<Option<OffsetDateTime>, Failure> {
+    at.map(|s| {
+        OffsetDateTime::parse(s, &Rfc3339)
+            .map_err(|e| Failure::new(ExitCode::Usage, format!("--at {s}: {e}")))
+    })
+    .transpose()
+}
+
+fn read_text(file: Option<&Path>, qr: Option<&Path>) -> Result<Vec<u8>, Failure> {
+    match qr {
+        Some(png) => {
+            let bytes = read_input(Some(png))?;
+            crate::offline::qr::decode_png(&bytes)
+                .map_err(|e| Failure::from(&png.display().to_string(), e))
+        }
+        None => read_input(file),
+    }
+}
+
+fn write_qr(path: &Path, text: &str) -> CliResult {
+    let png =
+        crate::offline::qr::encode_png(text.as_bytes()).map_err(|e| Failure::from("--qr", e))?;
+    write_output(Some(path), &png)
+}
+
+fn log_path(dir: &Path, flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
+    match flag {
+        Some(p) => Ok(p),
+        None if dir.to_string_lossy().starts_with("pkcs11:") => Err(Failure::new(
+            ExitCode::Usage,
+            "a pkcs11: store has no directory for the signing log: give --log FILE",
+        )),
+        None => Ok(dir.join("signing.log")),
+    }
+}
+
+pub(super) fn sign_request(dir: PathBuf, state: &str, a: SignRequestArgs) -> CliResult {
+    let profile: crate::profile::Profile = a
+        .profile
+        .parse()
+        .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    let raw = read_input(a.file.as_deref())?;
+    let plain = MailA2aMessage::parse_vec(raw, &Limits::default())
+        .map_err(|e| Failure::from("sign-request", e))?;
+    let keys = Keys::open(&dir)?;
+    let home = Home::new(&dir, Some(state));
+    let sender = crate::Sender::builder(keys.store())
+        .peers(home.load_policies()?)
+        .build();
+    let mut opts = crate::seal::SealOptions::new(profile);
+    opts.sign_only = true;
+    opts.rsa_pss = a.rsa_pss;
+    opts.outer_hints = a.outer_hints;
+    opts.signing_time = parse_at(a.at.as_deref())?;
+    let request = sender
+        .signing_request(&plain, &opts)
+        .map_err(|e| Failure::from("sign-request", e))?;
+    let text = request.to_text();
+    if let Some(png) = &a.qr {
+        write_qr(png, &text)?;
+    }
+    write_output(a.out.as_deref(), text.as_bytes())?;
+    eprintln!(
+        "request fingerprint: {}",
+        short_fingerprint(&request.fingerprint())
+    );
+    Ok(())
+}
+
+/// Asks on the terminal (stderr, then a line of stdin): only `y` or `yes` signs.
+fn confirm() -> Result<bool, Failure> {
+    eprint!("Sign this? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Failure::new(ExitCode::Other, format!("stdin: {e}")))?;
+    Ok(matches!(
+        line.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
+/// Reviews, confirms, signs and logs one request; the response.
+fn sign_one(
+    store: &dyn crate::keystore::KeyStore,
+    log: &SigningLog,
+    text: &[u8],
+    yes: bool,
+    show: bool,
+) -> Result<SigningResponse, Failure> {
+    let request = SigningRequest::parse(text).map_err(|e| Failure::from("sign", e))?;
+    let review = crate::offline::review(store, request).map_err(|e| Failure::from("sign", e))?;
+    if show {
+        eprint!("{}", review.summary());
+    }
+    if !yes && !confirm()? {
+        return Err(Failure::new(
+            ExitCode::RefusedByPolicy,
+            "sign: not confirmed; nothing signed",
+        ));
+    }
+    let response = review
+        .sign(OffsetDateTime::now_utc())
+        .map_err(|e| Failure::from("sign", e))?;
+    let entry = log
+        .append(review.request(), &response)
+        .map_err(|e| Failure::from("sign", e))?;
+    if show {
+        eprintln!(
+            "signed; signing log entry {} of {}, head {}",
+            entry.seq,
+            log.path().display(),
+            entry.hash
+        );
+    }
+    Ok(response)
+}
+
+pub(super) fn sign(dir: PathBuf, a: SignArgs) -> CliResult {
+    let keys = Keys::open(&dir)?;
+    let log = SigningLog::new(log_path(&dir, a.log.clone())?);
+    if let Some(batch) = &a.batch {
+        return sign_batch(
+            keys.store(),
+            &log,
+            batch,
+            a.out_dir.as_deref().unwrap_or(batch),
+            a.yes,
+        );
+    }
+    if a.request.is_none() && a.qr_in.is_none() && !a.yes {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            "sign reads the confirmation from stdin: give the request as a file (or --qr-in PNG), or --yes",
+        ));
+    }
+    let text = read_text(a.request.as_deref(), a.qr_in.as_deref())?;
+    let response = sign_one(keys.store(), &log, &text, a.yes, true)?;
+    let text = response.to_text();
+    if let Some(png) = &a.qr {
+        write_qr(png, &text)?;
+    }
+    write_output(a.out.as_deref(), text.as_bytes())
+}
+
+fn sign_batch(
+    store: &dyn crate::keystore::KeyStore,
+    log: &SigningLog,
+    dir: &Path,
+    out_dir: &Path,
+    yes: bool,
+) -> CliResult {
+    if !yes {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            "sign --batch signs without asking for each request: add --yes",
+        ));
+    }
+    let io = |p: &Path, e: std::io::Error| {
+        Failure::new(ExitCode::Other, format!("{}: {e}", p.display()))
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "req"))
+        .collect();
+    files.sort();
+    let bar = indicatif::ProgressBar::new(files.len() as u64);
+    let mut refused = Vec::new();
+    let mut signed = 0usize;
+    for path in &files {
+        bar.inc(1);
+        let result = read_input(Some(path))
+            .and_then(|text| sign_one(store, log, &text, true, false))
+            .and_then(|response| {
+                let out = out_dir.join(path.with_extension("resp").file_name().unwrap_or_default());
+                write_output(Some(&out), response.to_text().as_bytes())
+            });
+        match result {
+            Ok(()) => signed += 1,
+            Err(f) => refused.push((path.display().to_string(), f)),
+        }
+    }
+    bar.finish_and_clear();
+    println!("signed {signed} of {} request(s)", files.len());
+    for (file, f) in &refused {
+        println!("refused {file}: {}", f.line);
+    }
+    match refused.first() {
+        None => Ok(()),
+        Some((_, f)) => Err(Failure::new(
+            f.code,
+            format!("{} request(s) refused, listed above", refused.len()),
+        )),
+    }
+}
+
+pub(super) fn assemble(dir: PathBuf, state: &str, a: AssembleArgs) -> CliResult {
+    let request = SigningRequest::parse(&read_input(Some(&a.request))?)
+        .map_err(|e| Failure::from("assemble", e))?;
+    let text = read_text(a.response.as_deref(), a.qr.as_deref())?;
+    let response = SigningResponse::parse(&text).map_err(|e| Failure::from("assemble", e))?;
+    let keys = Keys::open(&dir)?;
+    let home = Home::new(&dir, Some(state));
+    let mut builder = crate::Sender::builder(keys.store()).peers(home.load_policies()?);
+    // The replay state is opened only when assembling records something in it.
+    let plain = MailA2aMessage::parse(&request.entity, &Limits::default())
+        .map_err(|e| Failure::from("assemble", e))?;
+    if crate::Sender::needs_replay(&plain) {
+        builder = builder.replay_boxed(
+            crate::replay::open_store(state).map_err(|e| Failure::from("assemble", e))?,
+        );
+    }
+    let message = builder
+        .build()
+        .assemble(&request, &response, a.encrypt)
+        .map_err(|e| Failure::from("assemble", e))?;
+    write_output(a.out.as_deref(), &message)
+}
+
+pub(super) fn sign_log(dir: PathBuf, cmd: SignLogCommand) -> CliResult {
+    let SignLogCommand::Verify { log, head } = cmd;
+    let log = SigningLog::new(log_path(&dir, log)?);
+    let entries = match &head {
+        Some(h) => log.verify_head(h),
+        None => log.verify(),
+    }
+    .map_err(|e| Failure::from("sign-log verify", e))?;
+    let mut out = std::io::stdout().lock();
+    for e in &entries {
+        let _ = writeln!(
+            out,
+            "{} {} {} {} {} -> {} {} request {}",
+            e.seq,
+            e.time,
+            e.profile,
+            e.signer,
+            e.from,
+            e.to.join(","),
+            e.operation,
+            short_fingerprint(&e.request)
+        );
+    }
+    let head = entries.last().map_or("(empty)", |e| e.hash.as_str());
+    let _ = writeln!(out, "ok: {} entries, head {head}", entries.len());
+    Ok(())
+}

@@ -1,0 +1,409 @@
+//! The three steps: [`prepare`] and [`assemble`] on the connected host, [`review`]
+//! and [`Review::sign`] on the offline one. The checks both hosts make of a request
+//! are one function, [`check`].
+
+use time::OffsetDateTime;
+
+use super::request::{Covers, SigningRequest, SigningResponse};
+use super::summary::Summary;
+use super::OfflineError;
+use crate::envelope::ValidationContext;
+use crate::jws::Jws;
+use crate::keystore::KeyStore;
+use crate::message::{write_header_section, Headers, Hints, Limits, MailA2aMessage};
+use crate::openpgp::offline::Template;
+use crate::openpgp::OpenPgp;
+use crate::profile::Profile;
+use crate::seal::{content_boundary, SealError, SealOptions};
+use crate::smime::offline as smime_parts;
+use crate::smime::Smime;
+
+fn whole_seconds(t: OffsetDateTime) -> OffsetDateTime {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    t.replace_nanosecond(0).unwrap_or(t)
+}
+
+fn rfc3339(t: OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// What `msg` states, as a request shows it.
+fn covers(msg: &MailA2aMessage) -> Covers {
+    let h = &msg.headers;
+    let env = msg.envelope();
+    Covers {
+        from: h
+            .from
+            .as_ref()
+            .map(|m| m.address.clone())
+            .unwrap_or_default(),
+        to: h.to.iter().map(|m| m.address.clone()).collect(),
+        cc: h.cc.iter().map(|m| m.address.clone()).collect(),
+        subject: h.subject.clone(),
+        date: h.date.map(rfc3339).unwrap_or_default(),
+        message_id: h.message_id.clone().unwrap_or_default(),
+        in_reply_to: h.in_reply_to.clone(),
+        kind: env
+            .kind()
+            .map(|k| k.as_str().to_string())
+            .unwrap_or_default(),
+        operation: env
+            .operation()
+            .map(|o| o.as_str().to_string())
+            .unwrap_or_default(),
+        expires_at: env.expires_at().map(rfc3339),
+    }
+}
+
+/// The OpenPGP template a request carries: its trailer, read back and rebuilt.
+fn template_of(request: &SigningRequest) -> Result<Template, OfflineError> {
+    let tbs = &request.to_be_signed;
+    let key = request.signing_key.clone().ok_or_else(|| {
+        OfflineError::Inconsistent("the OpenPGP request names no signing key".into())
+    })?;
+    if tbs.len() < 12 || tbs[0] != 4 {
+        return Err(OfflineError::Inconsistent(
+            "the OpenPGP trailer is not a v4 signature trailer".into(),
+        ));
+    }
+    let len = u16::from_be_bytes([tbs[4], tbs[5]]) as usize;
+    let area = tbs
+        .get(6..6 + len)
+        .ok_or_else(|| OfflineError::Inconsistent("the OpenPGP trailer is cut short".into()))?;
+    let template = Template {
+        key,
+        pk_algo: tbs[2],
+        hashed_area: area.to_vec(),
+    };
+    if template.trailer() != *tbs {
+        return Err(OfflineError::Inconsistent(
+            "the OpenPGP trailer is not the one its own fields make".into(),
+        ));
+    }
+    Ok(template)
+}
+
+/// What [`check`] established: the entity as a message.
+struct Checked {
+    message: MailA2aMessage,
+}
+
+/// Every check of a request that needs no private key, made the same way on both
+/// hosts: the entity is a valid MailA2A message from the signer, the values the
+/// request states are the entity's, the boundary is the one the entity and time
+/// make, and the bytes to be signed are what the profile makes of the entity, the
+/// signer and the time.
+fn check(store: &dyn KeyStore, request: &SigningRequest) -> Result<Checked, OfflineError> {
+    let message = MailA2aMessage::parse(&request.entity, &Limits::default())?;
+    let violations = message.check(&ValidationContext::new(Some(request.profile)));
+    if let Some(v) = violations.first() {
+        return Err(OfflineError::Invalid(v.to_string()));
+    }
+    if covers(&message) != request.covers {
+        return Err(OfflineError::Inconsistent(
+            "the values the request states are not those of the signed entity".into(),
+        ));
+    }
+    if request.covers.from != request.signer_address {
+        return Err(OfflineError::Inconsistent(
+            "the signer's address is not the message's From".into(),
+        ));
+    }
+    if whole_seconds(request.signing_time) != request.signing_time {
+        return Err(OfflineError::Inconsistent(
+            "the signing time has a fraction".into(),
+        ));
+    }
+    if content_boundary(&request.entity, request.signing_time)? != request.boundary {
+        return Err(OfflineError::Inconsistent(
+            "the boundary is not the one the entity and the time make".into(),
+        ));
+    }
+    let address = request.signer_address.as_str();
+    match request.profile {
+        Profile::Smime => {
+            if request.signing_key.is_some() {
+                return Err(OfflineError::Inconsistent(
+                    "an S/MIME request names an OpenPGP key".into(),
+                ));
+            }
+            let smime = Smime::new(store);
+            let cert = smime.signer_certificate(&request.signer, address, request.signing_time)?;
+            let attrs = smime_parts::signed_attributes(
+                &cert,
+                request.rsa_pss,
+                &request.entity,
+                request.signing_time,
+            )
+            .map_err(SealError::from)?;
+            if attrs != request.to_be_signed {
+                return Err(OfflineError::Inconsistent(
+                    "the signed attributes are not those of the entity, the signer and the time"
+                        .into(),
+                ));
+            }
+        }
+        Profile::OpenPgp => {
+            if request.rsa_pss {
+                return Err(OfflineError::Inconsistent(
+                    "rsa-pss is an S/MIME option".into(),
+                ));
+            }
+            let template = template_of(request)?;
+            OpenPgp::new(store)
+                .check_template(
+                    &request.signer,
+                    &template,
+                    request.signing_time,
+                    &request.entity,
+                )
+                .map_err(SealError::from)?;
+        }
+        Profile::Jws => {
+            if request.rsa_pss || request.signing_key.is_some() {
+                return Err(OfflineError::Inconsistent(
+                    "a detached-jws request carries options of another profile".into(),
+                ));
+            }
+            let protected = std::str::from_utf8(&request.to_be_signed)
+                .map_err(|_| OfflineError::Inconsistent("the JWS header is not text".into()))?;
+            Jws::new(store)
+                .check_header(&request.signer, address, protected)
+                .map_err(SealError::from)?;
+        }
+        Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
+    }
+    Ok(Checked { message })
+}
+
+/// Connected host: the signing request for `plain` under `opts` (profile, RSA-PSS,
+/// outer hints, signing time: `None`, now), signed by the newest certificate or key
+/// `store` holds for the From address (public parts only are needed).
+pub fn prepare(
+    store: &dyn KeyStore,
+    plain: &MailA2aMessage,
+    opts: &SealOptions,
+) -> Result<SigningRequest, OfflineError> {
+    let (from, _) = crate::seal::sealing_addresses(plain, opts, opts.profile)?;
+    let at = whole_seconds(opts.signing_time.unwrap_or_else(OffsetDateTime::now_utc));
+    let mut entity = Vec::new();
+    plain.write_inner_entity(false, false, &mut entity)?;
+    let boundary = content_boundary(&entity, at)?;
+    let (signer, signing_key, to_be_signed) = match opts.profile {
+        Profile::Smime => {
+            let (cert, fingerprint) = Smime::new(store).signing_certificate(&from, at)?;
+            let attrs = smime_parts::signed_attributes(&cert, opts.rsa_pss, &entity, at)
+                .map_err(SealError::from)?;
+            (fingerprint, None, attrs)
+        }
+        Profile::OpenPgp => {
+            let (fingerprint, template) = OpenPgp::new(store)
+                .signature_template(&from, at)
+                .map_err(SealError::from)?;
+            let trailer = template.trailer();
+            (fingerprint, Some(template.key), trailer)
+        }
+        Profile::Jws => {
+            let (fingerprint, protected) = Jws::new(store)
+                .signing_header(&from)
+                .map_err(SealError::from)?;
+            (fingerprint, None, protected.into_bytes())
+        }
+        Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
+    };
+    let message = MailA2aMessage::parse(&entity, &Limits::default())?;
+    let request = SigningRequest {
+        profile: opts.profile,
+        signer,
+        signer_address: from,
+        signing_key,
+        signing_time: at,
+        rsa_pss: opts.rsa_pss && opts.profile == Profile::Smime,
+        outer_hints: opts.outer_hints,
+        boundary,
+        covers: covers(&message),
+        entity,
+        to_be_signed,
+    };
+    // What the offline host will check, checked here first.
+    check(store, &request)?;
+    Ok(request)
+}
+
+/// A request the offline host has checked, ready for the operator's decision.
+pub struct Review<'s> {
+    store: &'s dyn KeyStore,
+    request: SigningRequest,
+    summary: Summary,
+}
+
+/// Offline host: checks `request` against `store` (which holds the signer's private
+/// key) and describes it for the operator.
+pub fn review(store: &dyn KeyStore, request: SigningRequest) -> Result<Review<'_>, OfflineError> {
+    let checked = check(store, &request)?;
+    let summary = Summary::of(&request, &checked.message);
+    Ok(Review {
+        store,
+        request,
+        summary,
+    })
+}
+
+impl Review<'_> {
+    /// What the operator reads before signing.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
+    }
+
+    /// The request reviewed.
+    pub fn request(&self) -> &SigningRequest {
+        &self.request
+    }
+
+    /// Signs, at the operator's word: the response (`now` is the offline host's
+    /// clock, recorded, never signed).
+    pub fn sign(&self, now: OffsetDateTime) -> Result<SigningResponse, OfflineError> {
+        let r = &self.request;
+        let signature = match r.profile {
+            Profile::Smime => {
+                let smime = Smime::new(self.store);
+                let cert =
+                    smime.signer_certificate(&r.signer, &r.signer_address, r.signing_time)?;
+                smime.sign_attributes(&r.signer, &cert, r.rsa_pss, &r.to_be_signed)?
+            }
+            Profile::OpenPgp => OpenPgp::new(self.store)
+                .sign_template(&r.signer, &template_of(r)?, r.signing_time, &r.entity)
+                .map_err(SealError::from)?,
+            Profile::Jws => {
+                let protected = std::str::from_utf8(&r.to_be_signed)
+                    .map_err(|_| OfflineError::Inconsistent("the JWS header is not text".into()))?;
+                Jws::new(self.store)
+                    .sign_header(&r.signer, &r.signer_address, protected, &r.entity)
+                    .map_err(SealError::from)?
+                    .into_bytes()
+            }
+            Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
+        };
+        Ok(SigningResponse {
+            request: r.fingerprint(),
+            signer: r.signer.clone(),
+            signed_at: whole_seconds(now),
+            signature,
+        })
+    }
+}
+
+/// A message assembled from a request and its response.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Assembled {
+    /// The signed message, as a signed-only seal writes it.
+    pub message: Vec<u8>,
+    /// Its `multipart/signed` entity (the message without its header section), what
+    /// an encryption afterwards encloses.
+    pub signed_entity: Vec<u8>,
+    /// The message's header fields (from the signed entity).
+    pub headers: Headers,
+    /// The outer hints written.
+    pub hints: Hints,
+    /// The signed message as the library reads it (for the sender's rules).
+    pub plain: MailA2aMessage,
+}
+
+/// Connected host: checks that `response` answers `request`, by its signer, with a
+/// signature that verifies, and writes the signed message.
+pub fn assemble(
+    store: &dyn KeyStore,
+    request: &SigningRequest,
+    response: &SigningResponse,
+) -> Result<Assembled, OfflineError> {
+    let expected = request.fingerprint();
+    if response.request != expected {
+        return Err(OfflineError::WrongRequest {
+            expected,
+            found: response.request.clone(),
+        });
+    }
+    if response.signer != request.signer {
+        return Err(OfflineError::WrongSigner {
+            expected: request.signer.clone(),
+            found: response.signer.clone(),
+        });
+    }
+    let checked = check(store, request)?;
+    let r = request;
+    let signed_entity = match r.profile {
+        Profile::Smime => {
+            let smime = Smime::new(store);
+            let cert = smime.signer_certificate(&r.signer, &r.signer_address, r.signing_time)?;
+            smime_parts::check_attributes_signature(
+                &cert,
+                r.rsa_pss,
+                &r.to_be_signed,
+                &response.signature,
+            )
+            .map_err(SealError::from)?;
+            let cms = smime_parts::detached_from_parts(
+                &cert,
+                r.rsa_pss,
+                &r.to_be_signed,
+                response.signature.clone(),
+            )
+            .map_err(SealError::from)?;
+            crate::smime::signed_message(&[], &cert, &r.boundary, &r.entity, &cms)
+        }
+        Profile::OpenPgp => {
+            let template = template_of(r)?;
+            OpenPgp::new(store)
+                .check_signature_packet(
+                    &r.signer,
+                    &template,
+                    r.signing_time,
+                    &r.entity,
+                    &response.signature,
+                )
+                .map_err(SealError::from)?;
+            crate::openpgp::offline::signed_message(
+                &[],
+                &r.boundary,
+                &r.entity,
+                &response.signature,
+            )
+        }
+        Profile::Jws => {
+            let protected = std::str::from_utf8(&r.to_be_signed)
+                .map_err(|_| OfflineError::Inconsistent("the JWS header is not text".into()))?;
+            let signature = std::str::from_utf8(&response.signature)
+                .map_err(|_| OfflineError::Inconsistent("the JWS signature is not text".into()))?;
+            let (jws, alg) = Jws::new(store)
+                .check_header_signature(
+                    &r.signer,
+                    &r.signer_address,
+                    protected,
+                    &r.entity,
+                    signature,
+                )
+                .map_err(SealError::from)?;
+            crate::jws::signed_message(&[], &r.boundary, alg, &r.entity, &jws)
+        }
+        Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
+    };
+    let plain = checked.message;
+    let headers = plain.headers.clone();
+    let hints = if r.outer_hints {
+        headers.hints.clone()
+    } else {
+        Hints::binding_only()
+    };
+    let mut message = Vec::with_capacity(signed_entity.len() + 1024);
+    write_header_section(&mut message, &headers, &hints).map_err(SealError::from)?;
+    message.extend_from_slice(&signed_entity);
+    Ok(Assembled {
+        message,
+        signed_entity,
+        headers,
+        hints,
+        plain,
+    })
+}

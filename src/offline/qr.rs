@@ -1,0 +1,221 @@
+//! Requests and responses across the gap as QR codes: the armored text cut into
+//! pieces, one QR code each (error correction level M), stacked in one PNG that the
+//! operator can look at in any viewer and a camera or scanner can read. Each code
+//! says which piece it is and a digest of the whole, so pieces of two texts never mix
+//! and a missing piece is named.
+//!
+//! Encoding is the `qrcode` crate, decoding `rqrr`, the picture `png`; nothing here
+//! parses a QR code by hand.
+
+use sha2::{Digest, Sha256};
+
+/// Bytes of text per QR code (version 40-M holds 2331; smaller codes read better).
+const PIECE: usize = 1400;
+/// Pixels per module, and quiet-zone modules around each code.
+const SCALE: usize = 4;
+const QUIET: usize = 4;
+/// The largest picture read, each side.
+const MAX_SIDE: u32 = 16384;
+/// The most pieces one text may take.
+const MAX_PIECES: usize = 64;
+
+/// Why a QR picture could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum QrError {
+    /// The text is too long for [`MAX_PIECES`] codes.
+    #[error("the text needs more than {MAX_PIECES} QR codes; carry it as a file")]
+    TooLong,
+    /// The encoder refused.
+    #[error("QR encoding: {0}")]
+    Encode(#[source] qrcode::types::QrError),
+    /// The PNG could not be written or read.
+    #[error("PNG: {0}")]
+    Png(String),
+    /// The picture holds no complete set of pieces.
+    #[error("QR codes: {0}")]
+    Decode(String),
+}
+
+impl crate::error::Classify for QrError {
+    fn a2a_error(&self) -> crate::error::A2aErrorType {
+        crate::error::A2aErrorType::InvalidRequestError
+    }
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            Self::TooLong => crate::error::ErrorKind::InvalidArgument,
+            _ => crate::error::ErrorKind::Malformed,
+        }
+    }
+}
+
+fn tag(text: &[u8]) -> String {
+    crate::hex::hex(&Sha256::digest(text)[..6])
+}
+
+/// `text` as a PNG of one or more QR codes, stacked top to bottom.
+pub fn encode_png(text: &[u8]) -> Result<Vec<u8>, QrError> {
+    let pieces: Vec<&[u8]> = text.chunks(PIECE).collect();
+    if pieces.len() > MAX_PIECES {
+        return Err(QrError::TooLong);
+    }
+    let id = tag(text);
+    let mut codes = Vec::with_capacity(pieces.len());
+    for (i, piece) in pieces.iter().enumerate() {
+        let mut data = format!("MSQR {}/{} {id}\n", i + 1, pieces.len()).into_bytes();
+        data.extend_from_slice(piece);
+        let code = qrcode::QrCode::with_error_correction_level(&data, qrcode::EcLevel::M)
+            .map_err(QrError::Encode)?;
+        codes.push(code);
+    }
+    let side = codes
+        .iter()
+        .map(|c| (c.width() + 2 * QUIET) * SCALE)
+        .max()
+        .unwrap_or(0);
+    let height: usize = codes.iter().map(|c| (c.width() + 2 * QUIET) * SCALE).sum();
+    let mut pixels = vec![255u8; side * height];
+    let mut top = 0;
+    for code in &codes {
+        let w = code.width();
+        let colors = code.to_colors();
+        for y in 0..w {
+            for x in 0..w {
+                if colors[y * w + x] == qrcode::Color::Dark {
+                    for dy in 0..SCALE {
+                        let row = top + (y + QUIET) * SCALE + dy;
+                        let start = row * side + (x + QUIET) * SCALE;
+                        pixels[start..start + SCALE].fill(0);
+                    }
+                }
+            }
+        }
+        top += (w + 2 * QUIET) * SCALE;
+    }
+    let mut out = Vec::new();
+    {
+        let mut encoder = png::Encoder::new(&mut out, side as u32, height as u32);
+        encoder.set_color(png::ColorType::Grayscale);
+        encoder.set_depth(png::BitDepth::Eight);
+        let mut writer = encoder
+            .write_header()
+            .map_err(|e| QrError::Png(e.to_string()))?;
+        writer
+            .write_image_data(&pixels)
+            .map_err(|e| QrError::Png(e.to_string()))?;
+    }
+    Ok(out)
+}
+
+/// Grey levels of a PNG (any colour type, 8 or 16 bits), with its width and height.
+fn grey(png_bytes: &[u8]) -> Result<(usize, usize, Vec<u8>), QrError> {
+    let png_err = |e: png::DecodingError| QrError::Png(e.to_string());
+    let mut decoder = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    decoder.set_limits(png::Limits { bytes: 512 << 20 });
+    let mut reader = decoder.read_info().map_err(png_err)?;
+    let (w, h) = (reader.info().width, reader.info().height);
+    if w > MAX_SIDE || h > MAX_SIDE {
+        return Err(QrError::Png(format!(
+            "{w}x{h} is larger than {MAX_SIDE} a side"
+        )));
+    }
+    let size = reader
+        .output_buffer_size()
+        .ok_or_else(|| QrError::Png("the picture is too large".into()))?;
+    let mut buf = vec![0u8; size];
+    let info = reader.next_frame(&mut buf).map_err(png_err)?;
+    let channels = info.color_type.samples();
+    let (w, h) = (info.width as usize, info.height as usize);
+    let line = info.line_size;
+    let mut out = Vec::with_capacity(w * h);
+    for y in 0..h {
+        for x in 0..w {
+            let at = y * line + x * channels;
+            let px = buf.get(at..at + channels).unwrap_or(&[255]);
+            let v = match channels {
+                1 | 2 => px[0],
+                _ => ((px[0] as u32 * 299 + px[1] as u32 * 587 + px[2] as u32 * 114) / 1000) as u8,
+            };
+            // A transparent pixel is background.
+            let alpha = match channels {
+                2 => px[1],
+                4 => px[3],
+                _ => 255,
+            };
+            out.push(if alpha < 128 { 255 } else { v });
+        }
+    }
+    Ok((w, h, out))
+}
+
+/// The text the QR codes of a PNG carry (every piece of one text, in order, its
+/// digest checked).
+pub fn decode_png(png_bytes: &[u8]) -> Result<Vec<u8>, QrError> {
+    let (w, h, pixels) = grey(png_bytes)?;
+    let mut image = rqrr::PreparedImage::prepare_from_greyscale(w, h, |x, y| pixels[y * w + x]);
+    let mut pieces: Vec<Option<Vec<u8>>> = Vec::new();
+    let mut id: Option<String> = None;
+    for grid in image.detect_grids() {
+        let mut data = Vec::new();
+        if grid.decode_to(&mut data).is_err() {
+            continue;
+        }
+        let Some(nl) = data.iter().position(|&b| b == b'\n') else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&data[..nl]).to_string();
+        let mut words = head.split(' ');
+        let (Some("MSQR"), Some(place), Some(tag_text), None) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        let Some((i, n)) = place
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)))
+        else {
+            continue;
+        };
+        if n == 0 || n > MAX_PIECES || i == 0 || i > n {
+            continue;
+        }
+        match &id {
+            Some(existing) if existing != tag_text => {
+                return Err(QrError::Decode(
+                    "the picture holds codes of two different texts".into(),
+                ))
+            }
+            _ => id = Some(tag_text.to_string()),
+        }
+        if pieces.is_empty() {
+            pieces = vec![None; n];
+        } else if pieces.len() != n {
+            return Err(QrError::Decode(
+                "the codes disagree on how many pieces there are".into(),
+            ));
+        }
+        pieces[i - 1] = Some(data[nl + 1..].to_vec());
+    }
+    let id = id.ok_or_else(|| QrError::Decode("no mailseal QR code found".into()))?;
+    let missing: Vec<String> = pieces
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.is_none())
+        .map(|(i, _)| (i + 1).to_string())
+        .collect();
+    if !missing.is_empty() {
+        return Err(QrError::Decode(format!(
+            "pieces {} of {} were not read",
+            missing.join(", "),
+            pieces.len()
+        )));
+    }
+    let text: Vec<u8> = pieces.into_iter().flatten().flatten().collect();
+    if tag(&text) != id {
+        return Err(QrError::Decode(
+            "the pieces do not make the text they name".into(),
+        ));
+    }
+    Ok(text)
+}

@@ -1,0 +1,105 @@
+//! The S/MIME half of offline signing (`crate::offline`): the connected host holds
+//! the signer's certificate only and fixes the signed attributes; the offline host
+//! recomputes them from the entity, signs them with the key (a file key or a token's),
+//! and the connected host checks the signature and builds the SignedData around it.
+
+use time::OffsetDateTime;
+use x509_cert::Certificate;
+
+use super::{certificate, newest_first, signed_data, Smime, SmimeError};
+use crate::message::transfer::{push_base64_lines, Width};
+use crate::message::{write_header_section, Headers, Hints};
+use crate::seal::SealError;
+
+impl Smime<'_> {
+    /// Connected host: `address`'s newest certificate usable for signing at `at`, and
+    /// its store fingerprint. Only the certificate is needed.
+    pub(crate) fn signing_certificate(
+        &self,
+        address: &str,
+        at: OffsetDateTime,
+    ) -> Result<(Certificate, String), SealError> {
+        newest_first(self.store.certificates_for(address)?)
+            .into_iter()
+            .find(|(cert, _)| certificate::check_signer_usage(cert, at).is_ok())
+            .map(|(cert, stored)| (cert, stored.fingerprint))
+            .ok_or(SealError::NoSigningKey {
+                address: address.to_string(),
+            })
+    }
+
+    /// The certificate `fingerprint` of the store, if it is `address`'s and usable
+    /// for signing at `at`.
+    pub(crate) fn signer_certificate(
+        &self,
+        fingerprint: &str,
+        address: &str,
+        at: OffsetDateTime,
+    ) -> Result<Certificate, SealError> {
+        let (cert, _) = newest_first(self.store.certificates_for(address)?)
+            .into_iter()
+            .find(|(_, stored)| stored.fingerprint == fingerprint)
+            .ok_or(SealError::NoSigningKey {
+                address: address.to_string(),
+            })?;
+        certificate::check_signer_usage(&cert, at)?;
+        Ok(cert)
+    }
+
+    /// Offline host: signs the DER signed attributes with the private key of the
+    /// certificate `fingerprint`.
+    pub(crate) fn sign_attributes(
+        &self,
+        fingerprint: &str,
+        cert: &Certificate,
+        rsa_pss: bool,
+        attrs_der: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
+        let key = self
+            .store
+            .private_key(fingerprint)?
+            .ok_or_else(|| SmimeError::Key("no private key for the certificate".into()))?;
+        Ok(signed_data::sign_attributes(
+            &self.loaded,
+            &key,
+            cert,
+            rsa_pss,
+            attrs_der,
+        )?)
+    }
+
+    /// The message `headers` (Subject obscured) with `entity` (a whole MIME entity,
+    /// here a signed one) encrypted in AuthEnvelopedData to a certificate of each of
+    /// `addresses`: encryption without signing, for an entity signed elsewhere.
+    pub(crate) fn encrypt_signed_entity(
+        &self,
+        headers: &Headers,
+        hints: &Hints,
+        entity: &[u8],
+        addresses: &[String],
+    ) -> Result<Vec<u8>, SealError> {
+        let recipients = self.recipient_certificates(addresses, &[])?;
+        let (buf, start) = super::enveloped::encrypt_into(
+            &recipients,
+            entity.len() + 1024,
+            |buf: &mut Vec<u8>| -> Result<(), SealError> {
+                buf.extend_from_slice(entity);
+                Ok(())
+            },
+        )?;
+        let mut outer = headers.clone();
+        outer.subject = Some("[...]".into());
+        let mut out = Vec::with_capacity(crate::message::size_hint(buf.len() - start) + 1024);
+        write_header_section(&mut out, &outer, hints)?;
+        out.extend_from_slice(
+            b"Content-Type: application/pkcs7-mime; smime-type=\"authEnveloped-data\";\r\n\
+\x20name=\"smime.p7m\"\r\n\
+Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
+Content-Transfer-Encoding: base64\r\n\r\n",
+        );
+        push_base64_lines(&mut out, &buf[start..], Width::Mime);
+        Ok(out)
+    }
+}
+
+pub(crate) use signed_data::{check_attributes_signature, detached_from_parts, signed_attributes};

@@ -1,0 +1,144 @@
+//! The offline host's signing log: every signature appended, the chain checked by
+//! `sign-log verify`; a removed or edited entry is found, and a removed tail against
+//! the head the operator noted. And `sign --batch` with a refused request in the batch.
+
+use super::kit::{self, read, Hosts};
+
+fn three_signatures() -> (Hosts, std::path::PathBuf) {
+    let h = kit::smime();
+    let at = kit::now_text();
+    for i in 0..3 {
+        let plain = h.compose(&format!("p{i}.eml"), &format!("req-{i}"), "Log me.");
+        h.round_trip("smime", &plain, &at, &format!("m{i}"));
+    }
+    let log = h.path("offline").join("signing.log");
+    (h, log)
+}
+
+fn verify(h: &Hosts, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["sign-log", "verify"];
+    args.extend_from_slice(extra);
+    h.at("offline", &args, b"")
+}
+
+#[test]
+fn the_log_chains_every_signature_and_finds_an_edit_or_a_removal() {
+    let (h, log) = three_signatures();
+    let out = verify(&h, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("ok: 3 entries"), "{stdout}");
+    let head = stdout
+        .rsplit("head ")
+        .next()
+        .expect("head")
+        .trim()
+        .to_string();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&log).expect("log").permissions().mode();
+        assert_eq!(mode & 0o077, 0, "the log is owner-only");
+    }
+    let original = String::from_utf8(read(&log.display().to_string())).expect("text");
+    let lines: Vec<&str> = original.lines().collect();
+    // The middle entry removed.
+    std::fs::write(&log, format!("{}\n{}\n", lines[0], lines[2])).expect("write");
+    let out = verify(&h, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
+    // One entry edited (another recipient), its hash left.
+    std::fs::write(
+        &log,
+        original.replacen("bob@smime.example", "eve@smime.example", 1),
+    )
+    .expect("write");
+    let out = verify(&h, &[]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("changed after it was written"));
+    // The last entry removed: the chain still holds, the noted head does not.
+    std::fs::write(&log, format!("{}\n{}\n", lines[0], lines[1])).expect("write");
+    assert!(verify(&h, &[]).status.success());
+    let out = verify(&h, &["--head", &head]);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A broken log is not extended.
+    std::fs::write(&log, format!("{}\n{}\n", lines[0], lines[2])).expect("write");
+    let plain = h.compose("p9.eml", "req-9", "After tampering.");
+    let req = h.p("p9.req");
+    h.ok(
+        "connected",
+        &["sign-request", "--profile", "smime", &plain, "--out", &req],
+        b"",
+    );
+    let out = h.at("offline", &["sign", &req, "--yes"], b"");
+    assert_eq!(out.status.code(), Some(4));
+    assert!(out.stdout.is_empty(), "signed onto a broken log");
+}
+
+#[test]
+fn a_batch_signs_every_good_request_and_lists_the_refused() {
+    let h = kit::smime();
+    let at = kit::now_text();
+    let batch = h.path("batch");
+    std::fs::create_dir(&batch).expect("mkdir");
+    for i in 0..4 {
+        let plain = h.compose(&format!("b{i}.eml"), &format!("batch-{i}"), "Batch.");
+        let req = batch.join(format!("{i}.req")).display().to_string();
+        h.ok(
+            "connected",
+            &[
+                "sign-request",
+                "--profile",
+                "smime",
+                "--at",
+                &at,
+                &plain,
+                "--out",
+                &req,
+            ],
+            b"",
+        );
+    }
+    std::fs::write(batch.join("9.req"), "not a request").expect("write");
+    let out = h.at(
+        "offline",
+        &["sign", "--batch", &batch.display().to_string()],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "asks for --yes");
+    let out = h.at(
+        "offline",
+        &["sign", "--batch", &batch.display().to_string(), "--yes"],
+        b"",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("signed 4 of 5"), "{stdout}");
+    assert!(
+        stdout.contains("refused") && stdout.contains("9.req"),
+        "{stdout}"
+    );
+    for i in 0..4 {
+        let req = batch.join(format!("{i}.req")).display().to_string();
+        let resp = batch.join(format!("{i}.resp")).display().to_string();
+        let msg = h.p(&format!("b{i}.signed"));
+        h.ok("connected", &["assemble", &req, &resp, "--out", &msg], b"");
+        h.ok("bob", &["open", "--in", &msg], b"");
+    }
+    assert!(!batch.join("9.resp").exists());
+    assert!(String::from_utf8_lossy(&verify(&h, &[]).stdout).contains("ok: 4 entries"));
+}
