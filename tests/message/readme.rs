@@ -272,3 +272,28 @@ fn readme_jws_example_runs() {
     assert_eq!(verdict["profile"], "jws");
     assert_eq!(verdict["protection"], "signed");
 }
+
+#[test]
+fn readme_offline_signing_example_runs() {
+    let (stdout, stderr, dir) = run_block_after_first("mailseal sign-request");
+    assert!(stderr.contains("request fingerprint: "), "{stderr}");
+    assert!(stderr.contains("Sign this? [y/N]"), "{stderr}");
+    assert!(stderr.contains("operation: message/send"), "{stderr}");
+    assert!(stdout.contains("signed 1 of 1"), "{stdout}");
+    assert!(stdout.contains("ok: 3 entries"), "{stdout}");
+    assert!(stderr.contains("Verification successful"), "{stderr}");
+    assert!(stdout.contains("refused with exit 4"), "{stdout}");
+    let sealed = std::fs::read_to_string(dir.path().join("sealed.eml")).unwrap();
+    assert!(sealed.contains("authEnveloped-data"));
+    let (_, stderr, dir) = run_block_after_first("--csr treasury.csr");
+    assert!(
+        stderr.contains("imported certificate ec+secret"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("Verification successful").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(dir.path().join("t-signed.eml").exists());
+}

@@ -10,6 +10,7 @@ mod common;
 mod csr;
 mod fail_offline;
 mod flow;
+mod fuzz_seeds;
 mod kit;
 mod qr;
 mod signing_log;

@@ -591,3 +591,154 @@ fn fail_a_missing_token_is_named_with_how_to_create_it() {
     );
     assert!(!err.contains("token: token:"), "{err}");
 }
+
+/// Offline signing with the key on a token (issue #20): the key made on the token with
+/// a certificate request, the request issued from by an OpenSSL CA and the issued
+/// certificate bound to the token key on import; then a signing request made on a
+/// connected host (certificates only), signed on the token, assembled, and verified by
+/// `openssl cms -verify` against that CA.
+#[test]
+fn an_offline_token_key_signs_requests_and_takes_its_issued_certificate() {
+    let Some(hsm) = Hsm::new() else { return };
+    let d = hsm.dir.path();
+    openssl(
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-subj",
+            "/CN=Token CA",
+            "-days",
+            "30",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+        ],
+        d,
+    );
+    let uri = format!("pkcs11:token=mailseal;object=treasury?module-path={MODULE}&pin-value={PIN}");
+    let p = |n: &str| hsm.path(n).to_str().unwrap().to_owned();
+    let (offline, connected) = (p("offline"), p("connected"));
+    hsm.ok(
+        &[
+            "key",
+            "generate",
+            "--kind",
+            "smime",
+            "--email",
+            "treasury@smime.example",
+            "--store",
+            &offline,
+            "--pkcs11",
+            &uri,
+            "--csr",
+            &p("t.csr"),
+        ],
+        b"",
+    );
+    openssl(&["req", "-in", "t.csr", "-verify", "-noout"], d);
+    openssl(
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "t.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-copy_extensions",
+            "copy",
+            "-days",
+            "30",
+            "-out",
+            "issued.pem",
+        ],
+        d,
+    );
+    let out = hsm.ok(
+        &["key", "import", "--store", &offline, &p("issued.pem")],
+        b"",
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("+secret"),
+        "the issued certificate is bound to the token key: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    hsm.ok(
+        &["key", "import", "--store", &connected, &p("issued.pem")],
+        b"",
+    );
+    let plain = hsm.path("t.eml");
+    std::fs::write(
+        &plain,
+        request(
+            "token-offline",
+            "treasury@smime.example",
+            "alice@smime.example",
+        )
+        .to_rfc5322()
+        .unwrap(),
+    )
+    .unwrap();
+    hsm.ok(
+        &[
+            "sign-request",
+            "--store",
+            &connected,
+            "--profile",
+            "smime",
+            plain.to_str().unwrap(),
+            "--out",
+            &p("t.req"),
+        ],
+        b"",
+    );
+    hsm.ok(
+        &[
+            "sign",
+            "--store",
+            &offline,
+            &p("t.req"),
+            "--out",
+            &p("t.resp"),
+            "--log",
+            &p("t.log"),
+        ],
+        b"y\n",
+    );
+    hsm.ok(
+        &[
+            "assemble",
+            "--store",
+            &connected,
+            &p("t.req"),
+            &p("t.resp"),
+            "--out",
+            &p("signed.eml"),
+        ],
+        b"",
+    );
+    let out = openssl(
+        &[
+            "cms",
+            "-verify",
+            "-in",
+            "signed.eml",
+            "-CAfile",
+            "ca.pem",
+            "-out",
+            "/dev/null",
+        ],
+        d,
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Verification successful"));
+}
