@@ -49,10 +49,11 @@ fn bench(c: &mut Criterion) {
             .unwrap();
     let rng = SystemRandom::new();
     let now = time::OffsetDateTime::now_utc();
+    let host = offline::Offline::new(&store);
     let sign_all = |log: Option<&SigningLog>| {
         for t in &texts {
             let request = SigningRequest::parse(black_box(t.as_bytes())).unwrap();
-            let review = offline::review(&store, request).unwrap();
+            let review = host.review(request).unwrap();
             let response = review.sign(now).unwrap();
             if let Some(log) = log {
                 log.append(review.request(), &response).unwrap();

@@ -364,7 +364,10 @@ impl<'a> Sender<'a> {
                 who,
             });
         }
-        Ok(crate::offline::prepare(self.keys.as_ref(), plain, opts)?)
+        Ok(
+            crate::offline::Offline::with_caches(self.keys.as_ref(), self.caches.clone())
+                .prepare(plain, opts)?,
+        )
     }
 
     /// Offline signing, connected host: the message a request and its response make
@@ -379,7 +382,9 @@ impl<'a> Sender<'a> {
         response: &crate::offline::SigningResponse,
         encrypt: bool,
     ) -> Result<Vec<u8>, SendError> {
-        let assembled = crate::offline::assemble(self.keys.as_ref(), request, response)?;
+        let assembled =
+            crate::offline::Offline::with_caches(self.keys.as_ref(), self.caches.clone())
+                .assemble(request, response)?;
         let plain = &assembled.plain;
         let recipients = Self::recipients_of(plain);
         if encrypt && request.profile == Profile::Jws {

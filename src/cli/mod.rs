@@ -80,6 +80,13 @@ enum Command {
     /// Offline signing, connected host: write a signing request for a plain message.
     SignRequest(offline::SignRequestArgs),
     /// Offline signing, offline host (no network): check, show and sign a request.
+    ///
+    /// Reads the request (a file, or --qr-in PNG), recomputes everything it states from
+    /// the signed entity, shows what will be signed, asks for confirmation (or --yes),
+    /// signs with a key of the store (a directory, sqlite:PATH or a pkcs11: token) and
+    /// appends the signature to the hash-chained signing log. No network code is on
+    /// this path: it reads files and the key store and writes files (a postgres://
+    /// store is refused).
     Sign(offline::SignArgs),
     /// Offline signing, connected host: request + response -> the signed message.
     Assemble(offline::AssembleArgs),

@@ -42,14 +42,8 @@ pub(super) struct SignRequestArgs {
 }
 
 #[derive(Args)]
-#[command(long_about = "Sign a signing request on the offline host.\n\n\
-Reads the request (a file, or --qr PNG), recomputes everything it states from the \
-signed entity, shows what will be signed, asks for confirmation (or --yes), signs with \
-a key of the store (a directory, SQLite or a pkcs11: token) and appends the signature \
-to the hash-chained signing log. This command makes no network connection: it reads \
-files and the key store and writes files.")]
 pub(super) struct SignArgs {
-    /// The request file (or --qr PNG).
+    /// The request file (or --qr-in PNG).
     request: Option<PathBuf>,
     /// Read the request from the QR codes of this PNG.
     #[arg(long = "qr-in", value_name = "PNG", conflicts_with = "request")]
@@ -192,14 +186,14 @@ fn confirm() -> Result<bool, Failure> {
 
 /// Reviews, confirms, signs and logs one request; the response.
 fn sign_one(
-    store: &dyn crate::keystore::KeyStore,
+    host: &crate::offline::Offline<'_>,
     log: &SigningLog,
     text: &[u8],
     yes: bool,
     show: bool,
 ) -> Result<SigningResponse, Failure> {
     let request = SigningRequest::parse(text).map_err(|e| Failure::from("sign", e))?;
-    let review = crate::offline::review(store, request).map_err(|e| Failure::from("sign", e))?;
+    let review = host.review(request).map_err(|e| Failure::from("sign", e))?;
     if show {
         eprint!("{}", review.summary());
     }
@@ -227,11 +221,20 @@ fn sign_one(
 }
 
 pub(super) fn sign(dir: PathBuf, a: SignArgs) -> CliResult {
+    // The one store that connects anywhere is a database server: not on this path.
+    if dir.to_string_lossy().contains("://") {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            "sign runs on the offline host: give it a store on this machine (a directory, \
+             sqlite:PATH or a pkcs11: token), not a database server",
+        ));
+    }
     let keys = Keys::open(&dir)?;
+    let host = crate::offline::Offline::new(keys.store());
     let log = SigningLog::new(log_path(&dir, a.log.clone())?);
     if let Some(batch) = &a.batch {
         return sign_batch(
-            keys.store(),
+            &host,
             &log,
             batch,
             a.out_dir.as_deref().unwrap_or(batch),
@@ -245,7 +248,7 @@ pub(super) fn sign(dir: PathBuf, a: SignArgs) -> CliResult {
         ));
     }
     let text = read_text(a.request.as_deref(), a.qr_in.as_deref())?;
-    let response = sign_one(keys.store(), &log, &text, a.yes, true)?;
+    let response = sign_one(&host, &log, &text, a.yes, true)?;
     let text = response.to_text();
     if let Some(png) = &a.qr {
         write_qr(png, &text)?;
@@ -254,7 +257,7 @@ pub(super) fn sign(dir: PathBuf, a: SignArgs) -> CliResult {
 }
 
 fn sign_batch(
-    store: &dyn crate::keystore::KeyStore,
+    host: &crate::offline::Offline<'_>,
     log: &SigningLog,
     dir: &Path,
     out_dir: &Path,
@@ -281,7 +284,7 @@ fn sign_batch(
     for path in &files {
         bar.inc(1);
         let result = read_input(Some(path))
-            .and_then(|text| sign_one(store, log, &text, true, false))
+            .and_then(|text| sign_one(host, log, &text, true, false))
             .and_then(|response| {
                 let out = out_dir.join(path.with_extension("resp").file_name().unwrap_or_default());
                 write_output(Some(&out), response.to_text().as_bytes())

@@ -7,6 +7,7 @@ use time::OffsetDateTime;
 use super::request::{Covers, SigningRequest, SigningResponse};
 use super::summary::Summary;
 use super::OfflineError;
+use crate::dispatch::ProfileCaches;
 use crate::envelope::ValidationContext;
 use crate::jws::Jws;
 use crate::keystore::KeyStore;
@@ -84,6 +85,38 @@ fn template_of(request: &SigningRequest) -> Result<Template, OfflineError> {
     Ok(template)
 }
 
+/// One host's key store and the keys parsed from it, kept across the requests of a
+/// batch (loading a P-256 or RSA key from PKCS#8 costs more than the rest of a review).
+#[derive(Clone)]
+pub struct Offline<'s> {
+    store: &'s dyn KeyStore,
+    caches: ProfileCaches,
+}
+
+impl<'s> Offline<'s> {
+    /// A host over `store`.
+    pub fn new(store: &'s dyn KeyStore) -> Self {
+        Self::with_caches(store, ProfileCaches::default())
+    }
+
+    /// A host over `store` sharing `caches` (a [`crate::Sender`]'s).
+    pub fn with_caches(store: &'s dyn KeyStore, caches: ProfileCaches) -> Self {
+        Offline { store, caches }
+    }
+
+    fn smime(&self) -> Smime<'s> {
+        Smime::with_cache(self.store, &self.caches.smime)
+    }
+
+    fn openpgp(&self) -> OpenPgp<'s> {
+        OpenPgp::with_cache(self.store, &self.caches.openpgp)
+    }
+
+    fn jws(&self) -> Jws<'s> {
+        Jws::with_cache(self.store, &self.caches.jws)
+    }
+}
+
 /// What [`check`] established: the entity as a message.
 struct Checked {
     message: MailA2aMessage,
@@ -94,7 +127,7 @@ struct Checked {
 /// request states are the entity's, the boundary is the one the entity and time
 /// make, and the bytes to be signed are what the profile makes of the entity, the
 /// signer and the time.
-fn check(store: &dyn KeyStore, request: &SigningRequest) -> Result<Checked, OfflineError> {
+fn check(host: &Offline<'_>, request: &SigningRequest) -> Result<Checked, OfflineError> {
     let message = MailA2aMessage::parse(&request.entity, &Limits::default())?;
     let violations = message.check(&ValidationContext::new(Some(request.profile)));
     if let Some(v) = violations.first() {
@@ -128,8 +161,9 @@ fn check(store: &dyn KeyStore, request: &SigningRequest) -> Result<Checked, Offl
                     "an S/MIME request names an OpenPGP key".into(),
                 ));
             }
-            let smime = Smime::new(store);
-            let cert = smime.signer_certificate(&request.signer, address, request.signing_time)?;
+            let cert =
+                host.smime()
+                    .signer_certificate(&request.signer, address, request.signing_time)?;
             let attrs = smime_parts::signed_attributes(
                 &cert,
                 request.rsa_pss,
@@ -151,7 +185,7 @@ fn check(store: &dyn KeyStore, request: &SigningRequest) -> Result<Checked, Offl
                 ));
             }
             let template = template_of(request)?;
-            OpenPgp::new(store)
+            host.openpgp()
                 .check_template(
                     &request.signer,
                     &template,
@@ -168,7 +202,7 @@ fn check(store: &dyn KeyStore, request: &SigningRequest) -> Result<Checked, Offl
             }
             let protected = std::str::from_utf8(&request.to_be_signed)
                 .map_err(|_| OfflineError::Inconsistent("the JWS header is not text".into()))?;
-            Jws::new(store)
+            host.jws()
                 .check_header(&request.signer, address, protected)
                 .map_err(SealError::from)?;
         }
@@ -185,69 +219,91 @@ pub fn prepare(
     plain: &MailA2aMessage,
     opts: &SealOptions,
 ) -> Result<SigningRequest, OfflineError> {
-    let (from, _) = crate::seal::sealing_addresses(plain, opts, opts.profile)?;
-    let at = whole_seconds(opts.signing_time.unwrap_or_else(OffsetDateTime::now_utc));
-    let mut entity = Vec::new();
-    plain.write_inner_entity(false, false, &mut entity)?;
-    let boundary = content_boundary(&entity, at)?;
-    let (signer, signing_key, to_be_signed) = match opts.profile {
-        Profile::Smime => {
-            let (cert, fingerprint) = Smime::new(store).signing_certificate(&from, at)?;
-            let attrs = smime_parts::signed_attributes(&cert, opts.rsa_pss, &entity, at)
-                .map_err(SealError::from)?;
-            (fingerprint, None, attrs)
-        }
-        Profile::OpenPgp => {
-            let (fingerprint, template) = OpenPgp::new(store)
-                .signature_template(&from, at)
-                .map_err(SealError::from)?;
-            let trailer = template.trailer();
-            (fingerprint, Some(template.key), trailer)
-        }
-        Profile::Jws => {
-            let (fingerprint, protected) = Jws::new(store)
-                .signing_header(&from)
-                .map_err(SealError::from)?;
-            (fingerprint, None, protected.into_bytes())
-        }
-        Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
-    };
-    let message = MailA2aMessage::parse(&entity, &Limits::default())?;
-    let request = SigningRequest {
-        profile: opts.profile,
-        signer,
-        signer_address: from,
-        signing_key,
-        signing_time: at,
-        rsa_pss: opts.rsa_pss && opts.profile == Profile::Smime,
-        outer_hints: opts.outer_hints,
-        boundary,
-        covers: covers(&message),
-        entity,
-        to_be_signed,
-    };
-    // What the offline host will check, checked here first.
-    check(store, &request)?;
-    Ok(request)
+    Offline::new(store).prepare(plain, opts)
+}
+
+impl Offline<'_> {
+    /// [`prepare`] with this host's store and caches.
+    pub fn prepare(
+        &self,
+        plain: &MailA2aMessage,
+        opts: &SealOptions,
+    ) -> Result<SigningRequest, OfflineError> {
+        let (from, _) = crate::seal::sealing_addresses(plain, opts, opts.profile)?;
+        let at = whole_seconds(opts.signing_time.unwrap_or_else(OffsetDateTime::now_utc));
+        let mut entity = Vec::new();
+        plain.write_inner_entity(false, false, &mut entity)?;
+        let boundary = content_boundary(&entity, at)?;
+        let (signer, signing_key, to_be_signed) = match opts.profile {
+            Profile::Smime => {
+                let (cert, fingerprint) = self.smime().signing_certificate(&from, at)?;
+                let attrs = smime_parts::signed_attributes(&cert, opts.rsa_pss, &entity, at)
+                    .map_err(SealError::from)?;
+                (fingerprint, None, attrs)
+            }
+            Profile::OpenPgp => {
+                let (fingerprint, template) = self
+                    .openpgp()
+                    .signature_template(&from, at)
+                    .map_err(SealError::from)?;
+                let trailer = template.trailer();
+                (fingerprint, Some(template.key), trailer)
+            }
+            Profile::Jws => {
+                let (fingerprint, protected) =
+                    self.jws().signing_header(&from).map_err(SealError::from)?;
+                (fingerprint, None, protected.into_bytes())
+            }
+            Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
+        };
+        let message = MailA2aMessage::parse(&entity, &Limits::default())?;
+        let request = SigningRequest {
+            profile: opts.profile,
+            signer,
+            signer_address: from,
+            signing_key,
+            signing_time: at,
+            rsa_pss: opts.rsa_pss && opts.profile == Profile::Smime,
+            outer_hints: opts.outer_hints,
+            boundary,
+            covers: covers(&message),
+            entity,
+            to_be_signed,
+        };
+        // What the offline host will check, checked here first.
+        check(self, &request)?;
+        Ok(request)
+    }
 }
 
 /// A request the offline host has checked, ready for the operator's decision.
 pub struct Review<'s> {
-    store: &'s dyn KeyStore,
+    host: Offline<'s>,
     request: SigningRequest,
+    /// The request's fingerprint, computed once (it hashes the whole request).
+    fingerprint: String,
     summary: Summary,
 }
 
 /// Offline host: checks `request` against `store` (which holds the signer's private
 /// key) and describes it for the operator.
 pub fn review(store: &dyn KeyStore, request: SigningRequest) -> Result<Review<'_>, OfflineError> {
-    let checked = check(store, &request)?;
-    let summary = Summary::of(&request, &checked.message);
-    Ok(Review {
-        store,
-        request,
-        summary,
-    })
+    Offline::new(store).review(request)
+}
+
+impl<'s> Offline<'s> {
+    /// [`review`] with this host's store and caches (a batch reuses them).
+    pub fn review(&self, request: SigningRequest) -> Result<Review<'s>, OfflineError> {
+        let checked = check(self, &request)?;
+        let fingerprint = request.fingerprint();
+        let summary = Summary::of(&request, &fingerprint, &checked.message);
+        Ok(Review {
+            host: self.clone(),
+            request,
+            fingerprint,
+            summary,
+        })
+    }
 }
 
 impl Review<'_> {
@@ -261,24 +317,32 @@ impl Review<'_> {
         &self.request
     }
 
+    /// Its fingerprint (hex).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
     /// Signs, at the operator's word: the response (`now` is the offline host's
     /// clock, recorded, never signed).
     pub fn sign(&self, now: OffsetDateTime) -> Result<SigningResponse, OfflineError> {
         let r = &self.request;
         let signature = match r.profile {
             Profile::Smime => {
-                let smime = Smime::new(self.store);
+                let smime = self.host.smime();
                 let cert =
                     smime.signer_certificate(&r.signer, &r.signer_address, r.signing_time)?;
                 smime.sign_attributes(&r.signer, &cert, r.rsa_pss, &r.to_be_signed)?
             }
-            Profile::OpenPgp => OpenPgp::new(self.store)
+            Profile::OpenPgp => self
+                .host
+                .openpgp()
                 .sign_template(&r.signer, &template_of(r)?, r.signing_time, &r.entity)
                 .map_err(SealError::from)?,
             Profile::Jws => {
                 let protected = std::str::from_utf8(&r.to_be_signed)
                     .map_err(|_| OfflineError::Inconsistent("the JWS header is not text".into()))?;
-                Jws::new(self.store)
+                self.host
+                    .jws()
                     .sign_header(&r.signer, &r.signer_address, protected, &r.entity)
                     .map_err(SealError::from)?
                     .into_bytes()
@@ -286,7 +350,7 @@ impl Review<'_> {
             Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
         };
         Ok(SigningResponse {
-            request: r.fingerprint(),
+            request: self.fingerprint.clone(),
             signer: r.signer.clone(),
             signed_at: whole_seconds(now),
             signature,
@@ -318,92 +382,108 @@ pub fn assemble(
     request: &SigningRequest,
     response: &SigningResponse,
 ) -> Result<Assembled, OfflineError> {
-    let expected = request.fingerprint();
-    if response.request != expected {
-        return Err(OfflineError::WrongRequest {
-            expected,
-            found: response.request.clone(),
-        });
-    }
-    if response.signer != request.signer {
-        return Err(OfflineError::WrongSigner {
-            expected: request.signer.clone(),
-            found: response.signer.clone(),
-        });
-    }
-    let checked = check(store, request)?;
-    let r = request;
-    let signed_entity = match r.profile {
-        Profile::Smime => {
-            let smime = Smime::new(store);
-            let cert = smime.signer_certificate(&r.signer, &r.signer_address, r.signing_time)?;
-            smime_parts::check_attributes_signature(
-                &cert,
-                r.rsa_pss,
-                &r.to_be_signed,
-                &response.signature,
-            )
-            .map_err(SealError::from)?;
-            let cms = smime_parts::detached_from_parts(
-                &cert,
-                r.rsa_pss,
-                &r.to_be_signed,
-                response.signature.clone(),
-            )
-            .map_err(SealError::from)?;
-            crate::smime::signed_message(&[], &cert, &r.boundary, &r.entity, &cms)
+    Offline::new(store).assemble(request, response)
+}
+
+impl Offline<'_> {
+    /// [`assemble`] with this host's store and caches.
+    pub fn assemble(
+        &self,
+        request: &SigningRequest,
+        response: &SigningResponse,
+    ) -> Result<Assembled, OfflineError> {
+        let expected = request.fingerprint();
+        if response.request != expected {
+            return Err(OfflineError::WrongRequest {
+                expected,
+                found: response.request.clone(),
+            });
         }
-        Profile::OpenPgp => {
-            let template = template_of(r)?;
-            OpenPgp::new(store)
-                .check_signature_packet(
+        if response.signer != request.signer {
+            return Err(OfflineError::WrongSigner {
+                expected: request.signer.clone(),
+                found: response.signer.clone(),
+            });
+        }
+        let checked = check(self, request)?;
+        let r = request;
+        let signed_entity = match r.profile {
+            Profile::Smime => {
+                let cert = self.smime().signer_certificate(
                     &r.signer,
-                    &template,
+                    &r.signer_address,
                     r.signing_time,
-                    &r.entity,
+                )?;
+                smime_parts::check_attributes_signature(
+                    &cert,
+                    r.rsa_pss,
+                    &r.to_be_signed,
                     &response.signature,
                 )
                 .map_err(SealError::from)?;
-            crate::openpgp::offline::signed_message(
-                &[],
-                &r.boundary,
-                &r.entity,
-                &response.signature,
-            )
-        }
-        Profile::Jws => {
-            let protected = std::str::from_utf8(&r.to_be_signed)
-                .map_err(|_| OfflineError::Inconsistent("the JWS header is not text".into()))?;
-            let signature = std::str::from_utf8(&response.signature)
-                .map_err(|_| OfflineError::Inconsistent("the JWS signature is not text".into()))?;
-            let (jws, alg) = Jws::new(store)
-                .check_header_signature(
-                    &r.signer,
-                    &r.signer_address,
-                    protected,
-                    &r.entity,
-                    signature,
+                let cms = smime_parts::detached_from_parts(
+                    &cert,
+                    r.rsa_pss,
+                    &r.to_be_signed,
+                    response.signature.clone(),
                 )
                 .map_err(SealError::from)?;
-            crate::jws::signed_message(&[], &r.boundary, alg, &r.entity, &jws)
-        }
-        Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
-    };
-    let plain = checked.message;
-    let headers = plain.headers.clone();
-    let hints = if r.outer_hints {
-        headers.hints.clone()
-    } else {
-        Hints::binding_only()
-    };
-    let mut message = Vec::with_capacity(signed_entity.len() + 1024);
-    write_header_section(&mut message, &headers, &hints).map_err(SealError::from)?;
-    message.extend_from_slice(&signed_entity);
-    Ok(Assembled {
-        message,
-        signed_entity,
-        headers,
-        hints,
-        plain,
-    })
+                crate::smime::signed_message(&[], &cert, &r.boundary, &r.entity, &cms)
+            }
+            Profile::OpenPgp => {
+                let template = template_of(r)?;
+                self.openpgp()
+                    .check_signature_packet(
+                        &r.signer,
+                        &template,
+                        r.signing_time,
+                        &r.entity,
+                        &response.signature,
+                    )
+                    .map_err(SealError::from)?;
+                crate::openpgp::offline::signed_message(
+                    &[],
+                    &r.boundary,
+                    &r.entity,
+                    &response.signature,
+                )
+            }
+            Profile::Jws => {
+                let protected = std::str::from_utf8(&r.to_be_signed)
+                    .map_err(|_| OfflineError::Inconsistent("the JWS header is not text".into()))?;
+                let signature = std::str::from_utf8(&response.signature).map_err(|_| {
+                    OfflineError::Inconsistent("the JWS signature is not text".into())
+                })?;
+                let (jws, alg) = self
+                    .jws()
+                    .check_header_signature(
+                        &r.signer,
+                        &r.signer_address,
+                        protected,
+                        &r.entity,
+                        signature,
+                    )
+                    .map_err(SealError::from)?;
+                crate::jws::signed_message(&[], &r.boundary, alg, &r.entity, &jws)
+            }
+            Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
+        };
+        let plain = checked.message;
+        let headers = plain.headers.clone();
+        let hints = if r.outer_hints {
+            headers.hints.clone()
+        } else {
+            Hints::binding_only()
+        };
+        let mut message = Vec::with_capacity(signed_entity.len() + 1024);
+        write_header_section(&mut message, &headers, &hints).map_err(SealError::from)?;
+        message.extend_from_slice(&signed_entity);
+        Ok(Assembled {
+            message,
+            signed_entity,
+            headers,
+            hints,
+            plain,
+        })
+    }
 }

@@ -104,16 +104,23 @@ impl crate::error::Classify for LogError {
     }
 }
 
-/// A hash-chained log in one file.
-#[derive(Clone, Debug)]
+/// A hash-chained log in one file. The chain is checked in full at the first
+/// append; later appends of the same `SigningLog` check that the file is still the
+/// length it left it (a batch does not re-read the whole log per signature).
+#[derive(Debug)]
 pub struct SigningLog {
     path: PathBuf,
+    /// (file length, last seq, last hash) as this value last wrote or verified it.
+    known: std::sync::Mutex<Option<(u64, u64, String)>>,
 }
 
 impl SigningLog {
     /// The log at `path` (created by the first [`SigningLog::append`], owner-only).
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        SigningLog { path: path.into() }
+        SigningLog {
+            path: path.into(),
+            known: std::sync::Mutex::new(None),
+        }
     }
 
     /// Its file.
@@ -192,6 +199,7 @@ impl SigningLog {
         request: &SigningRequest,
         response: &SigningResponse,
     ) -> Result<LogEntry, LogError> {
+        // The response names its request by the request's fingerprint; the log says so.
         let mut options = std::fs::OpenOptions::new();
         options.create(true).append(true).read(true);
         #[cfg(unix)]
@@ -201,15 +209,28 @@ impl SigningLog {
         }
         let mut file = options.open(&self.path).map_err(|e| self.io(e))?;
         file.lock().map_err(|e| self.io(e))?;
-        let entries = self.verify()?;
+        let len = file.metadata().map_err(|e| self.io(e))?.len();
+        let mut known = self.known.lock().unwrap_or_else(|p| p.into_inner());
+        let (seq, prev) = match known.as_ref() {
+            Some((l, seq, head)) if *l == len => (*seq, head.clone()),
+            _ => {
+                let entries = self.verify()?;
+                (
+                    entries.len() as u64,
+                    entries
+                        .last()
+                        .map_or(GENESIS.to_string(), |e| e.hash.clone()),
+                )
+            }
+        };
         let c = &request.covers;
         let mut entry = LogEntry {
-            seq: entries.len() as u64 + 1,
+            seq: seq + 1,
             time: response
                 .signed_at
                 .format(&time::format_description::well_known::Rfc3339)
                 .unwrap_or_default(),
-            request: request.fingerprint(),
+            request: response.request.clone(),
             response: response.fingerprint(),
             profile: request.profile.to_string(),
             signer: request.signer.clone(),
@@ -217,9 +238,7 @@ impl SigningLog {
             to: c.to.clone(),
             message_id: c.message_id.clone(),
             operation: c.operation.clone(),
-            prev: entries
-                .last()
-                .map_or(GENESIS.to_string(), |e| e.hash.clone()),
+            prev,
             hash: String::new(),
         };
         entry.hash = entry.computed_hash();
@@ -227,6 +246,7 @@ impl SigningLog {
         line.push(b'\n');
         file.write_all(&line).map_err(|e| self.io(e))?;
         file.sync_all().map_err(|e| self.io(e))?;
+        *known = Some((len + line.len() as u64, entry.seq, entry.hash.clone()));
         Ok(entry)
     }
 }

@@ -29,7 +29,7 @@ pub mod qr;
 mod request;
 mod summary;
 
-pub use flow::{assemble, prepare, review, Assembled, Review};
+pub use flow::{assemble, prepare, review, Assembled, Offline, Review};
 pub use log::{LogEntry, LogError, SigningLog};
 pub use request::{short_fingerprint, Covers, SigningRequest, SigningResponse, MAX_TEXT};
 pub use summary::Summary;

@@ -84,10 +84,10 @@ fn walk_payment(v: &Value, path: &str, out: &mut Vec<(String, String)>) {
 }
 
 impl Summary {
-    pub(super) fn of(request: &SigningRequest, msg: &MailA2aMessage) -> Summary {
+    pub(super) fn of(request: &SigningRequest, fingerprint: &str, msg: &MailA2aMessage) -> Summary {
         let mut lines: Vec<(String, String)> = Vec::new();
         let mut push = |k: &str, v: String| lines.push((k.to_string(), v));
-        push("request", short_fingerprint(&request.fingerprint()));
+        push("request", short_fingerprint(fingerprint));
         push("profile", request.profile.to_string());
         push(
             "signer",
