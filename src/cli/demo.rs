@@ -193,6 +193,7 @@ pub(super) fn run() -> CliResult {
     demo_mls()?;
     demo_agent_card(dir.path(), &pgp_bob, &reparsed)?;
     demo_jws(dir.path(), &reparsed)?;
+    demo_offline(dir.path(), &reparsed)?;
 
     step(
         5,
@@ -446,6 +447,62 @@ fn demo_jws(dir: &std::path::Path, request: &MailA2aMessage) -> CliResult {
                 "a message signed by an unknown key was accepted",
             ))
         }
+    }
+    Ok(())
+}
+
+/// Step 4f: offline signing. A connected host holding only Alice's public JWK writes a
+/// signing request; the offline host (Alice's store from 4e) checks and signs it; the
+/// connected host assembles the message, which Bob opens. A request changed on the
+/// way (the signed entity's To) is refused by the offline host.
+fn demo_offline(dir: &std::path::Path, request: &MailA2aMessage) -> CliResult {
+    use crate::offline::{self, SigningRequest, SigningResponse};
+    println!("\n[4f] offline signing: request on a connected host, signature on an offline one, assembled, opened");
+    let store = |name: &str| {
+        crate::keystore::DirectoryStore::open(dir.join(name)).map_err(|e| fail("store", e))
+    };
+    let (offline_host, connected, bob) = (
+        store("jws-alice")?,
+        store("jws-connected")?,
+        store("jws-bob")?,
+    );
+    let jwk = crate::jws::jwk::public_jwks(&offline_host, "alice@smime.example")
+        .map_err(|e| fail("key export", e))?;
+    let key = crate::jws::Jwk::parse(jwk[0].to_string().as_bytes())
+        .map_err(|e| fail("key import --jwk", e))?;
+    crate::jws::jwk::bind(&connected, &key, &["alice@smime.example".into()], "jwk")
+        .map_err(|e| fail("key import --jwk", e))?;
+    let mut opts = SealOptions::new(Profile::Jws);
+    opts.sign_only = true;
+    let text = offline::prepare(&connected, request, &opts)
+        .map_err(|e| fail("sign-request", e))?
+        .to_text();
+    let request = SigningRequest::parse(text.as_bytes()).map_err(|e| fail("sign", e))?;
+    let review = offline::review(&offline_host, request.clone()).map_err(|e| fail("sign", e))?;
+    let response = review
+        .sign(time::OffsetDateTime::now_utc())
+        .map_err(|e| fail("sign", e))?;
+    let response =
+        SigningResponse::parse(response.to_text().as_bytes()).map_err(|e| fail("assemble", e))?;
+    let assembled =
+        offline::assemble(&connected, &request, &response).map_err(|e| fail("assemble", e))?;
+    let opened = Dispatcher::with_store(&bob)
+        .open(&assembled.message, &OpenPolicy::default())
+        .map_err(|e| fail("open", e))?;
+    println!(
+        "    request {} ({} bytes of text) signed offline; assembled {} bytes; Bob opened it: protection {}",
+        offline::short_fingerprint(review.fingerprint()),
+        text.len(),
+        assembled.message.len(),
+        opened.verdict.protection
+    );
+    let mut changed = request.clone();
+    changed.entity = String::from_utf8_lossy(&changed.entity)
+        .replacen("bob@smime.example", "eve@smime.example", 1)
+        .into_bytes();
+    match offline::review(&offline_host, changed) {
+        Err(e) => println!("    the same request with another To: {}", refused(&e)),
+        Ok(_) => return Err(fail("sign", "a changed request was accepted for signing")),
     }
     Ok(())
 }

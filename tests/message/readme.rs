@@ -148,6 +148,12 @@ fn demo_runs() {
         ),
         "{stdout}"
     );
+    // Offline signing: assembled and opened; a changed request refused offline.
+    assert!(stdout.contains("signed offline; assembled"), "{stdout}");
+    assert!(
+        stdout.contains("the same request with another To: refused as expected (exit 4)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("demo finished"), "{stdout}");
     // Plain words: no Rust debug formatting, no failure marks for expected refusals.
     for debug in [
