@@ -255,13 +255,7 @@ impl<'a> Sender<'a> {
         opts: &SealOptions,
         out: &mut dyn std::io::Write,
     ) -> Result<(), SendError> {
-        let recipients: Vec<String> = plain
-            .headers
-            .to
-            .iter()
-            .chain(&plain.headers.cc)
-            .map(|m| m.normalized())
-            .collect();
+        let recipients = Self::recipients_of(plain);
         if opts.profile == Profile::Mls && opts.sign_only {
             return Err(SealError::MlsAlwaysEncrypted.into());
         }
@@ -274,14 +268,7 @@ impl<'a> Sender<'a> {
         self.peers
             .check_seal(&recipients, opts.profile, opts.sign_only)?;
         let (limit, who) = self.size_limit(&recipients);
-        let floor = Self::size_floor(plain, opts);
-        if floor > limit {
-            return Err(SendError::TooLarge {
-                size: floor,
-                limit,
-                who,
-            });
-        }
+        Self::check_floor(plain, opts, limit, &who)?;
         let smime;
         let openpgp;
         let jws;
@@ -356,14 +343,7 @@ impl<'a> Sender<'a> {
     ) -> Result<crate::offline::SigningRequest, SendError> {
         let recipients = Self::recipients_of(plain);
         let (limit, who) = self.size_limit(&recipients);
-        let floor = Self::size_floor(plain, opts);
-        if floor > limit {
-            return Err(SendError::TooLarge {
-                size: floor,
-                limit,
-                who,
-            });
-        }
+        Self::check_floor(plain, opts, limit, &who)?;
         Ok(
             crate::offline::Offline::with_caches(self.keys.as_ref(), self.caches.clone())
                 .prepare(plain, opts)?,
@@ -426,6 +406,24 @@ impl<'a> Sender<'a> {
         }
         self.record_payment_required(plain)?;
         Ok(message)
+    }
+
+    /// Refuses, before sealing, a message whose sealed size would exceed `limit`.
+    fn check_floor(
+        plain: &MailA2aMessage,
+        opts: &SealOptions,
+        limit: u64,
+        who: &str,
+    ) -> Result<(), SendError> {
+        let floor = Self::size_floor(plain, opts);
+        if floor > limit {
+            return Err(SendError::TooLarge {
+                size: floor,
+                limit,
+                who: who.to_string(),
+            });
+        }
+        Ok(())
     }
 
     fn recipients_of(plain: &MailA2aMessage) -> Vec<String> {

@@ -140,19 +140,7 @@ impl OpenPgp<'_> {
         entity: &[u8],
         recipients: &[(&str, &Cert)],
     ) -> Result<Vec<u8>, SealError> {
-        let keys = self.recipient_keys(recipients)?;
-        let mut binary = Vec::with_capacity(entity.len() + 4096);
-        let message = Message::new(&mut binary);
-        let message = Encryptor::for_recipients(message, keys)
-            .build()
-            .map_err(crypto)?;
-        let mut literal = LiteralWriter::new(message)
-            .format(DataFormat::Binary)
-            .build()
-            .map_err(crypto)?;
-        literal.write_all(entity).map_err(crypto)?;
-        literal.finalize().map_err(crypto)?;
-        Ok(binary)
+        self.encrypt(entity, None, recipients)
     }
 
     /// The binary OpenPGP message: `entity` signed by `signer` (with an Intended
@@ -163,20 +151,33 @@ impl OpenPgp<'_> {
         signer: KeyPair,
         recipients: &[(&str, &Cert)],
     ) -> Result<Vec<u8>, SealError> {
+        self.encrypt(entity, Some(signer), recipients)
+    }
+
+    /// `entity` as a literal packet, signed by `signer` if given, encrypted to every
+    /// recipient.
+    fn encrypt(
+        &self,
+        entity: &[u8],
+        signer: Option<KeyPair>,
+        recipients: &[(&str, &Cert)],
+    ) -> Result<Vec<u8>, SealError> {
         let keys = self.recipient_keys(recipients)?;
         let mut binary = Vec::with_capacity(entity.len() + 4096);
         let message = Message::new(&mut binary);
-        let message = Encryptor::for_recipients(message, keys)
+        let mut message = Encryptor::for_recipients(message, keys)
             .build()
             .map_err(crypto)?;
-        let mut signer = Signer::new(message, signer)
-            .map_err(crypto)?
-            .hash_algo(HashAlgorithm::SHA256)
-            .map_err(crypto)?;
-        for (_, r) in recipients {
-            signer = signer.add_intended_recipient(r);
+        if let Some(signer) = signer {
+            let mut signing = Signer::new(message, signer)
+                .map_err(crypto)?
+                .hash_algo(HashAlgorithm::SHA256)
+                .map_err(crypto)?;
+            for (_, r) in recipients {
+                signing = signing.add_intended_recipient(r);
+            }
+            message = signing.build().map_err(crypto)?;
         }
-        let message = signer.build().map_err(crypto)?;
         let mut literal = LiteralWriter::new(message)
             .format(DataFormat::Binary)
             .build()

@@ -392,19 +392,29 @@ impl Smime<'_> {
         };
         let (buf, start) =
             enveloped::encrypt_into(&recipients, entity.len() + 8192, |buf| signer.write(buf))?;
-        let mut outer = headers.clone();
-        outer.subject = Some("[...]".into());
-        let mut out = Vec::with_capacity(size_hint(buf.len() - start) + 1024);
-        write_header_section(&mut out, &outer, &Hints::default())?;
-        out.extend_from_slice(
-            b"Content-Type: application/pkcs7-mime; smime-type=\"authEnveloped-data\";\r\n\
+        enveloped_message(headers, &Hints::default(), &buf[start..])
+    }
+}
+
+/// A whole encrypted message: `headers` with an obscured Subject (RFC 9788) and
+/// `hints`, then the AuthEnvelopedData `der` in base64.
+pub(crate) fn enveloped_message(
+    headers: &crate::message::Headers,
+    hints: &Hints,
+    der: &[u8],
+) -> Result<Vec<u8>, SealError> {
+    let mut outer = headers.clone();
+    outer.subject = Some("[...]".into());
+    let mut out = Vec::with_capacity(size_hint(der.len()) + 1024);
+    write_header_section(&mut out, &outer, hints)?;
+    out.extend_from_slice(
+        b"Content-Type: application/pkcs7-mime; smime-type=\"authEnveloped-data\";\r\n\
 \x20name=\"smime.p7m\"\r\n\
 Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
 Content-Transfer-Encoding: base64\r\n\r\n",
-        );
-        push_base64_lines(&mut out, &buf[start..], Width::Mime);
-        Ok(out)
-    }
+    );
+    push_base64_lines(&mut out, der, Width::Mime);
+    Ok(out)
 }
 
 impl Sealer for Smime<'_> {

@@ -7,8 +7,7 @@ use time::OffsetDateTime;
 use x509_cert::Certificate;
 
 use super::{certificate, newest_first, signed_data, Smime, SmimeError};
-use crate::message::transfer::{push_base64_lines, Width};
-use crate::message::{write_header_section, Headers, Hints};
+use crate::message::{Headers, Hints};
 use crate::seal::SealError;
 
 impl Smime<'_> {
@@ -87,18 +86,7 @@ impl Smime<'_> {
                 Ok(())
             },
         )?;
-        let mut outer = headers.clone();
-        outer.subject = Some("[...]".into());
-        let mut out = Vec::with_capacity(crate::message::size_hint(buf.len() - start) + 1024);
-        write_header_section(&mut out, &outer, hints)?;
-        out.extend_from_slice(
-            b"Content-Type: application/pkcs7-mime; smime-type=\"authEnveloped-data\";\r\n\
-\x20name=\"smime.p7m\"\r\n\
-Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
-Content-Transfer-Encoding: base64\r\n\r\n",
-        );
-        push_base64_lines(&mut out, &buf[start..], Width::Mime);
-        Ok(out)
+        super::enveloped_message(headers, hints, &buf[start..])
     }
 }
 

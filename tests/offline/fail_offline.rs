@@ -50,20 +50,7 @@ fn smime_request() -> (Hosts, String) {
     let h = kit::smime();
     let plain = h.compose("plain.eml", "req-1", "Pay invoice 77.");
     let req = h.p("good.req");
-    h.ok(
-        "connected",
-        &[
-            "sign-request",
-            "--profile",
-            "smime",
-            "--at",
-            &kit::now_text(),
-            &plain,
-            "--out",
-            &req,
-        ],
-        b"",
-    );
+    h.request("smime", &plain, &req, &[]);
     (h, req)
 }
 
@@ -148,20 +135,7 @@ fn fail_an_x402_amount_changed() {
         b"",
     );
     let req = h.p("pay.req");
-    h.ok(
-        "connected",
-        &[
-            "sign-request",
-            "--profile",
-            "smime",
-            "--at",
-            &kit::now_text(),
-            &plain,
-            "--out",
-            &req,
-        ],
-        b"",
-    );
+    h.request("smime", &plain, &req, &[]);
     // The operator is shown the amount and where it goes, from the entity itself.
     let shown = h.at("offline", &["sign", &req, "--out", &h.p("no.resp")], b"n\n");
     let stderr = String::from_utf8_lossy(&shown.stderr);
@@ -244,20 +218,7 @@ fn fail_an_openpgp_template_with_a_subpacket_or_time_of_its_own() {
     let h = kit::openpgp();
     let plain = h.compose("plain.eml", "req-pgp", "Approve.");
     let req = h.p("good.req");
-    h.ok(
-        "connected",
-        &[
-            "sign-request",
-            "--profile",
-            "openpgp",
-            "--at",
-            &kit::now_text(),
-            &plain,
-            "--out",
-            &req,
-        ],
-        b"",
-    );
+    h.request("openpgp", &plain, &req, &[]);
     let trailer = |area: &[u8], pk: u8| {
         let mut t = vec![4u8, 0, pk, 8];
         t.extend_from_slice(&(area.len() as u16).to_be_bytes());
@@ -297,20 +258,7 @@ fn fail_a_jws_header_the_key_does_not_sign_with() {
     let h = kit::jws("eddsa");
     let plain = h.compose("plain.eml", "req-jws", "Sign.");
     let req = h.p("good.req");
-    h.ok(
-        "connected",
-        &[
-            "sign-request",
-            "--profile",
-            "jws",
-            "--at",
-            &kit::now_text(),
-            &plain,
-            "--out",
-            &req,
-        ],
-        b"",
-    );
+    h.request("jws", &plain, &req, &[]);
     let r = SigningRequest::parse(&read(&req)).expect("parses");
     let header: serde_json::Value = serde_json::from_slice(
         &base64::engine::general_purpose::URL_SAFE_NO_PAD

@@ -75,6 +75,24 @@ impl Hosts {
         );
         out
     }
+    /// sign-request on the connected host for `plain` under `profile`, signing time now,
+    /// into `out` (with `extra` arguments).
+    pub fn request(&self, profile: &str, plain: &str, out: &str, extra: &[&str]) {
+        let at = now_text();
+        let mut args = vec![
+            "sign-request",
+            "--profile",
+            profile,
+            "--at",
+            &at,
+            plain,
+            "--out",
+            out,
+        ];
+        args.extend_from_slice(extra);
+        self.ok("connected", &args, b"");
+    }
+
     /// sign-request on the connected host, sign (confirmed on stdin) on the offline
     /// host, assemble on the connected host: the paths of the request, the response
     /// and the message.
