@@ -6,6 +6,34 @@
 use super::common::{fixture, openssl, Gpg};
 use super::kit::{self, read};
 
+/// Bob opens `msg` and delivers the envelope `id`.
+fn delivered_at_bob(h: &kit::Hosts, msg: &str, id: &str) {
+    let opened = h.ok("bob", &["open", "--in", msg], b"");
+    let env: serde_json::Value = serde_json::from_slice(&opened.stdout).expect("envelope JSON");
+    assert_eq!(env["messageId"], id);
+}
+
+/// The request and response assembled and then encrypted: Bob opens it as
+/// signed-encrypted (`marker` is in the encrypted message's layout).
+fn encrypted_opens_at_bob(h: &kit::Hosts, req: &str, resp: &str, id: &str, marker: &str) {
+    let enc = h.p("enc.eml");
+    h.ok(
+        "connected",
+        &["assemble", req, resp, "--encrypt", "--out", &enc],
+        b"",
+    );
+    assert!(String::from_utf8_lossy(&read(&enc)).contains(marker));
+    let opened = h.ok(
+        "bob",
+        &["open", "--in", &enc, "--report", &h.p("v.json")],
+        b"",
+    );
+    let env: serde_json::Value = serde_json::from_slice(&opened.stdout).expect("envelope JSON");
+    assert_eq!(env["messageId"], id);
+    let report: serde_json::Value = serde_json::from_slice(&read(&h.p("v.json"))).expect("report");
+    assert_eq!(report["protection"], "signed-encrypted", "{report}");
+}
+
 #[test]
 fn smime_request_sign_assemble_verifies_with_openssl_and_opens_at_bob() {
     let h = kit::smime();
@@ -48,9 +76,7 @@ fn smime_request_sign_assemble_verifies_with_openssl_and_opens_at_bob() {
         "assembled message differs from seal --sign-only"
     );
     // Bob delivers it: the envelope JSON on stdout.
-    let opened = h.ok("bob", &["open", "--in", &msg], b"");
-    let env: serde_json::Value = serde_json::from_slice(&opened.stdout).expect("envelope JSON");
-    assert_eq!(env["messageId"], "req-smime-1");
+    delivered_at_bob(&h, &msg, "req-smime-1");
     // The request is small, readable text.
     let text = String::from_utf8(read(&req)).expect("text");
     assert!(text.starts_with("-----BEGIN MAILSEAL SIGNING REQUEST-----\nFingerprint: "));
@@ -62,23 +88,7 @@ fn smime_assembled_then_encrypted_opens_at_bob() {
     let h = kit::smime();
     let plain = h.compose("plain.eml", "req-smime-2", "Encrypted after signing.");
     let (req, resp, _) = h.round_trip("smime", &plain, &kit::now_text(), "one");
-    let enc = h.p("enc.eml");
-    h.ok(
-        "connected",
-        &["assemble", &req, &resp, "--encrypt", "--out", &enc],
-        b"",
-    );
-    let sealed = read(&enc);
-    assert!(String::from_utf8_lossy(&sealed).contains("authEnveloped-data"));
-    let opened = h.ok(
-        "bob",
-        &["open", "--in", &enc, "--report", &h.p("v.json")],
-        b"",
-    );
-    let env: serde_json::Value = serde_json::from_slice(&opened.stdout).expect("envelope JSON");
-    assert_eq!(env["messageId"], "req-smime-2");
-    let report: serde_json::Value = serde_json::from_slice(&read(&h.p("v.json"))).expect("report");
-    assert_eq!(report["protection"], "signed-encrypted", "{report}");
+    encrypted_opens_at_bob(&h, &req, &resp, "req-smime-2", "authEnveloped-data");
 }
 
 #[test]
@@ -97,9 +107,7 @@ fn openpgp_request_sign_assemble_verifies_with_gpg_and_opens_at_bob() {
     let out = gpg.run(&["--verify", &h.p("entity.asc"), &h.p("entity")], b"");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Good signature"));
     // Bob delivers it.
-    let opened = h.ok("bob", &["open", "--in", &msg], b"");
-    let env: serde_json::Value = serde_json::from_slice(&opened.stdout).expect("envelope JSON");
-    assert_eq!(env["messageId"], "req-pgp-1");
+    delivered_at_bob(&h, &msg, "req-pgp-1");
     // A signed-only seal at the same time differs only in Sequoia's salt notation
     // (chosen by the connected host here, by the sealer there) and so the signature.
     let sealed = h.ok(
@@ -128,22 +136,7 @@ fn openpgp_assembled_then_encrypted_opens_at_bob() {
     let h = kit::openpgp();
     let plain = h.compose("plain.eml", "req-pgp-2", "Encrypted after signing.");
     let (req, resp, _) = h.round_trip("openpgp", &plain, &kit::now_text(), "one");
-    let enc = h.p("enc.eml");
-    h.ok(
-        "connected",
-        &["assemble", &req, &resp, "--encrypt", "--out", &enc],
-        b"",
-    );
-    assert!(String::from_utf8_lossy(&read(&enc)).contains("multipart/encrypted"));
-    let opened = h.ok(
-        "bob",
-        &["open", "--in", &enc, "--report", &h.p("v.json")],
-        b"",
-    );
-    let env: serde_json::Value = serde_json::from_slice(&opened.stdout).expect("envelope JSON");
-    assert_eq!(env["messageId"], "req-pgp-2");
-    let report: serde_json::Value = serde_json::from_slice(&read(&h.p("v.json"))).expect("report");
-    assert_eq!(report["protection"], "signed-encrypted", "{report}");
+    encrypted_opens_at_bob(&h, &req, &resp, "req-pgp-2", "multipart/encrypted");
 }
 
 #[test]
@@ -171,9 +164,7 @@ fn jws_request_sign_assemble_is_the_sealed_message_and_opens_at_bob() {
             read(&msg),
             "{alg}: assembled differs from seal"
         );
-        let opened = h.ok("bob", &["open", "--in", &msg], b"");
-        let env: serde_json::Value = serde_json::from_slice(&opened.stdout).expect("envelope JSON");
-        assert_eq!(env["messageId"], "req-jws-1");
+        delivered_at_bob(&h, &msg, "req-jws-1");
         // detached-jws is signed only.
         let out = h.at("connected", &["assemble", &req, &resp, "--encrypt"], b"");
         assert_eq!(
