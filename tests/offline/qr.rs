@@ -63,3 +63,47 @@ fn a_long_text_takes_a_sequence_and_a_lost_piece_is_named() {
     assert!(decode_png(b"not a png").is_err());
     assert!(decode_png(&cut[..cut.len() / 3]).is_err());
 }
+
+#[test]
+fn zbar_reads_the_pictures_independently() {
+    use std::process::Command;
+    if !super::common::peer_available(
+        "zbarimg (zbar-tools)",
+        Command::new("zbarimg").arg("--version"),
+    ) {
+        return;
+    }
+    let h = kit::smime();
+    let plain = h.compose("plain.eml", "req-zbar", "Read by another decoder.");
+    let (req, png) = (h.p("r.req"), h.p("r.png"));
+    h.request("smime", &plain, &req, &["--qr", &png]);
+    let out = Command::new("zbarimg")
+        .args(["--xml", "-q", &png])
+        .output()
+        .expect("zbarimg runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each symbol's data: "MSQR i/n TAG\n" and its piece.
+    let xml = String::from_utf8(out.stdout).expect("utf-8");
+    let mut pieces: Vec<(usize, String)> = xml
+        .split("<data><![CDATA[")
+        .skip(1)
+        .map(|d| d.split("]]></data>").next().expect("cdata end").to_string())
+        .map(|d| {
+            let (head, body) = d.split_once('\n').expect("piece header");
+            let place = head.split(' ').nth(1).expect("i/n");
+            let i: usize = place.split('/').next().expect("i").parse().expect("number");
+            (i, body.to_string())
+        })
+        .collect();
+    pieces.sort();
+    assert!(
+        pieces.len() >= 2,
+        "a 2 KiB message's request takes several codes"
+    );
+    let text: String = pieces.into_iter().map(|(_, p)| p).collect();
+    assert_eq!(text.as_bytes(), read(&req));
+}
