@@ -206,6 +206,13 @@ impl OpenPgp<'_> {
                 continue;
             };
             let key = ka.key().clone().role_into_unspecified();
+            if key.version() != 4 {
+                return Err(refused(format!(
+                    "offline signing takes v4 OpenPGP keys (what GnuPG 2.2 reads); {address}'s \
+                     signing key is v{}",
+                    key.version()
+                )));
+            }
             let fpr = key.fingerprint().to_hex().to_ascii_lowercase();
             let pk_algo = u8::from(key.pk_algo());
             let builder = SignatureBuilder::new(SignatureType::Binary)

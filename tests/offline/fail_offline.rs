@@ -381,3 +381,35 @@ fn fail_malformed_requests_and_responses_never_panic() {
         assert!(SigningResponse::parse(&input).is_err());
     }
 }
+
+#[test]
+fn fail_a_v6_openpgp_key_is_refused_with_its_reason() {
+    let h = Hosts::empty("alice@pgp.example", "bob@pgp.example");
+    let cert = h.p("a6.asc");
+    h.ok(
+        "offline",
+        &[
+            "key",
+            "generate",
+            "--kind",
+            "openpgp",
+            "--profile",
+            "rfc9580",
+            "--email",
+            h.from,
+            "--cert-out",
+            &cert,
+        ],
+        b"",
+    );
+    h.ok("connected", &["key", "import", &cert], b"");
+    let plain = h.compose("plain.eml", "req-v6", "v6.");
+    let out = h.at(
+        "connected",
+        &["sign-request", "--profile", "openpgp", &plain],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("takes v4 OpenPGP keys"));
+    assert!(out.stdout.is_empty());
+}

@@ -24,6 +24,11 @@ pub struct Hosts {
 }
 
 impl Hosts {
+    /// Three empty stores in a new directory, mail from `from` to `to`.
+    pub fn empty(from: &'static str, to: &'static str) -> Hosts {
+        hosts(from, to)
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
