@@ -154,15 +154,22 @@ impl Summary {
     }
 }
 
+/// Unicode format characters that change how the text around them reads.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{061c}')
+}
+
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let width = self.lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
         for (k, v) in &self.lines {
-            // Control characters are shown escaped: a value cannot rewrite the screen.
+            // Control characters and the invisible ones that reorder or hide text
+            // (bidirectional overrides, zero-width marks) are shown escaped: a value
+            // cannot rewrite the screen or make an address or amount read otherwise.
             let v: String = v
                 .chars()
                 .flat_map(|c| {
-                    if c.is_control() && c != '\n' {
+                    if (c.is_control() && c != '\n') || invisible(c) {
                         c.escape_default().collect::<Vec<_>>()
                     } else {
                         vec![c]
@@ -180,5 +187,26 @@ impl std::fmt::Display for Summary {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Summary;
+
+    #[test]
+    fn fail_a_value_that_would_rewrite_the_screen_or_reorder_itself_is_escaped() {
+        let s = Summary {
+            lines: vec![
+                ("text part".into(), "pay \u{1b}[2Jtoday".into()),
+                ("x402 accepted.payTo".into(), "0xabc\u{202e}fed0".into()),
+                ("mail text".into(), "two\nlines\u{200b}".into()),
+            ],
+        };
+        let shown = s.to_string();
+        assert!(!shown.contains('\u{1b}') && shown.contains("\\u{1b}[2J"), "{shown}");
+        assert!(!shown.contains('\u{202e}') && shown.contains("\\u{202e}"), "{shown}");
+        assert!(!shown.contains('\u{200b}'), "{shown}");
+        assert!(shown.contains("two\n") && shown.contains("lines"), "{shown}");
     }
 }
