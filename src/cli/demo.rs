@@ -468,7 +468,10 @@ fn demo_offline(dir: &std::path::Path, request: &MailA2aMessage) -> CliResult {
     );
     let jwk = crate::jws::jwk::public_jwks(&offline_host, "alice@smime.example")
         .map_err(|e| fail("key export", e))?;
-    let key = crate::jws::Jwk::parse(jwk[0].to_string().as_bytes())
+    let jwk = jwk
+        .first()
+        .ok_or_else(|| fail("key export", "no JWK for alice@smime.example"))?;
+    let key = crate::jws::Jwk::parse(jwk.to_string().as_bytes())
         .map_err(|e| fail("key import --jwk", e))?;
     crate::jws::jwk::bind(&connected, &key, &["alice@smime.example".into()], "jwk")
         .map_err(|e| fail("key import --jwk", e))?;

@@ -132,10 +132,16 @@ fn grey(png_bytes: &[u8]) -> Result<(usize, usize, Vec<u8>), QrError> {
     for y in 0..h {
         for x in 0..w {
             let at = y * line + x * channels;
-            let px = buf.get(at..at + channels).unwrap_or(&[255]);
+            // A pixel outside the frame's buffer (none in a well-formed PNG) is white.
+            let Some(px) = buf.get(at..at + channels).filter(|p| !p.is_empty()) else {
+                out.push(255);
+                continue;
+            };
             let v = match channels {
-                1 | 2 => px[0],
-                _ => ((px[0] as u32 * 299 + px[1] as u32 * 587 + px[2] as u32 * 114) / 1000) as u8,
+                3 | 4 => {
+                    ((px[0] as u32 * 299 + px[1] as u32 * 587 + px[2] as u32 * 114) / 1000) as u8
+                }
+                _ => px[0],
             };
             // A transparent pixel is background.
             let alpha = match channels {

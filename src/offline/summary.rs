@@ -204,9 +204,18 @@ mod tests {
             ],
         };
         let shown = s.to_string();
-        assert!(!shown.contains('\u{1b}') && shown.contains("\\u{1b}[2J"), "{shown}");
-        assert!(!shown.contains('\u{202e}') && shown.contains("\\u{202e}"), "{shown}");
+        assert!(
+            !shown.contains('\u{1b}') && shown.contains("\\u{1b}[2J"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains('\u{202e}') && shown.contains("\\u{202e}"),
+            "{shown}"
+        );
         assert!(!shown.contains('\u{200b}'), "{shown}");
-        assert!(shown.contains("two\n") && shown.contains("lines"), "{shown}");
+        assert!(
+            shown.contains("two\n") && shown.contains("lines"),
+            "{shown}"
+        );
     }
 }
