@@ -79,6 +79,12 @@ pub enum LogError {
         /// What is wrong.
         why: String,
     },
+    /// The response given to log does not answer the request given with it.
+    #[error("signing log {path}: the response does not answer that request")]
+    NotItsRequest {
+        /// The file.
+        path: PathBuf,
+    },
     /// The last entry is not the head the operator expected (entries removed from
     /// the end, or another log).
     #[error("signing log {path}: the head is {found}, expected {expected}")]
@@ -199,7 +205,11 @@ impl SigningLog {
         request: &SigningRequest,
         response: &SigningResponse,
     ) -> Result<LogEntry, LogError> {
-        // The response names its request by the request's fingerprint; the log says so.
+        if response.request != request.fingerprint() || response.signer != request.signer {
+            return Err(LogError::NotItsRequest {
+                path: self.path.clone(),
+            });
+        }
         let mut options = std::fs::OpenOptions::new();
         options.create(true).append(true).read(true);
         #[cfg(unix)]

@@ -142,3 +142,27 @@ fn a_batch_signs_every_good_request_and_lists_the_refused() {
     assert!(!batch.join("9.resp").exists());
     assert!(String::from_utf8_lossy(&verify(&h, &[]).stdout).contains("ok: 4 entries"));
 }
+
+#[test]
+fn fail_a_response_logged_with_another_request() {
+    use mailseal::offline::{SigningLog, SigningRequest, SigningResponse};
+    let seed = |n: &str| {
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fuzz/seeds/offline")
+                .join(n),
+        )
+        .expect("seed")[1..]
+            .to_vec()
+    };
+    let request = SigningRequest::parse(&seed("smime.req.bin")).expect("request");
+    let other = SigningRequest::parse(&seed("jws.req.bin")).expect("request");
+    let response = SigningResponse::parse(&seed("smime.resp.bin")).expect("response");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = SigningLog::new(dir.path().join("signing.log"));
+    assert!(log.append(&other, &response).is_err());
+    assert!(!dir.path().join("signing.log").exists() || log.verify().expect("verifies").is_empty());
+    let entry = log.append(&request, &response).expect("appends");
+    assert_eq!(entry.seq, 1);
+    assert_eq!(log.verify().expect("verifies").len(), 1);
+}
