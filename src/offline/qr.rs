@@ -23,7 +23,7 @@ const MAX_PIECES: usize = 64;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum QrError {
-    /// The text is too long for [`MAX_PIECES`] codes.
+    /// The text needs more QR codes than one picture holds (64).
     #[error("the text needs more than {MAX_PIECES} QR codes; carry it as a file")]
     TooLong,
     /// The encoder refused.
