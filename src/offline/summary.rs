@@ -182,7 +182,9 @@ impl std::fmt::Display for Summary {
                     writeln!(f, "{k:>width$}: {line}")?;
                     first = false;
                 } else {
-                    writeln!(f, "{:>width$}  {line}", "")?;
+                    // A value's further lines are marked, so text inside a value
+                    // cannot pass for a line of the summary ("operation: ...").
+                    writeln!(f, "{:>width$} | {line}", "")?;
                 }
             }
         }
@@ -198,6 +200,8 @@ mod tests {
     fn fail_a_value_that_would_rewrite_the_screen_or_reorder_itself_is_escaped() {
         let s = Summary {
             lines: vec![
+                ("operation".into(), "message/send".into()),
+                ("text part".into(), "hello\noperation: tasks/cancel".into()),
                 ("text part".into(), "pay \u{1b}[2Jtoday".into()),
                 ("x402 accepted.payTo".into(), "0xabc\u{202e}fed0".into()),
                 ("mail text".into(), "two\nlines\u{200b}".into()),
@@ -213,6 +217,13 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains('\u{200b}'), "{shown}");
+        // An injected line shows as a continuation, not as a label of its own.
+        let labels: Vec<&str> = shown
+            .lines()
+            .filter_map(|l| l.split_once(": ").map(|(k, _)| k.trim()))
+            .filter(|k| *k == "operation")
+            .collect();
+        assert_eq!(labels.len(), 1, "{shown}");
         assert!(
             shown.contains("two\n") && shown.contains("lines"),
             "{shown}"
