@@ -120,6 +120,8 @@ impl<'s> Offline<'s> {
 /// What [`check`] established: the entity as a message.
 struct Checked {
     message: MailA2aMessage,
+    /// S/MIME: the signer's certificate, as the store holds it.
+    certificate: Option<x509_cert::Certificate>,
 }
 
 /// Every check of a request that needs no private key, made the same way on both
@@ -154,6 +156,7 @@ fn check(host: &Offline<'_>, request: &SigningRequest) -> Result<Checked, Offlin
         ));
     }
     let address = request.signer_address.as_str();
+    let mut certificate = None;
     match request.profile {
         Profile::Smime => {
             if request.signing_key.is_some() {
@@ -177,6 +180,7 @@ fn check(host: &Offline<'_>, request: &SigningRequest) -> Result<Checked, Offlin
                         .into(),
                 ));
             }
+            certificate = Some(cert);
         }
         Profile::OpenPgp => {
             if request.rsa_pss {
@@ -208,7 +212,10 @@ fn check(host: &Offline<'_>, request: &SigningRequest) -> Result<Checked, Offlin
         }
         Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
     }
-    Ok(Checked { message })
+    Ok(Checked {
+        message,
+        certificate,
+    })
 }
 
 /// Connected host: the signing request for `plain` under `opts` (profile, RSA-PSS,
@@ -256,7 +263,6 @@ impl Offline<'_> {
             }
             Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),
         };
-        let message = MailA2aMessage::parse(&entity, &Limits::default())?;
         let request = SigningRequest {
             profile: opts.profile,
             signer,
@@ -266,7 +272,9 @@ impl Offline<'_> {
             rsa_pss: opts.rsa_pss && opts.profile == Profile::Smime,
             outer_hints: opts.outer_hints,
             boundary,
-            covers: covers(&message),
+            // What `plain` states; `check` below reads the entity back and holds the
+            // two equal.
+            covers: covers(plain),
             entity,
             to_be_signed,
         };
@@ -280,6 +288,8 @@ impl Offline<'_> {
 pub struct Review<'s> {
     host: Offline<'s>,
     request: SigningRequest,
+    /// S/MIME: the signer's certificate the review found.
+    certificate: Option<x509_cert::Certificate>,
     /// The request's fingerprint, computed once (it hashes the whole request).
     fingerprint: String,
     summary: Summary,
@@ -300,6 +310,7 @@ impl<'s> Offline<'s> {
         Ok(Review {
             host: self.clone(),
             request,
+            certificate: checked.certificate,
             fingerprint,
             summary,
         })
@@ -328,10 +339,12 @@ impl Review<'_> {
         let r = &self.request;
         let signature = match r.profile {
             Profile::Smime => {
-                let smime = self.host.smime();
-                let cert =
-                    smime.signer_certificate(&r.signer, &r.signer_address, r.signing_time)?;
-                smime.sign_attributes(&r.signer, &cert, r.rsa_pss, &r.to_be_signed)?
+                let cert = self.certificate.as_ref().ok_or_else(|| {
+                    OfflineError::Inconsistent("the review found no certificate".into())
+                })?;
+                self.host
+                    .smime()
+                    .sign_attributes(&r.signer, cert, r.rsa_pss, &r.to_be_signed)?
             }
             Profile::OpenPgp => self
                 .host
@@ -409,26 +422,24 @@ impl Offline<'_> {
         let r = request;
         let signed_entity = match r.profile {
             Profile::Smime => {
-                let cert = self.smime().signer_certificate(
-                    &r.signer,
-                    &r.signer_address,
-                    r.signing_time,
-                )?;
+                let cert = checked.certificate.as_ref().ok_or_else(|| {
+                    OfflineError::Inconsistent("the check found no certificate".into())
+                })?;
                 smime_parts::check_attributes_signature(
-                    &cert,
+                    cert,
                     r.rsa_pss,
                     &r.to_be_signed,
                     &response.signature,
                 )
                 .map_err(SealError::from)?;
                 let cms = smime_parts::detached_from_parts(
-                    &cert,
+                    cert,
                     r.rsa_pss,
                     &r.to_be_signed,
                     response.signature.clone(),
                 )
                 .map_err(SealError::from)?;
-                crate::smime::signed_message(&[], &cert, &r.boundary, &r.entity, &cms)
+                crate::smime::signed_message(&[], cert, &r.boundary, &r.entity, &cms)
             }
             Profile::OpenPgp => {
                 let template = template_of(r)?;

@@ -433,3 +433,57 @@ pub fn stored_openpgp_secrets(dir: &std::path::Path) -> Vec<Vec<u8>> {
         .map(|k| k.to_vec())
         .collect()
 }
+
+/// A P-256 test CA made by `openssl req -x509` in `dir`: `ca.key` and `ca.pem`.
+pub fn openssl_test_ca(dir: &std::path::Path, name: &str) {
+    let subject = format!("/CN={name}");
+    openssl(
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-subj",
+            &subject,
+            "-days",
+            "30",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+        dir,
+    );
+}
+
+/// `openssl x509 -req`: the certificate the CA of [`openssl_test_ca`] in `dir` issues
+/// from the PKCS#10 request `csr`, its requested extensions copied, written to `out`.
+pub fn openssl_issue(dir: &std::path::Path, csr: &str, out: &str) {
+    openssl(
+        &[
+            "x509",
+            "-req",
+            "-in",
+            csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-copy_extensions",
+            "copy",
+            "-days",
+            "30",
+            "-out",
+            out,
+        ],
+        dir,
+    );
+}

@@ -2,37 +2,14 @@
 //! issued from by an OpenSSL test CA, the issued certificate imported onto the key,
 //! and mail signed with it verified by `openssl cms -verify` against that CA.
 
-use super::common::openssl;
+use super::common::{openssl, openssl_issue, openssl_test_ca};
 use super::kit::{self, read};
 
 #[test]
 fn a_csr_is_issued_by_an_openssl_ca_and_the_certificate_signs_mail() {
     let h = kit::smime();
     let d = h.dir.path();
-    openssl(
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-subj",
-            "/CN=Test Treasury CA",
-            "-days",
-            "30",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-        d,
-    );
+    openssl_test_ca(d, "Test Treasury CA");
     for (store, extra) in [
         ("treasury", vec![]),
         ("treasury-rsa", vec!["--algorithm", "rsa2048"]),
@@ -64,26 +41,7 @@ fn a_csr_is_issued_by_an_openssl_ca_and_the_certificate_signs_mail() {
         assert!(all.contains("email:treasury@example.org"), "{all}");
         assert!(all.contains("Digital Signature, Non Repudiation"), "{all}");
         let issued = h.p(&format!("{store}.pem"));
-        openssl(
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-copy_extensions",
-                "copy",
-                "-days",
-                "30",
-                "-out",
-                &issued,
-            ],
-            d,
-        );
+        openssl_issue(d, &csr, &issued);
         // Imported without a key file: bound to the key the request was made with.
         let out = h.ok(store, &["key", "import", &issued], b"");
         assert!(

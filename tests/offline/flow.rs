@@ -6,6 +6,23 @@
 use super::common::{fixture, openssl, Gpg};
 use super::kit::{self, read};
 
+/// `seal --sign-only --at AT` of `plain` on the offline host (which holds the key).
+fn sealed_sign_only(h: &kit::Hosts, profile: &str, at: &str, plain: &str) -> std::process::Output {
+    h.ok(
+        "offline",
+        &[
+            "seal",
+            "--profile",
+            profile,
+            "--sign-only",
+            "--at",
+            at,
+            plain,
+        ],
+        b"",
+    )
+}
+
 /// Bob opens `msg` and delivers the envelope `id`.
 fn delivered_at_bob(h: &kit::Hosts, msg: &str, id: &str) {
     let opened = h.ok("bob", &["open", "--in", msg], b"");
@@ -57,19 +74,7 @@ fn smime_request_sign_assemble_verifies_with_openssl_and_opens_at_bob() {
     );
     // The same bytes as a signed-only seal with the key and time (RSA PKCS#1 v1.5 is
     // deterministic, the boundaries follow from the content).
-    let sealed = h.ok(
-        "offline",
-        &[
-            "seal",
-            "--profile",
-            "smime",
-            "--sign-only",
-            "--at",
-            &at,
-            &plain,
-        ],
-        b"",
-    );
+    let sealed = sealed_sign_only(&h, "smime", &at, &plain);
     assert_eq!(
         sealed.stdout,
         read(&msg),
@@ -106,23 +111,35 @@ fn openpgp_request_sign_assemble_verifies_with_gpg_and_opens_at_bob() {
     std::fs::write(h.path("entity.asc"), &signature).expect("write");
     let out = gpg.run(&["--verify", &h.p("entity.asc"), &h.p("entity")], b"");
     assert!(String::from_utf8_lossy(&out.stderr).contains("Good signature"));
+    // And Sequoia's own SOP (sqop), a second OpenPGP implementation.
+    if super::common::peer_available("sqop", std::process::Command::new("sqop").arg("version")) {
+        let mut child = std::process::Command::new("sqop")
+            .args(["verify", &h.p("entity.asc"), &h.p("alice.asc")])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("sqop runs");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(&entity)
+            .expect("write");
+        let out = child.wait_with_output().expect("sqop finishes");
+        assert!(
+            out.status.success(),
+            "sqop verify: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.stdout.is_empty(), "sqop names the verification");
+    }
     // Bob delivers it.
     delivered_at_bob(&h, &msg, "req-pgp-1");
     // A signed-only seal at the same time differs only in Sequoia's salt notation
     // (chosen by the connected host here, by the sealer there) and so the signature.
-    let sealed = h.ok(
-        "offline",
-        &[
-            "seal",
-            "--profile",
-            "openpgp",
-            "--sign-only",
-            "--at",
-            &at,
-            &plain,
-        ],
-        b"",
-    );
+    let sealed = sealed_sign_only(&h, "openpgp", &at, &plain);
     let (seal_entity, _) = kit::signed_parts(&sealed.stdout);
     assert_eq!(seal_entity, entity, "the signed entity is the same");
     let head = |m: &[u8]| {
@@ -146,19 +163,7 @@ fn jws_request_sign_assemble_is_the_sealed_message_and_opens_at_bob() {
         let plain = h.compose("plain.eml", "req-jws-1", "Sign with a JWK.");
         let at = kit::now_text();
         let (req, resp, msg) = h.round_trip("jws", &plain, &at, "one");
-        let sealed = h.ok(
-            "offline",
-            &[
-                "seal",
-                "--profile",
-                "jws",
-                "--sign-only",
-                "--at",
-                &at,
-                &plain,
-            ],
-            b"",
-        );
+        let sealed = sealed_sign_only(&h, "jws", &at, &plain);
         assert_eq!(
             sealed.stdout,
             read(&msg),

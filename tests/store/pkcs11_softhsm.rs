@@ -10,7 +10,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{fixture, openssl};
+use common::{fixture, openssl, openssl_issue, openssl_test_ca};
 use mailseal::envelope::{Envelope, Kind, Operation};
 use mailseal::message::MailA2aMessage;
 
@@ -601,28 +601,7 @@ fn fail_a_missing_token_is_named_with_how_to_create_it() {
 fn an_offline_token_key_signs_requests_and_takes_its_issued_certificate() {
     let Some(hsm) = Hsm::new() else { return };
     let d = hsm.dir.path();
-    openssl(
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-subj",
-            "/CN=Token CA",
-            "-days",
-            "30",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-        ],
-        d,
-    );
+    openssl_test_ca(d, "Token CA");
     let uri = format!("pkcs11:token=mailseal;object=treasury?module-path={MODULE}&pin-value={PIN}");
     let p = |n: &str| hsm.path(n).to_str().unwrap().to_owned();
     let (offline, connected) = (p("offline"), p("connected"));
@@ -644,26 +623,7 @@ fn an_offline_token_key_signs_requests_and_takes_its_issued_certificate() {
         b"",
     );
     openssl(&["req", "-in", "t.csr", "-verify", "-noout"], d);
-    openssl(
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "t.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-copy_extensions",
-            "copy",
-            "-days",
-            "30",
-            "-out",
-            "issued.pem",
-        ],
-        d,
-    );
+    openssl_issue(d, "t.csr", "issued.pem");
     let out = hsm.ok(
         &["key", "import", "--store", &offline, &p("issued.pem")],
         b"",
