@@ -111,12 +111,26 @@ fn parse_at(at: Option<&str>) -> Result<Option<OffsetDateTime>, Failure> {
 fn read_text(file: Option<&Path>, qr: Option<&Path>) -> Result<Vec<u8>, Failure> {
     match qr {
         Some(png) => {
-            let bytes = read_input(Some(png))?;
+            let bytes = read_bounded(Some(png))?;
             crate::offline::qr::decode_png(&bytes)
                 .map_err(|e| Failure::from(&png.display().to_string(), e))
         }
-        None => read_input(file),
+        None => read_bounded(file),
     }
+}
+
+/// [`read_input`], refusing (rather than cutting) a file over its limit.
+fn read_bounded(file: Option<&Path>) -> Result<Vec<u8>, Failure> {
+    let limit = Limits::default().max_message_bytes;
+    let bytes = read_input(file)?;
+    if bytes.len() > limit {
+        let name = file.map_or("stdin".to_string(), |p| p.display().to_string());
+        return Err(Failure::new(
+            ExitCode::Malformed,
+            format!("{name} is larger than {limit} bytes"),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn write_qr(path: &Path, text: &str) -> CliResult {
@@ -196,6 +210,14 @@ fn sign_one(
     let review = host.review(request).map_err(|e| Failure::from("sign", e))?;
     if show {
         eprint!("{}", review.summary());
+        // A request seen before (sent again, by mistake or not) is said before asking.
+        let earlier = log.verify().map_err(|e| Failure::from("sign", e))?;
+        for e in earlier.iter().filter(|e| e.request == review.fingerprint()) {
+            eprintln!(
+                "note: this request was signed before: signing log entry {} at {}",
+                e.seq, e.time
+            );
+        }
     }
     if !yes && !confirm()? {
         return Err(Failure::new(
@@ -283,7 +305,7 @@ fn sign_batch(
     let mut signed = 0usize;
     for path in &files {
         bar.inc(1);
-        let result = read_input(Some(path))
+        let result = read_bounded(Some(path))
             .and_then(|text| sign_one(host, log, &text, true, false))
             .and_then(|response| {
                 let out = out_dir.join(path.with_extension("resp").file_name().unwrap_or_default());
@@ -309,7 +331,7 @@ fn sign_batch(
 }
 
 pub(super) fn assemble(dir: PathBuf, state: &str, a: AssembleArgs) -> CliResult {
-    let request = SigningRequest::parse(&read_input(Some(&a.request))?)
+    let request = SigningRequest::parse(&read_bounded(Some(&a.request))?)
         .map_err(|e| Failure::from("assemble", e))?;
     let text = read_text(a.response.as_deref(), a.qr.as_deref())?;
     let response = SigningResponse::parse(&text).map_err(|e| Failure::from("assemble", e))?;

@@ -166,3 +166,20 @@ fn fail_a_response_logged_with_another_request() {
     assert_eq!(entry.seq, 1);
     assert_eq!(log.verify().expect("verifies").len(), 1);
 }
+
+#[test]
+fn a_request_signed_again_is_said_to_have_been_signed_before() {
+    let h = kit::smime();
+    let plain = h.compose("p.eml", "again-1", "Twice.");
+    let req = h.p("again.req");
+    h.request("smime", &plain, &req, &[]);
+    let first = h.ok("offline", &["sign", &req, "--out", &h.p("a1.resp")], b"y\n");
+    assert!(!String::from_utf8_lossy(&first.stderr).contains("signed before"));
+    let second = h.ok("offline", &["sign", &req, "--out", &h.p("a2.resp")], b"y\n");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains("this request was signed before: signing log entry 1"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&verify(&h, &[]).stdout).contains("ok: 2 entries"));
+}
