@@ -130,18 +130,30 @@ impl Shared {
     /// Locks the head and brings the replica `conn` up to it.
     pub(crate) fn begin(&mut self, conn: &Connection) -> Result<(), MlsError> {
         if self.client.is_closed() {
-            // The server went away (restart, fail-over): connect again; the replica
-            // is rebuilt, since what this process last committed may not have landed.
-            self.client = crate::postgres_db::connect(&self.url)
-                .map_err(|e| MlsError::State(format!("shared MLS state (PostgreSQL): {e}")))?;
-            self.stale = true;
+            self.reconnect()?;
         }
-        self.client.batch_execute("BEGIN").map_err(pg)?;
+        if self.client.batch_execute("BEGIN").is_err() {
+            // The connection died under us and the client has not marked it closed
+            // yet (a terminated backend is seen a moment later): nothing has been done
+            // in this transaction, so connect again and begin once more.
+            self.reconnect()?;
+            self.client.batch_execute("BEGIN").map_err(pg)?;
+        }
         let r = self.lock_and_catch_up(conn);
         if r.is_err() {
             self.rollback();
         }
         r
+    }
+
+    /// The server went away (restart, fail-over, a terminated backend): connect
+    /// again; the replica is rebuilt, since what this process last committed may not
+    /// have landed.
+    fn reconnect(&mut self) -> Result<(), MlsError> {
+        self.client = crate::postgres_db::connect(&self.url)
+            .map_err(|e| MlsError::State(format!("shared MLS state (PostgreSQL): {e}")))?;
+        self.stale = true;
+        Ok(())
     }
 
     fn lock_and_catch_up(&mut self, conn: &Connection) -> Result<(), MlsError> {
