@@ -497,6 +497,9 @@ fn split(
 /// mail any writer makes, and is refused.
 const MAX_PARAMS: usize = 1024;
 
+/// Up to this many parameters, repeats are found by a scan.
+const FEW_PARAMS: usize = 16;
+
 /// Reads `value *(";" parameter)` (RFC 2045 5.1, RFC 2183), with comments removed and
 /// RFC 2231 parameter sections and charsets decoded. `None` when it does not parse or a
 /// parameter repeats (readers could pick different ones).
@@ -509,9 +512,10 @@ pub(crate) fn parse_params(text: &str) -> Option<Params> {
     };
     let value = items.next()?.trim().to_ascii_lowercase();
     let mut raw_params: Vec<(String, String)> = Vec::new();
-    // Repeats are found with a set, not by scanning what came before: a header with
-    // a hundred thousand parameters must cost linear time (issue #17).
-    let mut seen = std::collections::HashSet::new();
+    // Repeats are found by scanning what came before while there are a few (the
+    // common case, cheaper than hashing), then with a set: a header with a hundred
+    // thousand parameters must cost linear time (issue #17).
+    let mut seen: Option<std::collections::HashSet<String>> = None;
     for item in items {
         let item = item.trim();
         if item.is_empty() {
@@ -531,7 +535,20 @@ pub(crate) fn parse_params(text: &str) -> Option<Params> {
             None if is_token(v) || name.ends_with('*') => v.to_string(),
             None => return None,
         };
-        if !seen.insert(name.clone()) {
+        let repeated = match &mut seen {
+            Some(set) => !set.insert(name.clone()),
+            None => {
+                let repeated = raw_params.iter().any(|(k, _)| *k == name);
+                if raw_params.len() >= FEW_PARAMS {
+                    let mut set: std::collections::HashSet<String> =
+                        raw_params.iter().map(|(k, _)| k.clone()).collect();
+                    set.insert(name.clone());
+                    seen = Some(set);
+                }
+                repeated
+            }
+        };
+        if repeated {
             return None;
         }
         raw_params.push((name, v));

@@ -587,16 +587,34 @@ const MAX_TRIAL_RECIPIENTS: usize = 4;
 
 /// The content key from the recipient infos, with one of our certificate keys or
 /// pre-shared keys.
+/// The RecipientInfos (a SET, DER), each decoded in the order written. Not as the
+/// `cms` crate's SET OF, which sorts them on decoding with comparisons that encode
+/// each one again: the order does not matter here (ours is found by identifier).
+fn decode_recipient_infos(set: &[u8]) -> Result<Vec<RecipientInfo>, SmimeError> {
+    let set = der::asn1::AnyRef::from_der(set).map_err(malformed("recipient infos"))?;
+    if der::Tagged::tag(&set) != der::Tag::Set {
+        return Err(SmimeError::Malformed(
+            "recipient infos are not a SET".into(),
+        ));
+    }
+    let mut reader = der::SliceReader::new(set.value()).map_err(malformed("recipient infos"))?;
+    let mut out = Vec::new();
+    while !der::Reader::is_finished(&reader) {
+        let tlv = der::Reader::tlv_bytes(&mut reader).map_err(malformed("recipient infos"))?;
+        out.push(RecipientInfo::from_der(tlv).map_err(malformed("recipient info"))?);
+    }
+    Ok(out)
+}
+
 fn content_key(
     loaded: &LoadedKeys,
-    infos: &RecipientInfos,
+    infos: &[RecipientInfo],
     keys: &[(Certificate, SecretKey)],
     keks: &[Kek],
     cek_len: usize,
     allow_legacy: bool,
 ) -> Result<Zeroizing<Vec<u8>>, DecryptFailure> {
     let ktris: Vec<&KeyTransRecipientInfo> = infos
-        .0
         .iter()
         .filter_map(|ri| match ri {
             RecipientInfo::Ktri(k) => Some(k),
@@ -618,7 +636,7 @@ fn content_key(
     // Our recipient info by identifier; failing that, trial decryption tells an altered
     // identifier (tampering) from a message that is not for us.
     for (cert, key) in keys {
-        let kari = infos.0.iter().find_map(|ri| match ri {
+        let kari = infos.iter().find_map(|ri| match ri {
             RecipientInfo::Kari(k) => super::kari::find(k, cert).map(|rek| (k, rek)),
             _ => None,
         });
@@ -637,7 +655,7 @@ fn content_key(
         }
     }
     for kek in keks {
-        let found = infos.0.iter().find_map(|ri| match ri {
+        let found = infos.iter().find_map(|ri| match ri {
             RecipientInfo::Kekri(k) if k.kek_id.kek_identifier.as_bytes() == kek.id => Some(k),
             _ => None,
         });
@@ -772,7 +790,7 @@ pub(crate) fn decrypt_in_place(
         ))
         .into());
     }
-    let infos = RecipientInfos::from_der(infos_der).map_err(malformed("recipient infos"))?;
+    let infos = decode_recipient_infos(infos_der)?;
     let (cipher, hkdf_info) = content_cipher(&algorithm, layout.authenticated)?;
     let key_len = match &cipher {
         ContentCipher::Aead(a, ..) => a.key_len(),

@@ -184,7 +184,7 @@ impl<'s> Smime<'s> {
         address: &str,
         now: OffsetDateTime,
     ) -> Result<(Certificate, crate::keystore::SecretKey), SealError> {
-        for (cert, c) in newest_first(self.store.certificates_for(address)?) {
+        for (cert, c) in newest_first(&self.loaded, self.store.certificates_for(address)?) {
             if certificate::check_signer_usage(&cert, now).is_err() {
                 continue;
             }
@@ -210,10 +210,13 @@ pub(crate) fn decode_crls(ders: Vec<Vec<u8>>) -> Vec<crate::keystore::Certificat
 /// (latest notBefore, then latest notAfter) that is usable, never the store's
 /// fingerprint order, which anyone who can get a certificate into the store could
 /// win by grinding keys.
-fn newest_first(stored: Vec<StoredCertificate>) -> Vec<(Certificate, StoredCertificate)> {
+fn newest_first(
+    loaded: &loaded::LoadedKeys,
+    stored: Vec<StoredCertificate>,
+) -> Vec<(Certificate, StoredCertificate)> {
     let mut certs: Vec<(Certificate, StoredCertificate)> = stored
         .into_iter()
-        .filter_map(|c| Certificate::from_der(&c.der).ok().map(|cert| (cert, c)))
+        .filter_map(|c| loaded.certificate(&c.der).ok().map(|cert| (cert, c)))
         .collect();
     let key = |c: &Certificate| {
         let v = c.tbs_certificate().validity();
@@ -248,7 +251,7 @@ impl Smime<'_> {
         let now = OffsetDateTime::now_utc();
         let mut out: Vec<Certificate> = Vec::new();
         for address in addresses {
-            let mut candidates = newest_first(self.store.certificates_for(address)?);
+            let mut candidates = newest_first(&self.loaded, self.store.certificates_for(address)?);
             // The card's keys first, the newest among them (a stable sort).
             candidates.sort_by_key(|(_, s)| !preferred.contains(&s.fingerprint));
             let usable = candidates.into_iter().map(|(c, _)| c).find(|c| {
@@ -274,7 +277,7 @@ impl Smime<'_> {
     fn decryption_keys(&self) -> Result<Vec<(Certificate, crate::keystore::SecretKey)>, OpenError> {
         let mut out = Vec::new();
         for c in self.store.own_certificates().map_err(key_store)? {
-            let Ok(cert) = Certificate::from_der(&c.der) else {
+            let Ok(cert) = self.loaded.certificate(&c.der) else {
                 continue;
             };
             if let Some(key) = self.store.private_key(&c.fingerprint).map_err(key_store)? {
@@ -741,7 +744,7 @@ impl Smime<'_> {
             // RFC 8551 3.1.1: the signature covers the canonical (CRLF) form; mail
             // stored with bare LF line ends is canonicalised before the digest.
             let entity = crate::message::canonical_crlf(content.entity);
-            let verified = signed_data::verify_detached(&cms, &entity)?;
+            let verified = signed_data::verify_detached(&self.loaded, &cms, &entity)?;
             Ok((entity, verified))
         } else if matches!(
             outer.media_type.as_str(),
@@ -755,7 +758,7 @@ impl Smime<'_> {
             let cms = single
                 .decoded()
                 .map_err(|e| SmimeError::Malformed(e.to_string()))?;
-            let (entity, verified) = signed_data::verify_encapsulated(&cms)?;
+            let (entity, verified) = signed_data::verify_encapsulated(&self.loaded, &cms)?;
             Ok((Cow::Owned(entity), verified))
         } else {
             Err(SmimeError::NotSigned {
@@ -775,7 +778,7 @@ impl Smime<'_> {
     ) -> Result<(), OpenError> {
         // At the time of receipt: the signer-chosen signingTime never moves it.
         let at = policy.validation_time();
-        let anchors = certs(self.store.trust_anchors().map_err(key_store)?);
+        let anchors = certs(&self.loaded, self.store.trust_anchors().map_err(key_store)?);
         let mut pinned = Vec::new();
         for email in addresses_of(&verified.cert) {
             pinned.extend(
@@ -795,7 +798,7 @@ impl Smime<'_> {
             &verified.cert,
             &verified.carried,
             &anchors,
-            &pinned,
+            pinned.contains(&verified.cert_der),
             at,
             &revocation,
         ) {
@@ -842,7 +845,7 @@ impl Smime<'_> {
         statement: &[u8],
         policy: &OpenPolicy,
     ) -> Result<(), OpenError> {
-        let verified = signed_data::verify_detached(der, statement)?;
+        let verified = signed_data::verify_detached(&self.loaded, der, statement)?;
         self.authenticate_signer(&verified, policy)?;
         if !addresses_of(&verified.cert).iter().any(|a| a == address) {
             return Err(SmimeError::Certificate(format!(
@@ -1068,10 +1071,10 @@ fn key_store(e: crate::keystore::KeyStoreError) -> OpenError {
     SmimeError::Store(e).into()
 }
 
-fn certs(stored: Vec<StoredCertificate>) -> Vec<Certificate> {
+fn certs(loaded: &loaded::LoadedKeys, stored: Vec<StoredCertificate>) -> Vec<Certificate> {
     stored
         .iter()
-        .filter_map(|c| Certificate::from_der(&c.der).ok())
+        .filter_map(|c| loaded.certificate(&c.der).ok())
         .collect()
 }
 

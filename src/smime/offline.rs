@@ -18,7 +18,7 @@ impl Smime<'_> {
         address: &str,
         at: OffsetDateTime,
     ) -> Result<(Certificate, String), SealError> {
-        newest_first(self.store.certificates_for(address)?)
+        newest_first(&self.loaded, self.store.certificates_for(address)?)
             .into_iter()
             .find(|(cert, _)| certificate::check_signer_usage(cert, at).is_ok())
             .map(|(cert, stored)| (cert, stored.fingerprint))
@@ -35,7 +35,7 @@ impl Smime<'_> {
         address: &str,
         at: OffsetDateTime,
     ) -> Result<Certificate, SealError> {
-        let (cert, _) = newest_first(self.store.certificates_for(address)?)
+        let (cert, _) = newest_first(&self.loaded, self.store.certificates_for(address)?)
             .into_iter()
             .find(|(_, stored)| stored.fingerprint == fingerprint)
             .ok_or(SealError::NoSigningKey {

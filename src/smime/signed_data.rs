@@ -33,6 +33,8 @@ use crate::keystore::{KeyAlgorithm, SecretKey};
 pub(crate) struct VerifiedSignature {
     /// The signer's certificate (from the SignedData).
     pub cert: Certificate,
+    /// Its encoding, as the SignedData carried it.
+    pub cert_der: Vec<u8>,
     /// Every certificate the SignedData carried (chain candidates).
     pub carried: Vec<Certificate>,
     /// signingTime, if signed.
@@ -632,8 +634,50 @@ fn verify_pss(
     Ok(name)
 }
 
-/// The SignedData of a ContentInfo (DER, or BER from a streaming signer).
-fn decode_signed_data(cms_der: &[u8]) -> Result<SignedData, SmimeError> {
+/// A SignedData with its certificate set left encoded: the certificates are decoded
+/// one by one through the profile's cache ([`LoadedKeys::certificate`]), since most
+/// messages carry a signer certificate seen before, and decoding one is about a tenth
+/// of a P-256 open. The other fields are the `cms` crate's.
+#[derive(der::Sequence)]
+struct SignedDataParts<'a> {
+    version: CmsVersion,
+    digest_algorithms: cms::signed_data::DigestAlgorithmIdentifiers,
+    encap_content_info: EncapsulatedContentInfo,
+    #[asn1(context_specific = "0", tag_mode = "IMPLICIT", optional = "true")]
+    certificates: Option<EncodedSet<'a>>,
+    #[asn1(context_specific = "1", tag_mode = "IMPLICIT", optional = "true")]
+    crls: Option<cms::revocation::RevocationInfoChoices>,
+    signer_infos: SignerInfos,
+}
+
+/// The value of a SET, still encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct EncodedSet<'a>(&'a [u8]);
+
+impl<'a> der::DecodeValue<'a> for EncodedSet<'a> {
+    type Error = der::Error;
+
+    fn decode_value<R: der::Reader<'a>>(reader: &mut R, header: der::Header) -> der::Result<Self> {
+        Ok(Self(reader.read_slice(header.length())?))
+    }
+}
+
+impl der::EncodeValue for EncodedSet<'_> {
+    fn value_len(&self) -> der::Result<der::Length> {
+        der::Length::try_from(self.0.len())
+    }
+
+    fn encode_value(&self, writer: &mut impl der::Writer) -> der::Result<()> {
+        writer.write(self.0)
+    }
+}
+
+impl der::FixedTag for EncodedSet<'_> {
+    const TAG: der::Tag = der::Tag::Set;
+}
+
+/// The DER of the SignedData of a ContentInfo (DER, or BER from a streaming signer).
+fn signed_data_der(cms_der: &[u8]) -> Result<Vec<u8>, SmimeError> {
     let info = super::content_info(cms_der)?;
     if info.content_type != ID_SIGNED_DATA {
         return Err(SmimeError::Malformed(format!(
@@ -651,7 +695,33 @@ fn decode_signed_data(cms_der: &[u8]) -> Result<SignedData, SmimeError> {
             "more than {MAX_CARRIED_CERTIFICATES} certificates in the SignedData"
         )));
     }
-    info.content.decode_as().map_err(malformed("SignedData"))
+    Ok(sd)
+}
+
+/// The certificates a SignedData carries. Choices other than a plain certificate
+/// (attribute certificates, other formats) are decoded, so that a malformed one is
+/// refused as before, and not used.
+fn carried_certificates<'a>(
+    loaded: &LoadedKeys,
+    set: Option<EncodedSet<'a>>,
+) -> Result<Vec<(Certificate, &'a [u8])>, SmimeError> {
+    let mut out = Vec::new();
+    let Some(EncodedSet(bytes)) = set else {
+        return Ok(out);
+    };
+    let mut reader = der::SliceReader::new(bytes).map_err(malformed("certificates"))?;
+    while !der::Reader::is_finished(&reader) {
+        let tlv = der::Reader::tlv_bytes(&mut reader).map_err(malformed("certificates"))?;
+        if tlv.first() == Some(&0x30) {
+            out.push((
+                loaded.certificate(tlv).map_err(malformed("certificate"))?,
+                tlv,
+            ));
+        } else {
+            CertificateChoices::from_der(tlv).map_err(malformed("certificates"))?;
+        }
+    }
+    Ok(out)
 }
 
 /// Certificates a SignedData may carry (the signer's chain, with room to spare).
@@ -660,19 +730,23 @@ const MAX_CARRIED_CERTIFICATES: usize = 64;
 /// Verifies a detached SignedData (DER ContentInfo) over `content`. Every SignerInfo
 /// must verify; the first one's signer is returned.
 pub(crate) fn verify_detached(
+    loaded: &LoadedKeys,
     cms_der: &[u8],
     content: &[u8],
 ) -> Result<VerifiedSignature, SmimeError> {
-    let sd = decode_signed_data(cms_der)?;
-    verify_signed_data(&sd, content)
+    let der = signed_data_der(cms_der)?;
+    let sd = SignedDataParts::from_der(&der).map_err(malformed("SignedData"))?;
+    verify_signed_data(loaded, &sd, content)
 }
 
 /// Verifies an encapsulating SignedData (DER ContentInfo, opaque `signed-data`) and
 /// returns its content with the verified signer.
 pub(crate) fn verify_encapsulated(
+    loaded: &LoadedKeys,
     cms_der: &[u8],
 ) -> Result<(Vec<u8>, VerifiedSignature), SmimeError> {
-    let sd = decode_signed_data(cms_der)?;
+    let der = signed_data_der(cms_der)?;
+    let sd = SignedDataParts::from_der(&der).map_err(malformed("SignedData"))?;
     let content = sd
         .encap_content_info
         .econtent
@@ -681,14 +755,15 @@ pub(crate) fn verify_encapsulated(
         .decode_as::<OctetString>()
         .map_err(malformed("encapsulated content"))?
         .into_bytes();
-    let verified = verify_signed_data(&sd, &content)?;
+    let verified = verify_signed_data(loaded, &sd, &content)?;
     Ok((content.into_vec(), verified))
 }
 
 /// Verifies SignedData over `content` (detached, or the encapsulated content when the
 /// caller extracted it).
-pub(crate) fn verify_signed_data(
-    sd: &SignedData,
+fn verify_signed_data(
+    loaded: &LoadedKeys,
+    sd: &SignedDataParts<'_>,
     content: &[u8],
 ) -> Result<VerifiedSignature, SmimeError> {
     if sd.encap_content_info.econtent_type != ID_DATA {
@@ -696,15 +771,7 @@ pub(crate) fn verify_signed_data(
             "signed content is not id-data".into(),
         ));
     }
-    let carried: Vec<Certificate> = sd
-        .certificates
-        .iter()
-        .flat_map(|set| set.0.iter())
-        .filter_map(|c| match c {
-            CertificateChoices::Certificate(c) => Some(c.clone()),
-            _ => None,
-        })
-        .collect();
+    let carried = carried_certificates(loaded, sd.certificates)?;
     let mut first = None;
     if sd.signer_infos.0.is_empty() {
         return Err(SmimeError::NoSigner);
@@ -745,9 +812,10 @@ pub(crate) fn verify_signed_data(
                 "digestAlgorithms does not list the signer's digest".into(),
             ));
         }
-        let cert = carried
+        let (signer, (cert, _)) = carried
             .iter()
-            .find(|c| matches_sid(c, &si.sid))
+            .enumerate()
+            .find(|(_, (c, _))| matches_sid(c, &si.sid))
             .ok_or(SmimeError::NoSigner)?;
         let digest_alg = digest_for(si.digest_alg.oid)?;
         let content_digest = digest::digest(digest_alg, content);
@@ -790,13 +858,19 @@ pub(crate) fn verify_signed_data(
             si.signature.as_bytes(),
         )?;
         if first.is_none() {
-            first = Some(VerifiedSignature {
-                cert: cert.clone(),
-                carried: carried.clone(),
-                signing_time,
-                algorithm: name,
-            });
+            first = Some((signer, signing_time, name));
         }
     }
-    first.ok_or(SmimeError::NoSigner)
+    let (signer, signing_time, algorithm) = first.ok_or(SmimeError::NoSigner)?;
+    let cert_der = carried[signer].1.to_vec();
+    let carried: Vec<Certificate> = carried.into_iter().map(|(c, _)| c).collect();
+    // The signer stays among the carried certificates (a chain candidate, as before).
+    let cert = carried[signer].clone();
+    Ok(VerifiedSignature {
+        cert,
+        cert_der,
+        carried,
+        signing_time,
+        algorithm,
+    })
 }

@@ -82,6 +82,44 @@ fn lookup_by_address_is_case_insensitive_and_anchors_are_apart() {
         .any(|e| e.kind == EntryKind::TrustAnchor));
 }
 
+/// Sets a store subdirectory's mtime ten seconds back, so that its listing counts as
+/// settled (read well after its last change) and is cached.
+fn settle(dir: &std::path::Path) {
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    std::fs::File::open(dir)
+        .unwrap()
+        .set_modified(past)
+        .unwrap();
+}
+
+#[test]
+fn a_cached_listing_sees_its_own_writes_at_once_and_another_stores_soon() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("s");
+    let ours = DirectoryStore::open(&root).unwrap();
+    let sign = ours
+        .import(&read("rfc9216/bob.sign.crt"), "bob sign", false)
+        .unwrap();
+    settle(&root.join("certs"));
+    assert_eq!(ours.certificates_for("bob@smime.example").unwrap().len(), 1);
+    // A write through this store (or a clone of it) is seen by the next lookup,
+    // although the cached listing is still within its recheck interval.
+    ours.clone()
+        .import(&read("rfc9216/bob.encrypt.crt"), "bob encrypt", false)
+        .unwrap();
+    assert_eq!(ours.certificates_for("bob@smime.example").unwrap().len(), 2);
+    settle(&root.join("certs"));
+    assert_eq!(ours.certificates_for("bob@smime.example").unwrap().len(), 2);
+    // Another store on the same directory (another process) deletes a certificate:
+    // seen once the listing's recheck interval (50 ms) has passed.
+    let theirs = DirectoryStore::open(&root).unwrap();
+    assert!(theirs.delete(&sign[0].fingerprint).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    let left = ours.certificates_for("bob@smime.example").unwrap();
+    assert_eq!(left.len(), 1);
+    assert_ne!(left[0].fingerprint, sign[0].fingerprint);
+}
+
 #[test]
 fn private_keys_are_owner_only_and_an_open_store_is_refused() {
     let dir = tempfile::tempdir().unwrap();

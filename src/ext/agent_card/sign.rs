@@ -209,8 +209,10 @@ pub(super) fn check_signature(
             crls: &crls,
             require: false,
         };
+        let is_pinned = pinned.iter().any(|p| p == leaf_der);
         let trust =
-            match crate::smime::trust(&leaf, &intermediates, &anchors, &pinned, now, &revocation) {
+            match crate::smime::trust(&leaf, &intermediates, &anchors, is_pinned, now, &revocation)
+            {
                 crate::smime::Trust::Broken => return Err(CardError::SignatureInvalid { index }),
                 _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
                 crate::smime::Trust::Invalid(_) => SignerTrust::Unknown,
