@@ -56,8 +56,10 @@ pub(crate) struct LoadedKeys {
 /// new certificate with every message only keeps it busy).
 const MAX_CERTIFICATES: usize = 1024;
 
-/// Larger certificates are decoded each time rather than kept.
-const MAX_KEPT_CERTIFICATE: usize = 16 * 1024;
+/// Larger certificates are decoded each time rather than kept (an RSA-4096
+/// certificate with the usual extensions is under 2 KiB): a sender who fills the
+/// cache with certificates of its own holds a few MiB at most.
+const MAX_KEPT_CERTIFICATE: usize = 4 * 1024;
 
 impl LoadedKeys {
     /// The parsed `key` for `purpose`, loading it with `load` the first time.
@@ -116,4 +118,74 @@ pub(crate) fn rsa_decryptor(key: &SecretKey, purpose: Use) -> Result<Loaded, Smi
         }
         _ => Loaded::Oaep(OaepPrivateDecryptingKey::new(private).map_err(|_| unusable())?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use der::{Decode, DecodePem, Encode};
+    use x509_cert::Certificate;
+
+    fn der(name: &str) -> Vec<u8> {
+        let pem = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("keys-fixtures/rfc9216")
+                .join(name),
+        )
+        .unwrap();
+        Certificate::from_pem(&pem).unwrap().to_der().unwrap()
+    }
+
+    #[test]
+    fn certificates_are_kept_by_their_whole_encoding() {
+        let cache = LoadedKeys::default();
+        let bob = der("bob.sign.crt");
+        let alice = der("alice.sign.crt");
+        assert_eq!(
+            cache.certificate(&bob).unwrap(),
+            Certificate::from_der(&bob).unwrap()
+        );
+        assert_eq!(
+            cache.certificate(&alice).unwrap(),
+            Certificate::from_der(&alice).unwrap()
+        );
+        // Kept: the second lookup is the same certificate, not another one's.
+        assert_eq!(
+            cache.certificate(&bob).unwrap(),
+            Certificate::from_der(&bob).unwrap()
+        );
+        assert_eq!(cache.certificates.lock().unwrap().len(), 2);
+        // One changed byte is another key, decoded (and here refused) on its own.
+        let mut altered = bob.clone();
+        let last = altered.len() - 1;
+        altered[last] ^= 1;
+        let decoded = cache.certificate(&altered);
+        assert_eq!(decoded.is_ok(), Certificate::from_der(&altered).is_ok());
+        if let Ok(c) = decoded {
+            assert_ne!(c, Certificate::from_der(&bob).unwrap());
+        }
+        // Malformed bytes are an error, not kept.
+        assert!(cache.certificate(&bob[..bob.len() / 2]).is_err());
+        assert!(cache.certificate(b"").is_err());
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let cache = LoadedKeys::default();
+        let bob = der("bob.sign.crt");
+        let alice = der("alice.sign.crt");
+        {
+            let mut map = cache.certificates.lock().unwrap();
+            // Fill it with distinct keys (the same certificate under other encodings
+            // would not decode, so the entries are made directly).
+            for i in 0..MAX_CERTIFICATES {
+                let mut k = bob.clone();
+                k.extend_from_slice(&(i as u32).to_be_bytes());
+                map.insert(k.into(), Certificate::from_der(&bob).unwrap());
+            }
+            assert!(map.len() >= MAX_CERTIFICATES);
+        }
+        cache.certificate(&alice).unwrap();
+        assert_eq!(cache.certificates.lock().unwrap().len(), 1);
+    }
 }
