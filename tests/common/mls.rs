@@ -52,34 +52,11 @@ pub fn ok(store: &Path, args: &[&str]) -> Vec<u8> {
 pub fn test_ca(root: &Path) -> (PathBuf, PathBuf) {
     let (cert, key) = (root.join("mls-ca.pem"), root.join("mls-ca.key"));
     if !cert.exists() {
-        let out = super::openssl(
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-keyout",
-                key.to_str().unwrap(),
-                "-out",
-                cert.to_str().unwrap(),
-                "-days",
-                "30",
-                "-subj",
-                "/CN=mailseal test MLS CA",
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ],
+        super::openssl_test_ca_files(
             root,
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            "mailseal test MLS CA",
+            key.to_str().unwrap(),
+            cert.to_str().unwrap(),
         );
     }
     (cert, key)

@@ -436,6 +436,13 @@ pub fn stored_openpgp_secrets(dir: &std::path::Path) -> Vec<Vec<u8>> {
 
 /// A P-256 test CA made by `openssl req -x509` in `dir`: `ca.key` and `ca.pem`.
 pub fn openssl_test_ca(dir: &std::path::Path, name: &str) {
+    openssl_test_ca_files(dir, name, "ca.key", "ca.pem");
+}
+
+/// A P-256 test CA named `name` (critical basicConstraints CA, keyCertSign and
+/// cRLSign, 30 days), made by `openssl req -x509` in `dir` into the files `key` and
+/// `cert` (relative to `dir`, or absolute).
+pub fn openssl_test_ca_files(dir: &std::path::Path, name: &str, key: &str, cert: &str) {
     let subject = format!("/CN={name}");
     openssl(
         &[
@@ -447,9 +454,9 @@ pub fn openssl_test_ca(dir: &std::path::Path, name: &str) {
             "ec_paramgen_curve:P-256",
             "-nodes",
             "-keyout",
-            "ca.key",
+            key,
             "-out",
-            "ca.pem",
+            cert,
             "-subj",
             &subject,
             "-days",

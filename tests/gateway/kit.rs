@@ -420,23 +420,7 @@ pub fn tls_table(cert: &Path, key: &Path) -> String {
 /// A TLS server certificate for `localhost` under a new CA: (ca.pem, cert.pem, key.pem).
 pub fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let run = |args: &[&str]| crate::common::openssl(args, dir);
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "30",
-        "-subj",
-        "/CN=gateway test CA",
-    ]);
+    crate::common::openssl_test_ca_files(dir, "gateway test CA", "ca.key", "ca.pem");
     run(&[
         "req",
         "-newkey",

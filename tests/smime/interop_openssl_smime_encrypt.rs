@@ -430,30 +430,7 @@ fn openssl_default_pkcs1_v15_key_transport_opens_without_a_padding_oracle() {
 
 /// An EC P-256 recipient `peer@example.com` (keyAgreement), made by openssl.
 fn ec_recipient(dir: &Path) -> (PathBuf, PathBuf) {
-    openssl(
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=Test CA",
-            "-days",
-            "3650",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign",
-        ],
-        dir,
-    );
+    crate::common::openssl_test_ca_files(dir, "Test CA", "ca.key", "ca.crt");
     openssl(
         &[
             "req",

@@ -273,30 +273,7 @@ fn openssl_crl(dir: &std::path::Path) -> (Vec<u8>, Vec<u8>) {
     )
     .unwrap();
     std::fs::write(dir.join("index.txt"), "").unwrap();
-    common::openssl(
-        &[
-            "req",
-            "-x509",
-            "-nodes",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-subj",
-            "/CN=CRL Test CA",
-            "-days",
-            "30",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-        dir,
-    );
+    common::openssl_test_ca_files(dir, "CRL Test CA", "ca.key", "ca.crt");
     common::openssl(
         &[
             "ca", "-config", "ca.cnf", "-gencrl", "-keyfile", "ca.key", "-cert", "ca.crt", "-out",
