@@ -275,13 +275,25 @@ fn opaque(range: Range<usize>, depth: usize, parent: Option<usize>) -> Entity {
 /// RFC 2046 5.1.1: 1 to 70 characters of a restricted set, not ending in a space. A
 /// little more length is accepted (some mailers exceed 70); nothing else is.
 fn valid_boundary(b: &str) -> bool {
-    const SPECIALS: &[u8] = b"'()+_,-./:=? ";
-    !b.is_empty()
-        && b.len() <= 200
-        && !b.ends_with(' ')
-        && b.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || SPECIALS.contains(&c))
+    !b.is_empty() && b.len() <= 200 && !b.ends_with(' ') && b.bytes().all(|c| BCHARS[c as usize])
 }
+
+/// RFC 2046 bchars: letters, digits and `'()+_,-./:=? ` (space included).
+static BCHARS: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        table[c] = (c as u8).is_ascii_alphanumeric();
+        c += 1;
+    }
+    let specials = b"'()+_,-./:=? ";
+    let mut i = 0;
+    while i < specials.len() {
+        table[specials[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 /// The first `needle` in `hay`. Header lines are short, where a plain loop beats the
 /// call into a SIMD search; long ones still get the SIMD search.
@@ -412,11 +424,29 @@ fn is_media_type(v: &str) -> bool {
     }
 }
 
+/// A byte table: `true` for printable ASCII (33 to 126) except `excluded`. One lookup
+/// per byte instead of a search through the special characters (parameter parsing runs
+/// for every part of every message).
+const fn printable_except(excluded: &[u8]) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut b = 33;
+    while b <= 126 {
+        table[b] = true;
+        b += 1;
+    }
+    let mut i = 0;
+    while i < excluded.len() {
+        table[excluded[i] as usize] = false;
+        i += 1;
+    }
+    table
+}
+
+/// RFC 2045 token characters: printable ASCII but the tspecials.
+static TOKEN: [bool; 256] = printable_except(b"()<>@,;:\\\"/[]?=");
+
 fn is_token(s: &str) -> bool {
-    const TSPECIALS: &[u8] = b"()<>@,;:\\\"/[]?=";
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| (33..=126).contains(&b) && !TSPECIALS.contains(&b))
+    !s.is_empty() && s.bytes().all(|b| TOKEN[b as usize])
 }
 
 /// Splits the multipart body in `body` at its delimiters: the ranges of the body
@@ -745,6 +775,16 @@ fn strip_comments(s: &str) -> Option<Cow<'_, str>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_byte_tables_are_the_rfc_character_classes() {
+        for b in 0..=255u8 {
+            let token = (33..=126).contains(&b) && !b"()<>@,;:\\\"/[]?=".contains(&b);
+            assert_eq!(TOKEN[b as usize], token, "token {b}");
+            let bchar = b.is_ascii_alphanumeric() || b"'()+_,-./:=? ".contains(&b);
+            assert_eq!(BCHARS[b as usize], bchar, "bchar {b}");
+        }
+    }
 
     fn tree(raw: &str) -> Result<Tree, MessageError> {
         Tree::parse(raw.as_bytes(), &Limits::default())

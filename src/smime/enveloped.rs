@@ -585,12 +585,17 @@ const MAX_RECIPIENT_INFOS: usize = 1024;
 /// altered identifier from a message for someone else).
 const MAX_TRIAL_RECIPIENTS: usize = 4;
 
-/// The content key from the recipient infos, with one of our certificate keys or
-/// pre-shared keys.
-/// The RecipientInfos (a SET, DER), each decoded in the order written. Not as the
-/// `cms` crate's SET OF, which sorts them on decoding with comparisons that encode
-/// each one again: the order does not matter here (ours is found by identifier).
-fn decode_recipient_infos(set: &[u8]) -> Result<Vec<RecipientInfo>, SmimeError> {
+/// One RecipientInfo as read: key agreement in place ([`super::kari::KariRef`], the
+/// kind every P-256 message carries), the others decoded by the `cms` crate.
+enum Info<'a> {
+    Kari(super::kari::KariRef<'a>),
+    Other(RecipientInfo),
+}
+
+/// The RecipientInfos (a SET, DER), each read in the order written. Not as the `cms`
+/// crate's SET OF, which sorts them on decoding with comparisons that encode each one
+/// again: the order does not matter here (ours is found by identifier).
+fn decode_recipient_infos(set: &[u8]) -> Result<Vec<Info<'_>>, SmimeError> {
     let set = der::asn1::AnyRef::from_der(set).map_err(malformed("recipient infos"))?;
     if der::Tagged::tag(&set) != der::Tag::Set {
         return Err(SmimeError::Malformed(
@@ -601,14 +606,26 @@ fn decode_recipient_infos(set: &[u8]) -> Result<Vec<RecipientInfo>, SmimeError> 
     let mut out = Vec::new();
     while !der::Reader::is_finished(&reader) {
         let tlv = der::Reader::tlv_bytes(&mut reader).map_err(malformed("recipient infos"))?;
-        out.push(RecipientInfo::from_der(tlv).map_err(malformed("recipient info"))?);
+        // [1] IMPLICIT KeyAgreeRecipientInfo (constructed, tag number 1).
+        if tlv.first() == Some(&0xa1) {
+            let any = der::asn1::AnyRef::from_der(tlv).map_err(malformed("recipient info"))?;
+            out.push(Info::Kari(super::kari::KariRef::from_implicit(
+                any.value(),
+            )?));
+        } else {
+            out.push(Info::Other(
+                RecipientInfo::from_der(tlv).map_err(malformed("recipient info"))?,
+            ));
+        }
     }
     Ok(out)
 }
 
+/// The content key from the recipient infos, with one of our certificate keys or
+/// pre-shared keys.
 fn content_key(
     loaded: &LoadedKeys,
-    infos: &[RecipientInfo],
+    infos: &[Info<'_>],
     keys: &[(Certificate, SecretKey)],
     keks: &[Kek],
     cek_len: usize,
@@ -617,7 +634,7 @@ fn content_key(
     let ktris: Vec<&KeyTransRecipientInfo> = infos
         .iter()
         .filter_map(|ri| match ri {
-            RecipientInfo::Ktri(k) => Some(k),
+            Info::Other(RecipientInfo::Ktri(k)) => Some(k),
             _ => None,
         })
         .collect();
@@ -636,15 +653,16 @@ fn content_key(
     // Our recipient info by identifier; failing that, trial decryption tells an altered
     // identifier (tampering) from a message that is not for us.
     for (cert, key) in keys {
+        let ours = super::kari::OurId::of(cert);
         let kari = infos.iter().find_map(|ri| match ri {
-            RecipientInfo::Kari(k) => super::kari::find(k, cert).map(|rek| (k, rek)),
+            Info::Kari(k) => super::kari::find(k, &ours).map(|rek| (k, rek)),
             _ => None,
         });
         if let Some((k, rek)) = kari {
             return Ok(super::kari::unwrap(
                 loaded,
                 k,
-                rek,
+                &rek,
                 cert,
                 key,
                 allow_legacy,
@@ -656,7 +674,11 @@ fn content_key(
     }
     for kek in keks {
         let found = infos.iter().find_map(|ri| match ri {
-            RecipientInfo::Kekri(k) if k.kek_id.kek_identifier.as_bytes() == kek.id => Some(k),
+            Info::Other(RecipientInfo::Kekri(k))
+                if k.kek_id.kek_identifier.as_bytes() == kek.id =>
+            {
+                Some(k)
+            }
             _ => None,
         });
         if let Some(k) = found {

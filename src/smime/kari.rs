@@ -15,11 +15,11 @@ use cms::cert::IssuerAndSerialNumber;
 use cms::content_info::CmsVersion;
 use cms::enveloped_data::{
     KeyAgreeRecipientIdentifier, KeyAgreeRecipientInfo, OriginatorIdentifierOrKey,
-    OriginatorPublicKey, RecipientEncryptedKey, RecipientInfo,
+    OriginatorPublicKey, RecipientEncryptedKey, RecipientInfo, RecipientKeyIdentifier,
 };
-use der::asn1::{BitString, ObjectIdentifier, OctetString};
-use der::{Any, Encode};
-use spki::AlgorithmIdentifierOwned;
+use der::asn1::{AnyRef, BitString, BitStringRef, ObjectIdentifier, OctetString, OctetStringRef};
+use der::{Any, Decode, Encode, Header, Length, Reader, SliceReader, Tag, TagNumber, Tagged};
+use spki::{AlgorithmIdentifierOwned, AlgorithmIdentifierRef};
 use x509_cert::Certificate;
 use zeroize::Zeroizing;
 
@@ -30,12 +30,100 @@ use crate::keystore::SecretKey;
 
 /// RFC 5753 ECC-CMS-SharedInfo.
 #[derive(der::Sequence)]
-struct EccCmsSharedInfo {
-    key_info: AlgorithmIdentifierOwned,
+struct EccCmsSharedInfo<'a> {
+    key_info: AlgorithmIdentifierRef<'a>,
     #[asn1(context_specific = "0", tag_mode = "EXPLICIT", optional = "true")]
-    entity_u_info: Option<OctetString>,
+    entity_u_info: Option<&'a OctetStringRef>,
     #[asn1(context_specific = "2", tag_mode = "EXPLICIT")]
-    supp_pub_info: OctetString,
+    supp_pub_info: &'a OctetStringRef,
+}
+
+/// A KeyAgreeRecipientInfo (RFC 5652 6.2.2) read in place from its DER.
+///
+/// Decoded by hand rather than as the `cms` crate's owned `KeyAgreeRecipientInfo`:
+/// that copies every field and decodes each recipient's issuer `Name` (a SET OF whose
+/// DER order it checks), which cost more than the AES key unwrap on every P-256 open.
+/// Here the fields are borrowed and a recipient identifier stays encoded until it is
+/// compared, byte for byte, with our certificate's issuer and serial number in DER
+/// (equal names have one DER encoding). The identifiers of other recipients are
+/// therefore not decoded: a malformed one is not ours, and nothing else reads it.
+#[derive(der::Sequence)]
+pub(crate) struct KariRef<'a> {
+    version: CmsVersion,
+    #[asn1(context_specific = "0", tag_mode = "EXPLICIT")]
+    originator: AnyRef<'a>,
+    #[asn1(context_specific = "1", tag_mode = "EXPLICIT", optional = "true")]
+    ukm: Option<&'a OctetStringRef>,
+    key_enc_alg: AlgorithmIdentifierRef<'a>,
+    /// SEQUENCE OF RecipientEncryptedKey, read by [`find`].
+    recipient_enc_keys: AnyRef<'a>,
+}
+
+/// RecipientEncryptedKey, its identifier still encoded.
+#[derive(der::Sequence)]
+pub(crate) struct RecipientEncryptedKeyRef<'a> {
+    rid: AnyRef<'a>,
+    enc_key: &'a OctetStringRef,
+}
+
+/// OriginatorPublicKey (the `[1] IMPLICIT` choice of OriginatorIdentifierOrKey).
+#[derive(der::Sequence)]
+struct OriginatorPublicKeyRef<'a> {
+    algorithm: AlgorithmIdentifierRef<'a>,
+    public_key: BitStringRef<'a>,
+}
+
+/// A context-specific constructed tag number `n`.
+fn context(n: u8) -> Tag {
+    Tag::ContextSpecific {
+        constructed: true,
+        number: TagNumber(n.into()),
+    }
+}
+
+/// Reads the content of an IMPLICIT-tagged SEQUENCE `value` as `T`.
+fn implicit_sequence<'a, T: der::DecodeValue<'a, Error = der::Error>>(
+    value: &'a [u8],
+) -> der::Result<T> {
+    let mut reader = SliceReader::new(value)?;
+    let header = Header::new(Tag::Sequence, Length::try_from(value.len())?);
+    let out = T::decode_value(&mut reader, header)?;
+    reader.finish()?;
+    Ok(out)
+}
+
+impl<'a> KariRef<'a> {
+    /// A KeyAgreeRecipientInfo from the content of its `[1]` RecipientInfo element,
+    /// its recipient list checked to be a SEQUENCE OF well-formed entries.
+    pub(crate) fn from_implicit(value: &'a [u8]) -> Result<Self, SmimeError> {
+        let kari: KariRef<'a> = implicit_sequence(value).map_err(malformed("recipient info"))?;
+        if kari.recipient_enc_keys.tag() != Tag::Sequence {
+            return Err(SmimeError::Malformed(
+                "recipient info: encrypted keys are not a SEQUENCE OF".into(),
+            ));
+        }
+        for rek in kari.encrypted_keys() {
+            rek?;
+        }
+        Ok(kari)
+    }
+
+    fn encrypted_keys(
+        &self,
+    ) -> impl Iterator<Item = Result<RecipientEncryptedKeyRef<'a>, SmimeError>> + 'a {
+        let mut reader = SliceReader::new(self.recipient_enc_keys.value()).ok();
+        std::iter::from_fn(move || {
+            let r = reader.as_mut()?;
+            if r.is_finished() {
+                return None;
+            }
+            let item = RecipientEncryptedKeyRef::decode(r).map_err(malformed("recipient info"));
+            if item.is_err() {
+                reader = None;
+            }
+            Some(item)
+        })
+    }
 }
 
 fn malformed(what: &str) -> impl Fn(der::Error) -> SmimeError + '_ {
@@ -91,8 +179,8 @@ fn x963_kdf(
 
 fn kek(
     scheme: ObjectIdentifier,
-    wrap: &AlgorithmIdentifierOwned,
-    ukm: Option<&OctetString>,
+    wrap: ObjectIdentifier,
+    ukm: Option<&OctetStringRef>,
     z: &[u8],
 ) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
     enum Kdf {
@@ -113,7 +201,7 @@ fn kek(
             )))
         }
     };
-    let len = match wrap.oid {
+    let len = match wrap {
         AES128_WRAP => 16,
         AES256_WRAP => 32,
         other => {
@@ -122,14 +210,14 @@ fn kek(
             )))
         }
     };
+    let bits = ((len * 8) as u32).to_be_bytes();
     let info = EccCmsSharedInfo {
-        key_info: AlgorithmIdentifierOwned {
-            oid: wrap.oid,
+        key_info: AlgorithmIdentifierRef {
+            oid: wrap,
             parameters: None,
         },
-        entity_u_info: ukm.cloned(),
-        supp_pub_info: OctetString::new(((len * 8) as u32).to_be_bytes().to_vec())
-            .map_err(malformed("SharedInfo"))?,
+        entity_u_info: ukm,
+        supp_pub_info: OctetStringRef::new(&bits).map_err(malformed("SharedInfo"))?,
     };
     let info = info.to_der().map_err(malformed("SharedInfo"))?;
     match kdf {
@@ -190,7 +278,7 @@ pub(crate) fn recipient_info(cert: &Certificate, cek: &[u8]) -> Result<Recipient
         &ephemeral,
         UnparsedPublicKey::new(curve, peer),
         SmimeError::Key("key agreement failed".into()),
-        |z| kek(scheme, &wrap, None, z),
+        |z| kek(scheme, wrap.oid, None, z),
     )?;
     let mut wrapped = vec![0u8; cek.len() + 8];
     let n = KeyEncryptionKey::new(&AES_256, &kek)
@@ -225,27 +313,64 @@ pub(crate) fn recipient_info(cert: &Certificate, cek: &[u8]) -> Result<Recipient
     }))
 }
 
-fn matches(cert: &Certificate, rid: &KeyAgreeRecipientIdentifier) -> bool {
-    match rid {
-        KeyAgreeRecipientIdentifier::IssuerAndSerialNumber(ias) => {
-            cert.tbs_certificate().issuer() == &ias.issuer
-                && cert.tbs_certificate().serial_number() == &ias.serial_number
+/// Our certificate, compared with recipient identifiers: IssuerAndSerialNumber by its
+/// DER content (the serial number first, then, only for an entry with our serial, the
+/// issuer's encoding), rKeyId by the subject key identifier.
+pub(crate) struct OurId<'c> {
+    cert: &'c Certificate,
+    issuer: std::cell::OnceCell<Option<Vec<u8>>>,
+}
+
+impl<'c> OurId<'c> {
+    pub(crate) fn of(cert: &'c Certificate) -> OurId<'c> {
+        OurId {
+            cert,
+            issuer: std::cell::OnceCell::new(),
         }
-        KeyAgreeRecipientIdentifier::RKeyId(rkid) => matches!(
-            cert.tbs_certificate().get_extension::<x509_cert::ext::pkix::SubjectKeyIdentifier>(),
-            Ok(Some((_, own))) if own == rkid.subject_key_identifier
-        ),
+    }
+
+    fn matches(&self, rid: &AnyRef<'_>) -> bool {
+        let tbs = self.cert.tbs_certificate();
+        if rid.tag() == Tag::Sequence {
+            // issuer Name, then serialNumber INTEGER, and nothing after them.
+            let Ok(mut reader) = SliceReader::new(rid.value()) else {
+                return false;
+            };
+            let (Ok(issuer), Ok(serial)) = (reader.tlv_bytes(), AnyRef::decode(&mut reader)) else {
+                return false;
+            };
+            return reader.is_finished()
+                && serial.tag() == Tag::Integer
+                && serial.value() == tbs.serial_number().as_bytes()
+                && self
+                    .issuer
+                    .get_or_init(|| tbs.issuer().to_der().ok())
+                    .as_deref()
+                    == Some(issuer);
+        }
+        // rKeyId [0] IMPLICIT RecipientKeyIdentifier.
+        if rid.tag() != context(0) {
+            return false;
+        }
+        let Ok(Some((_, ours))) = tbs.get_extension::<x509_cert::ext::pkix::SubjectKeyIdentifier>()
+        else {
+            return false;
+        };
+        matches!(
+            implicit_sequence::<RecipientKeyIdentifier>(rid.value()),
+            Ok(rkid) if rkid.subject_key_identifier == ours
+        )
     }
 }
 
-/// The wrapped key of `kari` meant for `cert`, if any.
-pub(crate) fn find<'k>(
-    kari: &'k KeyAgreeRecipientInfo,
-    cert: &Certificate,
-) -> Option<&'k RecipientEncryptedKey> {
-    kari.recipient_enc_keys
-        .iter()
-        .find(|r| matches(cert, &r.rid))
+/// The wrapped key of `kari` meant for `ours`, if any.
+pub(crate) fn find<'a>(
+    kari: &KariRef<'a>,
+    ours: &OurId<'_>,
+) -> Option<RecipientEncryptedKeyRef<'a>> {
+    kari.encrypted_keys()
+        .filter_map(Result::ok)
+        .find(|r| ours.matches(&r.rid))
 }
 
 /// Our key-agreement private key: PKCS#8 for the NIST curves; for X25519 the 32-byte
@@ -273,8 +398,8 @@ fn software_kek(
     key: &SecretKey,
     originator: &[u8],
     scheme: ObjectIdentifier,
-    wrap: &AlgorithmIdentifierOwned,
-    ukm: Option<&OctetString>,
+    wrap: ObjectIdentifier,
+    ukm: Option<&OctetStringRef>,
 ) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
     let private = loaded.get(key, Use::Agree, || {
         private_key(curve, key).map(Loaded::Agreement)
@@ -297,8 +422,8 @@ fn software_kek(
 /// Unwraps the content key of `rek` in `kari` with our `key` for `cert`.
 pub(crate) fn unwrap(
     loaded: &LoadedKeys,
-    kari: &KeyAgreeRecipientInfo,
-    rek: &RecipientEncryptedKey,
+    kari: &KariRef<'_>,
+    rek: &RecipientEncryptedKeyRef<'_>,
     cert: &Certificate,
     key: &SecretKey,
     allow_legacy: bool,
@@ -317,22 +442,49 @@ pub(crate) fn unwrap(
     }
     let curve = curve_of(cert)
         .ok_or_else(|| SmimeError::UnsupportedAlgorithm("key agreement with this key".into()))?;
-    let OriginatorIdentifierOrKey::OriginatorKey(originator) = &kari.originator else {
-        return Err(SmimeError::UnsupportedAlgorithm(
-            "static-static ECDH".into(),
-        ));
+    // OriginatorIdentifierOrKey: issuerAndSerialNumber (SEQUENCE), subjectKeyIdentifier
+    // ([0]) name a static key of the sender's; originatorKey ([1]) carries the
+    // ephemeral one.
+    let originator = match kari.originator.tag() {
+        t if t == context(1) => {
+            implicit_sequence::<OriginatorPublicKeyRef<'_>>(kari.originator.value())
+                .map_err(malformed("originator key"))?
+        }
+        Tag::Sequence => {
+            return Err(SmimeError::UnsupportedAlgorithm(
+                "static-static ECDH".into(),
+            ))
+        }
+        Tag::ContextSpecific {
+            constructed: false,
+            number: TagNumber(0),
+        } => {
+            return Err(SmimeError::UnsupportedAlgorithm(
+                "static-static ECDH".into(),
+            ))
+        }
+        _ => {
+            return Err(SmimeError::Malformed(
+                "originator: not a known choice".into(),
+            ))
+        }
     };
     let expected = if std::ptr::eq(curve, &X25519) {
         ID_X25519
     } else {
         ID_EC_PUBLIC_KEY
     };
-    if originator.algorithm.oid != expected || originator.public_key.unused_bits() != 0 {
+    // The ephemeral key's parameters (the curve, or nothing) say what the recipient's
+    // certificate already fixes; the agreement refuses a point of another curve.
+    let (Some(public_key), true) = (
+        originator.public_key.as_bytes(),
+        originator.algorithm.oid == expected,
+    ) else {
         return Err(SmimeError::Malformed(
             "the originator key is not of the recipient's key type".into(),
         ));
-    }
-    let wrap: AlgorithmIdentifierOwned = kari
+    };
+    let wrap: AlgorithmIdentifierRef<'_> = kari
         .key_enc_alg
         .parameters
         .as_ref()
@@ -347,23 +499,15 @@ pub(crate) fn unwrap(
         ));
     }
     let scheme = kari.key_enc_alg.oid;
-    let ukm = kari.ukm.as_ref();
+    let ukm = kari.ukm;
     let kek = if let Some(token) = key.token() {
         // The token computes Z; the KDF runs here on it.
         let z = token
-            .ecdh(originator.public_key.raw_bytes())
+            .ecdh(public_key)
             .map_err(|_| SmimeError::Undecryptable)?;
-        kek(scheme, &wrap, ukm, &z)?
+        kek(scheme, wrap.oid, ukm, &z)?
     } else {
-        software_kek(
-            loaded,
-            curve,
-            key,
-            originator.public_key.raw_bytes(),
-            scheme,
-            &wrap,
-            ukm,
-        )?
+        software_kek(loaded, curve, key, public_key, scheme, wrap.oid, ukm)?
     };
     let cipher = if kek.len() == 16 { &AES_128 } else { &AES_256 };
     let wrapped = rek.enc_key.as_bytes();
@@ -380,6 +524,104 @@ pub(crate) fn unwrap(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::smime::issue::{generate, IdentityRequest, KeyKind};
+
+    fn p256(email: &str) -> Certificate {
+        let req = IdentityRequest {
+            email: Some(email.into()),
+            common_name: None,
+            kind: KeyKind::P256,
+            days: 30,
+            ca: false,
+        };
+        generate(&req, None).unwrap().remove(0).certificate
+    }
+
+    /// Our builder's KeyAgreeRecipientInfo for `cert`, as its `[1]` content.
+    fn built(cert: &Certificate) -> Vec<u8> {
+        let RecipientInfo::Kari(kari) = recipient_info(cert, &[9u8; 32]).unwrap() else {
+            panic!("not a kari")
+        };
+        let der = kari.to_der().unwrap();
+        AnyRef::from_der(&der).unwrap().value().to_vec()
+    }
+
+    fn implicit_content(kari: &KeyAgreeRecipientInfo) -> Vec<u8> {
+        let der = kari.to_der().unwrap();
+        AnyRef::from_der(&der).unwrap().value().to_vec()
+    }
+
+    #[test]
+    fn the_borrowed_reader_finds_our_key_by_issuer_and_serial_and_only_ours() {
+        let (bob, carol) = (p256("bob@example.com"), p256("carol@example.com"));
+        let der = built(&bob);
+        let kari = KariRef::from_implicit(&der).unwrap();
+        let rek = find(&kari, &OurId::of(&bob)).expect("bob's key");
+        assert_eq!(rek.enc_key.as_bytes().len(), 40);
+        // Another issuer and serial.
+        assert!(find(&kari, &OurId::of(&carol)).is_none());
+        // Our serial number under another issuer name (one letter of it changed).
+        let name = b"bob@example.com";
+        let at = der.windows(name.len()).position(|w| w == name).unwrap();
+        let mut renamed = der.clone();
+        renamed[at] = b'c';
+        let kari = KariRef::from_implicit(&renamed).unwrap();
+        assert!(find(&kari, &OurId::of(&bob)).is_none());
+    }
+
+    #[test]
+    fn fail_the_borrowed_reader_refuses_what_the_owned_decoder_refuses() {
+        let bob = p256("bob@example.com");
+        let der = built(&bob);
+        // Every truncation, and a byte appended, is refused as malformed.
+        for cut in 0..der.len() {
+            assert!(KariRef::from_implicit(&der[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = der.clone();
+        longer.push(0);
+        assert!(KariRef::from_implicit(&longer).is_err());
+        // The encrypted keys must be a SEQUENCE OF entries: a SET there is refused.
+        let RecipientInfo::Kari(owned) = recipient_info(&bob, &[9u8; 32]).unwrap() else {
+            panic!("not a kari")
+        };
+        let keys = owned.recipient_enc_keys.to_der().unwrap();
+        let der = implicit_content(&owned);
+        let at = der.windows(keys.len()).position(|w| w == keys).unwrap();
+        let mut set = der.clone();
+        set[at] = 0x31;
+        assert!(matches!(
+            KariRef::from_implicit(&set),
+            Err(SmimeError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn fail_an_originator_other_than_an_ephemeral_key_is_refused_by_kind() {
+        let bob = p256("bob@example.com");
+        let der = built(&bob);
+        let ours = OurId::of(&bob);
+        let loaded = LoadedKeys::default();
+        let key = SecretKey::new(
+            String::new(),
+            crate::keystore::KeyAlgorithm::Ec,
+            Zeroizing::new(Vec::new()),
+        );
+        // The originator's choice tag sits after version (3 bytes) and [0] (2 bytes).
+        assert_eq!(der[5], 0xa1, "originatorKey [1]");
+        for (tag, unsupported) in [(0x30u8, true), (0x80, true), (0xa5, false)] {
+            let mut other = der.clone();
+            other[5] = tag;
+            let kari = KariRef::from_implicit(&other).unwrap();
+            let rek = find(&kari, &ours).unwrap();
+            match unwrap(&loaded, &kari, &rek, &bob, &key, false) {
+                Err(SmimeError::UnsupportedAlgorithm(m)) if unsupported => {
+                    assert!(m.contains("static-static"))
+                }
+                Err(SmimeError::Malformed(_)) if !unsupported => {}
+                other => panic!("{tag:#x}: {:?}", other.map(|_| ())),
+            }
+        }
+    }
 
     #[test]
     fn x963_matches_a_hand_computation() {

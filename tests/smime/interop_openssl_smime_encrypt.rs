@@ -449,7 +449,7 @@ fn ec_recipient(dir: &Path) -> (PathBuf, PathBuf) {
         ],
         dir,
     );
-    std::fs::write(dir.join("peer.ext"), "subjectAltName=email:peer@example.com\nkeyUsage=critical,keyAgreement\nextendedKeyUsage=emailProtection\n").unwrap();
+    std::fs::write(dir.join("peer.ext"), "subjectAltName=email:peer@example.com\nkeyUsage=critical,keyAgreement\nextendedKeyUsage=emailProtection\nsubjectKeyIdentifier=hash\n").unwrap();
     openssl(
         &[
             "x509",
@@ -561,9 +561,11 @@ fn ecdh_p256_recipient_both_ways_with_openssl() {
         p.allow_legacy_cbc = true;
         p
     };
+    // `-keyid`: the recipient named by its subject key identifier (rKeyId).
     for (extra, default_opens) in [
         (vec![], false),
         (vec!["-keyopt", "ecdh_kdf_md:sha256"], true),
+        (vec!["-keyid", "-keyopt", "ecdh_kdf_md:sha256"], true),
     ] {
         let mut args = vec![
             "cms",
