@@ -2,7 +2,8 @@
 //! - application messages: seal and open of a 2 KiB A2A message (mailseal: envelope
 //!   checks, inner entity, MLS, `message/mls` mail, state in SQLite in memory; openmls:
 //!   `create_message` / `process_message` of the same inner-entity bytes with its
-//!   in-memory storage), and the same with mailseal's durable state file;
+//!   in-memory storage, and with `openmls_sqlite_storage` on SQLite in memory), and
+//!   the same with mailseal's durable state file;
 //! - membership: adding one member to a group of 10, 100 and 1000 members, and one
 //!   member's self-update commit (mailseal: KeyPackage mail in, Commit and Welcome
 //!   mails out; openmls: `add_members` / `self_update` and the merge). openmls
@@ -113,7 +114,9 @@ struct Member<P = OpenMlsRustCrypto> {
     credential: CredentialWithKey,
 }
 
-/// serde_json, as mailseal stores openmls' values.
+/// serde_json: `openmls_sqlite_storage` as its documentation shows it used (mailseal
+/// stored every value so until the twenty-first session; it now writes the values
+/// openmls rewrites per message in MessagePack, `src/mls/state.rs`).
 #[derive(Default)]
 struct Json;
 impl openmls_sqlite_storage::Codec for Json {

@@ -123,16 +123,15 @@ pub(crate) fn decode_in_place(
         }
         Cte::Base64 => {
             // Compact: the line breaks go, the rest moves to the front (reading is
-            // always ahead of writing). The usual layout (76 characters and CRLF) is cut
-            // without a search, as in `decode_base64`.
+            // always ahead of writing). Every line is searched: unlike `decode_base64`,
+            // which may guess the usual layout (76 characters and CRLF) because a wrong
+            // guess fails its fast path and falls back, nothing here can be read again,
+            // so a line break inside a guessed line (the `smime_open` fuzzer's "b\r1\n")
+            // would be kept and the body refused.
             let mut w = 0;
             let mut r = at.start;
             while r < end {
-                let next = if end - r >= 78 && raw[r + 76] == b'\r' && raw[r + 77] == b'\n' {
-                    r + 76
-                } else {
-                    memchr::memchr2(b'\r', b'\n', &raw[r..end]).map_or(end, |i| r + i)
-                };
+                let next = memchr::memchr2(b'\r', b'\n', &raw[r..end]).map_or(end, |i| r + i);
                 raw.copy_within(r..next, w);
                 w += next - r;
                 r = next + 1;
@@ -291,6 +290,27 @@ mod tests {
         .collect();
         bodies.push(encode_base64_lines(&data));
         bodies.push(data.clone());
+        // The smime_open fuzzer's finding: a CR moved one place left in a 76-character
+        // line ("b1\r\n" became "b\r1\n").
+        let crash = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/cases/crashes/smime_open-open-owned-differs"
+        ))
+        .unwrap();
+        let body = memchr::memmem::find(&crash, b"\r\n\r\n").unwrap() + 4;
+        bodies.push(crash[body..].to_vec());
+        // The same built: in the usual layout, one line's CR moved one place left, and
+        // the next line two characters shorter (they move to the line after), so that
+        // a guessed CRLF at 76 lands on the next line's end.
+        let mut lines = encode_base64_lines(&data[..600]);
+        let cr = memchr::memchr(b'\r', &lines).unwrap();
+        lines.swap(cr - 1, cr);
+        let next_cr = cr + 2 + memchr::memchr(b'\r', &lines[cr + 2..]).unwrap();
+        let moved: Vec<u8> = lines.drain(next_cr - 2..next_cr).collect();
+        let third_cr = next_cr + memchr::memchr(b'\r', &lines[next_cr..]).unwrap();
+        lines.splice(third_cr..third_cr, moved);
+        assert!(decode(&lines, Cte::Base64).is_ok());
+        bodies.push(lines);
         for body in &bodies {
             for cte in [Cte::Identity, Cte::Base64, Cte::QuotedPrintable] {
                 let mut raw = b"Content-Type: x/y\r\n\r\n".to_vec();

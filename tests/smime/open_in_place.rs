@@ -175,3 +175,47 @@ fn receiver_receive_owned_delivers_once() {
         "deliver"
     );
 }
+
+/// The `smime_open` fuzzer's finding (`tests/cases/crashes/smime_open-*`), against the
+/// fuzz target's store: opening in place decides as opening borrowed does.
+#[test]
+fn fuzz_findings_open_in_place_as_borrowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        "alice.sign.crt",
+        "carlos.sign.crt",
+        "bob.encrypt.crt",
+        "bob.encrypt.key",
+        "dana.encrypt.crt",
+        "dana.encrypt.key",
+    ];
+    let s = store(dir.path(), "fuzz", &files);
+    for ca in ["ca.rsa.crt", "ca.25519.crt"] {
+        let bytes = std::fs::read(fixture(&format!("rfc9216/{ca}"))).unwrap();
+        s.import(&bytes, ca, true).unwrap();
+    }
+    let cases = common::data("../cases/crashes");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&cases).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.file_name().unwrap().to_string_lossy().starts_with("smime_open-") {
+            continue;
+        }
+        seen += 1;
+        let data = std::fs::read(&path).unwrap();
+        let mut policy = mailseal::OpenPolicy::default();
+        policy.allow_legacy_cbc = data.len() % 2 == 1;
+        let borrowed = Smime::new(&s).open(&data, &policy);
+        let owned = Smime::new(&s).open_owned(data.clone(), &policy);
+        match (&borrowed, &owned) {
+            (Ok(a), Ok(b)) => assert_eq!(a.message, b.message, "{path:?}"),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{path:?}"),
+            (a, b) => panic!(
+                "{path:?}: open {:?}, open_owned {:?}",
+                a.as_ref().map(|_| ()),
+                b.as_ref().map(|_| ())
+            ),
+        }
+    }
+    assert!(seen >= 1);
+}
