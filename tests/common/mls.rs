@@ -118,6 +118,22 @@ pub fn shared_authority(emails: &[&str]) -> mailseal::mls::StoreAuthenticator<'s
     mailseal::mls::StoreAuthenticator::new(store)
 }
 
+/// [`shared_authority`] once per test thread and list of members (leaked, like it):
+/// the authentication service a test file's members share.
+pub fn thread_authority(emails: &[&str]) -> &'static mailseal::mls::StoreAuthenticator<'static> {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    type Leaked = &'static mailseal::mls::StoreAuthenticator<'static>;
+    thread_local! {
+        static BY_MEMBERS: RefCell<HashMap<String, Leaked>> = RefCell::default();
+    }
+    BY_MEMBERS.with(|m| {
+        *m.borrow_mut()
+            .entry(emails.join(","))
+            .or_insert_with(|| Box::leak(Box::new(shared_authority(emails))))
+    })
+}
+
 /// A valid `message/send` request envelope numbered `n`.
 pub fn envelope(n: usize) -> String {
     serde_json::json!({

@@ -11,16 +11,12 @@ use crate::common;
 /// The authentication service these tests' members share: one store pinning each
 /// member's S/MIME certificate (one per test thread).
 fn auth() -> &'static mailseal::mls::StoreAuthenticator<'static> {
-    thread_local! {
-        static AUTH: &'static mailseal::mls::StoreAuthenticator<'static> =
-            Box::leak(Box::new(common::mls::shared_authority(&[
-                "alice@a.example",
-                "bob@b.example",
-                "carol@c.example",
-                "dave@d.example",
-            ])));
-    }
-    AUTH.with(|a| *a)
+    common::mls::thread_authority(&[
+        "alice@a.example",
+        "bob@b.example",
+        "carol@c.example",
+        "dave@d.example",
+    ])
 }
 
 /// A member whose MLS key the shared authority certifies, who accepts Welcomes from

@@ -43,11 +43,7 @@ const BINDING: mls_rs::extension::ExtensionType =
 /// One store holding an S/MIME identity for each member: it certifies each member's
 /// MLS key, mls-rs' included, and every member checks every leaf against it.
 fn auth() -> &'static StoreAuthenticator<'static> {
-    thread_local! {
-        static AUTH: &'static StoreAuthenticator<'static> =
-            Box::leak(Box::new(common::mls::shared_authority(&[ANN, BOB, CAT, RUSTY])));
-    }
-    AUTH.with(|a| *a)
+    common::mls::thread_authority(&[ANN, BOB, CAT, RUSTY])
 }
 
 fn member(email: &str) -> Mls {

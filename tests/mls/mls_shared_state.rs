@@ -10,14 +10,7 @@ use mailseal::MailA2aMessage;
 use crate::common;
 
 fn auth() -> &'static mailseal::mls::StoreAuthenticator<'static> {
-    thread_local! {
-        static AUTH: &'static mailseal::mls::StoreAuthenticator<'static> =
-            Box::leak(Box::new(common::mls::shared_authority(&[
-                "alice@a.example",
-                "bob@b.example",
-            ])));
-    }
-    AUTH.with(|a| *a)
+    common::mls::thread_authority(&["alice@a.example", "bob@b.example"])
 }
 
 fn request(from: &str, to: &str, id: &str) -> MailA2aMessage {

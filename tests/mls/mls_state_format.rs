@@ -13,14 +13,7 @@ use mailseal::MailA2aMessage;
 use crate::common;
 
 fn auth() -> &'static mailseal::mls::StoreAuthenticator<'static> {
-    thread_local! {
-        static AUTH: &'static mailseal::mls::StoreAuthenticator<'static> =
-            Box::leak(Box::new(common::mls::shared_authority(&[
-                "alice@a.example",
-                "bob@b.example",
-            ])));
-    }
-    AUTH.with(|a| *a)
+    common::mls::thread_authority(&["alice@a.example", "bob@b.example"])
 }
 
 fn member(dir: &Path, email: &str) -> Mls {
@@ -83,14 +76,26 @@ fn per_message_values_are_message_pack_and_every_key_json() {
     assert!(matches!(open(&b, &sealed), Received::Application(_)));
     drop((a, b));
     let rows = group_rows(&dir.path().join("b").join("mls.db"));
-    let kind = |t: &str| rows.iter().find(|r| r.0 == t).unwrap_or_else(|| panic!("{t}"));
-    for compact in ["message_secrets", "tree", "group_epoch_secrets", "resumption_psk_store"] {
+    let kind = |t: &str| {
+        rows.iter()
+            .find(|r| r.0 == t)
+            .unwrap_or_else(|| panic!("{t}"))
+    };
+    for compact in [
+        "message_secrets",
+        "tree",
+        "group_epoch_secrets",
+        "resumption_psk_store",
+    ] {
         assert_eq!(kind(compact).1, 0xc1, "{compact} is MessagePack");
     }
     // Everything else as JSON, and every key: rows are found by the key's encoding.
     assert_eq!(kind("context").1, b'{');
     for (t, _, key) in &rows {
-        assert!(matches!(key, b'{' | b'[' | b'"'), "{t}: key starts with {key:#x}");
+        assert!(
+            matches!(key, b'{' | b'[' | b'"'),
+            "{t}: key starts with {key:#x}"
+        );
     }
     // The tree and the message secrets take at most 60% of their JSON (here 46% and
     // 57%: secrets and keys are byte strings, not lists of decimal numbers).
@@ -105,7 +110,11 @@ fn per_message_values_are_message_pack_and_every_key_json() {
             .unwrap();
         let as_json: serde_json::Value = rmp_serde::from_slice(&value[1..]).unwrap();
         let json = serde_json::to_vec(&as_json).unwrap().len();
-        assert!(value.len() * 10 <= json * 6, "{t}: {} against {json}", value.len());
+        assert!(
+            value.len() * 10 <= json * 6,
+            "{t}: {} against {json}",
+            value.len()
+        );
     }
 }
 
@@ -147,7 +156,10 @@ fn a_state_file_with_json_values_reads_and_carries_on() {
     let b = Mls::open(&dir.path().join("b")).unwrap();
     for n in 2..4 {
         let sealed = a.seal(&request(n), &g, false).unwrap();
-        assert!(matches!(open(&b, &sealed), Received::Application(_)), "message {n}");
+        assert!(
+            matches!(open(&b, &sealed), Received::Application(_)),
+            "message {n}"
+        );
     }
     drop(b);
     let rows = group_rows(&db);
@@ -157,4 +169,3 @@ fn a_state_file_with_json_values_reads_and_carries_on() {
         "rewritten in MessagePack"
     );
 }
-

@@ -198,7 +198,12 @@ fn fuzz_findings_open_in_place_as_borrowed() {
     let mut seen = 0;
     for entry in std::fs::read_dir(&cases).unwrap() {
         let path = entry.unwrap().path();
-        if !path.file_name().unwrap().to_string_lossy().starts_with("smime_open-") {
+        if !path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("smime_open-")
+        {
             continue;
         }
         seen += 1;
