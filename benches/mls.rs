@@ -114,9 +114,8 @@ struct Member<P = OpenMlsRustCrypto> {
     credential: CredentialWithKey,
 }
 
-/// serde_json: `openmls_sqlite_storage` as its documentation shows it used (mailseal
-/// stored every value so until the twenty-first session; it now writes the values
-/// openmls rewrites per message in MessagePack, `src/mls/state.rs`).
+/// serde_json, as mailseal stores openmls' values (a MessagePack codec for the values
+/// openmls rewrites per message was measured and left out: BENCHMARKS.md).
 #[derive(Default)]
 struct Json;
 impl openmls_sqlite_storage::Codec for Json {

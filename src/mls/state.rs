@@ -92,68 +92,17 @@ const MIGRATIONS: &[&str] = &[
      ) WITHOUT ROWID;",
 ];
 
-/// How openmls' stored keys and values are encoded: JSON, except the values openmls
-/// rewrites on every message (or every Commit), which are MessagePack behind a marker
-/// byte.
-///
-/// Why: openmls writes its message-secrets store (the secret tree of the epoch and of
-/// the past epochs kept for late mail, with their members) after every message sent or
-/// received. In JSON every secret byte is a decimal number: the store of a two-member
-/// group was most of the storage cost of an MLS open. openmls' secrets serialize as
-/// byte strings (`serde_bytes`), which MessagePack writes as they are.
-///
-/// Keys stay JSON: the storage looks rows up by the encoded key, so a key must encode
-/// as it did in every state file written before. Only the value types named in
-/// [`COMPACT_VALUES`] are written compactly; should a future openmls rename one, it is
-/// written as JSON again, which is safe. Reading accepts both: a value that starts with
-/// [`COMPACT_MARK`] (a byte no JSON text, which is UTF-8, can start with) is
-/// MessagePack, anything else JSON, so state files written before read as they are.
+/// serde_json for openmls' stored values.
 #[derive(Default)]
-pub(crate) struct StateCodec;
+pub(crate) struct JsonCodec;
 
-/// The first byte of a MessagePack value (0xC1: unused by MessagePack, invalid UTF-8).
-const COMPACT_MARK: u8 = 0xc1;
-
-/// openmls' value types written in MessagePack (matched in their type names).
-const COMPACT_VALUES: &[&str] = &[
-    "::MessageSecretsStore",
-    "::TreeSync",
-    "::GroupEpochSecrets",
-    "::ResumptionPskStore",
-];
-
-fn compact<T: ?Sized>() -> bool {
-    let name = std::any::type_name::<T>();
-    COMPACT_VALUES.iter().any(|v| name.ends_with(v))
-}
-
-/// Either encoding's error.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum StateCodecError {
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-    #[error(transparent)]
-    Encode(#[from] rmp_serde::encode::Error),
-    #[error(transparent)]
-    Decode(#[from] rmp_serde::decode::Error),
-}
-
-impl Codec for StateCodec {
-    type Error = StateCodecError;
+impl Codec for JsonCodec {
+    type Error = serde_json::Error;
     fn to_vec<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, Self::Error> {
-        if compact::<T>() {
-            let mut out = vec![COMPACT_MARK];
-            value.serialize(&mut rmp_serde::Serializer::new(&mut out).with_struct_map())?;
-            Ok(out)
-        } else {
-            Ok(serde_json::to_vec(value)?)
-        }
+        serde_json::to_vec(value)
     }
     fn from_slice<T: serde::de::DeserializeOwned>(slice: &[u8]) -> Result<T, Self::Error> {
-        match slice.split_first() {
-            Some((&COMPACT_MARK, rest)) => Ok(rmp_serde::from_slice(rest)?),
-            _ => Ok(serde_json::from_slice(slice)?),
-        }
+        serde_json::from_slice(slice)
     }
 }
 
@@ -161,13 +110,13 @@ impl Codec for StateCodec {
 /// storage.
 pub(crate) struct Provider {
     crypto: RustCrypto,
-    storage: SqliteStorageProvider<StateCodec, Rc<Connection>>,
+    storage: SqliteStorageProvider<JsonCodec, Rc<Connection>>,
 }
 
 impl openmls_traits::OpenMlsProvider for Provider {
     type CryptoProvider = RustCrypto;
     type RandProvider = RustCrypto;
-    type StorageProvider = SqliteStorageProvider<StateCodec, Rc<Connection>>;
+    type StorageProvider = SqliteStorageProvider<JsonCodec, Rc<Connection>>;
     fn storage(&self) -> &Self::StorageProvider {
         &self.storage
     }
@@ -228,7 +177,7 @@ impl State {
 
     fn setup(mut conn: Connection) -> Result<State, MlsError> {
         {
-            let mut storage = SqliteStorageProvider::<StateCodec, &mut Connection>::new(&mut conn);
+            let mut storage = SqliteStorageProvider::<JsonCodec, &mut Connection>::new(&mut conn);
             storage
                 .run_migrations()
                 .map_err(|e| MlsError::State(format!("openmls storage migration: {e}")))?;

@@ -16,6 +16,5 @@ mod mls_key_rotation;
 mod mls_openpgp_binding;
 mod mls_rs_peer;
 mod mls_shared_state;
-mod mls_state_format;
 mod mls_tamper;
 mod mls_vectors;
