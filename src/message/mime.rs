@@ -7,8 +7,9 @@
 //! (what `multipart/signed` signs is a range of the input, not a re-serialisation),
 //! enforces the limits while splitting (a nesting or part bomb is refused after
 //! `max_parts` entities, whatever its size) and refuses what readers could disagree on:
-//! a header line that is not a field, a repeated MIME header, a multipart without a
-//! boundary, without a delimiter or without its close delimiter.
+//! a header line that is not a field, a repeated MIME header, a Content-Type that does
+//! not parse, a multipart without a boundary, without a delimiter or without its close
+//! delimiter.
 //!
 //! Line ends may be CRLF or a bare LF (OpenSSL writes LF); the line break before a
 //! delimiter belongs to the delimiter (RFC 2046 5.1.1).
@@ -118,8 +119,8 @@ pub(crate) struct Entity {
     pub end: usize,
     /// Header fields in order.
     pub fields: Vec<Field>,
-    /// `type/subtype`, lower case; `text/plain` when absent or unreadable (RFC 2045
-    /// 5.2).
+    /// `type/subtype`, lower case; `text/plain` when absent (RFC 2045 5.2). An
+    /// unreadable one is refused: readers guess differently at it.
     pub media_type: String,
     /// Content-Type parameters.
     pub params: Vec<(String, String)>,
@@ -397,9 +398,19 @@ fn read_entity(
         }
         *slot = Some(f.text(raw));
     }
-    let (media_type, params) = match content_type.as_deref().and_then(parse_params) {
-        Some(p) if is_media_type(&p.value) => (p.value, p.params),
-        _ => ("text/plain".to_string(), Vec::new()),
+    // RFC 2045 5.2 reads an unreadable Content-Type as text/plain, but readers do not:
+    // mail-parser (and the clients it mimics) guess the type and parameters of
+    // `multipart/mixed boundary="b"`, so one reader would see a text body and another
+    // the parts inside it, a second machine part among them (found by the
+    // `mime_split_diff` fuzz target). Present and unreadable is refused.
+    let (media_type, params) = match content_type.as_deref().map(parse_params) {
+        None => ("text/plain".to_string(), Vec::new()),
+        Some(Some(p)) if is_media_type(&p.value) => (p.value, p.params),
+        Some(_) => {
+            return Err(MessageError::BadHeader {
+                reason: "a Content-Type that does not parse",
+            })
+        }
     };
     Ok(Entity {
         depth,
@@ -451,36 +462,43 @@ fn is_token(s: &str) -> bool {
 
 /// Splits the multipart body in `body` at its delimiters: the ranges of the body
 /// parts. Refuses a body without a delimiter, without parts or without its close
-/// delimiter (a truncated message).
+/// delimiter (a truncated message), and any other appearance of `--boundary`.
+///
+/// RFC 2046 5.1.1 says the delimiter "MUST NOT appear inside any of the encapsulated
+/// parts, on a line by itself or as the prefix of any line", and readers differ on
+/// what a line that breaks it is: some take any line that starts with `--boundary`
+/// as a delimiter (the RFC's note to implementors allows it), some want the whole
+/// line, and mail-parser even splits at `--boundary` in the middle of a line (all
+/// three found by the `mime_split_diff` fuzz target). Each reading gives different
+/// parts, so every `--boundary` in the body must be a whole delimiter line: at the
+/// start of a line, followed by `--` or nothing but transport padding, before the
+/// close delimiter, and none after it.
 fn split(
     raw: &[u8],
     body: Range<usize>,
     boundary: &[u8],
 ) -> Result<Vec<Range<usize>>, MessageError> {
-    // Every delimiter but one at the very start of the body follows a line feed, so one
-    // search for "\n--" (built once) finds every candidate, whatever the boundary.
-    static LINE_DASHES: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\n--"));
+    let ambiguous = |reason| Err(MessageError::BadMultipart { reason });
     let text = &raw[body.clone()];
-    let at_start = text.starts_with(b"--").then_some(0);
-    let candidates = at_start
-        .into_iter()
-        .chain(LINE_DASHES.find_iter(text).map(|i| i + 1));
+    let dashed = [b"--", boundary].concat();
     let mut parts = Vec::new();
     // Start of the current part's content, once the first delimiter is seen.
     let mut open: Option<usize> = None;
-    // Candidates inside a delimiter line already taken are skipped.
+    // Occurrences inside a delimiter line already taken are skipped.
     let mut resume = 0;
-    for rel in candidates {
+    let mut closed = false;
+    for rel in memchr::memmem::find_iter(text, &dashed) {
         if rel < resume {
             continue;
         }
-        let at = body.start + rel;
-        // "--boundary", then `--` (the close) or transport padding and the line end.
-        if !raw[at + 2..body.end].starts_with(boundary) {
-            continue;
+        if closed {
+            return ambiguous("the boundary after the close delimiter");
         }
-        let after = at + 2 + boundary.len();
+        if rel > 0 && text[rel - 1] != b'\n' {
+            return ambiguous("the boundary inside a line");
+        }
+        let at = body.start + rel;
+        let after = at + dashed.len();
         let close = raw[after..body.end].starts_with(b"--");
         let rest = if close { after + 2 } else { after };
         let (content_end, next) = line_at(raw, rest, body.end);
@@ -488,7 +506,7 @@ fn split(
             .iter()
             .any(|b| !matches!(b, b' ' | b'\t'))
         {
-            continue;
+            return ambiguous("a line that starts with the boundary but is not a delimiter");
         }
         if let Some(start) = open {
             // The line break before the delimiter belongs to the delimiter.
@@ -501,25 +519,24 @@ fn split(
             }
             parts.push(start..end.max(start));
         }
+        // The next occurrence may start right at `next` (an empty part).
+        resume = next - body.start;
         if close {
             if parts.is_empty() {
-                return Err(MessageError::BadMultipart {
-                    reason: "a multipart with no body part",
-                });
+                return ambiguous("a multipart with no body part");
             }
-            return Ok(parts);
-        }
-        open = Some(next);
-        // The next delimiter may start right at `next` (an empty part): its "\n--" match
-        // is the line feed just before `next`.
-        resume = next - body.start - 1;
-    }
-    Err(MessageError::BadMultipart {
-        reason: if open.is_none() {
-            "a multipart without a delimiter"
+            closed = true;
         } else {
-            "a multipart without its close delimiter (truncated?)"
-        },
+            open = Some(next);
+        }
+    }
+    if closed {
+        return Ok(parts);
+    }
+    ambiguous(if open.is_none() {
+        "a multipart without a delimiter"
+    } else {
+        "a multipart without its close delimiter (truncated?)"
     })
 }
 
@@ -816,11 +833,43 @@ mod tests {
         assert_eq!(t.entities[2].body(raw.as_bytes()), b"x");
     }
 
+    /// RFC 2046 5.1.1 lets readers take a line that merely starts with the delimiter as
+    /// one; others want the whole line. Either way the parts differ: refused.
     #[test]
-    fn a_longer_boundary_is_not_a_delimiter() {
-        let raw = "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\n--bb\r\n--b--\r\n";
+    fn a_line_that_starts_with_the_delimiter_is_refused() {
+        for line in ["--bb", "--b x", "--b\u{85}", "--b--x", "--b-"] {
+            let raw = format!(
+                "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\n{line}\r\n--b--\r\n"
+            );
+            assert!(
+                matches!(tree(&raw), Err(MessageError::BadMultipart { .. })),
+                "{line:?} was read"
+            );
+        }
+        // Transport padding after the delimiter is not a different line.
+        let raw = "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b \t\r\n\r\nx\r\n--b-- \r\n";
+        assert_eq!(tree(raw).unwrap().entities[1].body(raw.as_bytes()), b"x");
+        // Nor does the boundary appear inside a line (mail-parser splits there), in
+        // the preamble, or after the close delimiter.
+        for raw in [
+            "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\nx --b\r\n--b--\r\n",
+            "Content-Type: multipart/mixed; boundary=b\r\n\r\npre --b\r\n--b\r\n\r\nx\r\n--b--\r\n",
+            "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\nx\r\n--b--\r\n--b\r\n",
+            "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n\r\nx\r\n--b--\r\nepilogue--b\r\n",
+        ] {
+            assert!(
+                matches!(tree(raw), Err(MessageError::BadMultipart { .. })),
+                "{raw:?} was read"
+            );
+        }
+        // Empty parts, dashes in the content and a boundary made of dashes still read.
+        let raw = "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n--b\r\n\r\n- -\r\n--b--";
         let t = tree(raw).unwrap();
-        assert_eq!(t.entities[1].body(raw.as_bytes()), b"--bb");
+        assert_eq!(t.entities.len(), 3);
+        assert_eq!(t.entities[2].body(raw.as_bytes()), b"- -");
+        let raw = "Content-Type: multipart/mixed; boundary=\"-\"\r\n\r\n---\r\n\r\nx\r\n-----\r\n";
+        let t = tree(raw).unwrap();
+        assert_eq!(t.entities[1].body(raw.as_bytes()), b"x");
     }
 
     #[test]
@@ -871,12 +920,29 @@ mod tests {
     }
 
     #[test]
-    fn invalid_content_type_defaults_to_text_plain() {
-        let t = tree("Content-Type: nonsense\r\n\r\nbody").unwrap();
+    fn absent_content_type_is_text_plain() {
+        let t = tree("Subject: x\r\n\r\nbody").unwrap();
         assert_eq!(t.root().media_type, "text/plain");
-        assert_eq!(
-            t.root().body(b"Content-Type: nonsense\r\n\r\nbody"),
-            b"body"
-        );
+        assert_eq!(t.root().body(b"Subject: x\r\n\r\nbody"), b"body");
+    }
+
+    /// Readers guess differently at an unreadable Content-Type (mail-parser reads the
+    /// first two as multipart/mixed with a boundary): refused, not read as text/plain.
+    #[test]
+    fn unreadable_content_type_is_refused() {
+        for ct in [
+            "multipart/mixed\r\n\tboundary=\"b\"",
+            "multipart/mixed boundary=b",
+            "message/external-body;\r\n access-type=mail-server\r\n server=\"x@y\"",
+            "nonsense",
+            "text/plain; charset=\"open",
+            "",
+        ] {
+            let raw = format!("Content-Type: {ct}\r\n\r\n--b\r\n\r\nx\r\n--b--\r\n");
+            assert!(
+                matches!(tree(&raw), Err(MessageError::BadHeader { .. })),
+                "{ct:?} was read"
+            );
+        }
     }
 }

@@ -481,6 +481,9 @@ pub struct PartInfo {
     pub content_id: Option<String>,
     /// Raw body size in bytes.
     pub raw_size: usize,
+    /// Where the raw body (still transfer-encoded) lies in the message: after the
+    /// blank line, without the line break that belongs to the next delimiter.
+    pub body: std::ops::Range<usize>,
 }
 
 /// The MIME tree of a message, depth first, within `limits` (the same bounds as
@@ -496,6 +499,7 @@ pub fn structure(raw: &[u8], limits: &Limits) -> Result<Vec<PartInfo>, MessageEr
             transfer_encoding: e.transfer_encoding.as_deref().map(str::to_ascii_lowercase),
             content_id: e.content_id.clone(),
             raw_size: e.end - e.body_start,
+            body: e.body_range(),
         })
         .collect())
 }

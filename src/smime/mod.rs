@@ -836,6 +836,31 @@ impl Smime<'_> {
         )?)
     }
 
+    /// Verifies a detached CMS SignedData (DER or BER ContentInfo) over `content`, as
+    /// `openssl cms -verify -binary -content` does: every SignerInfo's signature, and
+    /// the first signer's certificate (pinned in the store, or chaining to a trust
+    /// anchor; usable for email signatures at the signing time). The bytes are signed
+    /// exactly as given: no MIME canonicalisation. Returns `content` as the entity.
+    pub fn verify_detached_cms(
+        &self,
+        der: &[u8],
+        content: &[u8],
+        policy: &OpenPolicy,
+    ) -> Result<SignedEntity, OpenError> {
+        let verified = signed_data::verify_detached(&self.loaded, der, content)?;
+        self.authenticate_signer(&verified, policy)?;
+        Ok(SignedEntity {
+            entity: content.to_vec(),
+            signer: SignerIdentity::Certificate {
+                fingerprint: cert_fingerprint(&verified.cert),
+                emails: addresses_of(&verified.cert),
+                trusted: true,
+            },
+            algorithm: verified.algorithm,
+            signing_time: verified.signing_time,
+        })
+    }
+
     /// Verifies a [`Smime::certify`] certification: `der` signs `statement`, by a
     /// certificate this store trusts (under `policy`) that names `address`.
     pub(crate) fn verify_certification(

@@ -108,15 +108,17 @@ fn fail_oversize() {
 fn fail_mime_nesting_bomb_1000_levels() {
     let mut m = headers();
     let depth = 1000;
+    // `b{i}z`: no boundary is a prefix of another (`--b1` would start `--b10`'s lines,
+    // refused as ambiguous before the depth is reached).
     for i in 0..depth {
         m.push_str(&format!(
-            "Content-Type: multipart/mixed; boundary=\"b{i}\"\r\n\r\n--b{i}\r\n"
+            "Content-Type: multipart/mixed; boundary=\"b{i}z\"\r\n\r\n--b{i}z\r\n"
         ));
     }
     m.push_str("Content-Type: application/a2a+json\r\n\r\n");
     m.push_str(&request_json());
     for i in (0..depth).rev() {
-        m.push_str(&format!("\r\n--b{i}--\r\n"));
+        m.push_str(&format!("\r\n--b{i}z--\r\n"));
     }
     let (code, out) = validate_bytes("nest.eml", m.as_bytes());
     assert_eq!(code, Some(3));

@@ -13,6 +13,7 @@ mod agent_card;
 mod agent_card_fuzz_seeds;
 mod cases;
 mod compose_roundtrip;
+mod differential_mail_parser;
 mod dkim;
 mod edge_cloud;
 mod first_hour;

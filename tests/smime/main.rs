@@ -7,6 +7,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod detached_cms;
+mod differential_openssl;
 mod fail_path;
 mod header_protection_smime;
 mod interop_openssl_smime;
