@@ -335,11 +335,26 @@ fn read_entity(
 ) -> Result<Entity, MessageError> {
     let mut fields: Vec<Field> = Vec::new();
     let mut at = range.start;
+    // Whether the last header line read ended with its own line break.
+    let mut terminated = true;
     let body_start = loop {
         if at >= range.end {
+            // A body part may end in its header fields (RFC 2046 5.1.1: the blank line
+            // and the body are optional; the line break before a delimiter is the
+            // delimiter's, so `field CRLF CRLF --b` is an empty part). But when the
+            // last field's own line break is the delimiter's (`field CRLF --b`),
+            // readers differ: mail-parser drops the part, or reads on across the close
+            // delimiter into the epilogue as more fields and a body (found by the
+            // `mime_split_diff` fuzz target). Refused.
+            if parent.is_some() && !terminated {
+                return Err(MessageError::BadHeader {
+                    reason: "a body part whose last header field runs into the delimiter",
+                });
+            }
             break range.end;
         }
         let (content_end, next) = line_at(raw, at, range.end);
+        terminated = next > content_end;
         let line = &raw[at..content_end];
         if line.is_empty() {
             break next;
@@ -547,6 +562,14 @@ const MAX_PARAMS: usize = 1024;
 /// Up to this many parameters, repeats are found by a scan.
 const FEW_PARAMS: usize = 16;
 
+/// White space as RFC 5322 knows it (WSP: space and tab; line breaks are unfolded
+/// before). `str::trim` would also take a form feed or U+0085, which mail-parser does
+/// not: `;\x0c boundary=b` was a boundary to us and none to it (found by the
+/// `mime_split_diff` fuzz target).
+fn wsp_trim(s: &str) -> &str {
+    s.trim_matches([' ', '\t'])
+}
+
 /// Reads `value *(";" parameter)` (RFC 2045 5.1, RFC 2183), with comments removed and
 /// RFC 2231 parameter sections and charsets decoded. `None` when it does not parse or a
 /// parameter repeats (readers could pick different ones).
@@ -557,14 +580,14 @@ pub(crate) fn parse_params(text: &str) -> Option<Params> {
         sep: b';',
         done: false,
     };
-    let value = items.next()?.trim().to_ascii_lowercase();
+    let value = wsp_trim(items.next()?).to_ascii_lowercase();
     let mut raw_params: Vec<(String, String)> = Vec::new();
     // Repeats are found by scanning what came before while there are a few (the
     // common case, cheaper than hashing), then with a set: a header with a hundred
     // thousand parameters must cost linear time (issue #17).
     let mut seen: Option<std::collections::HashSet<String>> = None;
     for item in items {
-        let item = item.trim();
+        let item = wsp_trim(item);
         if item.is_empty() {
             continue;
         }
@@ -572,11 +595,11 @@ pub(crate) fn parse_params(text: &str) -> Option<Params> {
             return None;
         }
         let (name, v) = item.split_once('=')?;
-        let name = name.trim().to_ascii_lowercase();
+        let name = wsp_trim(name).to_ascii_lowercase();
         if !is_token(&name) {
             return None;
         }
-        let v = v.trim();
+        let v = wsp_trim(v);
         let v = match v.strip_prefix('"') {
             Some(q) => unquote(q)?,
             None if is_token(v) || name.ends_with('*') => v.to_string(),
@@ -703,7 +726,9 @@ fn unquote(q: &str) -> Option<String> {
     // Without quoted pairs, the content runs to the first quote.
     if let Some(end) = q.find(['"', '\\']) {
         if q.as_bytes()[end] == b'"' {
-            return q[end + 1..].trim().is_empty().then(|| q[..end].to_string());
+            return wsp_trim(&q[end + 1..])
+                .is_empty()
+                .then(|| q[..end].to_string());
         }
     }
     let mut out = String::with_capacity(q.len());
@@ -711,7 +736,7 @@ fn unquote(q: &str) -> Option<String> {
     while let Some(c) = chars.next() {
         match c {
             '\\' => out.push(chars.next()?),
-            '"' => return chars.as_str().trim().is_empty().then_some(out),
+            '"' => return wsp_trim(chars.as_str()).is_empty().then_some(out),
             c => out.push(c),
         }
     }
@@ -924,6 +949,43 @@ mod tests {
         let t = tree("Subject: x\r\n\r\nbody").unwrap();
         assert_eq!(t.root().media_type, "text/plain");
         assert_eq!(t.root().body(b"Subject: x\r\n\r\nbody"), b"body");
+    }
+
+    /// A body part whose last header field runs into the next delimiter (its line break
+    /// is the delimiter's): refused, readers drop it or read across the delimiter. A
+    /// part of header fields and a blank line, an empty part and a message without a
+    /// body still read.
+    #[test]
+    fn a_body_part_ends_its_header_fields_with_a_blank_line() {
+        let raw = "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n--b--\r\n";
+        assert!(matches!(tree(raw), Err(MessageError::BadHeader { .. })));
+        let raw = "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\n--b--\r\n";
+        assert!(tree(raw).unwrap().entities[1]
+            .body(raw.as_bytes())
+            .is_empty());
+        let raw =
+            "Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\n--b--\n";
+        assert!(tree(raw).unwrap().entities[1]
+            .body(raw.as_bytes())
+            .is_empty());
+        let raw = "Content-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\n--b--\r\n";
+        assert_eq!(tree(raw).unwrap().entities.len(), 2);
+        assert_eq!(tree("Subject: no body\r\n").unwrap().entities.len(), 1);
+    }
+
+    /// Only space and tab are white space around parameters: a form feed or a
+    /// vertical tab makes the header unreadable (mail-parser reads no boundary there).
+    #[test]
+    fn only_space_and_tab_are_white_space_in_parameters() {
+        for ws in ["\x0c", "\x0b", "\u{85}", "\u{a0}"] {
+            assert!(
+                parse_params(&format!("multipart/mixed;{ws}boundary=b")).is_none(),
+                "{ws:?}"
+            );
+            assert!(parse_params(&format!("multipart/mixed; boundary=\"b\"{ws}")).is_none());
+        }
+        let p = parse_params("multipart/mixed; \t boundary=b \t").unwrap();
+        assert_eq!(p.get("boundary"), Some("b"));
     }
 
     /// Readers guess differently at an unreadable Content-Type (mail-parser reads the
