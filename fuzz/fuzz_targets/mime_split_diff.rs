@@ -55,6 +55,21 @@ fn walk(msg: &Message<'_>, id: usize, depth: usize, out: &mut Vec<Seen>) {
     }
 }
 
+/// The field lines of the top-level header section: lines up to the first empty one
+/// that do not start with white space.
+fn field_lines(data: &[u8]) -> usize {
+    let mut n = 0;
+    for line in data.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        match line.first() {
+            None => break,
+            Some(b' ' | b'\t') => {}
+            Some(_) => n += 1,
+        }
+    }
+    n
+}
+
 /// libFuzzer's panic hook aborts before `catch_unwind` can catch: panics raised in
 /// mail-parser's own files are let through to it (every other panic still aborts).
 fn let_mail_parser_panics_through() {
@@ -92,10 +107,14 @@ fuzz_target!(|data: &[u8]| {
     // first lines as header fields (`tests/cases/differential/`). We hand mail-parser
     // only our header section, so this cannot reach our own reading; the two trees
     // are not comparable past it.
+    // The same quirk can swallow just the next field (`Date: ... 07:00:00Final: no`
+    // then `Content-Type:`, found the same day): mail-parser then has fewer top-level
+    // fields than the header section has field lines.
     if seen
         .first()
         .zip(ours.first())
         .is_some_and(|(s, o)| s.body.start > o.body.start)
+        || theirs.parts[0].headers.len() < field_lines(data)
     {
         return;
     }
@@ -109,7 +128,11 @@ fuzz_target!(|data: &[u8]| {
     // (A part whose last field runs into the delimiter we refuse.)
     let mut ours: Vec<_> = ours
         .into_iter()
-        .filter(|p| p.depth == 1 || !p.body.is_empty() || p.content_type.starts_with("message/"))
+        .filter(|p| {
+            p.depth == 1
+                || !p.body.is_empty()
+                || matches!(p.content_type.as_str(), "message/rfc822" | "message/global")
+        })
         .collect();
     seen.retain(|s| s.depth == 1 || !s.body.is_empty() || s.nested);
     if let Some(n) = seen.iter().position(|s| s.nested) {

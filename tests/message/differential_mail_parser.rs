@@ -156,6 +156,33 @@ fn fail_a_form_feed_before_a_parameter() {
     refused_where_mail_parser_reads(&raw, false, 0);
 }
 
+/// The same date reader after `Date: ... 07:00:00Final: no`: mail-parser takes the
+/// next field (the Content-Type) into the date and reads the message as one text
+/// part; we read the multipart. Ours stands (the closing note of 2026-12-03 proposes
+/// refusing a Date with trailing text, so that no reader built on mail-parser sees a
+/// field less).
+#[test]
+fn a_date_with_trailing_text_does_not_take_the_next_field() {
+    let raw = case("mime_split_diff-date-swallows-the-next-field.eml");
+    let ours = structure(&raw, &Limits::default()).unwrap();
+    assert_eq!(ours[0].content_type, "multipart/alternative");
+    assert_eq!(ours.len(), 3);
+    assert_eq!(their_children(&raw), 0, "mail-parser's reading changed");
+}
+
+/// **Open** (found last on 2026-12-03, not yet decided): `boundary=` then a folded
+/// line with the quoted value. We unfold and read the boundary; mail-parser reads
+/// none and sees one part. This test records both readings as they are, so that the
+/// decision (refuse white space after `=`, probably) changes it on purpose.
+#[test]
+fn open_folding_between_the_equals_sign_and_the_value() {
+    let raw = case("mime_split_diff-folding-after-the-equals-sign.eml");
+    let ours = structure(&raw, &Limits::default()).unwrap();
+    assert_eq!(ours[0].content_type, "multipart/alternative");
+    assert_eq!(ours.len(), 2);
+    assert_eq!(their_children(&raw), 0, "mail-parser's reading changed");
+}
+
 /// A Content-Type without the semicolon before its boundary: RFC 2045 5.2 reads
 /// text/plain, mail-parser the multipart and its machine part. Refused
 /// (`tests/cases/fail-bad-header--content-type-without-semicolon.eml`).
