@@ -599,6 +599,12 @@ pub(crate) fn parse_params(text: &str) -> Option<Params> {
         if !is_token(&name) {
             return None;
         }
+        // `boundary= "b"` (often `boundary=` and a folded line): mail-parser reads no
+        // value there, we would read "b" (found by `mime_split_diff`). The value
+        // follows its `=` directly.
+        if v.starts_with([' ', '\t']) {
+            return None;
+        }
         let v = wsp_trim(v);
         let v = match v.strip_prefix('"') {
             Some(q) => unquote(q)?,
@@ -986,6 +992,9 @@ mod tests {
         }
         let p = parse_params("multipart/mixed; \t boundary=b \t").unwrap();
         assert_eq!(p.get("boundary"), Some("b"));
+        // Nor between `=` and the value (a fold there unfolds to a space).
+        assert!(parse_params("multipart/mixed; boundary= \"b\"").is_none());
+        assert!(parse_params("multipart/mixed; boundary=\tb").is_none());
     }
 
     /// Readers guess differently at an unreadable Content-Type (mail-parser reads the
