@@ -637,6 +637,22 @@ pub struct SignedEntity {
     pub signing_time: Option<OffsetDateTime>,
 }
 
+impl SignedEntity {
+    /// `entity`, signed by the trusted signer of `verified`.
+    fn new(entity: Vec<u8>, verified: &signed_data::VerifiedSignature) -> Self {
+        SignedEntity {
+            entity,
+            signer: SignerIdentity::Certificate {
+                fingerprint: cert_fingerprint(&verified.cert),
+                emails: addresses_of(&verified.cert),
+                trusted: true,
+            },
+            algorithm: verified.algorithm,
+            signing_time: verified.signing_time,
+        }
+    }
+}
+
 impl Smime<'_> {
     /// Verifies the S/MIME signature of `raw` (`multipart/signed`, or opaque
     /// `signed-data`) and the signer's certificate (pinned in the store, or chaining to
@@ -653,22 +669,12 @@ impl Smime<'_> {
             signature: verified,
             ..
         } = self.verify(raw, policy)?;
-        let fingerprint = cert_fingerprint(&verified.cert);
         let entity = if range == (0..entity.len()) {
             entity.into_owned()
         } else {
             entity[range].to_vec()
         };
-        Ok(SignedEntity {
-            entity,
-            signer: SignerIdentity::Certificate {
-                fingerprint,
-                emails: addresses_of(&verified.cert),
-                trusted: true,
-            },
-            algorithm: verified.algorithm,
-            signing_time: verified.signing_time,
-        })
+        Ok(SignedEntity::new(entity, &verified))
     }
 
     /// Decrypts a CMS AuthEnvelopedData (DER or BER) with our keys or `keks`, and
@@ -849,16 +855,7 @@ impl Smime<'_> {
     ) -> Result<SignedEntity, OpenError> {
         let verified = signed_data::verify_detached(&self.loaded, der, content)?;
         self.authenticate_signer(&verified, policy)?;
-        Ok(SignedEntity {
-            entity: content.to_vec(),
-            signer: SignerIdentity::Certificate {
-                fingerprint: cert_fingerprint(&verified.cert),
-                emails: addresses_of(&verified.cert),
-                trusted: true,
-            },
-            algorithm: verified.algorithm,
-            signing_time: verified.signing_time,
-        })
+        Ok(SignedEntity::new(content.to_vec(), &verified))
     }
 
     /// Verifies a [`Smime::certify`] certification: `der` signs `statement`, by a
