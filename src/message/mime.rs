@@ -213,10 +213,22 @@ impl Tree {
                     limit: limits.max_parts,
                 });
             }
-            let entity = match read_entity(raw, range.clone(), depth, parent) {
+            let mut entity = match read_entity(raw, range.clone(), depth, parent) {
                 Err(_) if top_only && depth > 1 => opaque(range, depth, parent),
                 other => other?,
             };
+            // RFC 2046 5.1.5: in a digest, a part without a Content-Type is a message,
+            // not text (mail-parser reads it so; we read text/plain until the
+            // `mime_split_diff` fuzz target found the difference).
+            if parent.is_some_and(|p| entities[p].media_type == "multipart/digest")
+                && !entity
+                    .fields
+                    .iter()
+                    .any(|f| f.name(raw).eq_ignore_ascii_case(b"content-type"))
+            {
+                entity.media_type = "message/rfc822".into();
+                entity.params.clear();
+            }
             let index = entities.len();
             if entity.is_multipart() && !(top_only && depth > 1) {
                 let boundary = entity

@@ -191,3 +191,55 @@ fn fail_a_content_type_that_does_not_parse() {
     .unwrap();
     refused_where_mail_parser_reads(&raw, false, 2);
 }
+
+/// mail-parser 0.11.9 builds a part tree with a cycle for this input (a multipart part
+/// whose children include itself and the root), so a consumer that recurses over
+/// `parts` overflows its stack: the target's own walk did. Our reader returns one
+/// finite, depth-first list of entities for it; the library reads only header
+/// sections with mail-parser, never its part tree.
+#[test]
+fn mail_parser_part_tree_with_a_cycle_is_read_as_a_finite_list_by_us() {
+    let raw = case("mime_split_diff-mail-parser-part-cycle.eml");
+    let theirs = MessageParser::default()
+        .parse(&raw[..])
+        .expect("mail-parser reads it");
+    let cyclic = theirs.parts.iter().enumerate().any(|(i, p)| match &p.body {
+        PartType::Multipart(children) => children.iter().any(|&c| c as usize <= i),
+        _ => false,
+    });
+    assert!(
+        cyclic,
+        "mail-parser's tree has no cycle any more: the finding can go"
+    );
+    if let Ok(ours) = structure(&raw, &Limits::default()) {
+        assert!(ours.len() <= Limits::default().max_parts);
+        assert!(ours
+            .iter()
+            .all(|p| p.depth <= Limits::default().max_mime_depth));
+    }
+}
+
+/// A `multipart/digest` part with header fields, no Content-Type and an empty body:
+/// both readers now take it for a nested message (RFC 2046 5.1.5: the digest's
+/// default); mail-parser reads that message on across the next delimiter and
+/// swallows the second part, we end each part at its delimiter.
+#[test]
+fn a_digest_part_without_content_type_is_a_message_ended_by_its_delimiter() {
+    let raw = case("mime_split_diff-digest-part-without-content-type.eml");
+    let ours = structure(&raw, &Limits::default()).unwrap();
+    let shape: Vec<_> = ours
+        .iter()
+        .map(|p| (p.depth, p.content_type.as_str()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            (1, "multipart/digest"),
+            (2, "message/rfc822"),
+            (2, "message/rfc822")
+        ]
+    );
+    assert!(ours[1].body.is_empty());
+    assert!(ours[2].body.start > ours[1].body.end);
+    assert_eq!(their_children(&raw), 1, "mail-parser's reading changed");
+}
