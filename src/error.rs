@@ -178,3 +178,36 @@ pub trait Classify {
     /// What kind of failure this is.
     fn kind(&self) -> ErrorKind;
 }
+
+/// An error with a stable verdict code, kept when a profile's error is wrapped.
+pub trait Coded {
+    /// The code: `layer.reason`.
+    fn verdict_code(&self) -> &'static str;
+}
+
+/// Gives an error enum its stable verdict codes: `code()` for a value and `CODES`, the
+/// list of every code it can have, written from the same arms so the two cannot
+/// drift apart. A code is `layer.reason` in kebab-case (`smime.bad-signature`); the
+/// conformance corpus ([`crate::corpus`]) labels its cases with them and a test
+/// checks that each appears in at least one case.
+macro_rules! verdict_codes {
+    ($ty:ty, $layer:literal, { $($pat:pat => $code:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every code of this error (see [`Self::code`]).
+            pub const CODES: &'static [&'static str] = &[$(concat!($layer, ".", $code)),+];
+            /// The stable verdict code of this error: `layer.reason`.
+            pub fn code(&self) -> &'static str {
+                #[allow(unused_variables)]
+                match self {
+                    $($pat => concat!($layer, ".", $code)),+
+                }
+            }
+        }
+        impl $crate::error::Coded for $ty {
+            fn verdict_code(&self) -> &'static str {
+                self.code()
+            }
+        }
+    };
+}
+pub(crate) use verdict_codes;

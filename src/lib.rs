@@ -49,6 +49,7 @@
 
 mod asn1;
 mod binding;
+pub mod corpus;
 pub mod dispatch;
 pub mod dkim;
 pub mod envelope;

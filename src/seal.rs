@@ -435,6 +435,8 @@ pub enum OpenError {
         profile: Profile,
         /// The kind of its error.
         kind: ErrorKind,
+        /// Its error's stable verdict code (`smime.bad-signature`).
+        code: &'static str,
         /// Its error.
         #[source]
         source: ProfileSource,
@@ -460,14 +462,15 @@ pub enum OpenError {
 }
 
 impl OpenError {
-    /// A profile's own error, kept whole with its kind.
+    /// A profile's own error, kept whole with its kind and code.
     pub fn profile<E>(profile: Profile, e: E) -> Self
     where
-        E: std::error::Error + Classify + Send + Sync + 'static,
+        E: std::error::Error + Classify + crate::error::Coded + Send + Sync + 'static,
     {
         OpenError::Profile {
             profile,
             kind: e.kind(),
+            code: e.verdict_code(),
             source: Box::new(e),
         }
     }
@@ -479,6 +482,35 @@ impl OpenError {
             _ => None,
         }
     }
+}
+
+crate::error::verdict_codes!(BindingError, "binding", {
+    Self::SignerIsNotSender { .. } => "signer-is-not-sender",
+    Self::NotARecipient => "not-a-recipient",
+    Self::NoHeaderProtection { .. } => "no-header-protection",
+});
+
+impl OpenError {
+    /// The stable verdict code of this refusal (`layer.reason`): the code of the
+    /// layer that refused, a profile's own for a profile's refusal, `validation.CODE`
+    /// for the first binding rule the inner message breaks.
+    pub fn code(&self) -> String {
+        match self {
+            Self::Malformed(e) => format!("message.{}", e.code()),
+            Self::Invalid(v) => v.first().map_or_else(
+                || "validation.invalid".to_string(),
+                |v| format!("validation.{}", v.code.as_str()),
+            ),
+            Self::Profile { code, .. } => (*code).into(),
+            Self::Downgrade { .. } => "open.downgrade".into(),
+            Self::Binding(b) => b.code().into(),
+            Self::ProfileUnavailable(_) => "open.profile-unavailable".into(),
+        }
+    }
+
+    /// The codes [`Self::code`] gives outside the profiles' own, validation's and the
+    /// message reader's.
+    pub const CODES: &'static [&'static str] = &["open.downgrade", "open.profile-unavailable"];
 }
 
 impl Classify for OpenError {

@@ -4,6 +4,7 @@
 mod aep;
 mod card;
 mod compose;
+mod corpus;
 mod demo;
 mod dkim;
 mod exit;
@@ -101,6 +102,10 @@ enum Command {
     /// Streams of replies: what is missing, and the events a closed gap released.
     #[command(subcommand)]
     Stream(stream::StreamCommand),
+    /// The labelled MailA2A conformance corpus: generate it, run an implementation over
+    /// it.
+    #[command(subcommand)]
+    Corpus(corpus::CorpusCommand),
     /// DKIM: sign outbound mail, check inbound mail's signatures (a transport signal).
     #[command(subcommand)]
     Dkim(DkimCommand),
@@ -223,6 +228,7 @@ fn run(cli: Cli) -> CliResult {
             key::key(&home::Home::new(&dir, cli.state.as_deref()), dir, cmd)
         }
         Command::Stream(cmd) => stream::run(&state_location(cli.state, store)?, cmd),
+        Command::Corpus(cmd) => corpus::run(store, cmd),
         Command::Mls(mls::MlsCommand::Next { group, out, eml }) => {
             let state = state_location(cli.state, store.clone())?;
             receive::mls_next(store_dir(store)?, &state, group, out, eml)

@@ -98,6 +98,48 @@ pub enum Code {
 }
 
 impl Code {
+    /// Every code, in declaration order.
+    pub const ALL: [Code; 35] = {
+        use Code::*;
+        [
+            UnsupportedBindingVersion,
+            Required,
+            UnknownKind,
+            UnknownOperation,
+            MustBeNatural,
+            MustBeBoolean,
+            MustBeMap,
+            RequestMustStartAtZero,
+            RequiredForReply,
+            RequiredForEffectfulOperation,
+            TerminalStateMustBeFinal,
+            UnknownPaymentKind,
+            MustBeX402V2,
+            X402ObjectVersionMismatch,
+            SettlementWithX402Version,
+            GroupRequiresMls,
+            MustBeString,
+            UnsupportedA2aVersion,
+            MustBeTimestamp,
+            ExpiresBeforeCreated,
+            ReplyMustFollowRequest,
+            RequestMustNotBeFinal,
+            InvalidPayload,
+            ErrorOnlyOnErrorKind,
+            UnknownErrorType,
+            ErrorCodeMismatch,
+            PaymentKindMismatch,
+            MustBeUriList,
+            A2aVersionMismatch,
+            MustBeBase64Url,
+            HintMismatch,
+            ReplyWithoutInReplyTo,
+            InvalidHeader,
+            InvalidContentId,
+            MediaTypeMismatch,
+        ]
+    };
+
     /// The stable code string.
     pub fn as_str(self) -> &'static str {
         use Code::*;

@@ -376,16 +376,32 @@ impl Sealer for Jws<'_> {
         };
         let mut entity = Vec::new();
         plain.write_inner_entity(false, false, &mut entity)?;
-        // As S/MIME and OpenPGP sign-only: the boundary follows from the entity and
-        // the time (no time is signed here: the message's own Date stands for it).
         let at = opts
             .signing_time
             .unwrap_or_else(time::OffsetDateTime::now_utc);
-        let boundary = crate::seal::content_boundary(&entity, at)?;
-        let (jws, alg) = self.sign_entity(&from, &entity)?;
+        self.seal_raw(&plain.headers, &hints, &entity, &from, at)
+    }
+}
+
+impl Jws<'_> {
+    /// `entity` as it is, signed by our key for `signer`, under `headers` and outer
+    /// `hints`. Nothing of `entity` is checked: the sealer's own last step, and what
+    /// the conformance corpus ([`crate::corpus`]) signs its hostile inner entities
+    /// with. As S/MIME and OpenPGP sign-only, the boundary follows from the entity and
+    /// `at` (no time is signed here: the message's own Date stands for it).
+    pub(crate) fn seal_raw(
+        &self,
+        headers: &crate::message::Headers,
+        hints: &Hints,
+        entity: &[u8],
+        signer: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<Vec<u8>, SealError> {
+        let boundary = crate::seal::content_boundary(entity, at)?;
+        let (jws, alg) = self.sign_entity(signer, entity)?;
         let mut head = Vec::with_capacity(1024);
-        write_header_section(&mut head, &plain.headers, &hints)?;
-        Ok(signed_message(&head, &boundary, alg, &entity, &jws))
+        write_header_section(&mut head, headers, hints)?;
+        Ok(signed_message(&head, &boundary, alg, entity, &jws))
     }
 }
 
@@ -486,3 +502,14 @@ impl Opener for Jws<'_> {
         )
     }
 }
+
+crate::error::verdict_codes!(JwsError, "jws", {
+    Self::Malformed(_) => "malformed",
+    Self::Header(_) => "header",
+    Self::UnknownSigner { .. } => "unknown-signer",
+    Self::BadSignature => "bad-signature",
+    Self::Key(_) => "key",
+    Self::Did(_) => "did",
+    Self::NoSigningKey { .. } => "no-signing-key",
+    Self::Store(_) => "key-store",
+});

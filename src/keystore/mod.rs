@@ -594,3 +594,18 @@ pub fn issuer(
         SecretKey::new(fingerprint(&public), algorithm, key_der),
     )))
 }
+
+crate::error::verdict_codes!(KeyStoreError, "keystore", {
+    Self::Io { .. } => "io",
+    Self::Unrecognised { .. } => "unrecognised",
+    Self::Malformed { .. } => "malformed",
+    Self::UnsupportedAlgorithm { .. } => "unsupported-algorithm",
+    Self::PassphraseRequired { .. } => "passphrase-required",
+    Self::Token(_) => "token",
+    Self::WrongPassphrase => "wrong-passphrase",
+    Self::Locked => "locked",
+    Self::Database(_) => "database",
+    Self::TokenUnsupported(_) => "token-unsupported",
+    Self::Unsupported(_) => "unsupported",
+    Self::Permissions { .. } => "permissions",
+});

@@ -352,12 +352,24 @@ pub fn generate(
     name: Option<&str>,
     profile: KeyProfile,
 ) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
+    generate_at(email, name, profile, std::time::SystemTime::now())
+}
+
+/// [`generate`], created at `at` (the conformance corpus judges its cases at a fixed
+/// time).
+pub(crate) fn generate_at(
+    email: &str,
+    name: Option<&str>,
+    profile: KeyProfile,
+    at: std::time::SystemTime,
+) -> Result<Zeroizing<Vec<u8>>, KeyStoreError> {
     let userid = match name {
         Some(n) => UserID::from(format!("{n} <{email}>")),
         None => UserID::from(format!("<{email}>")),
     };
     let builder = CertBuilder::general_purpose(Some(userid))
         .set_cipher_suite(CipherSuite::Cv25519)
+        .set_creation_time(at)
         .set_validity_period(std::time::Duration::from_secs(3 * 365 * 24 * 3600));
     let builder = match profile {
         KeyProfile::Rfc4880 => builder.set_features(Features::empty().set_seipdv1()),

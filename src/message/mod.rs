@@ -148,6 +148,30 @@ pub enum MessageError {
 }
 
 impl MessageError {
+    /// Every code [`Self::code`] gives (an envelope's own among them).
+    pub const CODES: &'static [&'static str] = &[
+        "message-too-large",
+        "not-mime",
+        "mime-too-deep",
+        "too-many-parts",
+        "decoded-too-large",
+        "bad-multipart",
+        "bad-header",
+        "duplicate-header",
+        "no-machine-part",
+        "multiple-machine-parts",
+        "unsupported-charset",
+        "unknown-transfer-encoding",
+        "bad-transfer-encoding",
+        "invalid-utf8",
+        "invalid-json",
+        "duplicate-key",
+        "json-too-deep",
+        "must-be-map",
+        "missing-header",
+        "write-failed",
+    ];
+
     /// A stable kebab-case code, as printed by `mailseal validate`.
     pub fn code(&self) -> &'static str {
         match self {

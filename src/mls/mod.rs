@@ -307,3 +307,30 @@ fn sha256(b: &[u8]) -> Vec<u8> {
 fn op(e: impl std::fmt::Display) -> MlsError {
     MlsError::Operation(e.to_string())
 }
+
+// `Open` and `Message` carry another layer's error: [`crate::ReceiveError::code`] gives
+// that error's own code instead of these two.
+crate::error::verdict_codes!(MlsError, "mls", {
+    Self::Malformed(_) => "malformed",
+    Self::Invalid(_) => "invalid",
+    Self::Locked(_) => "locked",
+    Self::NoIdentity(_) => "no-identity",
+    Self::UnknownGroup(_) => "unknown-group",
+    Self::Removed { .. } => "removed",
+    Self::SenderRemoved { .. } => "sender-removed",
+    Self::ExternalJoinRefused { .. } => "external-join-refused",
+    Self::Fork { .. } => "fork",
+    Self::EpochGone { .. } => "epoch-gone",
+    Self::BufferFull { .. } => "buffer-full",
+    Self::PlaintextHandshake { .. } => "plaintext-handshake",
+    Self::NoRatchetTree => "no-ratchet-tree",
+    Self::KeyPackageLifetime { .. } => "key-package-lifetime",
+    Self::Unbound(_) => "unbound",
+    Self::InviterRefused { .. } => "inviter-refused",
+    Self::Binding(_) => "binding",
+    Self::Open(_) => "open",
+    Self::Message(_) => "message",
+    Self::Operation(_) => "operation",
+    Self::State(_) => "state",
+    Self::Usage(_) => "usage",
+});

@@ -18,6 +18,7 @@ pub(crate) mod offline;
 mod open;
 mod parsed;
 mod seal;
+pub(crate) use seal::Recipients;
 pub mod sop;
 
 use sequoia_openpgp as openpgp;
@@ -204,3 +205,19 @@ impl<'s> OpenPgp<'s> {
             .and_then(|b| self.parsed.secret(&b, &self.policy)))
     }
 }
+
+crate::error::verdict_codes!(OpenPgpError, "openpgp", {
+    Self::Malformed(_) => "malformed",
+    Self::NoIntegrity => "no-integrity",
+    Self::Unsigned => "unsigned",
+    Self::BadSignature(_) => "bad-signature",
+    Self::UnknownSigner => "unknown-signer",
+    Self::NotForUs => "not-for-us",
+    Self::Undecryptable(_) => "undecryptable",
+    Self::NotIntendedRecipient => "not-intended-recipient",
+    Self::Key(_) => "key",
+    Self::TooLarge { .. } => "too-large",
+    Self::Sequoia(_) => "internal",
+    Self::BoundaryCollision => "boundary-collision",
+    Self::OfflineRequest(_) => "offline-request",
+});

@@ -345,12 +345,7 @@ impl OpenPgp<'_> {
         let view = self.certificates()?;
         let recipients = self.recipient_certificates(&view, addresses, &[])?;
         let binary = self.encrypt_only(entity, &recipients)?;
-        let mut outer = headers.clone();
-        outer.subject = Some("[...]".into());
-        let mut out = Vec::with_capacity(binary.len() / 48 * 66 + 1024);
-        crate::message::write_header_section(&mut out, &outer, hints)?;
-        super::seal::push_encrypted(&mut out, &crate::seal::random_boundary()?, &binary);
-        Ok(out)
+        super::seal::encrypted_message(headers, hints, &binary)
     }
 
     /// Connected host: `packet` is one v4 signature whose hashed area is the

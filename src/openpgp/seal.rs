@@ -221,47 +221,94 @@ fn outer_hints(msg: &MailA2aMessage, opts: &SealOptions) -> Hints {
 impl Sealer for OpenPgp<'_> {
     fn seal(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Vec<u8>, SealError> {
         let (from, addresses) = crate::seal::sealing_addresses(plain, opts, Profile::OpenPgp)?;
+        let at = opts
+            .signing_time
+            .unwrap_or_else(time::OffsetDateTime::now_utc);
+        // RFC 3156 5: a signed part is 7-bit, CRLF.
+        let mut entity = Vec::new();
+        plain.write_inner_entity(
+            !opts.sign_only,
+            opts.binary_inside && !opts.sign_only,
+            &mut entity,
+        )?;
+        let encrypt_to = Recipients {
+            addresses: &addresses,
+            preferred: &opts.preferred_keys,
+        };
+        self.seal_raw(
+            &plain.headers,
+            &outer_hints(plain, opts),
+            &entity,
+            &from,
+            (!opts.sign_only).then_some(encrypt_to),
+            at,
+        )
+    }
+}
+
+/// Whom a message is encrypted to: their addresses, and the keys to take first (an
+/// Agent Card's).
+#[derive(Clone, Copy)]
+pub(crate) struct Recipients<'a> {
+    pub(crate) addresses: &'a [String],
+    pub(crate) preferred: &'a [String],
+}
+
+impl OpenPgp<'_> {
+    /// `entity` as it is, signed by our key for `signer` and, given `recipients`,
+    /// encrypted to them and to the signer, under `headers` and outer `hints`. Nothing
+    /// of `entity` is checked: the sealer's own last step, and what the conformance
+    /// corpus ([`crate::corpus`]) seals its hostile inner entities with.
+    pub(crate) fn seal_raw(
+        &self,
+        headers: &crate::message::Headers,
+        hints: &Hints,
+        entity: &[u8],
+        signer: &str,
+        recipients: Option<Recipients<'_>>,
+        at: time::OffsetDateTime,
+    ) -> Result<Vec<u8>, SealError> {
         let view = self.certificates()?;
-        let (own, signer) = self.signing_identity(&view, &from)?;
-        if opts.sign_only {
-            // RFC 3156 5: the signed part is 7-bit, CRLF; the signature covers it from
-            // its first header to the CRLF before the next delimiter. The boundary
-            // follows from the entity and the time (as offline signing writes it).
-            let at = opts
-                .signing_time
-                .unwrap_or_else(time::OffsetDateTime::now_utc);
-            let mut entity = Vec::new();
-            plain.write_inner_entity(false, false, &mut entity)?;
-            let boundary = crate::seal::content_boundary(&entity, at)?;
-            let signature = self.detached_signature(&entity, signer, at)?;
+        let (own, signing_key) = self.signing_identity(&view, signer)?;
+        let Some(to) = recipients else {
+            // RFC 3156 5: the signature covers the entity from its first header to the
+            // CRLF before the next delimiter. The boundary follows from the entity and
+            // the time (as offline signing writes it).
+            let boundary = crate::seal::content_boundary(entity, at)?;
+            let signature = self.detached_signature(entity, signing_key, at)?;
             let mut head = Vec::new();
-            write_header_section(&mut head, &plain.headers, &outer_hints(plain, opts))?;
+            write_header_section(&mut head, headers, hints)?;
             return Ok(super::offline::signed_message(
-                &head, &boundary, &entity, &signature,
+                &head, &boundary, entity, &signature,
             ));
-        }
-        let boundary = random_boundary()?;
-        let mut out = Vec::new();
+        };
         // Recipients first: a message that cannot reach every recipient is not signed.
-        let mut recipients =
-            self.recipient_certificates(&view, &addresses, &opts.preferred_keys)?;
-        if !recipients
+        let mut certs = self.recipient_certificates(&view, to.addresses, to.preferred)?;
+        if !certs
             .iter()
             .any(|(_, c)| c.fingerprint() == own.fingerprint())
         {
-            recipients.push((from.as_str(), own));
+            certs.push((signer, own));
         }
-        let mut entity = Vec::new();
-        plain.write_inner_entity(true, opts.binary_inside, &mut entity)?;
-        let binary = self.sign_and_encrypt(&entity, signer, &recipients)?;
-        // RFC 9788: an encrypted message shows an obscured Subject.
-        let mut outer = plain.headers.clone();
-        outer.subject = Some("[...]".into());
-        out.reserve(binary.len() / 48 * 66 + 1024);
-        write_header_section(&mut out, &outer, &outer_hints(plain, opts))?;
-        push_encrypted(&mut out, &boundary, &binary);
-        Ok(out)
+        let binary = self.sign_and_encrypt(entity, signing_key, &certs)?;
+        encrypted_message(headers, hints, &binary)
     }
+}
+
+/// A whole `multipart/encrypted` message around the binary OpenPGP message: `headers`
+/// with an obscured Subject (RFC 9788) and `hints`.
+pub(super) fn encrypted_message(
+    headers: &crate::message::Headers,
+    hints: &Hints,
+    binary: &[u8],
+) -> Result<Vec<u8>, SealError> {
+    let boundary = random_boundary()?;
+    let mut outer = headers.clone();
+    outer.subject = Some("[...]".into());
+    let mut out = Vec::with_capacity(binary.len() / 48 * 66 + 1024);
+    write_header_section(&mut out, &outer, hints)?;
+    push_encrypted(&mut out, &boundary, binary);
+    Ok(out)
 }
 
 /// The `multipart/encrypted` body of RFC 3156 4 around the binary OpenPGP message.

@@ -210,6 +210,52 @@ pub enum ReceiveError {
     Rules(#[from] ReceiverError),
 }
 
+impl ReceiveError {
+    /// The stable verdict code of this refusal, `layer.reason`: what the conformance
+    /// corpus labels a case with, a gateway logs, and `mailseal open --report` prints.
+    /// An MLS refusal that is the inner message's gives the inner message's code.
+    pub fn code(&self) -> String {
+        match self {
+            Self::Open(e) | Self::Mls(MlsError::Open(e)) => e.code(),
+            Self::Mls(MlsError::Message(e)) => format!("message.{}", e.code()),
+            Self::Mls(e) => e.code().into(),
+            Self::Rules(e) => e.code().into(),
+        }
+    }
+
+    /// Every code [`Self::code`] can give.
+    pub fn codes() -> Vec<String> {
+        use crate::envelope::Code;
+        let mut out: Vec<String> = crate::message::MessageError::CODES
+            .iter()
+            .filter(|c| !matches!(**c, "missing-header" | "write-failed"))
+            .map(|c| format!("message.{c}"))
+            .collect();
+        out.extend(
+            Code::ALL
+                .iter()
+                .map(|c| format!("validation.{}", c.as_str())),
+        );
+        for list in [
+            crate::smime::SmimeError::CODES,
+            crate::openpgp::OpenPgpError::CODES,
+            crate::jws::JwsError::CODES,
+            crate::seal::BindingError::CODES,
+            OpenError::CODES,
+            ReceiverError::CODES,
+        ] {
+            out.extend(list.iter().map(|c| c.to_string()));
+        }
+        out.extend(
+            MlsError::CODES
+                .iter()
+                .filter(|c| !matches!(**c, "mls.open" | "mls.message"))
+                .map(|c| c.to_string()),
+        );
+        out
+    }
+}
+
 impl Classify for ReceiveError {
     fn a2a_error(&self) -> A2aErrorType {
         match self {

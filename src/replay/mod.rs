@@ -521,3 +521,20 @@ pub(crate) fn rfc3339(t: i64) -> String {
 pub(crate) fn store_error(what: &str, e: impl std::fmt::Display) -> ReceiverError {
     ReceiverError::Store(format!("{what}: {e}"))
 }
+
+crate::error::verdict_codes!(ReceiverError, "rules", {
+    Self::Expired { .. } => "expired",
+    Self::NoLifetime { .. } => "no-lifetime",
+    Self::FromTheFuture { .. } => "from-the-future",
+    Self::Conflict { .. } => "conflict",
+    Self::IdempotencyConflict { .. } => "idempotency-conflict",
+    Self::SequenceReused { .. } => "sequence-reused",
+    Self::AfterFinal { .. } => "after-final",
+    Self::StreamMismatch { .. } => "stream-mismatch",
+    Self::TooFarAhead { .. } => "too-far-ahead",
+    Self::BufferFull { .. } => "buffer-full",
+    Self::UnsolicitedPayment { .. } => "unsolicited-payment",
+    Self::Incomplete { .. } => "incomplete",
+    Self::NewerSchema { .. } => "newer-schema",
+    Self::Store(_) => "store",
+});

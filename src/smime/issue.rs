@@ -223,8 +223,7 @@ fn serial() -> Result<SerialNumber, SmimeError> {
     SerialNumber::new(&bytes).map_err(err("serial number"))
 }
 
-fn validity(days: u32) -> Result<Validity, SmimeError> {
-    let now = OffsetDateTime::now_utc();
+fn validity(days: u32, now: OffsetDateTime) -> Result<Validity, SmimeError> {
     let start = now - time::Duration::minutes(5);
     let end = now + time::Duration::days(days.max(1) as i64);
     let t = |at: OffsetDateTime| {
@@ -256,8 +255,9 @@ fn certify(
     key_der: &[u8],
     usage: KeyUsage,
     issuer: Option<&Issuer<'_>>,
+    now: OffsetDateTime,
 ) -> Result<Certificate, SmimeError> {
-    certify_key(req, SubjectKey::Software(key_der), usage, issuer)
+    certify_key(req, SubjectKey::Software(key_der), usage, issuer, now)
 }
 
 /// A certificate for a key on a PKCS#11 token, `spki_der` being its public key: signed
@@ -275,14 +275,22 @@ pub fn certify_token_key(
         KeyAlgorithm::Ec => KeyUsage(KeyUsages::DigitalSignature | KeyUsages::KeyAgreement),
         _ => KeyUsage(KeyUsages::DigitalSignature | KeyUsages::KeyEncipherment),
     };
-    certify_key(req, SubjectKey::Token(spki, key), usage, issuer)
+    certify_key(
+        req,
+        SubjectKey::Token(spki, key),
+        usage,
+        issuer,
+        OffsetDateTime::now_utc(),
+    )
 }
 
+/// Validity runs from `now` (less five minutes of clock skew) for `req.days`.
 fn certify_key(
     req: &IdentityRequest,
     subject_key: SubjectKey<'_>,
     usage: KeyUsage,
     issuer: Option<&Issuer<'_>>,
+    now: OffsetDateTime,
 ) -> Result<Certificate, SmimeError> {
     let spki = match &subject_key {
         SubjectKey::Software(der) => spki_of(der)?,
@@ -359,7 +367,7 @@ fn certify_key(
                 serial: serial()?,
                 signature: placeholder.clone(),
                 issuer: subject.clone(),
-                validity: validity(req.days)?,
+                validity: validity(req.days, now)?,
                 subject: subject.clone(),
                 spki: spki.clone(),
                 extensions: Vec::new(),
@@ -392,7 +400,7 @@ fn certify_key(
         serial: serial()?,
         signature: algorithm.clone(),
         issuer: issuer_name,
-        validity: validity(req.days)?,
+        validity: validity(req.days, now)?,
         subject,
         spki,
         extensions,
@@ -415,6 +423,16 @@ pub fn generate(
     req: &IdentityRequest,
     issuer: Option<&Issuer<'_>>,
 ) -> Result<Vec<Identity>, SmimeError> {
+    generate_at(req, issuer, OffsetDateTime::now_utc())
+}
+
+/// [`generate`] as of `now`: the certificates' validity starts then (the conformance
+/// corpus judges its cases at a fixed time, [`crate::corpus::NOW`]).
+pub(crate) fn generate_at(
+    req: &IdentityRequest,
+    issuer: Option<&Issuer<'_>>,
+    now: OffsetDateTime,
+) -> Result<Vec<Identity>, SmimeError> {
     if !req.ca && req.email.is_none() {
         return Err(SmimeError::Certificate(
             "an S/MIME certificate needs an email address".into(),
@@ -430,7 +448,7 @@ pub fn generate(
         }
         KeyKind::Ed25519 => KeyUsage(KeyUsages::DigitalSignature.into()),
     };
-    let certificate = certify(req, &key, usage, issuer)?;
+    let certificate = certify(req, &key, usage, issuer, now)?;
     let mut out = vec![Identity {
         certificate,
         private_key: key,
@@ -457,7 +475,7 @@ pub fn generate(
             }
         };
         let usage = KeyUsage(KeyUsages::KeyAgreement.into());
-        let certificate = certify(req, &agreement, usage, Some(by))?;
+        let certificate = certify(req, &agreement, usage, Some(by), now)?;
         out.push(Identity {
             certificate,
             private_key: agreement,

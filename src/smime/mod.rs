@@ -37,6 +37,7 @@ use crate::seal::{
 pub(crate) use certificate::{check_signer_usage, trust, Trust};
 pub use describe::describe;
 pub use enveloped::{Decrypted, Kek};
+pub(crate) use issue::generate_at;
 pub(crate) use issue::generate_key;
 pub use issue::{
     certificate_request, certify_token_key, generate, Identity, IdentityRequest, Issuer, KeyKind,
@@ -325,27 +326,21 @@ impl Smime<'_> {
         };
         let capacity = size_hint(content_len(plain)) + 8192;
         if !encrypt {
-            // Signed only: the boundary follows from the entity and the time, so the
-            // same message signed at the same time is the same bytes, whether here or
-            // through offline signing (`crate::offline`), which writes it with
-            // `signed_message` too.
             let mut entity = Vec::with_capacity(capacity);
             plain.write_inner_entity(false, false, &mut entity)?;
-            let boundary = crate::seal::content_boundary(&entity, signing_time)?;
-            let cms = signed_data::sign_detached(
-                &self.loaded,
+            let signing = Signing {
+                cert: &cert,
+                key: &key,
+                at: signing_time,
+                rsa_pss: opts.rsa_pss,
+                signer: &from,
+            };
+            return Ok(Sealed::Whole(self.signed_only(
+                &plain.headers,
+                &outer_hints(plain, opts),
                 &entity,
-                &cert,
-                &key,
-                signing_time,
-                opts.rsa_pss,
-            )
-            .map_err(|e| signing_failure(e, &from))?;
-            let mut head = Vec::with_capacity(1024);
-            write_header_section(&mut head, &plain.headers, &outer_hints(plain, opts))?;
-            return Ok(Sealed::Whole(signed_message(
-                &head, &cert, &boundary, &entity, &cms,
-            )));
+                &signing,
+            )?));
         }
         let (buf, start) = enveloped::encrypt_into(&recipients, capacity, |buf| signer.write(buf))?;
         // RFC 9788: an encrypted message shows an obscured Subject.
@@ -379,10 +374,37 @@ impl Smime<'_> {
             .map(|m| m.normalized())
             .ok_or(crate::message::MessageError::MissingForCompose("From"))?;
         let to: Vec<String> = headers.to.iter().map(|m| m.normalized()).collect();
-        let now = OffsetDateTime::now_utc();
-        let (cert, key) = self.signing_identity(&from, now)?;
-        let recipients = self.recipient_certificates(&to, &[])?;
-        let signer = SignedEntityWriter {
+        let at = OffsetDateTime::now_utc();
+        self.seal_raw(headers, &Hints::default(), entity, &from, Some(&to), at)
+    }
+
+    /// `entity` as it is, signed by our key for `signer` at `at` and, given
+    /// `recipients`, encrypted to them, under the header section `headers` and outer
+    /// `hints`. Nothing of `entity` is checked: what the conformance corpus
+    /// ([`crate::corpus`]) seals its hostile inner entities with, so they reach the
+    /// reader behind the signature and the decryption.
+    pub(crate) fn seal_raw(
+        &self,
+        headers: &crate::message::Headers,
+        hints: &Hints,
+        entity: &[u8],
+        signer: &str,
+        recipients: Option<&[String]>,
+        at: OffsetDateTime,
+    ) -> Result<Vec<u8>, SealError> {
+        let (cert, key) = self.signing_identity(signer, at)?;
+        let Some(recipients) = recipients else {
+            let signing = Signing {
+                cert: &cert,
+                key: &key,
+                at,
+                rsa_pss: false,
+                signer,
+            };
+            return self.signed_only(headers, hints, entity, &signing);
+        };
+        let recipients = self.recipient_certificates(recipients, &[])?;
+        let writer = SignedEntityWriter {
             smime: self,
             plain: Inner::Entity(entity),
             encrypt: true,
@@ -390,12 +412,50 @@ impl Smime<'_> {
             cert: &cert,
             key: &key,
             rsa_pss: false,
-            signing_time: now,
-            from: &from,
+            signing_time: at,
+            from: signer,
         };
         let (buf, start) =
-            enveloped::encrypt_into(&recipients, entity.len() + 8192, |buf| signer.write(buf))?;
-        enveloped_message(headers, &Hints::default(), &buf[start..])
+            enveloped::encrypt_into(&recipients, entity.len() + 8192, |buf| writer.write(buf))?;
+        enveloped_message(headers, hints, &buf[start..])
+    }
+}
+
+/// Who signs, with what, and when.
+struct Signing<'a> {
+    cert: &'a Certificate,
+    key: &'a crate::keystore::SecretKey,
+    at: OffsetDateTime,
+    rsa_pss: bool,
+    signer: &'a str,
+}
+
+impl Smime<'_> {
+    /// A signed-only message: `headers` and `hints`, then `multipart/signed` over
+    /// `entity`. The boundary follows from the entity and the time, so the same
+    /// message signed at the same time is the same bytes, whether sealed here or
+    /// through offline signing (`crate::offline`), which writes it with
+    /// `signed_message` too.
+    fn signed_only(
+        &self,
+        headers: &crate::message::Headers,
+        hints: &Hints,
+        entity: &[u8],
+        signing: &Signing<'_>,
+    ) -> Result<Vec<u8>, SealError> {
+        let boundary = crate::seal::content_boundary(entity, signing.at)?;
+        let cms = signed_data::sign_detached(
+            &self.loaded,
+            entity,
+            signing.cert,
+            signing.key,
+            signing.at,
+            signing.rsa_pss,
+        )
+        .map_err(|e| signing_failure(e, signing.signer))?;
+        let mut head = Vec::with_capacity(1024);
+        write_header_section(&mut head, headers, hints)?;
+        Ok(signed_message(&head, signing.cert, &boundary, entity, &cms))
     }
 }
 
@@ -1129,3 +1189,22 @@ impl From<crate::asn1::BerError> for SmimeError {
         SmimeError::Malformed(e.to_string())
     }
 }
+
+crate::error::verdict_codes!(SmimeError, "smime", {
+    Self::Malformed(_) => "malformed",
+    Self::NoSigner => "no-signer",
+    Self::UnsupportedAlgorithm(_) => "unsupported-algorithm",
+    Self::DigestMismatch => "digest-mismatch",
+    Self::BadSignature => "bad-signature",
+    Self::Undecryptable => "undecryptable",
+    Self::LegacyUndecryptable => "legacy-undecryptable",
+    Self::Certificate(_) => "certificate",
+    Self::Key(_) => "key",
+    Self::Token(_) => "token",
+    Self::LegacyEncryption => "legacy-encryption",
+    Self::NotForUs => "not-for-us",
+    Self::UnknownSigner => "unknown-signer",
+    Self::NotSigned { .. } => "not-signed",
+    Self::EncryptedNotSigned => "encrypted-not-signed",
+    Self::Store(_) => "key-store",
+});

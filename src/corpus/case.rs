@@ -1,0 +1,167 @@
+//! One case: its label (`expected.json`), its message, what the receiver received
+//! before, and the receiving party's keys (`keys/keys.json` and the files it lists).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{io, pretty, CorpusError};
+
+/// What the receiver must do with the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Deliver it.
+    Accept,
+    /// Refuse it (with the labelled code).
+    Refuse,
+    /// It was delivered before (a prior message): not again.
+    Duplicate,
+    /// Keep it until the messages before it arrive (a stream event after a gap).
+    Held,
+}
+
+/// What the cryptographic layer alone decides: the signature verifies with a signer
+/// the receiver's anchors or pinned keys vouch for, and the message decrypts with the
+/// receiver's key. A tool that checks only that layer is judged on this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Crypto {
+    /// The layer passes: whatever refuses the message lies above it.
+    Pass,
+    /// The layer refuses it.
+    Fail,
+}
+
+/// `expected.json`: the label of a case (schema: `schemas/corpus-case.schema.json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Expected {
+    /// The case's name, also its directory: `profile--rule--variant`.
+    pub id: String,
+    /// The rule it exercises: `valid` or the verdict code it must be refused with.
+    pub rule: String,
+    /// What the case is, in a sentence.
+    pub description: String,
+    /// `smime`, `openpgp`, `jws` (detached-jws), or `none` (no protection).
+    pub profile: String,
+    /// `signed`, `signed-encrypted` or `none`.
+    pub protection: String,
+    /// What the receiver must do.
+    pub verdict: Verdict,
+    /// The verdict code of the refusal ([`crate::ReceiveError::code`]); `None` unless
+    /// refused.
+    pub code: Option<String>,
+    /// The error kind of the refusal ([`crate::ErrorKind`]).
+    pub kind: Option<String>,
+    /// The exit status of `mailseal open` ([`super::exit_status`]).
+    pub exit: u8,
+    /// What the cryptographic layer alone decides.
+    pub crypto: Crypto,
+    /// The receiver's time, RFC 3339.
+    pub now: String,
+    /// The receiver's own addresses.
+    pub recipients: Vec<String>,
+    /// Messages the receiver accepted first, in order (`prior-1.eml`, ...).
+    pub prior: Vec<String>,
+}
+
+/// What a key file is to the receiving party.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyRole {
+    /// The receiver's own key or certificate.
+    Own,
+    /// A trust anchor (a CA certificate).
+    Anchor,
+    /// A peer's certificate or public key, trusted for the addresses it names (a
+    /// pinned key).
+    Peer,
+}
+
+/// One entry of `keys/keys.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct KeyFile {
+    /// The file name under `keys/`.
+    pub file: String,
+    /// What it is to the receiver.
+    pub role: KeyRole,
+    /// `x509` (PEM certificate), `pkcs8` (PEM private key), `openpgp` (armored
+    /// certificate or secret key), or `jwk`.
+    pub format: String,
+    /// For a JWK: the address it is bound to (a JWK names none itself).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub email: Option<String>,
+    /// The bytes (not in `keys.json`: they are the file).
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
+/// A case ready to be written.
+pub(crate) struct Case {
+    pub(crate) expected: Expected,
+    pub(crate) message: Vec<u8>,
+    pub(crate) prior: Vec<Vec<u8>>,
+    /// The receiving party's keys.
+    pub(crate) keys: std::sync::Arc<Vec<KeyFile>>,
+}
+
+impl Case {
+    /// Writes the case directory `dir`.
+    pub(crate) fn write(&self, dir: &Path) -> Result<(), CorpusError> {
+        let keys = dir.join("keys");
+        std::fs::create_dir_all(&keys).map_err(io(&keys))?;
+        let put = |path: &Path, bytes: &[u8]| std::fs::write(path, bytes).map_err(io(path));
+        put(&dir.join("message.eml"), &self.message)?;
+        for (i, p) in self.prior.iter().enumerate() {
+            put(&dir.join(format!("prior-{}.eml", i + 1)), p)?;
+        }
+        for k in self.keys.iter() {
+            put(&keys.join(&k.file), &k.bytes)?;
+        }
+        let list = serde_json::to_value(&*self.keys).unwrap_or_default();
+        put(&keys.join("keys.json"), &pretty(&list))?;
+        let label = serde_json::to_value(&self.expected).unwrap_or_default();
+        put(&dir.join("expected.json"), &pretty(&label))
+    }
+}
+
+/// A case read back: its label, message, prior messages and keys.
+pub(crate) type CaseFiles = (Expected, Vec<u8>, Vec<Vec<u8>>, Vec<KeyFile>);
+
+/// Reads a case directory back: its label, message, prior messages and keys.
+pub(crate) fn read(dir: &Path) -> Result<CaseFiles, CorpusError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let bad = |reason: String| CorpusError::BadCase {
+        case: name.clone(),
+        reason,
+    };
+    let get = |p: &Path| std::fs::read(p).map_err(io(p));
+    let expected: Expected = serde_json::from_slice(&get(&dir.join("expected.json"))?)
+        .map_err(|e| bad(format!("expected.json: {e}")))?;
+    let message = get(&dir.join("message.eml"))?;
+    let mut prior = Vec::new();
+    for p in &expected.prior {
+        if p.contains('/') || p.contains('\\') || p.starts_with('.') {
+            return Err(bad(format!(
+                "prior message name {p:?} leaves the case directory"
+            )));
+        }
+        prior.push(get(&dir.join(p))?);
+    }
+    let keys_dir = dir.join("keys");
+    let mut keys: Vec<KeyFile> = serde_json::from_slice(&get(&keys_dir.join("keys.json"))?)
+        .map_err(|e| bad(format!("keys.json: {e}")))?;
+    for k in &mut keys {
+        if k.file.contains('/') || k.file.contains('\\') || k.file.starts_with('.') {
+            return Err(bad(format!("key file name {:?} leaves keys/", k.file)));
+        }
+        k.bytes = get(&keys_dir.join(&k.file))?;
+    }
+    Ok((expected, message, prior, keys))
+}

@@ -1,0 +1,180 @@
+//! The MailA2A conformance corpus: labelled cases an implementation runs through, and
+//! the runner that judges it.
+//!
+//! [`generate`] writes one directory per case: the message, the receiving party's keys
+//! (`keys/`, described by `keys/keys.json`), the messages it must have received before
+//! (`prior-N.eml`), and `expected.json`: accept or refuse, the verdict code
+//! ([`crate::ReceiveError::code`]), the command line's exit status, and what the
+//! cryptographic layer alone decides (so a tool that checks only signatures and
+//! decryption can be judged on what it can judge). The label schema is
+//! `schemas/corpus-case.schema.json`.
+//!
+//! Every case is sealed with valid cryptography for Bob, the receiving party: the
+//! hostile bytes (a broken MIME structure, an envelope that breaks a binding rule, a
+//! signer who is not the sender) sit below the signature and the encryption, where a
+//! reader that trusts its crypto layer meets them.
+//!
+//! [`run`] feeds each case to an [`Adapter`] (this crate in-process, or any command
+//! that speaks the adapter protocol of the README) and reports per rule, with JUnit
+//! XML for CI.
+//!
+//! What is deterministic: the case list, every label, every plain message and inner
+//! entity (their Message-IDs, dates and texts come from the seed and a fixed time),
+//! the keys of the parties from the public RFC 9216 and OpenPGP sample sets, and
+//! every signed-only message whose signature algorithm is deterministic (S/MIME with
+//! RSA PKCS#1 v1.5, detached-jws and OpenPGP with Ed25519). What is not: encrypted
+//! messages (content keys, nonces and ephemeral keys come from the system's random
+//! source, which the sealers do not let a caller seed: a seeded source in a sealer is
+//! one mistake away from reused AES-GCM nonces) and the attacker's generated keys.
+
+mod case;
+mod cases;
+mod mutate;
+mod parties;
+mod rng;
+mod run;
+
+use std::path::{Path, PathBuf};
+
+pub use case::{Crypto, Expected, KeyFile, KeyRole, Verdict};
+pub use mutate::{mutate, Layer, MutateOptions};
+pub use run::{run, Adapter, CaseResult, CommandAdapter, Judgement, MailsealAdapter, Report};
+
+use crate::error::ErrorKind;
+
+/// The time every case is judged at (the receiver's clock), Unix seconds:
+/// 2026-06-01T00:00:00Z.
+pub const NOW: i64 = 1_780_272_000;
+
+/// Why the corpus could not be written or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorpusError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A case could not be sealed.
+    #[error("case {case}: {source}")]
+    Seal {
+        /// The case.
+        case: String,
+        /// The error.
+        #[source]
+        source: crate::seal::SealError,
+    },
+    /// A party's keys could not be made or stored.
+    #[error("party {party}: {reason}")]
+    Party {
+        /// The party.
+        party: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A case is not what its label says before it is written (a valid case that
+    /// does not validate): a bug of the generator, never written out.
+    #[error("case {case}: {reason}")]
+    Inconsistent {
+        /// The case.
+        case: String,
+        /// Why.
+        reason: String,
+    },
+    /// A case directory cannot be read back.
+    #[error("case {case}: {reason}")]
+    BadCase {
+        /// The case.
+        case: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+pub(crate) fn io(path: &Path) -> impl Fn(std::io::Error) -> CorpusError + '_ {
+    move |source| CorpusError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What [`generate`] wrote.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Summary {
+    /// How many cases.
+    pub cases: usize,
+    /// How many of them are to be accepted.
+    pub accept: usize,
+    /// The distinct verdict codes the refusals are labelled with.
+    pub codes: Vec<String>,
+}
+
+/// Writes the corpus for `seed` into `out` (created; existing case directories are
+/// replaced), one directory per case under `out/cases/`, and `out/index.json`.
+pub fn generate(out: &Path, seed: u64) -> Result<Summary, CorpusError> {
+    let parties = parties::Parties::new()?;
+    let cases = cases::all(&parties, seed)?;
+    let root = out.join("cases");
+    if root.exists() {
+        std::fs::remove_dir_all(&root).map_err(io(&root))?;
+    }
+    std::fs::create_dir_all(&root).map_err(io(&root))?;
+    let mut index = Vec::with_capacity(cases.len());
+    let mut codes: Vec<String> = Vec::new();
+    for c in &cases {
+        c.write(&root.join(&c.expected.id))?;
+        index.push(serde_json::json!({
+            "id": c.expected.id,
+            "rule": c.expected.rule,
+            "verdict": c.expected.verdict,
+        }));
+        if let Some(code) = &c.expected.code {
+            codes.push(code.clone());
+        }
+    }
+    codes.sort();
+    codes.dedup();
+    let index_json = serde_json::json!({
+        "corpus": "mailseal MailA2A conformance corpus",
+        "version": 1,
+        "seed": seed,
+        "now": crate::replay::rfc3339(NOW),
+        "cases": index,
+    });
+    let path = out.join("index.json");
+    std::fs::write(&path, pretty(&index_json)).map_err(io(&path))?;
+    Ok(Summary {
+        cases: cases.len(),
+        accept: cases
+            .iter()
+            .filter(|c| c.expected.verdict == Verdict::Accept)
+            .count(),
+        codes,
+    })
+}
+
+/// The exit status of `mailseal open` for a refusal of this kind: the command line's
+/// contract (DESIGN "Command line"), written into the labels so that a tool is judged
+/// on it; a test checks it against the command line's own mapping.
+pub fn exit_status(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::InvalidArgument => 2,
+        ErrorKind::Malformed => 3,
+        ErrorKind::Authentication => 4,
+        ErrorKind::NoUsableKey => 5,
+        ErrorKind::Policy => 6,
+        _ => 1,
+    }
+}
+
+/// JSON as the corpus writes it: two-space indented, a final line end.
+pub(crate) fn pretty(v: &serde_json::Value) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(v).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
