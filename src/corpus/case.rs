@@ -65,6 +65,41 @@ pub struct Expected {
     pub recipients: Vec<String>,
     /// Messages the receiver accepted first, in order (`prior-1.eml`, ...).
     pub prior: Vec<String>,
+    /// The receiver's policy where a case needs it other than the default; absent
+    /// for the default.
+    #[serde(default, skip_serializing_if = "CasePolicy::is_default")]
+    pub policy: CasePolicy,
+}
+
+/// The receiver's policy switches a case can set (the default: both off). A rule that
+/// only a stricter or a more lenient receiver applies needs one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct CasePolicy {
+    /// Every sender must protect its header fields (RFC 9788): a legacy sender's
+    /// message, whose header fields are outside the signature, is refused.
+    #[serde(default)]
+    pub require_header_protection: bool,
+    /// Legacy CBC EnvelopedData (no integrity) is read, marked unauthenticated, and
+    /// every failure after its decryption is one error.
+    #[serde(default)]
+    pub allow_legacy_cbc: bool,
+}
+
+impl CasePolicy {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The open policy this describes.
+    pub(crate) fn open_policy(&self) -> crate::OpenPolicy {
+        crate::OpenPolicy {
+            require_header_protection: self.require_header_protection,
+            allow_legacy_cbc: self.allow_legacy_cbc,
+            ..Default::default()
+        }
+    }
 }
 
 /// What a key file is to the receiving party.

@@ -36,7 +36,7 @@ mod run;
 
 use std::path::{Path, PathBuf};
 
-pub use case::{Crypto, Expected, KeyFile, KeyRole, Verdict};
+pub use case::{CasePolicy, Crypto, Expected, KeyFile, KeyRole, Verdict};
 pub use mutate::{mutate, Layer, MutateOptions};
 pub use run::{run, Adapter, CaseResult, CommandAdapter, Judgement, MailsealAdapter, Report};
 

@@ -76,6 +76,7 @@ pub(crate) fn judge(
     .map(|t| t.unix_timestamp())
     .unwrap_or(super::NOW);
     let mut receiver = Receiver::builder(&store.store)
+        .policy(expected.policy.open_policy())
         .clock(Clock::Fixed(now))
         .build();
     for (i, p) in prior.iter().enumerate() {

@@ -208,6 +208,64 @@ pub(crate) fn encrypt_into<E: From<SmimeError>>(
     Ok((buf, start))
 }
 
+/// A legacy EnvelopedData (AES-256-CBC, no integrity) around `content`, with the
+/// same RecipientInfos as [`encrypt_into`]. Nothing we send uses it: the conformance
+/// corpus ([`crate::corpus`]) writes it, to show receivers that refuse it by default
+/// (EFAIL) and read it only when told to; the DER ContentInfo.
+pub(crate) fn encrypt_legacy_cbc(
+    content: &[u8],
+    recipients: &[Certificate],
+) -> Result<Vec<u8>, SmimeError> {
+    use cbc::cipher::{block_padding::Pkcs7, BlockModeEncrypt, KeyIvInit};
+    let rng = SystemRandom::new();
+    let mut cek = Zeroizing::new([0u8; 32]);
+    let mut iv = [0u8; 16];
+    rng.fill(&mut cek[..])
+        .map_err(|_| SmimeError::Key("no randomness".into()))?;
+    rng.fill(&mut iv)
+        .map_err(|_| SmimeError::Key("no randomness".into()))?;
+    let mut ciphertext = content.to_vec();
+    ciphertext.resize(content.len() + 16, 0);
+    let len = cbc::Encryptor::<aes::Aes256>::new_from_slices(&cek[..], &iv)
+        .map_err(|_| SmimeError::Key("AES key".into()))?
+        .encrypt_padded::<Pkcs7>(&mut ciphertext, content.len())
+        .map_err(|_| SmimeError::Key("CBC padding".into()))?
+        .len();
+    ciphertext.truncate(len);
+    let enveloped = cms::enveloped_data::EnvelopedData {
+        // RFC 5652 6.1: version 2 with a KeyAgreeRecipientInfo or key transport by
+        // subject key identifier; 0 for key transport by issuer and serial alone.
+        version: if recipients.iter().any(super::kari::supports) {
+            CmsVersion::V2
+        } else {
+            CmsVersion::V0
+        },
+        originator_info: None,
+        recip_infos: RecipientInfos(
+            SetOfVec::try_from(recipient_infos(recipients, &cek[..])?)
+                .map_err(malformed("recipients"))?,
+        ),
+        encrypted_content: cms::enveloped_data::EncryptedContentInfo {
+            content_type: ID_DATA,
+            content_enc_alg: AlgorithmIdentifierOwned {
+                oid: AES256_CBC,
+                parameters: Some(
+                    Any::encode_from(&OctetString::new(iv.to_vec()).map_err(malformed("IV"))?)
+                        .map_err(malformed("IV"))?,
+                ),
+            },
+            encrypted_content: Some(OctetString::new(ciphertext).map_err(malformed("content"))?),
+        },
+        unprotected_attrs: None,
+    };
+    cms::content_info::ContentInfo {
+        content_type: ID_ENVELOPED_DATA,
+        content: Any::encode_from(&enveloped).map_err(malformed("EnvelopedData"))?,
+    }
+    .to_der()
+    .map_err(malformed("EnvelopedData"))
+}
+
 /// [`encrypt_into`] for content already in one buffer; the DER ContentInfo.
 #[cfg(test)]
 pub(crate) fn encrypt(content: &[u8], recipients: &[Certificate]) -> Result<Vec<u8>, SmimeError> {
@@ -704,6 +762,12 @@ fn content_key(
 }
 
 /// Decrypts `buf` in place with legacy CBC; the plaintext's length (padding removed).
+///
+/// Bad padding is [`SmimeError::LegacyUndecryptable`], the error of every failure
+/// after the decryption: as `undecryptable` it told an attacker who changed the
+/// ciphertext whether the padding still checked, which a later failure (MIME, the
+/// signature) did not (a padding oracle; found by the conformance corpus's legacy
+/// cases).
 fn cbc_decrypt_in_place(
     cipher: CbcCipher,
     key: &[u8],
@@ -716,7 +780,7 @@ fn cbc_decrypt_in_place(
             cbc::Decryptor::<$c>::new_from_slices(key, iv)
                 .map_err(|_| SmimeError::Undecryptable)?
                 .decrypt_padded::<Pkcs7>(buf)
-                .map_err(|_| SmimeError::Undecryptable)?
+                .map_err(|_| SmimeError::LegacyUndecryptable)?
                 .len()
         };
     }

@@ -421,6 +421,50 @@ impl Smime<'_> {
     }
 }
 
+impl Smime<'_> {
+    /// [`Self::seal_raw`] encrypted to `recipients` in legacy CBC EnvelopedData (no
+    /// integrity), `smime-type=enveloped-data`: what a pre-RFC 8551 sender writes.
+    /// Only the conformance corpus seals so.
+    pub(crate) fn seal_raw_legacy_cbc(
+        &self,
+        headers: &crate::message::Headers,
+        hints: &Hints,
+        entity: &[u8],
+        signer: &str,
+        recipients: &[String],
+        at: OffsetDateTime,
+    ) -> Result<Vec<u8>, SealError> {
+        let (cert, key) = self.signing_identity(signer, at)?;
+        let recipients = self.recipient_certificates(recipients, &[])?;
+        let writer = SignedEntityWriter {
+            smime: self,
+            plain: Inner::Entity(entity),
+            encrypt: true,
+            binary_inside: false,
+            cert: &cert,
+            key: &key,
+            rsa_pss: false,
+            signing_time: at,
+            from: signer,
+        };
+        let mut signed = Vec::with_capacity(entity.len() + 8192);
+        writer.write(&mut signed)?;
+        let der = enveloped::encrypt_legacy_cbc(&signed, &recipients)?;
+        let mut outer = headers.clone();
+        outer.subject = Some("[...]".into());
+        let mut out = Vec::with_capacity(size_hint(der.len()) + 1024);
+        write_header_section(&mut out, &outer, hints)?;
+        out.extend_from_slice(
+            b"Content-Type: application/pkcs7-mime; smime-type=\"enveloped-data\";\r\n\
+\x20name=\"smime.p7m\"\r\n\
+Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
+Content-Transfer-Encoding: base64\r\n\r\n",
+        );
+        push_base64_lines(&mut out, &der, Width::Mime);
+        Ok(out)
+    }
+}
+
 /// Who signs, with what, and when.
 struct Signing<'a> {
     cert: &'a Certificate,

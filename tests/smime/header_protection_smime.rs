@@ -180,6 +180,59 @@ fn encrypted_samples_decrypt_to_their_inner_payloads_when_legacy_is_allowed() {
     );
 }
 
+/// The sample with one byte of its CBC ciphertext flipped, `from_end` bytes before the
+/// end of the DER (which ends with the ciphertext).
+fn cbc_flipped(raw: &[u8], from_end: usize) -> Vec<u8> {
+    use base64::Engine;
+    let start = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4)
+        .or_else(|| raw.windows(2).position(|w| w == b"\n\n").map(|i| i + 2))
+        .unwrap();
+    let text: Vec<u8> = raw[start..]
+        .iter()
+        .copied()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    let mut der = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap();
+    let at = der.len() - from_end;
+    der[at] ^= 0x01;
+    let mut out = raw[..start].to_vec();
+    for line in base64::engine::general_purpose::STANDARD
+        .encode(&der)
+        .as_bytes()
+        .chunks(76)
+    {
+        out.extend_from_slice(line);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+#[test]
+fn fail_legacy_cbc_bad_padding_and_bad_content_are_one_error() {
+    if !available() {
+        return;
+    }
+    // An attacker who changes the ciphertext of legacy CBC must not learn whether the
+    // padding still checked (a padding oracle): the last byte of the next-to-last
+    // 3DES block (9 from the end) flips the padding length; one further back flips
+    // the signed entity. Both are `legacy-undecryptable`.
+    let dir = tempfile::tempdir().unwrap();
+    let store = bob_store(dir.path());
+    let smime = Smime::new(&store);
+    let raw = std::fs::read(data("smime-sign+enc.eml")).unwrap();
+    for (what, from_end) in [("padding", 9), ("content", 300)] {
+        let err = smime
+            .verified_entity(&cbc_flipped(&raw, from_end), &legacy_allowed())
+            .unwrap_err();
+        assert_eq!(err.code(), "smime.legacy-undecryptable", "{what}: {err}");
+    }
+}
+
 #[test]
 fn fail_encrypted_samples_are_refused_by_default_as_legacy() {
     if !available() {

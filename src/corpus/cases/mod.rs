@@ -9,13 +9,14 @@
 mod envelope;
 mod identity;
 mod layers;
+mod legacy;
 mod mime;
 mod rules;
 mod valid;
 
 use serde_json::{json, Value};
 
-use super::case::{Case, Crypto, Expected, Verdict};
+use super::case::{Case, CasePolicy, Crypto, Expected, Verdict};
 use super::parties::{Parties, Sender, ALICE, BOB, CAROL, MALLORY, PGP_ALICE, PGP_BOB};
 use super::rng::Rng;
 use super::CorpusError;
@@ -111,6 +112,8 @@ struct Builder<'p> {
     parties: &'p Parties,
     ids: Rng,
     cases: Vec<Case>,
+    /// The receiver's policy for the cases pushed now (see [`Builder::under`]).
+    policy: CasePolicy,
 }
 
 fn at() -> time::OffsetDateTime {
@@ -322,6 +325,18 @@ impl<'p> Builder<'p> {
         })
     }
 
+    /// Runs `f` with the receiver's policy `policy` for the cases it adds.
+    fn under(
+        &mut self,
+        policy: CasePolicy,
+        f: impl FnOnce(&mut Self) -> Result<(), CorpusError>,
+    ) -> Result<(), CorpusError> {
+        let before = std::mem::replace(&mut self.policy, policy);
+        let r = f(self);
+        self.policy = before;
+        r
+    }
+
     /// Sealed by Alice: her From signs, encrypted to Bob and to her.
     fn alice(&self, mode: Mode) -> Sealing<'p> {
         Sealing {
@@ -406,6 +421,7 @@ impl<'p> Builder<'p> {
             prior: (1..=prior.len())
                 .map(|i| format!("prior-{i}.eml"))
                 .collect(),
+            policy: self.policy,
         };
         // Judged here as `corpus run` judges it: a case this crate decides otherwise
         // is a bug of the case or of the crate, and is not written.
@@ -450,12 +466,14 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
         parties,
         ids: Rng(seed),
         cases: Vec::new(),
+        policy: CasePolicy::default(),
     };
     valid::cases(&mut b)?;
     envelope::cases(&mut b)?;
     mime::cases(&mut b)?;
     identity::cases(&mut b)?;
     layers::cases(&mut b)?;
+    legacy::cases(&mut b)?;
     rules::cases(&mut b)?;
     Ok(b.cases)
 }

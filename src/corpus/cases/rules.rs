@@ -187,5 +187,36 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
             Crypto::Pass,
         )?;
     }
-    Ok(())
+    buffer_full(b)
+}
+
+/// A sender's held events fill its buffer: event 1 of a stream, then events 3 to 258
+/// (each held for event 2), then event 259. One profile: the rule is the same under
+/// each, and the case holds 257 prior messages.
+fn buffer_full(b: &mut Builder<'_>) -> Result<(), CorpusError> {
+    let mode = Mode::Jws;
+    let alice = b.alice(mode);
+    let held = crate::replay::ReceiverPolicy::default().max_pending_per_sender;
+    let corr = b.ids.id("stream");
+    let mut prior = Vec::new();
+    for seq in std::iter::once(1).chain(3..3 + held) {
+        let mut e = b.reply("message/stream", "event");
+        e["correlationId"] = json!(corr);
+        e["sequence"] = json!(seq);
+        let d = b.draft(mode, &e)?;
+        prior.push(b.seal("buffer-full", &d, alice)?);
+    }
+    let mut e = b.reply("message/stream", "event");
+    e["correlationId"] = json!(corr);
+    e["sequence"] = json!(3 + held);
+    let d = b.draft(mode, &e)?;
+    b.add(
+        "stream--buffer-full",
+        Rule::Refuse("rules.buffer-full"),
+        "one more event after 256 held for the same sender, all waiting for event 2",
+        &d,
+        alice,
+        prior,
+        Crypto::Pass,
+    )
 }
