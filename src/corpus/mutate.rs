@@ -479,6 +479,7 @@ fn seal(
             opts.encrypt.then_some(crate::openpgp::Recipients {
                 addresses: &to,
                 preferred: &[],
+                intended: None,
             }),
             at,
         ),

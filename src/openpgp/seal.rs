@@ -140,7 +140,7 @@ impl OpenPgp<'_> {
         entity: &[u8],
         recipients: &[(&str, &Cert)],
     ) -> Result<Vec<u8>, SealError> {
-        self.encrypt(entity, None, recipients)
+        self.encrypt(entity, None, recipients, &[])
     }
 
     /// The binary OpenPGP message: `entity` signed by `signer` (with an Intended
@@ -151,16 +151,17 @@ impl OpenPgp<'_> {
         signer: KeyPair,
         recipients: &[(&str, &Cert)],
     ) -> Result<Vec<u8>, SealError> {
-        self.encrypt(entity, Some(signer), recipients)
+        self.encrypt(entity, Some(signer), recipients, recipients)
     }
 
-    /// `entity` as a literal packet, signed by `signer` if given, encrypted to every
-    /// recipient.
+    /// `entity` as a literal packet, signed by `signer` if given (naming `intended` as
+    /// its intended recipients), encrypted to every recipient.
     fn encrypt(
         &self,
         entity: &[u8],
         signer: Option<KeyPair>,
         recipients: &[(&str, &Cert)],
+        intended: &[(&str, &Cert)],
     ) -> Result<Vec<u8>, SealError> {
         let keys = self.recipient_keys(recipients)?;
         let mut binary = Vec::with_capacity(entity.len() + 4096);
@@ -173,7 +174,7 @@ impl OpenPgp<'_> {
                 .map_err(crypto)?
                 .hash_algo(HashAlgorithm::SHA256)
                 .map_err(crypto)?;
-            for (_, r) in recipients {
+            for (_, r) in intended {
                 signing = signing.add_intended_recipient(r);
             }
             message = signing.build().map_err(crypto)?;
@@ -234,6 +235,7 @@ impl Sealer for OpenPgp<'_> {
         let encrypt_to = Recipients {
             addresses: &addresses,
             preferred: &opts.preferred_keys,
+            intended: None,
         };
         self.seal_raw(
             &plain.headers,
@@ -252,6 +254,10 @@ impl Sealer for OpenPgp<'_> {
 pub(crate) struct Recipients<'a> {
     pub(crate) addresses: &'a [String],
     pub(crate) preferred: &'a [String],
+    /// Whom the signature names as its intended recipients (RFC 9580 5.2.3.36), when
+    /// not those it is encrypted to: only the conformance corpus sets it, to make
+    /// what a forwarder who re-encrypts a signed message makes.
+    pub(crate) intended: Option<&'a [String]>,
 }
 
 impl OpenPgp<'_> {
@@ -290,7 +296,13 @@ impl OpenPgp<'_> {
         {
             certs.push((signer, own));
         }
-        let binary = self.sign_and_encrypt(entity, signing_key, &certs)?;
+        let binary = match to.intended {
+            None => self.sign_and_encrypt(entity, signing_key, &certs)?,
+            Some(intended) => {
+                let intended = self.recipient_certificates(&view, intended, &[])?;
+                self.encrypt(entity, Some(signing_key), &certs, &intended)?
+            }
+        };
         encrypted_message(headers, hints, &binary)
     }
 }

@@ -163,11 +163,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "message.decoded-too-large",
         "to write: an OpenPGP compressed packet that expands past 64 MiB",
     ),
-    ("message.message-too-large", "to write: over 25 MiB"),
-    (
-        "openpgp.not-intended-recipient",
-        "to write: re-encrypted by the first recipient",
-    ),
 ];
 
 #[test]
@@ -193,7 +188,7 @@ fn every_verdict_code_has_a_case_or_a_reason() {
         missing.difference(&listed).collect::<Vec<_>>(),
         listed.difference(&missing).collect::<Vec<_>>()
     );
-    assert!(covered.len() >= 88, "{} codes covered", covered.len());
+    assert!(covered.len() >= 90, "{} codes covered", covered.len());
 }
 
 #[test]

@@ -27,6 +27,48 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
             Crypto::Pass,
         )?;
     }
+    // Re-encrypted: Alice's signature names only herself as its intended recipient
+    // (RFC 9580 5.2.3.36: her own copy); whoever holds the signed data encrypts it to
+    // Bob. The signed entity's To may say anything: the packet says it was not for him.
+    {
+        let mode = Mode::OpenPgpEncrypted;
+        let id = format!("{}--re-encrypted--not-an-intended-recipient", mode.name());
+        let env = b.request("message/send");
+        let d = b.draft(mode, &env)?;
+        let entity = d
+            .msg
+            .to_inner_entity(true)
+            .map_err(|e| CorpusError::Inconsistent {
+                case: id.clone(),
+                reason: e.to_string(),
+            })?;
+        let message = crate::openpgp::OpenPgp::new(&parties.alice.store)
+            .seal_raw(
+                &d.msg.headers,
+                &d.msg.headers.hints,
+                &entity,
+                PGP_ALICE,
+                Some(crate::openpgp::Recipients {
+                    addresses: &[PGP_BOB.to_string()],
+                    preferred: &[],
+                    intended: Some(&[PGP_ALICE.to_string()]),
+                }),
+                at(),
+            )
+            .map_err(|source| CorpusError::Seal {
+                case: id.clone(),
+                source,
+            })?;
+        b.push(
+            id,
+            Rule::Refuse("openpgp.not-intended-recipient"),
+            "signed by Alice naming only herself as intended recipient, encrypted to Bob by another",
+            mode,
+            message,
+            vec![],
+            Crypto::Pass,
+        )?;
+    }
     // The insider: a valid certificate from Bob's own CA, for Mallory's address,
     // signing a message From Alice.
     for mode in [Mode::SmimeSigned, Mode::SmimeEncrypted] {

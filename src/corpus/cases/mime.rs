@@ -180,6 +180,25 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
             )?;
         }
     }
+    // Over the size limit (25 MiB): signed by Alice with a valid signature, refused
+    // before anything is parsed. OpenSSL verifies it.
+    {
+        let mode = Mode::SmimeSigned;
+        let env = b.request("message/send");
+        let mut d = b.draft(mode, &env)?;
+        let limit = crate::message::Limits::default().max_message_bytes;
+        let line = "The report is long, and this line is one of many.\n";
+        d.msg.text = Some(line.repeat(limit / line.len() + 1));
+        b.add(
+            "message-over-25-mib",
+            Rule::Refuse("message.message-too-large"),
+            "a validly signed message of over 25 MiB, the receiver's limit",
+            &d,
+            b.alice(mode),
+            vec![],
+            Crypto::Pass,
+        )?;
+    }
     // Bytes that are no message at all. (Inside a signature the same bytes are a bad
     // header: a signed entity is read with the outer header fields in front of it, as
     // a legacy entity without protected header fields would be.)

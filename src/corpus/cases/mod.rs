@@ -312,6 +312,7 @@ impl<'p> Builder<'p> {
                     mode.encrypted().then_some(crate::openpgp::Recipients {
                         addresses: &encrypt_to,
                         preferred: &[],
+                        intended: None,
                     }),
                     at,
                 ),
