@@ -404,24 +404,36 @@ impl Smime<'_> {
             return self.signed_only(headers, hints, entity, &signing);
         };
         let recipients = self.recipient_certificates(recipients, &[])?;
-        let writer = SignedEntityWriter {
-            smime: self,
-            plain: Inner::Entity(entity),
-            encrypt: true,
-            binary_inside: false,
-            cert: &cert,
-            key: &key,
-            rsa_pss: false,
-            signing_time: at,
-            from: signer,
-        };
+        let writer = self.raw_entity_writer(entity, &cert, &key, signer, at);
         let (buf, start) =
             enveloped::encrypt_into(&recipients, entity.len() + 8192, |buf| writer.write(buf))?;
         enveloped_message(headers, hints, &buf[start..])
     }
 }
 
-impl Smime<'_> {
+impl<'s> Smime<'s> {
+    /// The writer of the signed entity around `entity` as it is, for encryption.
+    fn raw_entity_writer<'a>(
+        &'a self,
+        entity: &'a [u8],
+        cert: &'a Certificate,
+        key: &'a crate::keystore::SecretKey,
+        signer: &'a str,
+        at: OffsetDateTime,
+    ) -> SignedEntityWriter<'a> {
+        SignedEntityWriter {
+            smime: self,
+            plain: Inner::Entity(entity),
+            encrypt: true,
+            binary_inside: false,
+            cert,
+            key,
+            rsa_pss: false,
+            signing_time: at,
+            from: signer,
+        }
+    }
+
     /// [`Self::seal_raw`] encrypted to `recipients` in legacy CBC EnvelopedData (no
     /// integrity), `smime-type=enveloped-data`: what a pre-RFC 8551 sender writes.
     /// Only the conformance corpus seals so.
@@ -436,17 +448,7 @@ impl Smime<'_> {
     ) -> Result<Vec<u8>, SealError> {
         let (cert, key) = self.signing_identity(signer, at)?;
         let recipients = self.recipient_certificates(recipients, &[])?;
-        let writer = SignedEntityWriter {
-            smime: self,
-            plain: Inner::Entity(entity),
-            encrypt: true,
-            binary_inside: false,
-            cert: &cert,
-            key: &key,
-            rsa_pss: false,
-            signing_time: at,
-            from: signer,
-        };
+        let writer = self.raw_entity_writer(entity, &cert, &key, signer, at);
         let mut signed = Vec::with_capacity(entity.len() + 8192);
         writer.write(&mut signed)?;
         let der = enveloped::encrypt_legacy_cbc(&signed, &recipients)?;
