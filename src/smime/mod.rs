@@ -452,18 +452,7 @@ impl<'s> Smime<'s> {
         let mut signed = Vec::with_capacity(entity.len() + 8192);
         writer.write(&mut signed)?;
         let der = enveloped::encrypt_legacy_cbc(&signed, &recipients)?;
-        let mut outer = headers.clone();
-        outer.subject = Some("[...]".into());
-        let mut out = Vec::with_capacity(size_hint(der.len()) + 1024);
-        write_header_section(&mut out, &outer, hints)?;
-        out.extend_from_slice(
-            b"Content-Type: application/pkcs7-mime; smime-type=\"enveloped-data\";\r\n\
-\x20name=\"smime.p7m\"\r\n\
-Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
-Content-Transfer-Encoding: base64\r\n\r\n",
-        );
-        push_base64_lines(&mut out, &der, Width::Mime);
-        Ok(out)
+        pkcs7_mime_message(headers, hints, &der, "enveloped-data")
     }
 }
 
@@ -512,12 +501,25 @@ pub(crate) fn enveloped_message(
     hints: &Hints,
     der: &[u8],
 ) -> Result<Vec<u8>, SealError> {
+    pkcs7_mime_message(headers, hints, der, "authEnveloped-data")
+}
+
+/// `headers` (Subject obscured) and `hints` over an `application/pkcs7-mime` body of
+/// `smime_type` holding `der` in base64.
+fn pkcs7_mime_message(
+    headers: &crate::message::Headers,
+    hints: &Hints,
+    der: &[u8],
+    smime_type: &str,
+) -> Result<Vec<u8>, SealError> {
     let mut outer = headers.clone();
     outer.subject = Some("[...]".into());
     let mut out = Vec::with_capacity(size_hint(der.len()) + 1024);
     write_header_section(&mut out, &outer, hints)?;
+    out.extend_from_slice(b"Content-Type: application/pkcs7-mime; smime-type=\"");
+    out.extend_from_slice(smime_type.as_bytes());
     out.extend_from_slice(
-        b"Content-Type: application/pkcs7-mime; smime-type=\"authEnveloped-data\";\r\n\
+        b"\";\r\n\
 \x20name=\"smime.p7m\"\r\n\
 Content-Disposition: attachment; filename=\"smime.p7m\"\r\n\
 Content-Transfer-Encoding: base64\r\n\r\n",

@@ -35,13 +35,7 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         let id = format!("{}--re-encrypted--not-an-intended-recipient", mode.name());
         let env = b.request("message/send");
         let d = b.draft(mode, &env)?;
-        let entity = d
-            .msg
-            .to_inner_entity(true)
-            .map_err(|e| CorpusError::Inconsistent {
-                case: id.clone(),
-                reason: e.to_string(),
-            })?;
+        let entity = inner_entity(&id, &d.msg, true)?;
         let message = crate::openpgp::OpenPgp::new(&parties.alice.store)
             .seal_raw(
                 &d.msg.headers,

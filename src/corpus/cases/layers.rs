@@ -395,13 +395,7 @@ fn legacy_cbc_message(b: &mut Builder<'_>, id: &str) -> Result<Vec<u8>, CorpusEr
     let mode = Mode::SmimeEncrypted;
     let env = b.request("message/send");
     let d = b.draft(mode, &env)?;
-    let entity = d
-        .msg
-        .to_inner_entity(true)
-        .map_err(|e| CorpusError::Inconsistent {
-            case: id.into(),
-            reason: e.to_string(),
-        })?;
+    let entity = inner_entity(id, &d.msg, true)?;
     crate::smime::Smime::new(&b.parties.alice.store)
         .seal_raw_legacy_cbc(
             &d.msg.headers,

@@ -266,12 +266,7 @@ impl<'p> Builder<'p> {
     fn seal(&self, id: &str, draft: &Draft, sealing: Sealing<'_>) -> Result<Vec<u8>, CorpusError> {
         let mode = sealing.mode;
         let msg = &draft.msg;
-        let entity =
-            msg.to_inner_entity(mode.encrypted())
-                .map_err(|e| CorpusError::Inconsistent {
-                    case: id.into(),
-                    reason: e.to_string(),
-                })?;
+        let entity = inner_entity(id, msg, mode.encrypted())?;
         let entity = match &draft.mutate {
             Some(f) => f(entity),
             None => entity,
@@ -477,6 +472,15 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
     legacy::cases(&mut b)?;
     rules::cases(&mut b)?;
     Ok(b.cases)
+}
+
+/// `msg`'s inner entity (as it is signed, or encrypted when `encrypted`).
+fn inner_entity(id: &str, msg: &MailA2aMessage, encrypted: bool) -> Result<Vec<u8>, CorpusError> {
+    msg.to_inner_entity(encrypted)
+        .map_err(|e| CorpusError::Inconsistent {
+            case: id.into(),
+            reason: e.to_string(),
+        })
 }
 
 /// Replaces the first `from` in the entity by `to`.
