@@ -534,6 +534,11 @@ impl Classify for OpenError {
     }
 }
 
+/// A rewrite of a signature's structure after signing (a CMS SignedData, OpenPGP
+/// packets), below its cryptography: only the conformance corpus's `--layer packets`
+/// passes one to a sealer.
+pub(crate) type SignatureEdit<'a> = &'a dyn Fn(Vec<u8>) -> Vec<u8>;
+
 /// What every sealer checks first: the options name `profile`, and `plain` passes the
 /// binding's rules under it (a sealer never signs an invalid message). The From
 /// address (the signer) and every address the message is encrypted to: To, Cc and

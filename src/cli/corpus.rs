@@ -38,8 +38,9 @@ pub(super) enum CorpusCommand {
     /// one layer below the cryptography, then signed (and encrypted) with the store's
     /// keys: the seed's From signs, its To and Cc are encrypted to.
     Mutate {
-        /// outer (the unsigned header section), inner (the signed entity's MIME) or json
-        /// (the machine part).
+        /// outer (the unsigned header section), inner (the signed entity's MIME), json
+        /// (the machine part) or packets (the CMS SignedData or the OpenPGP packets
+        /// around the signature; S/MIME and OpenPGP).
         #[arg(long)]
         layer: crate::corpus::Layer,
         /// How many messages.

@@ -18,7 +18,7 @@ pub(crate) mod offline;
 mod open;
 mod parsed;
 mod seal;
-pub(crate) use seal::Recipients;
+pub(crate) use seal::{Packets, Recipients};
 pub mod sop;
 
 use sequoia_openpgp as openpgp;

@@ -9,14 +9,16 @@ use sequoia_openpgp as openpgp;
 use openpgp::cert::prelude::*;
 
 use openpgp::crypto::KeyPair;
-use openpgp::serialize::stream::{Encryptor, LiteralWriter, Message, Recipient, Signer};
-use openpgp::types::{DataFormat, HashAlgorithm};
+use openpgp::serialize::stream::{
+    Compressor, Encryptor, LiteralWriter, Message, Recipient, Signer,
+};
+use openpgp::types::{CompressionAlgorithm, DataFormat, HashAlgorithm};
 
 use super::OpenPgp;
 use crate::message::{write_header_section, Hints, MailA2aMessage};
 use crate::profile::Profile;
 use crate::seal::random_boundary;
-use crate::seal::{SealError, SealOptions, Sealer};
+use crate::seal::{SealError, SealOptions, Sealer, SignatureEdit};
 
 /// Sequoia's error (an `anyhow::Error` or an I/O error while writing packets), kept as
 /// the source of ours.
@@ -58,7 +60,7 @@ impl OpenPgp<'_> {
 
     /// One certificate for each address, with the address: when an address has
     /// several, the newest with a usable transport-encryption key (a single one is
-    /// checked when the message is encrypted, in [`Self::sign_and_encrypt`]).
+    /// checked when the message is encrypted, in [`Self::seal_raw_packets`]).
     pub(super) fn recipient_certificates<'v>(
         &self,
         view: &'v super::parsed::View,
@@ -140,28 +142,19 @@ impl OpenPgp<'_> {
         entity: &[u8],
         recipients: &[(&str, &Cert)],
     ) -> Result<Vec<u8>, SealError> {
-        self.encrypt(entity, None, recipients, &[])
-    }
-
-    /// The binary OpenPGP message: `entity` signed by `signer` (with an Intended
-    /// Recipient Fingerprint per recipient), then encrypted to every recipient.
-    fn sign_and_encrypt(
-        &self,
-        entity: &[u8],
-        signer: KeyPair,
-        recipients: &[(&str, &Cert)],
-    ) -> Result<Vec<u8>, SealError> {
-        self.encrypt(entity, Some(signer), recipients, recipients)
+        self.encrypt(entity, None, recipients, &[], Packets::default())
     }
 
     /// `entity` as a literal packet, signed by `signer` if given (naming `intended` as
-    /// its intended recipients), encrypted to every recipient.
+    /// its intended recipients), in a compressed data packet if `compress`, rewritten
+    /// by `edit` if given, encrypted to every recipient.
     fn encrypt(
         &self,
         entity: &[u8],
         signer: Option<KeyPair>,
         recipients: &[(&str, &Cert)],
         intended: &[(&str, &Cert)],
+        packets: Packets<'_>,
     ) -> Result<Vec<u8>, SealError> {
         let keys = self.recipient_keys(recipients)?;
         let mut binary = Vec::with_capacity(entity.len() + 4096);
@@ -169,22 +162,22 @@ impl OpenPgp<'_> {
         let mut message = Encryptor::for_recipients(message, keys)
             .build()
             .map_err(crypto)?;
-        if let Some(signer) = signer {
-            let mut signing = Signer::new(message, signer)
-                .map_err(crypto)?
-                .hash_algo(HashAlgorithm::SHA256)
-                .map_err(crypto)?;
-            for (_, r) in intended {
-                signing = signing.add_intended_recipient(r);
+        match packets.edit {
+            None => write_signed(message, entity, signer, intended, packets.compress)?,
+            Some(edit) => {
+                // The signed packets whole, then rewritten, then encrypted.
+                let mut plain = Vec::with_capacity(entity.len() + 1024);
+                write_signed(
+                    Message::new(&mut plain),
+                    entity,
+                    signer,
+                    intended,
+                    packets.compress,
+                )?;
+                message.write_all(&edit(plain)).map_err(crypto)?;
+                message.finalize().map_err(crypto)?;
             }
-            message = signing.build().map_err(crypto)?;
         }
-        let mut literal = LiteralWriter::new(message)
-            .format(DataFormat::Binary)
-            .build()
-            .map_err(crypto)?;
-        literal.write_all(entity).map_err(crypto)?;
-        literal.finalize().map_err(crypto)?;
         Ok(binary)
     }
 
@@ -209,6 +202,56 @@ impl OpenPgp<'_> {
         signing.finalize().map_err(crypto)?;
         Ok(binary)
     }
+}
+
+/// How the packets inside the encryption are written, where the conformance corpus
+/// wants them otherwise (the sealer itself never compresses or edits).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Packets<'a> {
+    /// The signed literal data in a compressed data packet (deflate). We never compress
+    /// what we send (RFC 9580 permits it, and a receiver must bound what it inflates):
+    /// only the corpus does, to make a decompression bomb that is validly signed.
+    pub(crate) compress: bool,
+    /// The signed packets (or the detached signature) rewritten below the signature
+    /// (`--layer packets`).
+    pub(crate) edit: Option<SignatureEdit<'a>>,
+}
+
+/// Writes `entity` into `message` as a literal packet, signed by `signer` if given
+/// (naming `intended` as its intended recipients), the whole compressed if
+/// `compress`, and finishes the message.
+fn write_signed(
+    mut message: Message<'_>,
+    entity: &[u8],
+    signer: Option<KeyPair>,
+    intended: &[(&str, &Cert)],
+    compress: bool,
+) -> Result<(), SealError> {
+    // Compressed around the signed packets, as GnuPG writes it (and reads it: with
+    // the one-pass signature outside and the literal data inside the compressed
+    // packet, GnuPG 2.2 decrypts and reports no signature at all).
+    if compress {
+        message = Compressor::new(message)
+            .algo(CompressionAlgorithm::Zip)
+            .build()
+            .map_err(crypto)?;
+    }
+    if let Some(signer) = signer {
+        let mut signing = Signer::new(message, signer)
+            .map_err(crypto)?
+            .hash_algo(HashAlgorithm::SHA256)
+            .map_err(crypto)?;
+        for (_, r) in intended {
+            signing = signing.add_intended_recipient(r);
+        }
+        message = signing.build().map_err(crypto)?;
+    }
+    let mut literal = LiteralWriter::new(message)
+        .format(DataFormat::Binary)
+        .build()
+        .map_err(crypto)?;
+    literal.write_all(entity).map_err(crypto)?;
+    literal.finalize().map_err(crypto)
 }
 
 fn outer_hints(msg: &MailA2aMessage, opts: &SealOptions) -> Hints {
@@ -274,6 +317,23 @@ impl OpenPgp<'_> {
         recipients: Option<Recipients<'_>>,
         at: time::OffsetDateTime,
     ) -> Result<Vec<u8>, SealError> {
+        let packets = Packets::default();
+        self.seal_raw_packets(headers, hints, entity, signer, recipients, at, packets)
+    }
+
+    /// [`Self::seal_raw`] with the packets written as `packets` says: compressed, or
+    /// rewritten below the signature (the detached signature when not encrypted).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn seal_raw_packets(
+        &self,
+        headers: &crate::message::Headers,
+        hints: &Hints,
+        entity: &[u8],
+        signer: &str,
+        recipients: Option<Recipients<'_>>,
+        at: time::OffsetDateTime,
+        packets: Packets<'_>,
+    ) -> Result<Vec<u8>, SealError> {
         let view = self.certificates()?;
         let (own, signing_key) = self.signing_identity(&view, signer)?;
         let Some(to) = recipients else {
@@ -281,7 +341,10 @@ impl OpenPgp<'_> {
             // CRLF before the next delimiter. The boundary follows from the entity and
             // the time (as offline signing writes it).
             let boundary = crate::seal::content_boundary(entity, at)?;
-            let signature = self.detached_signature(entity, signing_key, at)?;
+            let mut signature = self.detached_signature(entity, signing_key, at)?;
+            if let Some(edit) = packets.edit {
+                signature = edit(signature);
+            }
             let mut head = Vec::new();
             write_header_section(&mut head, headers, hints)?;
             return Ok(super::offline::signed_message(
@@ -296,13 +359,12 @@ impl OpenPgp<'_> {
         {
             certs.push((signer, own));
         }
-        let binary = match to.intended {
-            None => self.sign_and_encrypt(entity, signing_key, &certs)?,
-            Some(intended) => {
-                let intended = self.recipient_certificates(&view, intended, &[])?;
-                self.encrypt(entity, Some(signing_key), &certs, &intended)?
-            }
+        let intended = match to.intended {
+            None => None,
+            Some(intended) => Some(self.recipient_certificates(&view, intended, &[])?),
         };
+        let intended = intended.as_deref().unwrap_or(&certs);
+        let binary = self.encrypt(entity, Some(signing_key), &certs, intended, packets)?;
         encrypted_message(headers, hints, &binary)
     }
 }

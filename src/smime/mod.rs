@@ -31,7 +31,8 @@ use crate::message::{
 };
 use crate::profile::{Profile, Protection};
 use crate::seal::{
-    OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignerIdentity,
+    OpenError, OpenPolicy, Opened, Opener, SealError, SealOptions, Sealer, SignatureEdit,
+    SignerIdentity,
 };
 
 pub(crate) use certificate::{check_signer_usage, trust, Trust};
@@ -313,28 +314,18 @@ impl Smime<'_> {
         } else {
             Vec::new()
         };
-        let signer = SignedEntityWriter {
-            smime: self,
-            plain: Inner::Message(plain),
-            encrypt,
-            binary_inside: opts.binary_inside,
+        let signing = Signing {
             cert: &cert,
             key: &key,
+            at: signing_time,
             rsa_pss: opts.rsa_pss,
-            signing_time,
-            from: &from,
+            signer: &from,
+            edit: None,
         };
         let capacity = size_hint(content_len(plain)) + 8192;
         if !encrypt {
             let mut entity = Vec::with_capacity(capacity);
             plain.write_inner_entity(false, false, &mut entity)?;
-            let signing = Signing {
-                cert: &cert,
-                key: &key,
-                at: signing_time,
-                rsa_pss: opts.rsa_pss,
-                signer: &from,
-            };
             return Ok(Sealed::Whole(self.signed_only(
                 &plain.headers,
                 &outer_hints(plain, opts),
@@ -342,6 +333,13 @@ impl Smime<'_> {
                 &signing,
             )?));
         }
+        let signer = SignedEntityWriter {
+            smime: self,
+            plain: Inner::Message(plain),
+            encrypt,
+            binary_inside: opts.binary_inside,
+            signing,
+        };
         let (buf, start) = enveloped::encrypt_into(&recipients, capacity, |buf| signer.write(buf))?;
         // RFC 9788: an encrypted message shows an obscured Subject.
         let mut outer = plain.headers.clone();
@@ -392,19 +390,36 @@ impl Smime<'_> {
         recipients: Option<&[String]>,
         at: OffsetDateTime,
     ) -> Result<Vec<u8>, SealError> {
+        self.seal_raw_edited(headers, hints, entity, signer, recipients, at, None)
+    }
+
+    /// [`Self::seal_raw`] with the SignedData rewritten by `edit` after signing, below
+    /// its signature: what the conformance corpus's `--layer packets` mutates.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn seal_raw_edited(
+        &self,
+        headers: &crate::message::Headers,
+        hints: &Hints,
+        entity: &[u8],
+        signer: &str,
+        recipients: Option<&[String]>,
+        at: OffsetDateTime,
+        edit: Option<SignatureEdit<'_>>,
+    ) -> Result<Vec<u8>, SealError> {
         let (cert, key) = self.signing_identity(signer, at)?;
+        let signing = Signing {
+            cert: &cert,
+            key: &key,
+            at,
+            rsa_pss: false,
+            signer,
+            edit,
+        };
         let Some(recipients) = recipients else {
-            let signing = Signing {
-                cert: &cert,
-                key: &key,
-                at,
-                rsa_pss: false,
-                signer,
-            };
             return self.signed_only(headers, hints, entity, &signing);
         };
         let recipients = self.recipient_certificates(recipients, &[])?;
-        let writer = self.raw_entity_writer(entity, &cert, &key, signer, at);
+        let writer = self.raw_entity_writer(entity, signing);
         let (buf, start) =
             enveloped::encrypt_into(&recipients, entity.len() + 8192, |buf| writer.write(buf))?;
         enveloped_message(headers, hints, &buf[start..])
@@ -416,21 +431,14 @@ impl<'s> Smime<'s> {
     fn raw_entity_writer<'a>(
         &'a self,
         entity: &'a [u8],
-        cert: &'a Certificate,
-        key: &'a crate::keystore::SecretKey,
-        signer: &'a str,
-        at: OffsetDateTime,
+        signing: Signing<'a>,
     ) -> SignedEntityWriter<'a> {
         SignedEntityWriter {
             smime: self,
             plain: Inner::Entity(entity),
             encrypt: true,
             binary_inside: false,
-            cert,
-            key,
-            rsa_pss: false,
-            signing_time: at,
-            from: signer,
+            signing,
         }
     }
 
@@ -448,7 +456,15 @@ impl<'s> Smime<'s> {
     ) -> Result<Vec<u8>, SealError> {
         let (cert, key) = self.signing_identity(signer, at)?;
         let recipients = self.recipient_certificates(recipients, &[])?;
-        let writer = self.raw_entity_writer(entity, &cert, &key, signer, at);
+        let signing = Signing {
+            cert: &cert,
+            key: &key,
+            at,
+            rsa_pss: false,
+            signer,
+            edit: None,
+        };
+        let writer = self.raw_entity_writer(entity, signing);
         let mut signed = Vec::with_capacity(entity.len() + 8192);
         writer.write(&mut signed)?;
         let der = enveloped::encrypt_legacy_cbc(&signed, &recipients)?;
@@ -463,6 +479,21 @@ struct Signing<'a> {
     at: OffsetDateTime,
     rsa_pss: bool,
     signer: &'a str,
+    /// The corpus's rewrite of the SignedData after signing (`None` when sending).
+    edit: Option<SignatureEdit<'a>>,
+}
+
+impl Signing<'_> {
+    /// The detached SignedData over `entity`.
+    fn sign(&self, loaded: &loaded::LoadedKeys, entity: &[u8]) -> Result<Vec<u8>, SealError> {
+        let cms =
+            signed_data::sign_detached(loaded, entity, self.cert, self.key, self.at, self.rsa_pss)
+                .map_err(|e| signing_failure(e, self.signer))?;
+        Ok(match self.edit {
+            Some(edit) => edit(cms),
+            None => cms,
+        })
+    }
 }
 
 impl Smime<'_> {
@@ -479,15 +510,7 @@ impl Smime<'_> {
         signing: &Signing<'_>,
     ) -> Result<Vec<u8>, SealError> {
         let boundary = crate::seal::content_boundary(entity, signing.at)?;
-        let cms = signed_data::sign_detached(
-            &self.loaded,
-            entity,
-            signing.cert,
-            signing.key,
-            signing.at,
-            signing.rsa_pss,
-        )
-        .map_err(|e| signing_failure(e, signing.signer))?;
+        let cms = signing.sign(&self.loaded, entity)?;
         let mut head = Vec::with_capacity(1024);
         write_header_section(&mut head, headers, hints)?;
         Ok(signed_message(&head, signing.cert, &boundary, entity, &cms))
@@ -594,11 +617,7 @@ struct SignedEntityWriter<'a> {
     plain: Inner<'a>,
     encrypt: bool,
     binary_inside: bool,
-    cert: &'a Certificate,
-    key: &'a crate::keystore::SecretKey,
-    rsa_pss: bool,
-    signing_time: OffsetDateTime,
-    from: &'a str,
+    signing: Signing<'a>,
 }
 
 impl SignedEntityWriter<'_> {
@@ -609,7 +628,7 @@ impl SignedEntityWriter<'_> {
         let (boundary, inner) = loop {
             out.truncate(begin);
             let boundary = crate::seal::random_boundary()?;
-            open_signed(out, self.cert, &boundary);
+            open_signed(out, self.signing.cert, &boundary);
             let start = out.len();
             match self.plain {
                 Inner::Message(plain) => {
@@ -622,15 +641,7 @@ impl SignedEntityWriter<'_> {
                 break (boundary, start..out.len());
             }
         };
-        let cms = signed_data::sign_detached(
-            &self.smime.loaded,
-            &out[inner],
-            self.cert,
-            self.key,
-            self.signing_time,
-            self.rsa_pss,
-        )
-        .map_err(|e| signing_failure(e, self.from))?;
+        let cms = self.signing.sign(&self.smime.loaded, &out[inner])?;
         close_signed(out, &boundary, &cms);
         Ok(())
     }

@@ -7,3 +7,4 @@ mod common;
 
 mod corpus_run;
 mod mutate;
+mod mutate_packets;

@@ -13,7 +13,7 @@ use mailseal::Profile;
 
 use crate::common;
 
-fn seed(from: &str, to: &str, id: &str, text: &str) -> Vec<u8> {
+pub(super) fn seed(from: &str, to: &str, id: &str, text: &str) -> Vec<u8> {
     let v = common::with(
         common::request(),
         serde_json::json!({"messageId": id, "payload": {"message": {"messageId": "p", "role": "ROLE_USER", "parts": [{"text": text}]}}}),
@@ -23,7 +23,7 @@ fn seed(from: &str, to: &str, id: &str, text: &str) -> Vec<u8> {
         .unwrap()
 }
 
-fn store(dir: &Path, files: &[&str]) -> DirectoryStore {
+pub(super) fn store(dir: &Path, files: &[&str]) -> DirectoryStore {
     let s = DirectoryStore::open(dir).unwrap();
     for f in files {
         s.import(&std::fs::read(common::fixture(f)).unwrap(), f, false)

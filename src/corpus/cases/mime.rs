@@ -199,6 +199,50 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
             Crypto::Pass,
         )?;
     }
+    // A decompression bomb: Alice's valid signature over an entity of over 64 MiB (the
+    // receiver's limit on what it decodes) in a compressed data packet, encrypted to
+    // Bob: 270 KiB on the wire. Refused while it inflates, before the signature is
+    // checked or the entity parsed. GnuPG decrypts it and finds the signature good.
+    {
+        let mode = Mode::OpenPgpEncrypted;
+        let id = format!("{}--compressed-past-64-mib", mode.name());
+        let env = b.request("message/send");
+        let mut d = b.draft(mode, &env)?;
+        let limit = crate::message::Limits::default().max_decoded_bytes;
+        let line = "The report is long, and this line is one of many.\n";
+        d.msg.text = Some(line.repeat(limit / line.len() + 1));
+        let entity = inner_entity(&id, &d.msg, true)?;
+        let message = crate::openpgp::OpenPgp::new(&b.parties.alice.store)
+            .seal_raw_packets(
+                &d.msg.headers,
+                &d.msg.headers.hints,
+                &entity,
+                PGP_ALICE,
+                Some(crate::openpgp::Recipients {
+                    addresses: &[PGP_BOB.to_string(), PGP_ALICE.to_string()],
+                    preferred: &[],
+                    intended: None,
+                }),
+                at(),
+                crate::openpgp::Packets {
+                    compress: true,
+                    edit: None,
+                },
+            )
+            .map_err(|source| CorpusError::Seal {
+                case: id.clone(),
+                source,
+            })?;
+        b.push(
+            id,
+            Rule::Refuse("message.decoded-too-large"),
+            "a compressed data packet, validly signed and encrypted, that inflates past 64 MiB",
+            mode,
+            message,
+            vec![],
+            Crypto::Pass,
+        )?;
+    }
     // Bytes that are no message at all. (Inside a signature the same bytes are a bad
     // header: a signed entity is read with the outer header fields in front of it, as
     // a legacy entity without protected header fields would be.)

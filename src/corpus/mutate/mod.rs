@@ -11,7 +11,10 @@
 //! * `json`: the machine part's JSON text (tokens, duplicate keys, deep nesting, values
 //!   replaced, truncation);
 //! * `outer`: the outer header section, which no signature covers (duplicated and
-//!   inserted fields, hints that disagree).
+//!   inserted fields, hints that disagree);
+//! * `packets`: the signature's own structure below the cryptography, S/MIME's CMS
+//!   SignedData ([`cms`]) or the OpenPGP packets ([`openpgp`]), with the signed
+//!   entity left as it is.
 //!
 //! Every choice comes from the seed (SplitMix64), so the same seed gives the same
 //! mutations; the sealed bytes differ where the cryptography is randomised. The
@@ -20,13 +23,16 @@
 //! sign canonical text (RFC 8551 3.1.1, RFC 3156 5), and a bare line feed would make
 //! a conforming verifier reject the signature, which is not the layer under test.
 
-use std::sync::OnceLock;
+mod cms;
+mod openpgp;
+mod tokens;
 
 use super::rng::Rng;
 use super::CorpusError;
 use crate::keystore::KeyStore;
 use crate::message::Hints;
 use crate::profile::Profile;
+use crate::seal::SignatureEdit;
 
 /// Where the mutations happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +44,10 @@ pub enum Layer {
     Inner,
     /// The machine part's JSON.
     Json,
+    /// The signature's own structure, below the cryptography: the CMS SignedData
+    /// (S/MIME) or the OpenPGP packets (signed and encrypted: the packet sequence
+    /// inside the encryption; signed: the detached signature).
+    Packets,
 }
 
 impl std::str::FromStr for Layer {
@@ -47,7 +57,10 @@ impl std::str::FromStr for Layer {
             "outer" => Ok(Layer::Outer),
             "inner" => Ok(Layer::Inner),
             "json" => Ok(Layer::Json),
-            other => Err(format!("unknown layer {other}: outer, inner or json")),
+            "packets" => Ok(Layer::Packets),
+            other => Err(format!(
+                "unknown layer {other}: outer, inner, json or packets"
+            )),
         }
     }
 }
@@ -103,61 +116,6 @@ fn seed_of(raw: &[u8], i: usize) -> Result<Seed, CorpusError> {
     Ok(Seed { headers, entity })
 }
 
-/// The tokens of a libFuzzer dictionary: each quoted value, `\\`, `\"` and `\xNN`
-/// unescaped.
-fn dictionary(text: &str) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.starts_with('#') {
-            continue;
-        }
-        let (Some(start), Some(end)) = (line.find('"'), line.rfind('"')) else {
-            continue;
-        };
-        if end <= start {
-            continue;
-        }
-        let raw = &line.as_bytes()[start + 1..end];
-        let mut token = Vec::with_capacity(raw.len());
-        let mut i = 0;
-        while i < raw.len() {
-            match (raw[i], raw.get(i + 1)) {
-                (b'\\', Some(b'x')) if i + 4 <= raw.len() => {
-                    let hex = std::str::from_utf8(&raw[i + 2..i + 4]).unwrap_or("");
-                    match u8::from_str_radix(hex, 16) {
-                        Ok(b) => token.push(b),
-                        Err(_) => token.extend_from_slice(&raw[i..i + 2]),
-                    }
-                    i += 4;
-                }
-                (b'\\', Some(&c)) => {
-                    token.push(c);
-                    i += 2;
-                }
-                (c, _) => {
-                    token.push(c);
-                    i += 1;
-                }
-            }
-        }
-        if !token.is_empty() {
-            out.push(token);
-        }
-    }
-    out
-}
-
-fn mime_tokens() -> &'static [Vec<u8>] {
-    static T: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
-    T.get_or_init(|| dictionary(include_str!("../../fuzz/dicts/mime.dict")))
-}
-
-fn json_tokens() -> &'static [Vec<u8>] {
-    static T: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
-    T.get_or_init(|| dictionary(include_str!("../../fuzz/dicts/json.dict")))
-}
-
 /// The offsets where lines start in `data`.
 fn line_starts(data: &[u8]) -> Vec<usize> {
     let mut out = vec![0];
@@ -210,7 +168,7 @@ fn mutate_mime(e: &mut Vec<u8>, rng: &mut Rng, header_only: bool) {
                 }
             }
             1 => {
-                let tokens: Vec<&Vec<u8>> = mime_tokens()
+                let tokens: Vec<&Vec<u8>> = tokens::mime()
                     .iter()
                     .filter(|t| t.ends_with(b":") && !is_mime_field(t))
                     .collect();
@@ -239,7 +197,7 @@ fn mutate_mime(e: &mut Vec<u8>, rng: &mut Rng, header_only: bool) {
         // A dictionary token as a line of its own.
         0 => {
             let at = line_at(rng);
-            let mut token = rng.pick(mime_tokens()).cloned().unwrap_or_default();
+            let mut token = rng.pick(tokens::mime()).cloned().unwrap_or_default();
             token.extend_from_slice(b" x\r\n");
             insert(e, at, &token);
         }
@@ -256,7 +214,7 @@ fn mutate_mime(e: &mut Vec<u8>, rng: &mut Rng, header_only: bool) {
         2 => {
             let at = line_at(rng);
             let len = line_of(e, at).len().saturating_sub(2);
-            let token = rng.pick(mime_tokens()).cloned().unwrap_or_default();
+            let token = rng.pick(tokens::mime()).cloned().unwrap_or_default();
             insert(e, at + rng.below(len + 1), &token);
         }
         // A hint or header field that disagrees.
@@ -348,7 +306,7 @@ fn json_range(e: &[u8]) -> Option<std::ops::Range<usize>> {
 fn mutate_json(json: &mut Vec<u8>, rng: &mut Rng) {
     match rng.below(5) {
         0 => {
-            let token = rng.pick(json_tokens()).cloned().unwrap_or_default();
+            let token = rng.pick(tokens::json()).cloned().unwrap_or_default();
             let at = rng.below(json.len() + 1);
             insert(json, at, &token);
         }
@@ -379,7 +337,7 @@ fn mutate_json(json: &mut Vec<u8>, rng: &mut Rng) {
                 .iter()
                 .position(|&c| matches!(c, b',' | b'}'))
                 .map_or(json.len(), |i| at + i);
-            let token = rng.pick(json_tokens()).cloned().unwrap_or_default();
+            let token = rng.pick(tokens::json()).cloned().unwrap_or_default();
             json.splice(at + 1..end, token);
         }
         // Truncated.
@@ -402,6 +360,13 @@ pub fn mutate(
         .enumerate()
         .map(|(i, s)| seed_of(s, i))
         .collect::<Result<Vec<_>, _>>()?;
+    if opts.layer == Layer::Packets && !matches!(opts.profile, Profile::Smime | Profile::OpenPgp) {
+        return Err(CorpusError::BadCase {
+            case: "mutate".into(),
+            reason: "the packets layer is S/MIME's CMS or OpenPGP's packets: detached-jws has none"
+                .into(),
+        });
+    }
     if seeds.is_empty() {
         return Err(CorpusError::BadCase {
             case: "mutate".into(),
@@ -432,14 +397,26 @@ pub fn mutate(
                     entity.splice(range, json);
                 }
             }
-            Layer::Outer => {}
+            Layer::Outer | Layer::Packets => {}
         }
         let entity = crate::message::canonical_crlf(&entity).into_owned();
-        let mut sealed =
-            seal(store, &seed.headers, &entity, opts, at).map_err(|source| CorpusError::Seal {
+        // The signature's structure is rewritten from a seed of its own: the sealers
+        // take a rewrite that cannot hold on to this loop's generator.
+        let packets_seed = rng.next();
+        let edit = |signature: Vec<u8>| {
+            let mut rng = Rng(packets_seed);
+            match opts.profile {
+                Profile::OpenPgp => openpgp::mutate(signature, &mut rng),
+                _ => cms::mutate(signature, &mut rng),
+            }
+        };
+        let edit = (opts.layer == Layer::Packets).then_some(&edit as SignatureEdit<'_>);
+        let mut sealed = seal(store, &seed.headers, &entity, opts, at, edit).map_err(|source| {
+            CorpusError::Seal {
                 case: format!("mutant {}", n + 1),
                 source,
-            })?;
+            }
+        })?;
         if opts.layer == Layer::Outer {
             for _ in 0..rounds {
                 mutate_mime(&mut sealed, &mut rng, true);
@@ -456,6 +433,7 @@ fn seal(
     entity: &[u8],
     opts: &MutateOptions,
     at: time::OffsetDateTime,
+    edit: Option<SignatureEdit<'_>>,
 ) -> Result<Vec<u8>, crate::seal::SealError> {
     let from = headers
         .from
@@ -471,7 +449,7 @@ fn seal(
     to.push(from.clone());
     let hints: &Hints = &headers.hints;
     match opts.profile {
-        Profile::OpenPgp => crate::openpgp::OpenPgp::new(store).seal_raw(
+        Profile::OpenPgp => crate::openpgp::OpenPgp::new(store).seal_raw_packets(
             headers,
             hints,
             entity,
@@ -482,15 +460,20 @@ fn seal(
                 intended: None,
             }),
             at,
+            crate::openpgp::Packets {
+                compress: false,
+                edit,
+            },
         ),
         Profile::Jws => crate::jws::Jws::new(store).seal_raw(headers, hints, entity, &from, at),
-        Profile::Smime => crate::smime::Smime::new(store).seal_raw(
+        Profile::Smime => crate::smime::Smime::new(store).seal_raw_edited(
             headers,
             hints,
             entity,
             &from,
             opts.encrypt.then_some(to.as_slice()),
             at,
+            edit,
         ),
         other => Err(crate::seal::SealError::ProfileUnavailable(other)),
     }
@@ -502,9 +485,9 @@ mod tests {
 
     #[test]
     fn the_repository_dictionaries_read() {
-        assert!(mime_tokens().len() > 50);
-        assert!(json_tokens().iter().any(|t| t == b"\"\""));
-        assert!(json_tokens().iter().any(|t| t == b"1e999"));
+        assert!(tokens::mime().len() > 50);
+        assert!(tokens::json().iter().any(|t| t == b"\"\""));
+        assert!(tokens::json().iter().any(|t| t == b"1e999"));
     }
 
     #[test]

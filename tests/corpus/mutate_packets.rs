@@ -1,0 +1,378 @@
+//! `corpus mutate --layer packets`: 1,000 mutants of the signature's own structure per
+//! profile (half signed and encrypted, half signed only) pass the real tools'
+//! cryptographic checks (OpenSSL's `cms -decrypt` and `-verify`, GnuPG's `--decrypt`
+//! and `--verify`: at least 99% required) and are mutated: the SignedData or the
+//! packet sequence the tool reads differs from an unmutated seal's.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use mailseal::corpus::{self, Layer, MutateOptions};
+use mailseal::Profile;
+use sequoia_openpgp as openpgp;
+
+use super::mutate::{seed, store};
+use crate::common;
+
+/// `count` mutants at `layer`, encrypted or signed only.
+fn make(
+    store: &dyn mailseal::keystore::KeyStore,
+    seeds: &[Vec<u8>],
+    profile: Profile,
+    layer: Layer,
+    count: usize,
+    encrypt: bool,
+    seed: u64,
+) -> Vec<Vec<u8>> {
+    let mut opts = MutateOptions::new(layer, count);
+    opts.seed = seed;
+    opts.profile = profile;
+    opts.encrypt = encrypt;
+    corpus::mutate(store, seeds, &opts).unwrap()
+}
+
+/// The body of the part after the last header line `marker` in `m`, up to the next
+/// delimiter: the signature part of a `multipart/signed`.
+fn part_after<'a>(m: &'a [u8], marker: &[u8]) -> &'a [u8] {
+    let at = m
+        .windows(marker.len())
+        .rposition(|w| w == marker)
+        .expect("a signature part")
+        + marker.len();
+    let rest = &m[at..];
+    let start = rest.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let end = rest[start..]
+        .windows(4)
+        .position(|w| w == b"\r\n--")
+        .unwrap_or(rest.len() - start);
+    &rest[start..start + end]
+}
+
+/// The DER of the detached SignedData of a signed entity.
+fn p7s(entity: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    let b64: Vec<u8> = part_after(entity, b"filename=\"smime.p7s\"")
+        .iter()
+        .copied()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap()
+}
+
+/// Runs `n` threads over `items`, counting those for which `f` holds.
+fn count_in_parallel<T: Sync>(items: &[T], f: impl Fn(usize, &T) -> bool + Sync) -> usize {
+    let passed = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let chunk = items.len().div_ceil(4);
+        for (c, part) in items.chunks(chunk).enumerate() {
+            let (passed, f) = (&passed, &f);
+            s.spawn(move || {
+                for (i, item) in part.iter().enumerate() {
+                    if f(c * chunk + i, item) {
+                        passed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    passed.into_inner()
+}
+
+#[test]
+fn smime_packet_mutants_pass_openssl_and_change_the_signed_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = store(
+        &dir.path().join("alice"),
+        &[
+            "rfc9216/alice.sign.crt",
+            "rfc9216/alice.sign.key",
+            "rfc9216/alice.encrypt.crt",
+            "rfc9216/alice.encrypt.key",
+            "rfc9216/bob.encrypt.crt",
+        ],
+    );
+    let seeds = vec![
+        seed(
+            "alice@smime.example",
+            "bob@smime.example",
+            "m-1",
+            "Summarize the report.",
+        ),
+        seed(
+            "alice@smime.example",
+            "bob@smime.example",
+            "m-2",
+            "Cancel the task.",
+        ),
+    ];
+    // An unmutated SignedData (the outer layer leaves it alone): its size is fixed for
+    // this signer (RSA-2048, fixed-length attributes).
+    let plain = p7s(&make(&alice, &seeds, Profile::Smime, Layer::Outer, 1, false, 1)[0]);
+    let mut all: Vec<(bool, Vec<u8>)> = Vec::new();
+    for (encrypt, seed) in [(true, 31), (false, 32)] {
+        let made = make(
+            &alice,
+            &seeds,
+            Profile::Smime,
+            Layer::Packets,
+            500,
+            encrypt,
+            seed,
+        );
+        all.extend(made.into_iter().map(|m| (encrypt, m)));
+    }
+    let changed = AtomicUsize::new(0);
+    let passed = count_in_parallel(&all, |i, (encrypt, m)| {
+        let msg = dir.path().join(format!("m{i}.eml"));
+        let inner = dir.path().join(format!("i{i}.eml"));
+        std::fs::write(&msg, m).unwrap();
+        if *encrypt {
+            let decrypt = Command::new("openssl")
+                .args(["cms", "-decrypt", "-in"])
+                .arg(&msg)
+                .arg("-recip")
+                .arg(common::fixture("rfc9216/bob.encrypt.crt"))
+                .arg("-inkey")
+                .arg(common::fixture("rfc9216/bob.encrypt.key"))
+                .arg("-out")
+                .arg(&inner)
+                .output()
+                .unwrap();
+            if !decrypt.status.success() {
+                return false;
+            }
+        } else {
+            std::fs::copy(&msg, &inner).unwrap();
+        }
+        let verify = Command::new("openssl")
+            .args(["cms", "-verify", "-purpose", "any", "-in"])
+            .arg(&inner)
+            .arg("-CAfile")
+            .arg(common::fixture("rfc9216/ca.rsa.crt"))
+            .args(["-out", "/dev/null"])
+            .output()
+            .unwrap();
+        let der = p7s(&std::fs::read(&inner).unwrap());
+        if der.len() != plain.len() || der[1] == 0x80 {
+            changed.fetch_add(1, Ordering::Relaxed);
+        }
+        verify.status.success()
+    });
+    let changed = changed.into_inner();
+    println!(
+        "S/MIME packets: {passed} of {} pass OpenSSL, {changed} with a changed SignedData",
+        all.len()
+    );
+    assert!(passed * 100 >= all.len() * 99, "{passed} of {}", all.len());
+    assert!(
+        changed * 100 >= all.len() * 99,
+        "{changed} of {}",
+        all.len()
+    );
+}
+
+/// What a reader meets in an OpenPGP packet sequence beyond the signature: marker
+/// and compressed packets, literal metadata, unhashed subpackets, and packets Sequoia
+/// does not parse (a notation whose name is not UTF-8, which GnuPG reads).
+#[derive(Debug, PartialEq, Eq, Default)]
+struct Shape {
+    markers: usize,
+    compressed: usize,
+    literal: Option<(Vec<u8>, Option<std::time::SystemTime>)>,
+    unhashed: usize,
+    unparsed: usize,
+}
+
+fn shape(packets: &[u8]) -> Shape {
+    use openpgp::parse::{PacketParser, PacketParserResult, Parse};
+    use openpgp::Packet;
+    let mut s = Shape::default();
+    let mut ppr = PacketParser::from_bytes(packets).unwrap();
+    while let PacketParserResult::Some(pp) = ppr {
+        match &pp.packet {
+            Packet::Marker(_) => s.markers += 1,
+            Packet::CompressedData(_) => s.compressed += 1,
+            Packet::Literal(l) => {
+                s.literal = Some((l.filename().unwrap_or_default().to_vec(), l.date()))
+            }
+            Packet::Signature(sig) => s.unhashed += sig.unhashed_area().iter().count(),
+            Packet::Unknown(_) => s.unparsed += 1,
+            _ => {}
+        }
+        ppr = pp.recurse().unwrap().1;
+    }
+    s
+}
+
+/// A GnuPG home holding Bob's secret key and Alice's certificate.
+fn gpg_home(dir: &Path) -> std::path::PathBuf {
+    let home = dir.join("gnupg");
+    std::fs::create_dir(&home).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let import = Command::new("gpg")
+        .arg("--homedir")
+        .arg(&home)
+        .args(["--batch", "--import"])
+        .arg(common::fixture("openpgp/bob@openpgp.example.sec.asc"))
+        .arg(common::fixture("openpgp/alice@openpgp.example.pub.asc"))
+        .output()
+        .unwrap();
+    assert!(
+        import.status.success(),
+        "{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    home
+}
+
+/// `gpg` in `home` with `args`, `input` on its standard input: (success, stdout).
+fn gpg(home: &Path, args: &[&str], input: &[u8]) -> (bool, Vec<u8>) {
+    let mut child = Command::new("gpg")
+        .arg("--homedir")
+        .arg(home)
+        .args(["--batch", "--status-fd", "2"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let status = String::from_utf8_lossy(&out.stderr);
+    let good =
+        out.status.success() && (args.contains(&"--unwrap") || status.contains("[GNUPG:] GOODSIG"));
+    (good, out.stdout)
+}
+
+/// The armored block of `m` that starts with `-----BEGIN PGP {label}-----`.
+fn armored<'a>(m: &'a [u8], label: &str) -> &'a [u8] {
+    let begin = format!("-----BEGIN PGP {label}-----");
+    let end = format!("-----END PGP {label}-----");
+    let b = m
+        .windows(begin.len())
+        .position(|w| w == begin.as_bytes())
+        .unwrap();
+    let e = m
+        .windows(end.len())
+        .position(|w| w == end.as_bytes())
+        .unwrap()
+        + end.len();
+    &m[b..e]
+}
+
+/// The first part of a `multipart/signed` message: what the signature covers (RFC
+/// 3156 5), from after the first delimiter line to the CRLF before the next.
+fn signed_part(m: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(m);
+    let boundary = text
+        .split("boundary=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let delimiter = format!("\r\n--{boundary}");
+    let first = text.find(&delimiter).unwrap() + delimiter.len() + 2;
+    let next = text[first..].find(&delimiter).unwrap();
+    m[first..first + next].to_vec()
+}
+
+#[test]
+fn openpgp_packet_mutants_pass_gpg_and_change_the_packets() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = store(
+        &dir.path().join("alice"),
+        &[
+            "openpgp/alice@openpgp.example.sec.asc",
+            "openpgp/bob@openpgp.example.pub.asc",
+        ],
+    );
+    let seeds = vec![seed(
+        "alice@openpgp.example",
+        "bob@openpgp.example",
+        "m-1",
+        "Summarize the report.",
+    )];
+    let home = gpg_home(dir.path());
+    // Unmutated packets, encrypted and signed only (the outer layer leaves them alone).
+    let unwrap = |m: &[u8]| -> Vec<u8> {
+        let (ok, packets) = gpg(&home, &["--unwrap", "--decrypt"], armored(m, "MESSAGE"));
+        assert!(ok);
+        packets
+    };
+    let detached = |m: &[u8]| -> Vec<u8> {
+        mailseal::openpgp::dearmor(armored(m, "SIGNATURE"), "PGP SIGNATURE").unwrap()
+    };
+    let plain_encrypted = shape(&unwrap(
+        &make(&alice, &seeds, Profile::OpenPgp, Layer::Outer, 1, true, 1)[0],
+    ));
+    let plain_signed = shape(&detached(
+        &make(&alice, &seeds, Profile::OpenPgp, Layer::Outer, 1, false, 1)[0],
+    ));
+    let mut all: Vec<(bool, Vec<u8>)> = Vec::new();
+    for (encrypt, seed) in [(true, 41), (false, 42)] {
+        let made = make(
+            &alice,
+            &seeds,
+            Profile::OpenPgp,
+            Layer::Packets,
+            500,
+            encrypt,
+            seed,
+        );
+        all.extend(made.into_iter().map(|m| (encrypt, m)));
+    }
+    let changed = AtomicUsize::new(0);
+    let passed = count_in_parallel(&all, |i, (encrypt, m)| {
+        let (good, mutated) = if *encrypt {
+            let (good, _) = gpg(&home, &["--decrypt"], armored(m, "MESSAGE"));
+            (good, shape(&unwrap(m)) != plain_encrypted)
+        } else {
+            let data = dir.path().join(format!("d{i}"));
+            std::fs::write(&data, signed_part(m)).unwrap();
+            let sig = armored(m, "SIGNATURE");
+            let (good, _) = gpg(&home, &["--verify", "-", data.to_str().unwrap()], sig);
+            (good, shape(&detached(m)) != plain_signed)
+        };
+        if mutated {
+            changed.fetch_add(1, Ordering::Relaxed);
+        }
+        good
+    });
+    let changed = changed.into_inner();
+    println!(
+        "OpenPGP packets: {passed} of {} pass GnuPG, {changed} with changed packets",
+        all.len()
+    );
+    assert!(passed * 100 >= all.len() * 99, "{passed} of {}", all.len());
+    assert!(
+        changed * 100 >= all.len() * 99,
+        "{changed} of {}",
+        all.len()
+    );
+}
+
+#[test]
+fn fail_the_packets_layer_under_detached_jws() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = store(&dir.path().join("alice"), &[]);
+    let seeds = vec![seed(
+        "alice@smime.example",
+        "bob@smime.example",
+        "m-1",
+        "hi",
+    )];
+    let mut opts = MutateOptions::new(Layer::Packets, 1);
+    opts.profile = Profile::Jws;
+    let err = corpus::mutate(&alice, &seeds, &opts).unwrap_err();
+    assert!(err.to_string().contains("detached-jws has none"), "{err}");
+}
