@@ -17,7 +17,7 @@ use cms::signed_data::{
     CertificateSet, EncapsulatedContentInfo, SignedData, SignerIdentifier, SignerInfo, SignerInfos,
 };
 use der::asn1::{ObjectIdentifier, OctetString, SetOfVec};
-use der::{Any, Decode, Encode};
+use der::{Any, Decode, Encode, Tagged};
 use spki::AlgorithmIdentifierOwned;
 use time::OffsetDateTime;
 use x509_cert::attr::Attribute;
@@ -646,8 +646,63 @@ struct SignedDataParts<'a> {
     #[asn1(context_specific = "0", tag_mode = "IMPLICIT", optional = "true")]
     certificates: Option<EncodedSet<'a>>,
     #[asn1(context_specific = "1", tag_mode = "IMPLICIT", optional = "true")]
-    crls: Option<cms::revocation::RevocationInfoChoices>,
+    crls: Option<RevocationInfos<'a>>,
     signer_infos: SignerInfos,
+}
+
+/// RFC 5652 10.2.1 `RevocationInfoChoices`, checked and left encoded: nothing here
+/// reads revocation information from a message (the key store's CRLs decide), but a
+/// set that does not parse makes the SignedData malformed, as it does for OpenSSL.
+/// Ours because the `cms` crate's `OtherRevocationInfoFormat` reads an
+/// AlgorithmIdentifier where RFC 5652 has an OBJECT IDENTIFIER: it refused a valid
+/// SignedData that OpenSSL verifies (found by `corpus mutate --layer packets`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RevocationInfos<'a>(&'a [u8]);
+
+impl<'a> der::DecodeValue<'a> for RevocationInfos<'a> {
+    type Error = der::Error;
+
+    fn decode_value<R: der::Reader<'a>>(reader: &mut R, header: der::Header) -> der::Result<Self> {
+        let set = reader.read_slice(header.length())?;
+        let mut items = der::SliceReader::new(set)?;
+        let other = der::Tag::ContextSpecific {
+            constructed: true,
+            number: der::TagNumber(1),
+        };
+        while !der::Reader::is_finished(&items) {
+            let item = der::AnyRef::decode(&mut items)?;
+            if item.tag() == der::Tag::Sequence {
+                // A CRL: `CertificateList`.
+                x509_cert::crl::CertificateList::<x509_cert::certificate::Rfc5280>::from_der(
+                    &item.to_der()?,
+                )?;
+            } else if item.tag() == other {
+                // `[1] IMPLICIT OtherRevocationInfoFormat`: an OBJECT IDENTIFIER, then
+                // the information of that format.
+                let mut fields = der::SliceReader::new(item.value())?;
+                <ObjectIdentifier>::decode(&mut fields)?;
+                der::AnyRef::decode(&mut fields)?;
+                der::Reader::finish(fields)?;
+            } else {
+                return Err(item.tag().unexpected_error(None).into());
+            }
+        }
+        Ok(Self(set))
+    }
+}
+
+impl der::EncodeValue for RevocationInfos<'_> {
+    fn value_len(&self) -> der::Result<der::Length> {
+        der::Length::try_from(self.0.len())
+    }
+
+    fn encode_value(&self, writer: &mut impl der::Writer) -> der::Result<()> {
+        writer.write(self.0)
+    }
+}
+
+impl der::FixedTag for RevocationInfos<'_> {
+    const TAG: der::Tag = der::Tag::Set;
 }
 
 /// The value of a SET, still encoded.
@@ -873,4 +928,38 @@ fn verify_signed_data(
         signing_time,
         algorithm,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `SET { elements }` as DER.
+    fn set(elements: &[&[u8]]) -> Vec<u8> {
+        let body = elements.concat();
+        let mut out = Vec::new();
+        crate::asn1::ber::push_header(&mut out, 0x31, body.len());
+        out.extend_from_slice(&body);
+        out
+    }
+
+    #[test]
+    fn revocation_information_of_another_format_reads_as_rfc_5652_has_it() {
+        // `[1] { OBJECT IDENTIFIER 1.3.6.1.4.1.1, NULL }`
+        let other: &[u8] = b"\xa1\x09\x06\x05\x2b\x06\x01\x04\x01\x05\x00";
+        assert!(RevocationInfos::from_der(&set(&[other, other])).is_ok());
+        assert!(RevocationInfos::from_der(&set(&[])).is_ok());
+        // The `cms` crate's reading: an AlgorithmIdentifier first. Not RFC 5652's.
+        let algorithm: &[u8] = b"\xa1\x0b\x30\x07\x06\x05\x2b\x06\x01\x04\x01\x05\x00";
+        assert!(RevocationInfos::from_der(&set(&[algorithm])).is_err());
+        // Neither a CRL nor another format; a format without its information; a CRL
+        // that is not one.
+        for bad in [
+            &b"\x02\x01\x05"[..],
+            b"\xa1\x07\x06\x05\x2b\x06\x01\x04\x01",
+            b"\x30\x03\x02\x01\x05",
+        ] {
+            assert!(RevocationInfos::from_der(&set(&[other, bad])).is_err());
+        }
+    }
 }

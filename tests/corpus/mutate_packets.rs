@@ -10,6 +10,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mailseal::corpus::{self, Layer, MutateOptions};
+use mailseal::keystore::KeyStore;
+use mailseal::openpgp::OpenPgp;
+use mailseal::seal::{OpenPolicy, Opener};
+use mailseal::smime::Smime;
 use mailseal::Profile;
 use sequoia_openpgp as openpgp;
 
@@ -163,9 +167,33 @@ fn smime_packet_mutants_pass_openssl_and_change_the_signed_data() {
         verify.status.success()
     });
     let changed = changed.into_inner();
+    // This crate opens every one too (it refused those with revocation information of
+    // another format until the `packets` layer found it: the `cms` crate's type of
+    // that field is not RFC 5652's).
+    let bob = store(
+        &dir.path().join("bob"),
+        &[
+            "rfc9216/bob.encrypt.crt",
+            "rfc9216/bob.encrypt.key",
+            "rfc9216/bob.sign.crt",
+            "rfc9216/bob.sign.key",
+        ],
+    );
+    bob.import(
+        &std::fs::read(common::fixture("rfc9216/ca.rsa.crt")).unwrap(),
+        "ca.rsa.crt",
+        true,
+    )
+    .unwrap();
+    let refused: Vec<String> = all
+        .iter()
+        .filter_map(|(_, m)| Smime::new(&bob).open(m, &OpenPolicy::default()).err())
+        .map(|e| e.to_string())
+        .collect();
     println!(
-        "S/MIME packets: {passed} of {} pass OpenSSL, {changed} with a changed SignedData",
-        all.len()
+        "S/MIME packets: {passed} of {} pass OpenSSL, {changed} with a changed SignedData, {} refused by mailseal",
+        all.len(),
+        refused.len()
     );
     assert!(passed * 100 >= all.len() * 99, "{passed} of {}", all.len());
     assert!(
@@ -173,6 +201,7 @@ fn smime_packet_mutants_pass_openssl_and_change_the_signed_data() {
         "{changed} of {}",
         all.len()
     );
+    assert!(refused.is_empty(), "{:?}", &refused[..refused.len().min(5)]);
 }
 
 /// What a reader meets in an OpenPGP packet sequence beyond the signature: marker
@@ -359,6 +388,33 @@ fn openpgp_packet_mutants_pass_gpg_and_change_the_packets() {
         "{changed} of {}",
         all.len()
     );
+    // This crate, through Sequoia, refuses two kinds that GnuPG 2.2 reads: a marker
+    // packet past the start of the message (RFC 9580 5.8 says to ignore it; Sequoia's
+    // message grammar has no place for it) and a notation name that is not UTF-8
+    // (RFC 9580 5.2.3.24 requires UTF-8). Both fail closed, as bad signatures; any
+    // other refusal would be a finding.
+    let bob = store(
+        &dir.path().join("bob"),
+        &[
+            "openpgp/bob@openpgp.example.sec.asc",
+            "openpgp/alice@openpgp.example.pub.asc",
+        ],
+    );
+    let (mut marker, mut notation) = (0, 0);
+    for (_, m) in &all {
+        let Err(e) = OpenPgp::new(&bob).open(m, &OpenPolicy::default()) else {
+            continue;
+        };
+        let e = e.to_string();
+        if e.contains("Message has been manipulated") {
+            marker += 1;
+        } else if e.contains("Malformed notation name") {
+            notation += 1;
+        } else {
+            panic!("{e}");
+        }
+    }
+    println!("mailseal refuses {marker} for a marker packet, {notation} for a notation name");
 }
 
 #[test]
