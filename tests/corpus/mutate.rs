@@ -32,6 +32,46 @@ pub(super) fn store(dir: &Path, files: &[&str]) -> DirectoryStore {
     s
 }
 
+/// Alice's S/MIME store (her keys, Bob's certificate) under `dir`, and two seeds from
+/// her to Bob.
+pub(super) fn smime_sender(dir: &Path) -> (DirectoryStore, Vec<Vec<u8>>) {
+    let alice = store(
+        &dir.join("alice"),
+        &[
+            "rfc9216/alice.sign.crt",
+            "rfc9216/alice.sign.key",
+            "rfc9216/alice.encrypt.crt",
+            "rfc9216/alice.encrypt.key",
+            "rfc9216/bob.encrypt.crt",
+        ],
+    );
+    let from = "alice@smime.example";
+    let seeds = vec![
+        seed(from, "bob@smime.example", "m-1", "Summarize the report."),
+        seed(from, "bob@smime.example", "m-2", "Cancel the task."),
+    ];
+    (alice, seeds)
+}
+
+/// Alice's OpenPGP store (her key, Bob's certificate) under `dir`, and a seed from her
+/// to Bob.
+pub(super) fn openpgp_sender(dir: &Path) -> (DirectoryStore, Vec<Vec<u8>>) {
+    let alice = store(
+        &dir.join("alice"),
+        &[
+            "openpgp/alice@openpgp.example.sec.asc",
+            "openpgp/bob@openpgp.example.pub.asc",
+        ],
+    );
+    let seeds = vec![seed(
+        "alice@openpgp.example",
+        "bob@openpgp.example",
+        "m-1",
+        "Summarize the report.",
+    )];
+    (alice, seeds)
+}
+
 /// 1,000 mutants over the three layers (334, 333, 333).
 fn mutants(store: &DirectoryStore, seeds: &[Vec<u8>], profile: Profile) -> Vec<(Layer, Vec<u8>)> {
     let mut out = Vec::new();
@@ -58,30 +98,7 @@ fn header_lines(m: &[u8]) -> usize {
 #[test]
 fn smime_mutants_pass_openssl_cms_decrypt_and_verify() {
     let dir = tempfile::tempdir().unwrap();
-    let alice = store(
-        &dir.path().join("alice"),
-        &[
-            "rfc9216/alice.sign.crt",
-            "rfc9216/alice.sign.key",
-            "rfc9216/alice.encrypt.crt",
-            "rfc9216/alice.encrypt.key",
-            "rfc9216/bob.encrypt.crt",
-        ],
-    );
-    let seeds = vec![
-        seed(
-            "alice@smime.example",
-            "bob@smime.example",
-            "m-1",
-            "Summarize the report.",
-        ),
-        seed(
-            "alice@smime.example",
-            "bob@smime.example",
-            "m-2",
-            "Cancel the task.",
-        ),
-    ];
+    let (alice, seeds) = smime_sender(dir.path());
     let all = mutants(&alice, &seeds, Profile::Smime);
     let (mut passed, mut changed) = (0, 0);
     let seed_lines = header_lines(&seeds[0]);
@@ -135,19 +152,7 @@ fn smime_mutants_pass_openssl_cms_decrypt_and_verify() {
 #[test]
 fn openpgp_mutants_pass_gpg_decrypt_with_a_good_signature() {
     let dir = tempfile::tempdir().unwrap();
-    let alice = store(
-        &dir.path().join("alice"),
-        &[
-            "openpgp/alice@openpgp.example.sec.asc",
-            "openpgp/bob@openpgp.example.pub.asc",
-        ],
-    );
-    let seeds = vec![seed(
-        "alice@openpgp.example",
-        "bob@openpgp.example",
-        "m-1",
-        "Summarize the report.",
-    )];
+    let (alice, seeds) = openpgp_sender(dir.path());
     let all = mutants(&alice, &seeds, Profile::OpenPgp);
     let home = dir.path().join("gnupg");
     std::fs::create_dir(&home).unwrap();

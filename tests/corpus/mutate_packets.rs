@@ -4,9 +4,7 @@
 //! and `--verify`: at least 99% required) and are mutated: the SignedData or the
 //! packet sequence the tool reads differs from an unmutated seal's.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mailseal::corpus::{self, Layer, MutateOptions};
@@ -17,8 +15,8 @@ use mailseal::smime::Smime;
 use mailseal::Profile;
 use sequoia_openpgp as openpgp;
 
-use super::mutate::{seed, store};
-use crate::common;
+use super::mutate::{openpgp_sender, seed, smime_sender, store};
+use crate::common::{self, armored_block};
 
 /// `count` mutants at `layer`, encrypted or signed only.
 fn make(
@@ -35,6 +33,24 @@ fn make(
     opts.profile = profile;
     opts.encrypt = encrypt;
     corpus::mutate(store, seeds, &opts).unwrap()
+}
+
+/// 1,000 mutants at the packets layer: 500 signed and encrypted (seed `seed`), 500
+/// signed only (the next seed), each with whether it is encrypted.
+fn half_encrypted(
+    store: &dyn mailseal::keystore::KeyStore,
+    seeds: &[Vec<u8>],
+    profile: Profile,
+    seed: u64,
+) -> Vec<(bool, Vec<u8>)> {
+    [(true, seed), (false, seed + 1)]
+        .into_iter()
+        .flat_map(|(encrypt, seed)| {
+            make(store, seeds, profile, Layer::Packets, 500, encrypt, seed)
+                .into_iter()
+                .map(move |m| (encrypt, m))
+        })
+        .collect()
 }
 
 /// The body of the part after the last header line `marker` in `m`, up to the next
@@ -89,46 +105,11 @@ fn count_in_parallel<T: Sync>(items: &[T], f: impl Fn(usize, &T) -> bool + Sync)
 #[test]
 fn smime_packet_mutants_pass_openssl_and_change_the_signed_data() {
     let dir = tempfile::tempdir().unwrap();
-    let alice = store(
-        &dir.path().join("alice"),
-        &[
-            "rfc9216/alice.sign.crt",
-            "rfc9216/alice.sign.key",
-            "rfc9216/alice.encrypt.crt",
-            "rfc9216/alice.encrypt.key",
-            "rfc9216/bob.encrypt.crt",
-        ],
-    );
-    let seeds = vec![
-        seed(
-            "alice@smime.example",
-            "bob@smime.example",
-            "m-1",
-            "Summarize the report.",
-        ),
-        seed(
-            "alice@smime.example",
-            "bob@smime.example",
-            "m-2",
-            "Cancel the task.",
-        ),
-    ];
+    let (alice, seeds) = smime_sender(dir.path());
     // An unmutated SignedData (the outer layer leaves it alone): its size is fixed for
     // this signer (RSA-2048, fixed-length attributes).
     let plain = p7s(&make(&alice, &seeds, Profile::Smime, Layer::Outer, 1, false, 1)[0]);
-    let mut all: Vec<(bool, Vec<u8>)> = Vec::new();
-    for (encrypt, seed) in [(true, 31), (false, 32)] {
-        let made = make(
-            &alice,
-            &seeds,
-            Profile::Smime,
-            Layer::Packets,
-            500,
-            encrypt,
-            seed,
-        );
-        all.extend(made.into_iter().map(|m| (encrypt, m)));
-    }
+    let all = half_encrypted(&alice, &seeds, Profile::Smime, 31);
     let changed = AtomicUsize::new(0);
     let passed = count_in_parallel(&all, |i, (encrypt, m)| {
         let msg = dir.path().join(format!("m{i}.eml"));
@@ -238,64 +219,28 @@ fn shape(packets: &[u8]) -> Shape {
 }
 
 /// A GnuPG home holding Bob's secret key and Alice's certificate.
-fn gpg_home(dir: &Path) -> std::path::PathBuf {
-    let home = dir.join("gnupg");
-    std::fs::create_dir(&home).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+fn bobs_gpg() -> common::Gpg {
+    let gpg = common::Gpg::new();
+    let keys = [
+        common::fixture("openpgp/bob@openpgp.example.sec.asc"),
+        common::fixture("openpgp/alice@openpgp.example.pub.asc"),
+    ];
+    for k in keys {
+        gpg.run(&["--import"], &std::fs::read(k).unwrap());
     }
-    let import = Command::new("gpg")
-        .arg("--homedir")
-        .arg(&home)
-        .args(["--batch", "--import"])
-        .arg(common::fixture("openpgp/bob@openpgp.example.sec.asc"))
-        .arg(common::fixture("openpgp/alice@openpgp.example.pub.asc"))
-        .output()
-        .unwrap();
-    assert!(
-        import.status.success(),
-        "{}",
-        String::from_utf8_lossy(&import.stderr)
-    );
-    home
+    gpg
 }
 
-/// `gpg` in `home` with `args`, `input` on its standard input: (success, stdout).
-fn gpg(home: &Path, args: &[&str], input: &[u8]) -> (bool, Vec<u8>) {
-    let mut child = Command::new("gpg")
-        .arg("--homedir")
-        .arg(home)
-        .args(["--batch", "--status-fd", "2"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
+/// Whether `gpg ARGS` succeeded with a good signature (`--unwrap` has none to report),
+/// and its output.
+fn gpg_good(gpg: &common::Gpg, args: &[&str], input: &[u8]) -> (bool, Vec<u8>) {
+    let mut all = vec!["--status-fd", "2"];
+    all.extend_from_slice(args);
+    let out = gpg.try_run(&all, input);
     let status = String::from_utf8_lossy(&out.stderr);
     let good =
         out.status.success() && (args.contains(&"--unwrap") || status.contains("[GNUPG:] GOODSIG"));
     (good, out.stdout)
-}
-
-/// The armored block of `m` that starts with `-----BEGIN PGP {label}-----`.
-fn armored<'a>(m: &'a [u8], label: &str) -> &'a [u8] {
-    let begin = format!("-----BEGIN PGP {label}-----");
-    let end = format!("-----END PGP {label}-----");
-    let b = m
-        .windows(begin.len())
-        .position(|w| w == begin.as_bytes())
-        .unwrap();
-    let e = m
-        .windows(end.len())
-        .position(|w| w == end.as_bytes())
-        .unwrap()
-        + end.len();
-    &m[b..e]
 }
 
 /// The first part of a `multipart/signed` message: what the signature covers (RFC
@@ -318,28 +263,20 @@ fn signed_part(m: &[u8]) -> Vec<u8> {
 #[test]
 fn openpgp_packet_mutants_pass_gpg_and_change_the_packets() {
     let dir = tempfile::tempdir().unwrap();
-    let alice = store(
-        &dir.path().join("alice"),
-        &[
-            "openpgp/alice@openpgp.example.sec.asc",
-            "openpgp/bob@openpgp.example.pub.asc",
-        ],
-    );
-    let seeds = vec![seed(
-        "alice@openpgp.example",
-        "bob@openpgp.example",
-        "m-1",
-        "Summarize the report.",
-    )];
-    let home = gpg_home(dir.path());
+    let (alice, seeds) = openpgp_sender(dir.path());
+    let gpg = bobs_gpg();
     // Unmutated packets, encrypted and signed only (the outer layer leaves them alone).
     let unwrap = |m: &[u8]| -> Vec<u8> {
-        let (ok, packets) = gpg(&home, &["--unwrap", "--decrypt"], armored(m, "MESSAGE"));
+        let (ok, packets) = gpg_good(
+            &gpg,
+            &["--unwrap", "--decrypt"],
+            &armored_block(m, "MESSAGE"),
+        );
         assert!(ok);
         packets
     };
     let detached = |m: &[u8]| -> Vec<u8> {
-        mailseal::openpgp::dearmor(armored(m, "SIGNATURE"), "PGP SIGNATURE").unwrap()
+        mailseal::openpgp::dearmor(&armored_block(m, "SIGNATURE"), "PGP SIGNATURE").unwrap()
     };
     let plain_encrypted = shape(&unwrap(
         &make(&alice, &seeds, Profile::OpenPgp, Layer::Outer, 1, true, 1)[0],
@@ -347,29 +284,17 @@ fn openpgp_packet_mutants_pass_gpg_and_change_the_packets() {
     let plain_signed = shape(&detached(
         &make(&alice, &seeds, Profile::OpenPgp, Layer::Outer, 1, false, 1)[0],
     ));
-    let mut all: Vec<(bool, Vec<u8>)> = Vec::new();
-    for (encrypt, seed) in [(true, 41), (false, 42)] {
-        let made = make(
-            &alice,
-            &seeds,
-            Profile::OpenPgp,
-            Layer::Packets,
-            500,
-            encrypt,
-            seed,
-        );
-        all.extend(made.into_iter().map(|m| (encrypt, m)));
-    }
+    let all = half_encrypted(&alice, &seeds, Profile::OpenPgp, 41);
     let changed = AtomicUsize::new(0);
     let passed = count_in_parallel(&all, |i, (encrypt, m)| {
         let (good, mutated) = if *encrypt {
-            let (good, _) = gpg(&home, &["--decrypt"], armored(m, "MESSAGE"));
+            let (good, _) = gpg_good(&gpg, &["--decrypt"], &armored_block(m, "MESSAGE"));
             (good, shape(&unwrap(m)) != plain_encrypted)
         } else {
             let data = dir.path().join(format!("d{i}"));
             std::fs::write(&data, signed_part(m)).unwrap();
-            let sig = armored(m, "SIGNATURE");
-            let (good, _) = gpg(&home, &["--verify", "-", data.to_str().unwrap()], sig);
+            let sig = armored_block(m, "SIGNATURE");
+            let (good, _) = gpg_good(&gpg, &["--verify", "-", data.to_str().unwrap()], &sig);
             (good, shape(&detached(m)) != plain_signed)
         };
         if mutated {
