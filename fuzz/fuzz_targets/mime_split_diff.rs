@@ -85,6 +85,31 @@ fn field_lines(data: &[u8]) -> usize {
     n
 }
 
+/// Whether mail-parser read a body part's header section on past the blank line that
+/// ends it, and that section has a Date field: the date reader's quirk of the top-level
+/// header section (below), in a part (the campaign of 2026-12-03,
+/// `tests/cases/differential/mime_split_diff-date-in-a-part-header.eml`).
+fn date_ran_over_a_part_header(data: &[u8], theirs: &Message) -> bool {
+    theirs.parts.iter().skip(1).any(|p| {
+        let Some(head) = data.get(p.offset_header as usize..p.offset_body as usize) else {
+            return false;
+        };
+        let blank = head
+            .windows(2)
+            .position(|w| w == b"\n\n")
+            .map(|i| i + 2)
+            .into_iter()
+            .chain(head.windows(3).position(|w| w == b"\n\r\n").map(|i| i + 3))
+            .min();
+        blank.is_some_and(|end| {
+            end < head.len()
+                && head[..end].split(|&c| c == b'\n').any(|line| {
+                    line.len() >= 5 && line[..5].eq_ignore_ascii_case(b"date:")
+                })
+        })
+    })
+}
+
 /// libFuzzer's panic hook aborts before `catch_unwind` can catch: panics raised in
 /// mail-parser's own files are let through to it (every other panic still aborts).
 fn let_mail_parser_panics_through() {
@@ -122,6 +147,7 @@ fuzz_target!(|data: &[u8]| {
         .zip(ours.first())
         .is_some_and(|(s, o)| s.body.start > o.body.start)
         || theirs.parts[0].headers.len() < field_lines(data)
+        || date_ran_over_a_part_header(data, &theirs)
     {
         return;
     }

@@ -243,3 +243,30 @@ fn a_digest_part_without_content_type_is_a_message_ended_by_its_delimiter() {
     assert!(ours[2].body.start > ours[1].body.end);
     assert_eq!(their_children(&raw), 1, "mail-parser's reading changed");
 }
+
+/// The same date reader in a body part's header section (found by the campaign of
+/// 2026-12-03 after the digest fix): a `message/rfc822` part whose own Date has
+/// trailing text. mail-parser runs over the part's blank line (in the campaign's
+/// input it started the nested message 25 bytes later; here it reads the nested
+/// message's fields as the part's own); we start the nested message after the blank
+/// line, as RFC 2046 5.1.1 reads.
+#[test]
+fn a_part_header_section_ends_at_its_first_blank_line() {
+    let raw = case("mime_split_diff-date-in-a-part-header.eml");
+    let ours = structure(&raw, &Limits::default()).unwrap();
+    let part_blank = raw.windows(4).position(|w| w == b"bo\n\n").unwrap() + 4;
+    let nested = ours
+        .iter()
+        .find(|p| p.content_type == "message/rfc822")
+        .unwrap();
+    assert_eq!(nested.body.start, part_blank);
+    // mail-parser runs on through the nested message's own header section: the part
+    // it reads starts at the nested body (`text`), and is no message at all.
+    let theirs = MessageParser::default().parse(&raw[..]).unwrap();
+    let part = &theirs.parts[1];
+    assert!(
+        part.offset_body as usize > part_blank && !matches!(part.body, PartType::Message(_)),
+        "mail-parser's reading changed: {}",
+        part.offset_body
+    );
+}
