@@ -146,8 +146,8 @@ impl OpenPgp<'_> {
     }
 
     /// `entity` as a literal packet, signed by `signer` if given (naming `intended` as
-    /// its intended recipients), in a compressed data packet if `compress`, rewritten
-    /// by `edit` if given, encrypted to every recipient.
+    /// its intended recipients), the whole in a compressed data packet if `compress`,
+    /// rewritten by `edit` if given, encrypted to every recipient.
     fn encrypt(
         &self,
         entity: &[u8],
@@ -208,7 +208,7 @@ impl OpenPgp<'_> {
 /// wants them otherwise (the sealer itself never compresses or edits).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Packets<'a> {
-    /// The signed literal data in a compressed data packet (deflate). We never compress
+    /// The signed packets in a compressed data packet (deflate). We never compress
     /// what we send (RFC 9580 permits it, and a receiver must bound what it inflates):
     /// only the corpus does, to make a decompression bomb that is validly signed.
     pub(crate) compress: bool,
