@@ -13,6 +13,30 @@
 /// Top-level packets an OpenPGP message may have.
 pub(crate) const MAX_TOP_LEVEL_PACKETS: usize = 256;
 
+/// A new-format packet length at the start of `d` (RFC 9580 4.2.1): the length, the
+/// bytes its header takes, and whether it is a partial body length (more follow).
+/// `None` when `d` ends inside the header.
+pub(crate) fn new_length(d: &[u8]) -> Option<(usize, usize, bool)> {
+    let first = *d.first()?;
+    Some(match first {
+        0..=191 => (usize::from(first), 1, false),
+        192..=223 => (
+            ((usize::from(first) - 192) << 8) + usize::from(*d.get(1)?) + 192,
+            2,
+            false,
+        ),
+        255 => {
+            let b = d.get(1..5)?;
+            (
+                u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize,
+                5,
+                false,
+            )
+        }
+        _ => (1usize << (first & 0x1f), 1, true),
+    })
+}
+
 /// The number of top-level packets of `message` (binary), counted up to `limit + 1`.
 pub(crate) fn count_top_level(message: &[u8], limit: usize) -> usize {
     let mut at = 0usize;
@@ -27,32 +51,9 @@ pub(crate) fn count_top_level(message: &[u8], limit: usize) -> usize {
         if tag & 0x40 != 0 {
             // New format: one or more length headers (partial bodies continue).
             loop {
-                let Some(&first) = message.get(at) else {
+                let Some((len, header, partial)) = new_length(&message[at.min(message.len())..])
+                else {
                     return count;
-                };
-                let (len, header, partial) = match first {
-                    0..=191 => (first as usize, 1, false),
-                    192..=223 => {
-                        let Some(&second) = message.get(at + 1) else {
-                            return count;
-                        };
-                        (
-                            (((first as usize) - 192) << 8) + second as usize + 192,
-                            2,
-                            false,
-                        )
-                    }
-                    255 => {
-                        let Some(b) = message.get(at + 1..at + 5) else {
-                            return count;
-                        };
-                        (
-                            u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize,
-                            5,
-                            false,
-                        )
-                    }
-                    _ => (1usize << (first & 0x1f), 1, true),
                 };
                 at = at.saturating_add(header).saturating_add(len);
                 if !partial {

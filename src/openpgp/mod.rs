@@ -12,7 +12,7 @@ mod armor;
 mod certify;
 mod describe;
 mod elgamal;
-mod framing;
+pub(crate) mod framing;
 pub(crate) use crate::keystore::openpgp as keys;
 pub(crate) mod offline;
 mod open;

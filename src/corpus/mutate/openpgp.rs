@@ -17,6 +17,7 @@
 
 use super::tokens;
 use crate::corpus::rng::Rng;
+use crate::openpgp::framing::new_length;
 
 const COMPRESSED: u8 = 8;
 const SIGNATURE: u8 = 2;
@@ -71,27 +72,6 @@ fn parse(mut data: &[u8]) -> Option<Vec<Packet>> {
         out.push(Packet { tag, body });
     }
     Some(out)
-}
-
-/// A new-format length: (length, header bytes, partial).
-fn new_length(d: &[u8]) -> Option<(usize, usize, bool)> {
-    let first = usize::from(*d.first()?);
-    Some(match first {
-        0..=191 => (first, 1, false),
-        192..=223 => (
-            (first - 192) * 256 + usize::from(*d.get(1)?) + 192,
-            2,
-            false,
-        ),
-        224..=254 => (1 << (first & 0x1f), 1, true),
-        _ => (
-            d.get(1..5)?
-                .iter()
-                .fold(0usize, |a, b| (a << 8) | usize::from(*b)),
-            5,
-            false,
-        ),
-    })
 }
 
 /// How a packet's header is written.
