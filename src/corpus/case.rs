@@ -69,7 +69,17 @@ pub struct Expected {
     /// for the default.
     #[serde(default, skip_serializing_if = "CasePolicy::is_default")]
     pub policy: CasePolicy,
+    /// The receiving party's MLS state, for the MLS cases: [`MLS_STATE`], this
+    /// crate's state file (openmls' storage and ours in SQLite, `src/mls/state.rs`)
+    /// holding Bob's MLS identity and the groups he is in. No MLS implementation
+    /// exports a member's group state in a common form (RFC 9420 leaves it to each),
+    /// so another implementation's adapter skips these cases, or reads that file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mls_state: Option<String>,
 }
+
+/// Where a case keeps the receiving party's MLS state ([`Expected::mls_state`]).
+pub const MLS_STATE: &str = "state/mls.db";
 
 /// The receiver's policy switches a case can set (the default: both off). A rule that
 /// only a stricter or a more lenient receiver applies needs one.
@@ -141,6 +151,8 @@ pub(crate) struct Case {
     pub(crate) prior: Vec<Vec<u8>>,
     /// The receiving party's keys.
     pub(crate) keys: std::sync::Arc<Vec<KeyFile>>,
+    /// The receiving party's MLS state file ([`MLS_STATE`]), for the MLS cases.
+    pub(crate) mls_state: Option<Vec<u8>>,
 }
 
 impl Case {
@@ -156,6 +168,13 @@ impl Case {
         for k in self.keys.iter() {
             put(&keys.join(&k.file), &k.bytes)?;
         }
+        if let Some(state) = &self.mls_state {
+            let path = dir.join(MLS_STATE);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            put(&path, state)?;
+        }
         let list = serde_json::to_value(&*self.keys).unwrap_or_default();
         put(&keys.join("keys.json"), &pretty(&list))?;
         let label = serde_json::to_value(&self.expected).unwrap_or_default();
@@ -163,10 +182,17 @@ impl Case {
     }
 }
 
-/// A case read back: its label, message, prior messages and keys.
-pub(crate) type CaseFiles = (Expected, Vec<u8>, Vec<Vec<u8>>, Vec<KeyFile>);
+/// A case read back.
+pub(crate) struct CaseFiles {
+    pub(crate) expected: Expected,
+    pub(crate) message: Vec<u8>,
+    pub(crate) prior: Vec<Vec<u8>>,
+    pub(crate) keys: Vec<KeyFile>,
+    /// The receiving party's MLS state file, if the case has one.
+    pub(crate) mls_state: Option<Vec<u8>>,
+}
 
-/// Reads a case directory back: its label, message, prior messages and keys.
+/// Reads a case directory back: its label, message, prior messages, keys and state.
 pub(crate) fn read(dir: &Path) -> Result<CaseFiles, CorpusError> {
     let name = dir
         .file_name()
@@ -198,5 +224,16 @@ pub(crate) fn read(dir: &Path) -> Result<CaseFiles, CorpusError> {
         }
         k.bytes = get(&keys_dir.join(&k.file))?;
     }
-    Ok((expected, message, prior, keys))
+    let mls_state = match expected.mls_state.as_deref() {
+        None => None,
+        Some(MLS_STATE) => Some(get(&dir.join(MLS_STATE))?),
+        Some(other) => return Err(bad(format!("mlsState {other:?}: only {MLS_STATE:?}"))),
+    };
+    Ok(CaseFiles {
+        expected,
+        message,
+        prior,
+        keys,
+        mls_state,
+    })
 }

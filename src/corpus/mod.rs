@@ -3,7 +3,8 @@
 //!
 //! [`generate`] writes one directory per case: the message, the receiving party's keys
 //! (`keys/`, described by `keys/keys.json`), the messages it must have received before
-//! (`prior-N.eml`), and `expected.json`: accept or refuse, the verdict code
+//! (`prior-N.eml`), for an MLS case its MLS state ([`MLS_STATE`]), and
+//! `expected.json`: accept or refuse, the verdict code
 //! ([`crate::ReceiveError::code`]), the command line's exit status, and what the
 //! cryptographic layer alone decides (so a tool that checks only signatures and
 //! decryption can be judged on what it can judge). The label schema is
@@ -25,7 +26,8 @@
 //! RSA PKCS#1 v1.5, detached-jws and OpenPGP with Ed25519). What is not: encrypted
 //! messages (content keys, nonces and ephemeral keys come from the system's random
 //! source, which the sealers do not let a caller seed: a seeded source in a sealer is
-//! one mistake away from reused AES-GCM nonces) and the attacker's generated keys.
+//! one mistake away from reused AES-GCM nonces), MLS messages and states (openmls
+//! draws its keys the same way), and the attacker's generated keys.
 
 mod case;
 mod cases;
@@ -36,7 +38,7 @@ mod run;
 
 use std::path::{Path, PathBuf};
 
-pub use case::{CasePolicy, Crypto, Expected, KeyFile, KeyRole, Verdict};
+pub use case::{CasePolicy, Crypto, Expected, KeyFile, KeyRole, Verdict, MLS_STATE};
 pub use mutate::{mutate, Layer, MutateOptions};
 pub use run::{run, Adapter, CaseResult, CommandAdapter, Judgement, MailsealAdapter, Report};
 

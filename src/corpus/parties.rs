@@ -88,6 +88,13 @@ pub(crate) struct Parties {
     /// Bob's keys as files: his identities, his CA, Alice's OpenPGP certificate and
     /// JWK.
     pub(crate) bob: Arc<Vec<KeyFile>>,
+    /// The MLS members' key stores: each with Bob's CA as its anchor (to check the
+    /// other members' leaves) and its S/MIME identity (which certifies its MLS key).
+    /// Alice's is her RFC 9216 sample identity; Carol and Mallory hold certificates
+    /// from Bob's CA for their own addresses.
+    pub(crate) mls_alice: Sender,
+    pub(crate) mls_carol: Sender,
+    pub(crate) mls_mallory: Sender,
 }
 
 fn party(name: &'static str) -> impl Fn(String) -> CorpusError {
@@ -241,6 +248,32 @@ impl Parties {
             (made_at(), 3650),
         )?;
 
+        // The MLS members' stores.
+        let mls_alice = TempStore::new("alice")?;
+        import(
+            &mls_alice.store,
+            "alice",
+            &[
+                (CA_RSA_CRT, true),
+                (ALICE_SIGN_CRT, false),
+                (ALICE_SIGN_KEY, false),
+            ],
+        )?;
+        let mls_member = |name: &'static str, email: &str| -> Result<Sender, CorpusError> {
+            let member = TempStore::new(name)?;
+            import(&member.store, name, &[(CA_RSA_CRT, true)])?;
+            smime_identity(
+                &member.store,
+                name,
+                Some(email),
+                Some(&bobs_ca),
+                (made_at(), 3650),
+            )?;
+            Ok(member)
+        };
+        let mls_carol = mls_member("carol", CAROL)?;
+        let mls_mallory = mls_member("insider", MALLORY)?;
+
         // Alice's certificate from Bob's CA that expired before the cases are judged.
         let expired_store = TempStore::new("expired")?;
         let expired = &expired_store.store;
@@ -345,6 +378,9 @@ impl Parties {
             expired: expired_store,
             impostor: impostor_store,
             bob: Arc::new(bob),
+            mls_alice,
+            mls_carol,
+            mls_mallory,
         })
     }
 }

@@ -16,7 +16,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use super::case::{self, Crypto, Expected, KeyFile, Verdict};
+use super::case::{self, CaseFiles, Crypto, Expected, Verdict};
 use super::CorpusError;
 use crate::error::Classify;
 use crate::receiver::{Clock, Outcome, Receiver};
@@ -50,14 +50,17 @@ pub(crate) struct Own {
     pub(crate) detail: Option<String>,
 }
 
-/// Judges a case with this crate: a [`Receiver`] over the receiving party's keys at
-/// the case's time, the prior messages received and committed first.
-pub(crate) fn judge(
-    expected: &Expected,
-    message: &[u8],
-    prior: &[Vec<u8>],
-    keys: &[KeyFile],
-) -> Own {
+/// Judges a case with this crate: a [`Receiver`] over the receiving party's keys (and
+/// a copy of its MLS state) at the case's time, the prior messages received and
+/// committed first.
+pub(crate) fn judge(case: &CaseFiles) -> Own {
+    let CaseFiles {
+        expected,
+        message,
+        prior,
+        keys,
+        mls_state,
+    } = case;
     let fail = |detail: String| Own {
         verdict: Verdict::Refuse,
         code: Some("corpus.setup".into()),
@@ -75,10 +78,26 @@ pub(crate) fn judge(
     )
     .map(|t| t.unix_timestamp())
     .unwrap_or(super::NOW);
-    let mut receiver = Receiver::builder(&store.store)
+    let mut builder = Receiver::builder(&store.store)
         .policy(expected.policy.open_policy())
-        .clock(Clock::Fixed(now))
-        .build();
+        .clock(Clock::Fixed(now));
+    // A copy: judging a case changes the state (a message seen, a Commit applied).
+    let state_dir = tempfile::tempdir();
+    if let Some(state) = mls_state {
+        let mls = state_dir
+            .as_ref()
+            .map_err(|e| e.to_string())
+            .and_then(|dir| {
+                std::fs::write(dir.path().join(crate::mls::STATE_FILE), state)
+                    .map_err(|e| e.to_string())?;
+                crate::mls::Mls::open(dir.path()).map_err(|e| e.to_string())
+            });
+        match mls {
+            Ok(mls) => builder = builder.mls(mls),
+            Err(e) => return fail(format!("the MLS state does not load: {e}")),
+        }
+    }
+    let mut receiver = builder.build();
     for (i, p) in prior.iter().enumerate() {
         let committed = receiver.receive(p).and_then(|incoming| incoming.commit());
         if let Err(e) = committed {
@@ -93,8 +112,7 @@ pub(crate) fn judge(
                 Outcome::Deliver { .. } => Verdict::Accept,
                 Outcome::Duplicate { .. } => Verdict::Duplicate,
                 Outcome::Held(_) => Verdict::Held,
-                // An MLS handshake applied or messages released: taken in (the corpus
-                // has no MLS case yet).
+                // An MLS handshake (a KeyPackage, a Welcome, a Commit) taken in.
                 _ => Verdict::Accept,
             };
             Own {
@@ -142,8 +160,7 @@ impl Adapter for MailsealAdapter {
         "mailseal".into()
     }
     fn judge(&self, dir: &Path) -> Result<Judgement, CorpusError> {
-        let (expected, message, prior, keys) = case::read(dir)?;
-        let own = judge(&expected, &message, &prior, &keys);
+        let own = judge(&case::read(dir)?);
         Ok(Judgement {
             verdict: verdict_word(own.verdict).into(),
             layer: Some("full".into()),
@@ -242,7 +259,7 @@ pub fn run(dir: &Path, adapter: &dyn Adapter) -> Result<Report, CorpusError> {
         above_its_layer: Default::default(),
     };
     for path in names {
-        let (expected, ..) = case::read(&path)?;
+        let expected = case::read(&path)?.expected;
         let result = match adapter.judge(&path) {
             Ok(j) => {
                 if j.layer.as_deref() == Some("crypto")

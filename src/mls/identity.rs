@@ -270,7 +270,7 @@ impl Mls {
 
     /// A KeyPackage for `email`, as the MLSMessage bytes (for an Agent Card).
     pub fn key_package_message(&self, email: &str) -> Result<Vec<u8>, MlsError> {
-        self.new_key_package(email, false)
+        self.new_key_package(email, false, None)
     }
 
     /// A last-resort KeyPackage (RFC 9420 section 16.8) of `email` as a bare
@@ -278,13 +278,16 @@ impl Mls {
     /// its KeyPackage must survive being used for more than one group (its private
     /// part stays in the state after a join).
     pub fn last_resort_key_package(&self, email: &str) -> Result<Vec<u8>, MlsError> {
-        self.new_key_package(email, true)
+        self.new_key_package(email, true, None)
     }
 
+    /// A KeyPackage of `email`, valid for openmls' default lifetime (84 days) unless
+    /// `lifetime` (seconds) says otherwise (the conformance corpus's long-lived one).
     pub(super) fn new_key_package(
         &self,
         email: &str,
         last_resort: bool,
+        lifetime: Option<u64>,
     ) -> Result<Vec<u8>, MlsError> {
         let email = email.trim().to_ascii_lowercase();
         let me_id = self.signer(&email)?;
@@ -296,6 +299,9 @@ impl Mls {
             .leaf_node_extensions(self.own_leaf_extensions(&email)?);
         if last_resort {
             builder = builder.mark_as_last_resort();
+        }
+        if let Some(seconds) = lifetime {
+            builder = builder.key_package_lifetime(Lifetime::new(seconds));
         }
         let bundle = builder
             .build(CIPHERSUITE, &self.state.provider, signer, credential)

@@ -19,6 +19,7 @@
 mod agent;
 pub mod authentication;
 mod changeset;
+mod conformance;
 mod held;
 mod identity;
 pub mod invitation;
@@ -49,6 +50,8 @@ use openmls_basic_credential::SignatureKeyPair;
 use sha2::{Digest, Sha256};
 
 use self::state::State;
+/// The file name of the MLS state in a state directory ([`Mls::open`]).
+pub(crate) use self::state::FILE_NAME as STATE_FILE;
 use crate::error::{A2aErrorType, Classify, ErrorKind};
 use crate::message::Limits;
 

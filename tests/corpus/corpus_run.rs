@@ -53,8 +53,9 @@ fn at_least_300_labelled_cases_and_mailseal_passes_every_one() {
         .iter()
         .map(|e| (e.profile.clone(), e.protection.clone()))
         .collect();
-    // Five protections, and the unprotected messages.
-    assert_eq!(modes.len(), 6, "{modes:?}");
+    // Five protections, MLS, and the unprotected messages.
+    assert_eq!(modes.len(), 7, "{modes:?}");
+    assert!(modes.contains(&("mls".into(), "signed-encrypted".into())));
     assert!(modes.contains(&("none".into(), "none".into())));
     let junit = report.junit();
     assert!(junit.contains(&format!("tests=\"{}\" failures=\"0\"", report.cases.len())));
@@ -99,32 +100,6 @@ fn every_label_follows_the_schema_and_its_exit_status_follows_its_kind() {
 /// test fails when a code gains a case (take it off this list) and when a new code
 /// has none (add a case, or add it here with the reason).
 const NOT_YET: &[(&str, &str)] = &[
-    // No MLS cases yet: a receiving member's group state is not portable (openmls'
-    // storage), so MLS cases need a state format an adapter can load.
-    ("mls.binding", "mls"),
-    ("mls.buffer-full", "mls"),
-    ("mls.epoch-gone", "mls"),
-    ("mls.external-join-refused", "mls"),
-    ("mls.fork", "mls"),
-    ("mls.invalid", "mls"),
-    ("mls.inviter-refused", "mls"),
-    ("mls.key-package-lifetime", "mls"),
-    ("mls.malformed", "mls"),
-    ("mls.no-identity", "mls"),
-    ("mls.no-ratchet-tree", "mls"),
-    ("mls.plaintext-handshake", "mls"),
-    ("mls.removed", "mls"),
-    ("mls.sender-removed", "mls"),
-    ("mls.unbound", "mls"),
-    ("mls.unknown-group", "mls"),
-    (
-        "rules.no-lifetime",
-        "mls: mail without a protected Date is refused by validation first; an MLS application message has none",
-    ),
-    (
-        "validation.must-be-base64url",
-        "mls: group.id, and group coordinates outside MLS are refused first",
-    ),
     // The receiver's own environment, not the message: a store that fails, a locked
     // key, a build without a profile, an internal error.
     ("mls.locked", "environment"),
@@ -147,12 +122,20 @@ const NOT_YET: &[(&str, &str)] = &[
     ("smime.key", "own keys: our private key does not load or does not match"),
     ("openpgp.key", "own keys: the key store's certificates do not load"),
     (
+        "mls.no-identity",
+        "own keys: raised when we create, add, update, seal or join externally without an MLS identity; receiving needs none",
+    ),
+    (
         "openpgp.boundary-collision",
         "sealing: the random boundary occurs in the signed entity (2^-192 a message)",
     ),
     (
         "openpgp.too-large",
         "never a verdict: a decryption over the limit is message.decoded-too-large",
+    ),
+    (
+        "rules.no-lifetime",
+        "validation refuses first: every profile's inner entity needs a Date (validation.invalid-header), and a Date gives a lifetime",
     ),
     (
         "rules.incomplete",
@@ -183,7 +166,7 @@ fn every_verdict_code_has_a_case_or_a_reason() {
         missing.difference(&listed).collect::<Vec<_>>(),
         listed.difference(&missing).collect::<Vec<_>>()
     );
-    assert!(covered.len() >= 91, "{} codes covered", covered.len());
+    assert!(covered.len() >= 107, "{} codes covered", covered.len());
 }
 
 #[test]
@@ -346,6 +329,74 @@ fn the_same_seed_gives_the_same_labels_keys_and_deterministic_messages() {
         )
         .unwrap()
     );
+}
+
+/// A copy of case `id` with its label changed by `edit`.
+fn edited_case(id: &str, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    let from = corpus().join("cases").join(id);
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(format!("{}/.", from.display()))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let label = copy.path().join("expected.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&label).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(&label, serde_json::to_vec(&v).unwrap()).unwrap();
+    copy
+}
+
+#[test]
+fn the_mls_cases_carry_bobs_group_state_and_need_it() {
+    let mls: Vec<Expected> = labels(corpus())
+        .into_iter()
+        .filter(|e| e.profile == "mls")
+        .collect();
+    assert!(mls.len() >= 20, "{} MLS cases", mls.len());
+    for e in &mls {
+        assert_eq!(e.mls_state.as_deref(), Some("state/mls.db"), "{}", e.id);
+        assert!(corpus()
+            .join("cases")
+            .join(&e.id)
+            .join("state/mls.db")
+            .is_file());
+    }
+    // Every MLS refusal code the crate has but one (no-identity: our own keys) has a
+    // case.
+    let codes: BTreeSet<String> = mls.iter().filter_map(|e| e.code.clone()).collect();
+    for code in ReceiveError::codes() {
+        if code.starts_with("mls.")
+            && ![
+                "mls.no-identity",
+                "mls.locked",
+                "mls.state",
+                "mls.operation",
+                "mls.usage",
+            ]
+            .contains(&code.as_str())
+        {
+            assert!(codes.contains(&code), "no MLS case for {code}");
+        }
+    }
+    // Without Bob's state, the valid application message is not delivered.
+    let valid = "mls--valid--request-message-send";
+    let adapter = MailsealAdapter;
+    let judge = |dir: &Path| mailseal::corpus::Adapter::judge(&adapter, dir);
+    assert_eq!(
+        judge(&corpus().join("cases").join(valid)).unwrap().verdict,
+        "accept"
+    );
+    let stateless = edited_case(valid, |v| {
+        v.as_object_mut().unwrap().remove("mlsState");
+    });
+    let j = judge(stateless.path()).unwrap();
+    assert_eq!(j.verdict, "refuse", "{j:?}");
+    // A state file named outside the case directory is no case.
+    let escaping = edited_case(valid, |v| v["mlsState"] = "../../state/mls.db".into());
+    assert!(judge(escaping.path()).is_err());
 }
 
 #[test]

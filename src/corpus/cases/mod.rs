@@ -11,6 +11,7 @@ mod identity;
 mod layers;
 mod legacy;
 mod mime;
+mod mls;
 mod rules;
 mod valid;
 
@@ -31,6 +32,9 @@ pub(crate) enum Mode {
     OpenPgpSigned,
     OpenPgpEncrypted,
     Jws,
+    /// An MLS application or handshake message of Bob's group (sealed by the group,
+    /// in the `mls` module, not by [`Builder::seal`]).
+    Mls,
     /// No protection: the plain message.
     Plain,
 }
@@ -50,6 +54,7 @@ impl Mode {
             Mode::SmimeSigned | Mode::SmimeEncrypted => "smime",
             Mode::OpenPgpSigned | Mode::OpenPgpEncrypted => "openpgp",
             Mode::Jws => "jws",
+            Mode::Mls => "mls",
             Mode::Plain => "none",
         }
     }
@@ -61,7 +66,10 @@ impl Mode {
         }
     }
     fn encrypted(self) -> bool {
-        matches!(self, Mode::SmimeEncrypted | Mode::OpenPgpEncrypted)
+        matches!(
+            self,
+            Mode::SmimeEncrypted | Mode::OpenPgpEncrypted | Mode::Mls
+        )
     }
     fn name(self) -> &'static str {
         match self {
@@ -70,6 +78,7 @@ impl Mode {
             Mode::OpenPgpSigned => "openpgp-signed",
             Mode::OpenPgpEncrypted => "openpgp-encrypted",
             Mode::Jws => "jws",
+            Mode::Mls => "mls",
             Mode::Plain => "plain",
         }
     }
@@ -114,6 +123,8 @@ struct Builder<'p> {
     cases: Vec<Case>,
     /// The receiver's policy for the cases pushed now (see [`Builder::under`]).
     policy: CasePolicy,
+    /// The receiver's MLS state for the next case pushed (taken by it).
+    mls_state: Option<Vec<u8>>,
 }
 
 fn at() -> time::OffsetDateTime {
@@ -286,6 +297,12 @@ impl<'p> Builder<'p> {
         let at = sealing.signed_at.unwrap_or_else(at);
         let sealed = match mode {
             Mode::Plain => Ok(entity),
+            Mode::Mls => {
+                return Err(CorpusError::Inconsistent {
+                    case: id.into(),
+                    reason: "an MLS case is sealed by its group".into(),
+                })
+            }
             Mode::SmimeEncrypted if !sealing.sign => crate::smime::Smime::new(store)
                 .encrypt_signed_entity(&msg.headers, &hints, &entity, &encrypt_to),
             Mode::OpenPgpEncrypted if !sealing.sign => crate::openpgp::OpenPgp::new(store)
@@ -418,10 +435,23 @@ impl<'p> Builder<'p> {
                 .map(|i| format!("prior-{i}.eml"))
                 .collect(),
             policy: self.policy,
+            mls_state: None,
+        };
+        let mls_state = self.mls_state.take();
+        if mls_state.is_some() {
+            expected.mls_state = Some(super::case::MLS_STATE.into());
+        }
+        let mut files = super::case::CaseFiles {
+            expected,
+            message,
+            prior,
+            keys: self.parties.bob.to_vec(),
+            mls_state,
         };
         // Judged here as `corpus run` judges it: a case this crate decides otherwise
         // is a bug of the case or of the crate, and is not written.
-        let got = super::run::judge(&expected, &message, &prior, &self.parties.bob);
+        let got = super::run::judge(&files);
+        let expected = &mut files.expected;
         if got.verdict != expected.verdict || got.code != expected.code {
             return Err(CorpusError::Inconsistent {
                 case: id,
@@ -438,10 +468,11 @@ impl<'p> Builder<'p> {
         expected.kind = got.kind;
         expected.exit = got.exit;
         self.cases.push(Case {
-            expected,
-            message,
-            prior,
+            expected: files.expected,
+            message: files.message,
+            prior: files.prior,
             keys: self.parties.bob.clone(),
+            mls_state: files.mls_state,
         });
         Ok(())
     }
@@ -463,6 +494,7 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
         ids: Rng(seed),
         cases: Vec::new(),
         policy: CasePolicy::default(),
+        mls_state: None,
     };
     valid::cases(&mut b)?;
     envelope::cases(&mut b)?;
@@ -471,6 +503,7 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
     layers::cases(&mut b)?;
     legacy::cases(&mut b)?;
     rules::cases(&mut b)?;
+    mls::cases(&mut b)?;
     Ok(b.cases)
 }
 

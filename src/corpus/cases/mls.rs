@@ -1,0 +1,598 @@
+//! MLS cases: Bob in a group with Alice (and Carol), his MLS state as it stands when
+//! the case's message arrives ([`crate::corpus::MLS_STATE`]), and the message.
+//!
+//! Each case builds its own group, so that no case depends on another's epoch. Bob's
+//! state is taken after he joined (or, for the cases about joining, after he made
+//! the KeyPackage he is invited with); what happened in the group after that travels
+//! as the case's prior messages (Commits, earlier application messages), which an
+//! implementation replays as Bob would have received them.
+
+use super::*;
+use crate::corpus::parties::TempStore;
+use crate::message::{Headers, Mailbox};
+use crate::mls::{Authenticator, Mls, StoreAuthenticator};
+use crate::receiver::{Clock, Receiver};
+
+/// A member other than Bob: its MLS state (in memory) and key store.
+struct Member<'p> {
+    email: &'static str,
+    mls: Mls,
+    keys: &'p Sender,
+}
+
+impl<'p> Member<'p> {
+    fn new(email: &'static str, keys: &'p Sender) -> Result<Self, CorpusError> {
+        let mls = Mls::in_memory().map_err(mls_party(email))?;
+        mls.generate_identity(email, &StoreAuthenticator::new(&keys.store))
+            .map_err(mls_party(email))?;
+        Ok(Member { email, mls, keys })
+    }
+
+    fn auth(&self) -> StoreAuthenticator<'_> {
+        StoreAuthenticator::new(&self.keys.store)
+    }
+
+    /// Takes in a Welcome, Commit or application message of the group.
+    fn receive(&self, mail: &[u8]) -> Result<(), CorpusError> {
+        self.mls
+            .receive(mail, &crate::OpenPolicy::default(), "corpus", &self.auth())
+            .and_then(|r| r.commit())
+            .map(drop)
+            .map_err(mls_party(self.email))
+    }
+}
+
+/// Bob: his key store (the case's keys) and his MLS state in a directory, opened for
+/// each step, so that the state file can be read between steps.
+struct Bob {
+    keys: TempStore,
+    dir: tempfile::TempDir,
+}
+
+impl Bob {
+    fn new(parties: &Parties) -> Result<Self, CorpusError> {
+        let keys = crate::corpus::parties::store_of(&parties.bob)?;
+        let dir = tempfile::tempdir().map_err(|e| mls_party(BOB)(e))?;
+        let bob = Bob { keys, dir };
+        bob.mls()?
+            .generate_identity(BOB, &StoreAuthenticator::new(&bob.keys.store))
+            .map_err(mls_party(BOB))?;
+        Ok(bob)
+    }
+
+    fn mls(&self) -> Result<Mls, CorpusError> {
+        Mls::open(self.dir.path()).map_err(mls_party(BOB))
+    }
+
+    /// A KeyPackage mail of Bob's.
+    fn key_package(&self) -> Result<Vec<u8>, CorpusError> {
+        self.mls()?.key_package(BOB).map_err(mls_party(BOB))
+    }
+
+    /// Receives `mail` as the case's receiver will, and commits it.
+    fn receive(&self, mail: &[u8]) -> Result<(), CorpusError> {
+        let mut receiver = Receiver::builder(&self.keys.store)
+            .mls(self.mls()?)
+            .clock(Clock::Fixed(crate::corpus::NOW))
+            .build();
+        receiver
+            .receive(mail)
+            .and_then(|incoming| incoming.commit())
+            .map(drop)
+            .map_err(|e| mls_party(BOB)(e))
+    }
+
+    /// The state file as it is now (no connection is open between steps, so the
+    /// write-ahead log has been folded into it).
+    fn state(&self) -> Result<Vec<u8>, CorpusError> {
+        let path = self.dir.path().join(crate::mls::STATE_FILE);
+        std::fs::read(&path).map_err(crate::corpus::io(&path))
+    }
+}
+
+fn mls_party<E: std::fmt::Display>(party: &'static str) -> impl Fn(E) -> CorpusError {
+    move |e| CorpusError::Party {
+        party,
+        reason: e.to_string(),
+    }
+}
+
+/// A group Alice made, Bob (and Carol, with `carol`) added by one Commit, every
+/// member at epoch 1; Bob's state taken after he joined.
+struct Group<'p> {
+    alice: Member<'p>,
+    carol: Option<Member<'p>>,
+    id: String,
+    joined: Vec<u8>,
+}
+
+impl<'p> Group<'p> {
+    fn new(parties: &'p Parties, carol: bool) -> Result<Self, CorpusError> {
+        let alice = Member::new(ALICE, &parties.mls_alice)?;
+        let carol = carol
+            .then(|| Member::new(CAROL, &parties.mls_carol))
+            .transpose()?;
+        let bob = Bob::new(parties)?;
+        bob.mls()?
+            .allow_inviter(ALICE, true)
+            .map_err(mls_party(BOB))?;
+        let id = alice.mls.create_group(ALICE).map_err(mls_party(ALICE))?;
+        let mut kps = vec![bob.key_package()?];
+        if let Some(c) = &carol {
+            c.mls.allow_inviter(ALICE, true).map_err(mls_party(CAROL))?;
+            kps.push(c.mls.key_package(CAROL).map_err(mls_party(CAROL))?);
+        }
+        let added = alice
+            .mls
+            .add(&id, &kps, &alice.auth())
+            .map_err(mls_party(ALICE))?;
+        bob.receive(&added.welcome)?;
+        if let Some(c) = &carol {
+            c.receive(&added.welcome)?;
+        }
+        let joined = bob.state()?;
+        Ok(Group {
+            alice,
+            carol,
+            id,
+            joined,
+        })
+    }
+
+    fn carol(&self) -> Result<&Member<'p>, CorpusError> {
+        self.carol
+            .as_ref()
+            .ok_or_else(|| CorpusError::Inconsistent {
+                case: "mls".into(),
+                reason: "a group without Carol".into(),
+            })
+    }
+}
+
+impl Builder<'_> {
+    /// A request from `from` to Bob, sealed as an application message of `group`.
+    fn mls_request(
+        &mut self,
+        member: &Member<'_>,
+        group: &str,
+        operation: &str,
+    ) -> Result<Vec<u8>, CorpusError> {
+        let env = self.request(operation);
+        let d = self.draft_between(Mode::Mls, &env, member.email, &[BOB])?;
+        member
+            .mls
+            .seal(&d.msg, group, false)
+            .map_err(mls_party(member.email))
+    }
+
+    /// An application message of `group` from `member` carrying `env`, From `from`,
+    /// sealed without the sender's checks (what a lying or broken sender writes).
+    fn mls_unchecked(
+        &mut self,
+        member: &Member<'_>,
+        group: &str,
+        env: &Value,
+        from: &str,
+    ) -> Result<Vec<u8>, CorpusError> {
+        let d = self.draft_between(Mode::Mls, env, from, &[BOB])?;
+        let entity = inner_entity("mls", &d.msg, true)?;
+        let headers = Headers {
+            from: Some(Mailbox::new(from)),
+            from_count: 1,
+            to: vec![Mailbox::new(BOB)],
+            date: d.msg.headers.date,
+            message_id: d.msg.headers.message_id.clone(),
+            ..Headers::default()
+        };
+        let generation = 0u64;
+        member
+            .mls
+            .seal_unchecked(&entity, group, &headers, generation.to_be_bytes().to_vec())
+            .map_err(mls_party(member.email))
+    }
+
+    /// Adds an MLS case: `message` to Bob in the state `state`, after `prior`.
+    #[allow(clippy::too_many_arguments)]
+    fn add_mls(
+        &mut self,
+        name: &str,
+        rule: Rule,
+        description: &str,
+        state: Vec<u8>,
+        message: Vec<u8>,
+        prior: Vec<Vec<u8>>,
+        crypto: Crypto,
+    ) -> Result<(), CorpusError> {
+        self.mls_state = Some(state);
+        let id = format!("{}--{}", Mode::Mls.name(), name);
+        self.push(id, rule, description, Mode::Mls, message, prior, crypto)
+    }
+}
+
+/// The message of `mail` with one byte of its MLSMessage changed at `from_end`
+/// bytes before its end, in a mail otherwise the same.
+fn flipped(mail: &[u8], from_end: usize) -> Result<Vec<u8>, CorpusError> {
+    let read = crate::mls::wire::read_mail(mail, &crate::message::Limits::default())
+        .map_err(mls_party("alice"))?;
+    let mut message = read.message;
+    let at = message.len().saturating_sub(from_end);
+    if let Some(b) = message.get_mut(at) {
+        *b ^= 0x01;
+    }
+    crate::mls::wire::write_mail(&read.headers, &Hints::binding_only(), &message)
+        .map_err(mls_party("alice"))
+}
+
+pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
+    let parties = b.parties;
+
+    // Valid: a request and a response from Alice; a Commit; a KeyPackage.
+    let g = Group::new(parties, false)?;
+    for op in ["message/send", "tasks/get"] {
+        let message = b.mls_request(&g.alice, &g.id, op)?;
+        b.add_mls(
+            &format!("valid--request-{}", op.replace('/', "-")),
+            Rule::Accept,
+            &format!("a {op} request from Alice, an application message of the group Bob joined"),
+            g.joined.clone(),
+            message,
+            vec![],
+            Crypto::Pass,
+        )?;
+    }
+    let env = b.reply("message/send", "response");
+    let d = b.draft_between(Mode::Mls, &env, ALICE, &[BOB])?;
+    let message = g
+        .alice
+        .mls
+        .seal(&d.msg, &g.id, false)
+        .map_err(mls_party(ALICE))?;
+    b.add_mls(
+        "valid--response-message-send",
+        Rule::Accept,
+        "a message/send response from Alice in the group",
+        g.joined.clone(),
+        message,
+        vec![],
+        Crypto::Pass,
+    )?;
+
+    let g = Group::new(parties, false)?;
+    let update = g.alice.mls.update(&g.id).map_err(mls_party(ALICE))?;
+    b.add_mls(
+        "valid--commit-update",
+        Rule::Accept,
+        "Alice's Commit that updates her leaf: the group moves to epoch 2",
+        g.joined.clone(),
+        update.clone(),
+        vec![],
+        Crypto::Pass,
+    )?;
+    // After the Commit, a message of the new epoch; before it, the message is held.
+    let later = b.mls_request(&g.alice, &g.id, "message/send")?;
+    b.add_mls(
+        "valid--after-commit",
+        Rule::Accept,
+        "a request of epoch 2, after the Commit that led there",
+        g.joined.clone(),
+        later.clone(),
+        vec![update.clone()],
+        Crypto::Pass,
+    )?;
+    b.add_mls(
+        "rules.held--future-epoch",
+        Rule::Held,
+        "a request of epoch 2 before the Commit that leads there: held until it arrives",
+        g.joined.clone(),
+        later,
+        vec![],
+        Crypto::Pass,
+    )?;
+
+    // A message seen before.
+    let g = Group::new(parties, false)?;
+    let m = b.mls_request(&g.alice, &g.id, "message/send")?;
+    b.add_mls(
+        "rules.duplicate--application-message-twice",
+        Rule::Duplicate,
+        "Alice's request a second time (a redelivery): not opened again",
+        g.joined.clone(),
+        m.clone(),
+        vec![m.clone()],
+        Crypto::Pass,
+    )?;
+
+    // Changed bytes: the AEAD tag, and a body that is no MLSMessage.
+    b.add_mls(
+        "mls.invalid--flipped-ciphertext",
+        Rule::Refuse("mls.invalid"),
+        "Alice's request with one bit of its ciphertext flipped",
+        g.joined.clone(),
+        flipped(&m, 2)?,
+        vec![],
+        Crypto::Fail,
+    )?;
+    let headers = Headers {
+        from: Some(Mailbox::new(ALICE)),
+        from_count: 1,
+        to: vec![Mailbox::new(BOB)],
+        date: Some(at()),
+        message_id: Some(format!("{}@smime.example", b.ids.id("mail"))),
+        ..Headers::default()
+    };
+    let garbage = crate::mls::wire::write_mail(
+        &headers,
+        &Hints::binding_only(),
+        b"\x00\x01\x00\x02 not an MLSMessage",
+    )
+    .map_err(mls_party(ALICE))?;
+    b.add_mls(
+        "mls.malformed--not-an-mls-message",
+        Rule::Refuse("mls.malformed"),
+        "a message/mls part whose body is not one MLSMessage",
+        g.joined.clone(),
+        garbage,
+        vec![],
+        Crypto::Fail,
+    )?;
+
+    // The sender names someone else in From.
+    let env = b.request("message/send");
+    let m = b.mls_unchecked(&g.alice, &g.id, &env, CAROL)?;
+    b.add_mls(
+        "mls.binding--from-is-not-the-sender",
+        Rule::Refuse("mls.binding"),
+        "Alice, a member, sends as Carol: the From and the inner From name Carol, the MLS credential Alice",
+        g.joined.clone(),
+        m,
+        vec![],
+        Crypto::Pass,
+    )?;
+    // The envelope's group id is not base64url.
+    let mut env = b.request("message/send");
+    env["group"] = json!({"id": "not base64url!", "epoch": 1, "generation": 1});
+    let m = b.mls_unchecked(&g.alice, &g.id, &env, ALICE)?;
+    b.add_mls(
+        "validation.must-be-base64url--group-id",
+        Rule::Refuse("validation.must-be-base64url"),
+        "an application message whose envelope's group.id is not base64url",
+        g.joined.clone(),
+        m,
+        vec![],
+        Crypto::Pass,
+    )?;
+    // A group Bob is not in.
+    let other = g.alice.mls.create_group(ALICE).map_err(mls_party(ALICE))?;
+    let m = b.mls_request(&g.alice, &other, "message/send")?;
+    b.add_mls(
+        "mls.unknown-group--not-a-member",
+        Rule::Refuse("mls.unknown-group"),
+        "a request in a group of Alice's that Bob was never added to",
+        g.joined.clone(),
+        m,
+        vec![],
+        Crypto::Fail,
+    )?;
+
+    // Bob removed: the group's next messages are not for him.
+    let g = Group::new(parties, false)?;
+    let removal = g.alice.mls.remove(&g.id, BOB).map_err(mls_party(ALICE))?;
+    let after = b.mls_request(&g.alice, &g.id, "message/send")?;
+    b.add_mls(
+        "mls.removed--after-own-removal",
+        Rule::Refuse("mls.removed"),
+        "a request of the epoch after Alice's Commit that removed Bob",
+        g.joined.clone(),
+        after,
+        vec![removal],
+        Crypto::Fail,
+    )?;
+
+    // Carol writes at epoch 1, then Alice removes her: her late message no longer
+    // speaks for the group, though its epoch's secrets are still kept.
+    let g = Group::new(parties, true)?;
+    let carol = g.carol()?;
+    let late = b.mls_request(carol, &g.id, "message/send")?;
+    let removal = g.alice.mls.remove(&g.id, CAROL).map_err(mls_party(ALICE))?;
+    b.add_mls(
+        "mls.sender-removed--late-message",
+        Rule::Refuse("mls.sender-removed"),
+        "Carol's request of epoch 1, arriving after the Commit that removed her",
+        g.joined.clone(),
+        late,
+        vec![removal],
+        Crypto::Pass,
+    )?;
+
+    // Two Commits for epoch 1: Alice's applied, then Carol's.
+    let g = Group::new(parties, true)?;
+    let alices = g.alice.mls.update(&g.id).map_err(mls_party(ALICE))?;
+    let carols = g.carol()?.mls.update(&g.id).map_err(mls_party(CAROL))?;
+    b.add_mls(
+        "mls.fork--second-commit-for-an-epoch",
+        Rule::Refuse("mls.fork"),
+        "Carol's Commit for epoch 1 after Alice's Commit for epoch 1 was applied",
+        g.joined.clone(),
+        carols,
+        vec![alices],
+        Crypto::Pass,
+    )?;
+
+    // A message from an epoch whose secrets are gone (three past epochs are kept).
+    let g = Group::new(parties, false)?;
+    let old = b.mls_request(&g.alice, &g.id, "message/send")?;
+    let mut commits = Vec::new();
+    for _ in 0..4 {
+        commits.push(g.alice.mls.update(&g.id).map_err(mls_party(ALICE))?);
+    }
+    b.add_mls(
+        "mls.epoch-gone--four-epochs-late",
+        Rule::Refuse("mls.epoch-gone"),
+        "Alice's request of epoch 1 after four Commits: Bob keeps three past epochs",
+        g.joined.clone(),
+        old,
+        commits,
+        Crypto::Fail,
+    )?;
+
+    // Held messages up to the limit (256 a group), then one more.
+    let g = Group::new(parties, false)?;
+    g.alice.mls.update(&g.id).map_err(mls_party(ALICE))?;
+    let mut held = Vec::new();
+    for _ in 0..256 {
+        held.push(b.mls_request(&g.alice, &g.id, "tasks/get")?);
+    }
+    let one_more = b.mls_request(&g.alice, &g.id, "tasks/get")?;
+    b.add_mls(
+        "mls.buffer-full--257th-held-message",
+        Rule::Refuse("mls.buffer-full"),
+        "the 257th request of an epoch Bob has not reached: 256 are held a group",
+        g.joined.clone(),
+        one_more,
+        held,
+        Crypto::Pass,
+    )?;
+
+    // Mallory, a member of Bob's organisation, joins by an external Commit.
+    let g = Group::new(parties, false)?;
+    let mallory = Member::new(MALLORY, &parties.mls_mallory)?;
+    let info = g.alice.mls.group_info(&g.id).map_err(mls_party(ALICE))?;
+    let (_, join) = mallory
+        .mls
+        .join_external(&info, MALLORY, &mallory.auth())
+        .map_err(mls_party(MALLORY))?;
+    b.add_mls(
+        "mls.external-join-refused--external-commit",
+        Rule::Refuse("mls.external-join-refused"),
+        "Mallory's external Commit (a join by GroupInfo) into a group where Bob does not accept them",
+        g.joined.clone(),
+        join,
+        vec![],
+        Crypto::Pass,
+    )?;
+
+    // Invitations: from an inviter Bob does not allow, and from an impostor.
+    let bob = Bob::new(parties)?;
+    let kp = bob.key_package()?;
+    let invited = bob.state()?;
+    let carol = Member::new(CAROL, &parties.mls_carol)?;
+    let group = carol.mls.create_group(CAROL).map_err(mls_party(CAROL))?;
+    let added = carol
+        .mls
+        .add(&group, std::slice::from_ref(&kp), &carol.auth())
+        .map_err(mls_party(CAROL))?;
+    b.add_mls(
+        "mls.inviter-refused--not-an-allowed-inviter",
+        Rule::Refuse("mls.inviter-refused"),
+        "Carol's Welcome: her leaf authenticates, but Bob takes invitations from Alice only",
+        with_inviter(&bob, ALICE, invited.clone())?,
+        added.welcome,
+        vec![],
+        Crypto::Pass,
+    )?;
+    let impostor = Mls::in_memory().map_err(mls_party("impostor"))?;
+    impostor
+        .generate_identity(ALICE, &StoreAuthenticator::new(&parties.impostor.store))
+        .map_err(mls_party("impostor"))?;
+    let group = impostor
+        .create_group(ALICE)
+        .map_err(mls_party("impostor"))?;
+    // Mallory checks Bob's KeyPackage as Alice would: he controls his own checks.
+    let added = impostor
+        .add(
+            &group,
+            std::slice::from_ref(&kp),
+            &StoreAuthenticator::new(&parties.mls_alice.store) as &dyn Authenticator,
+        )
+        .map_err(mls_party("impostor"))?;
+    b.add_mls(
+        "mls.unbound--impostor-inviter",
+        Rule::Refuse("mls.unbound"),
+        "a Welcome from a leaf that names Alice, its key certified by Mallory's self-signed certificate for her address",
+        with_inviter(&bob, ALICE, invited)?,
+        added.welcome,
+        vec![],
+        Crypto::Fail,
+    )?;
+    misconfigured(b)
+}
+
+/// `state` with `inviter` allowed to add Bob to groups.
+fn with_inviter(bob: &Bob, inviter: &str, state: Vec<u8>) -> Result<Vec<u8>, CorpusError> {
+    let path = bob.dir.path().join(crate::mls::STATE_FILE);
+    std::fs::write(&path, &state).map_err(crate::corpus::io(&path))?;
+    bob.mls()?
+        .allow_inviter(inviter, true)
+        .map_err(mls_party(BOB))?;
+    bob.state()
+}
+
+/// What a misconfigured or lenient peer sends: a Commit in clear, a Welcome without
+/// the ratchet tree, a KeyPackage valid for a year.
+fn misconfigured(b: &mut Builder<'_>) -> Result<(), CorpusError> {
+    let parties = b.parties;
+    let g = Group::new(parties, false)?;
+    g.alice
+        .mls
+        .misconfigure(&g.id, true, true)
+        .map_err(mls_party(ALICE))?;
+    let commit = g.alice.mls.update(&g.id).map_err(mls_party(ALICE))?;
+    b.add_mls(
+        "mls.plaintext-handshake--commit-in-clear",
+        Rule::Refuse("mls.plaintext-handshake"),
+        "Alice's Commit sent as a PublicMessage: its membership changes would travel readable by every mail hop",
+        g.joined.clone(),
+        commit,
+        vec![],
+        Crypto::Pass,
+    )?;
+
+    let bob = Bob::new(parties)?;
+    let kp = bob.key_package()?;
+    let invited = with_inviter(&bob, ALICE, bob.state()?)?;
+    let alice = Member::new(ALICE, &parties.mls_alice)?;
+    let group = alice.mls.create_group(ALICE).map_err(mls_party(ALICE))?;
+    alice
+        .mls
+        .misconfigure(&group, false, false)
+        .map_err(mls_party(ALICE))?;
+    let added = alice
+        .mls
+        .add(&group, std::slice::from_ref(&kp), &alice.auth())
+        .map_err(mls_party(ALICE))?;
+    b.add_mls(
+        "mls.no-ratchet-tree--welcome-without-tree",
+        Rule::Refuse("mls.no-ratchet-tree"),
+        "Alice's Welcome without the ratchet_tree extension: a member joining by mail has no other way to get the tree",
+        invited,
+        added.welcome,
+        vec![],
+        Crypto::Pass,
+    )?;
+
+    let g = Group::new(parties, false)?;
+    let carol = Member::new(CAROL, &parties.mls_carol)?;
+    let year = carol
+        .mls
+        .key_package_lasting(CAROL, 365 * 86_400)
+        .map_err(mls_party(CAROL))?;
+    b.add_mls(
+        "mls.key-package-lifetime--valid-for-a-year",
+        Rule::Refuse("mls.key-package-lifetime"),
+        "Carol's KeyPackage, valid for 365 days: its init key would stay usable that long",
+        g.joined.clone(),
+        year,
+        vec![],
+        Crypto::Pass,
+    )?;
+    let kp = carol.mls.key_package(CAROL).map_err(mls_party(CAROL))?;
+    b.add_mls(
+        "valid--key-package",
+        Rule::Accept,
+        "Carol's KeyPackage mail, valid for 84 days, its leaf certified by her mail key",
+        g.joined.clone(),
+        kp,
+        vec![],
+        Crypto::Pass,
+    )
+}
