@@ -82,20 +82,24 @@ pub(crate) fn judge(case: &CaseFiles) -> Own {
         .policy(expected.policy.open_policy())
         .clock(Clock::Fixed(now));
     // A copy: judging a case changes the state (a message seen, a Commit applied).
-    let state_dir = tempfile::tempdir();
-    if let Some(state) = mls_state {
-        let mls = state_dir
-            .as_ref()
-            .map_err(|e| e.to_string())
-            .and_then(|dir| {
-                std::fs::write(dir.path().join(crate::mls::STATE_FILE), state)
-                    .map_err(|e| e.to_string())?;
-                crate::mls::Mls::open(dir.path()).map_err(|e| e.to_string())
+    // Opened when the first MLS message needs it, as `mailseal open` opens it: a
+    // state that does not load refuses that message (`mls.state`, exit 1).
+    let state_dir = match mls_state {
+        Some(state) => {
+            let copied = tempfile::tempdir().and_then(|dir| {
+                std::fs::write(dir.path().join(crate::mls::STATE_FILE), state)?;
+                Ok(dir)
             });
-        match mls {
-            Ok(mls) => builder = builder.mls(mls),
-            Err(e) => return fail(format!("the MLS state does not load: {e}")),
+            match copied {
+                Ok(dir) => Some(dir),
+                Err(e) => return fail(format!("the MLS state cannot be copied: {e}")),
+            }
         }
+        None => None,
+    };
+    if let Some(dir) = &state_dir {
+        let path = dir.path().to_path_buf();
+        builder = builder.mls_lazy(move || crate::mls::Mls::open(&path));
     }
     let mut receiver = builder.build();
     for (i, p) in prior.iter().enumerate() {

@@ -514,7 +514,33 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         vec![],
         Crypto::Fail,
     )?;
-    misconfigured(b)
+    misconfigured(b)?;
+
+    // Bob's state written by a newer mailseal: refused, not misread.
+    let g = Group::new(parties, false)?;
+    let m = b.mls_request(&g.alice, &g.id, "message/send")?;
+    b.add_mls(
+        "mls.state--state-of-a-newer-version",
+        Rule::Refuse("mls.state"),
+        "Alice's valid request to a receiver whose MLS state has a schema version newer than it knows: it refuses (exit 1) and changes nothing",
+        newer_version(&g.joined)?,
+        m,
+        vec![],
+        Crypto::Pass,
+    )
+}
+
+/// `state` as a later version of this crate would have written it (a schema version
+/// beyond the ones known here).
+fn newer_version(state: &[u8]) -> Result<Vec<u8>, CorpusError> {
+    let dir = tempfile::tempdir().map_err(mls_party(BOB))?;
+    let path = dir.path().join(crate::mls::STATE_FILE);
+    std::fs::write(&path, state).map_err(crate::corpus::io(&path))?;
+    let conn = rusqlite::Connection::open(&path).map_err(mls_party(BOB))?;
+    conn.pragma_update(None, "user_version", 1_000)
+        .map_err(mls_party(BOB))?;
+    drop(conn);
+    std::fs::read(&path).map_err(crate::corpus::io(&path))
 }
 
 /// `state` with `inviter` allowed to add Bob to groups.
