@@ -41,12 +41,6 @@ impl Mls {
         seconds: u64,
     ) -> Result<Vec<u8>, MlsError> {
         let bytes = self.new_key_package(email, false, Some(seconds))?;
-        let email = email.trim().to_ascii_lowercase();
-        self.mail(
-            &email,
-            std::slice::from_ref(&email),
-            "MLS key package",
-            &bytes,
-        )
+        self.key_package_mail(email, &bytes)
     }
 }

@@ -315,12 +315,17 @@ impl Mls {
     /// A KeyPackage mail from `email` (to itself: it is published, not sent to a group).
     pub fn key_package(&self, email: &str) -> Result<Vec<u8>, MlsError> {
         let bytes = self.key_package_message(email)?;
+        self.key_package_mail(email, &bytes)
+    }
+
+    /// The mail of `email`'s KeyPackage `bytes`.
+    pub(super) fn key_package_mail(&self, email: &str, bytes: &[u8]) -> Result<Vec<u8>, MlsError> {
         let email = email.trim().to_ascii_lowercase();
         self.mail(
             &email,
             std::slice::from_ref(&email),
             "MLS key package",
-            &bytes,
+            bytes,
         )
     }
 }
