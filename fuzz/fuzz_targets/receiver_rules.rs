@@ -141,7 +141,12 @@ fn sealed(alice: &DirectoryStore, env: &Value, thread: Option<usize>, date: i64)
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
     PARTIES.with(|p| {
-        let mut receiver = Receiver::builder(&p.bob).clock(Clock::Fixed(NOW)).build();
+        // Bob's store holds no key of his own (detached-jws is signed only): his
+        // address is given, or every message is refused as not addressed to him.
+        let mut receiver = Receiver::builder(&p.bob)
+            .our_addresses([BOB])
+            .clock(Clock::Fixed(NOW))
+            .build();
         for _ in 0..8 {
             let Ok((env, thread, created)) = envelope(&mut u) else {
                 return;
