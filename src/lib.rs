@@ -52,6 +52,7 @@ mod binding;
 pub mod corpus;
 pub mod dispatch;
 pub mod dkim;
+mod entropy;
 pub mod envelope;
 pub mod error;
 pub mod ext;

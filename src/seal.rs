@@ -630,9 +630,10 @@ pub(crate) fn content_boundary(
 
 pub(crate) fn random_boundary() -> Result<String, SealError> {
     // The OS generator directly: one getrandom(2) call, where a DRBG's reseeding
-    // costs more than the rest of composing a small message.
+    // costs more than the rest of composing a small message (the corpus's seeded
+    // stream inside its scope).
     let mut bytes = [0u8; 24];
-    getrandom::fill(&mut bytes).map_err(|_| SealError::NoRandomness)?;
+    crate::entropy::fill(&mut bytes).map_err(|_| SealError::NoRandomness)?;
     let hex = crate::hex::hex(&bytes);
     Ok(format!("{}_{}_{}", &hex[..16], &hex[16..32], &hex[32..]))
 }

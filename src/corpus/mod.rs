@@ -19,15 +19,15 @@
 //! that speaks the adapter protocol of the README) and reports per rule, with JUnit
 //! XML for CI.
 //!
-//! What is deterministic: the case list, every label, every plain message and inner
-//! entity (their Message-IDs, dates and texts come from the seed and a fixed time),
-//! the keys of the parties from the public RFC 9216 and OpenPGP sample sets, and
-//! every signed-only message whose signature algorithm is deterministic (S/MIME with
-//! RSA PKCS#1 v1.5, detached-jws and OpenPGP with Ed25519). What is not: encrypted
-//! messages (content keys, nonces and ephemeral keys come from the system's random
-//! source, which the sealers do not let a caller seed: a seeded source in a sealer is
-//! one mistake away from reused AES-GCM nonces), MLS messages and states (openmls
-//! draws its keys the same way), and the attacker's generated keys.
+//! The same seed gives the same bytes, encrypted messages included: [`generate`] runs
+//! inside a seeded scope ([`crate::entropy`]), in which content keys, nonces,
+//! ephemeral keys, MIME boundaries, OpenPGP signature salts and session keys, ECDSA
+//! nonces (RFC 6979) and the attacker's S/MIME keys come from one stream keyed by the
+//! seed; the parties' keys are the public RFC 9216 and OpenPGP sample sets, the
+//! attacker's OpenPGP key is kept in the repository, and every time is fixed
+//! ([`NOW`]). What is not yet: the MLS cases' messages and states, because openmls
+//! draws its HPKE ephemeral keys from its own generator and stores the wall-clock time
+//! at which it keeps a past epoch's secrets; their labels and keys are the same.
 
 mod case;
 mod cases;
@@ -119,6 +119,11 @@ pub struct Summary {
 /// Writes the corpus for `seed` into `out` (created; existing case directories are
 /// replaced), one directory per case under `out/cases/`, and `out/index.json`.
 pub fn generate(out: &Path, seed: u64) -> Result<Summary, CorpusError> {
+    // Every random value of every case (the attacker's keys, content keys, nonces,
+    // salts, boundaries) from one stream keyed by the seed, on this thread only and
+    // for this call only: see `crate::entropy` for why that never reaches a sealer
+    // outside the corpus.
+    let _seeded = crate::entropy::Seeded::new(seed, "corpus generate");
     let parties = parties::Parties::new()?;
     let cases = cases::all(&parties, seed)?;
     let root = out.join("cases");

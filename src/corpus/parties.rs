@@ -177,18 +177,31 @@ fn smime_identity(
     Ok(ids)
 }
 
+/// The attacker's OpenPGP key claiming Alice's address: an Ed25519 certification key
+/// with Ed25519 signing and Curve25519 encryption subkeys, made once by
+/// `keystore::openpgp::generate_at` (created 30 days before [`super::NOW`], valid
+/// three years) and kept here, because Sequoia generates keys and their binding
+/// signatures only from the system's generator, and the corpus must be the same bytes
+/// for the same seed. A throwaway test key: its secret is public on purpose.
+const IMPOSTOR_OPENPGP: &[u8] = include_bytes!("impostor-alice.pgp");
+
 fn openpgp_identity(
     store: &DirectoryStore,
     name: &'static str,
     email: &str,
 ) -> Result<(), CorpusError> {
-    let at =
-        std::time::UNIX_EPOCH + std::time::Duration::from_secs((super::NOW - 30 * 86_400) as u64);
-    let tsk =
-        crate::keystore::openpgp::generate_at(email, None, crate::openpgp::KeyProfile::Rfc4880, at)
-            .map_err(|e| party(name)(e.to_string()))?;
+    let cert = crate::keystore::openpgp::parse_stored(IMPOSTOR_OPENPGP)
+        .ok_or_else(|| party(name)("the impostor's OpenPGP key does not load".into()))?;
+    if !cert
+        .userids()
+        .any(|u| u.userid().email().ok().flatten() == Some(email))
+    {
+        return Err(party(name)(format!(
+            "the impostor's OpenPGP key does not claim {email}"
+        )));
+    }
     store
-        .import(&tsk, name, false)
+        .import(IMPOSTOR_OPENPGP, name, false)
         .map_err(|e| party(name)(e.to_string()))?;
     Ok(())
 }

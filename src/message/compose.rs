@@ -195,7 +195,9 @@ pub(crate) fn compose_into(
     if let Some(hp) = opts.header_protection {
         top = top.attribute("hp", hp);
     }
-    if opts.content_boundary {
+    // mail-builder's boundary is made from the clock: the conformance corpus, whose
+    // bytes must follow from its seed (`crate::entropy`), takes the content's.
+    if opts.content_boundary || crate::entropy::is_seeded() {
         top = top.attribute("boundary", content_boundary(msg));
     }
     write_header_section(out, &msg.headers, &msg.headers.hints)?;

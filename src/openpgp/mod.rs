@@ -18,6 +18,7 @@ pub(crate) mod offline;
 mod open;
 mod parsed;
 mod seal;
+mod seeded;
 pub(crate) use seal::{Packets, Recipients};
 pub mod sop;
 

@@ -107,7 +107,7 @@ impl OpenPgp<'_> {
     fn recipient_keys<'c>(
         &'c self,
         recipients: &'c [(&str, &Cert)],
-    ) -> Result<Vec<Recipient<'c>>, SealError> {
+    ) -> Result<Vec<RecipientKey<'c>>, SealError> {
         let mut keys = Vec::new();
         for (address, c) in recipients {
             let v = c
@@ -122,9 +122,7 @@ impl OpenPgp<'_> {
                     .alive()
                     .revoked(false)
                     .for_transport_encryption()
-                    .map(|ka| {
-                        Recipient::new(ka.valid_cert().features(), ka.key().key_handle(), ka.key())
-                    }),
+                    .map(|ka| (ka.valid_cert().features(), ka.key())),
             );
             if keys.len() == before {
                 return Err(SealError::NoRecipientKey {
@@ -142,12 +140,14 @@ impl OpenPgp<'_> {
         entity: &[u8],
         recipients: &[(&str, &Cert)],
     ) -> Result<Vec<u8>, SealError> {
-        self.encrypt(entity, None, recipients, &[], Packets::default())
+        let at = time::OffsetDateTime::now_utc();
+        self.encrypt(entity, None, recipients, &[], Packets::default(), at)
     }
 
     /// `entity` as a literal packet, signed by `signer` if given (naming `intended` as
     /// its intended recipients), the whole in a compressed data packet if `compress`,
-    /// rewritten by `edit` if given, encrypted to every recipient.
+    /// rewritten by `edit` if given, encrypted to every recipient; the signature made
+    /// at `at`.
     fn encrypt(
         &self,
         entity: &[u8],
@@ -155,15 +155,22 @@ impl OpenPgp<'_> {
         recipients: &[(&str, &Cert)],
         intended: &[(&str, &Cert)],
         packets: Packets<'_>,
+        at: time::OffsetDateTime,
     ) -> Result<Vec<u8>, SealError> {
         let keys = self.recipient_keys(recipients)?;
+        if crate::entropy::is_seeded() {
+            return seeded_encrypt(entity, signer, &keys, intended, packets, at);
+        }
+        let keys = keys
+            .into_iter()
+            .map(|(features, key)| Recipient::new(features, key.key_handle(), key));
         let mut binary = Vec::with_capacity(entity.len() + 4096);
         let message = Message::new(&mut binary);
         let mut message = Encryptor::for_recipients(message, keys)
             .build()
             .map_err(crypto)?;
         match packets.edit {
-            None => write_signed(message, entity, signer, intended, packets.compress)?,
+            None => write_signed(message, entity, signer, intended, packets.compress, at)?,
             Some(edit) => {
                 // The signed packets whole, then rewritten, then encrypted.
                 let mut plain = Vec::with_capacity(entity.len() + 1024);
@@ -173,6 +180,7 @@ impl OpenPgp<'_> {
                     signer,
                     intended,
                     packets.compress,
+                    at,
                 )?;
                 message.write_all(&edit(plain)).map_err(crypto)?;
                 message.finalize().map_err(crypto)?;
@@ -190,6 +198,7 @@ impl OpenPgp<'_> {
     ) -> Result<Vec<u8>, SealError> {
         let mut binary = Vec::new();
         let message = Message::new(&mut binary);
+        let mut resalt = signer.clone();
         let mut signing = Signer::new(message, signer)
             .map_err(crypto)?
             .hash_algo(HashAlgorithm::SHA256)
@@ -200,8 +209,66 @@ impl OpenPgp<'_> {
             .map_err(crypto)?;
         signing.write_all(entity).map_err(crypto)?;
         signing.finalize().map_err(crypto)?;
-        Ok(binary)
+        match crate::entropy::with_seeded(|rng| {
+            super::seeded::resalt_detached(&binary, entity, &mut resalt, rng)
+        }) {
+            Some(seeded) => seeded.map_err(crypto),
+            None => Ok(binary),
+        }
     }
+}
+
+/// An encryption key of a recipient, and the features their certificate advertises.
+type RecipientKey<'c> = (
+    Option<openpgp::types::Features>,
+    &'c openpgp::packet::Key<
+        openpgp::packet::key::PublicParts,
+        openpgp::packet::key::UnspecifiedRole,
+    >,
+);
+
+/// [`OpenPgp::encrypt`] inside the corpus's seeded scope ([`crate::entropy`]): the
+/// same packets, their salts, session key and ephemeral keys from the seeded stream
+/// ([`super::seeded`]).
+fn seeded_encrypt(
+    entity: &[u8],
+    signer: Option<KeyPair>,
+    keys: &[RecipientKey<'_>],
+    intended: &[(&str, &Cert)],
+    packets: Packets<'_>,
+    at: time::OffsetDateTime,
+) -> Result<Vec<u8>, SealError> {
+    let mut plain = Vec::with_capacity(entity.len() + 1024);
+    let mut resalt = signer.clone();
+    write_signed(
+        Message::new(&mut plain),
+        entity,
+        signer,
+        intended,
+        false,
+        at,
+    )?;
+    let keys: Vec<_> = keys.iter().map(|(_, key)| *key).collect();
+    crate::entropy::with_seeded(|rng| {
+        if let Some(signer) = resalt.as_mut() {
+            plain = super::seeded::resalt_inline(&plain, signer, rng)?;
+        }
+        if packets.compress {
+            let mut compressed = Vec::with_capacity(plain.len());
+            let mut message = Compressor::new(Message::new(&mut compressed))
+                .algo(CompressionAlgorithm::Zip)
+                .build()?;
+            message.write_all(&plain)?;
+            message.finalize()?;
+            plain = compressed;
+        }
+        if let Some(edit) = packets.edit {
+            plain = edit(std::mem::take(&mut plain));
+        }
+        super::seeded::encrypt(&plain, &keys, rng)
+    })
+    .ok_or(SealError::NoRandomness)?
+    .map_err(crypto)
 }
 
 /// How the packets inside the encryption are written, where the conformance corpus
@@ -226,6 +293,7 @@ fn write_signed(
     signer: Option<KeyPair>,
     intended: &[(&str, &Cert)],
     compress: bool,
+    at: time::OffsetDateTime,
 ) -> Result<(), SealError> {
     // Compressed around the signed packets, as GnuPG writes it (and reads it: with
     // the one-pass signature outside and the literal data inside the compressed
@@ -240,7 +308,8 @@ fn write_signed(
         let mut signing = Signer::new(message, signer)
             .map_err(crypto)?
             .hash_algo(HashAlgorithm::SHA256)
-            .map_err(crypto)?;
+            .map_err(crypto)?
+            .creation_time(super::offline::system_time(at));
         for (_, r) in intended {
             signing = signing.add_intended_recipient(r);
         }
@@ -364,7 +433,7 @@ impl OpenPgp<'_> {
             Some(intended) => Some(self.recipient_certificates(&view, intended, &[])?),
         };
         let intended = intended.as_deref().unwrap_or(&certs);
-        let binary = self.encrypt(entity, Some(signing_key), &certs, intended, packets)?;
+        let binary = self.encrypt(entity, Some(signing_key), &certs, intended, packets, at)?;
         encrypted_message(headers, hints, &binary)
     }
 }

@@ -103,16 +103,10 @@ fn recipient_infos(
             )));
         }
         let spki_der = spki.to_der().map_err(malformed("recipient key"))?;
-        let key = PublicEncryptingKey::from_der(&spki_der)
-            .ok()
-            .and_then(|k| OaepPublicEncryptingKey::new(k).ok())
-            .ok_or_else(|| SmimeError::Key("a recipient's RSA key is not usable".into()))?;
-        let mut wrapped = vec![0u8; key.ciphertext_size()];
-        let n = key
-            .encrypt(&OAEP_SHA256_MGF1SHA256, cek, &mut wrapped, None)
-            .map_err(|_| SmimeError::Key("RSA-OAEP key transport failed".into()))?
-            .len();
-        wrapped.truncate(n);
+        let wrapped = match crate::entropy::with_seeded(|rng| seeded_oaep(&spki_der, cek, rng)) {
+            Some(wrapped) => wrapped?,
+            None => oaep(&spki_der, cek)?,
+        };
         let tbs = cert.tbs_certificate();
         infos.push(RecipientInfo::Ktri(KeyTransRecipientInfo {
             version: CmsVersion::V0,
@@ -127,6 +121,36 @@ fn recipient_infos(
     Ok(infos)
 }
 
+/// RSAES-OAEP-SHA256 of `cek` to the key `spki_der` (aws-lc-rs, the system's
+/// generator).
+fn oaep(spki_der: &[u8], cek: &[u8]) -> Result<Vec<u8>, SmimeError> {
+    let key = PublicEncryptingKey::from_der(spki_der)
+        .ok()
+        .and_then(|k| OaepPublicEncryptingKey::new(k).ok())
+        .ok_or_else(|| SmimeError::Key("a recipient's RSA key is not usable".into()))?;
+    let mut wrapped = vec![0u8; key.ciphertext_size()];
+    let n = key
+        .encrypt(&OAEP_SHA256_MGF1SHA256, cek, &mut wrapped, None)
+        .map_err(|_| SmimeError::Key("RSA-OAEP key transport failed".into()))?
+        .len();
+    wrapped.truncate(n);
+    Ok(wrapped)
+}
+
+/// [`oaep`] with the corpus's seeded generator ([`crate::entropy`]): aws-lc-rs draws
+/// OAEP's seed itself, RustCrypto's RSA takes a generator.
+fn seeded_oaep(
+    spki_der: &[u8],
+    cek: &[u8],
+    rng: &mut rand_chacha::ChaCha20Rng,
+) -> Result<Vec<u8>, SmimeError> {
+    use rsa::pkcs8::DecodePublicKey;
+    let key = rsa::RsaPublicKey::from_public_key_der(spki_der)
+        .map_err(|_| SmimeError::Key("a recipient's RSA key is not usable".into()))?;
+    key.encrypt(rng, rsa::Oaep::new::<sha2::Sha256>(), cek)
+        .map_err(|_| SmimeError::Key("RSA-OAEP key transport failed".into()))
+}
+
 /// An AuthEnvelopedData (AES-256-GCM under a fresh key, RSAES-OAEP-SHA256 or key
 /// agreement per recipient) around the content that `write` appends to a buffer.
 ///
@@ -138,13 +162,10 @@ pub(crate) fn encrypt_into<E: From<SmimeError>>(
     size_hint: usize,
     write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
 ) -> Result<(Vec<u8>, usize), E> {
-    let rng = SystemRandom::new();
     let mut cek = Zeroizing::new([0u8; 32]);
     let mut nonce = [0u8; NONCE_LEN];
-    rng.fill(&mut cek[..])
-        .map_err(|_| SmimeError::Key("no randomness".into()))?;
-    rng.fill(&mut nonce)
-        .map_err(|_| SmimeError::Key("no randomness".into()))?;
+    crate::entropy::fill(&mut cek[..]).map_err(|_| SmimeError::Key("no randomness".into()))?;
+    crate::entropy::fill(&mut nonce).map_err(|_| SmimeError::Key("no randomness".into()))?;
     let infos = RecipientInfos(
         SetOfVec::try_from(recipient_infos(recipients, &cek[..])?)
             .map_err(malformed("recipients"))?,
@@ -217,13 +238,10 @@ pub(crate) fn encrypt_legacy_cbc(
     recipients: &[Certificate],
 ) -> Result<Vec<u8>, SmimeError> {
     use cbc::cipher::{block_padding::Pkcs7, BlockModeEncrypt, KeyIvInit};
-    let rng = SystemRandom::new();
     let mut cek = Zeroizing::new([0u8; 32]);
     let mut iv = [0u8; 16];
-    rng.fill(&mut cek[..])
-        .map_err(|_| SmimeError::Key("no randomness".into()))?;
-    rng.fill(&mut iv)
-        .map_err(|_| SmimeError::Key("no randomness".into()))?;
+    crate::entropy::fill(&mut cek[..]).map_err(|_| SmimeError::Key("no randomness".into()))?;
+    crate::entropy::fill(&mut iv).map_err(|_| SmimeError::Key("no randomness".into()))?;
     let mut ciphertext = content.to_vec();
     ciphertext.resize(content.len() + 16, 0);
     let len = cbc::Encryptor::<aes::Aes256>::new_from_slices(&cek[..], &iv)

@@ -10,7 +10,6 @@
 
 use std::str::FromStr;
 
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use aws_lc_rs::signature::{
     EcdsaKeyPair, Ed25519KeyPair, ECDSA_P256_SHA256_ASN1_SIGNING, ECDSA_P384_SHA384_ASN1_SIGNING,
 };
@@ -144,9 +143,7 @@ pub(crate) fn generate_key(kind: KeyKind, x25519: bool) -> Result<Zeroizing<Vec<
     if x25519 {
         // RFC 8410: PrivateKeyInfo { v1, id-X25519, OCTET STRING { OCTET STRING (32) } }.
         let mut secret = Zeroizing::new([0u8; 32]);
-        SystemRandom::new()
-            .fill(&mut secret[..])
-            .map_err(|_| no_key())?;
+        crate::entropy::fill(&mut secret[..]).map_err(|_| no_key())?;
         let mut der = Zeroizing::new(vec![
             0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x6e, 0x04, 0x22,
             0x04, 0x20,
@@ -154,7 +151,15 @@ pub(crate) fn generate_key(kind: KeyKind, x25519: bool) -> Result<Zeroizing<Vec<
         der.extend_from_slice(&secret[..]);
         return Ok(der);
     }
+    // Inside the corpus's seeded scope ([`crate::entropy`]) a P-256 key comes from
+    // the seeded stream (aws-lc-rs generates only from its own source).
+    let seeded = crate::entropy::with_seeded(|rng| {
+        use p256::pkcs8::EncodePrivateKey;
+        let key = p256::SecretKey::random(rng);
+        key.to_pkcs8_der().map(|doc| doc.as_bytes().to_vec())
+    });
     let doc = match kind {
+        KeyKind::P256 if seeded.is_some() => seeded.and_then(Result::ok).ok_or_else(no_key)?,
         KeyKind::P256 | KeyKind::P384 => {
             let alg = if kind == KeyKind::P256 {
                 &ECDSA_P256_SHA256_ASN1_SIGNING
@@ -218,7 +223,7 @@ fn key_identifier(spki: &SubjectPublicKeyInfoOwned) -> Result<OctetString, Smime
 
 fn serial() -> Result<SerialNumber, SmimeError> {
     let mut bytes = [0u8; 16];
-    SystemRandom::new().fill(&mut bytes).map_err(|_| no_key())?;
+    crate::entropy::fill(&mut bytes).map_err(|_| no_key())?;
     bytes[0] = (bytes[0] & 0x7f) | 0x01; // positive, sixteen significant bytes
     SerialNumber::new(&bytes).map_err(err("serial number"))
 }

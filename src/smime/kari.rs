@@ -254,11 +254,36 @@ fn wrap_alg() -> AlgorithmIdentifierOwned {
 /// A KeyAgreeRecipientInfo carrying `cek` to `cert` with a fresh ephemeral key and
 /// AES-256 key wrap: ECDH P-256/P-384 with the X9.63 SHA-256 KDF (what OpenSSL reads),
 /// X25519 with HKDF-SHA-256 (RFC 8418's own scheme).
+/// An ephemeral key from the corpus's seeded stream ([`crate::entropy`]): a scalar
+/// drawn until it is one of the curve's (aws-lc-rs generates only from its own source).
+fn seeded_ephemeral(
+    curve: &'static agreement::Algorithm,
+    rng: &mut rand_chacha::ChaCha20Rng,
+) -> Result<PrivateKey, aws_lc_rs::error::Unspecified> {
+    use rand_chacha::rand_core::RngCore;
+    let len = if std::ptr::eq(curve, &ECDH_P384) {
+        48
+    } else {
+        32
+    };
+    let mut scalar = zeroize::Zeroizing::new([0u8; 48]);
+    for _ in 0..64 {
+        rng.fill_bytes(&mut scalar[..len]);
+        if let Ok(key) = PrivateKey::from_private_key(curve, &scalar[..len]) {
+            return Ok(key);
+        }
+    }
+    Err(aws_lc_rs::error::Unspecified)
+}
+
 pub(crate) fn recipient_info(cert: &Certificate, cek: &[u8]) -> Result<RecipientInfo, SmimeError> {
     let curve = curve_of(cert)
         .ok_or_else(|| SmimeError::UnsupportedAlgorithm("key agreement with this key".into()))?;
-    let ephemeral =
-        PrivateKey::generate(curve).map_err(|_| SmimeError::Key("no ephemeral key".into()))?;
+    let ephemeral = match crate::entropy::with_seeded(|rng| seeded_ephemeral(curve, rng)) {
+        Some(key) => key,
+        None => PrivateKey::generate(curve),
+    }
+    .map_err(|_| SmimeError::Key("no ephemeral key".into()))?;
     let ephemeral_public = ephemeral
         .compute_public_key()
         .map_err(|_| SmimeError::Key("no ephemeral key".into()))?;

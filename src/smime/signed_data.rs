@@ -260,6 +260,10 @@ fn sign_bytes(
             }
         })
     })?;
+    let seeded = crate::entropy::with_seeded(|rng| seeded_sign(key, rsa_pss, message, rng));
+    if let Some(sig) = seeded.flatten() {
+        return sig;
+    }
     match &*pair {
         Loaded::Ecdsa(pair) => {
             let sig = pair
@@ -288,6 +292,41 @@ fn sign_bytes(
             Ok(pair.sign(message).as_ref().to_vec())
         }
         _ => Err(SmimeError::Key("not a signing key".into())),
+    }
+}
+
+/// [`sign_bytes`] inside the corpus's seeded scope ([`crate::entropy`]), where the
+/// signature must be the same bytes for the same seed: ECDSA P-256 with RFC 6979's
+/// deterministic nonce, RSA-PSS with its salt from the seeded stream (aws-lc-rs draws
+/// both from its own source). RSA PKCS#1 v1.5 and Ed25519 are deterministic already
+/// and go the usual way, as does what neither covers (P-384).
+fn seeded_sign(
+    key: &SecretKey,
+    rsa_pss: bool,
+    message: &[u8],
+    rng: &mut rand_chacha::ChaCha20Rng,
+) -> Option<Result<Vec<u8>, SmimeError>> {
+    use p256::pkcs8::DecodePrivateKey;
+    let failed = |_| SmimeError::Key("signing failed".into());
+    match key.algorithm() {
+        KeyAlgorithm::Ec => {
+            let key = p256::ecdsa::SigningKey::from_pkcs8_der(key.pkcs8_der()).ok()?;
+            let sig: Result<p256::ecdsa::Signature, _> =
+                p256::ecdsa::signature::Signer::try_sign(&key, message);
+            Some(sig.map(|s| s.to_der().as_bytes().to_vec()).map_err(failed))
+        }
+        KeyAlgorithm::Rsa if rsa_pss => {
+            use rsa::signature::{RandomizedSigner, SignatureEncoding};
+            let key = rsa::RsaPrivateKey::from_pkcs8_der(key.pkcs8_der()).ok()?;
+            let signer = rsa::pss::BlindedSigningKey::<sha2::Sha256>::new(key);
+            Some(
+                signer
+                    .try_sign_with_rng(rng, message)
+                    .map(|s| s.to_vec())
+                    .map_err(failed),
+            )
+        }
+        _ => None,
     }
 }
 

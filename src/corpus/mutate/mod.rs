@@ -17,7 +17,8 @@
 //!   entity left as it is.
 //!
 //! Every choice comes from the seed (SplitMix64), so the same seed gives the same
-//! mutations; the sealed bytes differ where the cryptography is randomised. The
+//! mutations, and so does the sealers' randomness ([`crate::entropy`]); what still
+//! differs between two runs is the signing time, which is the time of the run. The
 //! tokens are the fuzz dictionaries of this repository (`fuzz/dicts/`). A mutated
 //! entity is put back in canonical CRLF form before it is signed: S/MIME and PGP/MIME
 //! sign canonical text (RFC 8551 3.1.1, RFC 3156 5), and a bare line feed would make
@@ -355,6 +356,9 @@ pub fn mutate(
     seeds: &[Vec<u8>],
     opts: &MutateOptions,
 ) -> Result<Vec<Vec<u8>>, CorpusError> {
+    // The sealers' randomness from the seed too, so that the output is the same bytes
+    // for the same seed (`crate::entropy`: this thread, this call).
+    let _seeded = crate::entropy::Seeded::new(opts.seed, "corpus mutate");
     let seeds = seeds
         .iter()
         .enumerate()
