@@ -5,7 +5,7 @@ use openmls::prelude::*;
 use rusqlite::{params, OptionalExtension};
 
 use super::authentication::Authenticator;
-use super::identity::{check_from, check_lifetime, identity_of};
+use super::identity::{check_from, check_lifetime, identity_of, verified_key_package};
 use super::sender_data::{self, SenderData};
 use super::state::Tx;
 use super::wire::{self, Body, Content, Framing};
@@ -218,9 +218,11 @@ impl Mls {
         let tx = self.state.begin()?;
         let (received, group) = match (framing, body) {
             (_, Body::KeyPackage(kp)) => {
-                let kp = kp
-                    .validate(self.state.provider.crypto(), ProtocolVersion::Mls10)
-                    .map_err(|e| MlsError::Invalid(format!("KeyPackage: {e}")))?;
+                let kp = verified_key_package(
+                    kp,
+                    self.state.provider.crypto(),
+                    policy.validation_time,
+                )?;
                 check_lifetime(&kp)?;
                 let identity = self.check_leaf(kp.leaf_node(), auth)?;
                 check_from(&mail.headers, &identity)?;

@@ -299,7 +299,20 @@ fn the_same_seed_gives_the_same_bytes_but_for_the_mls_messages_and_states() {
     corpus::generate(other.path(), 7).unwrap();
     let a = labels(corpus());
     let b = labels(other.path());
-    assert_eq!(a, b);
+    // The KeyPackage mails' moments are when they were made (see below).
+    let undated = |labels: &[Expected]| {
+        labels
+            .iter()
+            .map(|e| {
+                let mut e = e.clone();
+                if e.profile == "mls" && e.id.contains("key-package") {
+                    e.now.clear();
+                }
+                e
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(undated(&a), undated(&b));
     assert_eq!(
         std::fs::read(corpus().join("index.json")).unwrap(),
         std::fs::read(other.path().join("index.json")).unwrap()
@@ -325,6 +338,20 @@ fn the_same_seed_gives_the_same_bytes_but_for_the_mls_messages_and_states() {
             let mls_random = e.profile == "mls"
                 && (path.extension().is_some_and(|x| x == "eml") || path.ends_with("mls.db"));
             if mls_random {
+                continue;
+            }
+            if e.profile == "mls" && path.ends_with("expected.json") {
+                // A KeyPackage mail is judged at the moment it was made (openmls
+                // dates KeyPackages by the system clock): all but that the same.
+                let label = |b: &[u8]| {
+                    let mut v: serde_json::Value = serde_json::from_slice(b).unwrap();
+                    if e.id.contains("key-package") {
+                        v.as_object_mut().unwrap().remove("now");
+                    }
+                    v
+                };
+                assert_eq!(label(&y[path]), label(bytes), "{}", e.id);
+                compared += 1;
                 continue;
             }
             assert!(

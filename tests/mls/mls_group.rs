@@ -587,3 +587,31 @@ fn signature_keys_are_encrypted_under_the_store_passphrase() {
         Received::Handshake(Handshake::Joined { .. })
     ));
 }
+
+/// A KeyPackage mail is judged at the receiver's clock when it has one of its own
+/// (a `Receiver` with a fixed clock, `open --at`, a conformance case's moment), not
+/// by the system clock that openmls reads: a corpus generated today must judge its
+/// KeyPackage case the same way years later.
+#[test]
+fn a_key_package_mail_is_judged_at_the_receivers_clock() {
+    let (a, b) = (member("alice@a.example"), member("bob@b.example"));
+    let kp = b.key_package("bob@b.example").unwrap();
+    let at = |days: i64| {
+        let mut p = OpenPolicy::default();
+        p.validation_time = Some(time::OffsetDateTime::now_utc() + time::Duration::days(days));
+        p
+    };
+    let judged = |days: i64| a.receive(&kp, &at(days), "x", auth()).map(drop);
+    // Within its 84 days, by the receiver's clock.
+    judged(0).unwrap();
+    judged(80).unwrap();
+    // Outside them: refused though the system clock is inside.
+    for (days, why) in [(90, "in the past"), (-2, "in the future")] {
+        match judged(days) {
+            Err(MlsError::Invalid(reason)) => assert!(reason.contains(why), "{reason}"),
+            other => panic!("{days} days: {other:?}"),
+        }
+    }
+    // The system clock, as before, without one.
+    a.receive(&kp, &OpenPolicy::default(), "x", auth()).unwrap();
+}

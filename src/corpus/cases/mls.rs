@@ -596,12 +596,18 @@ fn misconfigured(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         Crypto::Pass,
     )?;
 
+    // A KeyPackage's lifetime starts when it is made, by the system clock: openmls
+    // makes it so and checks it so when a member adds it, and it cannot be made for
+    // a moment before that. So the KeyPackage mails are judged at the moment they
+    // were made (their label's `now`), not at NOW, and hold whenever the corpus runs.
+    let made = || time::OffsetDateTime::now_utc().unix_timestamp();
     let g = Group::new(parties, false)?;
     let carol = Member::new(CAROL, &parties.mls_carol)?;
     let year = carol
         .mls
         .key_package_lasting(CAROL, 365 * 86_400)
         .map_err(mls_party(CAROL))?;
+    b.now = Some(made());
     b.add_mls(
         "mls.key-package-lifetime--valid-for-a-year",
         Rule::Refuse("mls.key-package-lifetime"),
@@ -612,6 +618,7 @@ fn misconfigured(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         Crypto::Pass,
     )?;
     let kp = carol.mls.key_package(CAROL).map_err(mls_party(CAROL))?;
+    b.now = Some(made());
     b.add_mls(
         "valid--key-package",
         Rule::Accept,

@@ -125,6 +125,9 @@ struct Builder<'p> {
     policy: CasePolicy,
     /// The receiver's MLS state for the next case pushed (taken by it).
     mls_state: Option<Vec<u8>>,
+    /// The moment the next case pushed is judged at, when not [`super::NOW`] (taken
+    /// by it): a KeyPackage mail's, see `cases::mls`.
+    now: Option<i64>,
 }
 
 fn at() -> time::OffsetDateTime {
@@ -429,7 +432,7 @@ impl<'p> Builder<'p> {
             kind: None,
             exit: 0,
             crypto,
-            now: crate::replay::rfc3339(super::NOW),
+            now: crate::replay::rfc3339(self.now.take().unwrap_or(super::NOW)),
             recipients: vec![BOB.into(), PGP_BOB.into()],
             prior: (1..=prior.len())
                 .map(|i| format!("prior-{i}.eml"))
@@ -495,6 +498,7 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
         cases: Vec::new(),
         policy: CasePolicy::default(),
         mls_state: None,
+        now: None,
     };
     valid::cases(&mut b)?;
     envelope::cases(&mut b)?;
