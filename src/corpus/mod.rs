@@ -20,14 +20,16 @@
 //! XML for CI.
 //!
 //! The same seed gives the same bytes, encrypted messages included: [`generate`] runs
-//! inside a seeded scope ([`crate::entropy`]), in which content keys, nonces,
-//! ephemeral keys, MIME boundaries, OpenPGP signature salts and session keys, ECDSA
-//! nonces (RFC 6979) and the attacker's S/MIME keys come from one stream keyed by the
-//! seed; the parties' keys are the public RFC 9216 and OpenPGP sample sets, the
+//! inside a seeded scope (the crate-private `entropy` module), in which content keys,
+//! nonces, ephemeral keys, MIME boundaries, OpenPGP signature salts and session keys,
+//! ECDSA nonces (RFC 6979) and the attacker's S/MIME keys come from one stream keyed
+//! by the seed; the parties' keys are the public RFC 9216 and OpenPGP sample sets, the
 //! attacker's OpenPGP key is kept in the repository, and every time is fixed
-//! ([`NOW`]). What is not yet: the MLS cases' messages and states, because openmls
-//! draws its HPKE ephemeral keys from its own generator and stores the wall-clock time
-//! at which it keeps a past epoch's secrets; their labels and keys are the same.
+//! ([`NOW`]). What is not: the MLS cases' messages and states, because openmls draws
+//! its HPKE ephemeral keys from its own generator, dates every KeyPackage by the
+//! system clock (and refuses to add one whose lifetime does not cover it), and stores
+//! the wall-clock time at which it keeps a past epoch's secrets; their labels and keys
+//! are the same, but for the moment a KeyPackage mail is judged at (when it was made).
 
 mod case;
 mod cases;
