@@ -990,6 +990,50 @@ mod tests {
         (dir, Certificate::from_der(&c.der).unwrap(), key)
     }
 
+    /// Inside the corpus's seeded scope an AuthEnvelopedData is a function of the
+    /// seed, for a key-transport (RSA-OAEP) and a key-agreement (P-256 ECDH)
+    /// recipient alike, and still decrypts for both; outside it, it is not.
+    #[test]
+    fn a_seeded_envelope_repeats_and_decrypts_for_rsa_and_p256_recipients() {
+        let (_dir, rsa, rsa_key) = bob();
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryStore::open(dir.path().join("p256")).unwrap();
+        let p256 = {
+            let _seeded = crate::entropy::Seeded::new(1, "test p256 key");
+            let req = crate::smime::issue::IdentityRequest {
+                email: Some("carol@example.com".into()),
+                common_name: None,
+                kind: crate::smime::issue::KeyKind::P256,
+                days: 30,
+                ca: false,
+            };
+            crate::smime::issue::generate(&req, None).unwrap().remove(0)
+        };
+        let pem = crate::keystore::identity_pem(&p256.certificate, &p256.private_key).unwrap();
+        store.import(pem.as_bytes(), "carol", false).unwrap();
+        let c = store.own_certificates().unwrap().remove(0);
+        let p256_key = store.private_key(&c.fingerprint).unwrap().unwrap();
+        let to = [rsa.clone(), p256.certificate.clone()];
+        assert!(to[1..].iter().all(super::super::kari::supports));
+        let content = b"the signed entity".to_vec();
+        let seeded = |seed| {
+            let _seeded = crate::entropy::Seeded::new(seed, "test envelope");
+            encrypt(&content, &to).unwrap()
+        };
+        let (a, b, other) = (seeded(7), seeded(7), seeded(8));
+        assert_eq!(a, b, "the same seed, the same envelope");
+        assert_ne!(a, other);
+        assert_ne!(
+            encrypt(&content, &to).unwrap(),
+            encrypt(&content, &to).unwrap()
+        );
+        for key in [(rsa, rsa_key), (p256.certificate, p256_key)] {
+            let out = decrypt(&LoadedKeys::default(), a.clone(), &[key], &[], false)
+                .unwrap_or_else(|_| panic!("does not decrypt"));
+            assert_eq!(&out.plaintext[..], &content[..]);
+        }
+    }
+
     #[test]
     fn der_written_in_place_decodes_and_decrypts_at_every_length_boundary() {
         let (_dir, cert, key) = bob();
