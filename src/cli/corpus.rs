@@ -55,6 +55,10 @@ pub(super) enum CorpusCommand {
         /// Sign only (detached-jws always is).
         #[arg(long)]
         sign_only: bool,
+        /// The signing time (RFC 3339; default now): with it, the same seed gives the
+        /// same bytes.
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
         /// A directory for one file per message (mutant-NNNNN.eml).
         #[arg(long, conflicts_with = "stream")]
         out: Option<PathBuf>,
@@ -85,6 +89,7 @@ pub(super) fn run(store: Option<PathBuf>, cmd: CorpusCommand) -> CliResult {
             seed,
             profile,
             sign_only,
+            at,
             out,
             stream,
             seeds,
@@ -98,6 +103,7 @@ pub(super) fn run(store: Option<PathBuf>, cmd: CorpusCommand) -> CliResult {
             opts.seed = seed;
             opts.profile = profile;
             opts.encrypt = !sign_only && profile != crate::Profile::Jws;
+            opts.at = super::offline::parse_at(at.as_deref())?;
             let mutants = corpus::mutate(keys.store(), &seeds, &opts).map_err(failed)?;
             write_mutants(&mutants, out.as_deref(), stream)
         }

@@ -100,7 +100,7 @@ pub(super) enum SignLogCommand {
     },
 }
 
-fn parse_at(at: Option<&str>) -> Result<Option<OffsetDateTime>, Failure> {
+pub(super) fn parse_at(at: Option<&str>) -> Result<Option<OffsetDateTime>, Failure> {
     at.map(|s| {
         OffsetDateTime::parse(s, &Rfc3339)
             .map_err(|e| Failure::new(ExitCode::Usage, format!("--at {s}: {e}")))

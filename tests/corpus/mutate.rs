@@ -236,8 +236,8 @@ fn the_same_seed_makes_the_same_mutations() {
         "m-1",
         "hi",
     )];
-    // Signed only with RSA PKCS#1 v1.5: deterministic but for the signing time, which
-    // is now and also makes the boundary; the signed entities are compared.
+    // Without a signing time, the time of the run is signed (and makes the boundary
+    // of a signed-only message): the signed entities are compared.
     let entity = |m: &[u8]| -> Vec<u8> {
         let text = String::from_utf8_lossy(m).into_owned();
         let boundary = text
@@ -262,6 +262,25 @@ fn the_same_seed_makes_the_same_mutations() {
         assert_eq!(entity(x), entity(y));
     }
     assert!(a.iter().zip(&c).any(|(x, y)| entity(x) != entity(y)));
+    // With one: the same bytes, signed and encrypted too (content keys, nonces and
+    // OAEP seeds come from the seed).
+    let at = time::OffsetDateTime::from_unix_timestamp(1_780_272_000).unwrap();
+    let (sender, to_bob) = smime_sender(&dir.path().join("to-bob"));
+    for encrypt in [false, true] {
+        let make = |seed: u64| {
+            let mut opts = MutateOptions::new(Layer::Json, 5);
+            opts.seed = seed;
+            opts.encrypt = encrypt;
+            opts.at = Some(at);
+            corpus::mutate(&sender, &to_bob, &opts).unwrap()
+        };
+        let (x, y, z) = (make(4), make(4), make(5));
+        assert_eq!(
+            x, y,
+            "encrypt {encrypt}: the same seed and time, the same bytes"
+        );
+        assert_ne!(x, z);
+    }
     // No seed: refused, not an empty output.
     assert!(corpus::mutate(&alice, &[], &MutateOptions::new(Layer::Json, 1)).is_err());
 }

@@ -17,8 +17,9 @@
 //!   entity left as it is.
 //!
 //! Every choice comes from the seed (SplitMix64), so the same seed gives the same
-//! mutations, and so does the sealers' randomness ([`crate::entropy`]); what still
-//! differs between two runs is the signing time, which is the time of the run. The
+//! mutations, and so does the sealers' randomness (the crate-private `entropy`
+//! module): with a signing time given ([`MutateOptions::at`], `--at`), the output is
+//! the same bytes for the same seed; without, the time of the run is signed. The
 //! tokens are the fuzz dictionaries of this repository (`fuzz/dicts/`). A mutated
 //! entity is put back in canonical CRLF form before it is signed: S/MIME and PGP/MIME
 //! sign canonical text (RFC 8551 3.1.1, RFC 3156 5), and a bare line feed would make
@@ -80,6 +81,9 @@ pub struct MutateOptions {
     pub profile: Profile,
     /// Encrypted to the recipients too (S/MIME and OpenPGP).
     pub encrypt: bool,
+    /// The signing time of every output: `None`, the time of the run. With a time,
+    /// the output is the same bytes for the same seed.
+    pub at: Option<time::OffsetDateTime>,
 }
 
 impl MutateOptions {
@@ -91,6 +95,7 @@ impl MutateOptions {
             seed: 1,
             profile: Profile::Smime,
             encrypt: true,
+            at: None,
         }
     }
 }
@@ -379,7 +384,7 @@ pub fn mutate(
     }
     let mut rng = Rng(opts.seed);
     let mut out = Vec::with_capacity(opts.count);
-    let at = time::OffsetDateTime::now_utc();
+    let at = opts.at.unwrap_or_else(time::OffsetDateTime::now_utc);
     for n in 0..opts.count {
         let seed = &seeds[rng.below(seeds.len())];
         let mut entity = seed.entity.clone();
