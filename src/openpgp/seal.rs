@@ -198,7 +198,8 @@ impl OpenPgp<'_> {
     ) -> Result<Vec<u8>, SealError> {
         let mut binary = Vec::new();
         let message = Message::new(&mut binary);
-        let mut resalt = signer.clone();
+        // A copy of the key only where the corpus resalts the signature.
+        let mut resalt = crate::entropy::is_seeded().then(|| signer.clone());
         let mut signing = Signer::new(message, signer)
             .map_err(crypto)?
             .hash_algo(HashAlgorithm::SHA256)
@@ -209,12 +210,12 @@ impl OpenPgp<'_> {
             .map_err(crypto)?;
         signing.write_all(entity).map_err(crypto)?;
         signing.finalize().map_err(crypto)?;
-        match crate::entropy::with_seeded(|rng| {
-            super::seeded::resalt_detached(&binary, entity, &mut resalt, rng)
-        }) {
-            Some(seeded) => seeded.map_err(crypto),
-            None => Ok(binary),
-        }
+        let Some(key) = resalt.as_mut() else {
+            return Ok(binary);
+        };
+        crate::entropy::with_seeded(|rng| super::seeded::resalt_detached(&binary, entity, key, rng))
+            .ok_or(SealError::NoRandomness)?
+            .map_err(crypto)
     }
 }
 
