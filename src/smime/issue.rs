@@ -153,13 +153,17 @@ pub(crate) fn generate_key(kind: KeyKind, x25519: bool) -> Result<Zeroizing<Vec<
     }
     // Inside the corpus's seeded scope ([`crate::entropy`]) a P-256 key comes from
     // the seeded stream (aws-lc-rs generates only from its own source).
-    let seeded = crate::entropy::with_seeded(|rng| {
-        use p256::pkcs8::EncodePrivateKey;
-        let key = p256::SecretKey::random(rng);
-        key.to_pkcs8_der().map(|doc| doc.as_bytes().to_vec())
-    });
+    if kind == KeyKind::P256 {
+        let seeded = crate::entropy::with_seeded(|rng| {
+            use p256::pkcs8::EncodePrivateKey;
+            let key = p256::SecretKey::random(rng);
+            key.to_pkcs8_der().map(|doc| doc.as_bytes().to_vec())
+        });
+        if let Some(doc) = seeded {
+            return Ok(Zeroizing::new(doc.map_err(|_| no_key())?));
+        }
+    }
     let doc = match kind {
-        KeyKind::P256 if seeded.is_some() => seeded.and_then(Result::ok).ok_or_else(no_key)?,
         KeyKind::P256 | KeyKind::P384 => {
             let alg = if kind == KeyKind::P256 {
                 &ECDSA_P256_SHA256_ASN1_SIGNING
