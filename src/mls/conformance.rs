@@ -1,6 +1,6 @@
 //! What a misconfigured or lenient peer writes, for the conformance corpus's cases
 //! (`crate::corpus`): handshake messages in clear, Welcomes without the ratchet tree,
-//! KeyPackages valid for a year. Crate-internal: nothing a caller can send with.
+//! KeyPackages valid for a year or of another cipher suite. Crate-internal: nothing a caller can send with.
 //! Every refusal these reach is tested against real peers too (mls-rs, in
 //! `tests/mls/mls_rs_peer.rs`); here they give the corpus its cases without mls-rs.
 
@@ -40,7 +40,18 @@ impl Mls {
         email: &str,
         seconds: u64,
     ) -> Result<Vec<u8>, MlsError> {
-        let bytes = self.new_key_package(email, false, Some(seconds))?;
+        let bytes = self.new_key_package(email, false, Some(seconds), super::CIPHERSUITE)?;
+        self.key_package_mail(email, &bytes)
+    }
+
+    /// A KeyPackage mail of `email` for cipher `suite` (one with an Ed25519 signature,
+    /// so that the identity's key signs it), which our groups do not use.
+    pub(crate) fn key_package_of_suite(
+        &self,
+        email: &str,
+        suite: Ciphersuite,
+    ) -> Result<Vec<u8>, MlsError> {
+        let bytes = self.new_key_package(email, false, None, suite)?;
         self.key_package_mail(email, &bytes)
     }
 }

@@ -77,6 +77,19 @@ pub(super) fn check_lifetime(kp: &KeyPackage) -> Result<(), MlsError> {
     })
 }
 
+/// A KeyPackage must be of the one cipher suite our groups use ([`CIPHERSUITE`]):
+/// any other could never be added, so it is refused where it arrives, under its own
+/// code, and not later as a failed add.
+pub(super) fn check_suite(kp: &KeyPackage) -> Result<(), MlsError> {
+    if kp.ciphersuite() == CIPHERSUITE {
+        return Ok(());
+    }
+    Err(MlsError::CipherSuite {
+        identity: identity_of(kp.leaf_node().credential())?,
+        suite: u16::from(kp.ciphersuite()),
+    })
+}
+
 /// A received KeyPackage verified as openmls verifies it, its lifetime judged at `at`
 /// when the receiver has a clock of its own (`OpenPolicy::validation_time`: a
 /// [`crate::Receiver`] with a fixed clock, `open --at`, the conformance corpus's
@@ -116,12 +129,7 @@ pub(super) fn checked_key_package(
     crypto: &impl openmls_traits::crypto::OpenMlsCrypto,
 ) -> Result<(KeyPackage, String), MlsError> {
     let kp = verified_key_package(kp, crypto, None)?;
-    if kp.ciphersuite() != CIPHERSUITE {
-        return Err(MlsError::Usage(format!(
-            "KeyPackage cipher suite {:?} is not the one mailseal groups use",
-            kp.ciphersuite()
-        )));
-    }
+    check_suite(&kp)?;
     check_lifetime(&kp)?;
     let identity = identity_of(kp.leaf_node().credential())?;
     Ok((kp, identity))
@@ -300,7 +308,7 @@ impl Mls {
 
     /// A KeyPackage for `email`, as the MLSMessage bytes (for an Agent Card).
     pub fn key_package_message(&self, email: &str) -> Result<Vec<u8>, MlsError> {
-        self.new_key_package(email, false, None)
+        self.new_key_package(email, false, None, CIPHERSUITE)
     }
 
     /// A last-resort KeyPackage (RFC 9420 section 16.8) of `email` as a bare
@@ -308,16 +316,18 @@ impl Mls {
     /// its KeyPackage must survive being used for more than one group (its private
     /// part stays in the state after a join).
     pub fn last_resort_key_package(&self, email: &str) -> Result<Vec<u8>, MlsError> {
-        self.new_key_package(email, true, None)
+        self.new_key_package(email, true, None, CIPHERSUITE)
     }
 
     /// A KeyPackage of `email`, valid for openmls' default lifetime (84 days) unless
-    /// `lifetime` (seconds) says otherwise (the conformance corpus's long-lived one).
+    /// `lifetime` (seconds) says otherwise, and of our cipher suite unless `suite` is
+    /// another (the conformance corpus's long-lived and foreign-suite ones).
     pub(super) fn new_key_package(
         &self,
         email: &str,
         last_resort: bool,
         lifetime: Option<u64>,
+        suite: Ciphersuite,
     ) -> Result<Vec<u8>, MlsError> {
         let email = email.trim().to_ascii_lowercase();
         let me_id = self.signer(&email)?;
@@ -334,7 +344,7 @@ impl Mls {
             builder = builder.key_package_lifetime(Lifetime::new(seconds));
         }
         let bundle = builder
-            .build(CIPHERSUITE, &self.state.provider, signer, credential)
+            .build(suite, &self.state.provider, signer, credential)
             .map_err(op)?;
         let msg = MlsMessageOut::from(bundle.key_package().clone());
         let bytes = msg.to_bytes().map_err(op)?;

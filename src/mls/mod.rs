@@ -157,6 +157,17 @@ pub enum MlsError {
         /// How long it is valid, in days (rounded down).
         days: u64,
     },
+    /// A KeyPackage of a cipher suite mailseal groups do not use: the member could
+    /// not be added to any of our groups (all use [`CIPHERSUITE`]), and its holder
+    /// would only learn that from a failed add. Refused where it arrives (a
+    /// KeyPackage mail, an Agent Card), not at the add.
+    #[error("the KeyPackage of {identity} is for MLS cipher suite 0x{suite:04x}; mailseal groups use 0x0001 (MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519): ask for a KeyPackage of that suite")]
+    CipherSuite {
+        /// The KeyPackage's credential identity.
+        identity: String,
+        /// Its cipher suite, as RFC 9420 numbers them.
+        suite: u16,
+    },
     /// A leaf's credential is not bound to a key we trust for the address it names
     /// (see [`authentication`]): a KeyPackage, a Welcome's tree, an added or updated
     /// leaf, an external joiner or a sender. Nothing was applied.
@@ -222,7 +233,8 @@ impl Classify for MlsError {
             | Self::ExternalJoinRefused { .. }
             | Self::PlaintextHandshake { .. }
             | Self::NoRatchetTree
-            | Self::KeyPackageLifetime { .. } => ErrorKind::Policy,
+            | Self::KeyPackageLifetime { .. }
+            | Self::CipherSuite { .. } => ErrorKind::Policy,
             Self::Open(e) => e.kind(),
             Self::Message(e) => e.kind(),
             Self::Operation(_) | Self::State(_) => ErrorKind::Other,
@@ -328,6 +340,7 @@ crate::error::verdict_codes!(MlsError, "mls", {
     Self::PlaintextHandshake { .. } => "plaintext-handshake",
     Self::NoRatchetTree => "no-ratchet-tree",
     Self::KeyPackageLifetime { .. } => "key-package-lifetime",
+    Self::CipherSuite { .. } => "cipher-suite",
     Self::Unbound(_) => "unbound",
     Self::InviterRefused { .. } => "inviter-refused",
     Self::Binding(_) => "binding",

@@ -5,7 +5,7 @@ use openmls::prelude::*;
 use rusqlite::{params, OptionalExtension};
 
 use super::authentication::Authenticator;
-use super::identity::{check_from, check_lifetime, identity_of, verified_key_package};
+use super::identity::{check_from, check_lifetime, check_suite, identity_of, verified_key_package};
 use super::sender_data::{self, SenderData};
 use super::state::Tx;
 use super::wire::{self, Body, Content, Framing};
@@ -223,6 +223,7 @@ impl Mls {
                     self.state.provider.crypto(),
                     policy.validation_time,
                 )?;
+                check_suite(&kp)?;
                 check_lifetime(&kp)?;
                 let identity = self.check_leaf(kp.leaf_node(), auth)?;
                 check_from(&mail.headers, &identity)?;

@@ -61,6 +61,7 @@ struct Settings {
     key_package_days: u64,
     tree_in_welcome: bool,
     binding: bool,
+    suite: CipherSuite,
 }
 
 impl Settings {
@@ -70,6 +71,7 @@ impl Settings {
             key_package_days: 84,
             tree_in_welcome: true,
             binding: true,
+            suite: CipherSuite::CURVE25519_AES128,
         }
     }
 }
@@ -77,9 +79,7 @@ impl Settings {
 /// An mls-rs client for `RUSTY` and its leaf extensions.
 fn rs_client(s: Settings) -> (Client<impl MlsConfig>, ExtensionList) {
     let crypto = mls_rs_crypto_rustcrypto::RustCryptoProvider::default();
-    let suite = crypto
-        .cipher_suite_provider(CipherSuite::CURVE25519_AES128)
-        .unwrap();
+    let suite = crypto.cipher_suite_provider(s.suite).unwrap();
     let (secret, public) = suite.signature_key_generate().unwrap();
     let mut leaf = ExtensionList::new();
     if s.binding {
@@ -104,7 +104,7 @@ fn rs_client(s: Settings) -> (Client<impl MlsConfig>, ExtensionList) {
         .mls_rules(rules)
         .extension_type(BINDING)
         .key_package_lifetime(std::time::Duration::from_secs(s.key_package_days * 86_400))
-        .signing_identity(identity, secret, CipherSuite::CURVE25519_AES128)
+        .signing_identity(identity, secret, s.suite)
         .build();
     (client, leaf)
 }
@@ -496,6 +496,49 @@ fn mailseal_members_join_an_mls_rs_group() {
         0
     );
     assert_eq!(delivered(receive(&ann, &sealed)).0, "urn:uuid:group-4");
+}
+
+/// An mls-rs KeyPackage of another cipher suite (ChaCha20-Poly1305, and P-256),
+/// validly signed and certified, is refused where it arrives, as a KeyPackage mail
+/// and at an add, under its own code and as a policy refusal: no group of ours could
+/// ever add it. Nothing is applied.
+#[test]
+fn fail_a_key_package_of_another_cipher_suite() {
+    use mailseal::error::Classify;
+    let ann = member(ANN);
+    let g = ann.create_group(ANN).unwrap();
+    for (suite, number) in [
+        (CipherSuite::CURVE25519_CHACHA, 3u16),
+        (CipherSuite::P256_AES128, 2),
+    ] {
+        let (rusty, leaf) = rs_client(Settings {
+            suite,
+            ..Settings::ours()
+        });
+        let kp = rs_key_package(&rusty, &leaf);
+        for result in [
+            receive(&ann, &kp).map(|_| ()),
+            ann.add(&g, std::slice::from_ref(&kp), auth()).map(|_| ()),
+        ] {
+            match result {
+                Err(e @ MlsError::CipherSuite { .. }) => {
+                    assert_eq!(e.code(), "mls.cipher-suite");
+                    assert_eq!(e.kind(), mailseal::error::ErrorKind::Policy);
+                    let text = e.to_string();
+                    assert!(text.contains(RUSTY), "{text}");
+                    assert!(text.contains(&format!("0x{number:04x}")), "{text}");
+                }
+                other => panic!("suite {number}: {other:?}"),
+            }
+        }
+    }
+    assert_eq!(ann.members(&g).unwrap().members.len(), 1);
+    assert_eq!(ann.members(&g).unwrap().epoch, 0);
+    // Of our suite, the same client's KeyPackage is taken.
+    let (rusty, leaf) = rs_client(Settings::ours());
+    ann.add(&g, &[rs_key_package(&rusty, &leaf)], auth())
+        .unwrap();
+    assert_eq!(ann.members(&g).unwrap().members.len(), 2);
 }
 
 /// Each mls-rs default that a mailseal group does not take is refused with the

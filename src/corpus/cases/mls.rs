@@ -617,6 +617,23 @@ fn misconfigured(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         vec![],
         Crypto::Pass,
     )?;
+    let foreign = carol
+        .mls
+        .key_package_of_suite(
+            CAROL,
+            openmls::prelude::Ciphersuite::MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519,
+        )
+        .map_err(mls_party(CAROL))?;
+    b.now = Some(made());
+    b.add_mls(
+        "mls.cipher-suite--key-package-of-another-suite",
+        Rule::Refuse("mls.cipher-suite"),
+        "Carol's KeyPackage for cipher suite 3 (ChaCha20-Poly1305), validly signed and certified: no group of ours could add her with it",
+        g.joined.clone(),
+        foreign,
+        vec![],
+        Crypto::Pass,
+    )?;
     let kp = carol.mls.key_package(CAROL).map_err(mls_party(CAROL))?;
     b.now = Some(made());
     b.add_mls(
