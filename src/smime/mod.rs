@@ -46,6 +46,78 @@ pub use issue::{
 pub(crate) use path::Revocation;
 pub(crate) use signed_data::sign_with;
 
+/// The signer-certificate rules alone (extensions, pinning, path validation, CRLs,
+/// validity and usage: what `authenticate_signer` asks),
+/// over DER, for the structure-aware `cert_path` fuzz target, which builds validly
+/// signed chains and then breaks them: byte-level inputs through a whole message
+/// rarely carry a chain that verifies, so `path.rs` was 20% covered. Behind the
+/// `fuzz-api` feature, which only the fuzz crate turns on; not a stable API.
+///
+/// Returns `None` when the signer's certificate does not decode, otherwise the
+/// receiver's verdict on the signer: `Pinned`, `Anchored`, or `refused: reason`.
+/// Intermediates, anchors and CRLs that do not decode are left out, as the key store
+/// and the CMS reader leave them out.
+/// The signer's certificate `cert` is trusted (pinned, or chained through
+/// `intermediates` to one of `anchors` on a path valid at `at`, not revoked) and fit to
+/// sign at `at`: what a receiver asks of a signer before it believes anything the
+/// certificate says.
+fn authenticate_certificate(
+    cert: &Certificate,
+    intermediates: &[Certificate],
+    anchors: &[Certificate],
+    pinned: bool,
+    at: OffsetDateTime,
+    revocation: &Revocation<'_>,
+) -> Result<(), SmimeError> {
+    match trust(cert, intermediates, anchors, pinned, at, revocation) {
+        Trust::Pinned | Trust::Anchored => {}
+        Trust::Broken => {
+            return Err(SmimeError::Certificate(
+                "the signer certificate does not verify under its issuer (altered)".into(),
+            ));
+        }
+        Trust::Unknown => return Err(SmimeError::UnknownSigner),
+        Trust::Invalid(reason) => return Err(SmimeError::Certificate(reason)),
+    }
+    certificate::check_signer_usage(cert, at)
+}
+
+#[cfg(feature = "fuzz-api")]
+#[doc(hidden)]
+pub fn fuzz_trust(
+    signer: &[u8],
+    intermediates: &[Vec<u8>],
+    anchors: &[Vec<u8>],
+    crls: &[Vec<u8>],
+    pinned: bool,
+    require_crl: bool,
+    at: OffsetDateTime,
+) -> Option<String> {
+    let signer = Certificate::from_der(signer).ok()?;
+    let decode = |all: &[Vec<u8>]| -> Vec<Certificate> {
+        all.iter()
+            .filter_map(|d| Certificate::from_der(d).ok())
+            .collect()
+    };
+    let crls: Vec<crate::keystore::CertificateList> = crls
+        .iter()
+        .filter_map(|d| crate::keystore::CertificateList::from_der(d).ok())
+        .collect();
+    let revocation = Revocation {
+        crls: &crls,
+        require: require_crl,
+    };
+    let intermediates = decode(intermediates);
+    let anchors = decode(anchors);
+    let result =
+        authenticate_certificate(&signer, &intermediates, &anchors, pinned, at, &revocation);
+    Some(match result {
+        Ok(()) if pinned => "Pinned".to_string(),
+        Ok(()) => "Anchored".to_string(),
+        Err(e) => format!("refused: {e}"),
+    })
+}
+
 /// Why an S/MIME layer failed to verify or to be made. Never carries content.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -919,29 +991,14 @@ impl Smime<'_> {
             crls: &crls,
             require: policy.require_crl,
         };
-        match certificate::trust(
+        authenticate_certificate(
             &verified.cert,
             &verified.carried,
             &anchors,
             pinned.contains(&verified.cert_der),
             at,
             &revocation,
-        ) {
-            Trust::Pinned | Trust::Anchored => {}
-            Trust::Broken => {
-                return Err(SmimeError::Certificate(
-                    "the signer certificate does not verify under its issuer (altered)".into(),
-                )
-                .into());
-            }
-            Trust::Unknown => {
-                return Err(SmimeError::UnknownSigner.into());
-            }
-            Trust::Invalid(reason) => {
-                return Err(SmimeError::Certificate(reason).into());
-            }
-        }
-        certificate::check_signer_usage(&verified.cert, at)?;
+        )?;
         Ok(())
     }
 

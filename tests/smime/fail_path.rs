@@ -540,6 +540,40 @@ fn fail_a_pinned_certificate_its_issuer_revoked() {
 }
 
 #[test]
+fn fail_a_pinned_certificate_outside_its_validity() {
+    // Pinned skips the path, not the signer's own validity (the `cert_path` fuzz
+    // target's invariant, which first read the path verdict alone): a certificate
+    // imported for the CEO's address that expired, or is not valid yet, does not
+    // sign for it, whatever signingTime the signature claims.
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    // The root issues the certificates; the victims pin them, and trust no anchor.
+    pki.root("", "20190101000000Z", NOW_END);
+    let ext = format!("basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=emailProtection\nsubjectAltName=email:{CEO}\n");
+    for (name, start, end) in [
+        ("ceo-expired", "20200101000000Z", "20210101000000Z"),
+        ("ceo-future", "20440101000000Z", NOW_END),
+    ] {
+        let cert = pki.issue(name, Some("root"), &ext, start, end);
+        let store = dir.path().join(format!("victim-{name}"));
+        import(&store, &[&cert], false);
+        let out = open(&store, &forged(&pki, name, &[]), &["--stateless"]);
+        assert_refused(&out, "not valid at the signing time");
+    }
+    // The same pin, in its validity, signs.
+    let cert = pki.issue("ceo", Some("root"), &ext, NOW_START, NOW_END);
+    let store = dir.path().join("victim-ceo");
+    import(&store, &[&cert], false);
+    let out = open(&store, &forged(&pki, "ceo", &[]), &["--stateless"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn crls_required_by_policy_and_a_forged_crl_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new(dir.path());
