@@ -46,17 +46,6 @@ pub use issue::{
 pub(crate) use path::Revocation;
 pub(crate) use signed_data::sign_with;
 
-/// The signer-certificate rules alone (extensions, pinning, path validation, CRLs,
-/// validity and usage: what `authenticate_signer` asks),
-/// over DER, for the structure-aware `cert_path` fuzz target, which builds validly
-/// signed chains and then breaks them: byte-level inputs through a whole message
-/// rarely carry a chain that verifies, so `path.rs` was 20% covered. Behind the
-/// `fuzz-api` feature, which only the fuzz crate turns on; not a stable API.
-///
-/// Returns `None` when the signer's certificate does not decode, otherwise the
-/// receiver's verdict on the signer: `Pinned`, `Anchored`, or `refused: reason`.
-/// Intermediates, anchors and CRLs that do not decode are left out, as the key store
-/// and the CMS reader leave them out.
 /// The signer's certificate `cert` is trusted (pinned, or chained through
 /// `intermediates` to one of `anchors` on a path valid at `at`, not revoked) and fit to
 /// sign at `at`: what a receiver asks of a signer before it believes anything the
@@ -82,6 +71,17 @@ fn authenticate_certificate(
     certificate::check_signer_usage(cert, at)
 }
 
+/// The signer-certificate rules alone (extensions, pinning, path validation, CRLs,
+/// validity and usage: what `authenticate_signer` asks) over DER, for the
+/// structure-aware `cert_path` fuzz target, which builds validly signed chains and
+/// then breaks them: byte-level inputs through a whole message rarely carry a chain
+/// that verifies, so `path.rs` was 20% covered. Behind the `fuzz-api` feature, which
+/// only the fuzz crate turns on; not a stable API.
+///
+/// Returns `None` when the signer's certificate does not decode, otherwise the
+/// receiver's verdict on the signer: `Pinned`, `Anchored`, or `refused: reason`.
+/// Intermediates, anchors and CRLs that do not decode are left out, as the key store
+/// and the CMS reader leave them out.
 #[cfg(feature = "fuzz-api")]
 #[doc(hidden)]
 pub fn fuzz_trust(
