@@ -31,9 +31,25 @@ pub(super) fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
 /// those extensions are present.
 pub(crate) fn check_signer_usage(cert: &Certificate, at: OffsetDateTime) -> Result<(), SmimeError> {
     if !valid_at(cert, at) {
-        return Err(SmimeError::Certificate(
-            "the signer certificate is not valid at the signing time".into(),
-        ));
+        // `at` is the time of receipt when a receiver judges a signer, the signing
+        // time when we choose our own key: the message names the moment and the
+        // certificate's window rather than guessing which.
+        let v = cert.tbs_certificate().validity();
+        let date = |t: i64| {
+            OffsetDateTime::from_unix_timestamp(t)
+                .ok()
+                .and_then(|d| {
+                    d.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .unwrap_or_else(|| t.to_string())
+        };
+        return Err(SmimeError::Certificate(format!(
+            "the signer certificate is not valid at {} (valid from {} to {})",
+            date(at.unix_timestamp()),
+            date(unix(&v.not_before)),
+            date(unix(&v.not_after)),
+        )));
     }
     let tbs = cert.tbs_certificate();
     if let Ok(Some((_, ku))) = tbs.get_extension::<KeyUsage>() {
