@@ -12,9 +12,10 @@
 //! self-made S/MIME and OpenPGP keys claiming their addresses) mutated at the byte
 //! level (a byte set, the tail cut, bytes appended, the format byte swapped). The
 //! leaf then reaches Bob as a KeyPackage mail, inside the tree of a Welcome from
-//! Mallory, or as a member Alice adds by a Commit (Alice checks nothing: her
-//! authentication service is Mallory's). Bob's service may also pin keys from text
-//! the fuzzer writes.
+//! Mallory, as a member Alice adds by a Commit (Alice checks nothing: her
+//! authentication service is Mallory's), or as the joiner of an external Commit into
+//! Alice's group, which Bob lets anyone join by GroupInfo. Bob's service may also pin
+//! keys from text the fuzzer writes.
 //!
 //! Invariant, beyond no panic: Bob never accepts a leaf of Mallory's, whatever it
 //! claims and carries. Only Alice and Carol can certify for their addresses, and they
@@ -206,7 +207,7 @@ fn run(data: &[u8], w: &World) -> ArbitraryResult<()> {
             );
         }
     };
-    match u.int_in_range(0..=2)? {
+    match u.int_in_range(0..=3)? {
         // Her KeyPackage, by mail.
         0 => {
             let Ok(mail) = mallory.key_package(claim) else {
@@ -228,8 +229,10 @@ fn run(data: &[u8], w: &World) -> ArbitraryResult<()> {
                 bob.receive(&added.welcome, &policy, "welcome", &bob_auth),
             );
         }
-        // Alice's group with Bob in it; Alice adds Mallory without checking.
-        _ => {
+        // Alice's group with Bob in it: Alice adds Mallory without checking, or
+        // Mallory joins it by its GroupInfo (an external Commit, which the group
+        // allows), her leaf the joiner's.
+        step => {
             let alice = Mls::in_memory().expect("state");
             alice
                 .generate_identity(ALICE, &w.alice_auth)
@@ -241,17 +244,29 @@ fn run(data: &[u8], w: &World) -> ArbitraryResult<()> {
                 .expect("Bob joins Alice's group")
                 .commit()
                 .expect("commit");
-            let Ok(kp) = mallory.key_package(claim) else {
-                return Ok(());
-            };
             let gullible = Gullible(RefCell::new(None));
-            let Ok(second) = alice.add(&g, &[kp], &gullible) else {
-                return Ok(());
-            };
-            refused(
-                "Commit",
-                bob.receive(&second.commit, &policy, "commit", &bob_auth),
-            );
+            if step == 2 {
+                let Ok(kp) = mallory.key_package(claim) else {
+                    return Ok(());
+                };
+                let Ok(second) = alice.add(&g, &[kp], &gullible) else {
+                    return Ok(());
+                };
+                refused(
+                    "Commit",
+                    bob.receive(&second.commit, &policy, "commit", &bob_auth),
+                );
+            } else {
+                bob.allow_external_joins(&g, true).expect("external joins");
+                let info = alice.group_info(&g).expect("GroupInfo");
+                let Ok((_, commit)) = mallory.join_external(&info, claim, &gullible) else {
+                    return Ok(());
+                };
+                refused(
+                    "external Commit",
+                    bob.receive(&commit, &policy, "external", &bob_auth),
+                );
+            }
         }
     }
     Ok(())
