@@ -101,6 +101,15 @@ pub fn dearmor(text: &[u8], label: &str) -> Option<Vec<u8>> {
             break;
         }
         if line.len() == 5 && line[0] == b'=' {
+            // RFC 4880 section 6.2: `=` and four base64 characters of CRC-24.
+            // Anything else there (`=JL=j`) is not a checksum line, and Sequoia
+            // refuses the armor (the `openpgp_open` differential found it).
+            if !line[1..]
+                .iter()
+                .all(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/')
+            {
+                return None;
+            }
             body_end = at;
             if !is_tail(lines.next()?, label) {
                 return None;
@@ -276,6 +285,10 @@ mod tests {
             // A character outside base64 in the body.
             text.replacen("-----\n\n", "-----\n\n*", 1),
             text.lines().take(2).collect::<Vec<_>>().join("\n"),
+            // A checksum line that is not `=` and four base64 characters (the
+            // `openpgp_open` smoke run's input: Sequoia refuses it).
+            "-----BEGIN PGP MESSAGE-----\n\nwX4DQmZGNzBhMDE=\n=JL=j\n-----END PGP MESSAGE-----\n"
+                .to_string(),
         ];
         for (i, case) in cases.iter().enumerate() {
             assert!(
