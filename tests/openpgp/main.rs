@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod differential_armor;
 mod header_protection_openpgp;
 mod interop_gpg_openpgp;
 mod interop_sq_openpgp;
