@@ -72,14 +72,56 @@ pub struct Expected {
     /// The receiving party's MLS state, for the MLS cases: [`MLS_STATE`], this
     /// crate's state file (openmls' storage and ours in SQLite, `src/mls/state.rs`)
     /// holding Bob's MLS identity and the groups he is in. No MLS implementation
-    /// exports a member's group state in a common form (RFC 9420 leaves it to each),
-    /// so another implementation's adapter skips these cases, or reads that file.
+    /// exports a member's group state in a common form (RFC 9420 leaves it to each):
+    /// another implementation rebuilds Bob from [`Expected::mls_join`] instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mls_state: Option<String>,
+    /// The same receiving party in a form any MLS implementation can rebuild it from
+    /// ([`MLS_JOIN`], an [`MlsJoin`]): his keys, the KeyPackage he was invited with
+    /// and its private keys, and the Welcome he joined by. Present wherever
+    /// [`Expected::mls_state`] is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mls_join: Option<String>,
 }
 
 /// Where a case keeps the receiving party's MLS state ([`Expected::mls_state`]).
 pub const MLS_STATE: &str = "state/mls.db";
+
+/// Where a case keeps the receiving party's portable MLS join ([`Expected::mls_join`]).
+pub const MLS_JOIN: &str = "state/mls-join.json";
+
+/// `state/mls-join.json`: the receiving party of an MLS case as any MLS implementation
+/// can rebuild it (schema: `schemas/corpus-mls-join.schema.json`). It imports the
+/// KeyPackage with its two private keys, as if it had made it, and the signature key;
+/// then processes [`MlsJoin::welcome`] if there is one, then the case's prior messages
+/// in order, then its message. Bob's state file holds the same member after the same
+/// Welcome; what it holds beyond that (the policy of who may invite him, held and seen
+/// messages) is this crate's and the case's label says what it decides.
+///
+/// The keys are the corpus's test keys, written in clear like every key of a case.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
+pub struct MlsJoin {
+    /// The member's address: the identity of his BasicCredential.
+    pub member: String,
+    /// The cipher suite, RFC 9420 numbering (1: X25519, AES-128-GCM, SHA-256, Ed25519).
+    pub cipher_suite: u16,
+    /// His Ed25519 secret key (RFC 8032, 32 bytes), base64.
+    pub signature_secret_key: String,
+    /// His Ed25519 public key, base64: the leaf's `signature_key`.
+    pub signature_public_key: String,
+    /// The KeyPackage he was invited with: an MLSMessage, base64.
+    pub key_package: String,
+    /// The private key of the KeyPackage's `init_key` (HPKE, X25519), base64.
+    pub init_private_key: String,
+    /// The private key of its leaf's `encryption_key` (HPKE, X25519), base64.
+    pub encryption_private_key: String,
+    /// The Welcome he joined by: an MLSMessage, base64. Absent when he has only been
+    /// invited and the case's message is the Welcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub welcome: Option<String>,
+}
 
 /// The receiver's policy switches a case can set (the default: both off). A rule that
 /// only a stricter or a more lenient receiver applies needs one.
@@ -153,6 +195,8 @@ pub(crate) struct Case {
     pub(crate) keys: std::sync::Arc<Vec<KeyFile>>,
     /// The receiving party's MLS state file ([`MLS_STATE`]), for the MLS cases.
     pub(crate) mls_state: Option<Vec<u8>>,
+    /// The same party, portable ([`MLS_JOIN`]), for the MLS cases.
+    pub(crate) mls_join: Option<MlsJoin>,
 }
 
 impl Case {
@@ -174,6 +218,10 @@ impl Case {
                 std::fs::create_dir_all(parent).map_err(io(parent))?;
             }
             put(&path, state)?;
+        }
+        if let Some(join) = &self.mls_join {
+            let value = serde_json::to_value(join).unwrap_or_default();
+            put(&dir.join(MLS_JOIN), &pretty(&value))?;
         }
         let list = serde_json::to_value(&*self.keys).unwrap_or_default();
         put(&keys.join("keys.json"), &pretty(&list))?;
@@ -229,6 +277,10 @@ pub(crate) fn read(dir: &Path) -> Result<CaseFiles, CorpusError> {
         Some(MLS_STATE) => Some(get(&dir.join(MLS_STATE))?),
         Some(other) => return Err(bad(format!("mlsState {other:?}: only {MLS_STATE:?}"))),
     };
+    match expected.mls_join.as_deref() {
+        None | Some(MLS_JOIN) => {}
+        Some(other) => return Err(bad(format!("mlsJoin {other:?}: only {MLS_JOIN:?}"))),
+    }
     Ok(CaseFiles {
         expected,
         message,

@@ -3,7 +3,9 @@
 //!
 //! [`generate`] writes one directory per case: the message, the receiving party's keys
 //! (`keys/`, described by `keys/keys.json`), the messages it must have received before
-//! (`prior-N.eml`), for an MLS case its MLS state ([`MLS_STATE`]), and
+//! (`prior-N.eml`), for an MLS case its MLS state ([`MLS_STATE`]) and the same
+//! receiver in a form any MLS implementation rebuilds it from ([`MLS_JOIN`],
+//! [`MlsJoin`]), and
 //! `expected.json`: accept or refuse, the verdict code
 //! ([`crate::ReceiveError::code`]), the command line's exit status, and what the
 //! cryptographic layer alone decides (so a tool that checks only signatures and
@@ -25,7 +27,7 @@
 //! ECDSA nonces (RFC 6979) and the attacker's S/MIME keys come from one stream keyed
 //! by the seed; the parties' keys are the public RFC 9216 and OpenPGP sample sets, the
 //! attacker's OpenPGP key is kept in the repository, and every time is fixed
-//! ([`NOW`]). What is not: the MLS cases' messages and states, because openmls draws
+//! ([`NOW`]). What is not: the MLS cases' messages, states and portable joins, because openmls draws
 //! its HPKE ephemeral keys from its own generator, dates every KeyPackage by the
 //! system clock (and refuses to add one whose lifetime does not cover it), and stores
 //! the wall-clock time at which it keeps a past epoch's secrets; their labels and keys
@@ -40,7 +42,9 @@ mod run;
 
 use std::path::{Path, PathBuf};
 
-pub use case::{CasePolicy, Crypto, Expected, KeyFile, KeyRole, Verdict, MLS_STATE};
+pub use case::{
+    CasePolicy, Crypto, Expected, KeyFile, KeyRole, MlsJoin, Verdict, MLS_JOIN, MLS_STATE,
+};
 pub use mutate::{mutate, Layer, MutateOptions};
 pub use run::{run, Adapter, CaseResult, CommandAdapter, Judgement, MailsealAdapter, Report};
 

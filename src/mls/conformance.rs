@@ -6,6 +6,7 @@
 //! `tests/mls/mls_rs_peer.rs`); here they give the corpus its cases without mls-rs.
 
 use openmls::prelude::*;
+use openmls_traits::storage::StorageProvider as _;
 
 use super::{parse_group_id, Mls, MlsError};
 
@@ -55,4 +56,83 @@ impl Mls {
         let bytes = self.new_key_package(email, false, None, suite)?;
         self.key_package_mail(email, &bytes)
     }
+}
+
+/// What another MLS implementation needs to stand in for one of our members, as the
+/// corpus writes it (`crate::corpus::MlsJoin`): the signature key and a KeyPackage's
+/// private keys. Crate-internal: the corpus's parties only.
+pub(crate) struct PortableMember {
+    /// The Ed25519 secret key (32 bytes) and public key.
+    pub(crate) signature: (zeroize::Zeroizing<Vec<u8>>, Vec<u8>),
+    /// The KeyPackage, an MLSMessage.
+    pub(crate) key_package: Vec<u8>,
+    /// The private keys of its `init_key` and of its leaf's `encryption_key`.
+    pub(crate) init_private_key: zeroize::Zeroizing<Vec<u8>>,
+    pub(crate) encryption_private_key: zeroize::Zeroizing<Vec<u8>>,
+}
+
+impl Mls {
+    /// The keys behind `key_package_mail`, a KeyPackage mail of `email` this member
+    /// made and has not yet been invited with (after the join, openmls deletes its
+    /// private part).
+    pub(crate) fn portable_member(
+        &self,
+        email: &str,
+        key_package_mail: &[u8],
+    ) -> Result<PortableMember, MlsError> {
+        let mail = super::wire::read_mail(key_package_mail, &crate::Limits::default())?;
+        let key_package = mail.message.to_vec();
+        let MlsMessageBodyIn::KeyPackage(kp) = super::wire::decode(&key_package)?.extract() else {
+            return Err(MlsError::Usage("not a KeyPackage mail".into()));
+        };
+        let crypto = self.state.provider.crypto();
+        // Our own, just made: verified by its signature as any other, and the
+        // lifetime is current.
+        let kp = kp
+            .validate(crypto, ProtocolVersion::Mls10)
+            .map_err(super::op)?;
+        let hash = kp.hash_ref(crypto).map_err(super::op)?;
+        let bundle: KeyPackageBundle = self
+            .state
+            .provider
+            .storage()
+            .key_package(&hash)
+            .map_err(|e| MlsError::State(format!("{e:?}")))?
+            .ok_or_else(|| MlsError::Usage("a KeyPackage this member no longer holds".into()))?;
+        let identity = self.signer(email)?;
+        // openmls_basic_credential and openmls show these private keys only under
+        // their test-utils features; the serde forms (the ones openmls stores)
+        // carry them.
+        let stored = serde_json::to_value(&identity.keys).map_err(super::op)?;
+        let secret = stored_key(&stored["private"])?;
+        Ok(PortableMember {
+            signature: (
+                zeroize::Zeroizing::new(secret),
+                identity.keys.public().to_vec(),
+            ),
+            key_package,
+            init_private_key: zeroize::Zeroizing::new(bundle.init_private_key().to_vec()),
+            encryption_private_key: zeroize::Zeroizing::new(stored_key(
+                &serde_json::to_value(&bundle).map_err(super::op)?["private_encryption_key"],
+            )?),
+        })
+    }
+}
+
+/// A 32-byte private key in the serde form openmls stores it in: a byte array,
+/// possibly wrapped in single-field objects (`{"vec": [...]}`).
+fn stored_key(v: &serde_json::Value) -> Result<Vec<u8>, MlsError> {
+    match v {
+        serde_json::Value::Array(_) => serde_json::from_value::<Vec<u8>>(v.clone())
+            .ok()
+            .filter(|k| k.len() == 32),
+        serde_json::Value::Object(m) if m.len() == 1 => {
+            return m.values().next().map_or_else(
+                || Err(MlsError::State("an empty stored key".into())),
+                stored_key,
+            )
+        }
+        _ => None,
+    }
+    .ok_or_else(|| MlsError::State("a stored private key not in the form expected".into()))
 }

@@ -334,9 +334,11 @@ fn the_same_seed_gives_the_same_bytes_but_for_the_mls_messages_and_states() {
             // Every message, encrypted ones included (content keys, nonces, ephemeral
             // keys, OpenPGP salts and session keys come from the seed), every key and
             // label; not yet openmls' messages and state (its HPKE and the times it
-            // stores take no seed).
+            // stores take no seed), nor the portable join of that state.
             let mls_random = e.profile == "mls"
-                && (path.extension().is_some_and(|x| x == "eml") || path.ends_with("mls.db"));
+                && (path.extension().is_some_and(|x| x == "eml")
+                    || path.ends_with("mls.db")
+                    || path.ends_with("mls-join.json"));
             if mls_random {
                 continue;
             }
@@ -479,4 +481,133 @@ fn the_command_line_speaks_the_adapter_protocol() {
     }
     // A directory that is no case: an error, not a verdict.
     assert!(mailseal::corpus::Adapter::judge(&adapter, Path::new("/nonexistent")).is_err());
+}
+
+/// The shipped mls-rs adapter (`examples/corpus_adapter_mls_rs.rs`, compiled into this
+/// binary), in-process.
+struct MlsRs;
+
+impl corpus::Adapter for MlsRs {
+    fn name(&self) -> String {
+        "mls-rs".into()
+    }
+    fn judge(&self, dir: &Path) -> Result<corpus::Judgement, corpus::CorpusError> {
+        Ok(serde_json::from_value(crate::mls_rs_adapter::judge(dir)).unwrap())
+    }
+}
+
+#[test]
+fn every_mls_case_carries_a_portable_join_that_follows_its_schema() {
+    let schema: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schemas/corpus-mls-join.schema.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut n = 0;
+    for e in labels(corpus()) {
+        assert_eq!(e.mls_join.is_some(), e.profile == "mls", "{}", e.id);
+        assert_eq!(e.mls_join.is_some(), e.mls_state.is_some(), "{}", e.id);
+        let Some(file) = &e.mls_join else { continue };
+        let path = corpus().join("cases").join(&e.id).join(file);
+        let join: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        assert!(validator.is_valid(&join), "{}: {join}", e.id);
+        // The receiver is Bob, whose mail keys certify his MLS key.
+        assert_eq!(join["member"], "bob@smime.example", "{}", e.id);
+        n += 1;
+    }
+    assert!(n >= 26, "{n} MLS cases");
+}
+
+/// An independent MLS implementation, mls-rs, rebuilds Bob from each MLS case's
+/// portable join alone (never from mailseal's state file) and agrees with the
+/// `crypto` label of every MLS case but those of the rules below, each a place where
+/// what decides lies above the MLS layer and the report shows it. It skips the
+/// KeyPackage mails (mls-rs checks a KeyPackage only when it adds it) and every other
+/// profile.
+#[test]
+fn mls_rs_rebuilds_bob_from_the_portable_join_and_agrees_at_its_layer() {
+    let report = corpus::run(corpus(), &MlsRs).unwrap();
+    let failed: BTreeSet<&str> = report
+        .cases
+        .iter()
+        .filter(|(_, r)| matches!(r, CaseResult::Fail(_)))
+        .map(|(e, _)| e.rule.as_str())
+        .collect();
+    let expected: BTreeSet<&str> = [
+        // A message of an epoch Bob has not reached: mailseal holds it until the
+        // Commit arrives (its crypto passes then); mls-rs has no hold and refuses it
+        // (EpochNotFound).
+        "rules.held",
+        "mls.buffer-full",
+        // A redelivered application message: mailseal knows it by its digest before
+        // decrypting; mls-rs deleted the message key after the first delivery (RFC 9420
+        // forward secrecy, KeyMissing).
+        "rules.duplicate",
+        // A second Commit for an epoch already left: it decrypts and its signature
+        // verifies, and mailseal refuses it as a fork; mls-rs refuses any Commit of a
+        // past epoch before it checks anything (InvalidEpoch).
+        "mls.fork",
+        // A Welcome without the ratchet tree: its secrets decrypt, but no member can
+        // join by mail without the tree; both refuse (mls-rs: RatchetTreeNotFound).
+        "mls.no-ratchet-tree",
+        // Carol's message of epoch 1 after the Commit that removed her: it decrypts
+        // with the kept epoch-1 secrets and mailseal refuses it as from a removed
+        // member; mls-rs refuses it too (MemberNotFound).
+        "mls.sender-removed",
+        // The impostor's Welcome: the binding of its leaf to Alice's mail key is
+        // mailseal's authentication service; mls-rs' BasicIdentityProvider takes any
+        // credential (an mls-rs member of our groups plugs in an identity provider
+        // that checks the binding).
+        "mls.unbound",
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(failed, expected, "{}", report.table());
+    let mls: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|(e, _)| e.profile == "mls")
+        .collect();
+    let skipped: BTreeSet<&str> = mls
+        .iter()
+        .filter(|(_, r)| matches!(r, CaseResult::Skip(_)))
+        .map(|(e, _)| e.id.as_str())
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            "mls--mls.cipher-suite--key-package-of-another-suite",
+            "mls--mls.key-package-lifetime--valid-for-a-year",
+            "mls--valid--key-package",
+        ]
+        .into_iter()
+        .collect(),
+        "{}",
+        report.table()
+    );
+    let passed = mls
+        .iter()
+        .filter(|(_, r)| matches!(r, CaseResult::Pass))
+        .count();
+    assert_eq!(passed + skipped.len() + expected.len(), mls.len());
+    // Every other profile is skipped, not judged.
+    assert!(report
+        .cases
+        .iter()
+        .filter(|(e, _)| e.profile != "mls")
+        .all(|(_, r)| matches!(r, CaseResult::Skip(_))));
+    // It refuses what fails at its layer (a changed ciphertext, no MLSMessage, a group
+    // Bob is not in, an epoch whose secrets are gone, the group after his removal) and
+    // accepts valid messages of every kind, a Commit included.
+    for (e, r) in &mls {
+        if e.rule == "valid" && !e.id.contains("key-package") {
+            assert!(matches!(r, CaseResult::Pass), "{}: {r:?}", e.id);
+        }
+    }
+    println!("{}", report.table());
 }

@@ -9,6 +9,7 @@
 
 use super::*;
 use crate::corpus::parties::TempStore;
+use crate::corpus::MlsJoin;
 use crate::message::{Headers, Mailbox};
 use crate::mls::{Authenticator, Mls, StoreAuthenticator};
 use crate::receiver::{Clock, Receiver};
@@ -47,13 +48,33 @@ impl<'p> Member<'p> {
 struct Bob {
     keys: TempStore,
     dir: tempfile::TempDir,
+    /// Bob for another implementation: the last KeyPackage he made, its keys, and the
+    /// Welcome he joined by.
+    join: std::cell::RefCell<Option<MlsJoin>>,
+}
+
+/// Bob's MLS state as a case carries it: this crate's state file, and the same Bob
+/// portable.
+#[derive(Clone)]
+struct BobState {
+    file: Vec<u8>,
+    join: MlsJoin,
+}
+
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 impl Bob {
     fn new(parties: &Parties) -> Result<Self, CorpusError> {
         let keys = crate::corpus::parties::store_of(&parties.bob)?;
         let dir = tempfile::tempdir().map_err(|e| mls_party(BOB)(e))?;
-        let bob = Bob { keys, dir };
+        let bob = Bob {
+            keys,
+            dir,
+            join: Default::default(),
+        };
         bob.mls()?
             .generate_identity(BOB, &StoreAuthenticator::new(&bob.keys.store))
             .map_err(mls_party(BOB))?;
@@ -64,9 +85,36 @@ impl Bob {
         Mls::open(self.dir.path()).map_err(mls_party(BOB))
     }
 
-    /// A KeyPackage mail of Bob's.
+    /// A KeyPackage mail of Bob's, and its keys kept for [`Bob::state`].
     fn key_package(&self) -> Result<Vec<u8>, CorpusError> {
-        self.mls()?.key_package(BOB).map_err(mls_party(BOB))
+        let mls = self.mls()?;
+        let mail = mls.key_package(BOB).map_err(mls_party(BOB))?;
+        let p = mls.portable_member(BOB, &mail).map_err(mls_party(BOB))?;
+        *self.join.borrow_mut() = Some(MlsJoin {
+            member: BOB.into(),
+            cipher_suite: crate::mls::CIPHERSUITE as u16,
+            signature_secret_key: base64(&p.signature.0),
+            signature_public_key: base64(&p.signature.1),
+            key_package: base64(&p.key_package),
+            init_private_key: base64(&p.init_private_key),
+            encryption_private_key: base64(&p.encryption_private_key),
+            welcome: None,
+        });
+        Ok(mail)
+    }
+
+    /// Joins by the Welcome mail `welcome`, and keeps it for [`Bob::state`].
+    fn join(&self, welcome: &[u8]) -> Result<(), CorpusError> {
+        self.receive(welcome)?;
+        let read = crate::mls::wire::read_mail(welcome, &crate::message::Limits::default())
+            .map_err(mls_party(BOB))?;
+        let mut join = self.join.borrow_mut();
+        let join = join.as_mut().ok_or_else(|| CorpusError::Inconsistent {
+            case: "mls".into(),
+            reason: "Bob joined without a KeyPackage of his".into(),
+        })?;
+        join.welcome = Some(base64(&read.message));
+        Ok(())
     }
 
     /// Receives `mail` as the case's receiver will, and commits it.
@@ -83,10 +131,19 @@ impl Bob {
     }
 
     /// The state file as it is now (no connection is open between steps, so the
-    /// write-ahead log has been folded into it).
-    fn state(&self) -> Result<Vec<u8>, CorpusError> {
+    /// write-ahead log has been folded into it), and Bob portable.
+    fn state(&self) -> Result<BobState, CorpusError> {
         let path = self.dir.path().join(crate::mls::STATE_FILE);
-        std::fs::read(&path).map_err(crate::corpus::io(&path))
+        let file = std::fs::read(&path).map_err(crate::corpus::io(&path))?;
+        let join = self
+            .join
+            .borrow()
+            .clone()
+            .ok_or_else(|| CorpusError::Inconsistent {
+                case: "mls".into(),
+                reason: "Bob's state before he made a KeyPackage".into(),
+            })?;
+        Ok(BobState { file, join })
     }
 }
 
@@ -103,7 +160,7 @@ struct Group<'p> {
     alice: Member<'p>,
     carol: Option<Member<'p>>,
     id: String,
-    joined: Vec<u8>,
+    joined: BobState,
 }
 
 impl<'p> Group<'p> {
@@ -126,7 +183,7 @@ impl<'p> Group<'p> {
             .mls
             .add(&id, &kps, &alice.auth())
             .map_err(mls_party(ALICE))?;
-        bob.receive(&added.welcome)?;
+        bob.join(&added.welcome)?;
         if let Some(c) = &carol {
             c.receive(&added.welcome)?;
         }
@@ -198,12 +255,13 @@ impl Builder<'_> {
         name: &str,
         rule: Rule,
         description: &str,
-        state: Vec<u8>,
+        state: BobState,
         message: Vec<u8>,
         prior: Vec<Vec<u8>>,
         crypto: Crypto,
     ) -> Result<(), CorpusError> {
-        self.mls_state = Some(state);
+        self.mls_state = Some(state.file);
+        self.mls_join = Some(state.join);
         let id = format!("{}--{}", Mode::Mls.name(), name);
         self.push(id, rule, description, Mode::Mls, message, prior, crypto)
     }
@@ -532,21 +590,24 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
 
 /// `state` as a later version of this crate would have written it (a schema version
 /// beyond the ones known here).
-fn newer_version(state: &[u8]) -> Result<Vec<u8>, CorpusError> {
+fn newer_version(state: &BobState) -> Result<BobState, CorpusError> {
     let dir = tempfile::tempdir().map_err(mls_party(BOB))?;
     let path = dir.path().join(crate::mls::STATE_FILE);
-    std::fs::write(&path, state).map_err(crate::corpus::io(&path))?;
+    std::fs::write(&path, &state.file).map_err(crate::corpus::io(&path))?;
     let conn = rusqlite::Connection::open(&path).map_err(mls_party(BOB))?;
     conn.pragma_update(None, "user_version", 1_000)
         .map_err(mls_party(BOB))?;
     drop(conn);
-    std::fs::read(&path).map_err(crate::corpus::io(&path))
+    Ok(BobState {
+        file: std::fs::read(&path).map_err(crate::corpus::io(&path))?,
+        join: state.join.clone(),
+    })
 }
 
 /// `state` with `inviter` allowed to add Bob to groups.
-fn with_inviter(bob: &Bob, inviter: &str, state: Vec<u8>) -> Result<Vec<u8>, CorpusError> {
+fn with_inviter(bob: &Bob, inviter: &str, state: BobState) -> Result<BobState, CorpusError> {
     let path = bob.dir.path().join(crate::mls::STATE_FILE);
-    std::fs::write(&path, &state).map_err(crate::corpus::io(&path))?;
+    std::fs::write(&path, &state.file).map_err(crate::corpus::io(&path))?;
     bob.mls()?
         .allow_inviter(inviter, true)
         .map_err(mls_party(BOB))?;

@@ -125,6 +125,8 @@ struct Builder<'p> {
     policy: CasePolicy,
     /// The receiver's MLS state for the next case pushed (taken by it).
     mls_state: Option<Vec<u8>>,
+    /// The same receiver, portable, for the next case pushed (taken by it).
+    mls_join: Option<super::case::MlsJoin>,
     /// The moment the next case pushed is judged at, when not [`super::NOW`] (taken
     /// by it): a KeyPackage mail's, see `cases::mls`.
     now: Option<i64>,
@@ -439,10 +441,15 @@ impl<'p> Builder<'p> {
                 .collect(),
             policy: self.policy,
             mls_state: None,
+            mls_join: None,
         };
         let mls_state = self.mls_state.take();
         if mls_state.is_some() {
             expected.mls_state = Some(super::case::MLS_STATE.into());
+        }
+        let mls_join = self.mls_join.take();
+        if mls_join.is_some() {
+            expected.mls_join = Some(super::case::MLS_JOIN.into());
         }
         let mut files = super::case::CaseFiles {
             expected,
@@ -476,6 +483,7 @@ impl<'p> Builder<'p> {
             prior: files.prior,
             keys: self.parties.bob.clone(),
             mls_state: files.mls_state,
+            mls_join,
         });
         Ok(())
     }
@@ -498,6 +506,7 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
         cases: Vec::new(),
         policy: CasePolicy::default(),
         mls_state: None,
+        mls_join: None,
         now: None,
     };
     valid::cases(&mut b)?;
