@@ -322,6 +322,39 @@ fn fail_an_external_join_where_the_group_does_not_allow_it() {
     }
 }
 
+/// A Commit that replaces its committer's leaf is judged by the new leaf: Alice, a
+/// member, certifies her MLS key again by Mallory's self-made certificate for Alice's
+/// address (Mallory had Alice's MLS state, never her mail key) and commits an update
+/// that carries that binding. Bob and Carol refuse it as unbound and stay at their
+/// epoch; the same update certified by Alice's own mail key is applied.
+#[test]
+fn fail_an_update_whose_new_leaf_only_an_impostor_certified() {
+    let mallory_auth: &'static _ = Box::leak(Box::new(common::mls::shared_authority(&[
+        "alice@a.example",
+    ])));
+    let (a, b, c, g) = trio();
+    a.generate_identity("alice@a.example", mallory_auth)
+        .unwrap();
+    let forged = a.update(&g).unwrap();
+    for m in [&b, &c] {
+        let before = m.members(&g).unwrap();
+        let err = open(m, &forged).unwrap_err();
+        assert!(
+            matches!(err, MlsError::Unbound(ref r) if r.contains("alice@a.example")),
+            "{err}"
+        );
+        let after = m.members(&g).unwrap();
+        assert_eq!((after.epoch, after.members), (before.epoch, before.members));
+    }
+    let (a, b, _c, g) = trio();
+    a.generate_identity("alice@a.example", auth()).unwrap();
+    let genuine = a.update(&g).unwrap();
+    assert!(matches!(
+        open(&b, &genuine).unwrap(),
+        Received::Handshake(Handshake::Committed { .. })
+    ));
+}
+
 /// Issue #17: a member removed in epoch E cannot deliver application messages framed
 /// in earlier epochs once E is applied (past-epoch secrets are for late mail).
 #[test]
