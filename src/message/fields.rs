@@ -145,6 +145,152 @@ pub(crate) fn date(value: &str) -> Option<OffsetDateTime> {
     Some(PrimitiveDateTime::new(date, time).assume_offset(offset))
 }
 
+/// A Date value as the message reader takes it: the plain form, else the full grammar.
+pub(crate) fn read_date(value: &str) -> Option<OffsetDateTime> {
+    date(value).or_else(|| date_time(value))
+}
+
+/// A Date value in full: RFC 5322 `date-time` (3.3) with the obsolete forms a reader
+/// must accept (4.3: comments and folding white space anywhere, no day name or
+/// seconds, two- and three-digit years, the named and military zones), and nothing
+/// after it but comments and white space.
+///
+/// Why hand-written: mail-parser 0.11.9, which read every Date that was not plain,
+/// takes a date followed by other text (`... 07:00:00Final: no`, `+0000 garbage`) as
+/// valid and drops the rest, and refuses the named zones (`GMT`). The first lets a
+/// message carry a Date that a reader of the whole message (mail-parser among them:
+/// `tests/cases/differential/mime_split_diff-date-swallows-the-next-field.eml`)
+/// runs over into the next field; the second refused valid mail. The `date_diff`
+/// fuzz target compares this reader with mail-parser's where both accept.
+pub(crate) fn date_time(value: &str) -> Option<OffsetDateTime> {
+    // Comments (nested, with quoted pairs) become white space; ',' and ':' become
+    // tokens of their own, so the obsolete forms' white space around them reads alike.
+    let mut flat = String::with_capacity(value.len() + 16);
+    let (mut depth, mut escaped) = (0usize, false);
+    for c in value.chars() {
+        if depth > 0 {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        flat.push(' ');
+                    }
+                }
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '(' => depth = 1,
+            ')' => return None,
+            ',' | ':' => {
+                flat.push(' ');
+                flat.push(c);
+                flat.push(' ');
+            }
+            ' ' | '\t' | '\r' | '\n' => flat.push(' '),
+            c if c.is_ascii_graphic() => flat.push(c),
+            _ => return None,
+        }
+    }
+    if depth > 0 {
+        return None;
+    }
+    let mut tokens = flat.split(' ').filter(|t| !t.is_empty()).peekable();
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    // A day name, if any, is one of the seven; that it is the date's is not checked
+    // (as the plain reader above and mail-parser do not).
+    if tokens
+        .peek()
+        .is_some_and(|t| DAYS.iter().any(|d| d.eq_ignore_ascii_case(t)))
+    {
+        tokens.next();
+        (tokens.next()? == ",").then_some(())?;
+    }
+    let digits = |t: &str, len: std::ops::RangeInclusive<usize>| -> Option<u32> {
+        (len.contains(&t.len()) && t.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| t.parse().ok())
+            .flatten()
+    };
+    let day = digits(tokens.next()?, 1..=2)?;
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month_token = tokens.next()?;
+    let month = MONTHS
+        .iter()
+        .position(|m| m.eq_ignore_ascii_case(month_token))? as u8
+        + 1;
+    let year_token = tokens.next()?;
+    let year = match (digits(year_token, 2..=9)?, year_token.len()) {
+        // RFC 5322 4.3: two digits are 2000-2049 or 1950-1999, three add 1900.
+        (y, 2) if y < 50 => y + 2000,
+        (y, 2 | 3) => y + 1900,
+        (y, _) => y,
+    };
+    let hour = digits(tokens.next()?, 2..=2)?;
+    (tokens.next()? == ":").then_some(())?;
+    let minute = digits(tokens.next()?, 2..=2)?;
+    let mut zone = tokens.next()?;
+    let mut second = 0;
+    if zone == ":" {
+        second = digits(tokens.next()?, 2..=2)?;
+        zone = tokens.next()?;
+    }
+    if tokens.next().is_some() {
+        return None;
+    }
+    let offset = match zone.as_bytes() {
+        [sign @ (b'+' | b'-'), ..] => {
+            let hhmm = digits(&zone[1..], 4..=4)?;
+            let (h, m) = ((hhmm / 100) as i8, (hhmm % 100) as i8);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let sign = if *sign == b'-' { -1 } else { 1 };
+            UtcOffset::from_hms(sign * h, sign * m, 0).ok()?
+        }
+        _ => {
+            const NAMED: [(&str, i8); 10] = [
+                ("UT", 0),
+                ("GMT", 0),
+                ("EST", -5),
+                ("EDT", -4),
+                ("CST", -6),
+                ("CDT", -5),
+                ("MST", -7),
+                ("MDT", -6),
+                ("PST", -8),
+                ("PDT", -7),
+            ];
+            match NAMED.iter().find(|(n, _)| n.eq_ignore_ascii_case(zone)) {
+                Some((_, h)) => UtcOffset::from_hms(*h, 0, 0).ok()?,
+                // A military zone letter (any but J): RFC 5322 4.3 reads it as -0000,
+                // an unknown offset from UTC.
+                None if zone.len() == 1
+                    && zone.as_bytes()[0].is_ascii_alphabetic()
+                    && !zone.eq_ignore_ascii_case("j") =>
+                {
+                    UtcOffset::UTC
+                }
+                None => return None,
+            }
+        }
+    };
+    let date = Date::from_calendar_date(
+        i32::try_from(year).ok()?,
+        Month::try_from(month).ok()?,
+        u8::try_from(day).ok()?,
+    )
+    .ok()?;
+    // A leap second (60) is read as the second before it.
+    let time = Time::from_hms(hour as u8, minute as u8, second.min(59) as u8).ok()?;
+    Some(PrimitiveDateTime::new(date, time).assume_offset(offset))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +346,80 @@ mod tests {
                 m.date().unwrap().to_timestamp(),
                 "{v}"
             );
+        }
+    }
+
+    /// The Unix time of `y-m-d h:m:s` at UTC offset `zone_hours`.
+    fn at(y: i32, m: u8, d: u8, (h, mi, sec): (u8, u8, u8), zone_hours: i8) -> i64 {
+        PrimitiveDateTime::new(
+            Date::from_calendar_date(y, Month::try_from(m).unwrap(), d).unwrap(),
+            Time::from_hms(h, mi, sec).unwrap(),
+        )
+        .assume_offset(UtcOffset::from_hms(zone_hours, 0, 0).unwrap())
+        .unix_timestamp()
+    }
+
+    #[test]
+    fn date_time_reads_the_obsolete_forms_and_comments() {
+        let t = at(2026, 11, 29, (21, 54, 3), 0);
+        for (v, want) in [
+            ("Sun, 29 Nov 2026 21:54:03 +0000", t),
+            ("Sun, 29 Nov 2026 21:54:03 +0000 (UTC)", t),
+            ("29 Nov 2026 21:54:03 GMT", t),
+            ("29 Nov 2026 21:54:03 UT", t),
+            ("sun, 29 nov 2026 21:54:03 gmt", t),
+            ("29 Nov 2026 21:54:03 Z", t),
+            ("29 Nov 26 21:54:03 +0000", t),
+            ("29 Nov 126 21:54:03 +0000", t),
+            (
+                "(sent) Sun (day) , 29 (x (nested) \\) ) Nov 2026 21 : 54 : 03 +0000",
+                t,
+            ),
+            ("Sun,\r\n 29 Nov\t2026 21:54:03 +0000", t),
+            ("29 Nov 2026 16:54:03 EST", t),
+            ("29 Nov 2026 13:54:03 PST", t),
+            ("29 Nov 2026 21:54 +0000", at(2026, 11, 29, (21, 54, 0), 0)),
+            ("1 Jan 99 00:00:00 -0000", at(1999, 1, 1, (0, 0, 0), 0)),
+            (
+                "31 Dec 2026 23:59:60 +0000",
+                at(2026, 12, 31, (23, 59, 59), 0),
+            ),
+        ] {
+            assert_eq!(date_time(v).map(|d| d.unix_timestamp()), Some(want), "{v}");
+            // Where mail-parser reads it too, the same moment.
+            if let Some(d) = theirs("Date", v).date().filter(|d| d.is_valid()) {
+                assert_eq!(d.to_timestamp(), want, "{v}");
+            }
+        }
+    }
+
+    /// mail-parser takes these for dates and drops what follows; a reader of the whole
+    /// message may run on into the next field.
+    #[test]
+    fn fail_a_date_with_anything_else_in_its_field() {
+        for v in [
+            "Sun, 31 Aug 2026 07:00:00Final: no",
+            "Thu, 03 Dec 2026 10:00:00 +0000 garbage",
+            "Thu, 03 Dec 2026 10:00:00 +0000X-Evil: 1",
+            "Thu, 03 Dec 2026 10:00:00 +0000 +0000",
+            "Thu, 03 Dec 2026 10:00:00",
+            "Thu, 03 Dec 2026 10:00:00 +2400",
+            "Thu, 03 Dec 2026 10:00:00 +0060",
+            "Thu, 03 Dec 2026 10:00:00 J",
+            "Thu, 03 Dec 2026 10:00:00 XYZ",
+            "Thu, 03 Dec 2026 24:00:00 +0000",
+            "Thu, 03 Dec 2026 1:00:00 +0000",
+            "Mon, 30 Feb 2026 10:00:00 +0000",
+            "Xyz, 03 Dec 2026 10:00:00 +0000",
+            "Thu 03 Dec 2026 10:00:00 +0000",
+            "Thu, 03 Dec 2026 10:00:00 +0000 (unclosed",
+            "Thu, 03 Dec 2026 10:00:00 +0000 )",
+            "Thu, 03 Dez 2026 10:00:00 +0000",
+            "Thu, 03 Dec 2026 10:00:00 +0000 \u{e9}",
+            "03 Dec 2026",
+            "",
+        ] {
+            assert!(date_time(v).is_none(), "{v:?}");
         }
     }
 

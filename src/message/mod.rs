@@ -44,6 +44,14 @@ pub(crate) fn push_base64_mime(out: &mut Vec<u8>, data: &[u8]) {
 }
 pub use parse::{structure, PartInfo};
 
+/// The moment (Unix time) a Date field's value `value` gives, as the message reader
+/// reads it, for the `date_diff` fuzz target. Not a stable API (feature `fuzz-api`).
+#[cfg(feature = "fuzz-api")]
+#[doc(hidden)]
+pub fn fuzz_date(value: &str) -> Option<i64> {
+    fields::read_date(value).map(|d| d.unix_timestamp())
+}
+
 use time::OffsetDateTime;
 
 use crate::envelope::{self, Envelope, EnvelopeError, ValidationContext, Violation};

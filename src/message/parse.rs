@@ -9,7 +9,6 @@
 use std::ops::Range;
 
 use mail_parser::{HeaderValue, MessageParser};
-use time::OffsetDateTime;
 
 use super::fields;
 use super::mime::{Entity, Tree};
@@ -409,7 +408,12 @@ fn read_headers(tree: &Tree, raw: &[u8]) -> Result<Headers, MessageError> {
             }),
             1 => fields::mailbox(&text).map(|m| headers.to = vec![m]),
             2 => fields::mailbox(&text).map(|m| headers.cc = vec![m]),
-            3 => fields::date(&text).map(|d| headers.date = Some(d)),
+            // Every Date is read here, in full (`fields::date_time`): one that does not
+            // parse leaves the message without a valid Date.
+            3 => {
+                headers.date = fields::read_date(&text);
+                Some(())
+            }
             4 => fields::msg_ids(&text)
                 .filter(|ids| ids.len() == 1)
                 .map(|mut ids| headers.message_id = ids.pop()),
@@ -446,11 +450,6 @@ fn read_headers(tree: &Tree, raw: &[u8]) -> Result<Headers, MessageError> {
     }
     if msg.cc().is_some() {
         headers.cc = mailboxes(msg.cc());
-    }
-    if let Some(d) = msg.date() {
-        headers.date = Some(d)
-            .filter(|d| d.is_valid())
-            .and_then(|d| OffsetDateTime::from_unix_timestamp(d.to_timestamp()).ok());
     }
     if let Some(id) = msg.message_id() {
         headers.message_id = Some(id.to_string());

@@ -1,0 +1,56 @@
+//! Differential: our reading of a Date field's value (`src/message/fields.rs`: the
+//! plain form, else RFC 5322 `date-time` with its obsolete forms, hand-written) against
+//! mail-parser's on the same value.
+//!
+//! mail-parser is a lax reference: it takes a date followed by other text and drops
+//! the text, and it refuses the named zones, so a value only one of the two accepts is
+//! not a finding. Invariants: where both accept, the same moment; what we accept, we
+//! accept again written canonically (`Sun, 29 Nov 2026 21:54:03 +0000`) at the same
+//! moment, and with a comment after it; and followed by any other text, we refuse it
+//! (nothing a reader could run on into another field).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mail_parser::MessageParser;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(value) = std::str::from_utf8(data) else {
+        return;
+    };
+    if value.contains(['\r', '\n']) {
+        // A header field's value is one unfolded line; folding is the reader's.
+        return;
+    }
+    let ours = mailseal::message::fuzz_date(value);
+    let field = format!("Date: {value}\r\n\r\n");
+    let theirs = MessageParser::new()
+        .parse_headers(field.as_bytes())
+        .and_then(|m| m.date().filter(|d| d.is_valid()).map(|d| d.to_timestamp()));
+    let Some(t) = ours else {
+        return;
+    };
+    if let Some(theirs) = theirs {
+        assert_eq!(t, theirs, "the readers disagree on {value:?}");
+    }
+    let canonical = time::OffsetDateTime::from_unix_timestamp(t)
+        .expect("a moment time can hold")
+        .format(&time::format_description::well_known::Rfc2822)
+        .expect("RFC 2822 form");
+    assert_eq!(
+        mailseal::message::fuzz_date(&canonical),
+        Some(t),
+        "{value:?} read as {canonical:?}, which reads otherwise"
+    );
+    // Nothing may follow a date but comments: text after it (a field a lax reader
+    // would run on into) is refused, a comment is not.
+    assert_eq!(
+        mailseal::message::fuzz_date(&format!("{value}Final: no")),
+        None,
+        "{value:?} takes text after it"
+    );
+    assert_eq!(
+        mailseal::message::fuzz_date(&format!("{value} (comment)")),
+        Some(t),
+        "{value:?} with a comment after it"
+    );
+});
