@@ -20,6 +20,14 @@
 //! Invariant, beyond no panic: Bob never accepts a leaf of Mallory's, whatever it
 //! claims and carries. Only Alice and Carol can certify for their addresses, and they
 //! never certified Mallory's key.
+//!
+//! A fifth way reaches the committer's new leaf of an update path, which Mallory, never
+//! a member, cannot: Alice, a member, certifies her key again with a binding the fuzzer
+//! picks (her own genuine one among the others, mutated as above) and commits an update
+//! that carries it. There the invariant is weaker but exact: Bob applies the Commit if
+//! and only if his authentication service, asked directly, verifies that binding for
+//! Alice's key (a check of the old leaf, or a verdict cached for another binding, would
+//! break it).
 #![no_main]
 
 use std::cell::RefCell;
@@ -154,7 +162,12 @@ thread_local! {
 }
 
 fn binding(u: &mut Unstructured<'_>, w: &World) -> ArbitraryResult<Option<Binding>> {
-    let mut bytes = w.bindings[u.choose_index(w.bindings.len())?].clone();
+    let chosen = w.bindings[u.choose_index(w.bindings.len())?].clone();
+    mutated(u, chosen)
+}
+
+/// `bytes`, a binding's encoding, with up to three byte-level changes.
+fn mutated(u: &mut Unstructured<'_>, mut bytes: Vec<u8>) -> ArbitraryResult<Option<Binding>> {
     for _ in 0..u.int_in_range(0..=3)? {
         match u.int_in_range(0..=3)? {
             0 => {
@@ -207,7 +220,7 @@ fn run(data: &[u8], w: &World) -> ArbitraryResult<()> {
             );
         }
     };
-    match u.int_in_range(0..=3)? {
+    match u.int_in_range(0..=4)? {
         // Her KeyPackage, by mail.
         0 => {
             let Ok(mail) = mallory.key_package(claim) else {
@@ -245,7 +258,36 @@ fn run(data: &[u8], w: &World) -> ArbitraryResult<()> {
                 .commit()
                 .expect("commit");
             let gullible = Gullible(RefCell::new(None));
-            if step == 2 {
+            if step == 4 {
+                // Alice certifies her key again: her genuine binding of it, or another,
+                // then mutated; the update carries it.
+                let public = hex(&alice.identities().expect("identities")[0].1);
+                let new = if u.arbitrary()? {
+                    let genuine = w
+                        .alice_auth
+                        .certify(ALICE, &statement(ALICE, &public))
+                        .expect("certify");
+                    mutated(&mut u, genuine.to_bytes())?
+                } else {
+                    binding(&mut u, w)?
+                };
+                let Some(new) = new else {
+                    return Ok(());
+                };
+                *gullible.0.borrow_mut() = Some(new.clone());
+                alice
+                    .generate_identity(ALICE, &gullible)
+                    .expect("Alice certifies again");
+                let commit = alice.update(&g).expect("Alice's update");
+                let verifies = bob_auth.verify(ALICE, &public, Some(&new)).is_ok();
+                let applied = bob
+                    .receive(&commit, &policy, "update", &bob_auth)
+                    .is_ok_and(|r| r.commit().is_ok());
+                assert_eq!(
+                    applied, verifies,
+                    "Bob's verdict on Alice's updated leaf is not his service's on its binding"
+                );
+            } else if step == 2 {
                 let Ok(kp) = mallory.key_package(claim) else {
                     return Ok(());
                 };
@@ -270,4 +312,11 @@ fn run(data: &[u8], w: &World) -> ArbitraryResult<()> {
         }
     }
     Ok(())
+}
+
+fn hex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
 }
