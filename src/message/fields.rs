@@ -114,8 +114,9 @@ pub(crate) fn date(value: &str) -> Option<OffsetDateTime> {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let month = MONTHS.iter().position(|m| *m == month)? as u8 + 1;
+    // RFC 5322 3.3: "any numeric year 1900 or later".
     let date = Date::from_calendar_date(
-        number(year, 4..=4)? as i32,
+        number(year, 4..=4).filter(|y| *y >= 1900)? as i32,
         Month::try_from(month).ok()?,
         number(day, 1..=2)? as u8,
     )
@@ -229,6 +230,8 @@ pub(crate) fn date_time(value: &str) -> Option<OffsetDateTime> {
         // RFC 5322 4.3: two digits are 2000-2049 or 1950-1999, three add 1900.
         (y, 2) if y < 50 => y + 2000,
         (y, 2 | 3) => y + 1900,
+        // 3.3: "any numeric year 1900 or later".
+        (y, _) if y < 1900 => return None,
         (y, _) => y,
     };
     let hour = digits(tokens.next()?, 2..=2)?;
@@ -381,6 +384,10 @@ mod tests {
             ("29 Nov 2026 21:54 +0000", at(2026, 11, 29, (21, 54, 0), 0)),
             ("1 Jan 99 00:00:00 -0000", at(1999, 1, 1, (0, 0, 0), 0)),
             (
+                "Mon, 1 Jan 1900 00:00:00 +0000",
+                at(1900, 1, 1, (0, 0, 0), 0),
+            ),
+            (
                 "31 Dec 2026 23:59:60 +0000",
                 at(2026, 12, 31, (23, 59, 59), 0),
             ),
@@ -418,8 +425,12 @@ mod tests {
             "Thu, 03 Dec 2026 10:00:00 +0000 \u{e9}",
             "03 Dec 2026",
             "",
+            // Found by `date_diff`: RFC 5322 3.3 has no year before 1900.
+            "31 Dec 1013 23:49:60 +0000",
+            "Tue, 31 Dec 1899 23:59:59 +0000",
         ] {
             assert!(date_time(v).is_none(), "{v:?}");
+            assert!(date(v).is_none(), "{v:?}");
         }
     }
 

@@ -61,17 +61,16 @@ fn at_least_300_labelled_cases_and_mailseal_passes_every_one() {
     assert!(junit.contains(&format!("tests=\"{}\" failures=\"0\"", report.cases.len())));
 }
 
+/// The validator of the repository's schema `schemas/NAME.schema.json`.
+fn schema(name: &str) -> jsonschema::Validator {
+    let path = format!("{}/schemas/{name}.schema.json", env!("CARGO_MANIFEST_DIR"));
+    let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).unwrap()
+}
+
 #[test]
 fn every_label_follows_the_schema_and_its_exit_status_follows_its_kind() {
-    let schema: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/schemas/corpus-case.schema.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
+    let validator = schema("corpus-case");
     for e in labels(corpus()) {
         let v = serde_json::to_value(&e).unwrap();
         assert!(validator.is_valid(&v), "{}: {v}", e.id);
@@ -498,15 +497,7 @@ impl corpus::Adapter for MlsRs {
 
 #[test]
 fn every_mls_case_carries_a_portable_join_that_follows_its_schema() {
-    let schema: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/schemas/corpus-mls-join.schema.json"
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
+    let validator = schema("corpus-mls-join");
     let mut n = 0;
     for e in labels(corpus()) {
         assert_eq!(e.mls_join.is_some(), e.profile == "mls", "{}", e.id);
