@@ -29,7 +29,12 @@ fuzz_target!(|data: &[u8]| {
     let Some(t) = ours else {
         return;
     };
-    if let Some(theirs) = theirs {
+    // mail-parser adds 2000 to a three-digit year where RFC 5322 4.3 adds 1900
+    // (`tests/cases/differential/date_diff-three-digit-year.txt`): not compared.
+    let three_digit_year = value
+        .split([' ', '\t', '(', ')', ','])
+        .any(|t| t.len() == 3 && t.bytes().all(|c| c.is_ascii_digit()));
+    if let (Some(theirs), false) = (theirs, three_digit_year) {
         assert_eq!(t, theirs, "the readers disagree on {value:?}");
     }
     let canonical = time::OffsetDateTime::from_unix_timestamp(t)

@@ -400,6 +400,18 @@ mod tests {
         }
     }
 
+    /// RFC 5322 4.3: "any three digit year is encountered, the year is interpreted by
+    /// adding 1900". mail-parser 0.11.9 adds 2000 (found by `date_diff`,
+    /// `tests/cases/differential/date_diff-three-digit-year.txt`).
+    #[test]
+    fn a_three_digit_year_adds_1900_where_mail_parser_adds_2000() {
+        let v = "Sun, 29 Nov 022 21:54:03 +0000 (UTC)";
+        let ours = date_time(v).unwrap().unix_timestamp();
+        assert_eq!(ours, at(1922, 11, 29, (21, 54, 3), 0));
+        let theirs = theirs("Date", v).date().unwrap().to_timestamp();
+        assert_eq!(theirs, at(2022, 11, 29, (21, 54, 3), 0));
+    }
+
     /// mail-parser takes these for dates and drops what follows; a reader of the whole
     /// message may run on into the next field.
     #[test]

@@ -1,7 +1,8 @@
 //! What a misconfigured or lenient peer writes, for the conformance corpus's cases
 //! (`crate::corpus`): handshake messages in clear, Welcomes without the ratchet tree,
-//! KeyPackages valid for a year or of another cipher suite. Crate-internal: nothing a
-//! caller can send with.
+//! KeyPackages valid for a year or of another cipher suite; and a member's keys in the
+//! portable form the corpus gives other implementations ([`PortableMember`]).
+//! Crate-internal: nothing a caller can send with.
 //! Every refusal these reach is tested against real peers too (mls-rs, in
 //! `tests/mls/mls_rs_peer.rs`); here they give the corpus its cases without mls-rs.
 
