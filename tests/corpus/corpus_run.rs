@@ -68,6 +68,16 @@ fn schema(name: &str) -> jsonschema::Validator {
     jsonschema::validator_for(&schema).unwrap()
 }
 
+/// The rules of the cases an adapter failed.
+fn failed_rules(report: &corpus::Report) -> BTreeSet<&str> {
+    report
+        .cases
+        .iter()
+        .filter(|(_, r)| matches!(r, CaseResult::Fail(_)))
+        .map(|(e, _)| e.rule.as_str())
+        .collect()
+}
+
 #[test]
 fn every_label_follows_the_schema_and_its_exit_status_follows_its_kind() {
     let validator = schema("corpus-case");
@@ -230,12 +240,7 @@ fn openpgp_adapter_agrees_with_every_cryptographic_label(name: &str, disagrees: 
     };
     let report = corpus::run(corpus(), &adapter).unwrap();
     let (pass, fail, skip) = report.totals();
-    let failed: BTreeSet<&str> = report
-        .cases
-        .iter()
-        .filter(|(_, r)| matches!(r, CaseResult::Fail(_)))
-        .map(|(e, _)| e.rule.as_str())
-        .collect();
+    let failed = failed_rules(&report);
     assert_eq!(
         failed,
         disagrees.iter().copied().collect(),
@@ -523,12 +528,7 @@ fn every_mls_case_carries_a_portable_join_that_follows_its_schema() {
 #[test]
 fn mls_rs_rebuilds_bob_from_the_portable_join_and_agrees_at_its_layer() {
     let report = corpus::run(corpus(), &MlsRs).unwrap();
-    let failed: BTreeSet<&str> = report
-        .cases
-        .iter()
-        .filter(|(_, r)| matches!(r, CaseResult::Fail(_)))
-        .map(|(e, _)| e.rule.as_str())
-        .collect();
+    let failed = failed_rules(&report);
     let expected: BTreeSet<&str> = [
         // A message of an epoch Bob has not reached: mailseal holds it until the
         // Commit arrives (its crypto passes then); mls-rs has no hold and refuses it
