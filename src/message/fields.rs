@@ -405,11 +405,64 @@ mod tests {
     /// `tests/cases/differential/date_diff-three-digit-year.txt`).
     #[test]
     fn a_three_digit_year_adds_1900_where_mail_parser_adds_2000() {
-        let v = "Sun, 29 Nov 022 21:54:03 +0000 (UTC)";
+        let v = include_str!("../../tests/cases/differential/date_diff-three-digit-year.txt");
         let ours = date_time(v).unwrap().unix_timestamp();
         assert_eq!(ours, at(1922, 11, 29, (21, 54, 3), 0));
         let theirs = theirs("Date", v).date().unwrap().to_timestamp();
         assert_eq!(theirs, at(2022, 11, 29, (21, 54, 3), 0));
+    }
+
+    /// RFC 5322 4.3: `obs-year = [CFWS] 2*DIGIT [CFWS]`, so a comment may follow the
+    /// month with no space before it. mail-parser 0.11.9 reads `Aug(s)() 02029` (and
+    /// `Aug(s)() 2029`) as a moment 330 years later (found by `date_diff`'s third 10-minute run,
+    /// `tests/cases/differential/date_diff-comment-right-after-the-month.txt`); with a
+    /// space before the comment it reads what we read.
+    #[test]
+    fn a_comment_right_after_the_month_is_the_obsolete_year_s_cfws() {
+        let v = include_str!(
+            "../../tests/cases/differential/date_diff-comment-right-after-the-month.txt"
+        );
+        assert_eq!(v, "Tue, 29 Aug(s)() 02029 23:59:59 +1400");
+        let want = at(2029, 8, 29, (23, 59, 59), 14);
+        assert_eq!(date_time(v).unwrap().unix_timestamp(), want);
+        let theirs_at = |v| theirs("Date", v).date().unwrap().to_timestamp();
+        assert_eq!(theirs_at(v), at(2359, 8, 28, (10, 0, 0), 0));
+        let four_digits = "Tue, 29 Aug(s)() 2029 23:59:59 +1400";
+        assert_eq!(date_time(four_digits).unwrap().unix_timestamp(), want);
+        assert_eq!(theirs_at(four_digits), theirs_at(v));
+        let spaced = "Tue, 29 Aug (s)() 2029 23:59:59 +1400";
+        assert_eq!(date_time(spaced).unwrap().unix_timestamp(), want);
+        assert_eq!(theirs_at(spaced), want);
+    }
+
+    /// RFC 5322 3.3: `year = FWS 4*DIGIT FWS`, so `002029` is the year 2029.
+    /// mail-parser 0.11.9 reads 2020 (found while reducing the finding above).
+    #[test]
+    fn a_year_of_more_than_four_digits_is_read_whole() {
+        let v = "Wed, 29 Aug 002029 23:59:59 +1400";
+        let want = at(2029, 8, 29, (23, 59, 59), 14);
+        assert_eq!(date_time(v).unwrap().unix_timestamp(), want);
+        let theirs = theirs("Date", v).date().unwrap().to_timestamp();
+        assert_eq!(theirs, at(2020, 8, 29, (23, 59, 59), 14));
+        assert_eq!(date_time("Wed, 29 Aug 12029 23:59:59 +1400"), None);
+    }
+
+    /// RFC 5322's zone names are ABNF literals, case-insensitive (RFC 5234 2.3):
+    /// `est` is -0500. mail-parser 0.11.9 reads a zone name not in capitals as +0000
+    /// (found by `date_diff`'s fourth 10-minute run,
+    /// `tests/cases/differential/date_diff-named-zone-in-lower-case.txt`).
+    #[test]
+    fn a_named_zone_in_lower_case_is_that_zone() {
+        let v =
+            include_str!("../../tests/cases/differential/date_diff-named-zone-in-lower-case.txt");
+        assert_eq!(v, "14 Nov 2026 16:54:03 eST");
+        let want = at(2026, 11, 14, (16, 54, 3), -5);
+        for v in [v, "14 Nov 2026 16:54:03 est", "14 Nov 2026 16:54:03 EST"] {
+            assert_eq!(date_time(v).unwrap().unix_timestamp(), want, "{v}");
+        }
+        let theirs_at = |v| theirs("Date", v).date().unwrap().to_timestamp();
+        assert_eq!(theirs_at(v), at(2026, 11, 14, (16, 54, 3), 0));
+        assert_eq!(theirs_at("14 Nov 2026 16:54:03 EST"), want);
     }
 
     /// mail-parser takes these for dates and drops what follows; a reader of the whole
