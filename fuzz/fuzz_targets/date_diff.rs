@@ -1,5 +1,5 @@
-//! Differential: our reading of a Date field's value (`src/message/fields.rs`: the
-//! plain form, else RFC 5322 `date-time` with its obsolete forms, hand-written) against
+//! Differential: our reading of a Date field's value (`src/message/fields.rs`,
+//! `date_time`: RFC 5322 `date-time` with its obsolete forms, hand-written) against
 //! mail-parser's on the same value.
 //!
 //! mail-parser is a lax reference: it takes a date followed by other text and drops

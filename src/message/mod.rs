@@ -49,7 +49,7 @@ pub use parse::{structure, PartInfo};
 #[cfg(feature = "fuzz-api")]
 #[doc(hidden)]
 pub fn fuzz_date(value: &str) -> Option<i64> {
-    fields::read_date(value).map(|d| d.unix_timestamp())
+    fields::date_time(value).map(|d| d.unix_timestamp())
 }
 
 use time::OffsetDateTime;

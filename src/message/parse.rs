@@ -411,7 +411,7 @@ fn read_headers(tree: &Tree, raw: &[u8]) -> Result<Headers, MessageError> {
             // Every Date is read here, in full (`fields::date_time`): one that does not
             // parse leaves the message without a valid Date.
             3 => {
-                headers.date = fields::read_date(&text);
+                headers.date = fields::date_time(&text);
                 Some(())
             }
             4 => fields::msg_ids(&text)

@@ -260,8 +260,7 @@ impl Builder<'_> {
         prior: Vec<Vec<u8>>,
         crypto: Crypto,
     ) -> Result<(), CorpusError> {
-        self.mls_state = Some(state.file);
-        self.mls_join = Some(state.join);
+        self.mls = Some((state.file, state.join));
         let id = format!("{}--{}", Mode::Mls.name(), name);
         self.push(id, rule, description, Mode::Mls, message, prior, crypto)
     }

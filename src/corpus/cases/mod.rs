@@ -123,10 +123,9 @@ struct Builder<'p> {
     cases: Vec<Case>,
     /// The receiver's policy for the cases pushed now (see [`Builder::under`]).
     policy: CasePolicy,
-    /// The receiver's MLS state for the next case pushed (taken by it).
-    mls_state: Option<Vec<u8>>,
-    /// The same receiver, portable, for the next case pushed (taken by it).
-    mls_join: Option<super::case::MlsJoin>,
+    /// The receiver's MLS state for the next case pushed (taken by it): this crate's
+    /// state file, and the same receiver portable.
+    mls: Option<(Vec<u8>, super::case::MlsJoin)>,
     /// The moment the next case pushed is judged at, when not [`super::NOW`] (taken
     /// by it): a KeyPackage mail's, see `cases::mls`.
     now: Option<i64>,
@@ -443,12 +442,9 @@ impl<'p> Builder<'p> {
             mls_state: None,
             mls_join: None,
         };
-        let mls_state = self.mls_state.take();
+        let (mls_state, mls_join) = self.mls.take().unzip();
         if mls_state.is_some() {
             expected.mls_state = Some(super::case::MLS_STATE.into());
-        }
-        let mls_join = self.mls_join.take();
-        if mls_join.is_some() {
             expected.mls_join = Some(super::case::MLS_JOIN.into());
         }
         let mut files = super::case::CaseFiles {
@@ -505,8 +501,7 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
         ids: Rng(seed),
         cases: Vec::new(),
         policy: CasePolicy::default(),
-        mls_state: None,
-        mls_join: None,
+        mls: None,
         now: None,
     };
     valid::cases(&mut b)?;
