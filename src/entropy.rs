@@ -67,12 +67,51 @@ impl Seeded {
         h.update(purpose.as_bytes());
         h.update([0]);
         h.update(seed.to_be_bytes());
-        let rng = ChaCha20Rng::from_seed(h.finalize().into());
+        Self::keyed(h.finalize().into())
+    }
+
+    /// Opens a scope whose stream is keyed by `key` (a [`Derived`] key and what is
+    /// drawn for).
+    fn keyed(key: [u8; 32]) -> Self {
+        let rng = ChaCha20Rng::from_seed(key);
         let previous = SEEDED.with(|cell| cell.borrow_mut().replace(rng));
         Seeded {
             previous,
             _thread: PhantomData,
         }
+    }
+}
+
+/// A key drawn from a seeded scope, for work that leaves the scope's thread: openmls
+/// seals an UpdatePath's path secrets on rayon's threads, in whatever order they run,
+/// so a stream shared in order of use cannot make those seals repeatable. Each draw
+/// there opens a scope of its own on the thread it runs on ([`Derived::scope`]),
+/// keyed by this key and by what the draw is for, as RFC 6979 derives a nonce from
+/// the key and the message: the same inputs, the same bytes, on any thread.
+pub(crate) struct Derived(zeroize::Zeroizing<[u8; 32]>);
+
+impl Derived {
+    /// A key from this thread's seeded stream; `None` outside a [`Seeded`] scope,
+    /// where every draw stays the system's.
+    pub(crate) fn draw() -> Option<Derived> {
+        with_seeded(|rng| {
+            let mut key = zeroize::Zeroizing::new([0u8; 32]);
+            rng.fill_bytes(&mut key[..]);
+            Derived(key)
+        })
+    }
+
+    /// A seeded scope on this thread for a draw whose inputs are `inputs` (each
+    /// length-prefixed, so that no two lists hash alike).
+    pub(crate) fn scope(&self, inputs: &[&[u8]]) -> Seeded {
+        let mut h = sha2::Sha256::new();
+        h.update(b"mailseal derived randomness (test data only)\0");
+        h.update(&self.0[..]);
+        for input in inputs {
+            h.update((input.len() as u64).to_be_bytes());
+            h.update(input);
+        }
+        Seeded::keyed(h.finalize().into())
     }
 }
 
@@ -120,6 +159,39 @@ mod tests {
         assert!(is_seeded());
         let elsewhere = std::thread::spawn(is_seeded).join().unwrap();
         assert!(!elsewhere, "another thread still draws from the system");
+    }
+
+    #[test]
+    fn a_derived_scope_repeats_on_any_thread_for_the_same_inputs() {
+        assert!(Derived::draw().is_none(), "no key outside a seeded scope");
+        let key = {
+            let _s = Seeded::new(3, "test");
+            Derived::draw().unwrap()
+        };
+        let here = {
+            let _d = key.scope(&[b"pk", b"message"]);
+            draw()
+        };
+        let key = std::sync::Arc::new(key);
+        let k = key.clone();
+        let there = std::thread::spawn(move || {
+            let _d = k.scope(&[b"pk", b"message"]);
+            draw()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(here, there, "the same key and inputs, another thread");
+        let other = {
+            let _d = key.scope(&[b"pk", b"another message"]);
+            draw()
+        };
+        assert_ne!(here, other);
+        let shifted = {
+            let _d = key.scope(&[b"pkm", b"essage"]);
+            draw()
+        };
+        assert_ne!(here, shifted, "the inputs are length-prefixed");
+        assert!(!is_seeded(), "each scope ended");
     }
 
     #[test]

@@ -21,17 +21,17 @@
 //! that speaks the adapter protocol of the README) and reports per rule, with JUnit
 //! XML for CI.
 //!
-//! The same seed gives the same bytes, encrypted messages included: [`generate`] runs
+//! The same seed gives the same bytes, every file of every case: [`generate`] runs
 //! inside a seeded scope (the crate-private `entropy` module), in which content keys,
 //! nonces, ephemeral keys, MIME boundaries, OpenPGP signature salts and session keys,
-//! ECDSA nonces (RFC 6979) and the attacker's S/MIME keys come from one stream keyed
-//! by the seed; the parties' keys are the public RFC 9216 and OpenPGP sample sets, the
-//! attacker's OpenPGP key is kept in the repository, and every time is fixed
-//! ([`NOW`]). What is not: the MLS cases' messages, states and portable joins, because openmls draws
-//! its HPKE ephemeral keys from its own generator, dates every KeyPackage by the
-//! system clock (and refuses to add one whose lifetime does not cover it), and stores
-//! the wall-clock time at which it keeps a past epoch's secrets; their labels and keys
-//! are the same, but for the moment a KeyPackage mail is judged at (when it was made).
+//! ECDSA nonces (RFC 6979), the attacker's S/MIME keys, and openmls' randomness and
+//! HPKE seals (`mls::crypto`) come from one stream keyed by the seed; the parties' keys
+//! are the public RFC 9216 and OpenPGP sample sets, the attacker's OpenPGP key is kept
+//! in the repository, and every time is fixed ([`NOW`]): the dates of the mails, of
+//! the MLS bindings, of every KeyPackage and leaf (those a group adds last a century,
+//! as openmls judges them by the system clock wherever a Commit is processed), and the
+//! times openmls stamps in its stored state, which the copy a case carries reads as
+//! [`NOW`] (`mls::state_as_of`).
 
 mod case;
 mod cases;

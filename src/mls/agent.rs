@@ -48,7 +48,16 @@ impl Mls {
             signers: RefCell::new(HashMap::new()),
             sender_data_secrets: RefCell::new(HashMap::new()),
             passphrase: None,
+            mail_time: None,
         }
+    }
+
+    /// Dates the mails this state writes (KeyPackages, Welcomes, Commits, GroupInfos)
+    /// at `at` (Unix seconds) rather than now: the conformance corpus, whose mails
+    /// must be the same bytes in every run.
+    pub(crate) fn dated(mut self, at: i64) -> Mls {
+        self.mail_time = Some(at);
+        self
     }
 
     /// Encrypts the signature keys of identities generated from now on under
@@ -147,16 +156,35 @@ impl Mls {
         subject: &str,
         message: &[u8],
     ) -> Result<Vec<u8>, MlsError> {
+        let headers = self.headers(from, to, subject)?;
+        wire::write_mail(&headers, &Hints::default(), message)
+    }
+
+    /// The header fields of a mail of ours from `from` to `to`: dated now (or at
+    /// [`Mls::dated`]'s time), a fresh Message-ID (random, version 4).
+    pub(super) fn headers(
+        &self,
+        from: &str,
+        to: &[String],
+        subject: &str,
+    ) -> Result<Headers, MlsError> {
         let domain = from.rsplit_once('@').map_or("localhost", |(_, d)| d);
-        let headers = Headers {
+        let date = match self.mail_time {
+            Some(t) => time::OffsetDateTime::from_unix_timestamp(t)
+                .map_err(|e| MlsError::Usage(format!("mail time {t}: {e}")))?,
+            None => time::OffsetDateTime::now_utc(),
+        };
+        let mut id = [0u8; 16];
+        crate::entropy::fill(&mut id).map_err(|e| MlsError::State(e.to_string()))?;
+        let id = uuid::Builder::from_random_bytes(id).into_uuid();
+        Ok(Headers {
             from: Some(Mailbox::new(from)),
             from_count: 1,
             to: to.iter().map(|a| Mailbox::new(a)).collect(),
-            date: Some(time::OffsetDateTime::now_utc()),
-            message_id: Some(format!("{}@{domain}", uuid::Uuid::new_v4())),
+            date: Some(date),
+            message_id: Some(format!("{id}@{domain}")),
             subject: Some(subject.to_string()),
             ..Headers::default()
-        };
-        wire::write_mail(&headers, &Hints::default(), message)
+        })
     }
 }

@@ -211,7 +211,7 @@ impl VerifiedBindings {
 }
 
 impl<'s> StoreAuthenticator<'s> {
-    /// Checks at the time of receipt under the default policy.
+    /// Checks at the time of receipt under the default policy, and certifies now.
     pub fn new(store: &'s dyn KeyStore) -> Self {
         StoreAuthenticator {
             store,
@@ -221,7 +221,8 @@ impl<'s> StoreAuthenticator<'s> {
         }
     }
 
-    /// Checks under `policy` (validation time, required CRLs), as the receiver's mail.
+    /// Checks under `policy` (validation time, required CRLs), as the receiver's mail;
+    /// certifies at its validation time (now, unless it fixes one).
     pub fn with_policy(store: &'s dyn KeyStore, policy: &'s OpenPolicy) -> Self {
         StoreAuthenticator {
             store,
@@ -247,12 +248,14 @@ impl<'s> StoreAuthenticator<'s> {
 
 impl Authenticator for StoreAuthenticator<'_> {
     fn certify(&self, address: &str, statement: &[u8]) -> Result<Binding, MlsError> {
-        let smime = crate::smime::Smime::new(self.store).certify(address, statement);
+        // Signed at the policy's validation time: now, unless the caller fixed one.
+        let at = self.policy.validation_time();
+        let smime = crate::smime::Smime::new(self.store).certify(address, statement, at);
         let smime_err = match smime {
             Ok(der) => return Ok(Binding::Smime(der)),
             Err(e) => e,
         };
-        match crate::openpgp::OpenPgp::new(self.store).certify(address, statement) {
+        match crate::openpgp::OpenPgp::new(self.store).certify(address, statement, at) {
             Ok(sig) => Ok(Binding::OpenPgp(sig)),
             Err(_) => Err(MlsError::Usage(format!(
                 "no S/MIME or OpenPGP signing key of {address} in the store to certify its MLS key ({smime_err}): generate or import one first"

@@ -37,25 +37,49 @@ impl Mls {
         Ok(())
     }
 
-    /// A KeyPackage mail of `email` valid for `seconds`.
-    pub(crate) fn key_package_lasting(
+    /// A KeyPackage mail of `email` for cipher `suite` (ours, or another with an
+    /// Ed25519 signature, so that the identity's key signs it), valid from
+    /// `not_before` to `not_after` (Unix seconds) whatever the clock says: the
+    /// corpus writes the same bytes whenever it runs.
+    pub(crate) fn key_package_valid(
         &self,
         email: &str,
-        seconds: u64,
+        (not_before, not_after): (u64, u64),
+        suite: Ciphersuite,
     ) -> Result<Vec<u8>, MlsError> {
-        let bytes = self.new_key_package(email, false, Some(seconds), super::CIPHERSUITE)?;
+        let lifetime = Lifetime::init(not_before, not_after);
+        let bytes = self.new_key_package(email, false, Some(lifetime), suite)?;
         self.key_package_mail(email, &bytes)
     }
 
-    /// A KeyPackage mail of `email` for cipher `suite` (one with an Ed25519 signature,
-    /// so that the identity's key signs it), which our groups do not use.
-    pub(crate) fn key_package_of_suite(
+    /// [`Mls::create_group`], its creator's leaf valid from `not_before` to
+    /// `not_after` whatever the clock says (see [`Mls::key_package_valid`]).
+    pub(crate) fn create_group_valid(
         &self,
         email: &str,
-        suite: Ciphersuite,
-    ) -> Result<Vec<u8>, MlsError> {
-        let bytes = self.new_key_package(email, false, None, suite)?;
-        self.key_package_mail(email, &bytes)
+        (not_before, not_after): (u64, u64),
+    ) -> Result<String, MlsError> {
+        self.create_group_with(email, Some(Lifetime::init(not_before, not_after)))
+    }
+
+    /// [`Mls::add`] without the cap on how long an added KeyPackage's lifetime spans.
+    /// The corpus's members are added with KeyPackages of a fixed date (the same bytes
+    /// from the same seed) that last a century, because openmls judges an added
+    /// KeyPackage by the system clock, where the Commit is made and wherever it is
+    /// processed, so a corpus whose KeyPackages lasted 84 days would stop working
+    /// 84 days after the date they carry.
+    pub(crate) fn add_lasting(
+        &self,
+        group: &str,
+        key_package_mails: &[Vec<u8>],
+        auth: &dyn super::Authenticator,
+    ) -> Result<super::Added, MlsError> {
+        self.add_mails(
+            group,
+            key_package_mails,
+            auth,
+            super::membership::LifetimeCap::None,
+        )
     }
 }
 
@@ -136,4 +160,66 @@ fn stored_key(v: &serde_json::Value) -> Result<Vec<u8>, MlsError> {
         _ => None,
     }
     .ok_or_else(|| MlsError::State("a stored private key not in the form expected".into()))
+}
+
+/// The MLS state file at `path` as the conformance corpus carries it: a compacted
+/// copy (`VACUUM INTO`) in which the times openmls stamped by the system clock read
+/// `at` (Unix seconds) instead: when each epoch's message secrets were kept (a
+/// `MessageSecrets`' `added_at`, read only by a deletion policy by age, which ours is
+/// not: `MlsConfig::past_epochs` keeps epochs by count) and when each of its storage
+/// migrations ran. Everything else is the state as it was, so the same group state is
+/// the same bytes in every run (issue #21). The file itself is not touched.
+pub(crate) fn state_as_of(path: &std::path::Path, at: i64) -> Result<Vec<u8>, MlsError> {
+    let dir = tempfile::tempdir().map_err(|e| MlsError::State(e.to_string()))?;
+    let (copy, out) = (dir.path().join("copy.db"), dir.path().join("out.db"));
+    let text = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?
+        .execute("VACUUM INTO ?1", [text(&copy)])?;
+    let when = time::OffsetDateTime::from_unix_timestamp(at)
+        .map_err(|e| MlsError::Usage(format!("time {at}: {e}")))?;
+    let rfc3339 = when
+        .format(&time::format_description::well_known::Rfc3339)
+        .map_err(|e| MlsError::Usage(format!("time {at}: {e}")))?;
+    let mut conn = rusqlite::Connection::open(&copy)?;
+    let tx = conn.transaction()?;
+    tx.execute(
+        "UPDATE openmls_sqlite_storage_migrations SET applied_on = ?1",
+        [&rfc3339],
+    )?;
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = tx
+        .prepare("SELECT group_id, group_data FROM openmls_group_data WHERE data_type = 'message_secrets'")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    for (group, data) in rows {
+        let mut value: serde_json::Value = serde_json::from_slice(&data)
+            .map_err(|e| MlsError::State(format!("openmls' message secrets: {e}")))?;
+        set_added_at(&mut value, at);
+        let data = serde_json::to_vec(&value)
+            .map_err(|e| MlsError::State(format!("openmls' message secrets: {e}")))?;
+        tx.execute(
+            "UPDATE openmls_group_data SET group_data = ?2 WHERE group_id = ?1 AND data_type = 'message_secrets'",
+            rusqlite::params![group, data],
+        )?;
+    }
+    tx.commit()?;
+    conn.execute("VACUUM INTO ?1", [text(&out)])?;
+    drop(conn);
+    std::fs::read(&out).map_err(|e| MlsError::State(e.to_string()))
+}
+
+/// Sets every `added_at` below `value` that holds a time (serde's `SystemTime`) to `at`.
+fn set_added_at(value: &mut serde_json::Value, at: i64) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if key == "added_at" && v.get("secs_since_epoch").is_some() {
+                    *v = serde_json::json!({ "secs_since_epoch": at, "nanos_since_epoch": 0 });
+                } else {
+                    set_added_at(v, at);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(|v| set_added_at(v, at)),
+        _ => {}
+    }
 }

@@ -128,9 +128,20 @@ pub(super) fn checked_key_package(
     kp: KeyPackageIn,
     crypto: &impl openmls_traits::crypto::OpenMlsCrypto,
 ) -> Result<(KeyPackage, String), MlsError> {
+    let (kp, identity) = lasting_key_package(kp, crypto)?;
+    check_lifetime(&kp)?;
+    Ok((kp, identity))
+}
+
+/// [`checked_key_package`] but for the cap on how long its lifetime spans (it must
+/// still cover now): the conformance corpus's members only
+/// ([`super::LifetimeCap::None`]).
+pub(super) fn lasting_key_package(
+    kp: KeyPackageIn,
+    crypto: &impl openmls_traits::crypto::OpenMlsCrypto,
+) -> Result<(KeyPackage, String), MlsError> {
     let kp = verified_key_package(kp, crypto, None)?;
     check_suite(&kp)?;
-    check_lifetime(&kp)?;
     let identity = identity_of(kp.leaf_node().credential())?;
     Ok((kp, identity))
 }
@@ -176,7 +187,7 @@ impl Mls {
         // store passphrase it can be kept encrypted in our own table (issue #17),
         // never in openmls' storage, where it would be in clear.
         let mut seed = zeroize::Zeroizing::new([0u8; 32]);
-        getrandom::fill(&mut seed[..]).map_err(|e| MlsError::State(e.to_string()))?;
+        crate::entropy::fill(&mut seed[..]).map_err(|e| MlsError::State(e.to_string()))?;
         let public = ed25519_dalek::SigningKey::from_bytes(&seed)
             .verifying_key()
             .to_bytes();
@@ -319,14 +330,15 @@ impl Mls {
         self.new_key_package(email, true, None, CIPHERSUITE)
     }
 
-    /// A KeyPackage of `email`, valid for openmls' default lifetime (84 days) unless
-    /// `lifetime` (seconds) says otherwise, and of our cipher suite unless `suite` is
-    /// another (the conformance corpus's long-lived and foreign-suite ones).
+    /// A KeyPackage of `email`, valid for openmls' default lifetime (84 days from an
+    /// hour ago) unless `lifetime` says otherwise, and of our cipher suite unless
+    /// `suite` is another (the conformance corpus's fixed-date, long-lived and
+    /// foreign-suite ones).
     pub(super) fn new_key_package(
         &self,
         email: &str,
         last_resort: bool,
-        lifetime: Option<u64>,
+        lifetime: Option<Lifetime>,
         suite: Ciphersuite,
     ) -> Result<Vec<u8>, MlsError> {
         let email = email.trim().to_ascii_lowercase();
@@ -340,8 +352,8 @@ impl Mls {
         if last_resort {
             builder = builder.mark_as_last_resort();
         }
-        if let Some(seconds) = lifetime {
-            builder = builder.key_package_lifetime(Lifetime::new(seconds));
+        if let Some(lifetime) = lifetime {
+            builder = builder.key_package_lifetime(lifetime);
         }
         let bundle = builder
             .build(suite, &self.state.provider, signer, credential)

@@ -10,7 +10,7 @@ use super::authentication::Authenticator;
 use super::wire::{self, Body};
 use super::{parse_group_id, Mls, MlsError};
 use crate::keystore::KeyStore;
-use crate::message::{Headers, Mailbox};
+use crate::message::Mailbox;
 use crate::seal::OpenPolicy;
 
 impl Mls {
@@ -29,16 +29,7 @@ impl Mls {
             return Err(MlsError::Usage(format!("{to}: not an email address")));
         }
         let inner = self.group_info_to(group, std::slice::from_ref(&to))?;
-        let domain = me.rsplit_once('@').map_or("localhost", |(_, d)| d);
-        let headers = Headers {
-            from: Some(Mailbox::new(&me)),
-            from_count: 1,
-            to: vec![Mailbox::new(&to)],
-            date: Some(time::OffsetDateTime::now_utc()),
-            message_id: Some(format!("{}@{domain}", uuid::Uuid::new_v4())),
-            subject: Some("MLS group info".into()),
-            ..Headers::default()
-        };
+        let headers = self.headers(&me, std::slice::from_ref(&to), "MLS group info")?;
         crate::smime::Smime::new(store)
             .seal_entity(&headers, &inner)
             .map_err(|e| MlsError::Usage(format!("sealing the GroupInfo to {to}: {e}")))

@@ -4,7 +4,7 @@ use openmls::prelude::*;
 use rusqlite::params;
 
 use super::authentication::{self, Authenticator};
-use super::identity::{check_from, checked_key_package, identity_of};
+use super::identity::{check_from, checked_key_package, identity_of, lasting_key_package};
 use super::wire::{self, Body};
 use super::{group_id_text, now, op, parse_group_id, sha256, Mls, MlsError, CIPHERSUITE};
 
@@ -33,6 +33,18 @@ pub struct Members {
     pub signature_keys: Vec<String>,
 }
 
+/// Whether an added KeyPackage's lifetime may span more than ours do
+/// (`identity::check_lifetime`).
+#[derive(Clone, Copy)]
+pub(super) enum LifetimeCap {
+    /// At most 84 days and an hour: every add a caller makes.
+    Ours,
+    /// Any span that covers now: the conformance corpus's members, whose KeyPackages
+    /// carry a fixed date and must stay valid on openmls' system clock for as long
+    /// as the corpus is used (`conformance`).
+    None,
+}
+
 impl Mls {
     /// The members a Commit of ours goes to: everyone else, or ourselves when alone
     /// (a mail needs a recipient).
@@ -47,6 +59,16 @@ impl Mls {
 
     /// Creates a group with `email` as its only member; returns its id (base64url).
     pub fn create_group(&self, email: &str) -> Result<String, MlsError> {
+        self.create_group_with(email, None)
+    }
+
+    /// [`Mls::create_group`], our leaf valid for `lifetime` rather than openmls'
+    /// 84 days from now (the conformance corpus's fixed dates).
+    pub(super) fn create_group_with(
+        &self,
+        email: &str,
+        lifetime: Option<Lifetime>,
+    ) -> Result<String, MlsError> {
         let email = email.trim().to_ascii_lowercase();
         let me_id = self.signer(&email)?;
         let (signer, credential) = (&me_id.keys, me_id.credential.clone());
@@ -63,8 +85,12 @@ impl Mls {
                 self.config.out_of_order_tolerance,
                 self.config.max_forward_distance,
             ))
-            .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)
-            .build();
+            .wire_format_policy(PURE_CIPHERTEXT_WIRE_FORMAT_POLICY);
+        let config = match lifetime {
+            Some(lifetime) => config.lifetime(lifetime),
+            None => config,
+        }
+        .build();
         let group = MlsGroup::new(&self.state.provider, signer, &config, credential).map_err(op)?;
         let id = group.group_id().as_slice().to_vec();
         self.state.exec(
@@ -115,13 +141,28 @@ impl Mls {
         key_package_mails: &[Vec<u8>],
         auth: &dyn Authenticator,
     ) -> Result<Added, MlsError> {
+        self.add_mails(group, key_package_mails, auth, LifetimeCap::Ours)
+    }
+
+    /// [`Mls::add`], the lifetime cap aside when `cap` says so (the conformance
+    /// corpus's members, `conformance::add_lasting`).
+    pub(super) fn add_mails(
+        &self,
+        group: &str,
+        key_package_mails: &[Vec<u8>],
+        auth: &dyn Authenticator,
+        cap: LifetimeCap,
+    ) -> Result<Added, MlsError> {
         let mut packages = Vec::new();
         for raw in key_package_mails {
             let mail = wire::read_mail(raw, &self.limits)?;
             let Body::KeyPackage(kp) = wire::split(wire::decode(&mail.message)?)?.1 else {
                 return Err(MlsError::Usage("not a KeyPackage mail".into()));
             };
-            let (kp, identity) = checked_key_package(kp, self.state.provider.crypto())?;
+            let (kp, identity) = match cap {
+                LifetimeCap::Ours => checked_key_package(kp, self.state.provider.crypto())?,
+                LifetimeCap::None => lasting_key_package(kp, self.state.provider.crypto())?,
+            };
             check_from(&mail.headers, &identity)?;
             self.check_leaf(kp.leaf_node(), auth)?;
             packages.push((kp, identity));

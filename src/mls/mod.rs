@@ -20,6 +20,7 @@ mod agent;
 pub mod authentication;
 mod changeset;
 mod conformance;
+mod crypto;
 mod held;
 mod identity;
 pub mod invitation;
@@ -37,6 +38,7 @@ pub use authentication::{
 };
 #[doc(hidden)]
 pub use changeset::check as check_changeset;
+pub(crate) use conformance::state_as_of;
 pub use held::Held;
 pub use identity::key_package_identity;
 pub use membership::{Added, Members};
@@ -300,6 +302,8 @@ pub struct Mls {
     sender_data_secrets: RefCell<HashMap<SecretKey, zeroize::Zeroizing<Vec<u8>>>>,
     /// The store passphrase: signature keys are kept encrypted under it.
     passphrase: Option<zeroize::Zeroizing<Vec<u8>>>,
+    /// The Date of the mails this state writes, when fixed ([`Mls::dated`]).
+    mail_time: Option<i64>,
 }
 
 /// (group id, epoch, epoch authenticator).

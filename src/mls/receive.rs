@@ -232,7 +232,9 @@ impl Mls {
                     None,
                 )
             }
-            (_, Body::Welcome(w)) => self.join(w, &mail.headers, &digest, auth)?,
+            (_, Body::Welcome(w)) => {
+                self.join(w, &mail.headers, &digest, recorded_at(policy), auth)?
+            }
             // Issue #17: a GroupInfo travels sealed to the one invited
             // (`Mls::sealed_group_info`); one in clear was leaked or forged.
             (_, Body::GroupInfo(_)) => {
@@ -339,10 +341,17 @@ impl Mls {
             .optional()?)
     }
 
-    pub(super) fn mark_seen(&self, id: &[u8], digest: &[u8], epoch: u64) -> Result<(), MlsError> {
+    /// Records a message as received at `at` (Unix seconds: [`recorded_at`]).
+    pub(super) fn mark_seen(
+        &self,
+        id: &[u8],
+        digest: &[u8],
+        epoch: u64,
+        at: i64,
+    ) -> Result<(), MlsError> {
         self.state.exec(
             "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
-            params![id, digest, epoch as i64, now()],
+            params![id, digest, epoch as i64, at],
         )?;
         self.state.exec(
             "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2",
@@ -356,6 +365,7 @@ impl Mls {
         welcome: Welcome,
         headers: &Headers,
         digest: &[u8],
+        at: i64,
         auth: &dyn Authenticator,
     ) -> Result<(Received, Option<MlsGroup>), MlsError> {
         // A Welcome names its group only inside its encryption: its duplicates are
@@ -399,7 +409,7 @@ impl Mls {
             "INSERT OR REPLACE INTO mailseal_mls_group (group_id, email, joined_epoch, removed_epoch) VALUES (?1, ?2, ?3, NULL)",
             params![id, me, epoch as i64],
         )?;
-        self.mark_seen(&[], digest, epoch)?;
+        self.mark_seen(&[], digest, epoch, at)?;
         self.versions.borrow_mut().insert(id.clone(), 0);
         Ok((
             Received::Handshake(Handshake::Joined {
@@ -474,7 +484,7 @@ impl Mls {
                     (m.content == Content::Commit) as i64,
                     m.name,
                     m.raw,
-                    now()
+                    recorded_at(policy)
                 ],
             )?;
             return Ok(Received::Held {
@@ -498,7 +508,7 @@ impl Mls {
                     epoch: m.epoch,
                 }),
                 _ => {
-                    self.mark_seen(&m.id, &m.digest, m.epoch)?;
+                    self.mark_seen(&m.id, &m.digest, m.epoch, recorded_at(policy))?;
                     Ok(Received::Handshake(Handshake::Stale {
                         group: group_text,
                         epoch: m.epoch,
@@ -702,7 +712,16 @@ impl Mls {
                 })
             }
         };
-        self.mark_seen(&m.id, &m.digest, m.epoch)?;
+        self.mark_seen(&m.id, &m.digest, m.epoch, recorded_at(policy))?;
         Ok(received)
     }
+}
+
+/// When a received message is recorded as seen or held: the receiver's clock, which
+/// is the system's unless the policy fixes the moment of judgement (a
+/// [`crate::Receiver`] with a fixed clock, `open --at`, the conformance corpus).
+fn recorded_at(policy: &OpenPolicy) -> i64 {
+    policy
+        .validation_time
+        .map_or_else(now, time::OffsetDateTime::unix_timestamp)
 }

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
 
-use openmls_rust_crypto::RustCrypto;
+use super::crypto::Crypto;
 use openmls_sqlite_storage::{Codec, SqliteStorageProvider};
 use rusqlite::Connection;
 
@@ -106,16 +106,16 @@ impl Codec for JsonCodec {
     }
 }
 
-/// openmls' provider: RustCrypto for the cryptography, the shared connection for
-/// storage.
+/// openmls' provider: RustCrypto for the cryptography, its randomness ours
+/// ([`super::crypto`]), the shared connection for storage.
 pub(crate) struct Provider {
-    crypto: RustCrypto,
+    crypto: Crypto,
     storage: SqliteStorageProvider<JsonCodec, Rc<Connection>>,
 }
 
 impl openmls_traits::OpenMlsProvider for Provider {
-    type CryptoProvider = RustCrypto;
-    type RandProvider = RustCrypto;
+    type CryptoProvider = Crypto;
+    type RandProvider = Crypto;
     type StorageProvider = SqliteStorageProvider<JsonCodec, Rc<Connection>>;
     fn storage(&self) -> &Self::StorageProvider {
         &self.storage
@@ -198,7 +198,7 @@ impl State {
         let conn = Rc::new(conn);
         Ok(State {
             provider: Provider {
-                crypto: RustCrypto::default(),
+                crypto: Crypto::new(),
                 storage: SqliteStorageProvider::new(conn.clone()),
             },
             conn,

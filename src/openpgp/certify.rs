@@ -6,13 +6,19 @@ use super::OpenPgp;
 use crate::seal::{OpenError, OpenPolicy, SealError};
 
 impl OpenPgp<'_> {
-    /// A binary detached signature over `statement`, by our signing key for `address`.
-    pub(crate) fn certify(&self, address: &str, statement: &[u8]) -> Result<Vec<u8>, SealError> {
+    /// A binary detached signature over `statement`, made at `now` by our signing key
+    /// for `address`.
+    pub(crate) fn certify(
+        &self,
+        address: &str,
+        statement: &[u8],
+        now: time::OffsetDateTime,
+    ) -> Result<Vec<u8>, SealError> {
         let view = self
             .certificates()
             .map_err(|e| super::OpenPgpError::Key(e.to_string()))?;
         let (_, pair) = self.signing_identity(&view, address)?;
-        self.detached_signature(statement, pair, time::OffsetDateTime::now_utc())
+        self.detached_signature(statement, pair, now)
     }
 
     /// Verifies a [`OpenPgp::certify`] certification: `signature` signs `statement`

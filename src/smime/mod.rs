@@ -1002,11 +1002,15 @@ impl Smime<'_> {
         Ok(())
     }
 
-    /// A detached SignedData over `statement`, signed now with our S/MIME key for
+    /// A detached SignedData over `statement`, signed at `now` with our S/MIME key for
     /// `address`: how that key certifies another key of ours (an MLS credential,
     /// [`crate::mls::authentication`]).
-    pub(crate) fn certify(&self, address: &str, statement: &[u8]) -> Result<Vec<u8>, SealError> {
-        let now = OffsetDateTime::now_utc();
+    pub(crate) fn certify(
+        &self,
+        address: &str,
+        statement: &[u8],
+        now: OffsetDateTime,
+    ) -> Result<Vec<u8>, SealError> {
         let (cert, key) = self.signing_identity(address, now)?;
         Ok(signed_data::sign_detached(
             &self.loaded,

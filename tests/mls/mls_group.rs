@@ -648,3 +648,31 @@ fn a_key_package_mail_is_judged_at_the_receivers_clock() {
     // The system clock, as before, without one.
     a.receive(&kp, &OpenPolicy::default(), "x", auth()).unwrap();
 }
+
+/// A receiver with a clock of its own (a `Receiver` with a fixed clock, `open --at`,
+/// a conformance case) records a message as seen, and reports its duplicate, at that
+/// moment, not at the system clock's: replaying an archive twice gives the same state.
+#[test]
+fn a_message_is_recorded_as_seen_at_the_receivers_clock() {
+    let (a, b, _c, g) = trio();
+    let sealed = a
+        .seal(
+            &request(
+                "alice@a.example",
+                &["bob@b.example", "carol@c.example"],
+                "m-clock",
+            ),
+            &g,
+            false,
+        )
+        .unwrap();
+    let mut then = OpenPolicy::default();
+    then.validation_time = Some(time::macros::datetime!(2026-06-01 00:00 UTC));
+    let first = b.receive(&sealed, &then, "x", auth()).unwrap().commit().unwrap();
+    assert_eq!(sender_of(&first), "m-clock");
+    // Asked later on the system clock: the moment it was first seen is the fixed one.
+    match open(&b, &sealed).unwrap() {
+        Received::Duplicate { first_seen, .. } => assert_eq!(first_seen, 1_780_272_000),
+        other => panic!("{other:?}"),
+    }
+}

@@ -14,6 +14,36 @@ use crate::message::{Headers, Mailbox};
 use crate::mls::{Authenticator, Mls, StoreAuthenticator};
 use crate::receiver::{Clock, Receiver};
 
+/// Every KeyPackage of the corpus is dated, not made at the time of the run (the same
+/// bytes from the same seed): valid from an hour before [`NOW`], as openmls dates its
+/// own.
+const FROM: u64 = crate::corpus::NOW as u64 - 3600;
+
+/// The KeyPackages the corpus's groups add last a century from [`FROM`]
+/// (`Mls::add_lasting`): openmls judges an added KeyPackage by the system clock
+/// wherever the Commit is processed, so the corpus's Commits must find them valid
+/// whenever it is run.
+const LASTING: (u64, u64) = (FROM, FROM + 100 * 365 * 86_400);
+
+/// The KeyPackage mails Bob judges (at [`NOW`]) last what ours do, or longer where
+/// that is the fault.
+const fn valid_for_days(days: u64) -> (u64, u64) {
+    (FROM, crate::corpus::NOW as u64 + days * 86_400)
+}
+
+/// Every party checks and certifies at [`NOW`] (the bindings' signing times are the
+/// same in every run).
+static AT_NOW: std::sync::LazyLock<crate::OpenPolicy> =
+    std::sync::LazyLock::new(|| crate::OpenPolicy {
+        validation_time: time::OffsetDateTime::from_unix_timestamp(crate::corpus::NOW).ok(),
+        ..Default::default()
+    });
+
+/// A party's authenticator over `store`, at [`NOW`].
+fn auth_of(store: &dyn crate::keystore::KeyStore) -> StoreAuthenticator<'_> {
+    StoreAuthenticator::with_policy(store, &AT_NOW)
+}
+
 /// A member other than Bob: its MLS state (in memory) and key store.
 struct Member<'p> {
     email: &'static str,
@@ -23,20 +53,29 @@ struct Member<'p> {
 
 impl<'p> Member<'p> {
     fn new(email: &'static str, keys: &'p Sender) -> Result<Self, CorpusError> {
-        let mls = Mls::in_memory().map_err(mls_party(email))?;
-        mls.generate_identity(email, &StoreAuthenticator::new(&keys.store))
+        let mls = Mls::in_memory()
+            .map_err(mls_party(email))?
+            .dated(crate::corpus::NOW);
+        mls.generate_identity(email, &auth_of(&keys.store))
             .map_err(mls_party(email))?;
         Ok(Member { email, mls, keys })
     }
 
     fn auth(&self) -> StoreAuthenticator<'_> {
-        StoreAuthenticator::new(&self.keys.store)
+        auth_of(&self.keys.store)
+    }
+
+    /// A KeyPackage mail of this member's for a group to add ([`LASTING`]).
+    fn lasting_key_package(&self) -> Result<Vec<u8>, CorpusError> {
+        self.mls
+            .key_package_valid(self.email, LASTING, crate::mls::CIPHERSUITE)
+            .map_err(mls_party(self.email))
     }
 
     /// Takes in a Welcome, Commit or application message of the group.
     fn receive(&self, mail: &[u8]) -> Result<(), CorpusError> {
         self.mls
-            .receive(mail, &crate::OpenPolicy::default(), "corpus", &self.auth())
+            .receive(mail, &AT_NOW, "corpus", &self.auth())
             .and_then(|r| r.commit())
             .map(drop)
             .map_err(mls_party(self.email))
@@ -76,19 +115,23 @@ impl Bob {
             join: Default::default(),
         };
         bob.mls()?
-            .generate_identity(BOB, &StoreAuthenticator::new(&bob.keys.store))
+            .generate_identity(BOB, &auth_of(&bob.keys.store))
             .map_err(mls_party(BOB))?;
         Ok(bob)
     }
 
     fn mls(&self) -> Result<Mls, CorpusError> {
-        Mls::open(self.dir.path()).map_err(mls_party(BOB))
+        Ok(Mls::open(self.dir.path())
+            .map_err(mls_party(BOB))?
+            .dated(crate::corpus::NOW))
     }
 
     /// A KeyPackage mail of Bob's, and its keys kept for [`Bob::state`].
     fn key_package(&self) -> Result<Vec<u8>, CorpusError> {
         let mls = self.mls()?;
-        let mail = mls.key_package(BOB).map_err(mls_party(BOB))?;
+        let mail = mls
+            .key_package_valid(BOB, LASTING, crate::mls::CIPHERSUITE)
+            .map_err(mls_party(BOB))?;
         let p = mls.portable_member(BOB, &mail).map_err(mls_party(BOB))?;
         *self.join.borrow_mut() = Some(MlsJoin {
             member: BOB.into(),
@@ -131,10 +174,11 @@ impl Bob {
     }
 
     /// The state file as it is now (no connection is open between steps, so the
-    /// write-ahead log has been folded into it), and Bob portable.
+    /// write-ahead log has been folded into it), dated [`NOW`] where openmls dated it
+    /// by the system clock (`mls::state_as_of`), and Bob portable.
     fn state(&self) -> Result<BobState, CorpusError> {
         let path = self.dir.path().join(crate::mls::STATE_FILE);
-        let file = std::fs::read(&path).map_err(crate::corpus::io(&path))?;
+        let file = crate::mls::state_as_of(&path, crate::corpus::NOW).map_err(mls_party(BOB))?;
         let join = self
             .join
             .borrow()
@@ -173,15 +217,18 @@ impl<'p> Group<'p> {
         bob.mls()?
             .allow_inviter(ALICE, true)
             .map_err(mls_party(BOB))?;
-        let id = alice.mls.create_group(ALICE).map_err(mls_party(ALICE))?;
+        let id = alice
+            .mls
+            .create_group_valid(ALICE, LASTING)
+            .map_err(mls_party(ALICE))?;
         let mut kps = vec![bob.key_package()?];
         if let Some(c) = &carol {
             c.mls.allow_inviter(ALICE, true).map_err(mls_party(CAROL))?;
-            kps.push(c.mls.key_package(CAROL).map_err(mls_party(CAROL))?);
+            kps.push(c.lasting_key_package()?);
         }
         let added = alice
             .mls
-            .add(&id, &kps, &alice.auth())
+            .add_lasting(&id, &kps, &alice.auth())
             .map_err(mls_party(ALICE))?;
         bob.join(&added.welcome)?;
         if let Some(c) = &carol {
@@ -419,7 +466,11 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         Crypto::Pass,
     )?;
     // A group Bob is not in.
-    let other = g.alice.mls.create_group(ALICE).map_err(mls_party(ALICE))?;
+    let other = g
+        .alice
+        .mls
+        .create_group_valid(ALICE, LASTING)
+        .map_err(mls_party(ALICE))?;
     let m = b.mls_request(&g.alice, &other, "message/send")?;
     b.add_mls(
         "mls.unknown-group--not-a-member",
@@ -533,10 +584,13 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
     let kp = bob.key_package()?;
     let invited = bob.state()?;
     let carol = Member::new(CAROL, &parties.mls_carol)?;
-    let group = carol.mls.create_group(CAROL).map_err(mls_party(CAROL))?;
+    let group = carol
+        .mls
+        .create_group_valid(CAROL, LASTING)
+        .map_err(mls_party(CAROL))?;
     let added = carol
         .mls
-        .add(&group, std::slice::from_ref(&kp), &carol.auth())
+        .add_lasting(&group, std::slice::from_ref(&kp), &carol.auth())
         .map_err(mls_party(CAROL))?;
     b.add_mls(
         "mls.inviter-refused--not-an-allowed-inviter",
@@ -547,19 +601,21 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         vec![],
         Crypto::Pass,
     )?;
-    let impostor = Mls::in_memory().map_err(mls_party("impostor"))?;
+    let impostor = Mls::in_memory()
+        .map_err(mls_party("impostor"))?
+        .dated(crate::corpus::NOW);
     impostor
-        .generate_identity(ALICE, &StoreAuthenticator::new(&parties.impostor.store))
+        .generate_identity(ALICE, &auth_of(&parties.impostor.store))
         .map_err(mls_party("impostor"))?;
     let group = impostor
-        .create_group(ALICE)
+        .create_group_valid(ALICE, LASTING)
         .map_err(mls_party("impostor"))?;
     // Mallory checks Bob's KeyPackage as Alice would: he controls his own checks.
     let added = impostor
-        .add(
+        .add_lasting(
             &group,
             std::slice::from_ref(&kp),
-            &StoreAuthenticator::new(&parties.mls_alice.store) as &dyn Authenticator,
+            &auth_of(&parties.mls_alice.store) as &dyn Authenticator,
         )
         .map_err(mls_party("impostor"))?;
     b.add_mls(
@@ -637,14 +693,17 @@ fn misconfigured(b: &mut Builder<'_>) -> Result<(), CorpusError> {
     let kp = bob.key_package()?;
     let invited = with_inviter(&bob, ALICE, bob.state()?)?;
     let alice = Member::new(ALICE, &parties.mls_alice)?;
-    let group = alice.mls.create_group(ALICE).map_err(mls_party(ALICE))?;
+    let group = alice
+        .mls
+        .create_group_valid(ALICE, LASTING)
+        .map_err(mls_party(ALICE))?;
     alice
         .mls
         .misconfigure(&group, false, false)
         .map_err(mls_party(ALICE))?;
     let added = alice
         .mls
-        .add(&group, std::slice::from_ref(&kp), &alice.auth())
+        .add_lasting(&group, std::slice::from_ref(&kp), &alice.auth())
         .map_err(mls_party(ALICE))?;
     b.add_mls(
         "mls.no-ratchet-tree--welcome-without-tree",
@@ -656,18 +715,15 @@ fn misconfigured(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         Crypto::Pass,
     )?;
 
-    // A KeyPackage's lifetime starts when it is made, by the system clock: openmls
-    // makes it so and checks it so when a member adds it, and it cannot be made for
-    // a moment before that. So the KeyPackage mails are judged at the moment they
-    // were made (their label's `now`), not at NOW, and hold whenever the corpus runs.
-    let made = || time::OffsetDateTime::now_utc().unix_timestamp();
+    // KeyPackage mails Bob judges at NOW (`valid_for_days`); openmls' own check of a
+    // KeyPackage's lifetime is on the system clock, so Bob judges it at his clock
+    // instead (`mls::identity::verified_key_package`).
     let g = Group::new(parties, false)?;
     let carol = Member::new(CAROL, &parties.mls_carol)?;
     let year = carol
         .mls
-        .key_package_lasting(CAROL, 365 * 86_400)
+        .key_package_valid(CAROL, valid_for_days(365), crate::mls::CIPHERSUITE)
         .map_err(mls_party(CAROL))?;
-    b.now = Some(made());
     b.add_mls(
         "mls.key-package-lifetime--valid-for-a-year",
         Rule::Refuse("mls.key-package-lifetime"),
@@ -679,12 +735,12 @@ fn misconfigured(b: &mut Builder<'_>) -> Result<(), CorpusError> {
     )?;
     let foreign = carol
         .mls
-        .key_package_of_suite(
+        .key_package_valid(
             CAROL,
+            valid_for_days(84),
             openmls::prelude::Ciphersuite::MLS_128_DHKEMX25519_CHACHA20POLY1305_SHA256_Ed25519,
         )
         .map_err(mls_party(CAROL))?;
-    b.now = Some(made());
     b.add_mls(
         "mls.cipher-suite--key-package-of-another-suite",
         Rule::Refuse("mls.cipher-suite"),
@@ -694,8 +750,10 @@ fn misconfigured(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         vec![],
         Crypto::Pass,
     )?;
-    let kp = carol.mls.key_package(CAROL).map_err(mls_party(CAROL))?;
-    b.now = Some(made());
+    let kp = carol
+        .mls
+        .key_package_valid(CAROL, valid_for_days(84), crate::mls::CIPHERSUITE)
+        .map_err(mls_party(CAROL))?;
     b.add_mls(
         "valid--key-package",
         Rule::Accept,
