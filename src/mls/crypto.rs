@@ -1,15 +1,17 @@
-//! openmls' cryptography and randomness: RustCrypto's (`openmls_rust_crypto`), with
-//! every random value drawn through [`crate::entropy`].
+//! openmls' cryptography and randomness: RustCrypto's (`openmls_rust_crypto`), but
+//! inside the conformance corpus's seeded scope ([`crate::entropy`]), where every
+//! random value comes from the seed.
 //!
 //! `openmls_rust_crypto` draws from two generators no caller reaches: its provider's
 //! own ChaCha20, seeded from the operating system when the provider is made (leaf and
 //! path secrets, reuse guards, group ids, init keys), and a fresh one inside each HPKE
 //! seal (the ephemeral key of every Welcome and every UpdatePath). So the conformance
 //! corpus's MLS cases came out different on every run, where issue #21 asks for the
-//! same bytes from the same seed. Here both come from [`crate::entropy`]: the system's
-//! generator, as before, everywhere but inside the corpus's seeded scope. There, a
-//! seal's ephemeral key is drawn from a key the provider took from the scope and the
-//! seal's own inputs, because openmls seals on rayon's threads ([`Crypto::seeded`]).
+//! same bytes from the same seed. Here, outside the scope, the first is still
+//! RustCrypto's and the second is keyed by the operating system, as hpke-rs' own is;
+//! inside it, both draw from the seeded stream, and a seal's ephemeral key from a key
+//! the provider took from the scope and the seal's own inputs, because openmls seals
+//! on rayon's threads ([`Crypto::seeded`]).
 //!
 //! Nothing is hand-written: HPKE is still hpke-rs over RustCrypto (its
 //! [`HpkeCrypto`] is generic over where its generator comes from, and
@@ -64,16 +66,22 @@ impl Crypto {
 impl OpenMlsRand for Crypto {
     type Error = NoRandomness;
 
+    // Outside the seeded scope, RustCrypto's own generator (a ChaCha20 the operating
+    // system keyed), as before: a system call per draw costs a seal about 5%.
     fn random_array<const N: usize>(&self) -> Result<[u8; N], Self::Error> {
         let mut out = [0u8; N];
-        entropy::fill(&mut out)?;
-        Ok(out)
+        match entropy::with_seeded(|rng| rng.fill_bytes(&mut out)) {
+            Some(()) => Ok(out),
+            None => self.rust_crypto.random_array().map_err(|_| NoRandomness),
+        }
     }
 
     fn random_vec(&self, len: usize) -> Result<Vec<u8>, Self::Error> {
         let mut out = vec![0u8; len];
-        entropy::fill(&mut out)?;
-        Ok(out)
+        match entropy::with_seeded(|rng| rng.fill_bytes(&mut out)) {
+            Some(()) => Ok(out),
+            None => self.rust_crypto.random_vec(len).map_err(|_| NoRandomness),
+        }
     }
 }
 

@@ -668,7 +668,11 @@ fn a_message_is_recorded_as_seen_at_the_receivers_clock() {
         .unwrap();
     let mut then = OpenPolicy::default();
     then.validation_time = Some(time::macros::datetime!(2026-06-01 00:00 UTC));
-    let first = b.receive(&sealed, &then, "x", auth()).unwrap().commit().unwrap();
+    let first = b
+        .receive(&sealed, &then, "x", auth())
+        .unwrap()
+        .commit()
+        .unwrap();
     assert_eq!(sender_of(&first), "m-clock");
     // Asked later on the system clock: the moment it was first seen is the fixed one.
     match open(&b, &sealed).unwrap() {
