@@ -70,6 +70,14 @@ impl Seeded {
         Self::keyed(h.finalize().into())
     }
 
+    /// Opens a scope keyed by the operating system (one draw), for work whose own
+    /// generator cannot fail: a failure here is an error its caller can return.
+    pub(crate) fn from_os() -> Result<Self, NoRandomness> {
+        let mut key = zeroize::Zeroizing::new([0u8; 32]);
+        getrandom::fill(&mut key[..]).map_err(|_| NoRandomness)?;
+        Ok(Self::keyed(*key))
+    }
+
     /// Opens a scope whose stream is keyed by `key` (a [`Derived`] key and what is
     /// drawn for).
     fn keyed(key: [u8; 32]) -> Self {

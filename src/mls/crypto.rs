@@ -56,10 +56,15 @@ impl Crypto {
         }
     }
 
-    /// On this thread, for the seal of `inputs`: a scope seeded from [`Crypto::seeded`]
-    /// and the inputs; nothing (the system's generator) for every other provider.
-    fn seal_scope(&self, inputs: &[&[u8]]) -> Option<entropy::Seeded> {
-        self.seeded.as_ref().map(|key| key.scope(inputs))
+    /// On this thread, for the seal of `inputs`, the scope hpke-rs' generator is keyed
+    /// from ([`EntropyHpke::prng`]): seeded from [`Crypto::seeded`] and the inputs
+    /// inside the corpus, keyed by the operating system everywhere else, where its
+    /// failure is this error rather than a panic inside hpke-rs.
+    fn seal_scope(&self, inputs: &[&[u8]]) -> Result<entropy::Seeded, CryptoError> {
+        match &self.seeded {
+            Some(key) => Ok(key.scope(inputs)),
+            None => entropy::Seeded::from_os().map_err(|_| CryptoError::InsufficientRandomness),
+        }
     }
 }
 
@@ -86,8 +91,9 @@ impl OpenMlsRand for Crypto {
 }
 
 /// hpke-rs in base mode for an MLS cipher suite's HPKE algorithms, its ephemeral keys
-/// drawn through [`crate::entropy`].
-fn hpke(config: &HpkeConfig) -> Result<Hpke<EntropyHpke>, CryptoError> {
+/// drawn from `_scope`, which must stay open while it is used: taking it here is what
+/// makes every generator hpke-rs asks for find one ([`EntropyHpke::prng`]).
+fn hpke(config: &HpkeConfig, _scope: &entropy::Seeded) -> Result<Hpke<EntropyHpke>, CryptoError> {
     let kem = match config.0 {
         HpkeKemType::DhKemP256 => KemAlgorithm::DhKemP256,
         HpkeKemType::DhKemP384 => KemAlgorithm::DhKemP384,
@@ -203,8 +209,8 @@ impl OpenMlsCrypto for Crypto {
         aad: &[u8],
         ptxt: &[u8],
     ) -> Result<HpkeCiphertext, CryptoError> {
-        let _seeded = self.seal_scope(&[b"seal", pk_r, info, aad, ptxt]);
-        let (kem_output, ciphertext) = hpke(&config)?
+        let scope = self.seal_scope(&[b"seal", pk_r, info, aad, ptxt])?;
+        let (kem_output, ciphertext) = hpke(&config, &scope)?
             .seal(&pk_r.into(), info, aad, ptxt, None, None, None)
             .map_err(|e| match e {
                 HpkeError::InvalidInput => CryptoError::InvalidLength,
@@ -236,8 +242,8 @@ impl OpenMlsCrypto for Crypto {
         exporter_context: &[u8],
         exporter_length: usize,
     ) -> Result<(Vec<u8>, ExporterSecret), CryptoError> {
-        let _seeded = self.seal_scope(&[b"export", pk_r, info, exporter_context]);
-        let (kem_output, context) = hpke(&config)?
+        let scope = self.seal_scope(&[b"export", pk_r, info, exporter_context])?;
+        let (kem_output, context) = hpke(&config, &scope)?
             .setup_sender(&pk_r.into(), info, None, None, None)
             .map_err(|_| CryptoError::SenderSetupError)?;
         let exported = context
@@ -276,17 +282,21 @@ impl OpenMlsCrypto for Crypto {
 
 /// hpke-rs' RustCrypto backend with one change: its generator ([`EntropyPrng`]).
 #[derive(Debug)]
-pub(crate) struct EntropyHpke;
+struct EntropyHpke;
 
-/// A ChaCha20 keyed, when hpke-rs asks for a generator, from [`crate::entropy`]: the
-/// corpus's seeded stream inside its scope, the operating system everywhere else
-/// (as hpke-rs' own does).
-pub(crate) struct EntropyPrng(ChaCha20Rng);
+/// A ChaCha20 keyed, when hpke-rs asks for a generator, from this thread's
+/// [`crate::entropy`] scope: the corpus's seeded stream, or one keyed by the operating
+/// system for the seal ([`Crypto::seal_scope`]).
+struct EntropyPrng {
+    rng: ChaCha20Rng,
+    /// Whether a scope or the operating system keyed it ([`EntropyHpke::prng`]).
+    keyed: bool,
+}
 
 impl zeroize::Zeroize for EntropyPrng {
     fn zeroize(&mut self) {
         // rand_chacha's state is not reachable: rekeying with zeros overwrites it.
-        self.0 = ChaCha20Rng::from_seed([0; 32]);
+        self.rng = ChaCha20Rng::from_seed([0; 32]);
     }
 }
 
@@ -300,15 +310,15 @@ impl hpke_rs_crypto::TryRng for EntropyPrng {
     type Error = core::convert::Infallible;
 
     fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
-        Ok(self.0.next_u32())
+        Ok(self.rng.next_u32())
     }
 
     fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
-        Ok(self.0.next_u64())
+        Ok(self.rng.next_u64())
     }
 
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
-        self.0.fill_bytes(dst);
+        self.rng.fill_bytes(dst);
         Ok(())
     }
 }
@@ -321,7 +331,10 @@ impl HpkeTestRng for EntropyPrng {
     /// hpke-rs reads "known" bytes only under its `hpke-test-prng` feature, which this
     /// build never turns on; were it on, these are the generator's bytes all the same.
     fn try_fill_test_bytes(&mut self, dest: &mut [u8]) -> Result<(), Self::Error> {
-        self.0.fill_bytes(dest);
+        if !self.keyed {
+            return Err(NoRandomness);
+        }
+        self.rng.fill_bytes(dest);
         Ok(())
     }
 
@@ -329,7 +342,8 @@ impl HpkeTestRng for EntropyPrng {
     /// own tests.
     fn seed(&mut self, seed: &[u8]) {
         use sha2::Digest;
-        self.0 = ChaCha20Rng::from_seed(sha2::Sha256::digest(seed).into());
+        self.rng = ChaCha20Rng::from_seed(sha2::Sha256::digest(seed).into());
+        self.keyed = true;
     }
 }
 
@@ -361,14 +375,21 @@ impl HpkeCrypto for EntropyHpke {
         HpkeRustCrypto::supports_aead(alg)
     }
 
-    /// Keyed from [`crate::entropy`]. hpke-rs' own panics when the operating system
-    /// gives no randomness; so does this (the trait leaves no way to fail), and only
-    /// then.
+    /// Keyed from this thread's scope. The trait leaves no way to fail (hpke-rs' own
+    /// panics when the operating system gives nothing), so the failure is moved to
+    /// where it can be returned: every `Hpke<EntropyHpke>` is made by [`hpke`], which
+    /// takes an open scope, made by [`Crypto::seal_scope`], which returns the error.
+    /// Outside a scope (no path in this crate) the generator is keyed by the operating
+    /// system, or, if even that fails, refuses to make keys ([`Self::kem_key_gen`])
+    /// and is all zeros.
     fn prng() -> Self::HpkePrng {
         let mut key = zeroize::Zeroizing::new([0u8; 32]);
-        #[allow(clippy::expect_used)]
-        entropy::fill(&mut key[..]).expect("no randomness from the operating system");
-        EntropyPrng(ChaCha20Rng::from_seed(*key))
+        let keyed = entropy::with_seeded(|rng| rng.fill_bytes(&mut key[..])).is_some()
+            || getrandom::fill(&mut key[..]).is_ok();
+        EntropyPrng {
+            rng: ChaCha20Rng::from_seed(*key),
+            keyed,
+        }
     }
 
     fn kdf_extract(alg: KdfAlgorithm, salt: &[u8], ikm: &[u8]) -> Result<Vec<u8>, HpkeCryptoError> {
@@ -401,9 +422,12 @@ impl HpkeCrypto for EntropyHpke {
         prng: &mut Self::HpkePrng,
     ) -> Result<(Vec<u8>, Vec<u8>), HpkeCryptoError> {
         Self::supports_kem(alg)?;
+        if !prng.keyed {
+            return Err(HpkeCryptoError::InsufficientRandomness);
+        }
         for _ in 0..64 {
             let mut sk = zeroize::Zeroizing::new(vec![0u8; alg.private_key_len()]);
-            prng.0.fill_bytes(&mut sk);
+            prng.rng.fill_bytes(&mut sk);
             let valid = match alg {
                 // Clamped where it is used (RFC 7748); RustCrypto validates P-curves only.
                 KemAlgorithm::DhKem25519 => Ok(sk.to_vec()),
@@ -570,7 +594,9 @@ mod tests {
     #[test]
     fn a_generated_kem_key_pair_is_valid_and_receives() {
         for alg in [KemAlgorithm::DhKem25519, KemAlgorithm::DhKemP256] {
+            let _scope = entropy::Seeded::from_os().unwrap();
             let mut prng = EntropyHpke::prng();
+            assert!(prng.keyed);
             let (pk, sk) = EntropyHpke::kem_key_gen(alg, &mut prng).unwrap();
             assert_eq!(EntropyHpke::secret_to_public(alg, &sk).unwrap(), pk);
             let mut hpke = Hpke::<EntropyHpke>::new(
