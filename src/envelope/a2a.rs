@@ -5,13 +5,14 @@
 //! (`schemas/`, see its PROVENANCE.md): canonical camelCase names, symbolic enums,
 //! exactly-one oneofs and no unknown fields. That is what refuses v0.3 shapes such as
 //! `{"kind":"text"}` parts or `"completed"` states, which a serde model would let
-//! through. Validators are compiled once per A2A message type, on first use.
+//! through. The bundle is compiled once, on first use (`super::schema`: the keywords
+//! it uses, held to jsonschema by the tests and the `schema_diff` fuzz target).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
-use super::borrowed::{Borrowed, Value};
+use super::borrowed::Value;
 use super::model::{Kind, Operation};
+use super::schema::Schema;
 
 static BUNDLE: &str = include_str!("../../schemas/a2a-v1.0.1.strict.schema.json");
 
@@ -68,37 +69,21 @@ pub(crate) struct PayloadFault {
     pub reason: String,
 }
 
-fn bundle() -> Option<&'static serde_json::Value> {
-    static PARSED: OnceLock<Option<serde_json::Value>> = OnceLock::new();
-    PARSED
-        .get_or_init(|| serde_json::from_str(BUNDLE).ok())
+/// The bundle, compiled once for the process: every A2A message type is a `$defs` entry.
+fn bundle() -> Option<&'static Schema> {
+    static COMPILED: OnceLock<Option<Schema>> = OnceLock::new();
+    COMPILED
+        .get_or_init(|| {
+            let doc: serde_json::Value = serde_json::from_str(BUNDLE).ok()?;
+            Schema::compile(&doc).ok()
+        })
         .as_ref()
 }
 
-/// A validator of payloads read as [`Borrowed`] trees.
-type Validator = jsonschema::Validator<Borrowed>;
-
-type Cache = Mutex<HashMap<&'static str, &'static Validator>>;
-
-/// The compiled validator of one A2A message type. Compiled validators live for the
-/// process (there are at most 13 of them), so they are leaked into `'static` once.
-pub(crate) fn validator(name: &'static str) -> Option<&'static Validator> {
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(v) = map.get(name) {
-        return Some(*v);
-    }
+/// The node of one A2A message type in the compiled bundle.
+pub(crate) fn validator(name: &str) -> Option<(&'static Schema, usize)> {
     let bundle = bundle()?;
-    let schema = serde_json::json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$defs": bundle.get("$defs")?,
-        "$ref": format!("#/$defs/{name}"),
-    });
-    let compiled = jsonschema::options_for::<Borrowed>().build(&schema).ok()?;
-    let leaked: &'static Validator = Box::leak(Box::new(compiled));
-    map.insert(name, leaked);
-    Some(leaked)
+    Some((bundle, bundle.def(name)?))
 }
 
 /// Checks a payload; an empty list means it is the A2A message it must be.
@@ -118,13 +103,13 @@ pub(crate) fn check_payload(
         },
         Expect::Message(name) => match validator(name) {
             // The common case, a valid payload, takes the fast path without error reports.
-            Some(v) if v.is_valid(payload) => Vec::new(),
-            Some(v) => v
-                .iter_errors(payload)
-                .take(limit)
-                .map(|e| PayloadFault {
-                    pointer: e.instance_path().to_string(),
-                    reason: format!("not a valid A2A v1.0 {name}: {}", e.masked()),
+            Some((schema, node)) if schema.is_valid(node, payload) => Vec::new(),
+            Some((schema, node)) => schema
+                .faults(node, payload, limit)
+                .into_iter()
+                .map(|f| PayloadFault {
+                    pointer: f.pointer,
+                    reason: format!("not a valid A2A v1.0 {name}: {}", f.reason),
                 })
                 .collect(),
             None => vec![PayloadFault {

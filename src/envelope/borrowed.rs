@@ -5,15 +5,11 @@
 //! into a `serde_json::Value` copied every string, after a scan for its end that goes
 //! a word at a time: for a 1 MiB payload that cost more than the AES-GCM pass over it.
 //! This tree is built by a small parser that finds string ends with a SIMD search, and
-//! it is what the A2A schema check (through jsonschema's custom-representation
-//! interface), the task-state rule and the `cid:` reference walk read. It reads every
+//! it is what the A2A schema check (`super::schema`), the task-state rule and the `cid:` reference walk read. It reads every
 //! text as serde_json does (tests and the `envelope_json` fuzz target hold the two
 //! equal); the envelope's strict reader has already refused duplicate keys and depth.
 
 use std::borrow::Cow;
-
-use jsonschema::json::{Array, Json, JsonNumber, Node, NodeIdentity, Object};
-use jsonschema::JsonType;
 
 /// One JSON value borrowing from the text it was read from.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -65,6 +61,33 @@ impl<'t> Value<'t> {
         match self {
             Value::String(s) => Some(s),
             _ => None,
+        }
+    }
+
+    /// A `serde_json::Value` read as this tree, strings borrowed (the edge-cloud objects,
+    /// which are read with serde, go through the same schema check this way).
+    pub(crate) fn from_serde(v: &'t serde_json::Value) -> Value<'t> {
+        match v {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => Value::Number(if let Some(u) = n.as_u64() {
+                Number::PosInt(u)
+            } else if let Some(i) = n.as_i64() {
+                Number::NegInt(i)
+            } else {
+                // Without arbitrary precision every other number is an f64.
+                Number::Float(n.as_f64().unwrap_or_default())
+            }),
+            serde_json::Value::String(s) => Value::String(Cow::Borrowed(s)),
+            serde_json::Value::Array(items) => {
+                Value::Array(items.iter().map(Value::from_serde).collect())
+            }
+            serde_json::Value::Object(members) => Value::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| (Cow::Borrowed(k.as_str()), Value::from_serde(v)))
+                    .collect(),
+            ),
         }
     }
 
@@ -333,156 +356,6 @@ impl<'t> Parser<'t> {
     }
 }
 
-/// The representation jsonschema validates: nodes are references into a [`Value`].
-pub(crate) struct Borrowed;
-
-impl Json for Borrowed {
-    type Node<'a> = &'a Value<'a>;
-    type PreparedKey = String;
-    type StringBuffer = Value<'static>;
-
-    fn prepare_key(key: &str) -> String {
-        key.to_owned()
-    }
-
-    fn with_string_node<T>(
-        buffer: &mut Value<'static>,
-        string: &str,
-        f: impl FnOnce(Self::Node<'_>) -> T,
-    ) -> T {
-        *buffer = Value::String(Cow::Owned(string.to_owned()));
-        f(buffer)
-    }
-}
-
-impl JsonNumber for Number {
-    fn as_u64(&self) -> Option<u64> {
-        match *self {
-            Number::PosInt(u) => Some(u),
-            _ => None,
-        }
-    }
-    fn as_i64(&self) -> Option<i64> {
-        match *self {
-            Number::PosInt(u) => i64::try_from(u).ok(),
-            Number::NegInt(i) => Some(i),
-            Number::Float(_) => None,
-        }
-    }
-    fn as_f64(&self) -> Option<f64> {
-        Some(match *self {
-            Number::PosInt(u) => u as f64,
-            Number::NegInt(i) => i as f64,
-            Number::Float(f) => f,
-        })
-    }
-    fn as_str(&self) -> Cow<'_, str> {
-        Cow::Owned(self.to_serde().to_string())
-    }
-    fn to_number(&self) -> Cow<'_, serde_json::Number> {
-        Cow::Owned(self.to_serde())
-    }
-    fn is_written_as_integer(&self) -> bool {
-        !matches!(self, Number::Float(_))
-    }
-}
-
-impl<'a> Node<'a, Borrowed> for &'a Value<'a> {
-    type Object = &'a [(Cow<'a, str>, Value<'a>)];
-    type Array = &'a [Value<'a>];
-    type Number = Number;
-
-    fn as_object(&self) -> Option<Self::Object> {
-        match self {
-            Value::Object(members) => Some(members),
-            _ => None,
-        }
-    }
-    fn as_array(&self) -> Option<Self::Array> {
-        match self {
-            Value::Array(items) => Some(items),
-            _ => None,
-        }
-    }
-    fn as_string(&self) -> Option<Cow<'a, str>> {
-        match self {
-            Value::String(s) => Some(Cow::Borrowed(s.as_ref())),
-            _ => None,
-        }
-    }
-    fn as_number(&self) -> Option<Number> {
-        match self {
-            Value::Number(n) => Some(*n),
-            _ => None,
-        }
-    }
-    fn as_boolean(&self) -> Option<bool> {
-        match self {
-            Value::Bool(b) => Some(*b),
-            _ => None,
-        }
-    }
-    fn is_null(&self) -> bool {
-        matches!(self, Value::Null)
-    }
-    fn json_type(&self) -> JsonType {
-        match self {
-            Value::Null => JsonType::Null,
-            Value::Bool(_) => JsonType::Boolean,
-            Value::Number(_) => JsonType::Number,
-            Value::String(_) => JsonType::String,
-            Value::Array(_) => JsonType::Array,
-            Value::Object(_) => JsonType::Object,
-        }
-    }
-    fn to_value(&self) -> Cow<'a, serde_json::Value> {
-        Cow::Owned(self.to_serde())
-    }
-    fn identity(&self) -> Option<NodeIdentity> {
-        Some(NodeIdentity::new(
-            std::ptr::from_ref::<Value<'a>>(*self) as usize
-        ))
-    }
-}
-
-impl<'a> Object<'a, Borrowed> for &'a [(Cow<'a, str>, Value<'a>)] {
-    type Node = &'a Value<'a>;
-    type MemberName = &'a str;
-    type MembersIter = Members<'a>;
-
-    fn len(&self) -> usize {
-        <[_]>::len(self)
-    }
-    fn get(&self, key: &String) -> Option<&'a Value<'a>> {
-        self.iter().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
-    fn members(&self) -> Members<'a> {
-        Members(self.iter())
-    }
-}
-
-/// An object's members, in order.
-pub(crate) struct Members<'a>(std::slice::Iter<'a, (Cow<'a, str>, Value<'a>)>);
-
-impl<'a> Iterator for Members<'a> {
-    type Item = (&'a str, &'a Value<'a>);
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|(k, v)| (k.as_ref(), v))
-    }
-}
-
-impl<'a> Array<'a, Borrowed> for &'a [Value<'a>] {
-    type Node = &'a Value<'a>;
-    type ElementsIter = std::slice::Iter<'a, Value<'a>>;
-
-    fn len(&self) -> usize {
-        <[_]>::len(self)
-    }
-    fn elements(&self) -> std::slice::Iter<'a, Value<'a>> {
-        self.iter()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,14 +437,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// jsonschema's own check of a representation's accessor contract (code-point
-    /// lengths, number equality, node identity).
-    #[test]
-    fn conforms_to_jsonschema_representation_contract() {
-        let document = jsonschema::json::conformance::document().to_string();
-        let tree = Value::parse(&document).unwrap();
-        jsonschema::json::conformance::assert_conformance::<Borrowed>(&&tree);
     }
 }

@@ -9,6 +9,7 @@ mod a2a;
 pub(crate) mod borrowed;
 mod json;
 mod model;
+pub(crate) mod schema;
 pub(crate) mod validate;
 
 pub use model::{GroupCoordinates, Kind, Operation, PaymentKind, TERMINAL_TASK_STATES};
@@ -410,6 +411,32 @@ impl Envelope {
     pub fn payload_as_read(&self) -> Option<serde_json::Value> {
         self.payload_tree().map(|v| v.to_serde())
     }
+}
+
+/// Whether `instance` (JSON text) is valid against `schema` by this crate's schema
+/// validator: `Err` when the schema does not compile (it uses a keyword the validator
+/// does not implement), `Ok(None)` when the instance is not JSON. For the tests and the
+/// `schema_diff` fuzz target that hold the validator to jsonschema; not a stable API.
+#[doc(hidden)]
+pub fn schema_verdict(schema: &serde_json::Value, instance: &str) -> Result<Option<bool>, String> {
+    let compiled = schema::Schema::compile(schema).map_err(|e| e.to_string())?;
+    Ok(borrowed::Value::parse(instance).map(|v| compiled.is_valid(compiled.root(), &v)))
+}
+
+/// Whether `instance` (JSON text) is the A2A v1.0 message `name` (a `$defs` entry of
+/// the strict bundle, compiled once), and its first ten faults as (JSON pointer,
+/// reason): `None` when the instance is not JSON or `name` is not in the bundle. The
+/// verdict and the faults come from the validator's two modes, which must agree. Same
+/// purpose as [`schema_verdict`].
+#[doc(hidden)]
+pub fn a2a_verdict(name: &str, instance: &str) -> Option<(bool, Vec<(String, String)>)> {
+    let (compiled, node) = a2a::validator(name)?;
+    let value = borrowed::Value::parse(instance)?;
+    let faults = compiled.faults(node, &value, 10);
+    Some((
+        compiled.is_valid(node, &value),
+        faults.into_iter().map(|f| (f.pointer, f.reason)).collect(),
+    ))
 }
 
 /// Checks `text` against the A2A v1.0 message `name` of the strict schema bundle:

@@ -19,6 +19,9 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::envelope::borrowed::Value;
+use crate::envelope::schema::Schema;
+
 /// The extension's URI (Agent Card extension, `A2A-Extensions`, metadata key).
 pub const URI: &str =
     "https://github.com/a2aproject/a2a-samples/extensions/edge-cloud-capability-contract/v1";
@@ -198,26 +201,21 @@ pub struct ExecutionReceipt {
     pub idempotency_key_digest: Option<String>,
 }
 
+/// A compiled embedded schema. The embedded schemas compile (unit test); should one
+/// not, every object of its kind is refused rather than read unchecked.
 fn validator(
     schema: &'static str,
-    cell: &'static OnceLock<jsonschema::Validator>,
-) -> &'static jsonschema::Validator {
-    cell.get_or_init(|| {
-        let schema: serde_json::Value =
-            serde_json::from_str(schema).unwrap_or(serde_json::Value::Bool(false));
-        // The embedded schemas compile (unit test); `false` would refuse everything.
-        jsonschema::validator_for(&schema).unwrap_or_else(|_| {
-            jsonschema::validator_for(&serde_json::Value::Bool(false))
-                .unwrap_or_else(|_| unreachable!("the schema `false` compiles"))
-        })
-    })
+    cell: &'static OnceLock<Option<Schema>>,
+) -> Option<&'static Schema> {
+    cell.get_or_init(|| Schema::compile(&serde_json::from_str(schema).ok()?).ok())
+        .as_ref()
 }
 
 /// Parses `bytes` as `T` after validating it against `schema`.
 fn read<T: serde::de::DeserializeOwned>(
     what: &'static str,
     bytes: &[u8],
-    schema: &'static jsonschema::Validator,
+    schema: Option<&'static Schema>,
 ) -> Result<T, EdgeCloudError> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| EdgeCloudError::Json {
@@ -230,13 +228,24 @@ fn read<T: serde::de::DeserializeOwned>(
 fn from_value<T: serde::de::DeserializeOwned>(
     what: &'static str,
     value: serde_json::Value,
-    schema: &'static jsonschema::Validator,
+    schema: Option<&'static Schema>,
 ) -> Result<T, EdgeCloudError> {
-    if let Some(e) = schema.iter_errors(&value).next() {
+    let Some(schema) = schema else {
         return Err(EdgeCloudError::Schema {
             what,
-            pointer: e.instance_path().to_string(),
-            reason: e.to_string(),
+            pointer: String::new(),
+            reason: "the embedded schema does not compile".into(),
+        });
+    };
+    if let Some(f) = schema
+        .faults(schema.root(), &Value::from_serde(&value), 1)
+        .into_iter()
+        .next()
+    {
+        return Err(EdgeCloudError::Schema {
+            what,
+            pointer: f.pointer,
+            reason: f.reason,
         });
     }
     serde_json::from_value(value).map_err(|e| EdgeCloudError::Schema {
@@ -246,9 +255,9 @@ fn from_value<T: serde::de::DeserializeOwned>(
     })
 }
 
-static CONTRACT: OnceLock<jsonschema::Validator> = OnceLock::new();
-static REQUIREMENTS: OnceLock<jsonschema::Validator> = OnceLock::new();
-static RECEIPT: OnceLock<jsonschema::Validator> = OnceLock::new();
+static CONTRACT: OnceLock<Option<Schema>> = OnceLock::new();
+static REQUIREMENTS: OnceLock<Option<Schema>> = OnceLock::new();
+static RECEIPT: OnceLock<Option<Schema>> = OnceLock::new();
 
 impl CapabilityContract {
     /// Reads and validates a contract (JSON).
@@ -589,7 +598,7 @@ mod tests {
     fn the_embedded_schemas_compile() {
         for schema in [CONTRACT_SCHEMA, REQUIREMENTS_SCHEMA, RECEIPT_SCHEMA] {
             let v: serde_json::Value = serde_json::from_str(schema).unwrap();
-            assert!(jsonschema::validator_for(&v).is_ok());
+            Schema::compile(&v).unwrap();
         }
     }
 

@@ -24,4 +24,5 @@ mod reference_validator;
 mod robustness;
 mod rules;
 mod schema_agreement;
+mod schema_reference;
 mod x402;
