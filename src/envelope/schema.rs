@@ -553,18 +553,36 @@ impl<'a> Walk<'a, '_> {
                 }
             }};
         }
+        // Checks a subschema, at a member or item below (`at`) or in place; its faults
+        // are its own, and the walk goes on as for a fault of this node.
+        macro_rules! apply {
+            ($sub:expr, $value:expr) => {{
+                if !self.check($sub, $value) {
+                    valid = false;
+                    if !self.going_on() {
+                        return false;
+                    }
+                }
+            }};
+            ($sub:expr, $value:expr, at $seg:expr) => {{
+                self.path.push($seg);
+                let ok = self.check($sub, $value);
+                self.path.pop();
+                if !ok {
+                    valid = false;
+                    if !self.going_on() {
+                        return false;
+                    }
+                }
+            }};
+        }
         if rules.types != 0 && !has_type(rules.types, value) {
             // Other keywords would only repeat the same fault in other words.
             self.fault(|| format!("not of type {}", type_names(rules.types)));
             return false;
         }
         if let Some(target) = rules.reference {
-            if !self.check(target, value) {
-                valid = false;
-                if !self.going_on() {
-                    return false;
-                }
-            }
+            apply!(target, value);
         }
         if let Some(choices) = &rules.choices {
             if !choices.iter().any(|c| equals_json(value, c)) {
@@ -602,15 +620,7 @@ impl<'a> Walk<'a, '_> {
                         None => rules.additional,
                     };
                     if let Some(sub) = sub {
-                        self.path.push(Seg::Key(k));
-                        let ok = self.check(sub, v);
-                        self.path.pop();
-                        if !ok {
-                            valid = false;
-                            if !self.going_on() {
-                                return false;
-                            }
-                        }
+                        apply!(sub, v, at Seg::Key(k));
                     }
                 }
                 if seen & rules.required_mask != rules.required_mask {
@@ -645,15 +655,7 @@ impl<'a> Walk<'a, '_> {
                 }
                 if let Some(sub) = rules.items {
                     for (i, item) in items.iter().enumerate() {
-                        self.path.push(Seg::Index(i));
-                        let ok = self.check(sub, item);
-                        self.path.pop();
-                        if !ok {
-                            valid = false;
-                            if !self.going_on() {
-                                return false;
-                            }
-                        }
+                        apply!(sub, item, at Seg::Index(i));
                     }
                 }
             }
@@ -685,12 +687,7 @@ impl<'a> Walk<'a, '_> {
             Value::Null | Value::Bool(_) => {}
         }
         for &sub in &rules.all_of {
-            if !self.check(sub, value) {
-                valid = false;
-                if !self.going_on() {
-                    return false;
-                }
-            }
+            apply!(sub, value);
         }
         if !rules.any_of.is_empty() && !rules.any_of.iter().any(|&s| self.quietly(s, value)) {
             fail!("is valid against none of the schemas `anyOf` lists".into());
