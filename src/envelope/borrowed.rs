@@ -70,14 +70,7 @@ impl<'t> Value<'t> {
         match v {
             serde_json::Value::Null => Value::Null,
             serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => Value::Number(if let Some(u) = n.as_u64() {
-                Number::PosInt(u)
-            } else if let Some(i) = n.as_i64() {
-                Number::NegInt(i)
-            } else {
-                // Without arbitrary precision every other number is an f64.
-                Number::Float(n.as_f64().unwrap_or_default())
-            }),
+            serde_json::Value::Number(n) => Value::Number(Number::from_serde(n)),
             serde_json::Value::String(s) => Value::String(Cow::Borrowed(s)),
             serde_json::Value::Array(items) => {
                 Value::Array(items.iter().map(Value::from_serde).collect())
@@ -112,6 +105,18 @@ impl<'t> Value<'t> {
 }
 
 impl Number {
+    /// A serde_json number as this tree holds it.
+    pub(crate) fn from_serde(n: &serde_json::Number) -> Number {
+        if let Some(u) = n.as_u64() {
+            Number::PosInt(u)
+        } else if let Some(i) = n.as_i64() {
+            Number::NegInt(i)
+        } else {
+            // Without arbitrary precision every other number is an f64.
+            Number::Float(n.as_f64().unwrap_or_default())
+        }
+    }
+
     fn to_serde(self) -> serde_json::Number {
         match self {
             Number::PosInt(u) => u.into(),

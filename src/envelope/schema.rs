@@ -151,7 +151,7 @@ impl Schema {
                 c.nodes[slot] = node;
             }
         }
-        let node = c.node_at_root(root, doc)?;
+        let node = c.node(root, doc, "#")?;
         c.nodes[root] = node;
         // Resolve references now that every def has its slot.
         for (slot, reference, at) in std::mem::take(&mut c.refs) {
@@ -288,18 +288,6 @@ impl Compiler {
         Ok(slot)
     }
 
-    /// The root may carry `$defs` (already compiled); nothing else may.
-    fn node_at_root(&mut self, slot: usize, schema: &Json) -> Result<Node, SchemaError> {
-        match schema {
-            Json::Object(o) if o.contains_key("$defs") => {
-                let mut rest = o.clone();
-                rest.remove("$defs");
-                self.node(slot, &Json::Object(rest), "#")
-            }
-            _ => self.node(slot, schema, "#"),
-        }
-    }
-
     /// Compiles the schema that goes into node `slot` (its `$ref` is resolved later).
     fn node(&mut self, slot: usize, schema: &Json, at: &str) -> Result<Node, SchemaError> {
         let object = match schema {
@@ -321,6 +309,9 @@ impl Compiler {
             let here = format!("{at}/{}", escape(keyword));
             match keyword.as_str() {
                 k if ANNOTATIONS.contains(&k) => {}
+                // The root's `$defs` are compiled first ([`Schema::compile`]); nowhere
+                // else are they read.
+                "$defs" if at == "#" => {}
                 "type" => {
                     let names: Vec<&Json> = match v {
                         Json::Array(a) if !a.is_empty() => a.iter().collect(),
@@ -429,14 +420,7 @@ fn count(v: &Json) -> Option<u64> {
 }
 
 fn number(v: &Json) -> Option<Number> {
-    let n = v.as_number()?;
-    Some(if let Some(u) = n.as_u64() {
-        Number::PosInt(u)
-    } else if let Some(i) = n.as_i64() {
-        Number::NegInt(i)
-    } else {
-        Number::Float(n.as_f64()?)
-    })
+    v.as_number().map(Number::from_serde)
 }
 
 /// Whether a pattern means the same to ECMA-262 (what JSON Schema specifies) and to
