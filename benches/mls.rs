@@ -18,6 +18,8 @@ mod common;
 mod test_kit;
 
 use std::cell::RefCell;
+use std::hint::black_box;
+use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion};
 use mailseal::envelope::{Envelope, Kind, Operation};
@@ -28,6 +30,10 @@ use openmls::prelude::tls_codec::Deserialize as _;
 use openmls::prelude::*;
 use openmls_basic_credential::SignatureKeyPair;
 use openmls_rust_crypto::OpenMlsRustCrypto;
+
+/// Rounds and operations per round of the alternating (paired) measurements.
+const PAIRED_ROUNDS: usize = 40;
+const PAIRED_OPS: usize = 50;
 
 const SUITE: Ciphersuite = Ciphersuite::MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519;
 
@@ -307,6 +313,32 @@ fn application(c: &mut Criterion) {
         })
     });
     grp.finish();
+    common::paired_ratio(
+        "mls_seal_2k/mailseal vs openmls-sqlite",
+        PAIRED_ROUNDS,
+        PAIRED_OPS,
+        || {
+            let mails: Vec<_> = (0..PAIRED_OPS).map(|_| plain(next())).collect();
+            let t = Instant::now();
+            for p in &mails {
+                black_box(a.seal(p, &g, false).unwrap());
+            }
+            t.elapsed()
+        },
+        || {
+            let t = Instant::now();
+            for _ in 0..PAIRED_OPS {
+                black_box(
+                    sga.borrow_mut()
+                        .create_message(&sa.provider, &sa.signer, &entity)
+                        .unwrap()
+                        .to_bytes()
+                        .unwrap(),
+                );
+            }
+            t.elapsed()
+        },
+    );
 
     // Fresh pairs for opening: the sealing runs above left thousands of generations
     // the receivers never saw (beyond any forward distance).
@@ -369,6 +401,45 @@ fn application(c: &mut Criterion) {
         )
     });
     grp.finish();
+    common::paired_ratio(
+        "mls_open_2k/mailseal vs openmls-sqlite",
+        PAIRED_ROUNDS,
+        PAIRED_OPS,
+        || {
+            let mails: Vec<_> = (0..PAIRED_OPS)
+                .map(|_| a.seal(&plain(next()), &g, false).unwrap())
+                .collect();
+            let t = Instant::now();
+            for mail in &mails {
+                b.receive(mail, &OpenPolicy::default(), "m", checker())
+                    .unwrap()
+                    .commit()
+                    .unwrap();
+            }
+            t.elapsed()
+        },
+        || {
+            let sealed: Vec<_> = (0..PAIRED_OPS)
+                .map(|_| {
+                    sga.borrow_mut()
+                        .create_message(&sa.provider, &sa.signer, &entity)
+                        .unwrap()
+                        .to_bytes()
+                        .unwrap()
+                })
+                .collect();
+            let t = Instant::now();
+            for bytes in &sealed {
+                let m = MlsMessageIn::tls_deserialize_exact(bytes).unwrap();
+                let p = sgb
+                    .borrow_mut()
+                    .process_message(&sb.provider, m.try_into_protocol_message().unwrap())
+                    .unwrap();
+                black_box(p.into_content());
+            }
+            t.elapsed()
+        },
+    );
     // mailseal with its state on disk (WAL, synchronous=FULL: each message durable).
     let dir = tempfile::tempdir().unwrap();
     let (da, _db, dg) = ours_pair(Some(dir.path()));

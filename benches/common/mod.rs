@@ -41,6 +41,103 @@ pub fn print_ratios(rows: &[(&str, &str, &str)]) {
     }
 }
 
+/// Whether criterion's command line selects `name` for measuring: not listing,
+/// testing or profiling, and no filter or a filter (a regular expression, as
+/// criterion reads it) that matches `name`.
+pub fn selected(name: &str) -> bool {
+    // criterion's options that take a value; the rest are flags.
+    const VALUED: &[&str] = &[
+        "--warm-up-time",
+        "--measurement-time",
+        "--sample-size",
+        "--nresamples",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+        "--save-baseline",
+        "--baseline",
+        "--baseline-lenient",
+        "--load-baseline",
+        "--color",
+        "--format",
+        "--output-format",
+        "--plotting-backend",
+        "--sampling-mode",
+        "--profile-time",
+    ];
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .iter()
+        .any(|a| ["--list", "--test", "--profile-time"].contains(&a.as_str()))
+    {
+        return false;
+    }
+    let mut filters = Vec::new();
+    let mut skip = false;
+    for a in &args {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if a.starts_with('-') {
+            skip = VALUED.contains(&a.as_str());
+        } else {
+            filters.push(a);
+        }
+    }
+    filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| regex::Regex::new(f).is_ok_and(|r| r.is_match(name)))
+}
+
+/// Ours against a peer timed in alternation, the ratio that criterion's separate groups
+/// cannot give on a machine whose speed drifts (this VM's moved by up to 40% between
+/// runs minutes apart): `rounds` rounds, each one timed batch of ours and one of the
+/// peer's, the order swapped every round. Each closure runs its batch (whatever setup
+/// it needs outside its own timing) and returns the time of the batch's operations;
+/// both must run the same number of operations. Prints the medians and the median of
+/// the per-round ratios with its interquartile range.
+pub fn paired_ratio(
+    label: &str,
+    rounds: usize,
+    ops: usize,
+    mut ours: impl FnMut() -> std::time::Duration,
+    mut peer: impl FnMut() -> std::time::Duration,
+) {
+    if !selected(label) {
+        return;
+    }
+    // One unmeasured round each: caches, allocator and page faults settled.
+    ours();
+    peer();
+    let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let (x, y) = if i % 2 == 0 {
+            let x = ours();
+            (x, peer())
+        } else {
+            let y = peer();
+            (ours(), y)
+        };
+        let (x, y) = (x.as_secs_f64(), y.as_secs_f64());
+        a.push(x / ops as f64);
+        b.push(y / ops as f64);
+        r.push(x / y);
+    }
+    let median = |v: &mut Vec<f64>, q: f64| {
+        v.sort_by(f64::total_cmp);
+        v[((v.len() - 1) as f64 * q).round() as usize]
+    };
+    println!(
+        "paired {label}: ours {}, peer {}, ratio {:.2}x (interquartile {:.2}x to {:.2}x; {rounds} alternating rounds of {ops})",
+        human(median(&mut a, 0.5) * 1e9),
+        human(median(&mut b, 0.5) * 1e9),
+        median(&mut r, 0.5),
+        median(&mut r, 0.25),
+        median(&mut r, 0.75),
+    );
+}
+
 /// A `message/send` request from `from` to `to` whose text part is `text_len` bytes of
 /// lorem ipsum.
 pub fn message(from: &str, to: &str, text_len: usize) -> mailseal::message::MailA2aMessage {
