@@ -128,12 +128,12 @@ impl Mls {
         // openmls_basic_credential and openmls show these private keys only under
         // their test-utils features; the serde forms (the ones openmls stores)
         // carry them.
-        let stored = serde_json::to_value(&identity.keys).map_err(super::op)?;
+        let stored = serde_json::to_value(identity.keys.pair()).map_err(super::op)?;
         let secret = stored_key(&stored["private"])?;
         Ok(PortableMember {
             signature: (
                 zeroize::Zeroizing::new(secret),
-                identity.keys.public().to_vec(),
+                identity.keys.pair().public().to_vec(),
             ),
             key_package,
             init_private_key: zeroize::Zeroizing::new(bundle.init_private_key().to_vec()),

@@ -16,7 +16,10 @@
 //! Nothing is hand-written: HPKE is still hpke-rs over RustCrypto (its
 //! [`HpkeCrypto`] is generic over where its generator comes from, and
 //! [`EntropyHpke`] only changes that), and every other operation is
-//! `openmls_rust_crypto`'s, called through.
+//! `openmls_rust_crypto`'s, called through, but for one: an Ed25519 verification
+//! decompresses the public key (a field exponentiation, about 7% of opening a 2 KiB
+//! application message), so the keys are kept decompressed ([`Crypto::ed25519_key`])
+//! and verified with the same `ed25519-dalek` call and errors as RustCrypto's.
 
 use openmls::prelude::tls_codec::SecretVLBytes;
 use openmls_rust_crypto::RustCrypto;
@@ -45,7 +48,15 @@ pub(crate) struct Crypto {
     /// in parallel on rayon's threads, which the thread's seeded scope does not
     /// reach, and in no fixed order ([`entropy::Derived`]).
     seeded: Option<entropy::Derived>,
+    /// Ed25519 public keys decompressed, by their bytes: a group's members sign every
+    /// message with the same few keys.
+    ed25519_keys:
+        std::sync::Mutex<std::collections::HashMap<[u8; 32], ed25519_dalek::VerifyingKey>>,
 }
+
+/// Decompressed Ed25519 keys kept at most (the map is emptied when full: keys are
+/// public, and a peer who signs with a new one each time only keeps it busy).
+const MAX_ED25519_KEYS: usize = 1024;
 
 impl Crypto {
     /// RustCrypto, and the seeded scope's key if this thread is in one.
@@ -53,7 +64,31 @@ impl Crypto {
         Crypto {
             rust_crypto: RustCrypto::default(),
             seeded: entropy::Derived::draw(),
+            ed25519_keys: Default::default(),
         }
+    }
+
+    /// The Ed25519 key `pk`, decompressed once: a key that is not 32 bytes or does not
+    /// decompress is the library error RustCrypto gives for it.
+    fn ed25519_key(&self, pk: &[u8]) -> Result<ed25519_dalek::VerifyingKey, CryptoError> {
+        let bytes: [u8; 32] = pk.try_into().map_err(|_| CryptoError::CryptoLibraryError)?;
+        let kept = self
+            .ed25519_keys
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&bytes).copied());
+        if let Some(key) = kept {
+            return Ok(key);
+        }
+        let key = ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+            .map_err(|_| CryptoError::CryptoLibraryError)?;
+        if let Ok(mut map) = self.ed25519_keys.lock() {
+            if map.len() >= MAX_ED25519_KEYS {
+                map.clear();
+            }
+            map.insert(bytes, key);
+        }
+        Ok(key)
     }
 
     /// On this thread, for the seal of `inputs`, the scope hpke-rs' generator is keyed
@@ -194,7 +229,17 @@ impl OpenMlsCrypto for Crypto {
         pk: &[u8],
         signature: &[u8],
     ) -> Result<(), CryptoError> {
-        self.rust_crypto.verify_signature(alg, data, pk, signature)
+        if alg != SignatureScheme::ED25519 {
+            return self.rust_crypto.verify_signature(alg, data, pk, signature);
+        }
+        // RustCrypto's Ed25519 branch, the key kept: the same order of checks, the
+        // same errors, strict verification.
+        let key = self.ed25519_key(pk)?;
+        let signature: [u8; ed25519_dalek::SIGNATURE_LENGTH] = signature
+            .try_into()
+            .map_err(|_| CryptoError::CryptoLibraryError)?;
+        key.verify_strict(data, &ed25519_dalek::Signature::from(signature))
+            .map_err(|_| CryptoError::InvalidSignature)
     }
 
     fn sign(&self, alg: SignatureScheme, data: &[u8], key: &[u8]) -> Result<Vec<u8>, CryptoError> {
@@ -510,6 +555,79 @@ mod tests {
         RustCrypto::default()
             .hpke_open(SUITE.hpke_config(), ct, sk, b"info", b"aad")
             .unwrap()
+    }
+
+    /// Ed25519 verification with the keys kept decompressed gives RustCrypto's
+    /// verdict and error on every case, the first time and from the kept key; other
+    /// schemes go through.
+    #[test]
+    fn ed25519_verification_with_kept_keys_is_rust_cryptos() {
+        use ed25519_dalek::Signer as _;
+        let (ours, theirs) = (Crypto::new(), RustCrypto::default());
+        let key = ed25519_dalek::SigningKey::from_bytes(&[9u8; 32]);
+        let pk = key.verifying_key().to_bytes();
+        let sig = key.sign(b"data").to_bytes();
+        let mut tampered = sig;
+        tampered[5] ^= 1;
+        // A 32-byte string that is no point, and the identity point (small order,
+        // which strict verification refuses).
+        let off_curve = (2u8..=255)
+            .map(|i| [i; 32])
+            .find(|b| ed25519_dalek::VerifyingKey::from_bytes(b).is_err())
+            .unwrap();
+        let mut identity = [0u8; 32];
+        identity[0] = 1;
+        let cases: Vec<(&[u8], &[u8], &[u8])> = vec![
+            (&pk, b"data", &sig),
+            (&pk, b"data", &sig),
+            (&pk, b"other", &sig),
+            (&pk, b"data", &tampered),
+            (&pk, b"data", &sig[..63]),
+            (&pk[..31], b"data", &sig),
+            (&off_curve, b"data", &sig),
+            (&identity, b"data", &sig),
+            (&identity, b"data", &[0u8; 64]),
+        ];
+        let mut verdicts = Vec::new();
+        for (pk, data, sig) in cases {
+            let want = theirs.verify_signature(SignatureScheme::ED25519, data, pk, sig);
+            verdicts.push(want);
+            for _ in 0..2 {
+                assert_eq!(
+                    ours.verify_signature(SignatureScheme::ED25519, data, pk, sig),
+                    want
+                );
+            }
+        }
+        for expected in [
+            Ok(()),
+            Err(CryptoError::InvalidSignature),
+            Err(CryptoError::CryptoLibraryError),
+        ] {
+            assert!(verdicts.contains(&expected), "{expected:?} among the cases");
+        }
+        let p256 = theirs
+            .signature_key_gen(SignatureScheme::ECDSA_SECP256R1_SHA256)
+            .unwrap();
+        let signed = theirs
+            .sign(SignatureScheme::ECDSA_SECP256R1_SHA256, b"data", &p256.0)
+            .unwrap();
+        for data in [&b"data"[..], b"other"] {
+            assert_eq!(
+                ours.verify_signature(
+                    SignatureScheme::ECDSA_SECP256R1_SHA256,
+                    data,
+                    &p256.1,
+                    &signed
+                ),
+                theirs.verify_signature(
+                    SignatureScheme::ECDSA_SECP256R1_SHA256,
+                    data,
+                    &p256.1,
+                    &signed
+                )
+            );
+        }
     }
 
     #[test]

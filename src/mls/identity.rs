@@ -310,7 +310,10 @@ impl Mls {
             credential: BasicCredential::new(email.as_bytes().to_vec()).into(),
             signature_key: pk.into(),
         };
-        let id = std::rc::Rc::new(Identity { keys, credential });
+        let id = std::rc::Rc::new(Identity {
+            keys: super::signer::Signer::new(keys),
+            credential,
+        });
         self.signers
             .borrow_mut()
             .insert(email.to_string(), id.clone());

@@ -30,6 +30,7 @@ mod receive;
 mod send;
 pub mod sender_data;
 mod shared;
+mod signer;
 mod state;
 pub mod wire;
 
@@ -48,7 +49,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use openmls::prelude::{CredentialWithKey, MlsGroup};
-use openmls_basic_credential::SignatureKeyPair;
 use sha2::{Digest, Sha256};
 
 use self::state::State;
@@ -311,7 +311,7 @@ type SecretKey = (Vec<u8>, u64, Vec<u8>);
 
 /// One of our MLS identities: its signature key (zeroized on drop) and credential.
 struct Identity {
-    keys: SignatureKeyPair,
+    keys: signer::Signer,
     credential: CredentialWithKey,
 }
 

@@ -1,0 +1,113 @@
+//! Our MLS signature key as openmls' [`Signer`], its Ed25519 signing key derived once.
+//!
+//! `openmls_basic_credential::SignatureKeyPair` keeps the raw private key and derives
+//! the Ed25519 signing key from it on every signature: a SHA-512 of the seed and a
+//! base-point multiplication for the public key, which a sixth of a 2 KiB `Mls::seal`
+//! went to (`perf`, BENCHMARKS.md). The identity is read once per process
+//! (`Mls::signer`), so the derived key is kept beside the pair and signs instead.
+//! Ed25519 signatures are deterministic: the same key signs the same bytes either way.
+//! Other schemes (none that our cipher suite uses) sign through the pair as before.
+
+use openmls::prelude::tls_codec::Serialize as _;
+use openmls::prelude::SignatureScheme;
+use openmls_basic_credential::SignatureKeyPair;
+use openmls_traits::signatures::{Signer as MlsSigner, SignerError};
+
+/// A signature key pair with its Ed25519 signing key derived (zeroized on drop by
+/// `ed25519-dalek`).
+pub(super) struct Signer {
+    pair: SignatureKeyPair,
+    ed25519: Option<ed25519_dalek::SigningKey>,
+}
+
+impl Signer {
+    pub(super) fn new(pair: SignatureKeyPair) -> Self {
+        let ed25519 = match pair.signature_scheme() {
+            SignatureScheme::ED25519 => derive_ed25519(&pair),
+            _ => None,
+        };
+        Signer { pair, ed25519 }
+    }
+
+    /// The pair as openmls stores it.
+    pub(super) fn pair(&self) -> &SignatureKeyPair {
+        &self.pair
+    }
+}
+
+/// The Ed25519 signing key of `pair`, if its private key reads as one whose public
+/// key is the pair's own. The private key is reachable only through the pair's
+/// serialisations; the TLS one is written into a buffer of its exact length (no copy
+/// left behind by growth) that is zeroized on drop: `private` first, a variable-length
+/// vector (a one-byte length, 32, for an Ed25519 seed).
+fn derive_ed25519(pair: &SignatureKeyPair) -> Option<ed25519_dalek::SigningKey> {
+    let bytes = zeroize::Zeroizing::new(pair.tls_serialize_detached().ok()?);
+    let seed: &[u8; 32] = match bytes.split_first() {
+        Some((32, rest)) => rest.get(..32)?.try_into().ok()?,
+        _ => return None,
+    };
+    let key = ed25519_dalek::SigningKey::from_bytes(seed);
+    // A pair whose halves disagree signs through the pair, as it would have.
+    (key.verifying_key().as_bytes() == pair.public()).then_some(key)
+}
+
+impl MlsSigner for Signer {
+    fn sign(&self, payload: &[u8]) -> Result<Vec<u8>, SignerError> {
+        use ed25519_dalek::Signer as _;
+        match &self.ed25519 {
+            Some(key) => Ok(key.sign(payload).to_bytes().to_vec()),
+            None => self.pair.sign(payload),
+        }
+    }
+
+    fn signature_scheme(&self) -> SignatureScheme {
+        self.pair.signature_scheme()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The private key of `pair`, from its serde form (`from_raw` takes it so).
+    fn seed_of(pair: &SignatureKeyPair) -> Vec<u8> {
+        serde_json::from_value(serde_json::to_value(pair).unwrap()["private"].clone()).unwrap()
+    }
+
+    /// The derived key signs exactly as the pair does; a pair whose private key is
+    /// not its public key's, and a P-256 pair, sign through the pair.
+    #[test]
+    fn derived_key_signs_as_the_pair() {
+        let pair = SignatureKeyPair::new(SignatureScheme::ED25519).unwrap();
+        let signer = Signer::new(SignatureKeyPair::from_raw(
+            SignatureScheme::ED25519,
+            seed_of(&pair),
+            pair.public().to_vec(),
+        ));
+        assert!(signer.ed25519.is_some());
+        for payload in [&b""[..], b"x", &[7u8; 3000]] {
+            assert_eq!(signer.sign(payload).unwrap(), pair.sign(payload).unwrap());
+        }
+
+        let other = SignatureKeyPair::new(SignatureScheme::ED25519).unwrap();
+        let halves = || {
+            SignatureKeyPair::from_raw(
+                SignatureScheme::ED25519,
+                seed_of(&pair),
+                other.public().to_vec(),
+            )
+        };
+        let mismatched = Signer::new(halves());
+        assert!(mismatched.ed25519.is_none());
+        assert_eq!(mismatched.sign(b"m").unwrap(), halves().sign(b"m").unwrap());
+
+        let p256 =
+            Signer::new(SignatureKeyPair::new(SignatureScheme::ECDSA_SECP256R1_SHA256).unwrap());
+        assert!(p256.ed25519.is_none());
+        assert_eq!(
+            p256.signature_scheme(),
+            SignatureScheme::ECDSA_SECP256R1_SHA256
+        );
+        assert!(!p256.sign(b"m").unwrap().is_empty());
+    }
+}
