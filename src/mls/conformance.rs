@@ -125,16 +125,18 @@ impl Mls {
             .map_err(|e| MlsError::State(format!("{e:?}")))?
             .ok_or_else(|| MlsError::Usage("a KeyPackage this member no longer holds".into()))?;
         let identity = self.signer(email)?;
-        // openmls_basic_credential and openmls show these private keys only under
-        // their test-utils features; the serde forms (the ones openmls stores)
-        // carry them.
-        let stored = serde_json::to_value(identity.keys.pair()).map_err(super::op)?;
-        let secret = stored_key(&stored["private"])?;
+        // The signature key as the signer derived it; otherwise (and for the
+        // encryption key) the serde forms openmls stores carry them:
+        // openmls_basic_credential and openmls show them only under their test-utils
+        // features.
+        let secret = match identity.keys.ed25519_seed() {
+            Some(seed) => seed,
+            None => zeroize::Zeroizing::new(stored_key(
+                &serde_json::to_value(identity.keys.pair()).map_err(super::op)?["private"],
+            )?),
+        };
         Ok(PortableMember {
-            signature: (
-                zeroize::Zeroizing::new(secret),
-                identity.keys.pair().public().to_vec(),
-            ),
+            signature: (secret, identity.keys.pair().public().to_vec()),
             key_package,
             init_private_key: zeroize::Zeroizing::new(bundle.init_private_key().to_vec()),
             encryption_private_key: zeroize::Zeroizing::new(stored_key(

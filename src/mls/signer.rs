@@ -33,6 +33,13 @@ impl Signer {
     pub(super) fn pair(&self) -> &SignatureKeyPair {
         &self.pair
     }
+
+    /// The Ed25519 private key (the seed), if this is an Ed25519 signer: for the
+    /// conformance corpus's portable members.
+    pub(super) fn ed25519_seed(&self) -> Option<zeroize::Zeroizing<Vec<u8>>> {
+        let key = self.ed25519.as_ref()?;
+        Some(zeroize::Zeroizing::new(key.as_bytes().to_vec()))
+    }
 }
 
 /// The Ed25519 signing key of `pair`, if its private key reads as one whose public
@@ -85,6 +92,7 @@ mod tests {
             pair.public().to_vec(),
         ));
         assert!(signer.ed25519.is_some());
+        assert_eq!(signer.ed25519_seed().unwrap().as_slice(), seed_of(&pair));
         for payload in [&b""[..], b"x", &[7u8; 3000]] {
             assert_eq!(signer.sign(payload).unwrap(), pair.sign(payload).unwrap());
         }
