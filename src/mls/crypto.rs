@@ -19,8 +19,9 @@
 //! `openmls_rust_crypto`'s, called through, but for one: an Ed25519 verification
 //! decompresses the public key and the signature's R (each a field exponentiation;
 //! together 7.5% of the instructions of opening a 2 KiB application message), so the
-//! keys are kept decompressed ([`Crypto::ed25519_key`]) and verified with the same
-//! `ed25519-dalek` call, checks and errors as RustCrypto's.
+//! keys are kept decompressed ([`Crypto::ed25519_key`]) and verified by
+//! [`super::ed25519`], which decides as RustCrypto's `verify_strict` without
+//! decompressing R; the errors are RustCrypto's.
 
 use openmls::prelude::tls_codec::SecretVLBytes;
 use openmls_rust_crypto::RustCrypto;
@@ -52,7 +53,7 @@ pub(crate) struct Crypto {
     /// Ed25519 public keys decompressed, by their bytes: a group's members sign every
     /// message with the same few keys.
     ed25519_keys:
-        std::sync::Mutex<std::collections::HashMap<[u8; 32], ed25519_dalek::VerifyingKey>>,
+        std::sync::Mutex<std::collections::HashMap<[u8; 32], super::ed25519::VerifyingKey>>,
 }
 
 /// Decompressed Ed25519 keys kept at most (the map is emptied when full: keys are
@@ -71,7 +72,7 @@ impl Crypto {
 
     /// The Ed25519 key `pk`, decompressed once: a key that is not 32 bytes or does not
     /// decompress is the library error RustCrypto gives for it.
-    fn ed25519_key(&self, pk: &[u8]) -> Result<ed25519_dalek::VerifyingKey, CryptoError> {
+    fn ed25519_key(&self, pk: &[u8]) -> Result<super::ed25519::VerifyingKey, CryptoError> {
         let bytes: [u8; 32] = pk.try_into().map_err(|_| CryptoError::CryptoLibraryError)?;
         let kept = self
             .ed25519_keys
@@ -81,8 +82,8 @@ impl Crypto {
         if let Some(key) = kept {
             return Ok(key);
         }
-        let key = ed25519_dalek::VerifyingKey::from_bytes(&bytes)
-            .map_err(|_| CryptoError::CryptoLibraryError)?;
+        let key = super::ed25519::VerifyingKey::from_bytes(&bytes)
+            .ok_or(CryptoError::CryptoLibraryError)?;
         if let Ok(mut map) = self.ed25519_keys.lock() {
             if map.len() >= MAX_ED25519_KEYS {
                 map.clear();
@@ -234,13 +235,16 @@ impl OpenMlsCrypto for Crypto {
             return self.rust_crypto.verify_signature(alg, data, pk, signature);
         }
         // RustCrypto's Ed25519 branch, the key kept: the same order of checks, the
-        // same errors, strict verification.
+        // same errors, strict verification's verdicts.
         let key = self.ed25519_key(pk)?;
-        let signature: [u8; ed25519_dalek::SIGNATURE_LENGTH] = signature
+        let signature: [u8; 64] = signature
             .try_into()
             .map_err(|_| CryptoError::CryptoLibraryError)?;
-        key.verify_strict(data, &ed25519_dalek::Signature::from(signature))
-            .map_err(|_| CryptoError::InvalidSignature)
+        if key.verify_strict(data, &signature) {
+            Ok(())
+        } else {
+            Err(CryptoError::InvalidSignature)
+        }
     }
 
     fn sign(&self, alg: SignatureScheme, data: &[u8], key: &[u8]) -> Result<Vec<u8>, CryptoError> {

@@ -21,6 +21,7 @@ pub mod authentication;
 mod changeset;
 mod conformance;
 mod crypto;
+mod ed25519;
 mod held;
 mod identity;
 pub mod invitation;
@@ -44,6 +45,15 @@ pub use held::Held;
 pub use identity::key_package_identity;
 pub use membership::{Added, Members};
 pub use receive::{Handshake, Receipt, Received};
+
+/// Our strict Ed25519 verdict ([`ed25519`]) on `signature` by `pk` over `message`, or
+/// `None` for a key that is no point: for the `ed25519_strict` fuzz target, which holds
+/// it to `ed25519-dalek`'s `verify_strict`. Not a stable API (feature `fuzz-api`).
+#[cfg(feature = "fuzz-api")]
+#[doc(hidden)]
+pub fn fuzz_ed25519_verify(pk: &[u8; 32], message: &[u8], signature: &[u8; 64]) -> Option<bool> {
+    Some(ed25519::VerifyingKey::from_bytes(pk)?.verify_strict(message, signature))
+}
 
 use std::cell::RefCell;
 use std::collections::HashMap;

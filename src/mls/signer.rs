@@ -5,7 +5,9 @@
 //! base-point multiplication for the public key, which a sixth of a 2 KiB `Mls::seal`
 //! went to (`perf`, BENCHMARKS.md). The identity is read once per process
 //! (`Mls::signer`), so the derived key is kept beside the pair and signs instead.
-//! Ed25519 signatures are deterministic: the same key signs the same bytes either way.
+//! Ed25519 signatures are deterministic: the same key signs the same bytes either way,
+//! so the kept key signs with AWS-LC (already our S/MIME and TLS cryptography), which
+//! takes 18 µs for a 3 KB payload where `ed25519-dalek` takes 28 µs (BENCHMARKS.md).
 //! Other schemes (none that our cipher suite uses) sign through the pair as before.
 
 use openmls::prelude::tls_codec::Serialize as _;
@@ -13,11 +15,17 @@ use openmls::prelude::SignatureScheme;
 use openmls_basic_credential::SignatureKeyPair;
 use openmls_traits::signatures::{Signer as MlsSigner, SignerError};
 
-/// A signature key pair with its Ed25519 signing key derived (zeroized on drop by
-/// `ed25519-dalek`).
+/// A signature key pair with its Ed25519 signing key derived.
 pub(super) struct Signer {
     pair: SignatureKeyPair,
-    ed25519: Option<ed25519_dalek::SigningKey>,
+    ed25519: Option<Ed25519>,
+}
+
+/// An Ed25519 signing key, as its seed (zeroized on drop) and as AWS-LC's key, whose
+/// memory AWS-LC clears when it frees it.
+struct Ed25519 {
+    seed: zeroize::Zeroizing<[u8; 32]>,
+    key: aws_lc_rs::signature::Ed25519KeyPair,
 }
 
 impl Signer {
@@ -38,7 +46,7 @@ impl Signer {
     /// conformance corpus's portable members.
     pub(super) fn ed25519_seed(&self) -> Option<zeroize::Zeroizing<Vec<u8>>> {
         let key = self.ed25519.as_ref()?;
-        Some(zeroize::Zeroizing::new(key.as_bytes().to_vec()))
+        Some(zeroize::Zeroizing::new(key.seed.to_vec()))
     }
 }
 
@@ -47,22 +55,26 @@ impl Signer {
 /// serialisations; the TLS one is written into a buffer of its exact length (no copy
 /// left behind by growth) that is zeroized on drop: `private` first, a variable-length
 /// vector (a one-byte length, 32, for an Ed25519 seed).
-fn derive_ed25519(pair: &SignatureKeyPair) -> Option<ed25519_dalek::SigningKey> {
+fn derive_ed25519(pair: &SignatureKeyPair) -> Option<Ed25519> {
     let bytes = zeroize::Zeroizing::new(pair.tls_serialize_detached().ok()?);
-    let seed: &[u8; 32] = match bytes.split_first() {
-        Some((32, rest)) => rest.get(..32)?.try_into().ok()?,
+    let seed: zeroize::Zeroizing<[u8; 32]> = match bytes.split_first() {
+        Some((32, rest)) => zeroize::Zeroizing::new(rest.get(..32)?.try_into().ok()?),
         _ => return None,
     };
-    let key = ed25519_dalek::SigningKey::from_bytes(seed);
     // A pair whose halves disagree signs through the pair, as it would have.
-    (key.verifying_key().as_bytes() == pair.public()).then_some(key)
+    let key = aws_lc_rs::signature::Ed25519KeyPair::from_seed_and_public_key(&*seed, pair.public())
+        .ok()?;
+    Some(Ed25519 { seed, key })
 }
 
 impl MlsSigner for Signer {
     fn sign(&self, payload: &[u8]) -> Result<Vec<u8>, SignerError> {
-        use ed25519_dalek::Signer as _;
         match &self.ed25519 {
-            Some(key) => Ok(key.sign(payload).to_bytes().to_vec()),
+            Some(ed) => ed
+                .key
+                .try_sign(payload)
+                .map(|s| s.as_ref().to_vec())
+                .map_err(|_| SignerError::SigningError),
             None => self.pair.sign(payload),
         }
     }
