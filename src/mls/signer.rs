@@ -15,17 +15,11 @@ use openmls::prelude::SignatureScheme;
 use openmls_basic_credential::SignatureKeyPair;
 use openmls_traits::signatures::{Signer as MlsSigner, SignerError};
 
-/// A signature key pair with its Ed25519 signing key derived.
+/// A signature key pair with its Ed25519 signing key derived, as AWS-LC's key (whose
+/// memory AWS-LC clears when it frees it).
 pub(super) struct Signer {
     pair: SignatureKeyPair,
-    ed25519: Option<Ed25519>,
-}
-
-/// An Ed25519 signing key, as its seed (zeroized on drop) and as AWS-LC's key, whose
-/// memory AWS-LC clears when it frees it.
-struct Ed25519 {
-    seed: zeroize::Zeroizing<[u8; 32]>,
-    key: aws_lc_rs::signature::Ed25519KeyPair,
+    ed25519: Option<aws_lc_rs::signature::Ed25519KeyPair>,
 }
 
 impl Signer {
@@ -45,33 +39,35 @@ impl Signer {
     /// The Ed25519 private key (the seed), if this is an Ed25519 signer: for the
     /// conformance corpus's portable members.
     pub(super) fn ed25519_seed(&self) -> Option<zeroize::Zeroizing<Vec<u8>>> {
-        let key = self.ed25519.as_ref()?;
-        Some(zeroize::Zeroizing::new(key.seed.to_vec()))
+        self.ed25519.as_ref()?;
+        Some(zeroize::Zeroizing::new(seed_of(&self.pair)?.to_vec()))
     }
 }
 
 /// The Ed25519 signing key of `pair`, if its private key reads as one whose public
-/// key is the pair's own. The private key is reachable only through the pair's
-/// serialisations; the TLS one is written into a buffer of its exact length (no copy
-/// left behind by growth) that is zeroized on drop: `private` first, a variable-length
-/// vector (a one-byte length, 32, for an Ed25519 seed).
-fn derive_ed25519(pair: &SignatureKeyPair) -> Option<Ed25519> {
-    let bytes = zeroize::Zeroizing::new(pair.tls_serialize_detached().ok()?);
-    let seed: zeroize::Zeroizing<[u8; 32]> = match bytes.split_first() {
-        Some((32, rest)) => zeroize::Zeroizing::new(rest.get(..32)?.try_into().ok()?),
-        _ => return None,
-    };
+/// key is the pair's own.
+fn derive_ed25519(pair: &SignatureKeyPair) -> Option<aws_lc_rs::signature::Ed25519KeyPair> {
+    let seed = seed_of(pair)?;
     // A pair whose halves disagree signs through the pair, as it would have.
-    let key = aws_lc_rs::signature::Ed25519KeyPair::from_seed_and_public_key(&*seed, pair.public())
-        .ok()?;
-    Some(Ed25519 { seed, key })
+    aws_lc_rs::signature::Ed25519KeyPair::from_seed_and_public_key(&*seed, pair.public()).ok()
+}
+
+/// The private key of `pair` if it is 32 bytes (an Ed25519 seed). It is reachable only
+/// through the pair's serialisations; the TLS one is written into a buffer of its exact
+/// length (no copy left behind by growth) that is zeroized on drop: `private` first, a
+/// variable-length vector (a one-byte length, 32, for an Ed25519 seed).
+fn seed_of(pair: &SignatureKeyPair) -> Option<zeroize::Zeroizing<[u8; 32]>> {
+    let bytes = zeroize::Zeroizing::new(pair.tls_serialize_detached().ok()?);
+    match bytes.split_first() {
+        Some((32, rest)) => Some(zeroize::Zeroizing::new(rest.get(..32)?.try_into().ok()?)),
+        _ => None,
+    }
 }
 
 impl MlsSigner for Signer {
     fn sign(&self, payload: &[u8]) -> Result<Vec<u8>, SignerError> {
         match &self.ed25519 {
-            Some(ed) => ed
-                .key
+            Some(key) => key
                 .try_sign(payload)
                 .map(|s| s.as_ref().to_vec())
                 .map_err(|_| SignerError::SigningError),
@@ -89,7 +85,7 @@ mod tests {
     use super::*;
 
     /// The private key of `pair`, from its serde form (`from_raw` takes it so).
-    fn seed_of(pair: &SignatureKeyPair) -> Vec<u8> {
+    fn serde_seed(pair: &SignatureKeyPair) -> Vec<u8> {
         serde_json::from_value(serde_json::to_value(pair).unwrap()["private"].clone()).unwrap()
     }
 
@@ -100,11 +96,11 @@ mod tests {
         let pair = SignatureKeyPair::new(SignatureScheme::ED25519).unwrap();
         let signer = Signer::new(SignatureKeyPair::from_raw(
             SignatureScheme::ED25519,
-            seed_of(&pair),
+            serde_seed(&pair),
             pair.public().to_vec(),
         ));
         assert!(signer.ed25519.is_some());
-        assert_eq!(signer.ed25519_seed().unwrap().as_slice(), seed_of(&pair));
+        assert_eq!(signer.ed25519_seed().unwrap().as_slice(), serde_seed(&pair));
         for payload in [&b""[..], b"x", &[7u8; 3000]] {
             assert_eq!(signer.sign(payload).unwrap(), pair.sign(payload).unwrap());
         }
@@ -113,7 +109,7 @@ mod tests {
         let halves = || {
             SignatureKeyPair::from_raw(
                 SignatureScheme::ED25519,
-                seed_of(&pair),
+                serde_seed(&pair),
                 other.public().to_vec(),
             )
         };
