@@ -99,22 +99,22 @@ impl Mls {
     /// caller's transaction; a cached group of another version (another process
     /// changed the group since) is loaded again.
     pub(super) fn take_group(&self, id: &[u8]) -> Result<MlsGroup, MlsError> {
-        let stored: Option<i64> = self
+        // One statement: the bump returns the version it made.
+        let bumped: Option<i64> = self
             .state
             .query_row(
-                "SELECT version FROM mailseal_mls_group WHERE group_id = ?1",
+                "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1 RETURNING version",
                 [id],
                 |r| r.get(0),
             )
             .optional()?;
-        let version = stored.unwrap_or(0);
-        if stored.is_some() {
-            self.state.exec(
-                "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1",
-                [id],
-            )?;
-            self.versions.borrow_mut().insert(id.to_vec(), version + 1);
-        }
+        let version = match bumped {
+            Some(v) => {
+                self.versions.borrow_mut().insert(id.to_vec(), v);
+                v - 1
+            }
+            None => 0,
+        };
         if let Some((v, g)) = self.groups.borrow_mut().remove(id) {
             if v == version {
                 return Ok(g);

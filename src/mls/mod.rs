@@ -33,6 +33,7 @@ pub mod sender_data;
 mod shared;
 mod signer;
 mod state;
+mod storage;
 pub mod wire;
 
 pub use authentication::{
