@@ -177,10 +177,21 @@ fn member(name: &str) -> Member {
 }
 
 fn sqlite_member(name: &str) -> Member<SqliteProvider> {
+    sqlite_member_in(name, rusqlite::Connection::open_in_memory().unwrap())
+}
+
+/// A member on a SQLite file set up as mailseal's state file is (WAL,
+/// `synchronous=FULL`: every write durable when it returns).
+fn durable_sqlite_member(name: &str, path: &std::path::Path) -> Member<SqliteProvider> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", "FULL").unwrap();
+    sqlite_member_in(name, conn)
+}
+
+fn sqlite_member_in(name: &str, conn: rusqlite::Connection) -> Member<SqliteProvider> {
     let mut storage =
-        openmls_sqlite_storage::SqliteStorageProvider::<Json, rusqlite::Connection>::new(
-            rusqlite::Connection::open_in_memory().unwrap(),
-        );
+        openmls_sqlite_storage::SqliteStorageProvider::<Json, rusqlite::Connection>::new(conn);
     storage.run_migrations().unwrap();
     let provider = SqliteProvider {
         crypto: Default::default(),
@@ -467,6 +478,52 @@ fn application(c: &mut Criterion) {
         )
     });
     grp.finish();
+    // The same on both sides: openmls on `openmls_sqlite_storage` in files set up as
+    // ours (its one write per message is then durable too), alternated.
+    let (sa, sga, sb, sgb) = pair_of(
+        durable_sqlite_member("alice@bench.example", &dir2.path().join("peer-alice")),
+        durable_sqlite_member("bob@bench.example", &dir2.path().join("peer-bob")),
+    );
+    let (sga, sgb) = (RefCell::new(sga), RefCell::new(sgb));
+    common::paired_ratio(
+        "mls_durable_open_2k/mailseal vs openmls-sqlite-file",
+        PAIRED_ROUNDS / 2,
+        PAIRED_OPS / 2,
+        || {
+            let mails: Vec<_> = (0..PAIRED_OPS / 2)
+                .map(|_| da.seal(&plain(next()), &dg, false).unwrap())
+                .collect();
+            let t = Instant::now();
+            for mail in &mails {
+                db.receive(mail, &OpenPolicy::default(), "m", checker())
+                    .unwrap()
+                    .commit()
+                    .unwrap();
+            }
+            t.elapsed()
+        },
+        || {
+            let sealed: Vec<_> = (0..PAIRED_OPS / 2)
+                .map(|_| {
+                    sga.borrow_mut()
+                        .create_message(&sa.provider, &sa.signer, &entity)
+                        .unwrap()
+                        .to_bytes()
+                        .unwrap()
+                })
+                .collect();
+            let t = Instant::now();
+            for bytes in &sealed {
+                let m = MlsMessageIn::tls_deserialize_exact(bytes).unwrap();
+                let p = sgb
+                    .borrow_mut()
+                    .process_message(&sb.provider, m.try_into_protocol_message().unwrap())
+                    .unwrap();
+                black_box(p.into_content());
+            }
+            t.elapsed()
+        },
+    );
     shared_state(c, &next);
 }
 

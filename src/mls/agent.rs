@@ -99,22 +99,33 @@ impl Mls {
     /// caller's transaction; a cached group of another version (another process
     /// changed the group since) is loaded again.
     pub(super) fn take_group(&self, id: &[u8]) -> Result<MlsGroup, MlsError> {
-        // One statement: the bump returns the version it made.
-        let bumped: Option<i64> = self
+        let version = self.bump_group(id)?.map_or(0, |(_, _, v)| v);
+        self.cached_group(id, version)
+    }
+
+    /// Bumps the group's version in the caller's transaction, and reads our membership
+    /// in the same statement: (our identity, removed at epoch, the version before);
+    /// `None` for a group we have no record of.
+    pub(super) fn bump_group(
+        &self,
+        id: &[u8],
+    ) -> Result<Option<(String, Option<u64>, i64)>, MlsError> {
+        let row: Option<(String, Option<i64>, i64)> = self
             .state
             .query_row(
-                "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1 RETURNING version",
+                "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1 RETURNING email, removed_epoch, version",
                 [id],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        let version = match bumped {
-            Some(v) => {
-                self.versions.borrow_mut().insert(id.to_vec(), v);
-                v - 1
-            }
-            None => 0,
-        };
+        Ok(row.map(|(me, removed, version)| {
+            self.versions.borrow_mut().insert(id.to_vec(), version);
+            (me, removed.map(|e| e as u64), version - 1)
+        }))
+    }
+
+    /// The group at `version` from the cache, or loaded from the state.
+    pub(super) fn cached_group(&self, id: &[u8], version: i64) -> Result<MlsGroup, MlsError> {
         if let Some((v, g)) = self.groups.borrow_mut().remove(id) {
             if v == version {
                 return Ok(g);

@@ -429,7 +429,7 @@ impl Mls {
         auth: &dyn Authenticator,
     ) -> Result<(Received, Option<MlsGroup>), MlsError> {
         let group_text = group_id_text(&m.id);
-        let (_, removed) = self.membership(&m.id)?;
+        // Seen rows exist only for groups we have a record of (which stays).
         if let Some(first_seen) = self.seen(&m.id, &m.digest)? {
             return Ok((
                 Received::Duplicate {
@@ -439,13 +439,19 @@ impl Mls {
                 None,
             ));
         }
-        if let Some(epoch) = removed {
-            return Err(MlsError::Removed {
-                group: group_text,
-                epoch,
-            });
-        }
-        let mut g = self.take_group(&m.id)?;
+        // Our membership read with the version bump of taking the group (one
+        // statement); a refusal rolls the bump back with the rest.
+        let version = match self.bump_group(&m.id)? {
+            None => return Err(MlsError::UnknownGroup(group_text)),
+            Some((_, Some(epoch), _)) => {
+                return Err(MlsError::Removed {
+                    group: group_text,
+                    epoch,
+                })
+            }
+            Some((_, None, version)) => version,
+        };
+        let mut g = self.cached_group(&m.id, version)?;
         let current = g.epoch().as_u64();
         let result = self.process(&mut g, m, p, policy, current, auth);
         // The group goes back to the cache with the receipt, or is reloaded from the
