@@ -104,8 +104,10 @@ impl Mls {
     }
 
     /// Bumps the group's version in the caller's transaction, and reads our membership
-    /// in the same statement: (our identity, removed at epoch, the version before);
-    /// `None` for a group we have no record of.
+    /// with the version: (our identity, removed at epoch, the version before); `None`
+    /// for a group we have no record of. (Not `UPDATE ... RETURNING`: SQLite buffers
+    /// returned rows in a temporary table, twice the instructions of the two
+    /// statements.)
     pub(super) fn bump_group(
         &self,
         id: &[u8],
@@ -113,15 +115,20 @@ impl Mls {
         let row: Option<(String, Option<i64>, i64)> = self
             .state
             .query_row(
-                "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1 RETURNING email, removed_epoch, version",
+                "SELECT email, removed_epoch, version FROM mailseal_mls_group WHERE group_id = ?1",
                 [id],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        Ok(row.map(|(me, removed, version)| {
-            self.versions.borrow_mut().insert(id.to_vec(), version);
-            (me, removed.map(|e| e as u64), version - 1)
-        }))
+        let Some((me, removed, version)) = row else {
+            return Ok(None);
+        };
+        self.state.exec(
+            "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1",
+            [id],
+        )?;
+        self.versions.borrow_mut().insert(id.to_vec(), version + 1);
+        Ok(Some((me, removed.map(|e| e as u64), version)))
     }
 
     /// The group at `version` from the cache, or loaded from the state.

@@ -439,8 +439,8 @@ impl Mls {
                 None,
             ));
         }
-        // Our membership read with the version bump of taking the group (one
-        // statement); a refusal rolls the bump back with the rest.
+        // Our membership, read as the group is taken (its version bumped); a refusal
+        // rolls the bump back with the rest.
         let version = match self.bump_group(&m.id)? {
             None => return Err(MlsError::UnknownGroup(group_text)),
             Some((_, Some(epoch), _)) => {
