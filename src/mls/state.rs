@@ -101,8 +101,9 @@ pub(crate) struct JsonCodec;
 impl Codec for JsonCodec {
     type Error = serde_json::Error;
     fn to_vec<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, Self::Error> {
-        // Room for a two-member group's message secrets (about 1.3 KB) without growing
-        // the buffer, each growth leaving a copy of secrets behind in freed memory.
+        // Room for most of what openmls stores without growing the buffer (each growth
+        // copies it, and leaves the copy, secrets included, in freed memory). A busy
+        // group's message secrets, several KB, still grow it once or twice.
         let mut out = Vec::with_capacity(2048);
         value.serialize(&mut serde_json::Serializer::with_formatter(
             &mut out, Compact,
