@@ -274,6 +274,58 @@ fn join_config() -> MlsGroupJoinConfig {
         .build()
 }
 
+/// `n` of `sender`'s application messages in `group`, sealed untimed; the time
+/// `receiver` takes to open them, each received and committed.
+fn ours_opening(
+    (sender, group): (&Mls, &str),
+    receiver: &Mls,
+    n: usize,
+    next: &dyn Fn() -> usize,
+) -> std::time::Duration {
+    let mails: Vec<_> = (0..n)
+        .map(|_| sender.seal(&plain(next()), group, false).unwrap())
+        .collect();
+    let t = Instant::now();
+    for mail in &mails {
+        receiver
+            .receive(mail, &OpenPolicy::default(), "m", checker())
+            .unwrap()
+            .commit()
+            .unwrap();
+    }
+    t.elapsed()
+}
+
+/// The same with openmls alone: `n` messages of `entity` created untimed; the time
+/// the receiver's `process_message` takes over them.
+fn theirs_opening<P: openmls_traits::OpenMlsProvider>(
+    (sender, sender_group): (&Member<P>, &RefCell<MlsGroup>),
+    (receiver, receiver_group): (&Member<P>, &RefCell<MlsGroup>),
+    entity: &[u8],
+    n: usize,
+) -> std::time::Duration {
+    let sealed: Vec<_> = (0..n)
+        .map(|_| {
+            sender_group
+                .borrow_mut()
+                .create_message(&sender.provider, &sender.signer, entity)
+                .unwrap()
+                .to_bytes()
+                .unwrap()
+        })
+        .collect();
+    let t = Instant::now();
+    for bytes in &sealed {
+        let m = MlsMessageIn::tls_deserialize_exact(bytes).unwrap();
+        let p = receiver_group
+            .borrow_mut()
+            .process_message(&receiver.provider, m.try_into_protocol_message().unwrap())
+            .unwrap();
+        black_box(p.into_content());
+    }
+    t.elapsed()
+}
+
 fn application(c: &mut Criterion) {
     // The same plaintext for both: the inner entity mailseal encrypts.
     let (a, _b, g) = ours_pair(None);
@@ -416,40 +468,8 @@ fn application(c: &mut Criterion) {
         "mls_open_2k/mailseal vs openmls-sqlite",
         PAIRED_ROUNDS,
         PAIRED_OPS,
-        || {
-            let mails: Vec<_> = (0..PAIRED_OPS)
-                .map(|_| a.seal(&plain(next()), &g, false).unwrap())
-                .collect();
-            let t = Instant::now();
-            for mail in &mails {
-                b.receive(mail, &OpenPolicy::default(), "m", checker())
-                    .unwrap()
-                    .commit()
-                    .unwrap();
-            }
-            t.elapsed()
-        },
-        || {
-            let sealed: Vec<_> = (0..PAIRED_OPS)
-                .map(|_| {
-                    sga.borrow_mut()
-                        .create_message(&sa.provider, &sa.signer, &entity)
-                        .unwrap()
-                        .to_bytes()
-                        .unwrap()
-                })
-                .collect();
-            let t = Instant::now();
-            for bytes in &sealed {
-                let m = MlsMessageIn::tls_deserialize_exact(bytes).unwrap();
-                let p = sgb
-                    .borrow_mut()
-                    .process_message(&sb.provider, m.try_into_protocol_message().unwrap())
-                    .unwrap();
-                black_box(p.into_content());
-            }
-            t.elapsed()
-        },
+        || ours_opening((&a, &g), &b, PAIRED_OPS, &next),
+        || theirs_opening((&sa, &sga), (&sb, &sgb), &entity, PAIRED_OPS),
     );
     // mailseal with its state on disk (WAL, synchronous=FULL: each message durable).
     let dir = tempfile::tempdir().unwrap();
@@ -489,40 +509,8 @@ fn application(c: &mut Criterion) {
         "mls_durable_open_2k/mailseal vs openmls-sqlite-file",
         PAIRED_ROUNDS / 2,
         PAIRED_OPS / 2,
-        || {
-            let mails: Vec<_> = (0..PAIRED_OPS / 2)
-                .map(|_| da.seal(&plain(next()), &dg, false).unwrap())
-                .collect();
-            let t = Instant::now();
-            for mail in &mails {
-                db.receive(mail, &OpenPolicy::default(), "m", checker())
-                    .unwrap()
-                    .commit()
-                    .unwrap();
-            }
-            t.elapsed()
-        },
-        || {
-            let sealed: Vec<_> = (0..PAIRED_OPS / 2)
-                .map(|_| {
-                    sga.borrow_mut()
-                        .create_message(&sa.provider, &sa.signer, &entity)
-                        .unwrap()
-                        .to_bytes()
-                        .unwrap()
-                })
-                .collect();
-            let t = Instant::now();
-            for bytes in &sealed {
-                let m = MlsMessageIn::tls_deserialize_exact(bytes).unwrap();
-                let p = sgb
-                    .borrow_mut()
-                    .process_message(&sb.provider, m.try_into_protocol_message().unwrap())
-                    .unwrap();
-                black_box(p.into_content());
-            }
-            t.elapsed()
-        },
+        || ours_opening((&da, &dg), &db, PAIRED_OPS / 2, &next),
+        || theirs_opening((&sa, &sga), (&sb, &sgb), &entity, PAIRED_OPS / 2),
     );
     shared_state(c, &next);
 }
