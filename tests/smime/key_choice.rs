@@ -70,14 +70,20 @@ fn the_newest_certificate_of_a_recipient_is_used_not_the_first_fingerprint() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new(dir.path());
     let root = pki.root("", "20240101000000Z", NOW_END);
-    let (new_crt, new_key) = bob_cert(&pki, "bob-new", "20250601000000Z");
-    let new_fpr = fingerprint(dir.path(), &new_crt);
-    // An older certificate whose fingerprint sorts first, so that fingerprint order
-    // would choose it.
-    let (old_crt, old_key) = (0..64)
-        .map(|i| bob_cert(&pki, &format!("bob-old-{i}"), "20250101000000Z"))
-        .find(|(crt, _)| fingerprint(dir.path(), crt) < new_fpr)
-        .expect("a key whose fingerprint sorts first, within 64 tries");
+    // A newer certificate, and an older one whose fingerprint sorts first, so that
+    // fingerprint order would choose it. Fingerprints are random: for a newer one
+    // that sorts near the start, 64 older tries could all sort after it (about one
+    // run in 65 failed so), so such a newer one is issued again.
+    let ((new_crt, new_key), (old_crt, old_key)) = (0..8)
+        .find_map(|n| {
+            let new = bob_cert(&pki, &format!("bob-new-{n}"), "20250601000000Z");
+            let new_fpr = fingerprint(dir.path(), &new.0);
+            (0..64)
+                .map(|i| bob_cert(&pki, &format!("bob-old-{n}-{i}"), "20250101000000Z"))
+                .find(|(crt, _)| fingerprint(dir.path(), crt) < new_fpr)
+                .map(|old| (new, old))
+        })
+        .expect("an older key whose fingerprint sorts first");
     let (alice_crt, alice_key) = identity(&pki, "alice", ALICE, "20250101000000Z");
     let alice = dir.path().join("alice-store");
     import(&alice, &[&alice_crt, &alice_key, &old_crt, &new_crt], false);
