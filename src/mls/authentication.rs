@@ -170,6 +170,11 @@ pub struct StoreAuthenticator<'s> {
 /// so that a group's every application message does not re-verify its sender's
 /// certification: an entry counts for [`VerifiedBindings::TTL`] of process time, so
 /// a key removed or a CRL imported takes effect within it.
+///
+/// An entry remembers what a verification established, that the MLS signature key
+/// is the address's, not the binding that showed it: another leaf with the same
+/// address and key (which only the key's holder can sign) is the same fact, and the
+/// binding, a kilobyte or more, is not hashed for every message.
 #[derive(Default)]
 pub struct VerifiedBindings(
     std::cell::RefCell<std::collections::HashMap<[u8; 32], std::time::Instant>>,
@@ -181,10 +186,10 @@ impl VerifiedBindings {
     /// Entries kept at most (the oldest go first).
     const MAX: usize = 4096;
 
-    fn key(address: &str, statement: &[u8], binding: &Binding) -> [u8; 32] {
+    fn key(address: &str, signature_key: &[u8]) -> [u8; 32] {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
-        for part in [address.as_bytes(), statement, &binding.to_bytes()] {
+        for part in [address.as_bytes(), signature_key] {
             h.update((part.len() as u64).to_be_bytes());
             h.update(part);
         }
@@ -275,11 +280,11 @@ impl Authenticator for StoreAuthenticator<'_> {
             }
         }
         let binding = binding.ok_or("the leaf carries no credential binding")?;
-        let statement = &statement(address, signature_key)[..];
-        let key = VerifiedBindings::key(address, statement, binding);
+        let key = VerifiedBindings::key(address, signature_key);
         if self.cache.is_some_and(|c| c.fresh(&key)) {
             return Ok(());
         }
+        let statement = &statement(address, signature_key)[..];
         let r =
             match binding {
                 Binding::Smime(der) => crate::smime::Smime::new(self.store).verify_certification(
@@ -431,6 +436,27 @@ mod tests {
             s,
             b"mailseal MLS credential binding v1\naddress: alice@example.org\nsignature-scheme: ed25519\nsignature-key: ab01\n"
         );
+    }
+
+    #[test]
+    fn a_verified_binding_vouches_for_its_address_and_key_only() {
+        let cache = VerifiedBindings::default();
+        let key = VerifiedBindings::key("alice@a.example", &[1, 2, 3]);
+        assert!(!cache.fresh(&key));
+        cache.insert(key);
+        assert!(cache.fresh(&VerifiedBindings::key("alice@a.example", &[1, 2, 3])));
+        for (address, signature_key) in [
+            ("alice@a.example", &[1u8, 2, 4][..]),
+            ("alice@a.example", &[1, 2]),
+            ("mallory@a.example", &[1, 2, 3]),
+            // The parts are length-prefixed: no shift of bytes between them matches.
+            ("alice@a.exampl", &[b'e', 1, 2, 3]),
+        ] {
+            assert!(
+                !cache.fresh(&VerifiedBindings::key(address, signature_key)),
+                "{address} {signature_key:?}"
+            );
+        }
     }
 
     #[test]
