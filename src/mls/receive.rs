@@ -341,6 +341,26 @@ impl Mls {
             .optional()?)
     }
 
+    /// Records a group message as received at `at` (Unix seconds: [`recorded_at`])
+    /// unless it was before: whether it is new. The duplicate check and the record are
+    /// one statement; the record goes with the transaction if the message is refused,
+    /// and is taken back if it is held ([`Mls::process`]).
+    fn claim_seen(&self, m: &Incoming<'_>, at: i64) -> Result<bool, MlsError> {
+        Ok(self.state.exec(
+            "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
+            params![m.id, m.digest, m.epoch as i64, at],
+        )? == 1)
+    }
+
+    /// Drops a message from the hold (it was released, or came again by mail).
+    fn unhold(&self, id: &[u8], digest: &[u8]) -> Result<(), MlsError> {
+        self.state.exec(
+            "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2",
+            params![id, digest],
+        )?;
+        Ok(())
+    }
+
     /// Records a message as received at `at` (Unix seconds: [`recorded_at`]).
     pub(super) fn mark_seen(
         &self,
@@ -353,11 +373,7 @@ impl Mls {
             "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
             params![id, digest, epoch as i64, at],
         )?;
-        self.state.exec(
-            "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2",
-            params![id, digest],
-        )?;
-        Ok(())
+        self.unhold(id, digest)
     }
 
     pub(super) fn join(
@@ -430,11 +446,14 @@ impl Mls {
     ) -> Result<(Received, Option<MlsGroup>), MlsError> {
         let group_text = group_id_text(&m.id);
         // Seen rows exist only for groups we have a record of (which stays).
-        if let Some(first_seen) = self.seen(&m.id, &m.digest)? {
+        let at = recorded_at(policy);
+        if !self.claim_seen(&m, at)? {
+            // A copy of it held too would otherwise be released again and again.
+            self.unhold(&m.id, &m.digest)?;
             return Ok((
                 Received::Duplicate {
                     group: group_text,
-                    first_seen,
+                    first_seen: self.seen(&m.id, &m.digest)?.unwrap_or(at),
                 },
                 None,
             ));
@@ -493,6 +512,11 @@ impl Mls {
                     recorded_at(policy)
                 ],
             )?;
+            // Not seen yet: it is received when its epoch comes.
+            self.state.exec(
+                "DELETE FROM mailseal_mls_seen WHERE group_id = ?1 AND digest = ?2",
+                params![m.id, m.digest],
+            )?;
             return Ok(Received::Held {
                 group: group_text,
                 epoch: m.epoch,
@@ -514,7 +538,7 @@ impl Mls {
                     epoch: m.epoch,
                 }),
                 _ => {
-                    self.mark_seen(&m.id, &m.digest, m.epoch, recorded_at(policy))?;
+                    self.unhold(&m.id, &m.digest)?;
                     Ok(Received::Handshake(Handshake::Stale {
                         group: group_text,
                         epoch: m.epoch,
@@ -718,7 +742,7 @@ impl Mls {
                 })
             }
         };
-        self.mark_seen(&m.id, &m.digest, m.epoch, recorded_at(policy))?;
+        self.unhold(&m.id, &m.digest)?;
         Ok(received)
     }
 }
