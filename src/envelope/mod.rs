@@ -286,6 +286,15 @@ impl Envelope {
     /// absent or not a string.
     pub fn str_field(&self, key: &str) -> Option<std::borrow::Cow<'_, str>> {
         let raw = self.field(key)?;
+        // A string without escapes is its text (the reader checked it is valid JSON),
+        // as in `value`; the rest goes through serde_json.
+        if let Some(inner) = raw
+            .strip_prefix('"')
+            .and_then(|r| r.strip_suffix('"'))
+            .filter(|i| !i.contains('\\'))
+        {
+            return Some(std::borrow::Cow::Borrowed(inner));
+        }
         match serde_json::from_str::<&str>(raw) {
             Ok(s) => Some(std::borrow::Cow::Borrowed(s)),
             Err(_) => serde_json::from_str::<String>(raw)
@@ -476,6 +485,29 @@ mod tests {
             ["bindingVersion", "x-future", "kind", "n"]
         );
         assert_eq!(env.raw("n").unwrap(), "1e3");
+    }
+
+    #[test]
+    fn str_field_reads_plain_and_escaped_strings() {
+        let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "m-1");
+        for (raw, expected) in [
+            ("\"plain\"", Some("plain")),
+            ("\"\"", Some("")),
+            ("\"a\\u0041\\\"b\"", Some("aA\"b")),
+            ("\"tab\\there\"", Some("tab\there")),
+            ("7", None),
+            ("null", None),
+            ("[\"x\"]", None),
+        ] {
+            env.set_raw("x", raw).unwrap();
+            assert_eq!(env.str_field("x").as_deref(), expected, "{raw}");
+            let serde: Option<String> = serde_json::from_str(raw).ok();
+            assert_eq!(expected.map(str::to_string), serde, "{raw}");
+        }
+        assert!(matches!(
+            env.str_field("kind"),
+            Some(std::borrow::Cow::Borrowed("request"))
+        ));
     }
 
     #[test]
