@@ -96,6 +96,14 @@ pub trait Authenticator {
         signature_key: &[u8],
         binding: Option<&Binding>,
     ) -> Result<(), String>;
+
+    /// Whether `signature_key` was verified as `address`'s lately (a cache of
+    /// [`Authenticator::verify`]'s successes, such as [`VerifiedBindings`]): a leaf
+    /// that carries a binding is then accepted without looking further. None by
+    /// default.
+    fn vouched(&self, _address: &str, _signature_key: &[u8]) -> bool {
+        false
+    }
 }
 
 /// MLS signature keys pinned per address, configured locally: for members whose
@@ -302,6 +310,11 @@ impl Authenticator for StoreAuthenticator<'_> {
         }
         Ok(())
     }
+
+    fn vouched(&self, address: &str, signature_key: &[u8]) -> bool {
+        self.cache
+            .is_some_and(|c| c.fresh(&VerifiedBindings::key(address, signature_key)))
+    }
 }
 
 /// The capabilities every leaf of ours lists: the binding extension (RFC 9420
@@ -346,6 +359,14 @@ impl super::Mls {
         auth: &dyn Authenticator,
     ) -> Result<String, MlsError> {
         let identity = super::identity::identity_of(leaf.credential())?;
+        // Verified lately, and the leaf carries a binding that reads: what the checks
+        // below would conclude (a pinned key or a fresh verification), without the
+        // pinned-key lookup in the state.
+        if auth.vouched(&identity, leaf.signature_key().as_slice())
+            && matches!(binding_of(leaf), Ok(Some(_)))
+        {
+            return Ok(identity);
+        }
         if self.is_pinned(&identity, leaf.signature_key().as_slice())? {
             return Ok(identity);
         }
@@ -457,6 +478,25 @@ mod tests {
                 "{address} {signature_key:?}"
             );
         }
+    }
+
+    #[test]
+    fn only_a_cache_of_verifications_vouches() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::keystore::SqliteStore::open(&dir.path().join("keys.db"), None).unwrap();
+        let cache = VerifiedBindings::default();
+        assert!(!StoreAuthenticator::new(&store).vouched("alice@a.example", &[1]));
+        let cached = StoreAuthenticator::new(&store).cached(&cache);
+        assert!(!cached.vouched("alice@a.example", &[1]));
+        cache.insert(VerifiedBindings::key("alice@a.example", &[1]));
+        assert!(cached.vouched("alice@a.example", &[1]));
+        assert!(!cached.vouched("alice@a.example", &[2]));
+        assert!(!cached.vouched("bob@a.example", &[1]));
+        // A cache entry is no verification: a leaf without a binding is still refused.
+        assert!(cached.verify("alice@a.example", &[1], None).is_err());
+        assert!(!PinnedKeys::default()
+            .pin("alice@a.example", &[1])
+            .vouched("alice@a.example", &[1]));
     }
 
     #[test]
