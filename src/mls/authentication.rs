@@ -97,11 +97,11 @@ pub trait Authenticator {
         binding: Option<&Binding>,
     ) -> Result<(), String>;
 
-    /// Whether `signature_key` was verified as `address`'s lately (a cache of
-    /// [`Authenticator::verify`]'s successes, such as [`VerifiedBindings`]): a leaf
-    /// that carries a binding is then accepted without looking further. None by
-    /// default.
-    fn vouched(&self, _address: &str, _signature_key: &[u8]) -> bool {
+    /// Whether `binding` was verified lately as certifying `signature_key` for
+    /// `address` (a cache of [`Authenticator::verify`]'s successes, such as
+    /// [`VerifiedBindings`]): the leaf is then accepted without looking further. None
+    /// by default.
+    fn vouched(&self, _address: &str, _signature_key: &[u8], _binding: &Binding) -> bool {
         false
     }
 }
@@ -179,10 +179,10 @@ pub struct StoreAuthenticator<'s> {
 /// certification: an entry counts for [`VerifiedBindings::TTL`] of process time, so
 /// a key removed or a CRL imported takes effect within it.
 ///
-/// An entry remembers what a verification established, that the MLS signature key
-/// is the address's, not the binding that showed it: another leaf with the same
-/// address and key (which only the key's holder can sign) is the same fact, and the
-/// binding, a kilobyte or more, is not hashed for every message.
+/// An entry is the binding as well as the address and key it certifies: a leaf with
+/// the same key but another binding (one an impostor's certificate signed, for a
+/// stolen MLS key) is verified afresh, and refused. The binding statement is not
+/// part of the entry, since the address and key determine it.
 #[derive(Default)]
 pub struct VerifiedBindings(
     std::cell::RefCell<std::collections::HashMap<[u8; 32], std::time::Instant>>,
@@ -194,10 +194,10 @@ impl VerifiedBindings {
     /// Entries kept at most (the oldest go first).
     const MAX: usize = 4096;
 
-    fn key(address: &str, signature_key: &[u8]) -> [u8; 32] {
+    fn key(address: &str, signature_key: &[u8], binding: &Binding) -> [u8; 32] {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
-        for part in [address.as_bytes(), signature_key] {
+        for part in [address.as_bytes(), signature_key, &binding.to_bytes()] {
             h.update((part.len() as u64).to_be_bytes());
             h.update(part);
         }
@@ -288,7 +288,7 @@ impl Authenticator for StoreAuthenticator<'_> {
             }
         }
         let binding = binding.ok_or("the leaf carries no credential binding")?;
-        let key = VerifiedBindings::key(address, signature_key);
+        let key = VerifiedBindings::key(address, signature_key, binding);
         if self.cache.is_some_and(|c| c.fresh(&key)) {
             return Ok(());
         }
@@ -311,9 +311,9 @@ impl Authenticator for StoreAuthenticator<'_> {
         Ok(())
     }
 
-    fn vouched(&self, address: &str, signature_key: &[u8]) -> bool {
+    fn vouched(&self, address: &str, signature_key: &[u8], binding: &Binding) -> bool {
         self.cache
-            .is_some_and(|c| c.fresh(&VerifiedBindings::key(address, signature_key)))
+            .is_some_and(|c| c.fresh(&VerifiedBindings::key(address, signature_key, binding)))
     }
 }
 
@@ -359,20 +359,22 @@ impl super::Mls {
         auth: &dyn Authenticator,
     ) -> Result<String, MlsError> {
         let identity = super::identity::identity_of(leaf.credential())?;
-        // Verified lately, and the leaf carries a binding that reads: what the checks
-        // below would conclude (a pinned key or a fresh verification), without the
-        // pinned-key lookup in the state.
-        if auth.vouched(&identity, leaf.signature_key().as_slice())
-            && matches!(binding_of(leaf), Ok(Some(_)))
-        {
+        let key = leaf.signature_key().as_slice();
+        let binding = binding_of(leaf);
+        // This very binding verified lately: what the checks below would conclude
+        // (a pinned key, or the same cache entry), without the pinned-key lookup in
+        // the state.
+        if let Ok(Some(b)) = &binding {
+            if auth.vouched(&identity, key, b) {
+                return Ok(identity);
+            }
+        }
+        if self.is_pinned(&identity, key)? {
             return Ok(identity);
         }
-        if self.is_pinned(&identity, leaf.signature_key().as_slice())? {
-            return Ok(identity);
-        }
-        let binding = binding_of(leaf)
-            .map_err(|e| MlsError::Unbound(format!("{identity}: {}", unbound_reason(e))))?;
-        auth.verify(&identity, leaf.signature_key().as_slice(), binding.as_ref())
+        let binding =
+            binding.map_err(|e| MlsError::Unbound(format!("{identity}: {}", unbound_reason(e))))?;
+        auth.verify(&identity, key, binding.as_ref())
             .map_err(|reason| MlsError::Unbound(format!("{identity}: {reason}")))?;
         Ok(identity)
     }
@@ -460,22 +462,36 @@ mod tests {
     }
 
     #[test]
-    fn a_verified_binding_vouches_for_its_address_and_key_only() {
+    fn a_verified_binding_vouches_for_its_address_key_and_binding_only() {
         let cache = VerifiedBindings::default();
-        let key = VerifiedBindings::key("alice@a.example", &[1, 2, 3]);
+        let genuine = Binding::Smime(vec![0x30, 1]);
+        let key = VerifiedBindings::key("alice@a.example", &[1, 2, 3], &genuine);
         assert!(!cache.fresh(&key));
         cache.insert(key);
-        assert!(cache.fresh(&VerifiedBindings::key("alice@a.example", &[1, 2, 3])));
-        for (address, signature_key) in [
-            ("alice@a.example", &[1u8, 2, 4][..]),
-            ("alice@a.example", &[1, 2]),
-            ("mallory@a.example", &[1, 2, 3]),
+        assert!(cache.fresh(&VerifiedBindings::key(
+            "alice@a.example",
+            &[1, 2, 3],
+            &genuine
+        )));
+        let impostor = Binding::Smime(vec![0x30, 2]);
+        for (address, signature_key, binding) in [
+            ("alice@a.example", &[1u8, 2, 4][..], &genuine),
+            ("alice@a.example", &[1, 2], &genuine),
+            ("mallory@a.example", &[1, 2, 3], &genuine),
+            // The same key under another binding (a stolen MLS key, certified by an
+            // impostor's certificate) is verified afresh.
+            ("alice@a.example", &[1, 2, 3], &impostor),
+            (
+                "alice@a.example",
+                &[1, 2, 3],
+                &Binding::OpenPgp(vec![0x30, 1]),
+            ),
             // The parts are length-prefixed: no shift of bytes between them matches.
-            ("alice@a.exampl", &[b'e', 1, 2, 3]),
+            ("alice@a.exampl", &[b'e', 1, 2, 3], &genuine),
         ] {
             assert!(
-                !cache.fresh(&VerifiedBindings::key(address, signature_key)),
-                "{address} {signature_key:?}"
+                !cache.fresh(&VerifiedBindings::key(address, signature_key, binding)),
+                "{address} {signature_key:?} {binding:?}"
             );
         }
     }
@@ -485,18 +501,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::keystore::SqliteStore::open(&dir.path().join("keys.db"), None).unwrap();
         let cache = VerifiedBindings::default();
-        assert!(!StoreAuthenticator::new(&store).vouched("alice@a.example", &[1]));
+        let b = Binding::Smime(vec![0x30, 1]);
+        assert!(!StoreAuthenticator::new(&store).vouched("alice@a.example", &[1], &b));
         let cached = StoreAuthenticator::new(&store).cached(&cache);
-        assert!(!cached.vouched("alice@a.example", &[1]));
-        cache.insert(VerifiedBindings::key("alice@a.example", &[1]));
-        assert!(cached.vouched("alice@a.example", &[1]));
-        assert!(!cached.vouched("alice@a.example", &[2]));
-        assert!(!cached.vouched("bob@a.example", &[1]));
+        assert!(!cached.vouched("alice@a.example", &[1], &b));
+        cache.insert(VerifiedBindings::key("alice@a.example", &[1], &b));
+        assert!(cached.vouched("alice@a.example", &[1], &b));
+        assert!(!cached.vouched("alice@a.example", &[2], &b));
+        assert!(!cached.vouched("bob@a.example", &[1], &b));
+        assert!(!cached.vouched("alice@a.example", &[1], &Binding::Smime(vec![0x30, 2])));
         // A cache entry is no verification: a leaf without a binding is still refused.
         assert!(cached.verify("alice@a.example", &[1], None).is_err());
-        assert!(!PinnedKeys::default()
-            .pin("alice@a.example", &[1])
-            .vouched("alice@a.example", &[1]));
+        assert!(!PinnedKeys::default().pin("alice@a.example", &[1]).vouched(
+            "alice@a.example",
+            &[1],
+            &b
+        ));
     }
 
     #[test]

@@ -355,6 +355,75 @@ fn fail_an_update_whose_new_leaf_only_an_impostor_certified() {
     ));
 }
 
+/// The same attack on receivers whose authentication service caches what it verified,
+/// as a long-lived `Receiver`'s does: Alice's genuine binding is verified and cached
+/// as Bob and Carol join, and her messages open through the cache. The forged update
+/// keeps her MLS key (Mallory stole the state) under a binding Mallory's certificate
+/// signed: a cache entry is for the binding it verified, so this one is checked, and
+/// refused.
+#[test]
+fn fail_an_impostor_certified_update_with_the_genuine_binding_cached() {
+    use mailseal::mls::{StoreAuthenticator, VerifiedBindings};
+    let cache: &'static VerifiedBindings = Box::leak(Box::default());
+    let cached: &'static StoreAuthenticator<'static> = Box::leak(Box::new(
+        common::mls::shared_authority(&["alice@a.example", "bob@b.example", "carol@c.example"])
+            .cached(cache),
+    ));
+    let mallory_auth: &'static _ = Box::leak(Box::new(common::mls::shared_authority(&[
+        "alice@a.example",
+    ])));
+    let receive = |m: &Mls, raw: &[u8]| {
+        m.receive(raw, &OpenPolicy::default(), "x", cached)
+            .and_then(|r| r.commit())
+    };
+    let [a, b, c] = ["alice@a.example", "bob@b.example", "carol@c.example"].map(|email| {
+        let m = Mls::in_memory().unwrap();
+        m.generate_identity(email, cached).unwrap();
+        m.allow_inviter("*", true).unwrap();
+        m
+    });
+    let g = a.create_group("alice@a.example").unwrap();
+    let kps = vec![
+        b.key_package("bob@b.example").unwrap(),
+        c.key_package("carol@c.example").unwrap(),
+    ];
+    let added = a.add(&g, &kps, cached).unwrap();
+    for m in [&b, &c] {
+        receive(m, &added.welcome).unwrap();
+    }
+    let sealed = a
+        .seal(
+            &request(
+                "alice@a.example",
+                &["bob@b.example", "carol@c.example"],
+                "m-1",
+            ),
+            &g,
+            false,
+        )
+        .unwrap();
+    for m in [&b, &c] {
+        assert_eq!(sender_of(&receive(m, &sealed).unwrap()), "m-1");
+    }
+    let genuine_key = a.members(&g).unwrap().signature_keys[0].clone();
+
+    a.generate_identity("alice@a.example", mallory_auth)
+        .unwrap();
+    let forged = a.update(&g).unwrap();
+    for m in [&b, &c] {
+        let before = m.members(&g).unwrap();
+        // The same MLS key as the leaf the cache vouches for.
+        assert_eq!(before.signature_keys[0], genuine_key);
+        let err = receive(m, &forged).unwrap_err();
+        assert!(
+            matches!(err, MlsError::Unbound(ref r) if r.contains("alice@a.example")),
+            "{err}"
+        );
+        let after = m.members(&g).unwrap();
+        assert_eq!((after.epoch, after.members), (before.epoch, before.members));
+    }
+}
+
 /// Issue #17: a member removed in epoch E cannot deliver application messages framed
 /// in earlier epochs once E is applied (past-epoch secrets are for late mail).
 #[test]
