@@ -22,8 +22,13 @@ fn auth() -> &'static mailseal::mls::StoreAuthenticator<'static> {
 /// A member whose MLS key the shared authority certifies, who accepts Welcomes from
 /// any member it authenticates.
 fn member(email: &str) -> Mls {
+    member_of(email, auth())
+}
+
+/// [`member`] under the authentication service `auth`.
+fn member_of(email: &str, auth: &mailseal::mls::StoreAuthenticator<'static>) -> Mls {
     let m = Mls::in_memory().unwrap();
-    m.generate_identity(email, auth()).unwrap();
+    m.generate_identity(email, auth).unwrap();
     m.allow_inviter("*", true).unwrap();
     m
 }
@@ -41,19 +46,30 @@ fn open(m: &Mls, raw: &[u8]) -> Result<Received, MlsError> {
 
 /// alice creates a group and adds bob and carol.
 fn trio() -> (Mls, Mls, Mls, String) {
+    trio_under(auth())
+}
+
+/// [`trio`] under the authentication service `auth`, every member's.
+fn trio_under(
+    auth: &'static mailseal::mls::StoreAuthenticator<'static>,
+) -> (Mls, Mls, Mls, String) {
     let (a, b, c) = (
-        member("alice@a.example"),
-        member("bob@b.example"),
-        member("carol@c.example"),
+        member_of("alice@a.example", auth),
+        member_of("bob@b.example", auth),
+        member_of("carol@c.example", auth),
     );
     let g = a.create_group("alice@a.example").unwrap();
     let kps = vec![
         b.key_package("bob@b.example").unwrap(),
         c.key_package("carol@c.example").unwrap(),
     ];
-    let added = a.add(&g, &kps, auth()).unwrap();
+    let added = a.add(&g, &kps, auth).unwrap();
     for m in [&b, &c] {
-        match open(m, &added.welcome).unwrap() {
+        match m
+            .receive(&added.welcome, &OpenPolicy::default(), "x", auth)
+            .and_then(|r| r.commit())
+            .unwrap()
+        {
             Received::Handshake(Handshake::Joined { group, epoch, by }) => {
                 assert_eq!(group, g);
                 assert_eq!(epoch, 1);
@@ -376,21 +392,7 @@ fn fail_an_impostor_certified_update_with_the_genuine_binding_cached() {
         m.receive(raw, &OpenPolicy::default(), "x", cached)
             .and_then(|r| r.commit())
     };
-    let [a, b, c] = ["alice@a.example", "bob@b.example", "carol@c.example"].map(|email| {
-        let m = Mls::in_memory().unwrap();
-        m.generate_identity(email, cached).unwrap();
-        m.allow_inviter("*", true).unwrap();
-        m
-    });
-    let g = a.create_group("alice@a.example").unwrap();
-    let kps = vec![
-        b.key_package("bob@b.example").unwrap(),
-        c.key_package("carol@c.example").unwrap(),
-    ];
-    let added = a.add(&g, &kps, cached).unwrap();
-    for m in [&b, &c] {
-        receive(m, &added.welcome).unwrap();
-    }
+    let (a, b, c, g) = trio_under(cached);
     let sealed = a
         .seal(
             &request(
