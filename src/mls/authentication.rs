@@ -179,47 +179,74 @@ pub struct StoreAuthenticator<'s> {
 /// certification: an entry counts for [`VerifiedBindings::TTL`] of process time, so
 /// a key removed or a CRL imported takes effect within it.
 ///
-/// An entry is the binding as well as the address and key it certifies: a leaf with
-/// the same key but another binding (one an impostor's certificate signed, for a
-/// stolen MLS key) is verified afresh, and refused. The binding statement is not
-/// part of the entry, since the address and key determine it.
+/// An entry is found by the address and MLS key it certifies, and holds the very
+/// binding that was verified: a leaf with the same key but another binding (one an
+/// impostor's certificate signed, for a stolen MLS key) does not match it and is
+/// verified afresh, and refused. The binding is compared byte for byte rather than
+/// hashed, because a hit is every application message's path and hashing a
+/// certification of a kilobyte or so cost more than the rest of the lookup. The
+/// binding statement is not part of the entry, since the address and key determine
+/// it.
 #[derive(Default)]
-pub struct VerifiedBindings(
-    std::cell::RefCell<std::collections::HashMap<[u8; 32], std::time::Instant>>,
-);
+pub struct VerifiedBindings(std::cell::RefCell<Verified>);
+
+#[derive(Default)]
+struct Verified {
+    /// (address, key) as [`VerifiedBindings::slot`] writes them: the binding, when.
+    entries: std::collections::HashMap<Vec<u8>, (Binding, std::time::Instant)>,
+    /// The bytes the entries' bindings hold, bounded by [`VerifiedBindings::MAX_BYTES`].
+    bytes: usize,
+}
 
 impl VerifiedBindings {
     /// How long a verified binding is trusted without verifying it again.
     pub const TTL: std::time::Duration = std::time::Duration::from_secs(300);
     /// Entries kept at most (the oldest go first).
     const MAX: usize = 4096;
+    /// Binding bytes kept at most: a binding may be up to 32 KiB, and a peer with a
+    /// trusted certificate could have many verified.
+    const MAX_BYTES: usize = 4 << 20;
 
-    fn key(address: &str, signature_key: &[u8], binding: &Binding) -> [u8; 32] {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        for part in [address.as_bytes(), signature_key, &binding.to_bytes()] {
-            h.update((part.len() as u64).to_be_bytes());
-            h.update(part);
+    /// Where the entry of `address` and `signature_key` sits: both, length-prefixed.
+    fn slot(address: &str, signature_key: &[u8]) -> Vec<u8> {
+        let mut slot = Vec::with_capacity(16 + address.len() + signature_key.len());
+        for part in [address.as_bytes(), signature_key] {
+            slot.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            slot.extend_from_slice(part);
         }
-        h.finalize().into()
+        slot
     }
 
-    fn fresh(&self, key: &[u8; 32]) -> bool {
+    fn fresh(&self, address: &str, signature_key: &[u8], binding: &Binding) -> bool {
         self.0
             .borrow()
-            .get(key)
-            .is_some_and(|t| t.elapsed() < Self::TTL)
+            .entries
+            .get(&Self::slot(address, signature_key))
+            .is_some_and(|(b, t)| b == binding && t.elapsed() < Self::TTL)
     }
 
-    fn insert(&self, key: [u8; 32]) {
-        let mut map = self.0.borrow_mut();
-        if map.len() >= Self::MAX {
-            map.retain(|_, t| t.elapsed() < Self::TTL);
-            if map.len() >= Self::MAX {
-                map.clear();
+    fn insert(&self, address: &str, signature_key: &[u8], binding: &Binding) {
+        let size = binding_len(binding);
+        let mut v = self.0.borrow_mut();
+        if v.entries.len() >= Self::MAX || v.bytes + size > Self::MAX_BYTES {
+            v.entries.retain(|_, (_, t)| t.elapsed() < Self::TTL);
+            v.bytes = v.entries.values().map(|(b, _)| binding_len(b)).sum();
+            if v.entries.len() >= Self::MAX || v.bytes + size > Self::MAX_BYTES {
+                v.entries.clear();
+                v.bytes = 0;
             }
         }
-        map.insert(key, std::time::Instant::now());
+        let entry = (binding.clone(), std::time::Instant::now());
+        if let Some((old, _)) = v.entries.insert(Self::slot(address, signature_key), entry) {
+            v.bytes -= binding_len(&old);
+        }
+        v.bytes += size;
+    }
+}
+
+fn binding_len(b: &Binding) -> usize {
+    match b {
+        Binding::Smime(d) | Binding::OpenPgp(d) => d.len(),
     }
 }
 
@@ -288,8 +315,10 @@ impl Authenticator for StoreAuthenticator<'_> {
             }
         }
         let binding = binding.ok_or("the leaf carries no credential binding")?;
-        let key = VerifiedBindings::key(address, signature_key, binding);
-        if self.cache.is_some_and(|c| c.fresh(&key)) {
+        if self
+            .cache
+            .is_some_and(|c| c.fresh(address, signature_key, binding))
+        {
             return Ok(());
         }
         let statement = &statement(address, signature_key)[..];
@@ -306,14 +335,14 @@ impl Authenticator for StoreAuthenticator<'_> {
             };
         r.map_err(|e| e.to_string())?;
         if let Some(c) = self.cache {
-            c.insert(key);
+            c.insert(address, signature_key, binding);
         }
         Ok(())
     }
 
     fn vouched(&self, address: &str, signature_key: &[u8], binding: &Binding) -> bool {
         self.cache
-            .is_some_and(|c| c.fresh(&VerifiedBindings::key(address, signature_key, binding)))
+            .is_some_and(|c| c.fresh(address, signature_key, binding))
     }
 }
 
@@ -465,14 +494,9 @@ mod tests {
     fn a_verified_binding_vouches_for_its_address_key_and_binding_only() {
         let cache = VerifiedBindings::default();
         let genuine = Binding::Smime(vec![0x30, 1]);
-        let key = VerifiedBindings::key("alice@a.example", &[1, 2, 3], &genuine);
-        assert!(!cache.fresh(&key));
-        cache.insert(key);
-        assert!(cache.fresh(&VerifiedBindings::key(
-            "alice@a.example",
-            &[1, 2, 3],
-            &genuine
-        )));
+        assert!(!cache.fresh("alice@a.example", &[1, 2, 3], &genuine));
+        cache.insert("alice@a.example", &[1, 2, 3], &genuine);
+        assert!(cache.fresh("alice@a.example", &[1, 2, 3], &genuine));
         let impostor = Binding::Smime(vec![0x30, 2]);
         for (address, signature_key, binding) in [
             ("alice@a.example", &[1u8, 2, 4][..], &genuine),
@@ -490,10 +514,41 @@ mod tests {
             ("alice@a.exampl", &[b'e', 1, 2, 3], &genuine),
         ] {
             assert!(
-                !cache.fresh(&VerifiedBindings::key(address, signature_key, binding)),
+                !cache.fresh(address, signature_key, binding),
                 "{address} {signature_key:?} {binding:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_renewed_binding_replaces_the_one_before_and_the_bytes_are_bounded() {
+        let cache = VerifiedBindings::default();
+        let old = Binding::Smime(vec![0x30, 1]);
+        let new = Binding::Smime(vec![0x30, 2, 3]);
+        cache.insert("alice@a.example", &[1], &old);
+        cache.insert("alice@a.example", &[1], &new);
+        assert!(cache.fresh("alice@a.example", &[1], &new));
+        assert!(!cache.fresh("alice@a.example", &[1], &old));
+        assert_eq!(cache.0.borrow().bytes, 3);
+        // Bindings of the largest size, more than the budget holds: the bytes kept
+        // stay within it, and the latest entry is always there.
+        let big = |i: u8| Binding::Smime(vec![i; MAX_BINDING]);
+        let n = VerifiedBindings::MAX_BYTES / MAX_BINDING + 3;
+        for i in 0..n {
+            cache.insert(&format!("a{i}@a.example"), &[1], &big(i as u8));
+            let v = cache.0.borrow();
+            assert!(v.bytes <= VerifiedBindings::MAX_BYTES, "{}", v.bytes);
+            assert_eq!(
+                v.bytes,
+                v.entries
+                    .values()
+                    .map(|(b, _)| binding_len(b))
+                    .sum::<usize>()
+            );
+            drop(v);
+            assert!(cache.fresh(&format!("a{i}@a.example"), &[1], &big(i as u8)));
+        }
+        assert!(cache.0.borrow().entries.len() < n);
     }
 
     #[test]
@@ -505,7 +560,7 @@ mod tests {
         assert!(!StoreAuthenticator::new(&store).vouched("alice@a.example", &[1], &b));
         let cached = StoreAuthenticator::new(&store).cached(&cache);
         assert!(!cached.vouched("alice@a.example", &[1], &b));
-        cache.insert(VerifiedBindings::key("alice@a.example", &[1], &b));
+        cache.insert("alice@a.example", &[1], &b);
         assert!(cached.vouched("alice@a.example", &[1], &b));
         assert!(!cached.vouched("alice@a.example", &[2], &b));
         assert!(!cached.vouched("bob@a.example", &[1], &b));
