@@ -103,7 +103,8 @@ impl Mls {
         self.cached_group(id, version)
     }
 
-    /// Bumps the group's version in the caller's transaction, and reads our membership
+    /// Bumps the group's version in the caller's transaction (in a state that other
+    /// processes can see: a file, or the shared state), and reads our membership
     /// with the version: (our identity, removed at epoch, the version before); `None`
     /// for a group we have no record of. (Not `UPDATE ... RETURNING`: SQLite buffers
     /// returned rows in a temporary table, twice the instructions of the two
@@ -123,11 +124,18 @@ impl Mls {
         let Some((me, removed, version)) = row else {
             return Ok(None);
         };
-        self.state.exec(
-            "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1",
-            [id],
-        )?;
-        self.versions.borrow_mut().insert(id.to_vec(), version + 1);
+        // A state no other process sees needs no version: every change to a group
+        // here takes it out of the cache first (`take_group`, `cached_group`).
+        let after = if self.state.private() {
+            version
+        } else {
+            self.state.exec(
+                "UPDATE mailseal_mls_group SET version = version + 1 WHERE group_id = ?1",
+                [id],
+            )?;
+            version + 1
+        };
+        self.versions.borrow_mut().insert(id.to_vec(), after);
         Ok(Some((me, removed.map(|e| e as u64), version)))
     }
 

@@ -125,10 +125,7 @@ impl Mls {
             "INSERT OR REPLACE INTO mailseal_mls_commit (group_id, epoch, digest) VALUES (?1, ?2, ?3)",
             params![id, epoch as i64, digest],
         )?;
-        self.state.exec(
-            "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
-            params![id, digest, epoch as i64, now()],
-        )?;
+        self.record_seen(id, &digest, epoch, now())?;
         Ok(())
     }
 

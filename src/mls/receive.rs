@@ -330,25 +330,43 @@ impl Mls {
         .ok_or_else(|| MlsError::Invalid("the MLS sender data does not decrypt".into()))
     }
 
-    pub(super) fn seen(&self, id: &[u8], digest: &[u8]) -> Result<Option<i64>, MlsError> {
-        Ok(self
-            .state
-            .query_row(
+    /// When a message was first seen. A group message's record is found by its key
+    /// (`epoch` given: the framing's); a Welcome's, under the empty group id, by its
+    /// digest among the Welcomes.
+    pub(super) fn seen(
+        &self,
+        id: &[u8],
+        digest: &[u8],
+        epoch: Option<u64>,
+    ) -> Result<Option<i64>, MlsError> {
+        let at = match epoch {
+            Some(epoch) => self.state.query_row(
+                "SELECT seen_at FROM mailseal_mls_seen WHERE group_id = ?1 AND epoch = ?2 AND digest = ?3",
+                params![id, epoch as i64, digest],
+                |r| r.get(0),
+            ),
+            None => self.state.query_row(
                 "SELECT seen_at FROM mailseal_mls_seen WHERE group_id = ?1 AND digest = ?2",
                 params![id, digest],
                 |r| r.get(0),
-            )
-            .optional()?)
+            ),
+        };
+        Ok(at.optional()?)
     }
 
-    /// Records a group message as received at `at` (Unix seconds: [`recorded_at`])
-    /// unless it was before: whether it is new. The duplicate check and the record are
-    /// one statement; the record goes with the transaction if the message is refused,
-    /// and is taken back if it is held ([`Mls::process`]).
-    fn claim_seen(&self, m: &Incoming<'_>, at: i64) -> Result<bool, MlsError> {
+    /// Records a message (received, or sent by us) as seen at `at` (Unix seconds:
+    /// [`recorded_at`]) in `epoch` (its framing's) unless it was before: whether it
+    /// is new. The duplicate check and the record are one statement.
+    pub(super) fn record_seen(
+        &self,
+        id: &[u8],
+        digest: &[u8],
+        epoch: u64,
+        at: i64,
+    ) -> Result<bool, MlsError> {
         Ok(self.state.exec(
             "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
-            params![m.id, m.digest, m.epoch as i64, at],
+            params![id, digest, epoch as i64, at],
         )? == 1)
     }
 
@@ -369,10 +387,7 @@ impl Mls {
         epoch: u64,
         at: i64,
     ) -> Result<(), MlsError> {
-        self.state.exec(
-            "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
-            params![id, digest, epoch as i64, at],
-        )?;
+        self.record_seen(id, digest, epoch, at)?;
         self.unhold(id, digest)
     }
 
@@ -386,7 +401,7 @@ impl Mls {
     ) -> Result<(Received, Option<MlsGroup>), MlsError> {
         // A Welcome names its group only inside its encryption: its duplicates are
         // recognised by digest under the empty group id.
-        if let Some(first_seen) = self.seen(&[], digest)? {
+        if let Some(first_seen) = self.seen(&[], digest, None)? {
             return Ok((
                 Received::Duplicate {
                     group: String::new(),
@@ -446,14 +461,17 @@ impl Mls {
     ) -> Result<(Received, Option<MlsGroup>), MlsError> {
         let group_text = group_id_text(&m.id);
         // Seen rows exist only for groups we have a record of (which stays).
+        // The duplicate check and the record in one statement: the record goes with
+        // the transaction if the message is refused, and is taken back if it is held
+        // ([`Mls::process`]).
         let at = recorded_at(policy);
-        if !self.claim_seen(&m, at)? {
+        if !self.record_seen(&m.id, &m.digest, m.epoch, at)? {
             // A copy of it held too would otherwise be released again and again.
             self.unhold(&m.id, &m.digest)?;
             return Ok((
                 Received::Duplicate {
                     group: group_text,
-                    first_seen: self.seen(&m.id, &m.digest)?.unwrap_or(at),
+                    first_seen: self.seen(&m.id, &m.digest, Some(m.epoch))?.unwrap_or(at),
                 },
                 None,
             ));
@@ -514,8 +532,8 @@ impl Mls {
             )?;
             // Not seen yet: it is received when its epoch comes.
             self.state.exec(
-                "DELETE FROM mailseal_mls_seen WHERE group_id = ?1 AND digest = ?2",
-                params![m.id, m.digest],
+                "DELETE FROM mailseal_mls_seen WHERE group_id = ?1 AND epoch = ?2 AND digest = ?3",
+                params![m.id, m.epoch as i64, m.digest],
             )?;
             return Ok(Received::Held {
                 group: group_text,

@@ -111,10 +111,7 @@ impl Mls {
             "INSERT OR REPLACE INTO mailseal_mls_sent (group_id, epoch, next_generation) VALUES (?1, ?2, ?3)",
             params![id, epoch as i64, generation as i64 + 1],
         )?;
-        self.state.exec(
-            "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (?1, ?2, ?3, ?4)",
-            params![id, sha256(&bytes), epoch as i64, now()],
-        )?;
+        self.record_seen(&id, &sha256(&bytes), epoch, now())?;
         let mut outer = msg.headers.clone();
         outer.subject = Some("[...]".into());
         let hints = if outer_hints {

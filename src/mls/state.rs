@@ -91,6 +91,23 @@ const MIGRATIONS: &[&str] = &[
         public_key BLOB NOT NULL,
         PRIMARY KEY (email, public_key)
      ) WITHOUT ROWID;",
+    // 6: messages seen, keyed by group, epoch and digest, without the index on epoch:
+    // every message received or sent adds a record, which was two B-tree inserts (the
+    // table and the index) and is one. The key is as unique as before (a message's
+    // digest covers its framing, so it fixes the epoch recorded with it); pruning the
+    // epochs a Commit leaves behind reads a prefix of the key. The columns keep their
+    // order.
+    "CREATE TABLE mailseal_mls_seen_by_epoch (
+        group_id BLOB NOT NULL,
+        digest BLOB NOT NULL,
+        epoch INTEGER NOT NULL,
+        seen_at INTEGER NOT NULL,
+        PRIMARY KEY (group_id, epoch, digest)
+     ) WITHOUT ROWID;
+     INSERT INTO mailseal_mls_seen_by_epoch (group_id, digest, epoch, seen_at)
+        SELECT group_id, digest, epoch, seen_at FROM mailseal_mls_seen;
+     DROP TABLE mailseal_mls_seen;
+     ALTER TABLE mailseal_mls_seen_by_epoch RENAME TO mailseal_mls_seen;",
 ];
 
 /// serde_json for openmls' stored values: `serde_json::to_vec`'s bytes exactly, written
@@ -177,6 +194,9 @@ pub(crate) struct State {
     pub provider: Provider,
     /// The PostgreSQL state this one replicates, if any.
     shared: Option<RefCell<Shared>>,
+    /// No other connection can see this state (in memory, not shared): nothing
+    /// changes it behind this process's back.
+    private: bool,
 }
 
 impl State {
@@ -192,7 +212,9 @@ impl State {
 
     /// A state in memory (tests, benches).
     pub(crate) fn in_memory() -> Result<State, MlsError> {
-        Self::setup(Connection::open_in_memory()?)
+        let mut state = Self::setup(Connection::open_in_memory()?)?;
+        state.private = true;
+        Ok(state)
     }
 
     /// The state shared in the PostgreSQL database at `url`, replicated in memory.
@@ -246,6 +268,7 @@ impl State {
             },
             conn,
             shared: None,
+            private: false,
         })
     }
 
@@ -256,6 +279,12 @@ impl State {
         params: P,
     ) -> rusqlite::Result<usize> {
         self.conn.prepare_cached(sql)?.execute(params)
+    }
+
+    /// Whether no other connection can see this state: an in-memory one, not shared.
+    /// Another process can then never have changed a group this one cached.
+    pub(crate) fn private(&self) -> bool {
+        self.private
     }
 
     /// `query_row` with the statement prepared once per connection.
@@ -326,5 +355,65 @@ impl Drop for Tx<'_> {
                 shared.borrow_mut().rollback();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state file of schema 5 with messages seen: migration 6 re-keys the table by
+    /// epoch and keeps every record, so what was seen before stays a duplicate.
+    #[test]
+    fn seen_records_survive_the_migration_that_keys_them_by_epoch() {
+        let conn = Connection::open_in_memory().unwrap();
+        for step in &MIGRATIONS[..5] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 5).unwrap();
+        conn.execute_batch(
+            "INSERT INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES
+                (x'01', x'aa', 3, 100), (x'01', x'ab', 4, 101), (x'', x'bb', 1, 200);",
+        )
+        .unwrap();
+        let state = State::setup(conn).unwrap();
+        let version: i64 = state
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let rows: Vec<(Vec<u8>, Vec<u8>, i64, i64)> = state
+            .conn
+            .prepare(
+                "SELECT group_id, digest, epoch, seen_at FROM mailseal_mls_seen ORDER BY seen_at",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            [
+                (vec![1], vec![0xaa], 3, 100),
+                (vec![1], vec![0xab], 4, 101),
+                (vec![], vec![0xbb], 1, 200)
+            ]
+        );
+        let indexes: i64 = state
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'mailseal_mls_seen' AND sql IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 0, "the epoch index went with the old table");
+        // A record made before is still found by its key, and a second one ignored.
+        let again = state
+            .exec(
+                "INSERT OR IGNORE INTO mailseal_mls_seen (group_id, digest, epoch, seen_at) VALUES (x'01', x'aa', 3, 999)",
+                [],
+            )
+            .unwrap();
+        assert_eq!(again, 0);
     }
 }
