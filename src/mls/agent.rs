@@ -99,29 +99,25 @@ impl Mls {
     /// caller's transaction; a cached group of another version (another process
     /// changed the group since) is loaded again.
     pub(super) fn take_group(&self, id: &[u8]) -> Result<MlsGroup, MlsError> {
-        let version = self.bump_group(id)?.map_or(0, |(_, _, v)| v);
+        let version = self.bump_group(id)?.map_or(0, |t| t.version);
         self.cached_group(id, version)
     }
 
     /// Bumps the group's version in the caller's transaction (in a state that other
     /// processes can see: a file, or the shared state), and reads our membership
-    /// with the version: (our identity, removed at epoch, the version before); `None`
-    /// for a group we have no record of. (Not `UPDATE ... RETURNING`: SQLite buffers
-    /// returned rows in a temporary table, twice the instructions of the two
-    /// statements.)
-    pub(super) fn bump_group(
-        &self,
-        id: &[u8],
-    ) -> Result<Option<(String, Option<u64>, i64)>, MlsError> {
-        let row: Option<(String, Option<i64>, i64)> = self
+    /// with the version; `None` for a group we have no record of. (Not `UPDATE ...
+    /// RETURNING`: SQLite buffers returned rows in a temporary table, twice the
+    /// instructions of the two statements.)
+    pub(super) fn bump_group(&self, id: &[u8]) -> Result<Option<Taken>, MlsError> {
+        let row: Option<(Option<i64>, i64, bool)> = self
             .state
             .query_row(
-                "SELECT email, removed_epoch, version FROM mailseal_mls_group WHERE group_id = ?1",
+                "SELECT removed_epoch, version, EXISTS (SELECT 1 FROM mailseal_mls_held WHERE group_id = ?1) FROM mailseal_mls_group WHERE group_id = ?1",
                 [id],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        let Some((me, removed, version)) = row else {
+        let Some((removed, version, holds)) = row else {
             return Ok(None);
         };
         // A state no other process sees needs no version: every change to a group
@@ -136,7 +132,11 @@ impl Mls {
             version + 1
         };
         self.versions.borrow_mut().insert(id.to_vec(), after);
-        Ok(Some((me, removed.map(|e| e as u64), version)))
+        Ok(Some(Taken {
+            removed: removed.map(|e| e as u64),
+            version,
+            holds,
+        }))
     }
 
     /// The group at `version` from the cache, or loaded from the state.
@@ -213,4 +213,15 @@ impl Mls {
             ..Headers::default()
         })
     }
+}
+
+/// A group's record as a transaction takes the group ([`Mls::bump_group`]).
+pub(super) struct Taken {
+    /// The epoch a Commit removed us at, if one did.
+    pub removed: Option<u64>,
+    /// The group's version before the transaction.
+    pub version: i64,
+    /// Whether messages of the group are held for a later epoch ([`super::held`]).
+    /// Nothing else can hold one while the transaction lasts.
+    pub holds: bool,
 }

@@ -4,6 +4,7 @@
 use openmls::prelude::*;
 use rusqlite::{params, OptionalExtension};
 
+use super::agent::Taken;
 use super::authentication::Authenticator;
 use super::identity::{check_from, check_lifetime, check_suite, identity_of, verified_key_package};
 use super::sender_data::{self, SenderData};
@@ -478,22 +479,33 @@ impl Mls {
         }
         // Our membership, read as the group is taken (its version bumped); a refusal
         // rolls the bump back with the rest.
-        let version = match self.bump_group(&m.id)? {
+        let taken = match self.bump_group(&m.id)? {
             None => return Err(MlsError::UnknownGroup(group_text)),
-            Some((_, Some(epoch), _)) => {
+            Some(Taken {
+                removed: Some(epoch),
+                ..
+            }) => {
                 return Err(MlsError::Removed {
                     group: group_text,
                     epoch,
                 })
             }
-            Some((_, None, version)) => version,
+            Some(taken) => taken,
         };
-        let mut g = self.cached_group(&m.id, version)?;
+        let mut g = self.cached_group(&m.id, taken.version)?;
         let current = g.epoch().as_u64();
-        let result = self.process(&mut g, m, p, policy, current, auth);
+        // A message received is no longer held (released from the hold, or come again
+        // by mail while a copy waits), unless it is held again now. With nothing held
+        // in the group there is nothing to look for.
+        let held_copy = taken.holds.then(|| (m.id.clone(), m.digest.clone()));
+        let received = self.process(&mut g, m, p, policy, current, auth)?;
+        if let (Some((id, digest)), false) = (held_copy, matches!(received, Received::Held { .. }))
+        {
+            self.unhold(&id, &digest)?;
+        }
         // The group goes back to the cache with the receipt, or is reloaded from the
         // (rolled back) state next time.
-        result.map(|r| (r, Some(g)))
+        Ok((received, Some(g)))
     }
 
     pub(super) fn process(
@@ -555,13 +567,10 @@ impl Mls {
                     group: group_text,
                     epoch: m.epoch,
                 }),
-                _ => {
-                    self.unhold(&m.id, &m.digest)?;
-                    Ok(Received::Handshake(Handshake::Stale {
-                        group: group_text,
-                        epoch: m.epoch,
-                    }))
-                }
+                _ => Ok(Received::Handshake(Handshake::Stale {
+                    group: group_text,
+                    epoch: m.epoch,
+                })),
             };
         }
         // Our identity in this group: what its application messages must name.
@@ -760,7 +769,6 @@ impl Mls {
                 })
             }
         };
-        self.unhold(&m.id, &m.digest)?;
         Ok(received)
     }
 }

@@ -192,6 +192,35 @@ fn future_epoch_held_until_its_commit() {
     assert_eq!(sender_of(&open(&c, &later).unwrap()), "m-9");
 }
 
+/// A held message that comes again by mail once its epoch has come is delivered from
+/// the mail, and leaves the hold with it: the release finds nothing left to replay.
+#[test]
+fn a_held_message_delivered_by_mail_again_leaves_the_hold() {
+    let (a, b, _c, g) = trio();
+    let commit = a.update(&g).unwrap();
+    let later = a
+        .seal(
+            &request("alice@a.example", &["bob@b.example"], "m-10"),
+            &g,
+            false,
+        )
+        .unwrap();
+    assert!(matches!(open(&b, &later).unwrap(), Received::Held { .. }));
+    assert_eq!(b.held_count(&g).unwrap(), 1);
+    assert!(matches!(
+        open(&b, &commit).unwrap(),
+        Received::Handshake(Handshake::Committed { ready: 1, .. })
+    ));
+    assert_eq!(sender_of(&open(&b, &later).unwrap()), "m-10");
+    assert_eq!(b.held_count(&g).unwrap(), 0);
+    assert!(b.next_ready(Some(&g)).unwrap().is_none());
+    // And once more it is a duplicate, as any message seen.
+    assert!(matches!(
+        open(&b, &later).unwrap(),
+        Received::Duplicate { .. }
+    ));
+}
+
 #[test]
 fn fail_fork_leaves_state_unchanged() {
     let (a, b, c, g) = trio();
