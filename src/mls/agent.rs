@@ -104,8 +104,9 @@ impl Mls {
     }
 
     /// Bumps the group's version in the caller's transaction (in a state that other
-    /// processes can see: a file, or the shared state), and reads our membership
-    /// with the version; `None` for a group we have no record of. (Not `UPDATE ...
+    /// processes can see: a file, or the shared state), and reads our membership,
+    /// the version and whether the group holds messages ([`Taken`]); `None` for a
+    /// group we have no record of. (Not `UPDATE ...
     /// RETURNING`: SQLite buffers returned rows in a temporary table, twice the
     /// instructions of the two statements.)
     pub(super) fn bump_group(&self, id: &[u8]) -> Result<Option<Taken>, MlsError> {
