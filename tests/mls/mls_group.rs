@@ -81,6 +81,16 @@ fn trio_under(
     (a, b, c, g)
 }
 
+/// A request from Alice to Bob and Carol, sealed in group `g`.
+fn from_alice_to_all(a: &Mls, g: &str, id: &str) -> Vec<u8> {
+    a.seal(
+        &request("alice@a.example", &["bob@b.example", "carol@c.example"], id),
+        g,
+        false,
+    )
+    .unwrap()
+}
+
 fn sender_of(r: &Received) -> String {
     match r {
         Received::Application(o) => o.envelope().message_id().unwrap_or_default().to_string(),
@@ -91,17 +101,7 @@ fn sender_of(r: &Received) -> String {
 #[test]
 fn group_by_mail_and_application_messages() {
     let (a, b, c, g) = trio();
-    let sealed = a
-        .seal(
-            &request(
-                "alice@a.example",
-                &["bob@b.example", "carol@c.example"],
-                "m-1",
-            ),
-            &g,
-            false,
-        )
-        .unwrap();
+    let sealed = from_alice_to_all(&a, &g, "m-1");
     for m in [&b, &c] {
         let r = open(m, &sealed).unwrap();
         assert_eq!(sender_of(&r), "m-1");
@@ -150,17 +150,7 @@ fn group_by_mail_and_application_messages() {
 fn future_epoch_held_until_its_commit() {
     let (a, b, c, g) = trio();
     let commit = a.update(&g).unwrap();
-    let later = a
-        .seal(
-            &request(
-                "alice@a.example",
-                &["bob@b.example", "carol@c.example"],
-                "m-9",
-            ),
-            &g,
-            false,
-        )
-        .unwrap();
+    let later = from_alice_to_all(&a, &g, "m-9");
     // bob gets the epoch-2 message before the commit that leads there.
     match open(&b, &later).unwrap() {
         Received::Held {
@@ -422,17 +412,7 @@ fn fail_an_impostor_certified_update_with_the_genuine_binding_cached() {
             .and_then(|r| r.commit())
     };
     let (a, b, c, g) = trio_under(cached);
-    let sealed = a
-        .seal(
-            &request(
-                "alice@a.example",
-                &["bob@b.example", "carol@c.example"],
-                "m-1",
-            ),
-            &g,
-            false,
-        )
-        .unwrap();
+    let sealed = from_alice_to_all(&a, &g, "m-1");
     for m in [&b, &c] {
         assert_eq!(sender_of(&receive(m, &sealed).unwrap()), "m-1");
     }
@@ -755,17 +735,7 @@ fn a_key_package_mail_is_judged_at_the_receivers_clock() {
 #[test]
 fn a_message_is_recorded_as_seen_at_the_receivers_clock() {
     let (a, b, _c, g) = trio();
-    let sealed = a
-        .seal(
-            &request(
-                "alice@a.example",
-                &["bob@b.example", "carol@c.example"],
-                "m-clock",
-            ),
-            &g,
-            false,
-        )
-        .unwrap();
+    let sealed = from_alice_to_all(&a, &g, "m-clock");
     let mut then = OpenPolicy::default();
     then.validation_time = Some(time::macros::datetime!(2026-06-01 00:00 UTC));
     let first = b
