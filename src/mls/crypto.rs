@@ -21,7 +21,10 @@
 //! together 7.5% of the instructions of opening a 2 KiB application message), so the
 //! keys are kept decompressed ([`Crypto::ed25519_key`]) and verified by
 //! [`super::ed25519`], which decides as RustCrypto's `verify_strict` without
-//! decompressing R; the errors are RustCrypto's.
+//! decompressing R; the errors are RustCrypto's. And an AEAD operation on twelve
+//! bytes, the size of an MLS `SenderData`, is shown to a watch open on this thread
+//! ([`super::sender_data::watch`]): so the receiver reads the sender data openmls
+//! opened instead of opening it a second time.
 
 use openmls::prelude::tls_codec::SecretVLBytes;
 use openmls_rust_crypto::RustCrypto;
@@ -204,7 +207,9 @@ impl OpenMlsCrypto for Crypto {
         nonce: &[u8],
         aad: &[u8],
     ) -> Result<Vec<u8>, CryptoError> {
-        self.rust_crypto.aead_encrypt(alg, key, data, nonce, aad)
+        let sealed = self.rust_crypto.aead_encrypt(alg, key, data, nonce, aad)?;
+        super::sender_data::note(aad, &sealed, data);
+        Ok(sealed)
     }
 
     fn aead_decrypt(
@@ -215,7 +220,11 @@ impl OpenMlsCrypto for Crypto {
         nonce: &[u8],
         aad: &[u8],
     ) -> Result<Vec<u8>, CryptoError> {
-        self.rust_crypto.aead_decrypt(alg, key, ct_tag, nonce, aad)
+        let plain = self
+            .rust_crypto
+            .aead_decrypt(alg, key, ct_tag, nonce, aad)?;
+        super::sender_data::note(aad, ct_tag, &plain);
+        Ok(plain)
     }
 
     /// Not on our path: MLS signature keys are made from our own randomness and

@@ -277,16 +277,21 @@ impl Mls {
     }
 
     /// Who really sent the application message `message` (a PrivateMessage of
-    /// `epoch`, already processed by `g`): its decrypted sender data.
+    /// `epoch`, already processed by `g`): its decrypted sender data, as openmls read
+    /// it while `watched` (or wrote it, for our own send), else decrypted here.
     pub(super) fn real_sender(
         &self,
         g: &MlsGroup,
         message: &[u8],
         epoch: u64,
+        watched: &sender_data::Watched,
     ) -> Result<SenderData, MlsError> {
         let framing = sender_data::private_framing(message).ok_or_else(|| {
             MlsError::Malformed("an MLS application message that is not a PrivateMessage".into())
         })?;
+        if let Some(real) = watched.sender_data(&framing) {
+            return Ok(real);
+        }
         let current = g.epoch().as_u64();
         let key = (epoch == current).then(|| {
             (
@@ -575,7 +580,9 @@ impl Mls {
         }
         // Our identity in this group: what its application messages must name.
         let me = identity_of(g.credential().map_err(op)?)?;
-        let processed = g.process_message(&self.state.provider, p).map_err(|e| {
+        let (processed, watched) =
+            sender_data::watch(|| g.process_message(&self.state.provider, p));
+        let processed = processed.map_err(|e| {
             if matches!(e, ProcessMessageError::IncompatibleWireFormat) {
                 MlsError::PlaintextHandshake {
                     group: group_text.clone(),
@@ -676,7 +683,7 @@ impl Mls {
         };
         let received = match processed.into_content() {
             ProcessedMessageContent::ApplicationMessage(app) => {
-                let real = self.real_sender(g, m.message, framing_epoch)?;
+                let real = self.real_sender(g, m.message, framing_epoch, &watched)?;
                 if Some(real.leaf_index) != sender_leaf {
                     return Err(MlsError::Binding(
                         "the MLS sender data names another leaf than the signer".into(),

@@ -93,14 +93,14 @@ impl Mls {
         }
         let entity = msg.to_inner_entity(true)?;
         g.set_aad(generation.to_be_bytes().to_vec());
-        let out = g
-            .create_message(&self.state.provider, signer, &entity)
-            .map_err(op)?;
+        let (out, watched) =
+            super::sender_data::watch(|| g.create_message(&self.state.provider, signer, &entity));
+        let out = out.map_err(op)?;
         let bytes = out.to_bytes().map_err(op)?;
         // The envelope states the generation before the encryption picks it: read
         // back what the sender data says, so that nothing leaves that receivers
         // would refuse (they check the same, `receive::check_coordinates`).
-        let real = self.real_sender(&g, &bytes, epoch)?;
+        let real = self.real_sender(&g, &bytes, epoch, &watched)?;
         if u64::from(real.generation) != generation {
             return Err(MlsError::State(format!(
                 "our send generation in epoch {epoch} is {}, the state said {generation}",
