@@ -19,10 +19,11 @@ use super::{
 use crate::envelope::Envelope;
 
 /// Headers that may appear at most once (RFC 5322 3.6, plus the binding's hints and the
-/// MIME headers that decide how the body is read).
+/// MIME headers that decide how the body is read). The first [`VALUE_FIELDS`] are the
+/// fields whose values are read (addresses, date, message ids, the encoded-word
+/// subject), so one lookup of a name tells both.
 const SINGLETONS: [&str; 12] = [
     "from",
-    "sender",
     "to",
     "cc",
     "date",
@@ -30,23 +31,14 @@ const SINGLETONS: [&str; 12] = [
     "in-reply-to",
     "references",
     "subject",
+    "sender",
     "mime-version",
     "content-type",
     "content-transfer-encoding",
 ];
 
-/// The top-level fields whose values mail-parser reads (addresses, date, message ids,
-/// the encoded-word subject).
-const VALUE_FIELDS: [&str; 8] = [
-    "from",
-    "to",
-    "cc",
-    "date",
-    "message-id",
-    "in-reply-to",
-    "references",
-    "subject",
-];
+/// How many of [`SINGLETONS`], from the first, have their values read.
+const VALUE_FIELDS: usize = 8;
 
 pub(crate) fn parse(raw: &[u8], limits: &Limits) -> Result<MailA2aMessage, MessageError> {
     let (parts, json) = read_parts(raw, limits, false)?;
@@ -346,9 +338,10 @@ fn read_headers(tree: &Tree, raw: &[u8]) -> Result<Headers, MessageError> {
     // six hints; any other Mail-A2A-* field is counted by name (rare).
     let mut counts = [0u8; SINGLETONS.len() + Hints::NAMES.len()];
     let mut other_hints: Vec<Vec<u8>> = Vec::new();
-    let mut hints = Hints::default();
-    let mut mime_version = None;
-    let mut auto_submitted = None;
+    let mut headers = Headers::default();
+    // Plain values are read here (`fields`); the others go to mail-parser, which sees
+    // only those fields, one line each, not the whole section.
+    let mut section = Vec::new();
     for f in &root.fields {
         let name = f.name(raw);
         let slot = SINGLETONS
@@ -379,28 +372,23 @@ fn read_headers(tree: &Tree, raw: &[u8]) -> Result<Headers, MessageError> {
                 name: String::from_utf8_lossy(name).chars().take(60).collect(),
             });
         }
-        if let Some(i) = slot.and_then(|i| i.checked_sub(SINGLETONS.len())) {
-            hints.set_nth(i, f.text(raw));
-        } else if f.is(raw, "mime-version") {
-            mime_version = Some(f.text(raw));
-        } else if f.is(raw, "auto-submitted") {
-            auto_submitted = Some(f.text(raw));
-        }
-    }
-    let mut headers = Headers {
-        mime_version,
-        auto_submitted,
-        hints,
-        ..Headers::default()
-    };
-    // Plain values are read here (`fields`); the others go to mail-parser, which sees
-    // only those fields, one line each, not the whole section.
-    let mut section = Vec::new();
-    for f in &root.fields {
-        let Some(which) = VALUE_FIELDS.iter().position(|n| f.is(raw, n)) else {
-            continue;
+        let which = match slot {
+            Some(i) if i < VALUE_FIELDS => i,
+            Some(i) if i >= SINGLETONS.len() => {
+                headers.hints.set_nth(i - SINGLETONS.len(), f.text(raw));
+                continue;
+            }
+            Some(i) if SINGLETONS[i] == "mime-version" => {
+                headers.mime_version = Some(f.text(raw));
+                continue;
+            }
+            None if f.is(raw, "auto-submitted") => {
+                headers.auto_submitted = Some(f.text(raw));
+                continue;
+            }
+            _ => continue,
         };
-        let text = f.text(raw);
+        let text = f.str(raw);
         let plain = match which {
             0 => fields::mailbox(&text).map(|m| {
                 headers.from_count = 1;
