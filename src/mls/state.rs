@@ -132,6 +132,37 @@ impl Codec for JsonCodec {
     }
 }
 
+impl JsonCodec {
+    /// [`Codec::to_vec`]'s text padded with spaces to a multiple of `bucket` bytes
+    /// (JSON allows white space after the value; [`Codec::from_slice`] reads it so),
+    /// into a buffer that is wiped when dropped.
+    ///
+    /// For the value openmls rewrites on every message, its message secrets: their
+    /// length moves by a few bytes each time (fresh secrets written as numbers), and a
+    /// row whose length changes is deleted and inserted again by SQLite, which moves
+    /// rows between pages (a page split, an overflow page freed and taken: 3% of
+    /// opening a 2 KiB application message). Of the same length, it is overwritten in
+    /// place.
+    ///
+    /// `room` is the buffer's first capacity: the caller's guess from the last value,
+    /// so that the buffer seldom grows (each growth leaves a copy of the secrets in
+    /// freed memory) and is not much larger than needed (all of it is wiped).
+    pub(crate) fn to_padded_vec<T: serde::Serialize>(
+        value: &T,
+        bucket: usize,
+        room: usize,
+    ) -> Result<zeroize::Zeroizing<Vec<u8>>, serde_json::Error> {
+        let bucket = bucket.max(1);
+        let mut out = zeroize::Zeroizing::new(Vec::with_capacity(room));
+        value.serialize(&mut serde_json::Serializer::with_formatter(
+            &mut *out, Compact,
+        ))?;
+        let padded = out.len().div_ceil(bucket) * bucket;
+        out.resize(padded, b' ');
+        Ok(out)
+    }
+}
+
 /// serde_json's compact format, with bytes (openmls' keys, secrets and serialized
 /// structures are byte vectors, written by serde as arrays of numbers: most of what
 /// it stores) written from a table instead of formatted one by one: the same text.

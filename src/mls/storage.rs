@@ -1,6 +1,7 @@
 //! openmls' storage: `openmls_sqlite_storage`'s tables, rows and encoding unchanged (a
-//! state file is read and written the same by either), with the one write openmls
-//! makes for every message done cheaper.
+//! state file is read the same by either; the message secrets' JSON text is padded
+//! with spaces, which JSON allows), with the one write openmls makes for every message
+//! done cheaper.
 //!
 //! Every application message, sent or received, advances a sender ratchet, and
 //! openmls then writes the whole message-secrets store (`write_message_secrets`).
@@ -37,9 +38,17 @@ const UPDATE_MESSAGE_SECRETS: &str = "UPDATE openmls_group_data SET group_data =
 const INSERT_MESSAGE_SECRETS: &str = "INSERT OR REPLACE INTO openmls_group_data (group_id, data_type, group_data, provider_version) VALUES (?1, 'message_secrets', ?2, 1)";
 
 /// openmls' storage on the state's connection ([`super::state`]).
+/// The message secrets' text is padded to a multiple of this many bytes, so that most
+/// writes keep the row's length ([`JsonCodec::to_padded_vec`]); a few hundred bytes
+/// of a value of several KB.
+const SECRETS_BUCKET: usize = 256;
+
 pub(crate) struct Storage {
     conn: Rc<Connection>,
     inner: SqliteStorageProvider<JsonCodec, Rc<Connection>>,
+    /// The buffer to serialize the next message secrets into: the last ones' length
+    /// and a bucket more.
+    secrets_room: std::cell::Cell<usize>,
 }
 
 impl Storage {
@@ -47,6 +56,7 @@ impl Storage {
         Storage {
             inner: SqliteStorageProvider::new(conn.clone()),
             conn,
+            secrets_room: std::cell::Cell::new(2048),
         }
     }
 }
@@ -85,7 +95,10 @@ impl StorageProvider<CURRENT_VERSION> for Storage {
     ) -> Result<(), Self::Error> {
         let key = JsonCodec::to_vec(group_id).map_err(encoding)?;
         // The secrets' encoding is wiped when written, as SQLite's copy is not ours to.
-        let value = zeroize::Zeroizing::new(JsonCodec::to_vec(message_secrets).map_err(encoding)?);
+        let room = self.secrets_room.get();
+        let value =
+            JsonCodec::to_padded_vec(message_secrets, SECRETS_BUCKET, room).map_err(encoding)?;
+        self.secrets_room.set(value.len() + SECRETS_BUCKET);
         let row = rusqlite::params![key, &value[..]];
         if self
             .conn
@@ -202,9 +215,30 @@ mod tests {
         rows.collect::<Result<_, _>>().unwrap()
     }
 
-    /// Our write leaves the rows `openmls_sqlite_storage`'s leaves, through a first
-    /// write (insert), a rewrite (update in place) and two groups side by side; and
-    /// each reads the other's.
+    /// Our rows as `openmls_sqlite_storage`'s, but the message secrets' text padded
+    /// with spaces to a multiple of [`SECRETS_BUCKET`] bytes.
+    fn unpadded(
+        rows: Vec<(i64, Vec<u8>, String, Vec<u8>)>,
+    ) -> Vec<(i64, Vec<u8>, String, Vec<u8>)> {
+        rows.into_iter()
+            .map(|(version, group, kind, mut data)| {
+                if kind == "message_secrets" {
+                    assert_eq!(data.len() % SECRETS_BUCKET, 0, "padded to the bucket");
+                    let text = data.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+                    assert!(
+                        data.len() - text < SECRETS_BUCKET,
+                        "padded by less than a bucket"
+                    );
+                    data.truncate(text);
+                }
+                (version, group, kind, data)
+            })
+            .collect()
+    }
+
+    /// Our write leaves the rows `openmls_sqlite_storage`'s leaves (the message
+    /// secrets' text padded with spaces), through a first write (insert), a rewrite
+    /// (update in place) and two groups side by side; and each reads the other's.
     #[test]
     fn message_secrets_rows_are_openmls_sqlite_storages() {
         let (a, b) = (
@@ -224,7 +258,7 @@ mod tests {
         for (group, value) in &steps {
             ours.write_message_secrets(*group, value).unwrap();
             theirs.write_message_secrets(*group, value).unwrap();
-            assert_eq!(rows(&ours_db), rows(&theirs_db));
+            assert_eq!(unpadded(rows(&ours_db)), rows(&theirs_db));
         }
         assert_eq!(rows(&ours_db).len(), 2);
         let read: Option<Secrets> = theirs.message_secrets(&a).unwrap();
@@ -246,6 +280,48 @@ mod tests {
         assert_eq!(
             ours.message_secrets::<_, Secrets>(&b).unwrap(),
             Some(secrets(7))
+        );
+    }
+
+    /// Message secrets whose text grows by a few bytes keep the row's length (so that
+    /// SQLite overwrites the row in place), until the text outgrows the bucket; what
+    /// is read back is what was written.
+    #[test]
+    fn message_secrets_keep_their_length_within_a_bucket() {
+        let db = database();
+        let ours = Storage::new(db.clone());
+        let group = GroupId::from_slice(b"group");
+        let stored = || -> usize {
+            db.query_row(
+                "SELECT length(group_data) FROM openmls_group_data WHERE data_type = 'message_secrets'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        let mut value = secrets(1);
+        value.note.clear();
+        let text = JsonCodec::to_vec(&value).unwrap().len();
+        let mut lengths = Vec::new();
+        for extra in [
+            0,
+            1,
+            5,
+            SECRETS_BUCKET - 1 - text % SECRETS_BUCKET,
+            SECRETS_BUCKET,
+        ] {
+            value.note = "n".repeat(extra);
+            ours.write_message_secrets(&group, &value).unwrap();
+            assert_eq!(
+                ours.message_secrets::<_, Secrets>(&group).unwrap().as_ref(),
+                Some(&value)
+            );
+            lengths.push(stored());
+        }
+        let first = text.div_ceil(SECRETS_BUCKET) * SECRETS_BUCKET;
+        assert_eq!(
+            lengths,
+            [first, first, first, first, first + SECRETS_BUCKET]
         );
     }
 
