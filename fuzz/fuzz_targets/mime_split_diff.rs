@@ -200,10 +200,11 @@ fuzz_target!(|data: &[u8]| {
             // section for mail-parser, which reads on past the delimiter (into the next
             // part, or across the close delimiter). Not comparable past it.
             break;
-        } else if b.nested {
+        } else if b.nested || a.content_type == "message/rfc822" {
             // mail-parser ends a `message/rfc822` part at the end of the enclosing
-            // multipart, whether or not it reads as a message: only the start can be
-            // compared.
+            // multipart, whether or not it reads as a message (a digest part that it
+            // does not read as one runs on across the close delimiter: found on
+            // 2026-12-05, `tests/cases/differential/`): only the start can be compared.
             assert_eq!(a.body.start, b.body.start, "entity {i}: nested message starts differ");
         } else if !b.multipart {
             assert_eq!(

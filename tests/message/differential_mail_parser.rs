@@ -270,3 +270,33 @@ fn a_part_header_section_ends_at_its_first_blank_line() {
         part.offset_body
     );
 }
+
+/// A `multipart/digest` part with header fields, no Content-Type and a body (found by
+/// a five-minute campaign on 2026-12-05, 60,745 runs in): a nested message by the
+/// digest's default (RFC 2046 5.1.5), which we end at the close delimiter; mail-parser
+/// does not read it as a message and runs its body on across the close delimiter to
+/// the end of the input.
+#[test]
+fn a_digest_message_mail_parser_does_not_read_ends_at_the_close_delimiter() {
+    let raw = case("mime_split_diff-digest-message-read-past-the-close-delimiter.eml");
+    let ours = structure(&raw, &Limits::default()).unwrap();
+    let shape: Vec<_> = ours
+        .iter()
+        .map(|p| (p.depth, p.content_type.as_str()))
+        .collect();
+    assert_eq!(shape, [(1, "multipart/digest"), (2, "message/rfc822")]);
+    let close = b"\r\n--18ec9cfcb369129c_163caed79a6645d8_ec7eb091e40346dd--\r\n";
+    assert!(raw[ours[1].body.end..].starts_with(close));
+    assert!(!ours[1].body.is_empty());
+    // mail-parser: the same start, no nested message, and a body through the close
+    // delimiter to the end.
+    let theirs = MessageParser::default().parse(&raw[..]).unwrap();
+    let part = &theirs.parts[1];
+    assert_eq!(part.offset_body as usize, ours[1].body.start);
+    assert!(
+        !matches!(part.body, PartType::Message(_)) && part.offset_end as usize == raw.len(),
+        "mail-parser's reading changed: {}..{}",
+        part.offset_body,
+        part.offset_end
+    );
+}
