@@ -114,10 +114,17 @@ fn date_in_a_part_header(data: &[u8], ours: &[PartInfo]) -> bool {
             })
             .unwrap_or(parent.body.start);
         data.get(start..e.body.start).is_some_and(|head| {
-            head.split(|&c| c == b'\n')
-                .any(|line| line.len() >= 5 && line[..5].eq_ignore_ascii_case(b"date:"))
+            head.split(|&c| c == b'\n').any(is_date_field)
         })
     })
+}
+
+/// Whether `line` is a Date field: `Date`, then RFC 5322's obsolete white space if
+/// any (`Date :`, which both readers accept: found on 2026-12-05), then the colon.
+fn is_date_field(line: &[u8]) -> bool {
+    line.len() >= 5
+        && line[..4].eq_ignore_ascii_case(b"date")
+        && line[4..].iter().find(|&&c| c != b' ' && c != b'\t') == Some(&b':')
 }
 
 /// libFuzzer's panic hook aborts before `catch_unwind` can catch: panics raised in

@@ -300,3 +300,41 @@ fn a_digest_message_mail_parser_does_not_read_ends_at_the_close_delimiter() {
         part.offset_end
     );
 }
+
+/// The Date quirk again, through RFC 5322's obsolete white space before the colon
+/// (`Date :`, found by a ten-minute campaign on 2026-12-05, 131,713 runs in): in the
+/// one body part's header section, mail-parser's date reader runs on and it reads no
+/// part at all; we read the part. The same message with the field renamed is read alike
+/// by both.
+#[test]
+fn a_part_date_with_white_space_before_the_colon_is_the_date_quirk() {
+    let raw = case("mime_split_diff-part-date-with-white-space-before-the-colon.eml");
+    let children = |raw: &[u8]| {
+        let ours = structure(raw, &Limits::default()).unwrap();
+        let ours: Vec<_> = ours
+            .iter()
+            .map(|p| (p.depth, p.content_type.clone()))
+            .collect();
+        (ours, their_children(raw))
+    };
+    let ours = vec![
+        (1, "multipart/mixed".to_string()),
+        (2, "text/plain".to_string()),
+    ];
+    assert_eq!(
+        children(&raw),
+        (ours.clone(), 0),
+        "mail-parser's reading changed"
+    );
+    let at = raw
+        .windows(6)
+        .position(|w| {
+            w == b"
+Date "
+        })
+        .unwrap()
+        + 1;
+    let mut renamed = raw.clone();
+    renamed[at] = b'X';
+    assert_eq!(children(&renamed), (ours, 1));
+}
