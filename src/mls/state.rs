@@ -140,9 +140,8 @@ impl JsonCodec {
     /// For the value openmls rewrites on every message, its message secrets: their
     /// length moves by a few bytes each time (fresh secrets written as numbers), and a
     /// row whose length changes is deleted and inserted again by SQLite, which moves
-    /// rows between pages (a page split, an overflow page freed and taken: 3% of
-    /// opening a 2 KiB application message). Of the same length, it is overwritten in
-    /// place.
+    /// rows between pages (pages taken and freed: about 2% of the time of opening a
+    /// 2 KiB application message). Of the same length, it is overwritten in place.
     ///
     /// `room` is the buffer's first capacity: the caller's guess from the last value,
     /// so that the buffer seldom grows (each growth leaves a copy of the secrets in

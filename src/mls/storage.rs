@@ -37,12 +37,12 @@ use super::state::JsonCodec;
 const UPDATE_MESSAGE_SECRETS: &str = "UPDATE openmls_group_data SET group_data = ?2, provider_version = 1 WHERE group_id = ?1 AND data_type = 'message_secrets'";
 const INSERT_MESSAGE_SECRETS: &str = "INSERT OR REPLACE INTO openmls_group_data (group_id, data_type, group_data, provider_version) VALUES (?1, 'message_secrets', ?2, 1)";
 
-/// openmls' storage on the state's connection ([`super::state`]).
 /// The message secrets' text is padded to a multiple of this many bytes, so that most
 /// writes keep the row's length ([`JsonCodec::to_padded_vec`]); a few hundred bytes
 /// of a value of several KB.
 const SECRETS_BUCKET: usize = 256;
 
+/// openmls' storage on the state's connection ([`super::state`]).
 pub(crate) struct Storage {
     conn: Rc<Connection>,
     inner: SqliteStorageProvider<JsonCodec, Rc<Connection>>,
