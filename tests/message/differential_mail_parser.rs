@@ -5,13 +5,21 @@
 use std::path::PathBuf;
 
 use mail_parser::{MessageParser, PartType};
-use mailseal::message::{structure, Limits, MessageError};
+use mailseal::message::{structure, Limits, MessageError, PartInfo};
 
 fn case(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/cases/differential")
         .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Our parts as (depth, content type).
+fn shape(parts: &[PartInfo]) -> Vec<(usize, &str)> {
+    parts
+        .iter()
+        .map(|p| (p.depth, p.content_type.as_str()))
+        .collect()
 }
 
 /// The children mail-parser sees in the top-level multipart.
@@ -48,10 +56,7 @@ fn refused_where_mail_parser_reads(raw: &[u8], multipart: bool, children: usize)
 fn a_nested_message_ends_at_the_enclosing_delimiter() {
     let raw = case("mime_split_diff-nested-message-swallows-parts.eml");
     let ours = structure(&raw, &Limits::default()).unwrap();
-    let shape: Vec<_> = ours
-        .iter()
-        .map(|p| (p.depth, p.content_type.as_str()))
-        .collect();
+    let shape = shape(&ours);
     assert_eq!(
         shape,
         [
@@ -227,10 +232,7 @@ fn mail_parser_part_tree_with_a_cycle_is_read_as_a_finite_list_by_us() {
 fn a_digest_part_without_content_type_is_a_message_ended_by_its_delimiter() {
     let raw = case("mime_split_diff-digest-part-without-content-type.eml");
     let ours = structure(&raw, &Limits::default()).unwrap();
-    let shape: Vec<_> = ours
-        .iter()
-        .map(|p| (p.depth, p.content_type.as_str()))
-        .collect();
+    let shape = shape(&ours);
     assert_eq!(
         shape,
         [
@@ -280,10 +282,7 @@ fn a_part_header_section_ends_at_its_first_blank_line() {
 fn a_digest_message_mail_parser_does_not_read_ends_at_the_close_delimiter() {
     let raw = case("mime_split_diff-digest-message-read-past-the-close-delimiter.eml");
     let ours = structure(&raw, &Limits::default()).unwrap();
-    let shape: Vec<_> = ours
-        .iter()
-        .map(|p| (p.depth, p.content_type.as_str()))
-        .collect();
+    let shape = shape(&ours);
     assert_eq!(shape, [(1, "multipart/digest"), (2, "message/rfc822")]);
     let close = b"\r\n--18ec9cfcb369129c_163caed79a6645d8_ec7eb091e40346dd--\r\n";
     assert!(raw[ours[1].body.end..].starts_with(close));
