@@ -61,6 +61,7 @@ pub mod gateway;
 mod hex;
 #[cfg(feature = "https")]
 pub mod https;
+pub mod identity;
 pub mod jws;
 pub mod keystore;
 pub mod message;
