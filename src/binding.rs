@@ -28,6 +28,8 @@ pub(crate) struct Authenticated<'a> {
     pub signer_emails: Vec<String>,
     /// The signature algorithm.
     pub algorithm: String,
+    /// The time the signature states it was made, when it states one.
+    pub signed_at: Option<time::OffsetDateTime>,
     /// Our identities, asked only when the policy does not list our addresses: the
     /// recipient binding's default.
     pub our_identities: &'a dyn Fn() -> Vec<String>,
@@ -85,15 +87,20 @@ pub(crate) fn finish(mut a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Op
         if ours.is_empty() || a.profile == Profile::Mls {
             ours.extend((a.our_identities)());
         }
-        let listed = inner
-            .headers
-            .to
-            .iter()
-            .chain(&inner.headers.cc)
-            .any(|m| ours.contains(&m.normalized()));
-        // Our own copy: the signer is us (the signer binding above tied From to it).
-        if !listed && !ours.contains(&from) {
-            return Err(OpenError::Binding(BindingError::NotARecipient));
+        // Only the protected To and Cc name us: our own address in From is no
+        // exception (reflection), unless the caller asked for its own copy.
+        let listed = crate::identity::recipients::names_us(
+            inner.headers.to.iter().chain(&inner.headers.cc),
+            &ours,
+        );
+        if !listed {
+            if ours.contains(&from) {
+                if !policy.own_copy {
+                    return Err(OpenError::Binding(BindingError::OwnMessageNotForUs));
+                }
+            } else {
+                return Err(OpenError::Binding(BindingError::NotARecipient));
+            }
         }
     }
     policy.check_protection(&inner, a.protection)?;
@@ -125,6 +132,7 @@ pub(crate) fn finish(mut a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Op
             outer_headers_matched: true,
             header_protection,
             algorithm: Some(a.algorithm),
+            signed_at: a.signed_at,
             dkim: Vec::new(),
         },
     })
@@ -154,8 +162,9 @@ fn has_header_fields(entity: &[u8]) -> bool {
 
 /// A legacy sender's message (MailA2A 9.2): the outer header fields (unauthenticated
 /// except for the From, which the signer binding below ties to the signature) over
-/// the signed entity. Refused when the policy demands header protection of the
-/// sender.
+/// the signed entity. Opened only from a peer the policy marks as legacy
+/// ([`crate::identity::recipients`]), and refused when the policy demands header
+/// protection of the sender.
 fn legacy_message(a: &Authenticated<'_>, policy: &OpenPolicy) -> Result<MailA2aMessage, OpenError> {
     let sender = a
         .outer_headers
@@ -170,6 +179,11 @@ fn legacy_message(a: &Authenticated<'_>, policy: &OpenPolicy) -> Result<MailA2aM
             .any(|p| p.trim().eq_ignore_ascii_case(&sender))
     {
         return Err(OpenError::Binding(BindingError::NoHeaderProtection {
+            sender,
+        }));
+    }
+    if !policy.legacy_peers.allows(&sender) {
+        return Err(OpenError::Binding(BindingError::LegacyNotAllowed {
             sender,
         }));
     }

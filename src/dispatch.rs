@@ -130,6 +130,7 @@ impl<'a> Dispatcher<'a> {
                 outer_headers_matched: true,
                 header_protection: false,
                 algorithm: None,
+                signed_at: None,
                 dkim: Vec::new(),
             },
         })

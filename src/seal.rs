@@ -97,15 +97,24 @@ pub struct OpenPolicy {
     /// a message backdated to its lifetime. `Some` only for archival validation, by
     /// explicit choice (`open --at TIME`; a [`crate::Receiver`] with a fixed clock).
     pub validation_time: Option<time::OffsetDateTime>,
-    /// Refuse signed mail whose signed entity carries no header fields (a legacy
-    /// sender: `openssl cms -sign` of the A2A part alone, `gpg --sign --encrypt` of
-    /// it). Default: such mail opens with the outer From bound to the signer, the outer
-    /// To checked for recipient binding, and the verdict saying the header fields were
-    /// unprotected (MailA2A 9.2: the protected JSON carries what matters).
+    /// Refuse signed mail whose signed entity carries no header fields even from the
+    /// peers [`OpenPolicy::legacy_peers`] marks (a legacy sender: `openssl cms -sign`
+    /// of the A2A part alone, `gpg --sign --encrypt` of it).
     pub require_header_protection: bool,
     /// As [`OpenPolicy::require_header_protection`], for these senders only (lower
     /// case).
     pub require_header_protection_from: Vec<String>,
+    /// The peers whose signed mail may come without header protection (MailA2A 9.2).
+    /// Nothing binds such a message's recipients or date (they are the outer, unsigned
+    /// fields), so it is opened only from these peers (default: none); its outer From
+    /// must still be an address of the signer, and its lifetime comes from signed data
+    /// (see [`crate::identity::recipients`]).
+    pub legacy_peers: crate::identity::recipients::LegacyPeers,
+    /// Open our own copy of a message we sent: a message signed by one of our
+    /// identities that does not name us in its protected To or Cc. Off by default: a
+    /// recipient could otherwise mail our own message back to us (reflection) and
+    /// have it delivered. On only for reading one's sent mail (`open --own-copy`).
+    pub own_copy: bool,
     /// Refuse an S/MIME signer when a certificate on its path (the signer's included)
     /// has no current CRL of its issuer in the key store (CRLs are imported with
     /// `key import`; nothing is fetched). Default: a held CRL is checked, a missing one
@@ -126,6 +135,8 @@ impl Default for OpenPolicy {
             validation_time: None,
             require_header_protection: false,
             require_header_protection_from: Vec::new(),
+            legacy_peers: crate::identity::recipients::LegacyPeers::none(),
+            own_copy: false,
             require_crl: false,
         }
     }
@@ -255,6 +266,11 @@ pub struct Verdict {
     pub header_protection: bool,
     /// The signature algorithm, when signed.
     pub algorithm: Option<String>,
+    /// The time the signature says it was made (CMS signingTime, the OpenPGP
+    /// signature's creation time), when it states one. The signer chose it: it never
+    /// widens what is accepted (certificates and keys are judged at receipt), and it is
+    /// a legacy message's date, since its outer Date is unsigned.
+    pub signed_at: Option<time::OffsetDateTime>,
     /// The outer message's DKIM results when the policy had keys to check them: which
     /// domain's server handled the message. A transport signal only: it never raises
     /// `protection` and a failure never refuses a message the profile authenticated.
@@ -309,6 +325,17 @@ pub enum BindingError {
     /// someone else and forwarded to us.
     #[error("we are not a protected recipient (forwarded message)")]
     NotARecipient,
+    /// Signed by one of our own identities, and not naming us in its protected To or
+    /// Cc: our own mail, sent to someone else and mailed back to us (reflection).
+    #[error("our own message to others, mailed back to us (reflection): it does not name us in its protected To or Cc; `open --own-copy` reads one's own sent mail")]
+    OwnMessageNotForUs,
+    /// The signed entity carries no header fields (a legacy sender) and the sender is
+    /// not marked as legacy: nothing binds its recipients or date.
+    #[error("{sender} sent mail without header protection (a legacy signer: To, Cc and Date are not signed); open it only from a peer marked as legacy (`--allow-legacy-from {sender}` or `@DOMAIN`, a peer policy's `legacy`)")]
+    LegacyNotAllowed {
+        /// The outer From address.
+        sender: String,
+    },
     /// The signed entity carries no header fields (a legacy sender without header
     /// protection) and the policy demands header protection of this sender.
     #[error("{sender} must protect its header fields (RFC 9788); this message does not")]
@@ -488,6 +515,8 @@ crate::error::verdict_codes!(BindingError, "binding", {
     Self::SignerIsNotSender { .. } => "signer-is-not-sender",
     Self::NotARecipient => "not-a-recipient",
     Self::NoHeaderProtection { .. } => "no-header-protection",
+    Self::OwnMessageNotForUs => "own-message-not-for-us",
+    Self::LegacyNotAllowed { .. } => "legacy-not-allowed",
 });
 
 impl OpenError {

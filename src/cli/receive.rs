@@ -66,10 +66,21 @@ pub(super) struct OpenArgs {
     /// and then wins over this.
     #[arg(long = "allow-unsigned-from", value_name = "ADDR")]
     allow_unsigned_from: Vec<String>,
-    /// Refuse signed mail without header protection (the signed entity carries no
-    /// header fields: a legacy `openssl cms -sign` or `gpg --sign` of the A2A part).
-    /// By default such mail opens with its outer From bound to the signer and
-    /// `headerProtection: false` in the report.
+    /// Open signed mail without header protection from ADDR, or from every address of
+    /// a domain (`@DOMAIN`): a legacy signer (`openssl cms -sign` or `gpg --sign` of
+    /// the A2A part alone), whose To, Cc and Date are outer, unsigned fields. Its
+    /// outer From must still be the signer, and its lifetime is taken from the
+    /// envelope's createdAt/expiresAt or the signature's time, never the outer Date.
+    /// By default such mail is refused (exit 6).
+    #[arg(long = "allow-legacy-from", value_name = "ADDR|@DOMAIN")]
+    allow_legacy_from: Vec<String>,
+    /// Open our own copy of a message we sent: one signed by one of the store's own
+    /// identities that does not name us in its protected To or Cc. By default it is
+    /// refused (exit 6) as a reflection: a recipient mailing our message back to us.
+    #[arg(long)]
+    own_copy: bool,
+    /// Refuse signed mail without header protection even from --allow-legacy-from
+    /// peers.
     #[arg(long)]
     require_header_protection: bool,
     /// As --require-header-protection, for mail from ADDR only.
@@ -144,9 +155,16 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         require_header_protection: a.require_header_protection,
         require_header_protection_from: a.require_header_protection_from.clone(),
         require_crl: a.require_crl,
+        own_copy: a.own_copy,
         ..OpenPolicy::default()
     };
     policy.allow_unsigned_from(&a.allow_unsigned_from);
+    for mark in &a.allow_legacy_from {
+        policy
+            .legacy_peers
+            .add(mark)
+            .map_err(|e| Failure::new(ExitCode::Usage, format!("--allow-legacy-from: {e}")))?;
+    }
     let clock = clock(a.now.as_deref())?;
     if a.stateless {
         let receiver = receiver(&home, &keys, None, policy, clock)?;
@@ -221,11 +239,24 @@ fn hand_over(
                 .map_err(|e| Failure::from("open", e))?
                 .outcome
         }
+        // Staged in memory, committed, then written: a concurrent `open` of the same
+        // message (another process on the same state) commits second, is told it is a
+        // duplicate, and prints nothing. A crash between the commit and the write
+        // loses this output; `--out` is the durable path.
         None => {
-            if let Outcome::Deliver { delivery, .. } = incoming.outcome() {
-                write_delivery(None, delivery, eml)?;
+            let staged = match incoming.outcome() {
+                Outcome::Deliver { delivery, .. } => Some(
+                    format(eml)
+                        .render(delivery)
+                        .map_err(|e| Failure::from("open", e))?,
+                ),
+                _ => None,
+            };
+            let outcome = incoming.commit().map_err(|e| Failure::from("open", e))?;
+            if let (Some(bytes), Outcome::Deliver { .. }) = (staged, &outcome) {
+                super::write_output(None, &bytes)?;
             }
-            incoming.commit().map_err(|e| Failure::from("open", e))?
+            outcome
         }
     };
     if let Some(line) = status_line(&outcome) {

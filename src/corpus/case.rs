@@ -137,6 +137,11 @@ pub struct CasePolicy {
     /// every failure after its decryption is one error.
     #[serde(default)]
     pub allow_legacy_cbc: bool,
+    /// The receiver marks the message's sender (its outer From) as a legacy peer, whose
+    /// signed mail may come without header protection (MailA2A 9.2). Unmarked, such
+    /// mail is refused (`binding.legacy-not-allowed`).
+    #[serde(default)]
+    pub allow_legacy_from_sender: bool,
 }
 
 impl CasePolicy {
@@ -144,13 +149,26 @@ impl CasePolicy {
         *self == Self::default()
     }
 
-    /// The open policy this describes.
-    pub(crate) fn open_policy(&self) -> crate::OpenPolicy {
-        crate::OpenPolicy {
+    /// The open policy this describes for `message` (whose outer From is the sender
+    /// [`CasePolicy::allow_legacy_from_sender`] marks).
+    pub(crate) fn open_policy(&self, message: &[u8]) -> crate::OpenPolicy {
+        let mut policy = crate::OpenPolicy {
             require_header_protection: self.require_header_protection,
             allow_legacy_cbc: self.allow_legacy_cbc,
             ..Default::default()
+        };
+        if self.allow_legacy_from_sender {
+            let limits = crate::message::Limits::default();
+            if let Some(from) = crate::message::read_outer(message, &limits)
+                .ok()
+                .and_then(|o| o.headers.from)
+            {
+                // An address the outer From parsed as; a mark that is not one marks
+                // nothing, and the case is then refused as unmarked.
+                let _ = policy.legacy_peers.add(&from.normalized());
+            }
         }
+        policy
     }
 }
 

@@ -79,7 +79,7 @@ pub(crate) fn judge(case: &CaseFiles) -> Own {
     .map(|t| t.unix_timestamp())
     .unwrap_or(super::NOW);
     let mut builder = Receiver::builder(&store.store)
-        .policy(expected.policy.open_policy())
+        .policy(expected.policy.open_policy(message))
         .clock(Clock::Fixed(now));
     // A copy: judging a case changes the state (a message seen, a Commit applied).
     // Opened when the first MLS message needs it, as `mailseal open` opens it: a

@@ -336,9 +336,13 @@ pub struct InboundPolicy {
     /// Senders whose unsigned MailA2A mail is accepted.
     #[serde(default)]
     pub allow_unsigned_from: Vec<String>,
-    /// Refuse signed mail without header protection.
+    /// Refuse signed mail without header protection, even from `allow_legacy_from`.
     #[serde(default)]
     pub require_header_protection: bool,
+    /// Peers (addresses, or `@domain`) whose signed mail may come without header
+    /// protection (a legacy signer: its To, Cc and Date are unsigned). Default: none.
+    #[serde(default)]
+    pub allow_legacy_from: Vec<String>,
     /// Refuse an S/MIME signer without a current CRL for every certificate on its path.
     #[serde(default)]
     pub require_crl: bool,
@@ -354,6 +358,10 @@ impl InboundPolicy {
             ..Default::default()
         };
         policy.allow_unsigned_from(&self.allow_unsigned_from);
+        for mark in &self.allow_legacy_from {
+            // Checked when the configuration was loaded (`Config::check`).
+            let _ = policy.legacy_peers.add(mark);
+        }
         policy
     }
 }
@@ -538,6 +546,12 @@ impl Config {
         if self.workers == Some(0) {
             return invalid("workers: at least 1".into());
         }
+        let mut legacy = crate::identity::recipients::LegacyPeers::none();
+        for mark in &self.inbound.allow_legacy_from {
+            if let Err(e) = legacy.add(mark) {
+                return invalid(format!("inbound.allow_legacy_from: {e}"));
+            }
+        }
         Ok(())
     }
 
@@ -635,5 +649,24 @@ next_hop = { address = "127.0.0.1:2526" }
             .unwrap_err()
             .to_string()
             .contains("[tls]"));
+        let legacy = format!("{MINIMAL}\n[inbound]\nallow_legacy_from = [\"example.com\"]\n");
+        assert!(Config::parse(&legacy)
+            .unwrap_err()
+            .to_string()
+            .contains("allow_legacy_from"));
+    }
+
+    #[test]
+    fn legacy_peers_are_none_unless_listed() {
+        let c = Config::parse(MINIMAL).unwrap();
+        assert!(c.inbound.open_policy().legacy_peers.is_empty());
+        let legacy = format!(
+            "{MINIMAL}\n[inbound]\nallow_legacy_from = [\"old@example.com\", \"@legacy.example\"]\n"
+        );
+        let p = Config::parse(&legacy).unwrap().inbound.open_policy();
+        assert!(p.legacy_peers.allows("old@example.com"));
+        assert!(p.legacy_peers.allows("any@legacy.example"));
+        assert!(!p.legacy_peers.allows("new@example.com"));
+        assert!(!p.own_copy);
     }
 }

@@ -404,6 +404,12 @@ impl Context<'_> {
         let queued = match incoming.outcome() {
             Outcome::Deliver { delivery, .. } => {
                 let to = self.recipients(delivery, t, released)?;
+                if to.is_empty() {
+                    // Only its author was asked for (see `recipients`): nothing is
+                    // delivered and nothing recorded, so the copies for the agents it
+                    // names are not taken for duplicates of this one.
+                    return Ok((Decision::accepted("duplicate", None, None), None));
+                }
                 Some(self.queue_to(t, &to, &message_key(delivery), render(delivery)?)?)
             }
             _ => None,
@@ -454,7 +460,17 @@ impl Context<'_> {
                         one_line(r)
                     ),
                 )),
-                None => Ok(t.recipients.clone()),
+                // Its author, when it named itself, wrote it: a copy coming back to it
+                // is no delivery (the receiver already refused our own mail that does
+                // not name us, as a reflection).
+                None => {
+                    let author = delivery.opened.message.sender().unwrap_or_default();
+                    Ok(t.recipients
+                        .iter()
+                        .filter(|r| crate::message::Mailbox::new(r).normalized() != author)
+                        .cloned()
+                        .collect())
+                }
             };
         };
         let mut to: Vec<String> = t

@@ -704,6 +704,7 @@ impl Mls {
                         },
                         signer_emails: vec![sender.clone()],
                         algorithm: "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519".into(),
+                        signed_at: None,
                         our_identities: &|| vec![me.clone()],
                     },
                     policy,

@@ -921,6 +921,7 @@ impl Opener for OpenPgp<'_> {
                     emails: signer.emails.clone(),
                 },
                 signer_emails: signer.emails,
+                signed_at: signer.created.map(time::OffsetDateTime::from),
                 algorithm: signer.algorithm,
                 our_identities: &|| crate::keystore::own_addresses(self.store),
             },

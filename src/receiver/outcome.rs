@@ -23,20 +23,20 @@ impl Delivery {
         Ok(Delivery { opened, candidate })
     }
 
-    /// The addresses the sealed message itself names: its protected To and Cc, and its
-    /// sender (our own copy), normalized.
+    /// The addresses the sealed message itself names as its recipients: its protected
+    /// To and Cc, normalized. Its sender is not one: a message mailed back to the
+    /// address that sent it is a reflection, not a copy (see
+    /// [`crate::identity::recipients`]).
     pub fn named_recipients(&self) -> Vec<String> {
         let h = &self.opened.message.headers;
         h.to.iter()
             .chain(&h.cc)
-            .chain(&h.from)
             .map(crate::message::Mailbox::normalized)
             .collect()
     }
 
     /// Whether a transport recipient (an SMTP `RCPT TO`) is one the sealed message was
-    /// meant for: named in its protected To or Cc, its sender (our own copy), or
-    /// reached through one of `aliases` the message names (a list expanded before
+    /// meant for: named in its protected To or Cc, or reached through one of `aliases` the message names (a list expanded before
     /// us). The receiver rules check that the message names one of our addresses; a
     /// gateway that holds the keys of many agents must also check that it goes to
     /// those it names, or a message for one agent, forwarded to another, would reach

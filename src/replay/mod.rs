@@ -253,8 +253,14 @@ impl Candidate {
         let mut c =
             Candidate::with_envelope(signer, opened.envelope(), opened.message.envelope_shared())?;
         c.peer = opened.message.sender().unwrap_or_default();
-        // The Date of the entity that was opened: the signed one, when signed.
-        c.date = opened.message.headers.date.map(|t| t.unix_timestamp());
+        // The Date of the entity that was opened, when it is the signed one. A legacy
+        // signer's Date is the outer, unsigned one: its lifetime starts at the time
+        // its signature states instead, so a re-dated copy is not fresh again.
+        c.date = if opened.verdict.signer.is_some() && !opened.verdict.header_protection {
+            opened.verdict.signed_at.map(|t| t.unix_timestamp())
+        } else {
+            opened.message.headers.date.map(|t| t.unix_timestamp())
+        };
         Ok(c)
     }
 

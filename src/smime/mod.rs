@@ -1206,6 +1206,7 @@ impl Smime<'_> {
                 },
                 signer_emails,
                 algorithm: verified.algorithm.to_string(),
+                signed_at: verified.signing_time,
                 // Our S/MIME identities: the certificates whose keys the store holds
                 // (the store caches them for decryption anyway).
                 our_identities: &|| {

@@ -216,3 +216,90 @@ fn fail_message_forwarded_to_another_agent_behind_the_gateway() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(sink.messages().len(), 1);
 }
+
+/// Bob's own message to Mallory, mailed back by her to Bob's inbound gateway (RCPT TO
+/// Bob, the address that signed it): it names only Mallory, so it is a reflection,
+/// refused at SMTP time whether signed only or signed and encrypted to Bob's own copy;
+/// nothing reaches Bob's sink.
+#[test]
+fn fail_wrong_audience_our_own_message_mailed_back_to_us() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_a_store, b_store) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let b_in = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "b",
+        &b_store,
+        &[("in", b_in, "inbound", sink.addr.port(), "tls = \"none\"")],
+        "",
+    );
+    let b = Gateway::start(dir.path(), "b", &conf, &[b_in]);
+    for (id, sign_only) in [
+        ("urn:uuid:reflected-1", true),
+        ("urn:uuid:reflected-2", false),
+    ] {
+        // Encrypted, it goes to Alice (whose certificate Bob holds) and to Bob's own copy.
+        let ours = seal(
+            &b_store,
+            &kit::plain("bob@smime.example", "alice@smime.example", id),
+            sign_only,
+        );
+        let r = kit::submit(
+            ([127, 0, 0, 1], b_in).into(),
+            "mallory@evil.example",
+            &["bob@smime.example"],
+            &ours,
+        );
+        assert!(
+            r.starts_with("550") && r.contains("reflection"),
+            "{id}: {r}"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(sink.messages().is_empty(), "{:?}", sink.messages());
+    assert!(b.log_text().contains("verdict=\"refused\""));
+
+    // Bob's message to Alice that names Bob and his other agent too: sent back to Bob
+    // alone, it is his own (a duplicate: accepted, not delivered, not recorded, so it
+    // suppresses nobody's copy); to both, only the other agent gets it; again to the
+    // other agent, a duplicate.
+    let env = common::env(common::with(
+        common::request(),
+        serde_json::json!({"messageId": "urn:uuid:self-cc", "idempotencyKey": "k-self-cc"}),
+    ));
+    let plain = MailA2aMessage::new(
+        "bob@smime.example",
+        &[
+            "alice@smime.example",
+            "bob@smime.example",
+            "bob@openpgp.example",
+        ],
+        env,
+    )
+    .to_rfc5322()
+    .unwrap();
+    let ours = seal(&b_store, &plain, true);
+    let to = |rcpts: &[&str]| {
+        kit::submit(
+            ([127, 0, 0, 1], b_in).into(),
+            "mallory@evil.example",
+            rcpts,
+            &ours,
+        )
+    };
+    let r = to(&["bob@smime.example"]);
+    assert!(r.starts_with("250"), "{r}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(sink.messages().is_empty(), "{:?}", sink.messages());
+    let r = to(&["bob@smime.example", "bob@openpgp.example"]);
+    assert!(r.starts_with("250"), "{r}");
+    let got = sink.wait_for(1, Duration::from_secs(60));
+    assert_eq!(got[0].recipients, ["bob@openpgp.example"]);
+    let r = to(&["bob@openpgp.example"]);
+    assert!(r.starts_with("250"), "{r}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sink.messages().len(), 1);
+    let log = b.log_text();
+    assert_eq!(log.matches("verdict=\"duplicate\"").count(), 2, "{log}");
+}

@@ -49,8 +49,21 @@ fn every_algorithm_round_trips_through_sender_and_receiver() {
         assert_eq!(emails, &["alice@jws.example"]);
         assert_eq!(source, "jwk");
         assert_eq!(opened.envelope().message_id().as_deref(), Some("m-1"));
-        // The sender's own copy verifies at the sender (its own key, its own address).
-        let own = deliver(&mut Receiver::builder(&alice.store).build(), &sealed);
+        // The sender's own copy verifies at the sender (its own key, its own address)
+        // when it asks for its own copy; by default it is a reflection.
+        assert!(Receiver::builder(&alice.store)
+            .build()
+            .receive(&sealed)
+            .is_err());
+        let own_copy = {
+            let mut p = mailseal::OpenPolicy::default();
+            p.own_copy = true;
+            p
+        };
+        let own = deliver(
+            &mut Receiver::builder(&alice.store).policy(own_copy).build(),
+            &sealed,
+        );
         assert_eq!(own.verdict.protection.to_string(), "signed");
     }
 }

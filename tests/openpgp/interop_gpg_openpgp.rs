@@ -593,12 +593,28 @@ fn legacy_gpg_sign_encrypt_of_the_a2a_part_opens_with_unprotected_headers() {
         mail.extend_from_slice(&pgp_mime_encrypted(from, "bob@pgp.example", &armored));
         mail
     };
+    // Opened from a peer marked as legacy; refused, naming the option, from any other.
+    let open_legacy = |raw: &[u8]| {
+        run(
+            &[
+                "open",
+                "--store",
+                s(&p.bob),
+                "--allow-legacy-from",
+                "@pgp.example",
+            ],
+            raw,
+        )
+    };
     let out = open(&p.bob, &legacy("alice@pgp.example"));
+    assert_eq!(out.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-legacy-from"));
+    let out = open_legacy(&legacy("alice@pgp.example"));
     ok(&out);
     assert_eq!(out.stdout, [msg.envelope_bytes(), b"\n"].concat());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no header protection"));
     // The same bytes under another From: not the signer (exit 6).
-    let out = open(&p.bob, &legacy("ceo@pgp.example"));
+    let out = open_legacy(&legacy("ceo@pgp.example"));
     assert_eq!(
         out.status.code(),
         Some(6),

@@ -36,14 +36,14 @@ fn import(store: &Path, files: &[&str], trusted: bool) {
 }
 
 /// Alice's, Mallory's and Bob's stores, each its own directory.
-struct World {
+pub(crate) struct World {
     _dir: tempfile::TempDir,
-    alice: PathBuf,
+    pub(crate) alice: PathBuf,
     mallory: PathBuf,
-    bob: PathBuf,
+    pub(crate) bob: PathBuf,
 }
 
-fn world() -> World {
+pub(crate) fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let alice = dir.path().join("alice");
     let mallory = dir.path().join("mallory");
@@ -87,7 +87,7 @@ fn world() -> World {
     }
 }
 
-fn plain(from: &str, to: &str, id: &str) -> MailA2aMessage {
+pub(crate) fn plain(from: &str, to: &str, id: &str) -> MailA2aMessage {
     let env = common::with(
         common::request(),
         serde_json::json!({"messageId": id, "idempotencyKey": format!("effect-{id}")}),
@@ -96,7 +96,7 @@ fn plain(from: &str, to: &str, id: &str) -> MailA2aMessage {
 }
 
 /// `mailseal seal --sign-only` of `msg` with `store`'s key, under `profile`.
-fn sign(store: &Path, msg: &MailA2aMessage, profile: &str) -> Vec<u8> {
+pub(crate) fn sign(store: &Path, msg: &MailA2aMessage, profile: &str) -> Vec<u8> {
     let out = run(
         &[
             "seal",
@@ -180,15 +180,26 @@ fn fail_openpgp_signed_for_mallory_and_forwarded_to_bob() {
 }
 
 #[test]
-fn the_senders_own_copy_opens_and_an_alias_needs_explicit_policy() {
+fn fail_wrong_audience_our_own_message_mailed_back_and_an_alias_needs_explicit_policy() {
     let w = world();
-    // Alice reads her own sent message: From is her, To is Bob.
+    // Alice's own message to Bob, mailed back to her (by Bob, or anyone who saw it):
+    // it does not name her, so it is a reflection, refused; she reads her own sent
+    // message only by asking for her own copy.
     let to_bob = sign(
         &w.alice,
         &plain("alice@smime.example", "bob@smime.example", "fwd-4"),
         "smime",
     );
     let out = open(&w.alice, &to_bob);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.contains("reflection"), "{stderr}");
+    assert!(stderr.contains("--own-copy"), "{stderr}");
+    let out = run(
+        &["open", "--store", w.alice.to_str().unwrap(), "--own-copy"],
+        &to_bob,
+    );
     assert_opens(&out);
 
     // A message to a list Bob is on: refused by default, accepted once the list is

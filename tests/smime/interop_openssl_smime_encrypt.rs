@@ -140,12 +140,19 @@ fn mailseal_encrypts_openssl_decrypts_and_verifies() {
     assert_eq!(parsed.envelope_bytes(), msg.envelope_bytes());
     assert!(String::from_utf8_lossy(&inner).contains("hp=\"cipher\""));
 
-    // Bob opens it; so can Alice (the sender is a recipient of her own copy).
-    for s in [bob_store(dir.path()), dir.path().join("alice")] {
+    // Bob opens it; so can Alice, when she asks for her own copy (the sender is a
+    // recipient of her own copy's encryption; by default it would be a reflection).
+    let own_copy = {
+        let mut p = OpenPolicy::default();
+        p.own_copy = true;
+        p
+    };
+    for (s, policy) in [
+        (bob_store(dir.path()), OpenPolicy::default()),
+        (dir.path().join("alice"), own_copy),
+    ] {
         let store = DirectoryStore::open(&s).unwrap();
-        let opened = Smime::new(&store)
-            .open(&sealed, &OpenPolicy::default())
-            .unwrap();
+        let opened = Smime::new(&store).open(&sealed, &policy).unwrap();
         assert_eq!(opened.verdict.protection, Protection::SignedEncrypted);
         assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
     }
@@ -176,7 +183,7 @@ fn openssl_encrypts_with_oaep_and_gcm_mailseal_opens() {
         dir.path(),
     );
     let out = run(
-        &["open", "--store", s.to_str().unwrap()],
+        &["open", "--own-copy", "--store", s.to_str().unwrap()],
         &std::fs::read(dir.path().join("enc.eml")).unwrap(),
     );
     assert_eq!(
@@ -222,7 +229,10 @@ fn openssl_streamed_ber_signed_data_inside_streamed_authenveloped_data_opens() {
     );
     let enc = std::fs::read(dir.path().join("enc.eml")).unwrap();
     assert_eq!(&der_of(&enc)[..2], &[0x30, 0x80], "OpenSSL streamed BER");
-    let out = run(&["open", "--store", s.to_str().unwrap()], &enc);
+    let out = run(
+        &["open", "--own-copy", "--store", s.to_str().unwrap()],
+        &enc,
+    );
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -270,7 +280,7 @@ fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
         dir.path(),
     );
     let out = run(
-        &["open", "--store", s.to_str().unwrap()],
+        &["open", "--own-copy", "--store", s.to_str().unwrap()],
         &std::fs::read(dir.path().join("cbc.eml")).unwrap(),
     );
     assert_eq!(out.status.code(), Some(4));
@@ -282,6 +292,7 @@ fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
     let out = run(
         &[
             "open",
+            "--own-copy",
             "--store",
             s.to_str().unwrap(),
             "--allow-legacy-cbc",
@@ -323,7 +334,12 @@ fn fail_no_flipped_byte_goes_unnoticed_by_every_recipient() {
     let der = der_of(&sealed);
     let alice = DirectoryStore::open(&a).unwrap();
     let bob = DirectoryStore::open(bob_store(dir.path())).unwrap();
-    let policy = OpenPolicy::default();
+    // Alice reads her own copy by asking for it; Bob is named either way.
+    let policy = {
+        let mut p = OpenPolicy::default();
+        p.own_copy = true;
+        p
+    };
     assert!(Smime::new(&bob)
         .open(&with_der(&sealed, &der), &policy)
         .is_ok());
@@ -401,7 +417,12 @@ fn openssl_default_pkcs1_v15_key_transport_opens_without_a_padding_oracle() {
     let sealed = std::fs::read(dir.path().join("enc.eml")).unwrap();
     let store = DirectoryStore::open(&s).unwrap();
     let smime = Smime::new(&store);
-    let policy = OpenPolicy::default();
+    // Alice's own message, encrypted to her: her own copy, read by asking for it.
+    let policy = {
+        let mut p = OpenPolicy::default();
+        p.own_copy = true;
+        p
+    };
     assert_eq!(
         smime.open(&sealed, &policy).unwrap().verdict.protection,
         Protection::SignedEncrypted

@@ -1,8 +1,10 @@
 //! Mail from legacy S/MIME senders (issue #17, MailA2A 9.2): `openssl cms -sign` of the
 //! A2A part alone, then `openssl cms -encrypt`, puts no header fields inside the
-//! signature. Such mail opens with the outer From bound to the signer, the outer To
-//! checked for recipient binding, and the report saying the header fields were not
-//! protected; a policy refuses it for senders that must protect them.
+//! signature. Nothing binds its To, Cc or Date, so it opens only from a sender the
+//! receiver marks as legacy (`--allow-legacy-from`), with the outer From bound to the
+//! signer, the outer To checked, its lifetime from the signature's signingTime (never
+//! the outer Date), and the report saying the header fields were not protected; a
+//! policy refuses it for senders that must protect them.
 
 use crate::common;
 
@@ -37,6 +39,11 @@ fn bob_store(dir: &Path) -> PathBuf {
 /// `to`: the A2A part alone signed, then encrypted to Bob; the outer header fields a
 /// mail system adds (Date, Message-ID) and the binding hint on top.
 fn legacy_mail(dir: &Path, from: &str, to: &str) -> (Vec<u8>, Vec<u8>) {
+    legacy_mail_dated(dir, from, to, "Tue, 01 Dec 2026 12:00:00 +0000")
+}
+
+/// [`legacy_mail`] with the outer Date `date` (which nothing signs).
+fn legacy_mail_dated(dir: &Path, from: &str, to: &str, date: &str) -> (Vec<u8>, Vec<u8>) {
     let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "legacy-1");
     env.set("correlationId", "legacy-c-1");
     env.set("idempotencyKey", "legacy-effect-1");
@@ -87,8 +94,10 @@ fn legacy_mail(dir: &Path, from: &str, to: &str) -> (Vec<u8>, Vec<u8>) {
         ],
         dir,
     );
-    let mut mail = b"Date: Tue, 01 Dec 2026 12:00:00 +0000\r\nMessage-ID: <legacy-1@smime.example>\r\nMail-A2A-Binding: 1.0\r\n"
-        .to_vec();
+    let mut mail = format!(
+        "Date: {date}\r\nMessage-ID: <legacy-1@smime.example>\r\nMail-A2A-Binding: 1.0\r\n"
+    )
+    .into_bytes();
     let body = std::fs::read(dir.join("encrypted.eml")).unwrap();
     // openssl writes LF line ends: mail is CRLF.
     let text = String::from_utf8(body).unwrap();
@@ -99,6 +108,8 @@ fn legacy_mail(dir: &Path, from: &str, to: &str) -> (Vec<u8>, Vec<u8>) {
     (mail, json)
 }
 
+/// `open` at the time of receipt: `openssl cms -sign` dates its signature now, and a
+/// legacy message's lifetime starts there.
 fn open(store: &Path, raw: &[u8], extra: &[&str], report: &Path) -> std::process::Output {
     let mut args = vec![
         "open",
@@ -106,28 +117,97 @@ fn open(store: &Path, raw: &[u8], extra: &[&str], report: &Path) -> std::process
         store.to_str().unwrap(),
         "--report",
         report.to_str().unwrap(),
-        "--now",
-        "2026-12-01T12:01:00Z",
     ];
     args.extend_from_slice(extra);
     run(&args, raw)
 }
 
 #[test]
-fn legacy_signed_then_encrypted_mail_opens_with_unprotected_headers_reported() {
+fn legacy_signed_then_encrypted_mail_opens_from_a_marked_peer_with_unprotected_headers_reported() {
+    // Marked by address, or by the whole domain.
+    for mark in [ALICE, "@smime.example"] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = bob_store(dir.path());
+        let (mail, json) = legacy_mail(dir.path(), ALICE, BOB);
+        let report = dir.path().join("report.json");
+        let out = open(&store, &mail, &["--allow-legacy-from", mark], &report);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{mark}: {stderr}");
+        assert_eq!(out.stdout, [json.as_slice(), b"\n"].concat());
+        assert!(stderr.contains("no header protection"), "{stderr}");
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(r["headerProtection"], false);
+        assert_eq!(r["protection"], "signed-encrypted");
+        assert_eq!(r["protectedHeaders"], serde_json::json!([]));
+    }
+}
+
+#[test]
+fn fail_unbound_fields_legacy_mail_from_an_unmarked_peer() {
+    // Nothing binds a legacy message's recipients or date: without a mark for its
+    // sender it is refused, and the refusal names the option. Another peer's mark, or
+    // a look-alike domain's, is no mark for Alice.
     let dir = tempfile::tempdir().unwrap();
     let store = bob_store(dir.path());
-    let (mail, json) = legacy_mail(dir.path(), ALICE, BOB);
+    let (mail, _) = legacy_mail(dir.path(), ALICE, BOB);
     let report = dir.path().join("report.json");
-    let out = open(&store, &mail, &[], &report);
+    for extra in [
+        &[][..],
+        &["--allow-legacy-from", "carol@smime.example"][..],
+        &["--allow-legacy-from", "@example"][..],
+        &["--allow-legacy-from", "@sub.smime.example"][..],
+    ] {
+        let out = open(&store, &mail, extra, &report);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{extra:?}: {stderr}");
+        assert!(out.stdout.is_empty());
+        assert!(stderr.contains("--allow-legacy-from"), "{stderr}");
+        assert!(stderr.contains(ALICE), "{stderr}");
+    }
+    let out = open(
+        &store,
+        &mail,
+        &["--allow-legacy-from", "not an address"],
+        &report,
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn fail_chosen_time_a_re_dated_legacy_copy_is_not_fresh_again() {
+    // Mallory holds Alice's legacy message. Eight days later, when Bob's replay
+    // record of it is gone with its week, she sends it again under a new outer Date
+    // (which nothing signs): its lifetime runs from the signingTime, so it is
+    // expired, not a new message. Before, its lifetime ran from the outer Date and
+    // the re-dated copy was delivered again, week after week. (A fresh state stands
+    // for Bob's pruned one.)
+    let dir = tempfile::tempdir().unwrap();
+    let store = bob_store(dir.path());
+    let report = dir.path().join("report.json");
+    let now = time::OffsetDateTime::now_utc();
+    let fmt = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc2822)
+            .unwrap()
+    };
+    let (mail, _) = legacy_mail_dated(dir.path(), ALICE, BOB, &fmt(now));
+    let later = now + time::Duration::days(8);
+    let rfc3339 = later
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let redated = String::from_utf8(mail)
+        .unwrap()
+        .replacen(&fmt(now), &fmt(later), 1);
+    let out = open(
+        &store,
+        redated.as_bytes(),
+        &["--allow-legacy-from", ALICE, "--now", &rfc3339],
+        &report,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(out.stdout, [json.as_slice(), b"\n"].concat());
-    assert!(stderr.contains("no header protection"), "{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
-    assert_eq!(r["headerProtection"], false);
-    assert_eq!(r["protection"], "signed-encrypted");
-    assert_eq!(r["protectedHeaders"], serde_json::json!([]));
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("expired"), "{stderr}");
+    assert!(out.stdout.is_empty());
 }
 
 #[test]
@@ -137,8 +217,13 @@ fn fail_legacy_mail_from_a_sender_that_must_protect_its_headers() {
     let (mail, _) = legacy_mail(dir.path(), ALICE, BOB);
     let report = dir.path().join("report.json");
     for extra in [
-        &["--require-header-protection"][..],
-        &["--require-header-protection-from", ALICE][..],
+        &["--require-header-protection", "--allow-legacy-from", ALICE][..],
+        &[
+            "--require-header-protection-from",
+            ALICE,
+            "--allow-legacy-from",
+            ALICE,
+        ][..],
     ] {
         let out = open(&store, &mail, extra, &report);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -158,8 +243,9 @@ fn fail_legacy_mail_whose_outer_from_is_not_the_signer_or_to_is_not_us() {
     let dir = tempfile::tempdir().unwrap();
     let store = bob_store(dir.path());
     let report = dir.path().join("report.json");
+    let marks = ["--allow-legacy-from", "@smime.example"];
     let (mail, _) = legacy_mail(dir.path(), "ceo@smime.example", BOB);
-    let out = open(&store, &mail, &[], &report);
+    let out = open(&store, &mail, &marks, &report);
     assert_eq!(
         out.status.code(),
         Some(6),
@@ -168,7 +254,7 @@ fn fail_legacy_mail_whose_outer_from_is_not_the_signer_or_to_is_not_us() {
     );
     assert!(out.stdout.is_empty());
     let (mail, _) = legacy_mail(dir.path(), ALICE, "carol@smime.example");
-    let out = open(&store, &mail, &[], &report);
+    let out = open(&store, &mail, &marks, &report);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(6), "{stderr}");
     assert!(stderr.contains("not a protected recipient"), "{stderr}");

@@ -171,6 +171,7 @@ fn cli_seal_to_a_file_writes_it_whole() {
     let opened = run(
         &[
             "open",
+            "--own-copy",
             "--store",
             s.to_str().unwrap(),
             "--in",

@@ -27,6 +27,31 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
             Crypto::Pass,
         )?;
     }
+    // Reflected: Bob's own signed message to Carol, mailed back to Bob by whoever got
+    // it. He is its signer and its From, and it does not name him: not his to act on.
+    {
+        let bob_store = super::super::parties::store_of(&parties.bob)?;
+        for mode in [Mode::SmimeSigned, Mode::Jws] {
+            let env = b.request("message/send");
+            let d = b.draft_between(mode, &env, BOB, &[CAROL])?;
+            b.add(
+                "reflected--own-message-to-carol",
+                Rule::Refuse("binding.own-message-not-for-us"),
+                "Bob's own signed message to Carol, mailed back to Bob (reflection)",
+                &d,
+                Sealing {
+                    mode,
+                    sender: &bob_store,
+                    signer: None,
+                    encrypt_to: None,
+                    sign: true,
+                    signed_at: None,
+                },
+                vec![],
+                Crypto::Pass,
+            )?;
+        }
+    }
     // Re-encrypted: Alice's signature names only herself as its intended recipient
     // (RFC 9580 5.2.3.36: her own copy); whoever holds the signed data encrypts it to
     // Bob. The signed entity's To may say anything: the packet says it was not for him.

@@ -1,5 +1,6 @@
 //! Legacy senders (MailA2A 9.2): a signed entity without protected header fields,
-//! accepted by default and refused by a receiver that demands header protection.
+//! accepted only from a sender the receiver marks as legacy (nothing binds its
+//! recipients or date), and refused by a receiver that demands header protection.
 
 use super::*;
 
@@ -17,14 +18,33 @@ fn without_header_fields(entity: Vec<u8>) -> Vec<u8> {
 }
 
 pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
+    let legacy = CasePolicy {
+        allow_legacy_from_sender: true,
+        ..CasePolicy::default()
+    };
     for mode in MODES {
         let env = b.request("message/send");
         let mut d = b.draft(mode, &env)?;
         d.mutate = Some(without_header_fields);
+        let sealing = b.alice(mode);
+        b.under(legacy, |b| {
+            b.add(
+                "valid--legacy-sender",
+                Rule::Accept,
+                "a legacy sender the receiver marks as one: the signed entity has no header fields, the outer ones stand (MailA2A 9.2)",
+                &d,
+                sealing,
+                vec![],
+                Crypto::Pass,
+            )
+        })?;
+        let env = b.request("message/send");
+        let mut d = b.draft(mode, &env)?;
+        d.mutate = Some(without_header_fields);
         b.add(
-            "valid--legacy-sender",
-            Rule::Accept,
-            "a legacy sender: the signed entity has no header fields, the outer ones stand (MailA2A 9.2)",
+            "legacy-sender--not-marked",
+            Rule::Refuse("binding.legacy-not-allowed"),
+            "a legacy sender's message to a receiver that does not mark its sender as legacy: nothing binds its recipients or date",
             &d,
             b.alice(mode),
             vec![],
@@ -37,6 +57,7 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         b.under(
             CasePolicy {
                 require_header_protection: true,
+                allow_legacy_from_sender: true,
                 ..CasePolicy::default()
             },
             |b| {
