@@ -7,6 +7,7 @@ mod compose;
 mod corpus;
 mod demo;
 mod dkim;
+mod edge_cloud;
 mod exit;
 #[cfg(feature = "gateway")]
 mod gateway;
@@ -112,6 +113,9 @@ enum Command {
     /// AEP (Agent Email Protocol) mail to a plain MailA2A message and back.
     #[command(subcommand)]
     Aep(AepCommand),
+    /// The edge-cloud capability contract: check an execution receipt.
+    #[command(subcommand)]
+    EdgeCloud(edge_cloud::EdgeCloudCommand),
     /// MLS groups: key packages, membership by mail, held messages.
     #[command(subcommand)]
     Mls(mls::MlsCommand),
@@ -199,6 +203,7 @@ fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Compose(args) => compose::compose(args),
         Command::Aep(cmd) => aep::aep(cmd),
+        Command::EdgeCloud(cmd) => edge_cloud::edge_cloud(cmd),
         Command::Dkim(cmd) => dkim::dkim(cmd),
         Command::Validate { files } => validate::validate(&files),
         Command::Inspect { file, json } => {

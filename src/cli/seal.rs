@@ -110,8 +110,31 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
             .transpose()?;
     // Written as it is encoded; into a temporary file next to the output, renamed once
     // complete, so a failure leaves no partial message.
-    match a.out.as_deref() {
+    let out = match a.out.as_deref() {
+        None => None,
         Some(path) => {
+            Some(crate::receiver::deliver::Target::of(path).map_err(|e| Failure::from("seal", e))?)
+        }
+    };
+    match out {
+        // A device or FIFO is written in place, never replaced: everything is sealed
+        // before `seal_to` writes its first byte.
+        Some(crate::receiver::deliver::Target::InPlace(device)) => {
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&device)
+                .map_err(|e| crate::SendError::from(crate::seal::SealError::Output(e)))
+                .and_then(|f| {
+                    let mut w = std::io::BufWriter::new(f);
+                    sender.seal_to(&plain, &opts, &mut w)?;
+                    w.flush()
+                        .map_err(|e| crate::seal::SealError::Output(e).into())
+                });
+            written.map_err(|e| failure(e, &dir, profile))
+        }
+        // A symlink's final target is replaced, never the link.
+        Some(crate::receiver::deliver::Target::File(path)) => {
+            let path = path.as_path();
             let tmp = path.with_extension("partial");
             let written = std::fs::File::create(&tmp)
                 .map_err(|e| crate::SendError::from(crate::seal::SealError::Output(e)))

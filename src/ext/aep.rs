@@ -265,6 +265,27 @@ impl AepMessage {
     }
 
     fn headers(&self) -> Result<Headers, AepError> {
+        // The names come from the signed envelope's `metadata.aep.headers`, which the
+        // sender wrote: only the `X-AEP-*` extension fields AEP reads may be named,
+        // never a structural one (From, Reply-To, ...) nor one this writer sets itself,
+        // and every name must be an RFC 5322 field name (no line break, no colon).
+        for (name, _) in &self.extra {
+            let lower = name.to_ascii_lowercase();
+            if name.is_empty()
+                || !name.bytes().all(|b| (33..=126).contains(&b) && b != b':')
+                || !lower.starts_with("x-aep-")
+                || lower.len() == "x-aep-".len()
+                || matches!(
+                    lower.as_str(),
+                    "x-aep-type" | "x-aep-conversation-id" | "x-aep-content-type"
+                )
+            {
+                return Err(AepError::Header(format!(
+                    "{:?} is not an X-AEP-* extension field name",
+                    name.escape_debug().to_string()
+                )));
+            }
+        }
         for v in [&self.aep_type]
             .into_iter()
             .chain(self.conversation_id.iter())

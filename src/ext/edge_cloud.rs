@@ -540,6 +540,26 @@ pub enum ReceiptError {
     /// `idempotencyKeyDigest` is not the digest of the request's key.
     #[error("the receipt's idempotencyKeyDigest is not the request's key")]
     IdempotencyKeyDigest,
+    /// The request carried an idempotency key and the receipt does not say which
+    /// request it answers (no `idempotencyKeyDigest`).
+    #[error("the request carried an idempotency key; the receipt has no idempotencyKeyDigest")]
+    NoIdempotencyKeyDigest,
+    /// The receipt says its verification failed (or has a status the contract does
+    /// not define): never a receipt of a successful execution.
+    #[error("the receipt's verification {method} has status {status}, not passed")]
+    VerificationFailed {
+        /// The receipt's method.
+        method: String,
+        /// The receipt's status.
+        status: String,
+    },
+    /// Attestation was required and the receipt carries no `attestationReference`
+    /// to check it by.
+    #[error("attestation {methods:?} was required; the receipt has no attestationReference")]
+    NoAttestationReference {
+        /// The required methods.
+        methods: Vec<String>,
+    },
 }
 
 /// Checks `receipt` for the request `req` evaluated against `contract`, whose result
@@ -573,6 +593,17 @@ pub fn verify_receipt(
             reasons,
         });
     }
+    // A receipt is evidence of a successful execution: a failed verification (or a
+    // status the contract does not define) never is, whatever the request asked.
+    if !matches!(
+        receipt.verification.status.as_str(),
+        "passed" | "not_requested"
+    ) {
+        return Err(ReceiptError::VerificationFailed {
+            method: receipt.verification.method.clone(),
+            status: receipt.verification.status.clone(),
+        });
+    }
     for method in req.required_verification.iter().flatten() {
         if receipt.verification.method != *method || receipt.verification.status != "passed" {
             return Err(ReceiptError::VerificationNotPassed {
@@ -582,10 +613,25 @@ pub fn verify_receipt(
             });
         }
     }
-    if let (Some(key), Some(digest)) = (&req.idempotency_key, &receipt.idempotency_key_digest) {
-        if *digest != sha256_tag(key.as_bytes()) {
-            return Err(ReceiptError::IdempotencyKeyDigest);
+    // Every requirement the request stated holds, failing closed (sections 5 and 6):
+    // required attestation needs a reference an independent policy can check.
+    if let Some(methods) = req.required_attestation.as_ref().filter(|m| !m.is_empty()) {
+        if receipt
+            .attestation_reference
+            .as_deref()
+            .is_none_or(|r| r.trim().is_empty())
+        {
+            return Err(ReceiptError::NoAttestationReference {
+                methods: methods.clone(),
+            });
         }
+    }
+    match (&req.idempotency_key, &receipt.idempotency_key_digest) {
+        (Some(key), Some(digest)) if *digest != sha256_tag(key.as_bytes()) => {
+            return Err(ReceiptError::IdempotencyKeyDigest)
+        }
+        (Some(_), None) => return Err(ReceiptError::NoIdempotencyKeyDigest),
+        _ => {}
     }
     Ok(())
 }

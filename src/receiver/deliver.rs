@@ -8,6 +8,11 @@
 //! crash after the commit leaves a staged file for a message the state now calls a
 //! duplicate: the next run, finding it, publishes it. A consumer that takes files out of
 //! the directory therefore sees each accepted message once. One process per directory.
+//!
+//! A target that is not a regular file is never replaced ([`Target`]): a symlink is
+//! followed to the file it names, which is then replaced as above (the link stays); a
+//! device or FIFO (`/dev/null`, a pipe) is written in place, after the commit, since
+//! it can be neither staged nor renamed onto.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -175,12 +180,79 @@ impl DeliveryDir {
     }
 }
 
+/// Where output named by a path goes: a regular file (new or replaced whole), or a
+/// device or FIFO written in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// A path to stage beside and rename onto (a symlink's final target).
+    File(PathBuf),
+    /// A character or block device, FIFO or socket: written into, never replaced.
+    InPlace(PathBuf),
+}
+
+/// How many symlinks are followed before the path is refused (as the kernel's
+/// `ELOOP` limit).
+const MAX_LINKS: usize = 40;
+
+impl Target {
+    /// What `path` names: followed through symlinks to a file (existing or not), or a
+    /// device or FIFO.
+    pub(crate) fn of(path: &Path) -> Result<Target, DeliverError> {
+        let mut path = path.to_path_buf();
+        for _ in 0..MAX_LINKS {
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(Target::File(path))
+                }
+                Err(e) => return Err(io(&path)(e)),
+            };
+            let kind = meta.file_type();
+            if kind.is_symlink() {
+                let link = std::fs::read_link(&path).map_err(io(&path))?;
+                path = match path.parent() {
+                    Some(parent) if link.is_relative() => parent.join(link),
+                    _ => link,
+                };
+                continue;
+            }
+            if kind.is_file() || kind.is_dir() {
+                // A directory fails at the rename, with the system's word for it.
+                return Ok(Target::File(path));
+            }
+            return Ok(Target::InPlace(path));
+        }
+        Err(io(&path)(std::io::Error::other(format!(
+            "more than {MAX_LINKS} symbolic links"
+        ))))
+    }
+}
+
+/// Writes into a device or FIFO at `path`, opened for writing only (never created,
+/// never truncated as a file would be).
+fn write_in_place(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), DeliverError>,
+) -> Result<(), DeliverError> {
+    let mut device = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io(path))?;
+    write(&mut device)?;
+    device.flush().map_err(io(path))
+}
+
 /// Delivers `incoming` to `target` exactly once (see the module documentation).
 pub fn deliver_to(
     incoming: Incoming<'_>,
     target: &Path,
     format: Format,
 ) -> Result<Delivered, DeliverError> {
+    let target = match Target::of(target)? {
+        Target::File(path) => path,
+        Target::InPlace(device) => return deliver_in_place(incoming, &device, format),
+    };
+    let target = target.as_path();
     let partial = partial_path(target);
     match incoming.outcome() {
         Outcome::Deliver { delivery, .. } => {
@@ -246,10 +318,43 @@ pub fn deliver_to(
     }
 }
 
+/// Delivers `incoming` into a device or FIFO: the output is rendered (staged in
+/// memory), the message committed, and the output written only if the commit
+/// delivered it, so a concurrent duplicate writes nothing. A crash between the commit
+/// and the write loses that output: a device keeps nothing to resume from.
+fn deliver_in_place(
+    incoming: Incoming<'_>,
+    device: &Path,
+    format: Format,
+) -> Result<Delivered, DeliverError> {
+    let staged = match incoming.outcome() {
+        Outcome::Deliver { delivery, .. } => Some(format.render(delivery)?),
+        _ => None,
+    };
+    let outcome = incoming.commit()?;
+    match (staged, &outcome) {
+        (Some(bytes), Outcome::Deliver { .. }) => {
+            write_in_place(device, |w| w.write_all(&bytes).map_err(io(device)))?;
+            Ok(Delivered {
+                outcome,
+                resumed: false,
+                path: Some(device.to_path_buf()),
+            })
+        }
+        _ => Ok(Delivered {
+            outcome,
+            resumed: false,
+            path: None,
+        }),
+    }
+}
+
 /// Writes `bytes` to `target` the way a delivery is written: a new owner-only file
 /// beside it (never through a symlink planted there), synced, then renamed over the
-/// target, so a reader sees the old file or the whole new one. For every `--out` of
-/// the command line (a sealed message, a report, a card).
+/// target, so a reader sees the old file or the whole new one. A symlink at `target`
+/// is followed (the file it names is replaced, the link stays), and a device or FIFO
+/// is written in place, never replaced. For every `--out` of the command line (a
+/// sealed message, a report, a card).
 pub fn write_file_atomically(target: &Path, bytes: &[u8]) -> Result<(), DeliverError> {
     write_file_atomically_with(target, |f| f.write_all(bytes).map_err(io(target)))
 }
@@ -262,18 +367,13 @@ pub fn write_file_atomically_with(
 ) -> Result<(), DeliverError> {
     // A device or pipe (`/dev/null`, a FIFO) is written as it is: it cannot be
     // replaced, and holds nothing to protect.
-    if std::fs::symlink_metadata(target).is_ok_and(|m| {
-        !m.file_type().is_file() && !m.file_type().is_dir() && !m.file_type().is_symlink()
-    }) {
-        let mut device = std::fs::OpenOptions::new()
-            .write(true)
-            .open(target)
-            .map_err(io(target))?;
-        return write(&mut device);
-    }
-    let partial = partial_path(target);
+    let target = match Target::of(target)? {
+        Target::InPlace(device) => return write_in_place(&device, write),
+        Target::File(path) => path,
+    };
+    let partial = partial_path(&target);
     write_new_with(&partial, write)?;
-    publish(&partial, target)
+    publish(&partial, &target)
 }
 
 fn partial_path(target: &Path) -> PathBuf {

@@ -485,3 +485,48 @@ fn fuzz_reproducers_refused_or_round_trip() {
         AepError::Header(_)
     ));
 }
+
+#[test]
+fn fail_output_edges_aep_header_names_from_the_envelope_are_checked() {
+    // The sender writes `metadata.aep.headers` inside its signed envelope: a name that
+    // is a structural field (a second From, a Reply-To), carries a line break or a
+    // colon, or is one this writer sets itself would inject into the AEP mail. Each is
+    // refused; an X-AEP-* extension field passes.
+    let aep = parse(&task_submit());
+    let m = aep.to_maila2a().unwrap();
+    let with_headers = |headers: serde_json::Value| {
+        let mut env = m.envelope().clone();
+        let mut payload = env.value("payload").unwrap();
+        payload["message"]["metadata"]["aep"]["headers"] = headers;
+        env.set("payload", &payload);
+        let mut msg = m.clone();
+        msg.set_envelope(env);
+        msg
+    };
+    for bad in [
+        serde_json::json!([["from", "ceo@a.example"]]),
+        serde_json::json!([["Reply-To", "mallory@evil.example"]]),
+        serde_json::json!([["X-AEP-Evil\r\nReply-To", "mallory@evil.example"]]),
+        serde_json::json!([["X-AEP-Evil: x\r\nReply-To", "v"]]),
+        serde_json::json!([["x-aep-type", "task.result"]]),
+        serde_json::json!([["X-AEP-", "v"]]),
+        serde_json::json!([["", "v"]]),
+    ] {
+        let from_mail = AepMessage::from_maila2a(&with_headers(bad.clone())).unwrap();
+        let err = from_mail.to_rfc5322().unwrap_err();
+        assert!(matches!(err, AepError::Header(_)), "{bad}: {err}");
+    }
+    let ok = AepMessage::from_maila2a(&with_headers(serde_json::json!([[
+        "x-aep-priority",
+        "high"
+    ]])))
+    .unwrap()
+    .to_rfc5322()
+    .unwrap();
+    let text = String::from_utf8(ok).unwrap();
+    assert!(text.contains("\r\nx-aep-priority: high\r\n"), "{text}");
+    assert_eq!(
+        text.matches("\r\nFrom: ").count() + usize::from(text.starts_with("From: ")),
+        1
+    );
+}

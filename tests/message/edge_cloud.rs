@@ -336,9 +336,15 @@ fn fail_tampered_receipts_are_refused() {
         verify_receipt(&t, &c, &r, result),
         Err(ReceiptError::SiteBreaksRequirements { .. })
     ));
-    // Verification was required and did not pass.
+    // Verification was required and did not pass, or passed by another method.
     let mut t = good.clone();
     t.verification.status = "failed".into();
+    assert!(matches!(
+        verify_receipt(&t, &c, &r, result),
+        Err(ReceiptError::VerificationFailed { .. })
+    ));
+    let mut t = good.clone();
+    t.verification.method = "self-reported".into();
     assert!(matches!(
         verify_receipt(&t, &c, &r, result),
         Err(ReceiptError::VerificationNotPassed { .. })
@@ -350,6 +356,104 @@ fn fail_tampered_receipts_are_refused() {
         verify_receipt(&t, &c, &r, result),
         Err(ReceiptError::IdempotencyKeyDigest)
     );
+}
+
+#[test]
+fn fail_unsolicited_answers_a_receipt_that_ignores_the_callers_requirements() {
+    // The callee answers with a receipt that leaves out what the request demanded:
+    // each requirement the request stated is enforced, failing closed (contract
+    // sections 5 and 6).
+    let (c, r) = (contract(), requirements());
+    let result = b"the result";
+    let good = receipt_for(&c, result);
+    verify_receipt(&good, &c, &r, result).unwrap();
+    // Attestation required, no reference to check it by (absent or blank).
+    for reference in [None, Some("  ".to_string())] {
+        let mut t = good.clone();
+        t.attestation_reference = reference;
+        assert!(matches!(
+            verify_receipt(&t, &c, &r, result),
+            Err(ReceiptError::NoAttestationReference { .. })
+        ));
+    }
+    // A failed verification is no receipt of success, even where the request asked
+    // for none; nor is a status the contract does not define.
+    let mut lenient = r.clone();
+    lenient.required_verification = None;
+    for status in ["failed", "PASSED", "skipped"] {
+        let mut t = good.clone();
+        t.verification.status = status.into();
+        assert!(
+            matches!(
+                verify_receipt(&t, &c, &lenient, result),
+                Err(ReceiptError::VerificationFailed { .. })
+            ),
+            "{status}"
+        );
+    }
+    let mut t = good.clone();
+    t.verification.status = "not_requested".into();
+    verify_receipt(&t, &c, &lenient, result).unwrap();
+    // The request carried an idempotency key: the receipt must say it answers it.
+    let mut t = good.clone();
+    t.idempotency_key_digest = None;
+    assert_eq!(
+        verify_receipt(&t, &c, &r, result),
+        Err(ReceiptError::NoIdempotencyKeyDigest)
+    );
+    // The command line checks the same (exit 6 and the reason; exit 0 when it holds).
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, v: &dyn erased::Json| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, v.json()).unwrap();
+        path.display().to_string()
+    };
+    let contract_f = write("contract.json", &c);
+    let req_f = write("requirements.json", &r);
+    let result_f = dir.path().join("result.bin");
+    std::fs::write(&result_f, result).unwrap();
+    let check = |receipt: &ExecutionReceipt| {
+        let receipt_f = write("receipt.json", receipt);
+        crate::common::run(
+            &[
+                "edge-cloud",
+                "verify-receipt",
+                "--contract",
+                &contract_f,
+                "--requirements",
+                &req_f,
+                "--receipt",
+                &receipt_f,
+                "--result",
+                result_f.to_str().unwrap(),
+            ],
+            b"",
+        )
+    };
+    let out = check(&good);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut t = good.clone();
+    t.attestation_reference = None;
+    let out = check(&t);
+    assert_eq!(out.status.code(), Some(6));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("attestationReference"));
+}
+
+/// Serialises the contract's types for the command-line check.
+mod erased {
+    pub trait Json {
+        fn json(&self) -> Vec<u8>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> Vec<u8> {
+            serde_json::to_vec(self).unwrap()
+        }
+    }
 }
 
 #[test]

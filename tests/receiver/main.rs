@@ -10,6 +10,7 @@ mod common;
 
 mod crash_exactly_once;
 mod fail_forwarded;
+mod fail_output_edges;
 mod open_receiver;
 mod pipeline_api;
 mod receiver_fuzz_seeds;
