@@ -259,6 +259,20 @@ fn hand_over(
             outcome
         }
     };
+    if let Outcome::Deliver { delivery, .. } = &outcome {
+        // Who it is from, beside what was printed: the protected From (bound to the
+        // signer) and the signer itself.
+        eprintln!(
+            "mailseal: from {} ({})",
+            delivery
+                .opened
+                .message
+                .sender()
+                .unwrap_or_default()
+                .escape_debug(),
+            delivery.candidate.signer.escape_debug()
+        );
+    }
     if let Some(line) = status_line(&outcome) {
         eprintln!("mailseal: {line}");
     }
@@ -419,6 +433,9 @@ fn write_report(path: &Path, opened: &Opened, delivery: &str) -> CliResult {
         "profile": v.profile.map(|p| p.token()),
         "protection": v.protection.token(),
         "signer": v.signer.as_ref().map(|s| s.replay_id()),
+        // The protected From, which the signer binding tied to the signer: who this is
+        // from, named with what is printed.
+        "from": opened.message.sender(),
         "algorithm": v.algorithm,
         "protectedHeaders": v.protected_headers,
         "outerHeadersMatched": v.outer_headers_matched,

@@ -17,11 +17,16 @@ pub(super) enum StreamCommand {
         json: bool,
     },
     /// Print the events of a correlation that are deliverable now (held ones a late
-    /// event released), one envelope JSON per line in order, and forget them.
+    /// event released), one envelope JSON per line in order, and forget them. Each
+    /// event's sender is named on stderr (with `--json`, in the line itself).
     Next {
         /// The correlation.
         #[arg(long, value_name = "ID")]
         correlation: String,
+        /// One JSON object per line: `{"signer", "correlationId", "sequence",
+        /// "messageId", "envelope"}`.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -73,13 +78,34 @@ pub(super) fn run(state: &str, cmd: StreamCommand) -> CliResult {
             }
             Ok(())
         }
-        StreamCommand::Next { correlation } => {
+        StreamCommand::Next { correlation, json } => {
             let events = store
                 .take_deliverable(&correlation)
                 .map_err(|e| Failure::from("stream next", e))?;
             let mut out = Vec::new();
             for e in events {
-                out.extend_from_slice(&e.envelope);
+                // Streams are per sender: which one an event came from is part of
+                // what is printed, never left for the reader to guess.
+                if json {
+                    let envelope: serde_json::Value =
+                        serde_json::from_slice(&e.envelope).unwrap_or(serde_json::Value::Null);
+                    let line = serde_json::json!({
+                        "signer": e.signer,
+                        "correlationId": e.correlation_id,
+                        "sequence": e.sequence,
+                        "messageId": e.message_id,
+                        "envelope": envelope,
+                    });
+                    out.extend_from_slice(line.to_string().as_bytes());
+                } else {
+                    eprintln!(
+                        "mailseal: event {} of {} from {}",
+                        e.sequence,
+                        e.correlation_id.escape_debug(),
+                        e.signer.escape_debug()
+                    );
+                    out.extend_from_slice(&e.envelope);
+                }
                 out.push(b'\n');
             }
             super::write_output(None, &out)

@@ -376,8 +376,17 @@ fn stream_event<T: Txn>(
     // In order: this one goes to the agent now, and the held run behind it follows.
     s.next_seq = n + 1;
     let mut released = 0;
+    let mut expired = None;
     for e in pending.iter().filter(|e| e.state == PendingState::Held) {
         if e.seq != s.next_seq {
+            break;
+        }
+        // A held event's lifetime may have ended while it waited: it is not handed
+        // over late (a fresh copy would be refused as expired too). It is dropped and
+        // the stream stops there, incomplete, as for any gap: never joined around it.
+        if held_expired(tx, &c.signer, e, now)? {
+            tx.delete_pending(&id, e.seq).map_err(backend)?;
+            expired = Some(e.seq);
             break;
         }
         tx.set_deliverable(&id, e.seq).map_err(backend)?;
@@ -386,14 +395,32 @@ fn stream_event<T: Txn>(
     }
     if !pending
         .iter()
-        .any(|e| e.state == PendingState::Held && e.seq >= s.next_seq)
+        .any(|e| e.state == PendingState::Held && e.seq >= s.next_seq && Some(e.seq) != expired)
     {
         s.gap_since = None;
+    } else if expired.is_some() {
+        s.gap_since = Some(now);
     }
     tx.put_stream(&s).map_err(backend)?;
     Ok(Admission::Deliver {
         retry_of: None,
         released,
+    })
+}
+
+/// Whether the lifetime of the held event `e` of `signer` ended before `now`: its
+/// replay tuple is kept until the end of its lifetime plus the skew (see
+/// [`lifetime`]), so that is where its expiry is read. A tuple already pruned was
+/// past that end.
+fn held_expired<T: Txn>(
+    tx: &mut T,
+    signer: &str,
+    e: &Pending,
+    now: i64,
+) -> Result<bool, ReceiverError> {
+    Ok(match tx.tuple(signer, &e.message_id).map_err(backend)? {
+        None => true,
+        Some(t) => t.keep_until.is_some_and(|until| now > until),
     })
 }
 

@@ -161,6 +161,8 @@ fn a_stream_gap_holds_events_until_it_closes() {
     let two = open(&bob, &[], &event(2));
     assert!(String::from_utf8_lossy(&two.stdout).contains("\"ev-2\""));
     assert!(stderr(&two).contains("1 held event(s)"), "{}", stderr(&two));
+    // Who it is from is named with what is printed.
+    assert!(stderr(&two).contains("mailseal: from "), "{}", stderr(&two));
     let next = run(
         &["stream", "next", "--store", b, "--correlation", "stream-1"],
         b"",
@@ -171,6 +173,11 @@ fn a_stream_gap_holds_events_until_it_closes() {
         .collect();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["messageId"], "ev-3");
+    assert!(
+        stderr(&next).contains("event 3 of stream-1 from "),
+        "{}",
+        stderr(&next)
+    );
     let status = run(&["stream", "status", "--store", b, "--json"], b"");
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status[0]["complete"], json!(true));

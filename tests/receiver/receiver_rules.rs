@@ -270,6 +270,58 @@ fn rule4_a_gap_holds_later_events_back_until_it_closes() {
 }
 
 #[test]
+fn fail_stale_state_a_held_event_that_expired_while_it_waited_is_not_released() {
+    // Event 3 (expiring a minute after NOW) is held behind the gap at 2, with event 4
+    // behind it. Event 2 arrives twenty minutes later: it is delivered, event 3 is not
+    // (its lifetime ended while it waited, as a fresh copy's would be refused), and the
+    // stream stops there, incomplete, never joined around it: event 4 stays held.
+    let (_d, stores) = backends();
+    let expiring = |seq: u64, until: i64| {
+        let mut v = event("c-exp", seq, false);
+        v["expiresAt"] = json!(rfc3339(until));
+        v
+    };
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let p = ReceiverPolicy::default();
+        assert_eq!(
+            admit(s, &candidate(BOB, event("c-exp", 1, false))).unwrap(),
+            deliver(0)
+        );
+        let three = candidate(BOB, expiring(3, NOW + 60));
+        assert!(matches!(admit(s, &three).unwrap(), Admission::Held { .. }));
+        let four = candidate(BOB, expiring(4, NOW + 86_400));
+        assert!(matches!(admit(s, &four).unwrap(), Admission::Held { .. }));
+        let later = NOW + 1200;
+        assert_eq!(
+            s.admit(&candidate(BOB, expiring(2, NOW + 86_400)), later, &p)
+                .unwrap(),
+            deliver(0),
+            "{name}"
+        );
+        assert!(s.take_deliverable("c-exp").unwrap().is_empty(), "{name}");
+        let status = &s.streams(Some("c-exp")).unwrap()[0];
+        assert_eq!(
+            (
+                status.next_sequence,
+                status.missing.clone(),
+                status.held.clone(),
+                status.complete
+            ),
+            (3, vec![3], vec![4], false),
+            "{name}: {status:?}"
+        );
+        assert!(status.gap_since.is_some(), "{name}");
+        // The same event sent again is not delivered either.
+        assert!(
+            !matches!(s.admit(&three, later, &p), Ok(Admission::Deliver { .. })),
+            "{name}"
+        );
+        assert!(s.take_deliverable("c-exp").unwrap().is_empty(), "{name}");
+    }
+}
+
+#[test]
 fn rule5_fail_exactly_one_final_per_stream() {
     let (_d, stores) = backends();
     for (name, s) in &stores {
