@@ -392,3 +392,69 @@ fn fail_respelled_keys_a_card_refusal_is_not_undone_by_a_did() {
     let genuine = kit::cli_signed(dir.path(), &alice, ALICE, "bob@localhost", "p-2");
     kit::cli(&["open", "--store", &bob, "--in", &genuine]);
 }
+
+/// The same rules through the library's own import functions: a card of Mallory's key
+/// for Alice, after Alice's card, is refused by [`agent_card::import_card`] and the
+/// same key by [`jwk::import`]; both take it once the change is accepted.
+#[test]
+fn fail_respelled_keys_library_imports_share_the_pin() {
+    use mailseal::error::{Classify, ErrorKind};
+    use mailseal::ext::agent_card::{self, CardError, ImportOptions, Published};
+    use mailseal::identity::pins::PinError;
+    use mailseal::jws::{jwk, JwsAlgorithm, JwsError};
+
+    const A: &str = "alice@jws.example";
+    let dir = tempfile::tempdir().unwrap();
+    let alice = kit::party(dir.path(), "alice", A, JwsAlgorithm::EdDsa);
+    let mallory = kit::party(dir.path(), "mallory", A, JwsAlgorithm::EdDsa);
+    let bob = kit::party(dir.path(), "bob", "bob@jws.example", JwsAlgorithm::EdDsa);
+    let now = time::OffsetDateTime::now_utc();
+    let mut policies = mailseal::ext::peers::PeerPolicies::default();
+    let card_of = |p: &kit::Party| {
+        let published = Published::from_store(&p.store, A).unwrap();
+        let text = kit::card_text(A, &published);
+        agent_card::read_card(text.as_bytes(), &bob.store, now).unwrap()
+    };
+    let first = agent_card::import_card(
+        &card_of(&alice),
+        &bob.store,
+        &mut policies,
+        &ImportOptions::new(),
+        now,
+    )
+    .unwrap();
+    assert!(first.changes.first);
+    let forged = card_of(&mallory);
+    let err = agent_card::import_card(
+        &forged,
+        &bob.store,
+        &mut policies,
+        &ImportOptions::new(),
+        now,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, CardError::Pin(PinError::Changed { address, .. }) if address == A),
+        "{err}"
+    );
+    assert_eq!(err.kind(), ErrorKind::Policy);
+    let key = mailseal::jws::Jwk::parse(&mallory.jwk).unwrap();
+    let held = [policies.pin(&bob.store, A).unwrap()];
+    let err =
+        jwk::import(&bob.store, &key, &[A.to_string()], "jwk", &held, false, &[]).unwrap_err();
+    assert!(
+        matches!(err, JwsError::Pin(PinError::Changed { .. })),
+        "{err}"
+    );
+    assert_eq!(jwk::public_jwks(&bob.store, A).unwrap().len(), 1);
+    jwk::import(&bob.store, &key, &[A.to_string()], "jwk", &held, true, &[]).unwrap();
+    let taken = agent_card::import_card(
+        &forged,
+        &bob.store,
+        &mut policies,
+        &ImportOptions::new().accept_changed(true),
+        now,
+    )
+    .unwrap();
+    assert!(taken.changes.needs_acceptance());
+}

@@ -31,6 +31,12 @@
 //! is the binding MailA2A asks to be declared, so a card's JWKs are bound to it alone. Signatures (`signatures`, JWS, see
 //! `jws::compact`) are verified when present; one that does not verify refuses the
 //! card. Who the signer is and how far the store trusts it is reported.
+//!
+//! Every import of a card ([`import_card`]: `card fetch URL`, `key import
+//! --agent-card FILE`) is compared with the pin of its address
+//! ([`crate::identity::pins`]), whatever URL, file, JWK or DID made that pin: keys the
+//! store does not hold for the address, card keys gone, a lower minimum protection or
+//! a card vouched for less than the last are refused until `--accept-changed`.
 
 use serde_json::Value;
 
