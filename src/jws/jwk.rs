@@ -293,7 +293,8 @@ fn private_pkcs8(m: &Map<String, Value>, key: &PublicKey) -> Result<Zeroizing<Ve
 
 /// Binds `jwk` to `emails` in `store`, and stores its private key when it carries one.
 /// `source` says where the binding came from (`jwk`, `agent-card`, a DID). A key
-/// already bound to other addresses is refused ([`PinError::BoundElsewhere`]): moving
+/// already bound to other addresses is refused
+/// ([`crate::identity::pins::PinError::BoundElsewhere`]): moving
 /// it takes [`bind_with`] and the addresses it is bound to now.
 pub fn bind(
     store: &dyn KeyStore,
