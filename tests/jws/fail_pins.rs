@@ -337,7 +337,8 @@ fn fail_respelled_keys_a_card_refusal_is_not_undone_by_a_did() {
     generate(&bob, "jws", "bob@localhost");
     let (mallory_fpr, mallory_jwk) = jwk_of(&mallory, ALICE);
     let srv = server::start(Cert::Good);
-    std::fs::write(d("ca.pem"), &srv.ca_pem).unwrap();
+    let other = server::start(Cert::Good);
+    std::fs::write(d("ca.pem"), format!("{}{}", srv.ca_pem, other.ca_pem)).unwrap();
     let ca = d("ca.pem");
     let fetch = |url: &str| {
         run(
@@ -354,8 +355,22 @@ fn fail_respelled_keys_a_card_refusal_is_not_undone_by_a_did() {
             b"",
         )
     };
-    srv.route(CARD_PATH, Answer::Body(card_of(&alice, ALICE, &[]), None));
+    let genuine = card_of(&alice, ALICE, &[]);
+    srv.route(CARD_PATH, Answer::Body(genuine.clone(), None));
     assert!(fetch(&srv.url(CARD_PATH)).status.success());
+    // The same card from another origin: the address, not the origin, keys the pin;
+    // the new origin is said and recorded.
+    other.route(CARD_PATH, Answer::Body(genuine, None));
+    let moved = fetch(&other.url(CARD_PATH));
+    assert!(moved.status.success(), "{}", stderr(&moved));
+    assert!(
+        stderr(&moved).contains(&format!(
+            "was fetched from https://localhost:{} before, now from https://localhost:{}",
+            srv.port, other.port
+        )),
+        "{}",
+        stderr(&moved)
+    );
     srv.route(
         "/x/card.json",
         Answer::Body(card_of(&mallory, ALICE, &[]), None),
