@@ -5,11 +5,12 @@
 //! that holds a certificate of the seeds' address, so the pinned path runs too.
 //! Invariants: no panic; a card that reads has only keys for its own address; written
 //! again with those keys (`mailseal card --in`) it reads back to the same keys and
-//! minimum; its certificates import; the policy it records is its minimum.
+//! minimum; its certificates import, compared with the pin of its address, and the
+//! same card again is no change of that pin; the policy it records is its minimum.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mailseal::ext::agent_card::{self, CardFields, Published};
+use mailseal::ext::agent_card::{self, CardError, CardFields, ImportOptions, Published};
 use mailseal::ext::peers::PeerPolicies;
 use mailseal::keystore::{KeyStore, SqliteStore};
 
@@ -80,13 +81,35 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(again.limits, card.limits);
     assert_eq!(again.jwks, card.jwks);
     assert!(again.signatures.is_empty(), "a changed card keeps no signature");
-    match agent_card::import_keys(&card, &stores().target) {
-        Ok(_) => {}
-        // A JWK an earlier input's card bound to another address is not rebound.
-        Err(agent_card::CardError::ForeignKey { .. }) if !card.jwks.is_empty() => {}
-        Err(e) => panic!("a checked card's keys import: {e}"),
-    }
+    // Imported as every card path imports (`agent_card::import_card`): compared with
+    // the pin of its address. An earlier input may have bound JWKs to the address (a
+    // change of its pin, taken when accepted) or bound one of its JWKs to another
+    // address (never moved by a card).
+    let target = &stores().target;
     let mut policies = PeerPolicies::default();
-    policies.record(&card, now);
-    assert_eq!(policies.minimum_for(&card.address), Some(card.minimum));
+    let import = |policies: &mut PeerPolicies, accept: bool| {
+        agent_card::import_card(
+            &card,
+            target,
+            policies,
+            &ImportOptions::new().accept_changed(accept),
+            now,
+        )
+    };
+    let imported = match import(&mut policies, false) {
+        Ok(_) => true,
+        Err(CardError::Pin(_)) => match import(&mut policies, true) {
+            Ok(_) => true,
+            Err(CardError::ForeignKey { .. }) if !card.jwks.is_empty() => false,
+            Err(e) => panic!("a checked card whose change is accepted imports: {e}"),
+        },
+        Err(CardError::ForeignKey { .. }) if !card.jwks.is_empty() => false,
+        Err(e) => panic!("a checked card's keys import: {e}"),
+    };
+    if imported {
+        // The same card again changes nothing: its address's pin holds it.
+        let again = import(&mut policies, false).expect("the same card imports again");
+        assert!(!again.changes.needs_acceptance(), "{:?}", again.changes);
+        assert_eq!(policies.minimum_for(&card.address), Some(card.minimum));
+    }
 });

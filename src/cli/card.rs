@@ -54,8 +54,10 @@ pub(super) struct CardArgs {
 pub(super) enum CardCommand {
     /// Fetch a peer's Agent Card over HTTPS (rustls) and import it as `key import
     /// --agent-card` does: every check of a card file, and the card's address must be
-    /// in the domain of the URL's host. Cached for the server's max-age; a card whose
-    /// keys changed since the last fetch is refused until --accept-changed.
+    /// in the domain of the URL's host. Cached for the server's max-age. The card is
+    /// compared with what the store holds for its address, whatever URL, file, JWK or
+    /// DID put it there: changed keys, a lower minimum protection or a signed card
+    /// replaced by an unsigned one are refused until --accept-changed.
     Fetch(FetchArgs),
 }
 
@@ -69,7 +71,9 @@ pub(super) struct FetchArgs {
     /// Allow a host on a loopback, private or link-local address.
     #[arg(long)]
     allow_private: bool,
-    /// Import a card whose keys changed since it was last fetched.
+    /// Import a card that changes what the store holds for its address (its keys,
+    /// its minimum protection, how far it is signed), from whatever URL or file that
+    /// came: check with the agent first.
     #[arg(long)]
     accept_changed: bool,
     /// Fetch again even when the cached card is fresh.
@@ -184,49 +188,30 @@ fn fetch(home: &Home, store: &Path, f: FetchArgs) -> CliResult {
         &operators,
         now,
         f.refresh,
-        f.accept_changed,
     )
     .map_err(fail)?;
-    let c = &fetched.changes;
+    let options = agent_card::ImportOptions::new()
+        .require_signature(f.require_signature)
+        .accept_changed(f.accept_changed)
+        .origin(Some(fetched.origin.clone()));
+    let c = import_card(home, &keys, &fetched.card, &f.url, &options, now)?;
+    let address = &fetched.card.address;
+    let since = c.since.as_deref().unwrap_or("the last import");
     if fetched.from_cache {
         eprintln!(
-            "card of {} from the cache (fresh for the server's max-age of {} s)",
-            fetched.card.address, fetched.max_age
+            "card of {address} from the cache (fresh for the server's max-age of {} s)",
+            fetched.max_age
         );
     } else if c.first {
-        eprintln!(
-            "fetched the card of {} for the first time",
-            fetched.card.address
-        );
-    } else if c.keys_changed() {
-        eprintln!(
-            "mailseal: warning: the keys of {} changed since {} (added: {}; gone: {}); accepted with --accept-changed",
-            fetched.card.address,
-            c.since.as_deref().unwrap_or("the last fetch"),
-            if c.added.is_empty() { "none".into() } else { c.added.join(", ") },
-            if c.removed.is_empty() { "none".into() } else { c.removed.join(", ") },
-        );
-    } else if c.other {
-        eprintln!(
-            "the card of {} changed since {}, its keys did not",
-            fetched.card.address,
-            c.since.as_deref().unwrap_or("the last fetch")
-        );
+        eprintln!("fetched the card of {address} for the first time");
+    } else if c.needs_acceptance() {
+        eprintln!("mailseal: warning: {}", accepted(address, &c));
     } else {
-        eprintln!(
-            "the card of {} is unchanged since {}",
-            fetched.card.address,
-            c.since.as_deref().unwrap_or("the last fetch")
-        );
+        eprintln!("the keys of the card of {address} are unchanged since {since}");
     }
-    import_card(
-        home,
-        &keys,
-        fetched.card.clone(),
-        &f.url,
-        f.require_signature,
-        now,
-    )?;
+    if let Some((held, now_at)) = &c.origin {
+        eprintln!("mailseal: note: the card of {address} was fetched from {held} before, now from {now_at}");
+    }
     cache.remember(&fetched, now).map_err(fail)
 }
 
@@ -236,7 +221,7 @@ pub(super) fn import(
     home: &Home,
     keys: &Keys,
     file: &Path,
-    require_signature: bool,
+    options: &agent_card::ImportOptions,
     operators: &agent_card::CardOperators,
 ) -> CliResult {
     let bytes = read_input(Some(file))?;
@@ -244,29 +229,38 @@ pub(super) fn import(
     let name = file.display().to_string();
     let fail = |e| Failure::from(&format!("import {name}"), e);
     let card = agent_card::read_card_with(&bytes, keys.store(), now, operators).map_err(fail)?;
-    import_card(home, keys, card, &name, require_signature, now)
+    let c = import_card(home, keys, &card, &name, options, now)?;
+    if c.needs_acceptance() {
+        eprintln!("mailseal: warning: {}", accepted(&card.address, &c));
+    }
+    Ok(())
 }
 
-/// A checked card's keys into the store, its policy into the peer policy file.
+/// What an accepted change was, for the warning.
+fn accepted(address: &str, c: &crate::identity::pins::Changes) -> String {
+    format!(
+        "the {} of {address} changed since {}: {}; accepted with --accept-changed",
+        if c.keys_changed() { "keys" } else { "card" },
+        c.since.as_deref().unwrap_or("the last import"),
+        c.describe()
+    )
+}
+
+/// A checked card into the store and the peer policy file, compared with the pin of
+/// its address ([`agent_card::import_card`]).
 fn import_card(
     home: &Home,
     keys: &Keys,
-    card: agent_card::PeerCard,
+    card: &agent_card::PeerCard,
     name: &str,
-    require_signature: bool,
+    options: &agent_card::ImportOptions,
     now: time::OffsetDateTime,
-) -> CliResult {
+) -> Result<crate::identity::pins::Changes, Failure> {
     let fail = |e| Failure::from(&format!("import {name}"), e);
-    if require_signature && !card.trusted() {
-        return Err(fail(agent_card::CardError::Untrusted(card.address.clone())));
-    }
     let policies = home.policies()?;
-    let entries = agent_card::import_keys(&card, keys.store()).map_err(fail)?;
-    super::key::print_entries("imported", &entries);
-    policies.update(|p| {
-        p.record(&card, now);
-        Ok::<(), Failure>(())
-    })?;
+    let done = policies
+        .update(|p| agent_card::import_card(card, keys.store(), p, options, now).map_err(fail))?;
+    super::key::print_entries("imported", &done.entries);
     let signed = if card.signatures.is_empty() {
         "unsigned".to_string()
     } else {
@@ -297,5 +291,5 @@ fn import_card(
         card.mls_key_packages.len(),
         card.jwks.len(),
     );
-    Ok(())
+    Ok(done.changes)
 }

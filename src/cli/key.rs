@@ -57,6 +57,18 @@ pub(super) enum KeyCommand {
         /// With a did:web: allow a host on a loopback, private or link-local address.
         #[arg(long, requires = "did")]
         allow_private: bool,
+        /// With --agent-card, --jwk or --did: import what changes what the store holds
+        /// for the address (keys it does not hold, card keys gone, a lower minimum
+        /// protection, an unsigned card after a signed one), whatever path put it
+        /// there. Check with the agent first.
+        #[arg(long)]
+        accept_changed: bool,
+        /// With --jwk or --did: the address the key is bound to now (repeat for each).
+        /// A key bound to one address is bound to the addresses of --email only when
+        /// --rebind names every address it is bound to now, e.g. `key import --jwk F
+        /// --email new@example.com --rebind old@example.com`; the refusal names them.
+        #[arg(long, value_name = "OLD-ADDR")]
+        rebind: Vec<String>,
         /// Files.
         #[arg(required_unless_present_any = ["agent_card", "jwk", "did"])]
         files: Vec<PathBuf>,
@@ -334,7 +346,17 @@ fn public_jwk_of(
     Ok(text)
 }
 
-/// `key import --jwk FILE` or `--did DID`, bound to `emails`.
+/// How `key import --jwk`/`--did` binds: the pins of the addresses and the options
+/// that accept a change or move a key.
+struct BindOptions<'a> {
+    held: Vec<crate::identity::pins::Pin>,
+    accept_changed: bool,
+    rebind: &'a [String],
+}
+
+/// `key import --jwk FILE` or `--did DID`, bound to `emails` (compared with what the
+/// store holds for each address, and never moved from another address without
+/// --rebind: [`crate::jws::jwk::import`]).
 fn import_jwk_or_did(
     store: &dyn crate::keystore::KeyStore,
     jwk: Option<&std::path::Path>,
@@ -342,12 +364,24 @@ fn import_jwk_or_did(
     emails: &[String],
     ca: Option<&std::path::Path>,
     allow_private: bool,
+    bind: &BindOptions,
 ) -> CliResult {
+    let import = |key: &crate::jws::Jwk, source: &str| {
+        crate::jws::jwk::import(
+            store,
+            key,
+            emails,
+            source,
+            &bind.held,
+            bind.accept_changed,
+            bind.rebind,
+        )
+        .map_err(|e| Failure::from("import", e))
+    };
     if let Some(path) = jwk {
         let text = read_input(Some(path))?;
         let key = crate::jws::Jwk::parse(&text).map_err(|e| Failure::from("--jwk", e))?;
-        let entry = crate::jws::jwk::bind(store, &key, emails, "jwk")
-            .map_err(|e| Failure::from("import", e))?;
+        let entry = import(&key, "jwk")?;
         print_entries("imported", std::slice::from_ref(&entry));
     }
     if let Some(did) = did {
@@ -366,8 +400,7 @@ fn import_jwk_or_did(
             crate::jws::did::resolve_offline(did).map_err(|e| Failure::from("--did", e))?
         };
         for key in &keys {
-            let entry = crate::jws::jwk::bind(store, key, emails, did)
-                .map_err(|e| Failure::from("import", e))?;
+            let entry = import(key, did)?;
             print_entries("imported", std::slice::from_ref(&entry));
         }
     }
@@ -489,9 +522,23 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             email,
             ca,
             allow_private,
+            accept_changed,
+            rebind,
             files,
         } => {
+            if !rebind.is_empty() && jwk.is_none() && did.is_none() {
+                return Err(Failure::new(
+                    ExitCode::Usage,
+                    "--rebind moves a key imported with --jwk or --did: a card never moves one",
+                ));
+            }
             if jwk.is_some() || did.is_some() {
+                let policies = home.load_policies()?;
+                let held = email
+                    .iter()
+                    .map(|a| policies.pin(store, a))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| Failure::from("import", e))?;
                 import_jwk_or_did(
                     store,
                     jwk.as_deref(),
@@ -499,6 +546,11 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
                     &email,
                     ca.as_deref(),
                     allow_private,
+                    &BindOptions {
+                        held,
+                        accept_changed,
+                        rebind: &rebind,
+                    },
                 )?;
             }
             if let Some(card_file) = &agent_card {
@@ -508,7 +560,10 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
                         .allow_text(o)
                         .map_err(|e| Failure::from("--card-operator", e))?;
                 }
-                card::import(home, &keys, card_file, require_signature, &operators)?;
+                let options = crate::ext::agent_card::ImportOptions::new()
+                    .require_signature(require_signature)
+                    .accept_changed(accept_changed);
+                card::import(home, &keys, card_file, &options, &operators)?;
             }
             let passphrase = passphrase_file
                 .as_deref()

@@ -15,6 +15,7 @@ use base64::Engine as _;
 
 use super::agent_card::{PeerCard, JWS_TOKEN, MLS_TOKEN, OPENPGP_TOKEN, SMIME_TOKEN};
 use crate::error::{A2aErrorType, Classify, ErrorKind};
+use crate::identity::pins::{Pin, Vouched};
 use crate::profile::{Profile, Protection};
 use crate::seal::OpenPolicy;
 
@@ -95,6 +96,17 @@ pub struct PeerRecord {
     /// publishes: chosen first when the store holds several keys for the address.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub published_keys: Vec<String>,
+    /// The key store fingerprints of every key the card publishes (S/MIME, OpenPGP,
+    /// JWK): the card's part of the address's pin ([`crate::identity::pins`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned_keys: Vec<String>,
+    /// How far the card's signatures vouched for it (none: a record written before
+    /// this was kept, read from `signatures`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vouched: Option<Vouched>,
+    /// The normalised origin the card was fetched from (none: a file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// A KeyPackage from a card.
@@ -137,6 +149,21 @@ fn published_keys(card: &PeerCard) -> Vec<String> {
         }
     }
     out
+}
+
+/// How far a record written before `vouched` was kept was vouched for, from its
+/// signatures' words (`ALG by SIGNER (TRUST)`).
+fn vouched_of(signatures: &[String]) -> Vouched {
+    if signatures.is_empty() {
+        Vouched::Unsigned
+    } else if signatures
+        .iter()
+        .any(|s| s.ends_with("(pinned)") || s.ends_with("(anchored)") || s.ends_with("(operator)"))
+    {
+        Vouched::Trusted
+    } else {
+        Vouched::Signed
+    }
 }
 
 fn file_error(path: &Path, reason: impl std::fmt::Display) -> PeerPolicyError {
@@ -208,8 +235,47 @@ impl PeerPolicies {
                     .collect(),
                 limits: card.limits.clone(),
                 published_keys: published_keys(card),
+                pinned_keys: super::agent_card::key_fingerprints(card),
+                vouched: Some(card.vouched()),
+                origin: None,
             },
         );
+    }
+
+    /// The pin of `address`: what this store holds for it, whichever import path put
+    /// it there: the last accepted card's keys, minimum, signatures and origin (from
+    /// this file), and every JWK `store` binds to the address. Every card, JWK and DID
+    /// import for the address is compared with it ([`crate::identity::pins::check`]).
+    pub fn pin(
+        &self,
+        store: &dyn crate::keystore::KeyStore,
+        address: &str,
+    ) -> Result<Pin, crate::keystore::KeyStoreError> {
+        let mut pin = Pin::new(address);
+        let mut bound: Vec<String> = store
+            .jwk_identities()?
+            .into_iter()
+            .filter(|r| r.emails.contains(&pin.address))
+            .map(|r| r.fingerprint)
+            .collect();
+        bound.sort();
+        pin.bound_keys = bound;
+        if let Some(r) = self.peers.get(&pin.address) {
+            pin.card_keys = if r.pinned_keys.is_empty() {
+                r.published_keys.clone()
+            } else {
+                r.pinned_keys.clone()
+            };
+            pin.minimum = Some(
+                r.minimum_protection
+                    .parse()
+                    .unwrap_or(Protection::SignedEncrypted),
+            );
+            pin.vouched = Some(r.vouched.unwrap_or_else(|| vouched_of(&r.signatures)));
+            pin.origin = r.origin.clone();
+            pin.since = Some(r.imported_at.clone());
+        }
+        Ok(pin)
     }
 
     /// The keys the recipients' cards publish (key store fingerprints).

@@ -1,1 +1,545 @@
 //! Pins and bindings keyed by identity (address, key), not by the spelling they came from.
+//!
+//! An import path (a card fetched over HTTPS, a card file, a JWK file, a DID) reaches
+//! an address's keys under a spelling the attacker may choose: another URL on the same
+//! host, the host in capitals, a trailing `?`, a did:jwk instead of the JWK it
+//! encodes. Anything keyed by that spelling is a "first use" again for each new one,
+//! so the rules here key everything by what the spelling names:
+//!
+//! - **The pin of an address** ([`Pin`]) is what the store holds for it, whichever
+//!   path put it there: the keys of the last card accepted for it, every JWK bound to
+//!   it (by a card, `--jwk` or `--did`), the card's minimum protection and how far its
+//!   signatures vouched for it, and the normalised origin it was fetched from
+//!   ([`origin`]; recorded, but the address is the key). Every import for the address
+//!   is compared with that pin ([`check`]): a key the store does not hold for it, a
+//!   key of the last card gone, a lower minimum protection, or a card vouched for less
+//!   than the one before (a signed card replaced by an unsigned one) is refused until
+//!   the operator accepts the change (`--accept-changed`). Only an address with
+//!   nothing pinned takes what it is given (trust on first use).
+//! - **A key bound to addresses** moves to others only by an explicit rebind naming
+//!   the addresses it is bound to now ([`check_rebind`], `--rebind ADDR`); a card,
+//!   which speaks for its own address only, never moves one. Without this a did:jwk
+//!   or a JWK file imported for Mallory would silently take Alice's key from her.
+//!
+//! Because the refusal is decided on the address and the key, no import path can undo
+//! another's: a card change refused for Alice is refused again when the same key
+//! comes as a DID for her, and a key refused to Mallory is refused again on her card.
+
+use crate::error::{A2aErrorType, Classify, ErrorKind};
+use crate::profile::Protection;
+
+/// How far a card's signatures vouch for it. Ordered: the next card of an address
+/// may stay at its pin's level or rise, not fall.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Vouched {
+    /// No signature.
+    Unsigned,
+    /// Signatures that verify, by keys nobody in the store vouches for.
+    Signed,
+    /// A signature by a key the store pins or anchors for the address, or an operator
+    /// key of its domain.
+    Trusted,
+}
+
+impl std::fmt::Display for Vouched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Unsigned => "unsigned",
+            Self::Signed => "signed by a key nobody here vouches for",
+            Self::Trusted => "signed by a trusted key",
+        })
+    }
+}
+
+/// What the store holds for one address: the pin every import for it is compared
+/// with, whatever path put it there.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Pin {
+    /// The address, lower case.
+    pub address: String,
+    /// The key store fingerprints of the keys the last accepted card published.
+    pub card_keys: Vec<String>,
+    /// The key store fingerprints of the JWKs bound to the address (by a card,
+    /// `--jwk` or `--did`).
+    pub bound_keys: Vec<String>,
+    /// The last accepted card's minimum protection.
+    pub minimum: Option<Protection>,
+    /// How far the last accepted card was vouched for.
+    pub vouched: Option<Vouched>,
+    /// The normalised origin the last card was fetched from (none: a file).
+    pub origin: Option<String>,
+    /// When the last card was accepted (RFC 3339).
+    pub since: Option<String>,
+}
+
+impl Pin {
+    /// A pin of `address` with nothing held yet.
+    pub fn new(address: &str) -> Pin {
+        Pin {
+            address: normalise_address(address),
+            ..Pin::default()
+        }
+    }
+
+    /// Whether nothing is held for the address (its first import is taken on trust).
+    pub fn is_empty(&self) -> bool {
+        self.card_keys.is_empty()
+            && self.bound_keys.is_empty()
+            && self.minimum.is_none()
+            && self.vouched.is_none()
+    }
+
+    fn holds(&self, key: &str) -> bool {
+        self.card_keys.iter().any(|k| k == key) || self.bound_keys.iter().any(|k| k == key)
+    }
+}
+
+/// What an import would put in place for an address.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Offer {
+    /// The address, lower case.
+    pub address: String,
+    /// The key store fingerprints of the keys offered.
+    pub keys: Vec<String>,
+    /// A card's minimum protection (none: a JWK or DID, which says nothing of it).
+    pub minimum: Option<Protection>,
+    /// How far a card is vouched for (none: a JWK or DID).
+    pub vouched: Option<Vouched>,
+    /// Whether the offer replaces the card's key set (a card: keys it no longer
+    /// publishes are a change), or only adds keys (a JWK or DID).
+    pub replaces: bool,
+    /// The normalised origin it came from (none: a file).
+    pub origin: Option<String>,
+}
+
+impl Offer {
+    /// A card's offer: `keys` replace the card keys pinned for `address`.
+    pub fn card(
+        address: &str,
+        keys: Vec<String>,
+        minimum: Protection,
+        vouched: Vouched,
+        origin: Option<String>,
+    ) -> Offer {
+        Offer {
+            address: normalise_address(address),
+            keys,
+            minimum: Some(minimum),
+            vouched: Some(vouched),
+            replaces: true,
+            origin,
+        }
+    }
+
+    /// A JWK or DID key offered for `address`, in addition to what it holds.
+    pub fn key(address: &str, fingerprint: &str) -> Offer {
+        Offer {
+            address: normalise_address(address),
+            keys: vec![fingerprint.to_string()],
+            replaces: false,
+            ..Offer::default()
+        }
+    }
+}
+
+/// How an offer differs from the pin of its address.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Changes {
+    /// Nothing was held for the address.
+    pub first: bool,
+    /// When the pin was made (RFC 3339), when known.
+    pub since: Option<String>,
+    /// Keys offered that the store does not hold for the address.
+    pub added: Vec<String>,
+    /// Keys of the last card that the new card no longer publishes.
+    pub removed: Vec<String>,
+    /// The minimum protection lowered: (held, offered).
+    pub lowered: Option<(Protection, Protection)>,
+    /// Vouched for less than before: (held, offered).
+    pub less_vouched: Option<(Vouched, Vouched)>,
+    /// Another origin than the pin's: (held, offered). Informative: the address, not
+    /// the origin, is the key of the pin.
+    pub origin: Option<(String, String)>,
+}
+
+impl Changes {
+    /// Whether the change needs the operator's acceptance.
+    pub fn needs_acceptance(&self) -> bool {
+        !self.first
+            && (!self.added.is_empty()
+                || !self.removed.is_empty()
+                || self.lowered.is_some()
+                || self.less_vouched.is_some())
+    }
+
+    /// Whether the keys changed.
+    pub fn keys_changed(&self) -> bool {
+        !self.first && (!self.added.is_empty() || !self.removed.is_empty())
+    }
+
+    /// The changes that need acceptance, in words (empty when none).
+    pub fn describe(&self) -> String {
+        let list = |l: &[String]| {
+            if l.is_empty() {
+                "none".to_string()
+            } else {
+                l.join(", ")
+            }
+        };
+        let mut parts = Vec::new();
+        if self.keys_changed() {
+            parts.push(format!(
+                "its keys changed (added: {}; gone: {})",
+                list(&self.added),
+                list(&self.removed)
+            ));
+        }
+        if let Some((held, offered)) = self.lowered {
+            parts.push(format!(
+                "its minimum protection is lowered from {held} to {offered}"
+            ));
+        }
+        if let Some((held, offered)) = self.less_vouched {
+            parts.push(format!("its card was {held} and is now {offered}"));
+        }
+        parts.join("; ")
+    }
+}
+
+/// Why an import was refused.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PinError {
+    /// The offer changes what the store holds for the address.
+    #[error("what this store holds for {address} (since {since}) would change: {changes}: check with the agent, then import again with --accept-changed")]
+    Changed {
+        /// The address.
+        address: String,
+        /// When the pin was made.
+        since: String,
+        /// The changes, in words.
+        changes: String,
+    },
+    /// The key is bound to other addresses, and moving it was not asked for.
+    #[error("the key {key} is bound to {bound_to} in this store; binding it to {asked} would take it from them: if its owner moved it, import again with --rebind {rebind}")]
+    BoundElsewhere {
+        /// The key store fingerprint.
+        key: String,
+        /// The addresses it is bound to now.
+        bound_to: String,
+        /// The addresses asked for.
+        asked: String,
+        /// The `--rebind` arguments that would move it.
+        rebind: String,
+    },
+    /// `--rebind` names addresses the key is not bound to (or leaves out some it is).
+    #[error("--rebind {named}: the key {key} is bound to {bound_to}; name exactly the addresses it is bound to now")]
+    RebindMismatch {
+        /// The key store fingerprint.
+        key: String,
+        /// The addresses `--rebind` named.
+        named: String,
+        /// The addresses it is bound to now.
+        bound_to: String,
+    },
+    /// A card's URL has no origin we can record.
+    #[error("the URL {url} has no host to pin a card's origin to: {reason}")]
+    Origin {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Classify for PinError {
+    fn a2a_error(&self) -> A2aErrorType {
+        A2aErrorType::InvalidParamsError
+    }
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Origin { .. } => ErrorKind::Malformed,
+            _ => ErrorKind::Policy,
+        }
+    }
+}
+
+/// An address as pins key it: trimmed, lower case.
+pub fn normalise_address(address: &str) -> String {
+    address.trim().to_ascii_lowercase()
+}
+
+/// How `offer` differs from `held`, the pin of its address.
+pub fn compare(held: &Pin, offer: &Offer) -> Changes {
+    if held.is_empty() {
+        return Changes {
+            first: true,
+            ..Changes::default()
+        };
+    }
+    let mut added: Vec<String> = offer
+        .keys
+        .iter()
+        .filter(|k| !held.holds(k))
+        .cloned()
+        .collect();
+    added.sort();
+    added.dedup();
+    let mut removed: Vec<String> = if offer.replaces {
+        held.card_keys
+            .iter()
+            .filter(|k| !offer.keys.contains(k))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    removed.sort();
+    removed.dedup();
+    let lowered = match (held.minimum, offer.minimum) {
+        (Some(h), Some(o)) if o < h => Some((h, o)),
+        _ => None,
+    };
+    let less_vouched = match (held.vouched, offer.vouched) {
+        (Some(h), Some(o)) if o < h => Some((h, o)),
+        _ => None,
+    };
+    let origin = match (&held.origin, &offer.origin) {
+        (Some(h), Some(o)) if h != o => Some((h.clone(), o.clone())),
+        _ => None,
+    };
+    Changes {
+        first: false,
+        since: held.since.clone(),
+        added,
+        removed,
+        lowered,
+        less_vouched,
+        origin,
+    }
+}
+
+/// Compares `offer` with `held` and refuses a change the operator did not accept:
+/// a key the store does not hold for the address, a card key gone, a lower minimum,
+/// a card vouched for less than the last.
+pub fn check(held: &Pin, offer: &Offer, accept_changed: bool) -> Result<Changes, PinError> {
+    let changes = compare(held, offer);
+    if changes.needs_acceptance() && !accept_changed {
+        return Err(PinError::Changed {
+            address: offer.address.clone(),
+            since: changes
+                .since
+                .clone()
+                .unwrap_or_else(|| "an earlier import".into()),
+            changes: changes.describe(),
+        });
+    }
+    Ok(changes)
+}
+
+/// A key (`fingerprint`) bound to `bound_to` may be bound to `asked` only if that is
+/// the same set of addresses, or the key is bound nowhere yet, or `rebind` names
+/// exactly the addresses it is bound to now. `rebind` naming anything else is
+/// refused too: a rebind is a statement about the current binding, so a wrong one is
+/// a mistake to point out, not to ignore.
+pub fn check_rebind(
+    fingerprint: &str,
+    bound_to: &[String],
+    asked: &[String],
+    rebind: &[String],
+) -> Result<(), PinError> {
+    let set = |l: &[String]| {
+        let mut v: Vec<String> = l.iter().map(|a| normalise_address(a)).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let (bound, asked, rebind) = (set(bound_to), set(asked), set(rebind));
+    let names = |l: &[String]| {
+        if l.is_empty() {
+            "no address".to_string()
+        } else {
+            l.join(", ")
+        }
+    };
+    if !rebind.is_empty() && rebind != bound {
+        return Err(PinError::RebindMismatch {
+            key: fingerprint.to_string(),
+            named: rebind.join(" --rebind "),
+            bound_to: names(&bound),
+        });
+    }
+    if bound.is_empty() || bound == asked || rebind == bound {
+        return Ok(());
+    }
+    Err(PinError::BoundElsewhere {
+        key: fingerprint.to_string(),
+        bound_to: names(&bound),
+        asked: names(&asked),
+        rebind: bound.join(" --rebind "),
+    })
+}
+
+/// The origin of `url` as a pin records it: scheme, host and port, normalised as the
+/// `url` crate parses them (lower-case host, IDN as punycode, the scheme's default
+/// port left out), with a trailing dot of the host dropped; no path, query or
+/// fragment. `HTTPS://Agent.Example.:443/x?` and `https://agent.example/y` share one.
+#[cfg(feature = "https")]
+pub fn origin(url: &str) -> Result<String, PinError> {
+    let bad = |reason: String| PinError::Origin {
+        url: url.to_string(),
+        reason,
+    };
+    let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| bad("no host".into()))?
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    if host.is_empty() {
+        return Err(bad("no host".into()));
+    }
+    Ok(match parsed.port() {
+        Some(port) => format!("{}://{host}:{port}", parsed.scheme()),
+        None => format!("{}://{host}", parsed.scheme()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held() -> Pin {
+        Pin {
+            address: "alice@example.com".into(),
+            card_keys: vec!["k1".into()],
+            bound_keys: vec!["j1".into()],
+            minimum: Some(Protection::SignedEncrypted),
+            vouched: Some(Vouched::Trusted),
+            origin: Some("https://example.com".into()),
+            since: Some("2026-01-01T00:00:00Z".into()),
+        }
+    }
+
+    #[test]
+    fn a_first_import_is_taken_and_the_same_card_again_is_no_change() {
+        let offer = Offer::card(
+            "Alice@Example.com",
+            vec!["k1".into()],
+            Protection::Signed,
+            Vouched::Unsigned,
+            None,
+        );
+        assert!(
+            check(&Pin::new("alice@example.com"), &offer, false)
+                .unwrap()
+                .first
+        );
+        let same = Offer::card(
+            "alice@example.com",
+            vec!["k1".into(), "j1".into()],
+            Protection::SignedEncrypted,
+            Vouched::Trusted,
+            Some("https://example.com".into()),
+        );
+        assert!(!check(&held(), &same, false).unwrap().needs_acceptance());
+    }
+
+    #[test]
+    fn each_change_is_refused_until_accepted() {
+        let cases = [
+            (
+                Offer::card(
+                    "alice@example.com",
+                    vec!["k2".into()],
+                    Protection::SignedEncrypted,
+                    Vouched::Trusted,
+                    None,
+                ),
+                "its keys changed (added: k2; gone: k1)",
+            ),
+            (
+                Offer::card(
+                    "alice@example.com",
+                    vec!["k1".into()],
+                    Protection::Signed,
+                    Vouched::Trusted,
+                    None,
+                ),
+                "lowered from signed-encrypted to signed",
+            ),
+            (
+                Offer::card(
+                    "alice@example.com",
+                    vec!["k1".into()],
+                    Protection::SignedEncrypted,
+                    Vouched::Unsigned,
+                    None,
+                ),
+                "was signed by a trusted key and is now unsigned",
+            ),
+            (
+                Offer::key("alice@example.com", "j2"),
+                "added: j2; gone: none",
+            ),
+        ];
+        for (offer, said) in cases {
+            let e = check(&held(), &offer, false).unwrap_err();
+            assert!(e.to_string().contains(said), "{e}");
+            assert!(e.to_string().contains("--accept-changed"), "{e}");
+            assert!(check(&held(), &offer, true).is_ok());
+        }
+        // A JWK already held, by any path, is no change.
+        assert!(check(&held(), &Offer::key("alice@example.com", "k1"), false).is_ok());
+    }
+
+    #[test]
+    fn a_key_moves_only_by_a_rebind_naming_its_addresses() {
+        let alice = vec!["alice@example.com".to_string()];
+        let mallory = vec!["mallory@evil.example".to_string()];
+        let both = vec![alice[0].clone(), mallory[0].clone()];
+        assert!(check_rebind("f", &[], &mallory, &[]).is_ok());
+        assert!(check_rebind("f", &alice, &alice, &[]).is_ok());
+        for asked in [&mallory, &both] {
+            let e = check_rebind("f", &alice, asked, &[]).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("bound to alice@example.com in this store")
+                    && e.to_string().contains("--rebind alice@example.com"),
+                "{e}"
+            );
+            assert!(check_rebind("f", &alice, asked, &alice).is_ok());
+        }
+        let e = check_rebind("f", &alice, &mallory, &mallory).unwrap_err();
+        assert!(matches!(e, PinError::RebindMismatch { .. }), "{e}");
+    }
+
+    #[cfg(feature = "https")]
+    #[test]
+    fn respellings_of_one_origin_are_one_origin() {
+        for u in [
+            "https://agent.example.com/.well-known/agent-card.json",
+            "https://agent.example.com/.well-known/agent-card.json?",
+            "HTTPS://AGENT.Example.COM/other/path",
+            "https://agent.example.com.:443/x#y",
+        ] {
+            assert_eq!(origin(u).unwrap(), "https://agent.example.com", "{u}");
+        }
+        assert_eq!(
+            origin("https://bücher.example/card").unwrap(),
+            "https://xn--bcher-kva.example"
+        );
+        assert_eq!(
+            origin("https://127.0.0.1:8443/a").unwrap(),
+            "https://127.0.0.1:8443"
+        );
+        assert!(origin("mailto:a@example.com").is_err());
+    }
+}

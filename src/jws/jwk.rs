@@ -4,8 +4,12 @@
 //!
 //! A JWK names no address, so nothing in it can bind it to one: the binding is always
 //! declared by the store's owner (`key import --jwk FILE --email ADDR`, a DID imported
-//! for an address) or by the address's own Agent Card. A new binding of a key replaces
-//! its old one; it never widens it.
+//! for an address) or by the address's own Agent Card. A key bound to addresses is
+//! bound to others only by an explicit rebind naming the addresses it is bound to now
+//! (`--rebind`, [`crate::identity::pins::check_rebind`]); a new binding then replaces
+//! the old one, it never widens it. A key offered for an address that already holds
+//! other keys is a change of that address's pin, refused until accepted
+//! ([`import`]).
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
@@ -15,6 +19,7 @@ use zeroize::Zeroizing;
 
 use super::compact::{JwsAlgorithm, PublicKey};
 use super::JwsError;
+use crate::identity::pins::{self, Offer, Pin};
 use crate::keystore::{KeyEntry, KeyStore, StoredJwk};
 
 /// Largest JWK text read (an RSA-8192 private JWK is about 6 KiB).
@@ -286,14 +291,51 @@ fn private_pkcs8(m: &Map<String, Value>, key: &PublicKey) -> Result<Zeroizing<Ve
     Ok(Zeroizing::new(doc))
 }
 
-/// Binds `jwk` to `emails` in `store` (replacing any earlier binding of the key), and
-/// stores its private key when it carries one. `source` says where the binding came
-/// from (`jwk`, `agent-card`, a DID).
+/// Binds `jwk` to `emails` in `store`, and stores its private key when it carries one.
+/// `source` says where the binding came from (`jwk`, `agent-card`, a DID). A key
+/// already bound to other addresses is refused
+/// ([`crate::identity::pins::PinError::BoundElsewhere`]): moving
+/// it takes [`bind_with`] and the addresses it is bound to now.
 pub fn bind(
     store: &dyn KeyStore,
     jwk: &Jwk,
     emails: &[String],
     source: &str,
+) -> Result<KeyEntry, JwsError> {
+    bind_with(store, jwk, emails, source, &[])
+}
+
+/// Imports `jwk` for `emails` as `key import --jwk`/`--did` does: each address's pin
+/// (`held`, what the store holds for it, [`crate::ext::peers::PeerPolicies::pin`])
+/// must already hold the key, or be empty, unless `accept_changed`; then
+/// [`bind_with`] under `rebind`. Every address is checked before anything is bound.
+pub fn import(
+    store: &dyn KeyStore,
+    jwk: &Jwk,
+    emails: &[String],
+    source: &str,
+    held: &[Pin],
+    accept_changed: bool,
+    rebind: &[String],
+) -> Result<KeyEntry, JwsError> {
+    let fingerprint = jwk.fingerprint();
+    for email in emails {
+        let address = pins::normalise_address(email);
+        let empty = Pin::new(&address);
+        let pin = held.iter().find(|p| p.address == address).unwrap_or(&empty);
+        pins::check(pin, &Offer::key(&address, &fingerprint), accept_changed)?;
+    }
+    bind_with(store, jwk, emails, source, rebind)
+}
+
+/// As [`bind`]; a key bound to other addresses is moved when `rebind` names exactly
+/// the addresses it is bound to now (the new binding replaces the old).
+pub fn bind_with(
+    store: &dyn KeyStore,
+    jwk: &Jwk,
+    emails: &[String],
+    source: &str,
+    rebind: &[String],
 ) -> Result<KeyEntry, JwsError> {
     let mut emails: Vec<String> = emails
         .iter()
@@ -310,6 +352,14 @@ pub fn bind(
             "a JWK is bound to one or more addresses (--email ADDR)".into(),
         ));
     }
+    let fingerprint = jwk.fingerprint();
+    let bound_to = store
+        .jwk_identities()?
+        .into_iter()
+        .find(|r| r.fingerprint == fingerprint)
+        .map(|r| r.emails)
+        .unwrap_or_default();
+    pins::check_rebind(&fingerprint, &bound_to, &emails, rebind)?;
     if let Some(pkcs8) = &jwk.pkcs8 {
         let pem = Zeroizing::new(
             der::pem::encode_string("PRIVATE KEY", der::pem::LineEnding::LF, pkcs8)
@@ -318,7 +368,7 @@ pub fn bind(
         store.import(pem.as_bytes(), "JWK private key", false)?;
     }
     let record = StoredJwk {
-        fingerprint: jwk.fingerprint(),
+        fingerprint,
         emails,
         jwk: jwk.public_value().to_string(),
         source: source.to_string(),

@@ -110,6 +110,10 @@ pub enum JwsError {
     /// The key store failed.
     #[error(transparent)]
     Store(#[from] KeyStoreError),
+    /// A binding the store's pins refuse: a key bound to another address, or a key
+    /// that changes what an address holds.
+    #[error(transparent)]
+    Pin(#[from] crate::identity::pins::PinError),
 }
 
 impl Classify for JwsError {
@@ -124,6 +128,7 @@ impl Classify for JwsError {
             }
             Self::NoSigningKey { .. } => ErrorKind::NoUsableKey,
             Self::Store(e) => e.kind(),
+            Self::Pin(e) => e.kind(),
         }
     }
 }
@@ -513,4 +518,5 @@ crate::error::verdict_codes!(JwsError, "jws", {
     Self::Did(_) => "did",
     Self::NoSigningKey { .. } => "no-signing-key",
     Self::Store(_) => "key-store",
+    Self::Pin(_) => "pin",
 });

@@ -127,6 +127,7 @@ const NOT_YET: &[(&str, &str)] = &[
     // (key import, sealing, or our own decryption key failing in the store).
     ("jws.did", "own keys: DIDs are read at key import, never from a message"),
     ("jws.key", "own keys: a JWK is read at key import or signing, never from a message"),
+    ("jws.pin", "own keys: pins and bindings are checked at key import, never from a message"),
     ("smime.key", "own keys: our private key does not load or does not match"),
     ("openpgp.key", "own keys: the key store's certificates do not load"),
     (

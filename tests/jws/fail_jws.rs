@@ -127,7 +127,15 @@ fn fail_a_key_bound_to_another_address_signs_as_the_victim() {
         "mallory@evil.example".to_string(),
     ];
     emails.sort();
-    mailseal::jws::jwk::bind(&mallory.store, &key, &emails, "jwk").unwrap();
+    // In her own store she may move her key: she names its current address.
+    mailseal::jws::jwk::bind_with(
+        &mallory.store,
+        &key,
+        &emails,
+        "jwk",
+        &["mallory@evil.example".to_string()],
+    )
+    .unwrap();
     let forged = kit::sealed_by(
         &mallory.store,
         "alice@jws.example",

@@ -248,7 +248,6 @@ fn fail_a_fetched_card_for_another_domain() {
         &CardOperators::new(),
         time::OffsetDateTime::now_utc(),
         false,
-        false,
     )
     .unwrap_err();
     assert!(matches!(err, CardError::WrongHost { .. }), "{err}");

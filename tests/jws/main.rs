@@ -7,6 +7,7 @@ mod common;
 
 mod did;
 mod fail_jws;
+mod fail_pins;
 mod https_cards;
 mod interop_jwcrypto;
 mod kit;

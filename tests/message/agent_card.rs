@@ -437,13 +437,26 @@ fn the_card_minimum_protection_holds_for_sender_and_receiver() {
     assert!(refused.stdout.is_empty());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("demands signed-encrypted"));
     let smime_only = dir.join("bob-smime-only.json");
-    card(&bob, BOB, &["--no-mls"], &smime_only);
+    card(
+        &bob,
+        BOB,
+        &["--no-mls", "--minimum", "signed-encrypted"],
+        &smime_only,
+    );
     let mut c: Value = serde_json::from_slice(&std::fs::read(&smime_only).unwrap()).unwrap();
     let p = protection_mut(&mut c);
     p["profiles"] = json!(["smime-4"]);
     p.as_object_mut().unwrap().remove("openpgpCertificates");
     write(&smime_only, &c);
-    assert_eq!(import(&alice, &smime_only, &[]).0, 0);
+    // Bob's OpenPGP key is gone from his card: a change of what Alice holds for him,
+    // taken only once she accepts it.
+    let (code, err) = import(&alice, &smime_only, &[]);
+    assert_eq!(code, 6, "{err}");
+    assert!(
+        err.contains("its keys changed") && err.contains("--accept-changed"),
+        "{err}"
+    );
+    assert_eq!(import(&alice, &smime_only, &["--accept-changed"]).0, 0);
     let refused = mailseal(
         &alice,
         &[

@@ -20,6 +20,9 @@ fn record(minimum: &str, key_packages: usize) -> PeerRecord {
             .collect(),
         limits: None,
         published_keys: Vec::new(),
+        pinned_keys: Vec::new(),
+        vouched: None,
+        origin: None,
     }
 }
 

@@ -1,7 +1,14 @@
 //! Agent Cards over HTTPS (`mailseal card fetch URL`): fetched with the crate's one
 //! HTTPS client, checked as a card file is (`read_card_with`), bound to the URL's
-//! host, cached for the server's `max-age`, and compared with the card fetched before:
-//! a change of keys is refused until the user accepts it, as SSH does with a host key.
+//! host, and cached for the server's `max-age`.
+//!
+//! The cache is keyed by the URL, and it is only a cache: it decides nothing. Whether
+//! the card changes what the store holds for its address is decided when it is
+//! imported ([`super::import_card`]), against the pin of the address
+//! ([`crate::identity::pins`]): a card reached under another spelling of its URL (a
+//! trailing `?`, the host in capitals, another path, another host of the domain) is
+//! compared with the same pin, and a change of keys is refused until the user accepts
+//! it, as SSH does with a host key.
 
 use std::path::PathBuf;
 
@@ -9,8 +16,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
-use super::{read_card_with, CardError, CardOperators, PeerCard};
+use super::{key_fingerprints, read_card_with, CardError, CardOperators, PeerCard};
 use crate::https::{self, FetchOptions};
+use crate::identity::pins;
 use crate::keystore::KeyStore;
 
 /// What the cache keeps of a fetched card.
@@ -32,29 +40,6 @@ pub struct CardCache {
     dir: PathBuf,
 }
 
-/// How a card differs from the one fetched before from the same URL.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CardChanges {
-    /// Never fetched before.
-    pub first: bool,
-    /// When it was fetched before (RFC 3339).
-    pub since: Option<String>,
-    /// Key fingerprints now published that were not.
-    pub added: Vec<String>,
-    /// Key fingerprints no longer published.
-    pub removed: Vec<String>,
-    /// Whether anything else in the card changed.
-    pub other: bool,
-}
-
-impl CardChanges {
-    /// Whether the keys changed (what needs the user's acceptance).
-    pub fn keys_changed(&self) -> bool {
-        !self.first && (!self.added.is_empty() || !self.removed.is_empty())
-    }
-}
-
 /// A card as `fetch_card` returns it: checked, with where it came from.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -63,10 +48,11 @@ pub struct FetchedCard {
     pub card: PeerCard,
     /// Taken from the cache (fresh under the server's max-age), not the network.
     pub from_cache: bool,
-    /// How it differs from the card fetched before.
-    pub changes: CardChanges,
     /// Seconds the server lets it be cached.
     pub max_age: u64,
+    /// The normalised origin it came from (scheme, host, port;
+    /// [`crate::identity::pins::origin`]), recorded with the address's pin.
+    pub origin: String,
     bytes: Vec<u8>,
     url: String,
     keys: Vec<String>,
@@ -120,37 +106,6 @@ impl CardCache {
     }
 }
 
-/// The key store fingerprints of every key a card publishes (S/MIME certificates'
-/// public keys, OpenPGP certificates, JWKs), sorted. MLS KeyPackages are left out:
-/// they are meant to rotate.
-pub fn key_fingerprints(card: &PeerCard) -> Vec<String> {
-    use der::Decode;
-    let mut out = Vec::new();
-    for der in &card.smime_certificates {
-        if let Ok(c) = x509_cert::Certificate::from_der(der) {
-            out.push(crate::keystore::fingerprint(
-                c.tbs_certificate()
-                    .subject_public_key_info()
-                    .subject_public_key
-                    .raw_bytes(),
-            ));
-        }
-    }
-    for armored in &card.openpgp_certificates {
-        if let Ok(certs) = crate::keystore::openpgp::read_certs(armored, "card", None) {
-            out.extend(certs.into_iter().map(|c| c.fingerprint));
-        }
-    }
-    for jwk in &card.jwks {
-        if let Ok(k) = crate::jws::Jwk::parse(jwk.to_string().as_bytes()) {
-            out.push(k.fingerprint());
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
 /// Whether an address's domain is `host` or a parent of it (`agent.example.com`
 /// speaks for `example.com`).
 fn host_speaks_for(host: &str, address: &str) -> bool {
@@ -159,12 +114,12 @@ fn host_speaks_for(host: &str, address: &str) -> bool {
     !domain.is_empty() && (host == domain || host.ends_with(&format!(".{domain}")))
 }
 
-/// Fetches (or takes from `cache` while fresh, unless `refresh`) the card at `url`,
-/// checks it as `key import --agent-card` does, and compares it with the card fetched
-/// before. A card for an address outside the host's domain is refused; changed keys
-/// are refused unless `accept_changed`. Nothing is imported here: the caller imports
-/// [`FetchedCard::card`] and then calls [`CardCache::remember`].
-#[allow(clippy::too_many_arguments)]
+/// Fetches (or takes from `cache` while fresh, unless `refresh`) the card at `url`
+/// and checks it as `key import --agent-card` does. A card for an address outside the
+/// host's domain is refused. Nothing is imported or compared here: the caller imports
+/// [`FetchedCard::card`] with [`super::import_card`] (which compares it with the pin
+/// of its address, under [`FetchedCard::origin`]) and then calls
+/// [`CardCache::remember`].
 pub fn fetch_card(
     url: &str,
     fetch: &FetchOptions,
@@ -173,10 +128,8 @@ pub fn fetch_card(
     operators: &CardOperators,
     now: OffsetDateTime,
     refresh: bool,
-    accept_changed: bool,
 ) -> Result<FetchedCard, CardError> {
-    let before = cache.get(url);
-    if let Some(e) = before.as_ref().filter(|_| !refresh) {
+    if let Some(e) = cache.get(url).filter(|_| !refresh) {
         let age = now.unix_timestamp().saturating_sub(e.fetched_at);
         if age >= 0 && (age as u64) < e.max_age {
             let card = read_card_with(e.card.as_bytes(), store, now, operators)?;
@@ -184,8 +137,8 @@ pub fn fetch_card(
                 keys: key_fingerprints(&card),
                 card,
                 from_cache: true,
-                changes: CardChanges::default(),
                 max_age: e.max_age,
+                origin: pins::origin(url)?,
                 bytes: e.card.clone().into_bytes(),
                 url: url.to_string(),
             });
@@ -205,57 +158,14 @@ pub fn fetch_card(
             address: card.address.clone(),
         });
     }
-    let keys = key_fingerprints(&card);
-    let changes = match &before {
-        None => CardChanges {
-            first: true,
-            ..CardChanges::default()
-        },
-        Some(e) => CardChanges {
-            first: false,
-            since: OffsetDateTime::from_unix_timestamp(e.fetched_at)
-                .ok()
-                .and_then(|t| {
-                    t.format(&time::format_description::well_known::Rfc3339)
-                        .ok()
-                }),
-            added: keys
-                .iter()
-                .filter(|k| !e.keys.contains(k))
-                .cloned()
-                .collect(),
-            removed: e
-                .keys
-                .iter()
-                .filter(|k| !keys.contains(k))
-                .cloned()
-                .collect(),
-            other: e.card.as_bytes() != fetched.body.as_slice(),
-        },
-    };
-    if changes.keys_changed() && !accept_changed {
-        let list = |l: &[String]| {
-            if l.is_empty() {
-                "none".to_string()
-            } else {
-                l.join(", ")
-            }
-        };
-        return Err(CardError::KeysChanged {
-            address: card.address.clone(),
-            since: changes.since.clone().unwrap_or_default(),
-            added: list(&changes.added),
-            removed: list(&changes.removed),
-        });
-    }
     Ok(FetchedCard {
+        keys: key_fingerprints(&card),
         card,
         from_cache: false,
-        changes,
         max_age: fetched.max_age.unwrap_or(0),
+        origin: pins::origin(&fetched.url)?,
         bytes: fetched.body,
         url: url.to_string(),
-        keys,
     })
 }
 

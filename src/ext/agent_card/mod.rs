@@ -31,6 +31,12 @@
 //! is the binding MailA2A asks to be declared, so a card's JWKs are bound to it alone. Signatures (`signatures`, JWS, see
 //! `jws::compact`) are verified when present; one that does not verify refuses the
 //! card. Who the signer is and how far the store trusts it is reported.
+//!
+//! Every import of a card ([`import_card`]: `card fetch URL`, `key import
+//! --agent-card FILE`) is compared with the pin of its address
+//! ([`crate::identity::pins`]), whatever URL, file, JWK or DID made that pin: keys the
+//! store does not hold for the address, card keys gone, a lower minimum protection or
+//! a card vouched for less than the last are refused until `--accept-changed`.
 
 use serde_json::Value;
 
@@ -46,8 +52,11 @@ mod write;
 
 use crate::profile::Protection;
 #[cfg(feature = "https")]
-pub use fetch::{fetch_card, key_fingerprints, CardCache, CardChanges, FetchedCard};
-pub use read::{import_keys, read_card, read_card_with, PeerCard};
+pub use fetch::{fetch_card, CardCache, FetchedCard};
+pub use read::{
+    import_card, import_keys, key_fingerprints, read_card, read_card_with, CardImport,
+    ImportOptions, PeerCard,
+};
 pub use sign::{sign_card, CardOperators, CardSignature, SignerTrust};
 pub use write::{to_pretty_json, write_card, CardFields};
 
@@ -158,18 +167,10 @@ pub enum CardError {
         /// The card's address.
         address: String,
     },
-    /// The keys of a card fetched before changed: accepted only when the user says so.
-    #[error("the keys of {address}'s card changed since {since} (added: {added}; gone: {removed}): check with the agent, then fetch again with --accept-changed")]
-    KeysChanged {
-        /// The card's address.
-        address: String,
-        /// When the card was fetched before (RFC 3339).
-        since: String,
-        /// Fingerprints of keys added.
-        added: String,
-        /// Fingerprints of keys gone.
-        removed: String,
-    },
+    /// The card changes what the store holds for its address (its keys, its minimum
+    /// protection, how far it is signed), or a JWK it carries is bound elsewhere.
+    #[error(transparent)]
+    Pin(#[from] crate::identity::pins::PinError),
 }
 
 impl Classify for CardError {
@@ -188,10 +189,10 @@ impl Classify for CardError {
             | Self::Key { .. }
             | Self::SignatureMalformed { .. } => ErrorKind::Malformed,
             Self::SignatureInvalid { .. } => ErrorKind::Authentication,
-            Self::ForeignKey { .. }
-            | Self::Untrusted(_)
-            | Self::WrongHost { .. }
-            | Self::KeysChanged { .. } => ErrorKind::Policy,
+            Self::ForeignKey { .. } | Self::Untrusted(_) | Self::WrongHost { .. } => {
+                ErrorKind::Policy
+            }
+            Self::Pin(e) => e.kind(),
             #[cfg(feature = "https")]
             Self::Fetch(e) => e.kind(),
             Self::NothingToPublish(_) => ErrorKind::NoUsableKey,

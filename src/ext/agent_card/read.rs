@@ -2,6 +2,8 @@
 //! checked to be for that address, and the import into the store.
 
 use crate::envelope::BINDING_URI;
+use crate::ext::peers::PeerPolicies;
+use crate::identity::pins::{self, Changes, Offer, Vouched};
 use crate::jws::compact as jws;
 use crate::keystore::{KeyEntry, KeyStore, KeyStoreError};
 use crate::profile::Protection;
@@ -45,6 +47,18 @@ pub struct PeerCard {
 }
 
 impl PeerCard {
+    /// How far its signatures vouch for it: what a later card of the address may not
+    /// fall below ([`crate::identity::pins`]).
+    pub fn vouched(&self) -> Vouched {
+        if self.trusted() {
+            Vouched::Trusted
+        } else if self.signatures.is_empty() {
+            Vouched::Unsigned
+        } else {
+            Vouched::Signed
+        }
+    }
+
     /// Whether a signature by a pinned or anchored key vouches for the card.
     pub fn trusted(&self) -> bool {
         self.signatures.iter().any(|s| {
@@ -348,9 +362,149 @@ pub(super) fn names(emails: &[String]) -> String {
     }
 }
 
+/// The key store fingerprints of every key a card publishes (S/MIME certificates'
+/// public keys, OpenPGP certificates, JWKs), sorted: the card's part of its address's
+/// pin. MLS KeyPackages are left out: they are meant to rotate.
+pub fn key_fingerprints(card: &PeerCard) -> Vec<String> {
+    use der::Decode;
+    let mut out = Vec::new();
+    for der in &card.smime_certificates {
+        if let Ok(c) = x509_cert::Certificate::from_der(der) {
+            out.push(crate::keystore::fingerprint(
+                c.tbs_certificate()
+                    .subject_public_key_info()
+                    .subject_public_key
+                    .raw_bytes(),
+            ));
+        }
+    }
+    for armored in &card.openpgp_certificates {
+        if let Ok(certs) = crate::keystore::openpgp::read_certs(armored, "card", None) {
+            out.extend(certs.into_iter().map(|c| c.fingerprint));
+        }
+    }
+    for jwk in &card.jwks {
+        if let Ok(k) = crate::jws::Jwk::parse(jwk.to_string().as_bytes()) {
+            out.push(k.fingerprint());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// How [`import_card`] imports a card.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct ImportOptions {
+    /// Refuse a card without a signature by a key the store trusts.
+    pub require_signature: bool,
+    /// Accept a card that changes the address's pin (`--accept-changed`).
+    pub accept_changed: bool,
+    /// The normalised origin the card was fetched from (none: a file), recorded with
+    /// the pin ([`crate::identity::pins::origin`]).
+    pub origin: Option<String>,
+}
+
+impl ImportOptions {
+    /// No signature required, no change accepted, no origin.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`ImportOptions::require_signature`].
+    pub fn require_signature(mut self, on: bool) -> Self {
+        self.require_signature = on;
+        self
+    }
+
+    /// Sets [`ImportOptions::accept_changed`].
+    pub fn accept_changed(mut self, on: bool) -> Self {
+        self.accept_changed = on;
+        self
+    }
+
+    /// Sets [`ImportOptions::origin`].
+    pub fn origin(mut self, origin: Option<String>) -> Self {
+        self.origin = origin;
+        self
+    }
+}
+
+/// What [`import_card`] did.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct CardImport {
+    /// The keys imported.
+    pub entries: Vec<KeyEntry>,
+    /// How the card differs from what the store held for its address.
+    pub changes: Changes,
+}
+
+/// Imports a checked card as every card path does (`card fetch URL`, `key import
+/// --agent-card FILE`): compared with the pin of its address, whatever path made it
+/// ([`PeerPolicies::pin`]; a changed key, a lower minimum or a card vouched for less is
+/// refused unless `opts.accept_changed`), then its keys into `store` and its policy
+/// into `policies`. The pin is keyed by the address, never by the URL or file the card
+/// came from, so respelling the URL is no first use.
+pub fn import_card(
+    card: &PeerCard,
+    store: &dyn KeyStore,
+    policies: &mut PeerPolicies,
+    opts: &ImportOptions,
+    now: OffsetDateTime,
+) -> Result<CardImport, CardError> {
+    if opts.require_signature && !card.trusted() {
+        return Err(CardError::Untrusted(card.address.clone()));
+    }
+    let held = policies.pin(store, &card.address)?;
+    let offer = Offer::card(
+        &card.address,
+        key_fingerprints(card),
+        card.minimum,
+        card.vouched(),
+        opts.origin.clone(),
+    );
+    let changes = pins::check(&held, &offer, opts.accept_changed)?;
+    let entries = import_keys(card, store)?;
+    policies.record(card, now);
+    if let Some(r) = policies.peers.get_mut(&card.address) {
+        r.origin = opts.origin.clone();
+    }
+    Ok(CardImport { entries, changes })
+}
+
 /// Imports a checked card's certificates into `store` (never as trust anchors).
-/// Returns what was imported.
+/// Returns what was imported. A card JWK the store binds to other addresses refuses
+/// the card before anything is imported: a card speaks for its own address only, and
+/// no card moves a key (that takes `key import --jwk --rebind`).
 pub fn import_keys(card: &PeerCard, store: &dyn KeyStore) -> Result<Vec<KeyEntry>, CardError> {
+    let mut keys = Vec::new();
+    let bindings = store.jwk_identities()?;
+    for (i, v) in card.jwks.iter().enumerate() {
+        let key = crate::jws::Jwk::parse(v.to_string().as_bytes()).map_err(|e| CardError::Key {
+            what: format!("JWK {i}"),
+            reason: e.to_string(),
+        })?;
+        let fpr = key.fingerprint();
+        if let Some(existing) = bindings.iter().find(|r| r.fingerprint == fpr) {
+            if pins::check_rebind(
+                &fpr,
+                &existing.emails,
+                std::slice::from_ref(&card.address),
+                &[],
+            )
+            .is_err()
+            {
+                return Err(CardError::ForeignKey {
+                    address: card.address.clone(),
+                    what: format!("JWK {i}"),
+                    named: existing.emails.join(", "),
+                });
+            }
+        }
+        keys.push(key);
+    }
     let mut entries = Vec::new();
     for der in &card.smime_certificates {
         let pem =
@@ -365,30 +519,10 @@ pub fn import_keys(card: &PeerCard, store: &dyn KeyStore) -> Result<Vec<KeyEntry
     for cert in &card.openpgp_certificates {
         entries.extend(store.import(cert, "agent card OpenPGP certificate", false)?);
     }
-    for (i, v) in card.jwks.iter().enumerate() {
-        let key = crate::jws::Jwk::parse(v.to_string().as_bytes()).map_err(|e| CardError::Key {
-            what: format!("JWK {i}"),
-            reason: e.to_string(),
-        })?;
-        // A key this store already binds to other addresses is not rebound by a card:
-        // the card speaks for its own address only.
-        let fpr = key.fingerprint();
-        if let Some(existing) = store
-            .jwk_identities()?
-            .into_iter()
-            .find(|r| r.fingerprint == fpr)
-        {
-            if existing.emails != [card.address.clone()] {
-                return Err(CardError::ForeignKey {
-                    address: card.address.clone(),
-                    what: format!("JWK {i}"),
-                    named: existing.emails.join(", "),
-                });
-            }
-        }
+    for (i, key) in keys.iter().enumerate() {
         let entry = crate::jws::jwk::bind(
             store,
-            &key,
+            key,
             std::slice::from_ref(&card.address),
             "agent-card",
         )
