@@ -263,15 +263,18 @@ fn fail_chosen_time_signature_dated_past_receipt_and_skew() {
     let err = open(&store, &mail, None).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Authentication, "{err}");
     assert!(
-        err.to_string()
-            .contains("after the time of receipt") && err.to_string().contains("clock skew"),
+        err.to_string().contains("after the time of receipt")
+            && err.to_string().contains("clock skew"),
         "{err}"
     );
 
     let mail = forge(&request(MALLORY), &bob_cert, &mallory, now, MALLORY);
     let err = open(&store, &mail, Some(now - Duration::from_secs(3600))).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Authentication, "{err}");
-    assert!(err.to_string().contains("after the time of receipt"), "{err}");
+    assert!(
+        err.to_string().contains("after the time of receipt"),
+        "{err}"
+    );
     // Within the skew, it opens.
     let opened = open(&store, &mail, Some(now - Duration::from_secs(120))).unwrap();
     assert_eq!(from(&opened), MALLORY);
