@@ -236,6 +236,32 @@ mod tests {
     }
 
     #[test]
+    fn a_user_id_whose_binding_expired_before_receipt_does_not_speak_for_an_older_signature() {
+        let p = StandardPolicy::new();
+        let t0 = SystemTime::UNIX_EPOCH + StdDuration::from_secs(1_800_000_000);
+        let (cert, mut pair) = mallory(t0);
+        let uid = UserID::from("<alice@x.example>");
+        let sig = SignatureBuilder::new(SignatureType::PositiveCertification)
+            .set_signature_creation_time(t0 - 9 * DAY)
+            .unwrap()
+            .set_signature_validity_period(6 * DAY)
+            .unwrap()
+            .sign_userid_binding(&mut pair, cert.primary_key().key(), &uid)
+            .unwrap();
+        let cert = cert
+            .insert_packets(vec![openpgp::Packet::from(uid), sig.into()])
+            .unwrap()
+            .0;
+        let mallory = vec!["mallory@x.example".to_string()];
+        assert_eq!(signer_addresses(&cert, &p, t0, Some(t0 - 5 * DAY)), mallory);
+        // Judged at a time when the binding was live, it speaks.
+        assert_eq!(
+            signer_addresses(&cert, &p, t0 - 4 * DAY, Some(t0 - 5 * DAY)).len(),
+            2
+        );
+    }
+
+    #[test]
     fn a_user_id_bound_after_receipt_or_after_the_signature_does_not_speak() {
         let p = StandardPolicy::new();
         let t0 = SystemTime::UNIX_EPOCH + StdDuration::from_secs(1_800_000_000);
