@@ -39,6 +39,10 @@ pub(crate) struct ParsedCert {
     pub secret: Option<Zeroizing<Vec<u8>>>,
     /// How `key list` shows it.
     pub entry: KeyEntry,
+    /// Every address its User IDs name, valid or not (revoked, expired, bound in the
+    /// future): what an Agent Card's key is judged on
+    /// ([`crate::identity::openpgp::every_address`]).
+    pub every_email: Vec<String>,
 }
 
 fn malformed(what: &str, reason: impl std::fmt::Display) -> KeyStoreError {
@@ -48,19 +52,36 @@ fn malformed(what: &str, reason: impl std::fmt::Display) -> KeyStoreError {
     }
 }
 
-/// Reads every certificate in `input`. Locked secret keys are unlocked with
-/// `passphrase` (stored unlocked, in an owner-only file, as PKCS#8 keys are); without
-/// one they are refused with [`KeyStoreError::PassphraseRequired`].
+/// Reads every certificate in `input` to import it now. Locked secret keys are
+/// unlocked with `passphrase` (stored unlocked, in an owner-only file, as PKCS#8 keys
+/// are); without one they are refused with [`KeyStoreError::PassphraseRequired`]. A
+/// certificate with a User ID bound in the future is refused
+/// ([`crate::identity::openpgp::check_import`]): it would later speak for an address
+/// the operator did not see at import.
 pub(crate) fn read_certs(
     input: &[u8],
     what: &str,
     passphrase: Option<&[u8]>,
+) -> Result<Vec<ParsedCert>, KeyStoreError> {
+    read_certs_at(input, what, passphrase, Some(SystemTime::now()))
+}
+
+/// [`read_certs`], judging the import rule at `import_at`; `None` reads the
+/// certificates as given, for SOP, which stores nothing and keeps Sequoia's reading.
+pub(crate) fn read_certs_at(
+    input: &[u8],
+    what: &str,
+    passphrase: Option<&[u8]>,
+    import_at: Option<SystemTime>,
 ) -> Result<Vec<ParsedCert>, KeyStoreError> {
     let parser = CertParser::from_bytes(input).map_err(|e| malformed(what, e))?;
     let mut out = Vec::new();
     for cert in parser {
         let cert = cert.map_err(|e| malformed(what, e))?;
         conforms(&cert).map_err(|reason| malformed(what, reason))?;
+        if let Some(at) = import_at {
+            crate::identity::openpgp::check_import(&cert, at).map_err(|e| malformed(what, e))?;
+        }
         let cert = writable(cert).map_err(|e| malformed(what, e))?;
         let cert = unlock(cert, what, passphrase)?;
         let has_secret = cert.is_tsk();
@@ -81,6 +102,7 @@ pub(crate) fn read_certs(
             public,
             secret,
             entry: entry(&cert, has_secret),
+            every_email: crate::identity::openpgp::every_address(&cert),
         });
     }
     if out.is_empty() {
@@ -250,16 +272,16 @@ pub(crate) fn fingerprint(cert: &Cert) -> String {
 }
 
 /// The email addresses of `cert`'s User IDs that are valid under the standard policy
-/// at `at` (self-signed, not revoked), lower case.
+/// at `at` (self-signed, not revoked), lower case: the rule is
+/// [`crate::identity::openpgp::addresses_at`].
 pub(crate) fn emails_at(cert: &Cert, at: Option<SystemTime>) -> Vec<String> {
     let policy = StandardPolicy::new();
-    match cert.with_policy(&policy, at) {
-        Ok(valid) => emails_of_valid(&valid),
-        Err(_) => Vec::new(),
-    }
+    crate::identity::openpgp::addresses_at(cert, &policy, at.unwrap_or_else(SystemTime::now))
 }
 
-/// The addresses of a certificate already validated under a policy at a time.
+/// The addresses of a certificate already validated under a policy at a time: SOP's
+/// reading of a signer (at the signature's own time); mail uses
+/// [`crate::identity::openpgp::signer_addresses`].
 pub(crate) fn emails_of_valid(valid: &ValidCert<'_>) -> Vec<String> {
     let mut out: Vec<String> = valid
         .userids()

@@ -34,15 +34,30 @@ impl OpenPgp<'_> {
         let view = self
             .certificates()
             .map_err(|e| super::OpenPgpError::Key(e.to_string()))?;
-        let certs: Vec<_> = Self::certificates_for(&view, address)
+        // The certificates naming `address` at the policy's time (`--at` or the time
+        // of receipt), not at the wall clock.
+        let at = std::time::SystemTime::from(policy.validation_time());
+        let certs: Vec<_> = view
+            .certificates_for(address, &self.policy, at)
             .into_iter()
             .cloned()
             .collect();
         if certs.is_empty() {
             return Err(super::OpenPgpError::UnknownSigner.into());
         }
-        let at = std::time::SystemTime::from(policy.validation_time());
-        self.verify_detached(signature, statement, &certs, at)?;
+        let signer = self.verify_detached(signature, statement, &certs, at)?;
+        // The User ID for `address` was also valid when the certification says it was
+        // made (a back-dated certification cannot lean on a User ID revoked since).
+        if !signer
+            .emails
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case(address))
+        {
+            return Err(super::OpenPgpError::BadSignature(format!(
+                "the certification is dated when the certificate's User ID for {address} was not valid (bound later, or revoked since)"
+            ))
+            .into());
+        }
         Ok(())
     }
 }

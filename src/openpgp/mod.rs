@@ -173,26 +173,14 @@ impl<'s> OpenPgp<'s> {
         Ok(self.parsed.view(self.store.openpgp_certificates()?))
     }
 
-    /// The certificates of `view` with a User ID for `address` (valid when the view
-    /// was built), newest first: the rule that picks among several (issue #17) is the
-    /// newest usable one (latest primary key creation), never fingerprint order.
+    /// The certificates of `view` with a User ID for `address` valid now (sealing is
+    /// judged at the sender's clock), newest first: see [`parsed::View::certificates_for`].
     pub(super) fn certificates_for<'v>(view: &'v parsed::View, address: &str) -> Vec<&'v Cert> {
-        let address = address.to_ascii_lowercase();
-        let mut certs: Vec<&Cert> = view
-            .certs
-            .iter()
-            .zip(&view.emails)
-            .filter(|(_, emails)| emails.contains(&address))
-            .map(|(c, _)| c)
-            .collect();
-        certs.sort_by(|a, b| {
-            b.primary_key()
-                .key()
-                .creation_time()
-                .cmp(&a.primary_key().key().creation_time())
-                .then_with(|| a.fingerprint().cmp(&b.fingerprint()))
-        });
-        certs
+        view.certificates_for(
+            address,
+            &StandardPolicy::new(),
+            std::time::SystemTime::now(),
+        )
     }
 
     /// Our transferable secret key for `cert`, if the store holds it.

@@ -39,7 +39,8 @@ pub(crate) struct SignerInfo {
     pub(crate) created: Option<std::time::SystemTime>,
     /// A text-mode (0x01) signature.
     pub(crate) text: bool,
-    emails: Vec<String>,
+    /// The addresses the signature speaks for (see `Helper::signer_emails`).
+    pub(crate) emails: Vec<String>,
     algorithm: String,
     intended: Vec<Fingerprint>,
 }
@@ -208,6 +209,38 @@ impl Helper<'_> {
     }
 }
 
+impl Helper<'_> {
+    /// Why `sig` is refused as dated after the time of receipt plus the skew (the
+    /// signer's choice of time), or `None`.
+    fn signed_in_the_future(&self, sig: &openpgp::packet::Signature) -> Option<String> {
+        let signed_at = time::OffsetDateTime::from(sig.signature_creation_time()?);
+        crate::identity::check_signed_at(signed_at, self.at.into(), crate::identity::DEFAULT_SKEW)
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    /// The addresses the signature speaks for. Mail: the User IDs valid at receipt
+    /// and at the signature's time ([`crate::identity::openpgp::signer_addresses`]),
+    /// so a back-dated signature cannot revive a User ID revoked since. SOP
+    /// (`Collect`): the certificate as Sequoia validated it at the signature's time,
+    /// which the SOP suites expect.
+    fn signer_emails(
+        &self,
+        ka: &ValidErasedKeyAmalgamation<'_, openpgp::packet::key::PublicParts>,
+        sig: &openpgp::packet::Signature,
+    ) -> Vec<String> {
+        if self.signatures == Signatures::Collect {
+            return keys::emails_of_valid(ka.valid_cert());
+        }
+        crate::identity::openpgp::signer_addresses(
+            ka.cert(),
+            &self.store.policy,
+            self.at,
+            sig.signature_creation_time(),
+        )
+    }
+}
+
 /// A signature by a primary key counts only if, at its creation time (the time `ka`
 /// was validated at), the key's capabilities came from a live self-signature: a
 /// direct-key signature, or the binding of a User ID not revoked then. Sequoia falls
@@ -286,14 +319,18 @@ impl VerificationHelper for Helper<'_> {
                                         .into(),
                                 );
                             }
+                            Ok(GoodChecksum { sig, .. })
+                                if self.signatures != Signatures::Collect
+                                    && self.signed_in_the_future(sig).is_some() =>
+                            {
+                                bad = self.signed_in_the_future(sig);
+                            }
                             Ok(GoodChecksum { sig, ka }) => good.push(SignerInfo {
                                 fingerprint: ka.cert().fingerprint(),
                                 key_fingerprint: ka.key().fingerprint(),
                                 created: sig.signature_creation_time(),
                                 text: sig.typ() == openpgp::types::SignatureType::Text,
-                                // The certificate as Sequoia validated it at the
-                                // signature's time: its User IDs then.
-                                emails: keys::emails_of_valid(ka.valid_cert()),
+                                emails: self.signer_emails(&ka, sig),
                                 algorithm: format!("{}/{}", sig.pk_algo(), sig.hash_algo()),
                                 intended: sig.intended_recipients().cloned().collect(),
                             }),

@@ -2,11 +2,13 @@
 //! reused while the store hands out the same bytes: parsing a certificate and checking
 //! its self-signatures costs more than signing a small message, so a gateway that
 //! opens many messages from the same peers parses each peer once. Changed bytes are
-//! parsed again; the addresses of the certificates are re-derived at least every
-//! [`REFRESH`], so a User ID binding that expires stops counting soon after.
+//! parsed again. What is kept does not depend on time: the addresses a certificate
+//! speaks for are judged at the time each caller asks ([`View::certificates_for`]:
+//! the receipt time, `open --at`, or now when sealing), so no cache answers for a
+//! time other than the one asked.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::SystemTime;
 
 use sequoia_openpgp as openpgp;
 
@@ -19,21 +21,53 @@ use zeroize::Zeroizing;
 
 use super::keys;
 
-/// How long the derived addresses of a certificate set are reused.
-const REFRESH: Duration = Duration::from_secs(600);
 /// At most this many secret keys are kept; past it the cache starts over.
 const CAPACITY: usize = 1024;
 
-/// The store's certificates, parsed, with their User ID addresses (valid when built).
+/// The store's certificates, parsed.
 pub(crate) struct View {
     bytes: Vec<Vec<u8>>,
     /// `parsed[i]`: what `bytes[i]` parsed to.
     parsed: Vec<Option<Cert>>,
-    built: Instant,
     /// The certificates that parse and conform.
     pub(crate) certs: Vec<Cert>,
-    /// `emails[i]`: the addresses of `certs[i]`.
-    pub(crate) emails: Vec<Vec<String>>,
+    /// `named[i]`: every address `certs[i]`'s User IDs name, valid or not (a
+    /// time-independent superset of the addresses it speaks for at any time, to pick
+    /// the few certificates worth validating).
+    named: Vec<Vec<String>>,
+}
+
+impl View {
+    /// The certificates with a User ID for `address` valid under `policy` at `at`
+    /// ([`crate::identity::openpgp::addresses_at`]), newest first: the rule that picks
+    /// among several (issue #17) is the newest usable one (latest primary key
+    /// creation), never fingerprint order.
+    pub(crate) fn certificates_for(
+        &self,
+        address: &str,
+        policy: &dyn Policy,
+        at: SystemTime,
+    ) -> Vec<&Cert> {
+        let address = address.to_ascii_lowercase();
+        let mut certs: Vec<&Cert> = self
+            .certs
+            .iter()
+            .zip(&self.named)
+            .filter(|(_, named)| named.contains(&address))
+            .filter(|(c, _)| {
+                crate::identity::openpgp::addresses_at(c, policy, at).contains(&address)
+            })
+            .map(|(c, _)| c)
+            .collect();
+        certs.sort_by(|a, b| {
+            b.primary_key()
+                .key()
+                .creation_time()
+                .cmp(&a.primary_key().key().creation_time())
+                .then_with(|| a.fingerprint().cmp(&b.fingerprint()))
+        });
+        certs
+    }
 }
 
 /// One of our transferable secret keys with the keys of it that may decrypt.
@@ -101,14 +135,14 @@ impl Parsed {
     pub(crate) fn view(&self, bytes: Vec<Vec<u8>>) -> Arc<View> {
         let mut slot = lock(&self.view);
         if let Some(v) = slot.as_ref() {
-            if v.bytes == bytes && v.built.elapsed() < REFRESH {
+            if v.bytes == bytes {
                 return v.clone();
             }
         }
         let old = slot.take();
         let mut parsed = Vec::with_capacity(bytes.len());
         let mut certs = Vec::new();
-        let mut emails = Vec::new();
+        let mut named = Vec::new();
         for b in &bytes {
             let cert = match old
                 .as_ref()
@@ -118,7 +152,7 @@ impl Parsed {
                 None => keys::parse_stored(b),
             };
             if let Some(cert) = &cert {
-                emails.push(keys::emails_at(cert, None));
+                named.push(crate::identity::openpgp::every_address(cert));
                 certs.push(cert.clone());
             }
             parsed.push(cert);
@@ -126,9 +160,8 @@ impl Parsed {
         let view = Arc::new(View {
             bytes,
             parsed,
-            built: Instant::now(),
             certs,
-            emails,
+            named,
         });
         *slot = Some(view.clone());
         view

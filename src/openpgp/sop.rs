@@ -223,7 +223,7 @@ fn load(inputs: &[Vec<u8>], passwords: &[Zeroizing<Vec<u8>>]) -> Result<Vec<Cert
         let mut last = None;
         let mut loaded = None;
         for c in candidates {
-            match keys::read_certs(input, "key", c) {
+            match keys::read_certs_at(input, "key", c, None) {
                 Ok(certs) => {
                     loaded = Some(certs);
                     break;

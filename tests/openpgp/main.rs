@@ -9,6 +9,7 @@
 mod common;
 
 mod differential_armor;
+mod fail_chosen_time;
 mod header_protection_openpgp;
 mod interop_gpg_openpgp;
 mod interop_sq_openpgp;

@@ -271,7 +271,14 @@ pub(super) fn read_params(
                     reason: "carries secret key material".into(),
                 });
             }
-            if c.entry.emails.is_empty() || c.entry.emails.iter().any(|e| e != address) {
+            // Judged on every User ID the certificate carries, valid now or not (a
+            // binding dated in the future, or a User ID revoked now, would otherwise
+            // pass and later speak for its address: identity::openpgp); and one
+            // valid now must name the card's address.
+            if c.every_email.iter().any(|e| e != address) {
+                return Err(foreign(what, names(&c.every_email)));
+            }
+            if c.entry.emails.is_empty() {
                 return Err(foreign(what, names(&c.entry.emails)));
             }
         }
