@@ -120,8 +120,15 @@ pub(super) fn run() -> CliResult {
     opts.sign_only = true;
     let smime = Smime::new(&store);
     let signed = smime.seal(&reparsed, &opts).map_err(|e| fail("seal", e))?;
+    // This store is Alice's: she reads her own message to Bob as her own copy only.
+    let mut own_copy = OpenPolicy::default();
+    own_copy.own_copy = true;
+    match Dispatcher::with_store(&store).open(&signed, &OpenPolicy::default()) {
+        Err(e) => println!("    her own message, mailed back to her: {}", refused(&e)),
+        Ok(_) => return Err(fail("open", "our own message to Bob was delivered to us")),
+    }
     let opened = Dispatcher::with_store(&store)
-        .open(&signed, &OpenPolicy::default())
+        .open(&signed, &own_copy)
         .map_err(|e| fail("open signed", e))?;
     println!(
         "    {} bytes signed; opened: profile {}, protection {}, algorithm {}, signer {}",
@@ -139,7 +146,7 @@ pub(super) fn run() -> CliResult {
     let mut tampered = signed.clone();
     let at = tampered.len() / 2;
     tampered[at] ^= 0x01;
-    match Dispatcher::with_store(&store).open(&tampered, &OpenPolicy::default()) {
+    match Dispatcher::with_store(&store).open(&tampered, &own_copy) {
         Err(e) => println!("    one flipped byte: {}", refused(&e)),
         Ok(_) => return Err(fail("open", "a tampered message was accepted")),
     }
@@ -292,10 +299,12 @@ pub(super) fn run() -> CliResult {
         8,
         "replay state: redelivery is a duplicate, same messageId with other bytes a conflict",
     );
-    // Alice's own store receives: it knows her CA, her certificate and Bob's.
+    // Alice's own store receives (her own copies): it knows her CA, her certificate
+    // and Bob's.
     let state = dir.path().join("alice/mailseal.db");
     let mut receiver = crate::Receiver::builder(&store)
         .replay(SqliteReplayStore::open(&state).map_err(|e| fail("replay state", e))?)
+        .policy(own_copy.clone())
         .build();
     println!("    (receiver rules over SQLite in {})", state.display());
     let word = |o: Result<crate::Outcome, crate::ReceiveError>| match o {

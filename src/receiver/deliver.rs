@@ -12,7 +12,10 @@
 //! A target that is not a regular file is never replaced ([`Target`]): a symlink is
 //! followed to the file it names, which is then replaced as above (the link stays); a
 //! device or FIFO (`/dev/null`, a pipe) is written in place, after the commit, since
-//! it can be neither staged nor renamed onto.
+//! it can be neither staged nor renamed onto. A symlink is followed only where no one
+//! else could have put it: in a directory that only its owner can write. In a
+//! directory others can write (`/tmp`, a shared spool) a link may be another user's,
+//! planted to redirect the output onto a file of ours, so the output is refused there.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -209,6 +212,7 @@ impl Target {
             };
             let kind = meta.file_type();
             if kind.is_symlink() {
+                refuse_shared_link(&path)?;
                 let link = std::fs::read_link(&path).map_err(io(&path))?;
                 path = match path.parent() {
                     Some(parent) if link.is_relative() => parent.join(link),
@@ -226,6 +230,30 @@ impl Target {
             "more than {MAX_LINKS} symbolic links"
         ))))
     }
+}
+
+/// Refuses to follow the symlink `link` when its directory can be written by others
+/// than its owner: someone else may have planted it there.
+fn refuse_shared_link(link: &Path) -> Result<(), DeliverError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = match link.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let mode = std::fs::metadata(&dir)
+            .map_err(io(&dir))?
+            .permissions()
+            .mode();
+        if mode & 0o022 != 0 {
+            return Err(io(link)(std::io::Error::other(format!(
+                "a symbolic link in {}, a directory others can write: not followed (it may be planted); name the file it points to",
+                dir.display()
+            ))));
+        }
+    }
+    Ok(())
 }
 
 /// Writes into a device or FIFO at `path`, opened for writing only (never created,

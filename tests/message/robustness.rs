@@ -108,44 +108,72 @@ fn fuzz_crash_reproducers_are_handled() {
 /// written over a file of theirs choosing).
 #[cfg(unix)]
 #[test]
-fn fail_out_never_writes_through_a_symlink() {
+fn fail_output_edges_out_follows_only_a_symlink_nobody_else_could_plant() {
     use std::os::unix::fs::PermissionsExt;
+    let compose = |out: &std::path::Path, env: &std::path::Path| {
+        common::run(
+            &[
+                "compose",
+                "--from",
+                "a@example.com",
+                "--to",
+                "b@example.com",
+                "--in",
+                env.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            b"",
+        )
+    };
     let dir = tempfile::tempdir().unwrap();
-    let victim = dir.path().join("victim.txt");
-    std::fs::write(&victim, b"precious").unwrap();
-    let out = dir.path().join("plain.eml");
-    std::os::unix::fs::symlink(&victim, &out).unwrap();
     let env = dir.path().join("env.json");
     std::fs::write(&env, serde_json::to_vec(&common::request()).unwrap()).unwrap();
-    let r = common::run(
-        &[
-            "compose",
-            "--from",
-            "a@example.com",
-            "--to",
-            "b@example.com",
-            "--in",
-            env.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        b"",
+    // In a directory others can write (a planted link may point at our files): the
+    // link is neither followed nor replaced, and the command fails.
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let planted = shared.join("plain.eml");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let r = compose(&planted, &env);
+    assert_ne!(r.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("others can write"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
     );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(std::fs::symlink_metadata(&planted)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(!shared.join("plain.eml.partial").exists());
+    // In a directory only its owner writes, the link is the owner's own: the file it
+    // names is replaced (owner-only), the link stays.
+    let own = dir.path().join("own");
+    std::fs::create_dir(&own).unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let target = own.join("real.eml");
+    std::fs::write(&target, b"old").unwrap();
+    let link = own.join("plain.eml");
+    std::os::unix::fs::symlink("real.eml", &link).unwrap();
+    let r = compose(&link, &env);
     assert_eq!(
         r.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&r.stderr)
     );
-    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
-    let meta = std::fs::symlink_metadata(&out).unwrap();
-    assert!(
-        meta.file_type().is_file(),
-        "the link was replaced by a file"
-    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::read(&target).unwrap().starts_with(b"From:"));
+    let meta = std::fs::metadata(&target).unwrap();
     assert_eq!(meta.permissions().mode() & 0o077, 0, "owner-only");
-    assert!(std::fs::read(&out).unwrap().starts_with(b"From:"));
-    assert!(!dir.path().join("plain.eml.partial").exists());
 }
 
 /// Issue #17 (BENCHMARKS.md "adversarial inputs"): inputs that cost quadratic time
