@@ -156,7 +156,9 @@ pub(crate) fn read_all(
                     }
                     "X509 CRL" => {
                         let (_, doc) = der::Document::from_pem(pem).map_err(|e| malformed(&e))?;
-                        CertificateList::from_der(doc.as_bytes()).map_err(|e| malformed(&e))?;
+                        let crl =
+                            CertificateList::from_der(doc.as_bytes()).map_err(|e| malformed(&e))?;
+                        check_crl_form(&crl, what)?;
                         out.push(Material::Crl(doc.as_bytes().to_vec()));
                     }
                     "PKCS12" => {
@@ -178,7 +180,8 @@ pub(crate) fn read_all(
                 out.push(Material::PrivateKey {
                     der: zeroize::Zeroizing::new(input.to_vec()),
                 });
-            } else if CertificateList::from_der(input).is_ok() {
+            } else if let Ok(crl) = CertificateList::from_der(input) {
+                check_crl_form(&crl, what)?;
                 out.push(Material::Crl(input.to_vec()));
             } else if super::pkcs12::looks_like_pfx(input) {
                 let passphrase =
@@ -195,6 +198,31 @@ pub(crate) fn read_all(
         });
     }
     Ok(out)
+}
+
+/// A CRL of a form the revocation check reads whole, else refused here with the
+/// extension named: one stored and then skipped would count as "nothing revoked"
+/// (see [`crate::identity::crl`]).
+fn check_crl_form(crl: &CertificateList, what: &str) -> Result<(), KeyStoreError> {
+    match crate::identity::crl::unsupported_form(crl) {
+        None => Ok(()),
+        Some(reason) => Err(KeyStoreError::UnsupportedCrl {
+            what: what.to_string(),
+            reason,
+        }),
+    }
+}
+
+/// A CA certificate (basicConstraints with cA): one the store may offer as an
+/// intermediate of a certification path.
+pub(crate) fn is_ca_der(der_bytes: &[u8]) -> bool {
+    Certificate::from_der(der_bytes).is_ok_and(|c| {
+        matches!(
+            c.tbs_certificate()
+                .get_extension::<x509_cert::ext::pkix::BasicConstraints>(),
+            Ok(Some((_, bc))) if bc.ca
+        )
+    })
 }
 
 /// The listed entry of a CRL: its SHA-256 as fingerprint, its issuer as subject, its
