@@ -661,3 +661,53 @@ mod tests {
         assert!(!mailbox_within("not-an-address", "corp.example"));
     }
 }
+
+/// The trust decision over DER, for the structure-aware `crl_path` fuzz target (feature
+/// `fuzz-api`, which only the fuzz crate turns on; not a stable API): `leaf` with the
+/// certificates a message carries, and a store of `anchors`, `intermediates` and
+/// `crls`. Returns `None` when the leaf does not decode, else `Pinned`, `Anchored`,
+/// or `refused: reason`. Panics when a trusted verdict's evidence, checked again
+/// against the same CRLs, does not hold (what a cache relies on).
+#[cfg(feature = "fuzz-api")]
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub fn fuzz_crl_path(
+    leaf: &[u8],
+    carried: &[Vec<u8>],
+    intermediates: &[Vec<u8>],
+    anchors: &[Vec<u8>],
+    crls: &[Vec<u8>],
+    pinned: bool,
+    require_crl: bool,
+    at: OffsetDateTime,
+) -> Option<String> {
+    use der::Decode;
+    let leaf = Certificate::from_der(leaf).ok()?;
+    let decode = |all: &[Vec<u8>]| -> Vec<Certificate> {
+        all.iter()
+            .filter_map(|d| Certificate::from_der(d).ok())
+            .collect()
+    };
+    let (carried, intermediates, anchors) =
+        (decode(carried), decode(intermediates), decode(anchors));
+    let crls = super::crl::decode_crls(crls.to_vec());
+    let held = Held {
+        anchors: &anchors,
+        intermediates: &intermediates,
+        revocation: Revocation {
+            crls: &crls,
+            require: require_crl,
+        },
+    };
+    let (trust, evidence) = trust_evidence(&leaf, &carried, &held, pinned, at);
+    Some(match trust {
+        Trust::Pinned | Trust::Anchored => {
+            if let Err(e) = recheck(&evidence, at, &held.revocation) {
+                panic!("a trusted verdict's evidence does not hold again: {e}");
+            }
+            format!("{trust:?}")
+        }
+        Trust::Invalid(reason) => format!("refused: {reason}"),
+        other => format!("refused: {other:?}"),
+    })
+}

@@ -119,8 +119,8 @@ pub fn fuzz_trust(
     };
     let result = authenticate_certificate(&signer, &intermediates, &held, pinned, at);
     Some(match result {
-        Ok(()) if pinned => "Pinned".to_string(),
-        Ok(()) => "Anchored".to_string(),
+        Ok(_) if pinned => "Pinned".to_string(),
+        Ok(_) => "Anchored".to_string(),
         Err(e) => format!("refused: {e}"),
     })
 }

@@ -87,8 +87,15 @@ fn legacy_mail(dir: &Path, from: &str, to: &str) -> (Vec<u8>, Vec<u8>) {
         ],
         dir,
     );
-    let mut mail = b"Date: Tue, 01 Dec 2026 12:00:00 +0000\r\nMessage-ID: <legacy-1@smime.example>\r\nMail-A2A-Binding: 1.0\r\n"
-        .to_vec();
+    // Dated now, as the signature's signingTime (openssl's clock) is: a receipt
+    // time before the signature was made is refused (identity::check_signed_at).
+    let date = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc2822)
+        .unwrap();
+    let mut mail = format!(
+        "Date: {date}\r\nMessage-ID: <legacy-1@smime.example>\r\nMail-A2A-Binding: 1.0\r\n"
+    )
+    .into_bytes();
     let body = std::fs::read(dir.join("encrypted.eml")).unwrap();
     // openssl writes LF line ends: mail is CRLF.
     let text = String::from_utf8(body).unwrap();
@@ -100,6 +107,12 @@ fn legacy_mail(dir: &Path, from: &str, to: &str) -> (Vec<u8>, Vec<u8>) {
 }
 
 fn open(store: &Path, raw: &[u8], extra: &[&str], report: &Path) -> std::process::Output {
+    // Received a minute after it was written (see `legacy_mail`).
+    let now = (time::OffsetDateTime::now_utc() + time::Duration::minutes(1))
+        .replace_nanosecond(0)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
     let mut args = vec![
         "open",
         "--store",
@@ -107,7 +120,7 @@ fn open(store: &Path, raw: &[u8], extra: &[&str], report: &Path) -> std::process
         "--report",
         report.to_str().unwrap(),
         "--now",
-        "2026-12-01T12:01:00Z",
+        &now,
     ];
     args.extend_from_slice(extra);
     run(&args, raw)
