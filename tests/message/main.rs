@@ -16,6 +16,7 @@ mod compose_roundtrip;
 mod differential_mail_parser;
 mod dkim;
 mod edge_cloud;
+mod fail_card_signer;
 mod first_hour;
 mod layering;
 mod open_plain;
