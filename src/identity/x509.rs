@@ -390,10 +390,7 @@ impl<'a> Search<'a> {
         }
         for i in 0..self.intermediates.len() {
             let ca = self.intermediates[i];
-            if ca.tbs_certificate().subject() != issuer
-                || path.iter().any(|p| *p == ca)
-                || self.budget == 0
-            {
+            if ca.tbs_certificate().subject() != issuer || path.contains(&ca) || self.budget == 0 {
                 continue;
             }
             self.budget -= 1;
