@@ -209,3 +209,82 @@ fn fail_chosen_time_a_signing_time_after_the_time_of_receipt() {
         "after the time of receipt",
     );
 }
+
+#[test]
+fn fail_trimmed_evidence_a_revoked_recipient_certificate_is_not_encrypted_to() {
+    // The sending side: the victim seals to the CEO's certificate it holds. Once the
+    // victim holds the root's CRL revoking it, nothing is encrypted to that key (a
+    // leaked key would read it); a CRL it holds but cannot check refuses it too.
+    use mailseal::envelope::{Envelope, Kind, Operation};
+    use mailseal::message::MailA2aMessage;
+    const VICTIM: &str = "victim@corp.example";
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let root = pki.root("", NOW_START, NOW_END);
+    let ceo = pki.issue(
+        "ceo",
+        Some("root"),
+        &format!(
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyAgreement\n\
+             extendedKeyUsage=emailProtection\nsubjectAltName=email:{CEO}\n"
+        ),
+        NOW_START,
+        NOW_END,
+    );
+    let store = victim(dir.path(), &root);
+    crate::common::run(
+        &[
+            "key",
+            "generate",
+            "--store",
+            store.to_str().unwrap(),
+            "--kind",
+            "smime",
+            "--email",
+            VICTIM,
+        ],
+        b"",
+    );
+    import(&store, &[&ceo], false);
+    let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "to-ceo-1");
+    env.set("correlationId", "to-ceo-1");
+    env.set("idempotencyKey", "to-ceo-effect-1");
+    env.set(
+        "payload",
+        &serde_json::json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "the quarterly numbers"}]}}),
+    );
+    let plain = pki.dir.join("plain.eml");
+    std::fs::write(
+        &plain,
+        MailA2aMessage::new(VICTIM, &[CEO], env)
+            .to_rfc5322()
+            .unwrap(),
+    )
+    .unwrap();
+    let seal = |store: &Path| {
+        crate::common::run(
+            &[
+                "seal",
+                "--store",
+                store.to_str().unwrap(),
+                "--profile",
+                "smime",
+                "--in",
+                plain.to_str().unwrap(),
+            ],
+            b"",
+        )
+    };
+    opens(&seal(&store));
+    pki.revoke("ceo", "root");
+    import(&store, &[&pki.crl("root")], false);
+    let out = seal(&store);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.contains(&format!("no usable certificate of {CEO} to encrypt to"))
+            && stderr.contains("certificate CN=ceo is revoked"),
+        "{stderr}"
+    );
+}
