@@ -32,75 +32,12 @@ use x509_cert::Certificate;
 pub(crate) use crate::keystore::CertificateList;
 
 const AUTHORITY_KEY_ID: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.35");
-const CRL_NUMBER: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.20");
-const ISSUER_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.18");
-const DELTA_CRL_INDICATOR: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.27");
-const ISSUING_DISTRIBUTION_POINT: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.28");
-const FRESHEST_CRL: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.46");
-const AUTHORITY_INFO_ACCESS: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.1.1");
-/// Entry extensions: reasonCode, holdInstructionCode and invalidityDate are
-/// informational (a listed certificate is refused whatever the reason).
-const REASON_CODE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.21");
-const HOLD_INSTRUCTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.23");
-const INVALIDITY_DATE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.24");
-const CERTIFICATE_ISSUER: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.29");
-
-/// CRL extensions read (or that change nothing in the answer) and so may be present.
-const KNOWN_CRL_EXTENSIONS: [ObjectIdentifier; 4] = [
-    AUTHORITY_KEY_ID,
-    CRL_NUMBER,
-    ISSUER_ALT_NAME,
-    AUTHORITY_INFO_ACCESS,
-];
 
 /// Why a CRL is of a form this module does not implement, naming the extension; `None`
-/// when it is a complete, direct CRL this module reads whole. A CRL with such a form
-/// is refused at import, and one already held fails its issuer's certificates closed.
-pub(crate) fn unsupported_form(crl: &CertificateList) -> Option<String> {
-    let list = &crl.tbs_cert_list;
-    for e in list.crl_extensions.iter().flatten() {
-        if e.extn_id == ISSUING_DISTRIBUTION_POINT {
-            return Some(
-                "it has an issuingDistributionPoint extension (2.5.29.28: a partitioned, \
-                 scoped or indirect CRL), which is not supported"
-                    .into(),
-            );
-        }
-        if e.extn_id == DELTA_CRL_INDICATOR {
-            return Some(
-                "it is a delta CRL (deltaCRLIndicator, 2.5.29.27), which is not supported".into(),
-            );
-        }
-        if e.extn_id == FRESHEST_CRL && e.critical {
-            return Some("it has a critical freshestCRL extension (2.5.29.46: delta CRLs), which is not supported".into());
-        }
-        if e.critical && !KNOWN_CRL_EXTENSIONS.contains(&e.extn_id) {
-            return Some(format!(
-                "it has a critical extension {} that is not supported",
-                e.extn_id
-            ));
-        }
-    }
-    for r in list.revoked_certificates.iter().flatten() {
-        for e in r.crl_entry_extensions.iter().flatten() {
-            if e.extn_id == CERTIFICATE_ISSUER {
-                return Some(
-                    "an entry has a certificateIssuer extension (2.5.29.29: an indirect CRL), \
-                     which is not supported"
-                        .into(),
-                );
-            }
-            if e.critical && ![REASON_CODE, HOLD_INSTRUCTION, INVALIDITY_DATE].contains(&e.extn_id)
-            {
-                return Some(format!(
-                    "an entry has a critical extension {} that is not supported",
-                    e.extn_id
-                ));
-            }
-        }
-    }
-    None
-}
+/// when it is a complete, direct CRL read whole. The rule lives with the key store's
+/// import, which refuses such a CRL; one already held fails its issuer's certificates
+/// closed here.
+pub(crate) use crate::keystore::unsupported_crl_form as unsupported_form;
 
 /// The key identifier of an authorityKeyIdentifier extension's value, if it has one.
 fn key_id_of(value: &[u8]) -> Option<Vec<u8>> {
@@ -152,7 +89,7 @@ fn signed_by(crl: &CertificateList, issuer: &Certificate) -> bool {
     let Ok(tbs) = list.to_der() else {
         return false;
     };
-    crate::smime::verify_signature(
+    super::x509::verify_signature(
         issuer.tbs_certificate().subject_public_key_info(),
         &crl.signature_algorithm,
         crate::asn1::oids::SHA256,

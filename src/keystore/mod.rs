@@ -7,6 +7,7 @@
 
 mod directory;
 mod material;
+pub(crate) use material::unsupported_crl_form;
 mod memory;
 pub mod openpgp;
 mod pkcs11;

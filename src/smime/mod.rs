@@ -45,7 +45,6 @@ pub use issue::{
 };
 pub(crate) use path::{Held, Revocation};
 pub(crate) use signed_data::sign_with;
-pub(crate) use signed_data::verify_signature;
 
 /// The signer's certificate `cert` is trusted (pinned, or chained through the store's
 /// intermediates and `carried` to one of its anchors on a path valid at `at`, not
@@ -1357,6 +1356,17 @@ pub(crate) fn content_info(input: &[u8]) -> Result<cms::content_info::ContentInf
     };
     cms::content_info::ContentInfo::from_der(&rewritten)
         .map_err(|e| SmimeError::Malformed(format!("ContentInfo: {e}")))
+}
+
+impl From<crate::identity::x509::SignatureError> for SmimeError {
+    fn from(e: crate::identity::x509::SignatureError) -> Self {
+        use crate::identity::x509::SignatureError as E;
+        match e {
+            E::UnsupportedAlgorithm(a) => SmimeError::UnsupportedAlgorithm(a),
+            E::Bad => SmimeError::BadSignature,
+            E::Malformed(m) => SmimeError::Malformed(m),
+        }
+    }
 }
 
 impl From<crate::asn1::BerError> for SmimeError {
