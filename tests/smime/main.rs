@@ -10,6 +10,8 @@ mod common;
 mod detached_cms;
 mod differential_openssl;
 mod fail_path;
+mod fail_trimmed_evidence;
+mod fail_unread_forms;
 mod header_protection_smime;
 mod interop_openssl_smime;
 mod interop_openssl_smime_encrypt;
