@@ -102,6 +102,15 @@ pub enum KeyStoreError {
     /// This kind of store cannot hold what was asked of it.
     #[error("this key store cannot hold {0}")]
     Unsupported(&'static str),
+    /// A certificate the identity rules refuse to hold (an OpenPGP User ID bound in
+    /// the future, which would later speak for an address not shown at import).
+    #[error("{what}: not imported: {reason}")]
+    Refused {
+        /// Which input.
+        what: String,
+        /// The rule it breaks (never key material).
+        reason: String,
+    },
     /// A CRL of a form the revocation check does not implement (scoped, indirect or
     /// delta): refused rather than stored and skipped.
     #[error(
@@ -133,7 +142,7 @@ impl Classify for KeyStoreError {
             Self::PassphraseRequired { .. } | Self::WrongPassphrase | Self::Locked => {
                 ErrorKind::InvalidArgument
             }
-            Self::UnsupportedCrl { .. } => ErrorKind::Policy,
+            Self::UnsupportedCrl { .. } | Self::Refused { .. } => ErrorKind::Policy,
             Self::UnsupportedAlgorithm { .. }
             | Self::Token(_)
             | Self::TokenUnsupported(_)
@@ -631,4 +640,5 @@ crate::error::verdict_codes!(KeyStoreError, "keystore", {
     Self::Unsupported(_) => "unsupported",
     Self::Permissions { .. } => "permissions",
     Self::UnsupportedCrl { .. } => "unsupported-crl",
+    Self::Refused { .. } => "refused",
 });
