@@ -121,8 +121,10 @@ pub(super) fn run() -> CliResult {
     let smime = Smime::new(&store);
     let signed = smime.seal(&reparsed, &opts).map_err(|e| fail("seal", e))?;
     // This store is Alice's: she reads her own message to Bob as her own copy only.
-    let mut own_copy = OpenPolicy::default();
-    own_copy.own_copy = true;
+    let own_copy = OpenPolicy {
+        own_copy: true,
+        ..OpenPolicy::default()
+    };
     match Dispatcher::with_store(&store).open(&signed, &OpenPolicy::default()) {
         Err(e) => println!("    her own message, mailed back to her: {}", refused(&e)),
         Ok(_) => return Err(fail("open", "our own message to Bob was delivered to us")),
