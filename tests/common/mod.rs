@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod mls;
+pub mod pki;
 
 use std::path::PathBuf;
 

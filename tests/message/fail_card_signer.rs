@@ -13,68 +13,10 @@ use crate::common;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use common::mls::{mailseal, ok};
-use common::openssl;
+use common::pki::{Pki, CA_EXT, NOW_END, NOW_START};
 use serde_json::{json, Value};
 
 const BOB: &str = "bob@card.example";
-
-/// An `openssl ca` database in `dir` issuing `name.crt` (PKCS#8 P-256 key `name.key`)
-/// with the extension lines `ext`, signed by `issuer` (`None`: self-signed).
-fn issue(dir: &Path, name: &str, issuer: Option<&str>, ext: &str) {
-    if !dir.join("ca.cnf").exists() {
-        std::fs::write(
-            dir.join("ca.cnf"),
-            "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\n\
-             serial = serial\ndefault_md = sha256\npolicy = p\nunique_subject = no\n\
-             copy_extensions = none\ndefault_crl_days = 30\n\
-             crl_extensions = crl_ext\n[p]\ncommonName = supplied\n\
-             [crl_ext]\nauthorityKeyIdentifier = keyid:always\n",
-        )
-        .unwrap();
-        std::fs::write(dir.join("index.txt"), "").unwrap();
-        std::fs::write(dir.join("serial"), "1000\n").unwrap();
-    }
-    let (key, csr, crt, extfile) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.crt"),
-        format!("{name}.ext"),
-    );
-    openssl(
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            &key,
-        ],
-        dir,
-    );
-    let subj = format!("/CN={name}");
-    openssl(
-        &["req", "-new", "-key", &key, "-subj", &subj, "-out", &csr],
-        dir,
-    );
-    std::fs::write(dir.join(&extfile), ext).unwrap();
-    let mut args = vec![
-        "ca", "-batch", "-config", "ca.cnf", "-notext", "-in", &csr, "-out", &crt, "-days", "3650",
-        "-extfile", &extfile,
-    ];
-    let (ic, ik);
-    match issuer {
-        None => args.extend(["-selfsign", "-keyfile", &key]),
-        Some(i) => {
-            ic = format!("{i}.crt");
-            ik = format!("{i}.key");
-            args.extend(["-cert", &ic, "-keyfile", &ik]);
-        }
-    }
-    openssl(&args, dir);
-}
-
-const CA_EXT: &str = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n";
 
 /// Signs `card` with ES256 under `header` as an outside JWS implementation would.
 fn sign(card: &mut Value, header: Value, key: &openssl::pkey::PKey<openssl::pkey::Private>) {
@@ -143,16 +85,18 @@ fn fail_trimmed_evidence_a_card_signer_its_sub_ca_revoked() {
     let dir = root.path();
     let pki = dir.join("pki");
     std::fs::create_dir_all(&pki).unwrap();
-    issue(&pki, "root", None, CA_EXT);
-    issue(&pki, "corp-ca", Some("root"), CA_EXT);
-    issue(
-        &pki,
+    let ca = Pki::new(&pki);
+    ca.issue("root", None, CA_EXT, NOW_START, NOW_END);
+    ca.issue("corp-ca", Some("root"), CA_EXT, NOW_START, NOW_END);
+    ca.issue(
         "bob-signer",
         Some("corp-ca"),
         &format!(
             "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n\
              extendedKeyUsage=emailProtection\nsubjectAltName=email:{BOB}\n"
         ),
+        NOW_START,
+        NOW_END,
     );
     let signer_der = {
         let pem = std::fs::read(pki.join("bob-signer.crt")).unwrap();
@@ -201,35 +145,8 @@ fn fail_trimmed_evidence_a_card_signer_its_sub_ca_revoked() {
     );
 
     // The sub-CA revokes the signer: a victim holding its CRL trusts no signature.
-    openssl(
-        &[
-            "ca",
-            "-config",
-            "ca.cnf",
-            "-revoke",
-            "bob-signer.crt",
-            "-keyfile",
-            "corp-ca.key",
-            "-cert",
-            "corp-ca.crt",
-        ],
-        &pki,
-    );
-    openssl(
-        &[
-            "ca",
-            "-config",
-            "ca.cnf",
-            "-gencrl",
-            "-keyfile",
-            "corp-ca.key",
-            "-cert",
-            "corp-ca.crt",
-            "-out",
-            "corp-ca.crl.pem",
-        ],
-        &pki,
-    );
+    ca.revoke("bob-signer", "corp-ca");
+    ca.crl("corp-ca");
     let victim2 = victim(dir, "victim2", &pki, Some(&pki.join("corp-ca.crl.pem")));
     let (code, err) = import_card(&victim2, &signed);
     assert_eq!(code, 6, "{err}");

@@ -11,78 +11,21 @@ use std::path::Path;
 use crate::common;
 
 use common::mls::ok;
-use common::openssl;
+use common::pki::{Pki, CA_EXT, NOW_END, NOW_START};
 use mailseal::keystore::{KeyStore, SqliteStore};
 use mailseal::mls::authentication::statement;
 use mailseal::mls::{Authenticator, StoreAuthenticator, VerifiedBindings};
 
 const ALICE: &str = "alice@corp.example";
 
-/// An `openssl ca` database in `dir` issuing `name.crt` (key `name.key`, PKCS#8
-/// P-256) with the extension lines `ext`, signed by `issuer` (`None`: self-signed).
-fn issue(dir: &Path, name: &str, issuer: Option<&str>, ext: &str) {
-    if !dir.join("ca.cnf").exists() {
-        std::fs::write(
-            dir.join("ca.cnf"),
-            "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\nnew_certs_dir = .\n\
-             serial = serial\ndefault_md = sha256\npolicy = p\nunique_subject = no\n\
-             copy_extensions = none\ndefault_crl_days = 30\n\
-             crl_extensions = crl_ext\n[p]\ncommonName = supplied\n\
-             [crl_ext]\nauthorityKeyIdentifier = keyid:always\n",
-        )
-        .unwrap();
-        std::fs::write(dir.join("index.txt"), "").unwrap();
-        std::fs::write(dir.join("serial"), "1000\n").unwrap();
-    }
-    let (key, csr, crt, extfile) = (
-        format!("{name}.key"),
-        format!("{name}.csr"),
-        format!("{name}.crt"),
-        format!("{name}.ext"),
-    );
-    openssl(
-        &[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            &key,
-        ],
-        dir,
-    );
-    let subj = format!("/CN={name}");
-    openssl(
-        &["req", "-new", "-key", &key, "-subj", &subj, "-out", &csr],
-        dir,
-    );
-    std::fs::write(dir.join(&extfile), ext).unwrap();
-    let mut args = vec![
-        "ca", "-batch", "-config", "ca.cnf", "-notext", "-in", &csr, "-out", &crt, "-days", "3650",
-        "-extfile", &extfile,
-    ];
-    let (ic, ik);
-    match issuer {
-        None => args.extend(["-selfsign", "-keyfile", &key]),
-        Some(i) => {
-            ic = format!("{i}.crt");
-            ik = format!("{i}.key");
-            args.extend(["-cert", &ic, "-keyfile", &ik]);
-        }
-    }
-    openssl(&args, dir);
-}
-
-const CA_EXT: &str = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n";
-
 #[test]
 fn fail_trimmed_evidence_an_mls_leaf_whose_sub_ca_revokes_it_after_caching() {
     let dir = tempfile::tempdir().unwrap();
     let pki = dir.path().join("pki");
     std::fs::create_dir_all(&pki).unwrap();
-    issue(&pki, "root", None, CA_EXT);
-    issue(&pki, "corp-ca", Some("root"), CA_EXT);
+    let ca = Pki::new(&pki);
+    ca.issue("root", None, CA_EXT, NOW_START, NOW_END);
+    ca.issue("corp-ca", Some("root"), CA_EXT, NOW_START, NOW_END);
 
     // Alice's store: an S/MIME identity the sub-CA issued, which certifies her MLS key.
     let alice_dir = dir.path().join("alice");
@@ -136,35 +79,8 @@ fn fail_trimmed_evidence_an_mls_leaf_whose_sub_ca_revokes_it_after_caching() {
 
     // The sub-CA revokes Alice's certificate; the victim imports its CRL, well within
     // the cache's lifetime.
-    openssl(
-        &[
-            "ca",
-            "-config",
-            "ca.cnf",
-            "-revoke",
-            alice_pem.to_str().unwrap(),
-            "-keyfile",
-            "corp-ca.key",
-            "-cert",
-            "corp-ca.crt",
-        ],
-        &pki,
-    );
-    openssl(
-        &[
-            "ca",
-            "-config",
-            "ca.cnf",
-            "-gencrl",
-            "-keyfile",
-            "corp-ca.key",
-            "-cert",
-            "corp-ca.crt",
-            "-out",
-            "corp-ca.crl.pem",
-        ],
-        &pki,
-    );
+    ca.revoke_file(&alice_pem, "corp-ca");
+    ca.crl("corp-ca");
     victim
         .import(&read("corp-ca.crl.pem"), "corp-ca CRL", false)
         .unwrap();
