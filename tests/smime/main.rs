@@ -11,6 +11,7 @@ mod detached_cms;
 mod differential_openssl;
 mod fail_path;
 mod fail_review_chosen_time;
+mod fail_review_respelled_keys;
 mod fail_review_wrong_audience;
 mod header_protection_smime;
 mod interop_openssl_smime;
