@@ -1,2 +1,897 @@
-//! X.509 certificate paths: built from the store's anchors and imported intermediates
-//! plus what the message carries; validity and key usage at receipt.
+//! X.509 certificate paths (RFC 5280 section 6) for what S/MIME, MLS certifications
+//! and Agent Card signers use: from a certificate through intermediates to a trust
+//! anchor of the key store, and the trust verdict on a signer ([`trust`]).
+//!
+//! Where the path comes from, and why: the issuers are the store's trust anchors, the
+//! CA certificates imported into the store (`mailseal key import` of a sub-CA: an
+//! intermediate the operator holds, so a sender cannot trim the path by leaving it out
+//! of the message) and the certificates the message carries (any number of look-alikes:
+//! each is only a candidate, believed once its own path reaches an anchor). Revocation
+//! ([`super::crl`]) is decided on that validated path, never on a carried certificate
+//! alone; a pinned certificate is checked against the CRLs of every issuer the store
+//! validates for it, and fails closed when it holds a CRL it cannot check.
+//!
+//! Hand-written because no maintained pure-Rust crate validates X.509 paths for email
+//! (`webpki` and `rustls-webpki` validate server names only). What it checks, for
+//! every certificate on the path:
+//! - validity at the validation time (the time of receipt, never a signer-chosen
+//!   `signingTime`), the anchor's own validity included;
+//! - no extension twice, no critical extension it does not process;
+//! - issuers: basicConstraints with cA, keyCertSign when keyUsage is present, and the
+//!   pathLenConstraint of the anchor and every intermediate;
+//! - nameConstraints of the anchor and every intermediate on rfc822Name (mailbox, host
+//!   and `.domain` forms) and directoryName; a constraint on any other name form
+//!   refuses a certificate that carries a name of that form (fail closed).
+//! - revocation by the CRLs imported into the key store ([`Revocation`]): a
+//!   certificate its issuer's CRL lists is refused; a policy can refuse a certificate
+//!   whose issuer has no current CRL here.
+//!
+//! What it does not do: certificate policy processing (a critical policyConstraints,
+//! policyMappings or inhibitAnyPolicy is refused as unprocessed), or fetching anything
+//! (no OCSP, no distribution points). Anchors' constraints are enforced (RFC 5937
+//! style) although RFC 5280 leaves that to the implementation: an operator who
+//! configures a constrained anchor means it.
+//!
+//! The search is bounded: at most [`MAX_CHAIN`] certificates deep and
+//! [`MAX_SIGNATURE_CHECKS`] signature verifications per message, whatever the message
+//! carries, so a CMS full of look-alike intermediates costs a fixed amount of work.
+
+use aws_lc_rs::digest;
+use aws_lc_rs::signature::{self, UnparsedPublicKey};
+use der::asn1::ObjectIdentifier;
+use der::{Decode, Encode, Tagged};
+use spki::AlgorithmIdentifierOwned;
+
+use crate::asn1::oids::{
+    ECDSA_WITH_SHA256, ECDSA_WITH_SHA384, ED25519, ID_EC_PUBLIC_KEY, MGF1, RSASSA_PSS,
+    RSA_ENCRYPTION, SECP256R1, SECP384R1, SHA256, SHA256_WITH_RSA, SHA384, SHA384_WITH_RSA, SHA512,
+    SHA512_WITH_RSA,
+};
+use time::OffsetDateTime;
+use x509_cert::ext::pkix::name::GeneralName;
+use x509_cert::ext::pkix::{
+    BasicConstraints, ExtendedKeyUsage, KeyUsage, KeyUsages, NameConstraints, SubjectAltName,
+};
+use x509_cert::name::{Name, RelativeDistinguishedName};
+use x509_cert::Certificate;
+
+use super::crl::{name, Revocation};
+
+/// Longest chain from the signer to an anchor (signer, intermediates, anchor).
+pub(crate) const MAX_CHAIN: usize = 6;
+/// Signature verifications spent looking for a path, per signer.
+pub(crate) const MAX_SIGNATURE_CHECKS: usize = 16;
+/// Carried certificates considered as intermediates (a message may carry more; the
+/// rest are ignored).
+const MAX_INTERMEDIATES: usize = 32;
+
+const BASIC_CONSTRAINTS: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.19");
+const KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.15");
+const EXT_KEY_USAGE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37");
+const SUBJECT_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
+const NAME_CONSTRAINTS: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.30");
+const CERTIFICATE_POLICIES: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.32");
+const SUBJECT_KEY_ID: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.14");
+const AUTHORITY_KEY_ID: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.35");
+
+/// Extensions this module (or the signer checks) process, and so may be critical.
+/// certificatePolicies is accepted without policy processing: with no explicit policy
+/// required (we never require one, and a critical policyConstraints that could is
+/// refused) the path's validity does not depend on it.
+const PROCESSED: [ObjectIdentifier; 8] = [
+    BASIC_CONSTRAINTS,
+    KEY_USAGE,
+    EXT_KEY_USAGE,
+    SUBJECT_ALT_NAME,
+    NAME_CONSTRAINTS,
+    CERTIFICATE_POLICIES,
+    SUBJECT_KEY_ID,
+    AUTHORITY_KEY_ID,
+];
+
+/// A certificate's extensions are each present once, the critical ones are processed
+/// here, and the processed ones decode.
+pub(crate) fn check_extensions(cert: &Certificate) -> Result<(), String> {
+    let tbs = cert.tbs_certificate();
+    let Some(exts) = tbs.extensions() else {
+        return Ok(());
+    };
+    for (i, e) in exts.iter().enumerate() {
+        if exts[..i].iter().any(|p| p.extn_id == e.extn_id) {
+            return Err(format!("{} has extension {} twice", name(cert), e.extn_id));
+        }
+        if e.critical && !PROCESSED.contains(&e.extn_id) {
+            return Err(format!(
+                "{} has a critical extension {} that is not processed",
+                name(cert),
+                e.extn_id
+            ));
+        }
+    }
+    let undecodable = tbs.get_extension::<BasicConstraints>().is_err()
+        || tbs.get_extension::<KeyUsage>().is_err()
+        || tbs.get_extension::<ExtendedKeyUsage>().is_err()
+        || tbs.get_extension::<SubjectAltName>().is_err()
+        || tbs.get_extension::<NameConstraints>().is_err();
+    if undecodable {
+        return Err(format!(
+            "{} has an extension that does not decode",
+            name(cert)
+        ));
+    }
+    Ok(())
+}
+
+/// Valid at `at` (RFC 5280 4.1.2.5, inclusive bounds).
+pub(crate) fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
+    let v = cert.tbs_certificate().validity();
+    let t = at.unix_timestamp();
+    let unix = |t: &x509_cert::time::Time| t.to_unix_duration().as_secs() as i64;
+    unix(&v.not_before) <= t && t <= unix(&v.not_after)
+}
+
+/// `child` is signed by `issuer`'s key and names it as its issuer.
+pub(crate) fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
+    if child.tbs_certificate().issuer() != issuer.tbs_certificate().subject() {
+        return false;
+    }
+    // RFC 5280 4.1.1.2: the outer algorithm, which the signature does not cover, must
+    // be the one inside the signed part.
+    if child.signature_algorithm() != child.tbs_certificate().signature() {
+        return false;
+    }
+    // Signatures are whole octets: an unused-bits count is unsigned and must be zero.
+    if child.signature().unused_bits() != 0 {
+        return false;
+    }
+    let Ok(tbs) = child.tbs_certificate().to_der() else {
+        return false;
+    };
+    verify_signature(
+        issuer.tbs_certificate().subject_public_key_info(),
+        child.signature_algorithm(),
+        crate::asn1::oids::SHA256,
+        &tbs,
+        child.signature().raw_bytes(),
+    )
+    .is_ok()
+}
+
+/// How a signer's certificate is trusted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Trust {
+    /// The exact certificate was imported into the key store for this address.
+    Pinned,
+    /// It chains to a trust anchor (through the store's intermediates and those the
+    /// message carries) along a path that RFC 5280 section 6 validates.
+    Anchored,
+    /// Neither: a self-signed or unknown signer.
+    Unknown,
+    /// An issuer it names is known but did not sign it: the certificate was altered.
+    Broken,
+    /// Every path to an anchor breaks a rule of RFC 5280 section 6, or the certificate
+    /// is revoked, or its revocation cannot be checked (the first reason).
+    Invalid(String),
+}
+
+/// One step of the evidence revocation was decided on: a certificate and the issuers
+/// the store validated for it (whose keys check its issuer's CRLs). Kept by callers
+/// that cache a verdict ([`crate::mls::authentication`]) so that revocation is decided
+/// again, on the same validated path, against the CRLs held at each message.
+#[derive(Clone, Debug)]
+pub(crate) struct Edge {
+    pub(crate) cert: Certificate,
+    pub(crate) issuers: Vec<Certificate>,
+}
+
+/// The revocation of every certificate of `evidence` (see [`Edge`]) at `at`: what a
+/// cached verdict asks again at each message, since a CRL may have been imported
+/// since.
+pub(crate) fn recheck(
+    evidence: &[Edge],
+    at: OffsetDateTime,
+    revocation: &Revocation<'_>,
+) -> Result<(), String> {
+    for e in evidence {
+        let issuers: Vec<&Certificate> = e.issuers.iter().collect();
+        revocation.check(&e.cert, &issuers, at)?;
+    }
+    Ok(())
+}
+
+/// The store's evidence for a trust decision: its anchors, the CA certificates it
+/// holds (intermediates), its CRLs.
+pub(crate) struct Held<'a> {
+    pub(crate) anchors: &'a [Certificate],
+    pub(crate) intermediates: &'a [Certificate],
+    pub(crate) revocation: Revocation<'a>,
+}
+
+/// Whether `cert` is pinned (`pinned`: its exact encoding is in the key store for the
+/// address it speaks for; the caller compares the bytes it received, so nothing is
+/// encoded again here), or chains through the store's intermediates and `carried` to
+/// one of the store's anchors on a path valid at `at`; not revoked on that path.
+pub(crate) fn trust(
+    cert: &Certificate,
+    carried: &[Certificate],
+    held: &Held<'_>,
+    pinned: bool,
+    at: OffsetDateTime,
+) -> Trust {
+    trust_evidence(cert, carried, held, pinned, at).0
+}
+
+/// [`trust`], with the evidence revocation was decided on when trusted.
+pub(crate) fn trust_evidence(
+    cert: &Certificate,
+    carried: &[Certificate],
+    held: &Held<'_>,
+    pinned: bool,
+    at: OffsetDateTime,
+) -> (Trust, Vec<Edge>) {
+    if let Err(e) = check_extensions(cert) {
+        return (Trust::Invalid(e), Vec::new());
+    }
+    if pinned {
+        return match pinned_revocation(cert, carried, held, at) {
+            Ok(evidence) => (Trust::Pinned, evidence),
+            Err(e) => (Trust::Invalid(e), Vec::new()),
+        };
+    }
+    validate(cert, carried, held, at)
+}
+
+/// Issuer candidates tried for a pinned certificate.
+const MAX_PINNED_ISSUERS: usize = 4;
+
+/// A pinned certificate is not checked for a path, but the CRLs the store holds for
+/// its issuer still revoke it: checked under the key of every issuer of it that the
+/// store validates (an anchor, or a certificate among the store's intermediates and
+/// the carried ones whose own path reaches an anchor). A carried certificate is only
+/// a candidate: leaving the sub-CA out of the message does not hide the store's CRL
+/// (the store's copy is used, or the CRL cannot be checked and the pin is refused),
+/// and a carried look-alike of an issuer changes nothing, since CRLs are checked under
+/// keys, not under what a certificate claims to be allowed. A self-issued pin has no
+/// issuer to revoke it: removing it from the store does.
+fn pinned_revocation(
+    cert: &Certificate,
+    carried: &[Certificate],
+    held: &Held<'_>,
+    at: OffsetDateTime,
+) -> Result<Vec<Edge>, String> {
+    let tbs = cert.tbs_certificate();
+    if tbs.subject() == tbs.issuer() {
+        return Ok(Vec::new());
+    }
+    let mut evidence = Vec::new();
+    let mut issuers: Vec<&Certificate> = Vec::new();
+    for a in held.anchors.iter().filter(|a| issued_by(cert, a)) {
+        if issuers.len() >= MAX_PINNED_ISSUERS {
+            break;
+        }
+        if valid_at(a, at) && check_extensions(a).is_ok() {
+            issuers.push(a);
+        }
+    }
+    let others = held
+        .intermediates
+        .iter()
+        .chain(carried.iter().take(MAX_INTERMEDIATES))
+        .filter(|i| i.tbs_certificate().subject() == tbs.issuer());
+    // Signature checks spent on candidates: a message full of look-alikes of the
+    // issuer costs a fixed amount.
+    let mut budget = MAX_SIGNATURE_CHECKS;
+    for i in others {
+        if issuers.len() >= MAX_PINNED_ISSUERS || budget == 0 {
+            break;
+        }
+        if issuers.contains(&i) {
+            continue;
+        }
+        budget -= 1;
+        if !issued_by(cert, i) {
+            continue;
+        }
+        if let (Trust::Anchored, path) = validate(i, carried, held, at) {
+            issuers.push(i);
+            evidence.extend(path);
+        }
+    }
+    held.revocation.check(cert, &issuers, at)?;
+    evidence.insert(
+        0,
+        Edge {
+            cert: cert.clone(),
+            issuers: issuers.into_iter().cloned().collect(),
+        },
+    );
+    Ok(evidence)
+}
+
+/// The search for a valid path from a signer to an anchor.
+struct Search<'a> {
+    anchors: &'a [Certificate],
+    intermediates: Vec<&'a Certificate>,
+    at: OffsetDateTime,
+    revocation: &'a Revocation<'a>,
+    budget: usize,
+    /// The first reason an anchored path was invalid.
+    invalid: Option<String>,
+    /// An anchor's name matched but its key did not verify the certificate.
+    broken: bool,
+    /// The path found, anchor last.
+    found: Vec<&'a Certificate>,
+}
+
+/// Whether `leaf` chains through the store's intermediates and `carried` to one of the
+/// store's anchors on a path valid at `at`; the path's edges when it does.
+pub(crate) fn validate(
+    leaf: &Certificate,
+    carried: &[Certificate],
+    held: &Held<'_>,
+    at: OffsetDateTime,
+) -> (Trust, Vec<Edge>) {
+    // The store's own first: a message cannot crowd them out.
+    let intermediates = held
+        .intermediates
+        .iter()
+        .chain(carried.iter().take(MAX_INTERMEDIATES))
+        .collect();
+    let mut search = Search {
+        anchors: held.anchors,
+        intermediates,
+        at,
+        revocation: &held.revocation,
+        budget: MAX_SIGNATURE_CHECKS,
+        invalid: None,
+        broken: false,
+        found: Vec::new(),
+    };
+    let mut path = vec![leaf];
+    if search.extend(&mut path) {
+        let edges = search
+            .found
+            .windows(2)
+            .map(|w| Edge {
+                cert: w[0].clone(),
+                issuers: vec![w[1].clone()],
+            })
+            .collect();
+        (Trust::Anchored, edges)
+    } else if let Some(reason) = search.invalid {
+        (Trust::Invalid(reason), Vec::new())
+    } else if search.broken {
+        (Trust::Broken, Vec::new())
+    } else {
+        (Trust::Unknown, Vec::new())
+    }
+}
+
+impl<'a> Search<'a> {
+    /// Depth first from the top of `path` (leaf first); true when a valid path is found.
+    fn extend(&mut self, path: &mut Vec<&'a Certificate>) -> bool {
+        let Some(&current) = path.last() else {
+            return false;
+        };
+        let issuer = current.tbs_certificate().issuer();
+        for anchor in self.anchors {
+            if anchor.tbs_certificate().subject() != issuer || self.budget == 0 {
+                continue;
+            }
+            self.budget -= 1;
+            if !issued_by(current, anchor) {
+                self.broken = true;
+                continue;
+            }
+            match check_path(anchor, path, self.at, self.revocation) {
+                Ok(()) => {
+                    self.found = path.clone();
+                    self.found.push(anchor);
+                    return true;
+                }
+                Err(e) => {
+                    self.invalid.get_or_insert(e);
+                }
+            }
+        }
+        if path.len() + 1 >= MAX_CHAIN {
+            return false;
+        }
+        for i in 0..self.intermediates.len() {
+            let ca = self.intermediates[i];
+            if ca.tbs_certificate().subject() != issuer || path.contains(&ca) || self.budget == 0 {
+                continue;
+            }
+            self.budget -= 1;
+            if issued_by(current, ca) {
+                path.push(ca);
+                if self.extend(path) {
+                    return true;
+                }
+                path.pop();
+            }
+        }
+        false
+    }
+}
+
+/// RFC 5280 section 6.1 over `anchor` and `path` (leaf first, the anchor's subject
+/// just above its last element), whose signatures were checked while it was built.
+fn check_path(
+    anchor: &Certificate,
+    path: &[&Certificate],
+    at: OffsetDateTime,
+    revocation: &Revocation<'_>,
+) -> Result<(), String> {
+    check_extensions(anchor)?;
+    if !valid_at(anchor, at) {
+        return Err(format!(
+            "the trust anchor {} is not valid now",
+            name(anchor)
+        ));
+    }
+    let mut max_len = check_issuer(anchor)?.unwrap_or(usize::MAX);
+    let mut constraints: Vec<NameConstraints> = name_constraints(anchor).into_iter().collect();
+    let mut issuer = anchor;
+    for (depth, cert) in path.iter().rev().enumerate() {
+        let is_leaf = depth + 1 == path.len();
+        check_extensions(cert)?;
+        // The issuer was validated above (the anchor, or the previous step).
+        revocation.check(cert, &[issuer], at)?;
+        issuer = cert;
+        if !valid_at(cert, at) {
+            return Err(format!(
+                "{} is not valid at the validation time",
+                name(cert)
+            ));
+        }
+        let tbs = cert.tbs_certificate();
+        let self_issued = tbs.subject() == tbs.issuer();
+        // RFC 5280 6.1.3 (b), (c): a self-issued intermediate is exempt.
+        if is_leaf || !self_issued {
+            for nc in &constraints {
+                check_names(cert, nc)?;
+            }
+        }
+        if is_leaf {
+            break;
+        }
+        let own_len = check_issuer(cert)?;
+        if !self_issued {
+            if max_len == 0 {
+                return Err(format!(
+                    "{} exceeds an issuer's path length constraint",
+                    name(cert)
+                ));
+            }
+            max_len -= 1;
+        }
+        if let Some(len) = own_len {
+            max_len = max_len.min(len);
+        }
+        constraints.extend(name_constraints(cert));
+    }
+    Ok(())
+}
+
+/// An issuer is a CA (basicConstraints cA; an anchor without the extension is a
+/// version 1 root and allowed) that may sign certificates; returns its
+/// pathLenConstraint.
+fn check_issuer(cert: &Certificate) -> Result<Option<usize>, String> {
+    let tbs = cert.tbs_certificate();
+    let bc = tbs
+        .get_extension::<BasicConstraints>()
+        .map_err(|_| format!("{} has a basicConstraints that does not decode", name(cert)))?;
+    let is_v1_root = bc.is_none()
+        && tbs.extensions().is_none()
+        && tbs.subject() == tbs.issuer()
+        && issued_by(cert, cert);
+    let path_len = match bc {
+        Some((_, bc)) if bc.ca => bc.path_len_constraint.map(usize::from),
+        None if is_v1_root => None,
+        _ => {
+            return Err(format!(
+                "{} is not a CA but issued a certificate",
+                name(cert)
+            ))
+        }
+    };
+    if let Ok(Some((_, ku))) = tbs.get_extension::<KeyUsage>() {
+        if !ku.0.contains(KeyUsages::KeyCertSign) {
+            return Err(format!(
+                "{} issued a certificate but its key usage excludes keyCertSign",
+                name(cert)
+            ));
+        }
+    }
+    Ok(path_len)
+}
+
+// Signature verification, shared by certificate paths, CRLs and the profiles' CMS
+// (moved here from `smime::signed_data` so that smime depends on identity, not the
+// reverse).
+
+/// Why a signature did not verify.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SignatureError {
+    /// An algorithm (or key and algorithm pair) not accepted.
+    #[error("unsupported algorithm: {0}")]
+    UnsupportedAlgorithm(String),
+    /// The signature does not verify under the key.
+    #[error("the signature does not verify")]
+    Bad,
+    /// The key or the algorithm's parameters do not decode.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// Verifies a signature made over `message` with the key of `spki`.
+pub(crate) fn verify_signature(
+    spki: &spki::SubjectPublicKeyInfoOwned,
+    sig_alg: &AlgorithmIdentifierOwned,
+    digest_oid: ObjectIdentifier,
+    message: &[u8],
+    signature: &[u8],
+) -> Result<&'static str, SignatureError> {
+    let key_oid = spki.algorithm.oid;
+    let curve = spki
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.decode_as::<ObjectIdentifier>().ok());
+    let (verifier, name): (&'static dyn signature::VerificationAlgorithm, &'static str) =
+        match (sig_alg.oid, key_oid, digest_oid, curve) {
+            (ECDSA_WITH_SHA256, ID_EC_PUBLIC_KEY, _, Some(SECP256R1)) => {
+                (&signature::ECDSA_P256_SHA256_ASN1, "ecdsa-p256-sha256")
+            }
+            (ECDSA_WITH_SHA384, ID_EC_PUBLIC_KEY, _, Some(SECP256R1)) => {
+                (&signature::ECDSA_P256_SHA384_ASN1, "ecdsa-p256-sha384")
+            }
+            (ECDSA_WITH_SHA256, ID_EC_PUBLIC_KEY, _, Some(SECP384R1)) => {
+                (&signature::ECDSA_P384_SHA256_ASN1, "ecdsa-p384-sha256")
+            }
+            (ECDSA_WITH_SHA384, ID_EC_PUBLIC_KEY, _, Some(SECP384R1)) => {
+                (&signature::ECDSA_P384_SHA384_ASN1, "ecdsa-p384-sha384")
+            }
+            (SHA256_WITH_RSA, RSA_ENCRYPTION, _, _)
+            | (RSA_ENCRYPTION, RSA_ENCRYPTION, SHA256, _) => {
+                (&signature::RSA_PKCS1_2048_8192_SHA256, "rsa-pkcs1-sha256")
+            }
+            (SHA384_WITH_RSA, RSA_ENCRYPTION, _, _)
+            | (RSA_ENCRYPTION, RSA_ENCRYPTION, SHA384, _) => {
+                (&signature::RSA_PKCS1_2048_8192_SHA384, "rsa-pkcs1-sha384")
+            }
+            (SHA512_WITH_RSA, RSA_ENCRYPTION, _, _)
+            | (RSA_ENCRYPTION, RSA_ENCRYPTION, SHA512, _) => {
+                (&signature::RSA_PKCS1_2048_8192_SHA512, "rsa-pkcs1-sha512")
+            }
+            (RSASSA_PSS, RSA_ENCRYPTION | RSASSA_PSS, _, _) => {
+                return verify_pss(spki, sig_alg, message, signature)
+            }
+            (ED25519, ED25519, _, _) => (&signature::ED25519, "ed25519"),
+            (s, k, _, _) => {
+                return Err(SignatureError::UnsupportedAlgorithm(format!(
+                    "signature {s} with key {k}"
+                )));
+            }
+        };
+    if name.starts_with("ecdsa") && !strict_ecdsa_der(signature) {
+        return Err(SignatureError::Bad);
+    }
+    UnparsedPublicKey::new(verifier, spki.subject_public_key.raw_bytes())
+        .verify(message, signature)
+        .map_err(|_| SignatureError::Bad)?;
+    Ok(name)
+}
+
+/// An ECDSA signature is `SEQUENCE { r INTEGER, s INTEGER }` in DER and nothing else:
+/// AWS-LC accepts some non-DER encodings (a SET tag, for one), which would make
+/// signatures malleable and let a flipped byte go unnoticed.
+fn strict_ecdsa_der(signature: &[u8]) -> bool {
+    #[derive(der::Sequence)]
+    struct EcdsaSig<'a> {
+        r: der::asn1::UintRef<'a>,
+        s: der::asn1::UintRef<'a>,
+    }
+    EcdsaSig::from_der(signature)
+        .and_then(|sig| sig.to_der())
+        .is_ok_and(|again| again == signature)
+}
+
+/// RFC 4055 RSASSA-PSS-params.
+#[derive(der::Sequence)]
+pub(crate) struct PssParams {
+    #[asn1(context_specific = "0", tag_mode = "EXPLICIT", optional = "true")]
+    pub(crate) hash: Option<AlgorithmIdentifierOwned>,
+    #[asn1(context_specific = "1", tag_mode = "EXPLICIT", optional = "true")]
+    pub(crate) mgf: Option<AlgorithmIdentifierOwned>,
+    #[asn1(context_specific = "2", tag_mode = "EXPLICIT", optional = "true")]
+    pub(crate) salt: Option<u32>,
+}
+
+/// RSASSA-PSS with SHA-2 and MGF1 over the same hash, at the salt length the
+/// parameters state (OpenSSL 3 signs with the largest salt, not the hash length, and
+/// aws-lc-rs only verifies the latter). Verification handles only public values, so a
+/// variable-time implementation is fine here.
+fn verify_pss(
+    spki: &spki::SubjectPublicKeyInfoOwned,
+    sig_alg: &AlgorithmIdentifierOwned,
+    message: &[u8],
+    signature: &[u8],
+) -> Result<&'static str, SignatureError> {
+    use rsa::pkcs1::DecodeRsaPublicKey;
+    use rsa::traits::PublicKeyParts;
+    let params: PssParams = sig_alg
+        .parameters
+        .as_ref()
+        .ok_or_else(|| {
+            SignatureError::UnsupportedAlgorithm("RSASSA-PSS without parameters (SHA-1)".into())
+        })?
+        .decode_as()
+        .map_err(|e| SignatureError::Malformed(format!("RSASSA-PSS parameters: {e}")))?;
+    let hash = params.hash.map(|h| h.oid);
+    let mgf_hash = params
+        .mgf
+        .filter(|m| m.oid == MGF1)
+        .and_then(|m| {
+            m.parameters
+                .and_then(|p| p.decode_as::<AlgorithmIdentifierOwned>().ok())
+        })
+        .map(|a| a.oid);
+    if hash != mgf_hash {
+        return Err(SignatureError::UnsupportedAlgorithm(
+            "RSASSA-PSS with MGF1 over another hash".into(),
+        ));
+    }
+    let salt = params.salt.unwrap_or(20) as usize;
+    let key = rsa::RsaPublicKey::from_pkcs1_der(spki.subject_public_key.raw_bytes())
+        .map_err(|_| SignatureError::Malformed("RSA public key".into()))?;
+    if key.size() < 256 {
+        return Err(SignatureError::UnsupportedAlgorithm(
+            "RSA keys under 2048 bits".into(),
+        ));
+    }
+    let (scheme, digest, name) = match hash {
+        Some(SHA256) => (
+            rsa::Pss::new_with_salt::<sha2::Sha256>(salt),
+            digest::digest(&digest::SHA256, message),
+            "rsa-pss-sha256",
+        ),
+        Some(SHA384) => (
+            rsa::Pss::new_with_salt::<sha2::Sha384>(salt),
+            digest::digest(&digest::SHA384, message),
+            "rsa-pss-sha384",
+        ),
+        Some(SHA512) => (
+            rsa::Pss::new_with_salt::<sha2::Sha512>(salt),
+            digest::digest(&digest::SHA512, message),
+            "rsa-pss-sha512",
+        ),
+        _ => {
+            return Err(SignatureError::UnsupportedAlgorithm(
+                "RSASSA-PSS with a hash other than SHA-2".into(),
+            ))
+        }
+    };
+    key.verify(scheme, digest.as_ref(), signature)
+        .map_err(|_| SignatureError::Bad)?;
+    Ok(name)
+}
+
+fn name_constraints(cert: &Certificate) -> Option<NameConstraints> {
+    match cert.tbs_certificate().get_extension::<NameConstraints>() {
+        Ok(Some((_, nc))) => Some(nc),
+        _ => None,
+    }
+}
+
+/// The names of a certificate that name constraints apply to.
+struct Names {
+    emails: Vec<String>,
+    subject: Name,
+    /// The other subjectAltName forms it carries (their tags), which are not checked.
+    other_forms: Vec<u8>,
+}
+
+fn names_of(cert: &Certificate) -> Names {
+    let tbs = cert.tbs_certificate();
+    let mut other_forms = Vec::new();
+    if let Ok(Some((_, san))) = tbs.get_extension::<SubjectAltName>() {
+        for n in &san.0 {
+            match n {
+                GeneralName::Rfc822Name(_) | GeneralName::DirectoryName(_) => {}
+                other => other_forms.push(form(other)),
+            }
+        }
+    }
+    Names {
+        emails: crate::keystore::emails_of(cert),
+        subject: tbs.subject().clone(),
+        other_forms,
+    }
+}
+
+/// The context tag of a GeneralName form.
+fn form(n: &GeneralName) -> u8 {
+    match n {
+        GeneralName::OtherName(_) => 0,
+        GeneralName::Rfc822Name(_) => 1,
+        GeneralName::DnsName(_) => 2,
+        GeneralName::DirectoryName(_) => 4,
+        GeneralName::EdiPartyName(_) => 5,
+        GeneralName::UniformResourceIdentifier(_) => 6,
+        GeneralName::IpAddress(_) => 7,
+        GeneralName::RegisteredId(_) => 8,
+    }
+}
+
+/// RFC 5280 4.2.1.10 for one issuer's constraints over one certificate's names.
+fn check_names(cert: &Certificate, nc: &NameConstraints) -> Result<(), String> {
+    let names = names_of(cert);
+    let permitted = nc.permitted_subtrees.as_deref().unwrap_or_default();
+    let excluded = nc.excluded_subtrees.as_deref().unwrap_or_default();
+    let outside = |what: &str| {
+        Err(format!(
+            "{} {what} an issuer's name constraints",
+            name(cert)
+        ))
+    };
+
+    // Forms we do not match: a certificate carrying such a name under a constraint on
+    // that form is refused rather than passed unchecked.
+    for sub in permitted.iter().chain(excluded) {
+        let f = form(&sub.base);
+        if f != 1 && f != 4 && names.other_forms.contains(&f) {
+            return outside("carries a name form not checked against");
+        }
+    }
+    let permitted_mail: Vec<String> = permitted.iter().filter_map(|s| rfc822(&s.base)).collect();
+    let excluded_mail: Vec<String> = excluded.iter().filter_map(|s| rfc822(&s.base)).collect();
+    for email in &names.emails {
+        if !permitted_mail.is_empty() && !permitted_mail.iter().any(|c| mailbox_within(email, c)) {
+            return outside(&format!("names {email}, outside"));
+        }
+        if excluded_mail.iter().any(|c| mailbox_within(email, c)) {
+            return outside(&format!("names {email}, excluded by"));
+        }
+    }
+    let permitted_dn: Vec<&Name> = permitted.iter().filter_map(|s| dn(&s.base)).collect();
+    let excluded_dn: Vec<&Name> = excluded.iter().filter_map(|s| dn(&s.base)).collect();
+    if names.subject.iter_rdn().next().is_some() {
+        if !permitted_dn.is_empty() && !permitted_dn.iter().any(|b| dn_within(&names.subject, b)) {
+            return outside("has a subject outside");
+        }
+        if excluded_dn.iter().any(|b| dn_within(&names.subject, b)) {
+            return outside("has a subject excluded by");
+        }
+    }
+    Ok(())
+}
+
+fn rfc822(n: &GeneralName) -> Option<String> {
+    match n {
+        GeneralName::Rfc822Name(s) => Some(s.to_string().to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+fn dn(n: &GeneralName) -> Option<&Name> {
+    match n {
+        GeneralName::DirectoryName(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// An address (lower case) within an rfc822Name constraint: a whole mailbox, a host
+/// (every mailbox at exactly that host) or `.domain` (every host below it).
+pub(crate) fn mailbox_within(email: &str, constraint: &str) -> bool {
+    let Some((_, host)) = email.rsplit_once('@') else {
+        return false;
+    };
+    if constraint.contains('@') {
+        email == constraint
+    } else if constraint.starts_with('.') {
+        host.len() > constraint.len() - 1 && host.ends_with(constraint)
+    } else {
+        host == constraint
+    }
+}
+
+/// `subject` starts with the RDNs of `base`, compared attribute by attribute with
+/// their string values case-folded and whitespace collapsed (so a different string
+/// encoding of the same name cannot step around an exclusion).
+fn dn_within(subject: &Name, base: &Name) -> bool {
+    base.iter_rdn().count() <= subject.iter_rdn().count()
+        && base
+            .iter_rdn()
+            .zip(subject.iter_rdn())
+            .all(|(b, s)| rdn_equal(b, s))
+}
+
+fn rdn_equal(a: &RelativeDistinguishedName, b: &RelativeDistinguishedName) -> bool {
+    a.len() == b.len()
+        && a.iter().all(|x| {
+            b.iter()
+                .any(|y| x.oid == y.oid && value_text(&x.value) == value_text(&y.value))
+        })
+}
+
+fn value_text(v: &der::Any) -> Vec<u8> {
+    match std::str::from_utf8(v.value()) {
+        Ok(s) if v.tag() != der::Tag::BmpString => s
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+            .into_bytes(),
+        _ => v.to_der().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mailbox_within;
+
+    #[test]
+    fn rfc822_constraint_forms() {
+        assert!(mailbox_within("a@corp.example", "a@corp.example"));
+        assert!(!mailbox_within("b@corp.example", "a@corp.example"));
+        assert!(mailbox_within("a@corp.example", "corp.example"));
+        assert!(!mailbox_within("a@mail.corp.example", "corp.example"));
+        assert!(mailbox_within("a@mail.corp.example", ".corp.example"));
+        assert!(!mailbox_within("a@corp.example", ".corp.example"));
+        assert!(!mailbox_within("a@evilcorp.example", ".corp.example"));
+        assert!(!mailbox_within("a@evilcorp.example", "corp.example"));
+        assert!(!mailbox_within("not-an-address", "corp.example"));
+    }
+}
+
+/// The trust decision over DER, for the structure-aware `crl_path` fuzz target (feature
+/// `fuzz-api`, which only the fuzz crate turns on; not a stable API): `leaf` with the
+/// certificates a message carries, and a store of `anchors`, `intermediates` and
+/// `crls`. Returns `None` when the leaf does not decode, else `Pinned`, `Anchored`,
+/// or `refused: reason`. Panics when a trusted verdict's evidence, checked again
+/// against the same CRLs, does not hold (what a cache relies on).
+#[cfg(feature = "fuzz-api")]
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)]
+pub fn fuzz_crl_path(
+    leaf: &[u8],
+    carried: &[Vec<u8>],
+    intermediates: &[Vec<u8>],
+    anchors: &[Vec<u8>],
+    crls: &[Vec<u8>],
+    pinned: bool,
+    require_crl: bool,
+    at: OffsetDateTime,
+) -> Option<String> {
+    let leaf = Certificate::from_der(leaf).ok()?;
+    let decode = |all: &[Vec<u8>]| -> Vec<Certificate> {
+        all.iter()
+            .filter_map(|d| Certificate::from_der(d).ok())
+            .collect()
+    };
+    let (carried, intermediates, anchors) =
+        (decode(carried), decode(intermediates), decode(anchors));
+    let crls = super::crl::decode_crls(crls.to_vec());
+    let held = Held {
+        anchors: &anchors,
+        intermediates: &intermediates,
+        revocation: Revocation {
+            crls: &crls,
+            require: require_crl,
+        },
+    };
+    let (trust, evidence) = trust_evidence(&leaf, &carried, &held, pinned, at);
+    Some(match trust {
+        Trust::Pinned | Trust::Anchored => {
+            if let Err(e) = recheck(&evidence, at, &held.revocation) {
+                panic!("a trusted verdict's evidence does not hold again: {e}");
+            }
+            format!("{trust:?}")
+        }
+        Trust::Invalid(reason) => format!("refused: {reason}"),
+        other => format!("refused: {other:?}"),
+    })
+}

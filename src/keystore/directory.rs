@@ -736,6 +736,15 @@ impl KeyStore for DirectoryStore {
         Ok(self.certs_in("anchors")?.to_vec())
     }
 
+    fn intermediates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        Ok(self
+            .certs_in("certs")?
+            .iter()
+            .filter(|c| super::material::is_ca_der(&c.der))
+            .cloned()
+            .collect())
+    }
+
     fn own_certificates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
         Ok(self
             .certs_in("certs")?

@@ -1,6 +1,6 @@
 //! Reading certificates and PKCS#8 keys, and the fingerprint that pairs them.
 
-use der::asn1::{BitStringRef, OctetStringRef, UintRef};
+use der::asn1::{BitStringRef, ObjectIdentifier, OctetStringRef, UintRef};
 use der::{Decode, DecodePem, Encode, Sequence};
 use sha2::{Digest, Sha256};
 use x509_cert::ext::pkix::name::GeneralName;
@@ -156,7 +156,9 @@ pub(crate) fn read_all(
                     }
                     "X509 CRL" => {
                         let (_, doc) = der::Document::from_pem(pem).map_err(|e| malformed(&e))?;
-                        CertificateList::from_der(doc.as_bytes()).map_err(|e| malformed(&e))?;
+                        let crl =
+                            CertificateList::from_der(doc.as_bytes()).map_err(|e| malformed(&e))?;
+                        check_crl_form(&crl, what)?;
                         out.push(Material::Crl(doc.as_bytes().to_vec()));
                     }
                     "PKCS12" => {
@@ -178,7 +180,8 @@ pub(crate) fn read_all(
                 out.push(Material::PrivateKey {
                     der: zeroize::Zeroizing::new(input.to_vec()),
                 });
-            } else if CertificateList::from_der(input).is_ok() {
+            } else if let Ok(crl) = CertificateList::from_der(input) {
+                check_crl_form(&crl, what)?;
                 out.push(Material::Crl(input.to_vec()));
             } else if super::pkcs12::looks_like_pfx(input) {
                 let passphrase =
@@ -195,6 +198,103 @@ pub(crate) fn read_all(
         });
     }
     Ok(out)
+}
+
+const CRL_AUTHORITY_KEY_ID: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.35");
+const CRL_NUMBER: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.20");
+const ISSUER_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.18");
+const DELTA_CRL_INDICATOR: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.27");
+const ISSUING_DISTRIBUTION_POINT: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.28");
+const FRESHEST_CRL: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.46");
+const AUTHORITY_INFO_ACCESS: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.1.1");
+/// Entry extensions: reasonCode, holdInstructionCode and invalidityDate are
+/// informational (a listed certificate is refused whatever the reason).
+const REASON_CODE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.21");
+const HOLD_INSTRUCTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.23");
+const INVALIDITY_DATE: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.24");
+const CERTIFICATE_ISSUER: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.29");
+
+/// CRL extensions read (or that change nothing in the answer) and so may be present.
+const KNOWN_CRL_EXTENSIONS: [ObjectIdentifier; 4] = [
+    CRL_AUTHORITY_KEY_ID,
+    CRL_NUMBER,
+    ISSUER_ALT_NAME,
+    AUTHORITY_INFO_ACCESS,
+];
+
+/// Why a CRL is of a form the revocation check ([`crate::identity::crl`]) does not
+/// implement, naming the extension; `None` when it is a complete, direct CRL it reads
+/// whole. A CRL with such a form is refused at import, and one already held fails its
+/// issuer's certificates closed.
+pub(crate) fn unsupported_crl_form(crl: &CertificateList) -> Option<String> {
+    let list = &crl.tbs_cert_list;
+    for e in list.crl_extensions.iter().flatten() {
+        if e.extn_id == ISSUING_DISTRIBUTION_POINT {
+            return Some(
+                "it has an issuingDistributionPoint extension (2.5.29.28: a partitioned, \
+                 scoped or indirect CRL), which is not supported"
+                    .into(),
+            );
+        }
+        if e.extn_id == DELTA_CRL_INDICATOR {
+            return Some(
+                "it is a delta CRL (deltaCRLIndicator, 2.5.29.27), which is not supported".into(),
+            );
+        }
+        if e.extn_id == FRESHEST_CRL && e.critical {
+            return Some("it has a critical freshestCRL extension (2.5.29.46: delta CRLs), which is not supported".into());
+        }
+        if e.critical && !KNOWN_CRL_EXTENSIONS.contains(&e.extn_id) {
+            return Some(format!(
+                "it has a critical extension {} that is not supported",
+                e.extn_id
+            ));
+        }
+    }
+    for r in list.revoked_certificates.iter().flatten() {
+        for e in r.crl_entry_extensions.iter().flatten() {
+            if e.extn_id == CERTIFICATE_ISSUER {
+                return Some(
+                    "an entry has a certificateIssuer extension (2.5.29.29: an indirect CRL), \
+                     which is not supported"
+                        .into(),
+                );
+            }
+            if e.critical && ![REASON_CODE, HOLD_INSTRUCTION, INVALIDITY_DATE].contains(&e.extn_id)
+            {
+                return Some(format!(
+                    "an entry has a critical extension {} that is not supported",
+                    e.extn_id
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// A CRL of a form the revocation check reads whole, else refused here with the
+/// extension named: one stored and then skipped would count as "nothing revoked"
+/// (see [`crate::identity::crl`]).
+fn check_crl_form(crl: &CertificateList, what: &str) -> Result<(), KeyStoreError> {
+    match unsupported_crl_form(crl) {
+        None => Ok(()),
+        Some(reason) => Err(KeyStoreError::UnsupportedCrl {
+            what: what.to_string(),
+            reason,
+        }),
+    }
+}
+
+/// A CA certificate (basicConstraints with cA): one the store may offer as an
+/// intermediate of a certification path.
+pub(crate) fn is_ca_der(der_bytes: &[u8]) -> bool {
+    Certificate::from_der(der_bytes).is_ok_and(|c| {
+        matches!(
+            c.tbs_certificate()
+                .get_extension::<x509_cert::ext::pkix::BasicConstraints>(),
+            Ok(Some((_, bc))) if bc.ca
+        )
+    })
 }
 
 /// The listed entry of a CRL: its SHA-256 as fingerprint, its issuer as subject, its

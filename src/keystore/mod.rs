@@ -7,6 +7,7 @@
 
 mod directory;
 mod material;
+pub(crate) use material::unsupported_crl_form;
 mod memory;
 pub mod openpgp;
 mod pkcs11;
@@ -101,6 +102,26 @@ pub enum KeyStoreError {
     /// This kind of store cannot hold what was asked of it.
     #[error("this key store cannot hold {0}")]
     Unsupported(&'static str),
+    /// A certificate the identity rules refuse to hold (an OpenPGP User ID bound in
+    /// the future, which would later speak for an address not shown at import).
+    #[error("{what}: not imported: {reason}")]
+    Refused {
+        /// Which input.
+        what: String,
+        /// The rule it breaks (never key material).
+        reason: String,
+    },
+    /// A CRL of a form the revocation check does not implement (scoped, indirect or
+    /// delta): refused rather than stored and skipped.
+    #[error(
+        "{what}: CRL not imported: {reason}; import the issuer's complete, direct CRL instead"
+    )]
+    UnsupportedCrl {
+        /// Which input.
+        what: String,
+        /// Which extension, and why.
+        reason: String,
+    },
     /// The store directory is readable by others than its owner.
     #[error("key store {path} is accessible by group or others (mode {mode:o}); run chmod 700")]
     Permissions {
@@ -121,6 +142,7 @@ impl Classify for KeyStoreError {
             Self::PassphraseRequired { .. } | Self::WrongPassphrase | Self::Locked => {
                 ErrorKind::InvalidArgument
             }
+            Self::UnsupportedCrl { .. } | Self::Refused { .. } => ErrorKind::Policy,
             Self::UnsupportedAlgorithm { .. }
             | Self::Token(_)
             | Self::TokenUnsupported(_)
@@ -434,6 +456,9 @@ macro_rules! delegate_key_store {
             fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
                 (**self).crls()
             }
+            fn intermediates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+                (**self).intermediates()
+            }
             fn jwk_identities(&self) -> Result<Vec<StoredJwk>, KeyStoreError> {
                 (**self).jwk_identities()
             }
@@ -488,6 +513,12 @@ pub trait KeyStore {
     /// The certificate revocation lists imported (DER). A store that keeps none has
     /// none.
     fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
+        Ok(Vec::new())
+    }
+    /// The CA certificates imported without --trusted: intermediates a certification
+    /// path may go through (never anchors). They let the store, rather than the
+    /// message, supply an issuer whose CRL it holds. A store that keeps none has none.
+    fn intermediates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
         Ok(Vec::new())
     }
     /// Every JSON Web Key identity (the `jws` profile). A store that keeps none has
@@ -608,4 +639,6 @@ crate::error::verdict_codes!(KeyStoreError, "keystore", {
     Self::TokenUnsupported(_) => "token-unsupported",
     Self::Unsupported(_) => "unsupported",
     Self::Permissions { .. } => "permissions",
+    Self::UnsupportedCrl { .. } => "unsupported-crl",
+    Self::Refused { .. } => "refused",
 });

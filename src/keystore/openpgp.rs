@@ -80,7 +80,12 @@ pub(crate) fn read_certs_at(
         let cert = cert.map_err(|e| malformed(what, e))?;
         conforms(&cert).map_err(|reason| malformed(what, reason))?;
         if let Some(at) = import_at {
-            crate::identity::openpgp::check_import(&cert, at).map_err(|e| malformed(what, e))?;
+            crate::identity::openpgp::check_import(&cert, at).map_err(|e| {
+                KeyStoreError::Refused {
+                    what: what.to_string(),
+                    reason: e.to_string(),
+                }
+            })?;
         }
         let cert = writable(cert).map_err(|e| malformed(what, e))?;
         let cert = unlock(cert, what, passphrase)?;

@@ -526,6 +526,12 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
             .collect())
     }
 
+    fn intermediates(&self) -> Result<Vec<StoredCertificate>, KeyStoreError> {
+        let mut all = self.stored(Which::Certificates)?;
+        all.retain(|c| super::material::is_ca_der(&c.der));
+        Ok(all)
+    }
+
     fn crls(&self) -> Result<Vec<Vec<u8>>, KeyStoreError> {
         self.tables.crls()
     }

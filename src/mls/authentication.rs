@@ -177,7 +177,11 @@ pub struct StoreAuthenticator<'s> {
 /// Bindings verified recently, kept by a long-lived owner (a [`crate::Receiver`])
 /// so that a group's every application message does not re-verify its sender's
 /// certification: an entry counts for [`VerifiedBindings::TTL`] of process time, so
-/// a key removed or a CRL imported takes effect within it.
+/// a key removed takes effect within it. The entry keeps the signature work only:
+/// an S/MIME certification's revocation is decided again at every hit, on the path
+/// validated when it was verified, against the CRLs the store holds then, so a CRL
+/// imported after caching (of the signer's issuer or of any CA above it) bites on the
+/// next message.
 ///
 /// An entry is found by the address and MLS key it certifies, and holds the very
 /// binding that was verified: a leaf with the same key but another binding (one an
@@ -192,8 +196,9 @@ pub struct VerifiedBindings(std::cell::RefCell<Verified>);
 
 #[derive(Default)]
 struct Verified {
-    /// (address, key) as [`VerifiedBindings::slot`] writes them: the binding, when.
-    entries: std::collections::HashMap<Vec<u8>, (Binding, std::time::Instant)>,
+    /// (address, key) as [`VerifiedBindings::slot`] writes them: the binding, when,
+    /// and the certification's revocation evidence.
+    entries: std::collections::HashMap<Vec<u8>, (Binding, std::time::Instant, Evidence)>,
     /// The bytes the entries' bindings hold, bounded by [`VerifiedBindings::MAX_BYTES`].
     bytes: usize,
 }
@@ -217,32 +222,62 @@ impl VerifiedBindings {
         slot
     }
 
+    #[cfg(test)]
     fn fresh(&self, address: &str, signature_key: &[u8], binding: &Binding) -> bool {
+        self.evidence(address, signature_key, binding).is_some()
+    }
+
+    /// The revocation evidence of a fresh entry for this very binding.
+    fn evidence(&self, address: &str, signature_key: &[u8], binding: &Binding) -> Option<Evidence> {
         self.0
             .borrow()
             .entries
             .get(&Self::slot(address, signature_key))
-            .is_some_and(|(b, t)| b == binding && t.elapsed() < Self::TTL)
+            .filter(|(b, t, _)| b == binding && t.elapsed() < Self::TTL)
+            .map(|(_, _, e)| e.clone())
     }
 
+    /// Forgets the entry of `address` and `signature_key` (its certifier was revoked).
+    fn forget(&self, address: &str, signature_key: &[u8]) {
+        let mut v = self.0.borrow_mut();
+        if let Some((old, _, _)) = v.entries.remove(&Self::slot(address, signature_key)) {
+            v.bytes -= binding_len(&old);
+        }
+    }
+
+    #[cfg(test)]
     fn insert(&self, address: &str, signature_key: &[u8], binding: &Binding) {
+        self.insert_with(address, signature_key, binding, Evidence::default());
+    }
+
+    fn insert_with(
+        &self,
+        address: &str,
+        signature_key: &[u8],
+        binding: &Binding,
+        evidence: Evidence,
+    ) {
         let size = binding_len(binding);
         let mut v = self.0.borrow_mut();
         if v.entries.len() >= Self::MAX || v.bytes + size > Self::MAX_BYTES {
-            v.entries.retain(|_, (_, t)| t.elapsed() < Self::TTL);
-            v.bytes = v.entries.values().map(|(b, _)| binding_len(b)).sum();
+            v.entries.retain(|_, (_, t, _)| t.elapsed() < Self::TTL);
+            v.bytes = v.entries.values().map(|(b, _, _)| binding_len(b)).sum();
             if v.entries.len() >= Self::MAX || v.bytes + size > Self::MAX_BYTES {
                 v.entries.clear();
                 v.bytes = 0;
             }
         }
-        let entry = (binding.clone(), std::time::Instant::now());
-        if let Some((old, _)) = v.entries.insert(Self::slot(address, signature_key), entry) {
+        let entry = (binding.clone(), std::time::Instant::now(), evidence);
+        if let Some((old, _, _)) = v.entries.insert(Self::slot(address, signature_key), entry) {
             v.bytes -= binding_len(&old);
         }
         v.bytes += size;
     }
 }
+
+/// What an S/MIME certification's revocation was decided on (empty for OpenPGP
+/// certifications and self-issued pins), shared by the cache entry.
+type Evidence = std::rc::Rc<Vec<crate::identity::x509::Edge>>;
 
 fn binding_len(b: &Binding) -> usize {
     match b {
@@ -286,6 +321,26 @@ impl<'s> StoreAuthenticator<'s> {
     }
 }
 
+impl StoreAuthenticator<'_> {
+    /// The certification cached with `evidence` is not revoked by a CRL the store
+    /// holds now (see [`VerifiedBindings`]); a store that cannot be read counts as
+    /// revoked, and the binding is verified afresh.
+    fn still_unrevoked(&self, evidence: &[crate::identity::x509::Edge]) -> bool {
+        if evidence.is_empty() {
+            return true;
+        }
+        let Ok(ders) = self.store.crls() else {
+            return false;
+        };
+        let crls = crate::smime::decode_crls(ders);
+        let revocation = crate::smime::Revocation {
+            crls: &crls,
+            require: self.policy.require_crl,
+        };
+        crate::identity::x509::recheck(evidence, self.policy.validation_time(), &revocation).is_ok()
+    }
+}
+
 impl Authenticator for StoreAuthenticator<'_> {
     fn certify(&self, address: &str, statement: &[u8]) -> Result<Binding, MlsError> {
         // Signed at the policy's validation time: now, unless the caller fixed one.
@@ -315,34 +370,41 @@ impl Authenticator for StoreAuthenticator<'_> {
             }
         }
         let binding = binding.ok_or("the leaf carries no credential binding")?;
-        if self
-            .cache
-            .is_some_and(|c| c.fresh(address, signature_key, binding))
-        {
+        if self.vouched(address, signature_key, binding) {
             return Ok(());
         }
         let statement = &statement(address, signature_key)[..];
-        let r =
-            match binding {
-                Binding::Smime(der) => crate::smime::Smime::new(self.store).verify_certification(
-                    address,
-                    der,
-                    statement,
-                    &self.policy,
-                ),
-                Binding::OpenPgp(sig) => crate::openpgp::OpenPgp::new(self.store)
-                    .verify_certification(address, sig, statement, &self.policy),
-            };
-        r.map_err(|e| e.to_string())?;
+        let evidence = match binding {
+            Binding::Smime(der) => crate::smime::Smime::new(self.store)
+                .verify_certification(address, der, statement, &self.policy)
+                .map_err(|e| e.to_string())?,
+            Binding::OpenPgp(sig) => {
+                crate::openpgp::OpenPgp::new(self.store)
+                    .verify_certification(address, sig, statement, &self.policy)
+                    .map_err(|e| e.to_string())?;
+                Vec::new()
+            }
+        };
         if let Some(c) = self.cache {
-            c.insert(address, signature_key, binding);
+            c.insert_with(address, signature_key, binding, std::rc::Rc::new(evidence));
         }
         Ok(())
     }
 
     fn vouched(&self, address: &str, signature_key: &[u8], binding: &Binding) -> bool {
-        self.cache
-            .is_some_and(|c| c.fresh(address, signature_key, binding))
+        let Some(cache) = self.cache else {
+            return false;
+        };
+        let Some(evidence) = cache.evidence(address, signature_key, binding) else {
+            return false;
+        };
+        // The signature work is cached; the revocation verdict is not.
+        if self.still_unrevoked(&evidence) {
+            true
+        } else {
+            cache.forget(address, signature_key);
+            false
+        }
     }
 }
 
@@ -542,7 +604,7 @@ mod tests {
                 v.bytes,
                 v.entries
                     .values()
-                    .map(|(b, _)| binding_len(b))
+                    .map(|(b, _, _)| binding_len(b))
                     .sum::<usize>()
             );
             drop(v);

@@ -1,29 +1,20 @@
 //! The signer's certificate: usable for email signatures at the signing time, and
-//! trusted (pinned in the key store, or chaining to a trust anchor).
+//! trusted (pinned in the key store, or chaining to a trust anchor: decided by
+//! [`crate::identity::x509`], re-exported here).
 
 use der::asn1::ObjectIdentifier;
-use der::Encode;
 use time::OffsetDateTime;
 use x509_cert::ext::pkix::{ExtendedKeyUsage, KeyUsage, KeyUsages};
 use x509_cert::Certificate;
 
-use super::path::Revocation;
-use super::signed_data::verify_signature;
 use super::SmimeError;
-use crate::asn1::oids::SHA256;
+pub(crate) use crate::identity::x509::{valid_at, Trust};
 
 const EMAIL_PROTECTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.4");
 const ANY_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
 
 fn unix(t: &x509_cert::time::Time) -> i64 {
     t.to_unix_duration().as_secs() as i64
-}
-
-/// Valid at `at` (RFC 5280 4.1.2.5, inclusive bounds).
-pub(super) fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
-    let v = cert.tbs_certificate().validity();
-    let t = at.unix_timestamp();
-    unix(&v.not_before) <= t && t <= unix(&v.not_after)
 }
 
 /// The signer's certificate may sign email at `at`: validity, key usage
@@ -103,110 +94,4 @@ pub(crate) fn usable_for_encryption(cert: &Certificate, at: OffsetDateTime) -> b
         }
     }
     true
-}
-
-/// `child` is signed by `issuer`'s key and names it as its issuer.
-pub(super) fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
-    if child.tbs_certificate().issuer() != issuer.tbs_certificate().subject() {
-        return false;
-    }
-    // RFC 5280 4.1.1.2: the outer algorithm, which the signature does not cover, must
-    // be the one inside the signed part.
-    if child.signature_algorithm() != child.tbs_certificate().signature() {
-        return false;
-    }
-    // Signatures are whole octets: an unused-bits count is unsigned and must be zero.
-    if child.signature().unused_bits() != 0 {
-        return false;
-    }
-    let Ok(tbs) = child.tbs_certificate().to_der() else {
-        return false;
-    };
-    verify_signature(
-        issuer.tbs_certificate().subject_public_key_info(),
-        child.signature_algorithm(),
-        SHA256,
-        &tbs,
-        child.signature().raw_bytes(),
-    )
-    .is_ok()
-}
-
-/// How the signer's certificate is trusted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Trust {
-    /// The exact certificate was imported into the key store for this address.
-    Pinned,
-    /// It chains to a trust anchor (intermediates from the message) along a path that
-    /// RFC 5280 section 6 validates.
-    Anchored,
-    /// Neither: a self-signed or unknown signer.
-    Unknown,
-    /// An issuer it names is known but did not sign it: the certificate was altered.
-    Broken,
-    /// Every path to an anchor breaks a rule of RFC 5280 section 6 (the first reason).
-    Invalid(String),
-}
-
-/// Whether `cert` is pinned (`pinned`: its exact encoding is in the key store for the
-/// address it speaks for; the caller compares the bytes it received, so nothing is
-/// encoded again here), or chains through `intermediates` to one of `anchors` on a
-/// path valid at `at` (see [`super::path`]).
-pub(crate) fn trust(
-    cert: &Certificate,
-    intermediates: &[Certificate],
-    anchors: &[Certificate],
-    pinned: bool,
-    at: OffsetDateTime,
-    revocation: &Revocation<'_>,
-) -> Trust {
-    if let Err(e) = super::path::check_extensions(cert) {
-        return Trust::Invalid(e);
-    }
-    if pinned {
-        return match pinned_revocation(cert, intermediates, anchors, at, revocation) {
-            Ok(()) => Trust::Pinned,
-            Err(e) => Trust::Invalid(e),
-        };
-    }
-    super::path::validate(cert, intermediates, anchors, at, revocation)
-}
-
-/// A pinned certificate is not checked for a path, but a CRL of its issuer (an anchor
-/// or a certificate the message carries, whose key verifies it) still revokes it. A
-/// self-issued one has no issuer to revoke it: removing it from the store does.
-fn pinned_revocation(
-    cert: &Certificate,
-    intermediates: &[Certificate],
-    anchors: &[Certificate],
-    at: OffsetDateTime,
-    revocation: &Revocation<'_>,
-) -> Result<(), String> {
-    let tbs = cert.tbs_certificate();
-    if tbs.subject() == tbs.issuer() {
-        return Ok(());
-    }
-    let issuers: Vec<&Certificate> = anchors
-        .iter()
-        .chain(intermediates)
-        .filter(|i| issued_by(cert, i))
-        .take(4)
-        .collect();
-    if issuers.is_empty() {
-        return Revocation {
-            crls: &[],
-            require: revocation.require,
-        }
-        .check(cert, cert, at);
-    }
-    let mut first_err = None;
-    for i in issuers {
-        match revocation.check(cert, i, at) {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    Err(first_err.unwrap_or_default())
 }

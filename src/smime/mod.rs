@@ -19,7 +19,6 @@ mod signed_data;
 
 use std::borrow::Cow;
 
-use der::Decode;
 use time::OffsetDateTime;
 use x509_cert::Certificate;
 
@@ -35,7 +34,8 @@ use crate::seal::{
     SignerIdentity,
 };
 
-pub(crate) use certificate::{check_signer_usage, trust, Trust};
+pub(crate) use crate::identity::crl::decode_crls;
+pub(crate) use certificate::{check_signer_usage, Trust};
 pub use describe::describe;
 pub use enveloped::{Decrypted, Kek};
 pub(crate) use issue::generate_at;
@@ -43,22 +43,23 @@ pub(crate) use issue::generate_key;
 pub use issue::{
     certificate_request, certify_token_key, generate, Identity, IdentityRequest, Issuer, KeyKind,
 };
-pub(crate) use path::Revocation;
+pub(crate) use path::{Held, Revocation};
 pub(crate) use signed_data::sign_with;
 
-/// The signer's certificate `cert` is trusted (pinned, or chained through
-/// `intermediates` to one of `anchors` on a path valid at `at`, not revoked) and fit to
-/// sign at `at`: what a receiver asks of a signer before it believes anything the
-/// certificate says.
+/// The signer's certificate `cert` is trusted (pinned, or chained through the store's
+/// intermediates and `carried` to one of its anchors on a path valid at `at`, not
+/// revoked on that path: [`crate::identity::x509`]) and fit to sign at `at`: what a
+/// receiver asks of a signer before it believes anything the certificate says. The
+/// evidence revocation was decided on comes back for callers that cache the verdict.
 fn authenticate_certificate(
     cert: &Certificate,
-    intermediates: &[Certificate],
-    anchors: &[Certificate],
+    carried: &[Certificate],
+    held: &Held<'_>,
     pinned: bool,
     at: OffsetDateTime,
-    revocation: &Revocation<'_>,
-) -> Result<(), SmimeError> {
-    match trust(cert, intermediates, anchors, pinned, at, revocation) {
+) -> Result<Vec<crate::identity::x509::Edge>, SmimeError> {
+    let (trust, evidence) = crate::identity::x509::trust_evidence(cert, carried, held, pinned, at);
+    match trust {
         Trust::Pinned | Trust::Anchored => {}
         Trust::Broken => {
             return Err(SmimeError::Certificate(
@@ -68,7 +69,8 @@ fn authenticate_certificate(
         Trust::Unknown => return Err(SmimeError::UnknownSigner),
         Trust::Invalid(reason) => return Err(SmimeError::Certificate(reason)),
     }
-    certificate::check_signer_usage(cert, at)
+    certificate::check_signer_usage(cert, at)?;
+    Ok(evidence)
 }
 
 /// The signer-certificate rules alone (extensions, pinning, path validation, CRLs,
@@ -93,6 +95,7 @@ pub fn fuzz_trust(
     require_crl: bool,
     at: OffsetDateTime,
 ) -> Option<String> {
+    use der::Decode;
     let signer = Certificate::from_der(signer).ok()?;
     let decode = |all: &[Vec<u8>]| -> Vec<Certificate> {
         all.iter()
@@ -103,17 +106,20 @@ pub fn fuzz_trust(
         .iter()
         .filter_map(|d| crate::keystore::CertificateList::from_der(d).ok())
         .collect();
-    let revocation = Revocation {
-        crls: &crls,
-        require: require_crl,
-    };
     let intermediates = decode(intermediates);
     let anchors = decode(anchors);
-    let result =
-        authenticate_certificate(&signer, &intermediates, &anchors, pinned, at, &revocation);
+    let held = Held {
+        anchors: &anchors,
+        intermediates: &[],
+        revocation: Revocation {
+            crls: &crls,
+            require: require_crl,
+        },
+    };
+    let result = authenticate_certificate(&signer, &intermediates, &held, pinned, at);
     Some(match result {
-        Ok(()) if pinned => "Pinned".to_string(),
-        Ok(()) => "Anchored".to_string(),
+        Ok(_) if pinned => "Pinned".to_string(),
+        Ok(_) => "Anchored".to_string(),
         Err(e) => format!("refused: {e}"),
     })
 }
@@ -177,6 +183,9 @@ pub enum SmimeError {
     /// authenticated.
     #[error("encrypted but not signed: the sender is not authenticated")]
     EncryptedNotSigned,
+    /// The signature is dated after the time of receipt plus the allowed skew.
+    #[error("{0}")]
+    SigningTime(#[source] crate::identity::TimeError),
     /// Our keys could not be read from the store.
     #[error("the key store: {0}")]
     Store(#[source] crate::keystore::KeyStoreError),
@@ -203,6 +212,7 @@ impl Classify for SmimeError {
             | Self::Undecryptable
             | Self::LegacyUndecryptable
             | Self::Certificate(_)
+            | Self::SigningTime(_)
             | Self::LegacyEncryption
             | Self::NotSigned { .. }
             | Self::EncryptedNotSigned => ErrorKind::Authentication,
@@ -272,14 +282,6 @@ impl<'s> Smime<'s> {
     }
 }
 
-/// The store's CRLs, decoded (one that does not decode was refused at import; a
-/// damaged one is skipped, as if absent).
-pub(crate) fn decode_crls(ders: Vec<Vec<u8>>) -> Vec<crate::keystore::CertificateList> {
-    ders.iter()
-        .filter_map(|d| crate::keystore::CertificateList::from_der(d).ok())
-        .collect()
-}
-
 /// The rule that picks among an address's certificates (issue #17): the newest
 /// (latest notBefore, then latest notAfter) that is usable, never the store's
 /// fingerprint order, which anyone who can get a certificate into the store could
@@ -323,24 +325,46 @@ impl Smime<'_> {
         preferred: &[String],
     ) -> Result<Vec<Certificate>, SealError> {
         let now = OffsetDateTime::now_utc();
+        let held = self.held()?;
+        let held = held.view(false);
         let mut out: Vec<Certificate> = Vec::new();
         for address in addresses {
             let mut candidates = newest_first(&self.loaded, self.store.certificates_for(address)?);
             // The card's keys first, the newest among them (a stable sort).
             candidates.sort_by_key(|(_, s)| !preferred.contains(&s.fingerprint));
+            // A recipient certificate is judged as a signer's pin is: the CRLs of its
+            // validated issuers revoke it, and one held but uncheckable refuses it.
+            let mut refused = None;
             let usable = candidates.into_iter().map(|(c, _)| c).find(|c| {
-                certificate::usable_for_encryption(c, now)
+                let fit = certificate::usable_for_encryption(c, now)
                     && (c.tbs_certificate().subject_public_key_info().algorithm.oid
                         == crate::asn1::oids::RSA_ENCRYPTION
-                        || kari::supports(c))
+                        || kari::supports(c));
+                if !fit {
+                    return false;
+                }
+                match crate::identity::x509::trust(c, &[], &held, true, now) {
+                    Trust::Pinned => true,
+                    Trust::Invalid(reason) => {
+                        refused.get_or_insert(reason);
+                        false
+                    }
+                    _ => false,
+                }
             });
             match usable {
                 Some(c) if !out.contains(&c) => out.push(c),
                 Some(_) => {}
                 None => {
+                    if let Some(reason) = refused {
+                        return Err(SmimeError::Certificate(format!(
+                            "no usable certificate of {address} to encrypt to: {reason}"
+                        ))
+                        .into());
+                    }
                     return Err(SealError::NoRecipientKey {
                         address: address.clone(),
-                    })
+                    });
                 }
             }
         }
@@ -972,10 +996,16 @@ impl Smime<'_> {
         &self,
         verified: &signed_data::VerifiedSignature,
         policy: &OpenPolicy,
-    ) -> Result<(), OpenError> {
-        // At the time of receipt: the signer-chosen signingTime never moves it.
+    ) -> Result<Vec<crate::identity::x509::Edge>, OpenError> {
+        // At the time of receipt: the signer-chosen signingTime never moves it, and
+        // one after it (beyond the skew) is refused: a signature "made" later than it
+        // arrived is the sender choosing a time.
         let at = policy.validation_time();
-        let anchors = certs(&self.loaded, self.store.trust_anchors().map_err(key_store)?);
+        if let Some(signed_at) = verified.signing_time {
+            crate::identity::check_signed_at(signed_at, at, crate::identity::DEFAULT_SKEW)
+                .map_err(SmimeError::SigningTime)?;
+        }
+        let held = self.held().map_err(key_store)?;
         let mut pinned = Vec::new();
         for email in addresses_of(&verified.cert) {
             pinned.extend(
@@ -986,20 +1016,22 @@ impl Smime<'_> {
                     .map(|c| c.der),
             );
         }
-        let crls = decode_crls(self.store.crls().map_err(key_store)?);
-        let revocation = path::Revocation {
-            crls: &crls,
-            require: policy.require_crl,
-        };
-        authenticate_certificate(
+        Ok(authenticate_certificate(
             &verified.cert,
             &verified.carried,
-            &anchors,
+            &held.view(policy.require_crl),
             pinned.contains(&verified.cert_der),
             at,
-            &revocation,
-        )?;
-        Ok(())
+        )?)
+    }
+
+    /// The store's evidence for a path: its anchors, its intermediates, its CRLs.
+    pub(crate) fn held(&self) -> Result<HeldStore, crate::keystore::KeyStoreError> {
+        Ok(HeldStore {
+            anchors: certs(&self.loaded, self.store.trust_anchors()?),
+            intermediates: certs(&self.loaded, self.store.intermediates()?),
+            crls: decode_crls(self.store.crls()?),
+        })
     }
 
     /// A detached SignedData over `statement`, signed at `now` with our S/MIME key for
@@ -1039,23 +1071,24 @@ impl Smime<'_> {
     }
 
     /// Verifies a [`Smime::certify`] certification: `der` signs `statement`, by a
-    /// certificate this store trusts (under `policy`) that names `address`.
+    /// certificate this store trusts (under `policy`) that names `address`. Returns
+    /// the evidence its revocation was decided on, for a cache to decide it again.
     pub(crate) fn verify_certification(
         &self,
         address: &str,
         der: &[u8],
         statement: &[u8],
         policy: &OpenPolicy,
-    ) -> Result<(), OpenError> {
+    ) -> Result<Vec<crate::identity::x509::Edge>, OpenError> {
         let verified = signed_data::verify_detached(&self.loaded, der, statement)?;
-        self.authenticate_signer(&verified, policy)?;
+        let evidence = self.authenticate_signer(&verified, policy)?;
         if !addresses_of(&verified.cert).iter().any(|a| a == address) {
             return Err(SmimeError::Certificate(format!(
                 "the certifying certificate does not name {address}"
             ))
             .into());
         }
-        Ok(())
+        Ok(evidence)
     }
 
     /// Decrypts (when encrypted) and verifies; the signed entity, its signature, and
@@ -1270,6 +1303,27 @@ fn cert_fingerprint(cert: &Certificate) -> String {
     )
 }
 
+/// The store's evidence, decoded once per message.
+pub(crate) struct HeldStore {
+    pub(crate) anchors: Vec<Certificate>,
+    pub(crate) intermediates: Vec<Certificate>,
+    pub(crate) crls: Vec<crate::keystore::CertificateList>,
+}
+
+impl HeldStore {
+    /// The view [`crate::identity::x509`] reads.
+    pub(crate) fn view(&self, require_crl: bool) -> Held<'_> {
+        Held {
+            anchors: &self.anchors,
+            intermediates: &self.intermediates,
+            revocation: Revocation {
+                crls: &self.crls,
+                require: require_crl,
+            },
+        }
+    }
+}
+
 fn key_store(e: crate::keystore::KeyStoreError) -> OpenError {
     SmimeError::Store(e).into()
 }
@@ -1305,6 +1359,17 @@ pub(crate) fn content_info(input: &[u8]) -> Result<cms::content_info::ContentInf
         .map_err(|e| SmimeError::Malformed(format!("ContentInfo: {e}")))
 }
 
+impl From<crate::identity::x509::SignatureError> for SmimeError {
+    fn from(e: crate::identity::x509::SignatureError) -> Self {
+        use crate::identity::x509::SignatureError as E;
+        match e {
+            E::UnsupportedAlgorithm(a) => SmimeError::UnsupportedAlgorithm(a),
+            E::Bad => SmimeError::BadSignature,
+            E::Malformed(m) => SmimeError::Malformed(m),
+        }
+    }
+}
+
 impl From<crate::asn1::BerError> for SmimeError {
     fn from(e: crate::asn1::BerError) -> Self {
         SmimeError::Malformed(e.to_string())
@@ -1320,6 +1385,7 @@ crate::error::verdict_codes!(SmimeError, "smime", {
     Self::Undecryptable => "undecryptable",
     Self::LegacyUndecryptable => "legacy-undecryptable",
     Self::Certificate(_) => "certificate",
+    Self::SigningTime(_) => "signed-in-the-future",
     Self::Key(_) => "key",
     Self::Token(_) => "token",
     Self::LegacyEncryption => "legacy-encryption",

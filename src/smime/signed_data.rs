@@ -8,9 +8,7 @@
 
 use aws_lc_rs::digest;
 use aws_lc_rs::rand::SystemRandom;
-use aws_lc_rs::signature::{
-    self, EcdsaKeyPair, Ed25519KeyPair, KeyPair, RsaKeyPair, UnparsedPublicKey,
-};
+use aws_lc_rs::signature::{self, EcdsaKeyPair, Ed25519KeyPair, KeyPair, RsaKeyPair};
 use cms::cert::{CertificateChoices, IssuerAndSerialNumber};
 use cms::content_info::{CmsVersion, ContentInfo};
 use cms::signed_data::{
@@ -26,6 +24,7 @@ use x509_cert::Certificate;
 use super::loaded::{Loaded, LoadedKeys, Use};
 use super::SmimeError;
 use crate::asn1::oids::*;
+use crate::identity::x509::PssParams;
 use crate::keystore::{KeyAlgorithm, SecretKey};
 
 /// What a verified SignerInfo established.
@@ -521,7 +520,9 @@ fn single_value(
     }
 }
 
-/// Verifies a signature made over `message` with the key of `spki`.
+/// Verifies a signature made over `message` with the key of `spki`
+/// ([`crate::identity::x509::verify_signature`], shared with certificate paths and
+/// CRLs).
 pub(crate) fn verify_signature(
     spki: &spki::SubjectPublicKeyInfoOwned,
     sig_alg: &AlgorithmIdentifierOwned,
@@ -529,149 +530,9 @@ pub(crate) fn verify_signature(
     message: &[u8],
     signature: &[u8],
 ) -> Result<&'static str, SmimeError> {
-    let key_oid = spki.algorithm.oid;
-    let curve = spki
-        .algorithm
-        .parameters
-        .as_ref()
-        .and_then(|p| p.decode_as::<ObjectIdentifier>().ok());
-    let (verifier, name): (&'static dyn signature::VerificationAlgorithm, &'static str) =
-        match (sig_alg.oid, key_oid, digest_oid, curve) {
-            (ECDSA_WITH_SHA256, ID_EC_PUBLIC_KEY, _, Some(SECP256R1)) => {
-                (&signature::ECDSA_P256_SHA256_ASN1, "ecdsa-p256-sha256")
-            }
-            (ECDSA_WITH_SHA384, ID_EC_PUBLIC_KEY, _, Some(SECP256R1)) => {
-                (&signature::ECDSA_P256_SHA384_ASN1, "ecdsa-p256-sha384")
-            }
-            (ECDSA_WITH_SHA256, ID_EC_PUBLIC_KEY, _, Some(SECP384R1)) => {
-                (&signature::ECDSA_P384_SHA256_ASN1, "ecdsa-p384-sha256")
-            }
-            (ECDSA_WITH_SHA384, ID_EC_PUBLIC_KEY, _, Some(SECP384R1)) => {
-                (&signature::ECDSA_P384_SHA384_ASN1, "ecdsa-p384-sha384")
-            }
-            (SHA256_WITH_RSA, RSA_ENCRYPTION, _, _)
-            | (RSA_ENCRYPTION, RSA_ENCRYPTION, SHA256, _) => {
-                (&signature::RSA_PKCS1_2048_8192_SHA256, "rsa-pkcs1-sha256")
-            }
-            (SHA384_WITH_RSA, RSA_ENCRYPTION, _, _)
-            | (RSA_ENCRYPTION, RSA_ENCRYPTION, SHA384, _) => {
-                (&signature::RSA_PKCS1_2048_8192_SHA384, "rsa-pkcs1-sha384")
-            }
-            (SHA512_WITH_RSA, RSA_ENCRYPTION, _, _)
-            | (RSA_ENCRYPTION, RSA_ENCRYPTION, SHA512, _) => {
-                (&signature::RSA_PKCS1_2048_8192_SHA512, "rsa-pkcs1-sha512")
-            }
-            (RSASSA_PSS, RSA_ENCRYPTION | RSASSA_PSS, _, _) => {
-                return verify_pss(spki, sig_alg, message, signature)
-            }
-            (ED25519, ED25519, _, _) => (&signature::ED25519, "ed25519"),
-            (s, k, _, _) => {
-                return Err(SmimeError::UnsupportedAlgorithm(format!(
-                    "signature {s} with key {k}"
-                )));
-            }
-        };
-    if name.starts_with("ecdsa") && !strict_ecdsa_der(signature) {
-        return Err(SmimeError::BadSignature);
-    }
-    UnparsedPublicKey::new(verifier, spki.subject_public_key.raw_bytes())
-        .verify(message, signature)
-        .map_err(|_| SmimeError::BadSignature)?;
-    Ok(name)
-}
-
-/// An ECDSA signature is `SEQUENCE { r INTEGER, s INTEGER }` in DER and nothing else:
-/// AWS-LC accepts some non-DER encodings (a SET tag, for one), which would make
-/// signatures malleable and let a flipped byte go unnoticed.
-fn strict_ecdsa_der(signature: &[u8]) -> bool {
-    #[derive(der::Sequence)]
-    struct EcdsaSig<'a> {
-        r: der::asn1::UintRef<'a>,
-        s: der::asn1::UintRef<'a>,
-    }
-    EcdsaSig::from_der(signature)
-        .and_then(|sig| sig.to_der())
-        .is_ok_and(|again| again == signature)
-}
-
-/// RFC 4055 RSASSA-PSS-params.
-#[derive(der::Sequence)]
-struct PssParams {
-    #[asn1(context_specific = "0", tag_mode = "EXPLICIT", optional = "true")]
-    hash: Option<AlgorithmIdentifierOwned>,
-    #[asn1(context_specific = "1", tag_mode = "EXPLICIT", optional = "true")]
-    mgf: Option<AlgorithmIdentifierOwned>,
-    #[asn1(context_specific = "2", tag_mode = "EXPLICIT", optional = "true")]
-    salt: Option<u32>,
-}
-
-/// RSASSA-PSS with SHA-2 and MGF1 over the same hash, at the salt length the
-/// parameters state (OpenSSL 3 signs with the largest salt, not the hash length, and
-/// aws-lc-rs only verifies the latter). Verification handles only public values, so a
-/// variable-time implementation is fine here.
-fn verify_pss(
-    spki: &spki::SubjectPublicKeyInfoOwned,
-    sig_alg: &AlgorithmIdentifierOwned,
-    message: &[u8],
-    signature: &[u8],
-) -> Result<&'static str, SmimeError> {
-    use rsa::pkcs1::DecodeRsaPublicKey;
-    use rsa::traits::PublicKeyParts;
-    let params: PssParams = sig_alg
-        .parameters
-        .as_ref()
-        .ok_or_else(|| {
-            SmimeError::UnsupportedAlgorithm("RSASSA-PSS without parameters (SHA-1)".into())
-        })?
-        .decode_as()
-        .map_err(malformed("RSASSA-PSS parameters"))?;
-    let hash = params.hash.map(|h| h.oid);
-    let mgf_hash = params
-        .mgf
-        .filter(|m| m.oid == MGF1)
-        .and_then(|m| {
-            m.parameters
-                .and_then(|p| p.decode_as::<AlgorithmIdentifierOwned>().ok())
-        })
-        .map(|a| a.oid);
-    if hash != mgf_hash {
-        return Err(SmimeError::UnsupportedAlgorithm(
-            "RSASSA-PSS with MGF1 over another hash".into(),
-        ));
-    }
-    let salt = params.salt.unwrap_or(20) as usize;
-    let key = rsa::RsaPublicKey::from_pkcs1_der(spki.subject_public_key.raw_bytes())
-        .map_err(|_| SmimeError::Malformed("RSA public key".into()))?;
-    if key.size() < 256 {
-        return Err(SmimeError::UnsupportedAlgorithm(
-            "RSA keys under 2048 bits".into(),
-        ));
-    }
-    let (scheme, digest, name) = match hash {
-        Some(SHA256) => (
-            rsa::Pss::new_with_salt::<sha2::Sha256>(salt),
-            digest::digest(&digest::SHA256, message),
-            "rsa-pss-sha256",
-        ),
-        Some(SHA384) => (
-            rsa::Pss::new_with_salt::<sha2::Sha384>(salt),
-            digest::digest(&digest::SHA384, message),
-            "rsa-pss-sha384",
-        ),
-        Some(SHA512) => (
-            rsa::Pss::new_with_salt::<sha2::Sha512>(salt),
-            digest::digest(&digest::SHA512, message),
-            "rsa-pss-sha512",
-        ),
-        _ => {
-            return Err(SmimeError::UnsupportedAlgorithm(
-                "RSASSA-PSS with a hash other than SHA-2".into(),
-            ))
-        }
-    };
-    key.verify(scheme, digest.as_ref(), signature)
-        .map_err(|_| SmimeError::BadSignature)?;
-    Ok(name)
+    Ok(crate::identity::x509::verify_signature(
+        spki, sig_alg, digest_oid, message, signature,
+    )?)
 }
 
 /// A SignedData with its certificate set left encoded: the certificates are decoded

@@ -141,7 +141,7 @@ fn fail_chosen_time_card_user_id_bound_in_the_future() {
         );
         let f = card_with(dir, &format!("future-{}", ahead.as_secs()), &cert);
         let (code, err) = import(&victim, &f);
-        assert_eq!(code, 3, "{err}");
+        assert_eq!(code, 6, "{err}");
         assert!(err.contains(CEO), "{err}");
         assert!(err.contains("after the time of import"), "{err}");
         let list = listed(&victim);

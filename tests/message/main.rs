@@ -17,6 +17,7 @@ mod differential_mail_parser;
 mod dkim;
 mod edge_cloud;
 mod fail_card_openpgp_time;
+mod fail_card_signer;
 mod first_hour;
 mod layering;
 mod open_plain;

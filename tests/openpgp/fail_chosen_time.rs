@@ -297,7 +297,7 @@ fn fail_chosen_time_future_dated_user_id_through_plain_import() {
             now + ahead,
         );
         let err = store.import(&public(&cert), "mallory", false).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Malformed, "{err}");
+        assert_eq!(err.kind(), ErrorKind::Policy, "{err}");
         let text = err.to_string();
         assert!(text.contains(OPS), "{text}");
         assert!(text.contains("after the time of import"), "{text}");

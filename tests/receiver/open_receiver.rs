@@ -15,8 +15,18 @@ use mailseal::{Profile, SealOptions, Sealer};
 use serde_json::json;
 
 fn signed(alice: &DirectoryStore, v: serde_json::Value) -> Vec<u8> {
+    signed_at(alice, v, None)
+}
+
+/// [`signed`], with the signature's signingTime `at` (default now).
+fn signed_at(
+    alice: &DirectoryStore,
+    v: serde_json::Value,
+    at: Option<time::OffsetDateTime>,
+) -> Vec<u8> {
     let mut opts = SealOptions::new(Profile::Smime);
     opts.sign_only = true;
+    opts.signing_time = at;
     let mut msg = MailA2aMessage::new(
         "alice@smime.example",
         &["bob@smime.example"],
@@ -94,7 +104,10 @@ fn fail_expired_message_exits_6_unless_judged_at_an_earlier_time() {
         common::request(),
         json!({"createdAt": "2026-01-01T00:00:00Z", "expiresAt": "2026-01-02T00:00:00Z"}),
     );
-    let raw = signed(&alice, old);
+    // Signed when it was created: judged at an earlier time, a signature made after
+    // that time would be refused (identity::check_signed_at).
+    let made = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap(); // 2026-01-01
+    let raw = signed_at(&alice, old, Some(made));
     let out = open(&bob, &[], &raw);
     assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
     assert!(out.stdout.is_empty());

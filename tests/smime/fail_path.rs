@@ -17,10 +17,10 @@ use mailseal::message::MailA2aMessage;
 use mailseal::seal::{SealOptions, Sealer};
 use mailseal::Profile;
 
-const CEO: &str = "ceo@corp.example";
+pub(crate) const CEO: &str = "ceo@corp.example";
 const VICTIM: &str = "victim@corp.example";
 /// Validity that holds now (the tests must not age).
-const NOW_START: &str = "20250101000000Z";
+pub(crate) const NOW_START: &str = "20250101000000Z";
 pub(crate) const NOW_END: &str = "20450101000000Z";
 
 /// A scratch CA database for `openssl ca`, which (unlike `openssl x509`) takes any
@@ -111,7 +111,7 @@ impl Pki {
     }
 
     /// `issuer` revokes `name` (its database entry).
-    fn revoke(&self, name: &str, issuer: &str) {
+    pub(crate) fn revoke(&self, name: &str, issuer: &str) {
         let (crt, key, cert) = (
             format!("{issuer}.crt"),
             format!("{issuer}.key"),
@@ -126,7 +126,7 @@ impl Pki {
     }
 
     /// `issuer`'s CRL (PEM) as of now, listing what it revoked; the file's path.
-    fn crl(&self, issuer: &str) -> PathBuf {
+    pub(crate) fn crl(&self, issuer: &str) -> PathBuf {
         let (crt, key, out) = (
             format!("{issuer}.crt"),
             format!("{issuer}.key"),
@@ -151,12 +151,12 @@ impl Pki {
         )
     }
 
-    fn ca(&self, name: &str, issuer: &str, ext: &str) -> PathBuf {
+    pub(crate) fn ca(&self, name: &str, issuer: &str, ext: &str) -> PathBuf {
         self.issue(name, Some(issuer), ext, NOW_START, NOW_END)
     }
 
     /// An email-protection leaf for `email`.
-    fn leaf(&self, name: &str, issuer: &str, email: &str, extra: &str) -> PathBuf {
+    pub(crate) fn leaf(&self, name: &str, issuer: &str, email: &str, extra: &str) -> PathBuf {
         self.issue(
             name,
             Some(issuer),
@@ -170,10 +170,11 @@ impl Pki {
     }
 }
 
-const CA_EXT: &str = "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n";
+pub(crate) const CA_EXT: &str =
+    "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n";
 
 /// The victim's store: the root as its only trust anchor.
-fn victim(dir: &Path, root: &Path) -> PathBuf {
+pub(crate) fn victim(dir: &Path, root: &Path) -> PathBuf {
     let store = dir.join("victim");
     import(&store, &[root], true);
     store
@@ -215,7 +216,7 @@ fn request() -> MailA2aMessage {
 }
 
 /// The attacker signs the request as the CEO with `leaf`, carrying `chain`.
-fn forged(pki: &Pki, leaf: &str, chain: &[&str]) -> Vec<u8> {
+pub(crate) fn forged(pki: &Pki, leaf: &str, chain: &[&str]) -> Vec<u8> {
     let d = &pki.dir;
     std::fs::write(
         d.join("inner.eml"),
@@ -251,7 +252,7 @@ fn forged(pki: &Pki, leaf: &str, chain: &[&str]) -> Vec<u8> {
     std::fs::read(d.join("signed.eml")).unwrap()
 }
 
-fn open(store: &Path, raw: &[u8], extra: &[&str]) -> std::process::Output {
+pub(crate) fn open(store: &Path, raw: &[u8], extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "open",
         "--store",
@@ -264,7 +265,7 @@ fn open(store: &Path, raw: &[u8], extra: &[&str]) -> std::process::Output {
 }
 
 /// Refused as unauthentic (exit 4), nothing on stdout, and the reason named.
-fn assert_refused(out: &std::process::Output, reason: &str) {
+pub(crate) fn assert_refused(out: &std::process::Output, reason: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(out.stdout.is_empty(), "nothing delivered");

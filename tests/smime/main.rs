@@ -13,6 +13,8 @@ mod fail_path;
 mod fail_review_chosen_time;
 mod fail_review_respelled_keys;
 mod fail_review_wrong_audience;
+mod fail_trimmed_evidence;
+mod fail_unread_forms;
 mod header_protection_smime;
 mod interop_openssl_smime;
 mod interop_openssl_smime_encrypt;

@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod intermediates;
 mod key_generate;
 mod keystore;
 mod keystore_postgres;

@@ -254,13 +254,16 @@ pub(super) fn read_params(
         let what = format!("OpenPGP certificate {i}");
         let certs =
             crate::keystore::openpgp::read_certs(armored.as_bytes(), &what, None).map_err(|e| {
-                CardError::Key {
-                    what: what.clone(),
-                    reason: match e {
-                        KeyStoreError::PassphraseRequired { .. } => {
-                            "carries secret key material".into()
-                        }
-                        other => other.to_string(),
+                match e {
+                    // An identity rule's refusal stays one (exit 6), not malformed input.
+                    refused @ KeyStoreError::Refused { .. } => CardError::Store(refused),
+                    KeyStoreError::PassphraseRequired { .. } => CardError::Key {
+                        what: what.clone(),
+                        reason: "carries secret key material".into(),
+                    },
+                    other => CardError::Key {
+                        what: what.clone(),
+                        reason: other.to_string(),
                     },
                 }
             })?;

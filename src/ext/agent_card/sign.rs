@@ -180,11 +180,35 @@ pub(super) fn check_signature(
         .into_iter()
         .map(|c| c.der)
         .collect();
-    let pinned_keys: Vec<PublicKey> = pinned
-        .iter()
-        .filter_map(|d| Certificate::from_der(d).ok())
-        .filter_map(|c| PublicKey::from_spki(c.tbs_certificate().subject_public_key_info()))
-        .collect();
+    let held = || -> Result<crate::smime::HeldStore, CardError> {
+        let decode = |all: Vec<crate::keystore::StoredCertificate>| -> Vec<Certificate> {
+            all.iter()
+                .filter_map(|a| Certificate::from_der(&a.der).ok())
+                .collect()
+        };
+        Ok(crate::smime::HeldStore {
+            anchors: decode(store.trust_anchors()?),
+            intermediates: decode(store.intermediates()?),
+            crls: crate::smime::decode_crls(store.crls()?),
+        })
+    };
+    // A pinned certificate's key speaks for the card only while the certificate is
+    // valid and not revoked (the CRLs of its validated issuers).
+    let pinned_live = |c: &Certificate| -> Result<bool, CardError> {
+        Ok(
+            crate::identity::x509::trust(c, &[], &held()?.view(false), true, now)
+                == crate::smime::Trust::Pinned
+                && crate::identity::x509::valid_at(c, now),
+        )
+    };
+    let mut pinned_keys: Vec<PublicKey> = Vec::new();
+    for c in pinned.iter().filter_map(|d| Certificate::from_der(d).ok()) {
+        if let Some(k) = PublicKey::from_spki(c.tbs_certificate().subject_public_key_info()) {
+            if pinned_live(&c)? {
+                pinned_keys.push(k);
+            }
+        }
+    }
     let (key, signer, trust) = if let Some(leaf_der) = header.x5c.first() {
         let leaf = Certificate::from_der(leaf_der)
             .map_err(|_| malformed("x5c[0] is not a certificate".into()))?;
@@ -198,45 +222,41 @@ pub(super) fn check_signature(
             .map(|d| Certificate::from_der(d))
             .collect::<Result<_, _>>()
             .map_err(|_| malformed("an x5c entry is not a certificate".into()))?;
-        let anchors: Vec<Certificate> = store
-            .trust_anchors()?
-            .iter()
-            .filter_map(|a| Certificate::from_der(&a.der).ok())
-            .collect();
         let emails = crate::keystore::emails_of(&leaf);
-        let crls = crate::smime::decode_crls(store.crls()?);
-        let revocation = crate::smime::Revocation {
-            crls: &crls,
-            require: false,
-        };
         let is_pinned = pinned.iter().any(|p| p == leaf_der);
-        let trust =
-            match crate::smime::trust(&leaf, &intermediates, &anchors, is_pinned, now, &revocation)
+        // The same trust and revocation decision as a mail signer's: the store's
+        // anchors, intermediates and CRLs, the x5c entries only as candidates.
+        let trust = match crate::identity::x509::trust(
+            &leaf,
+            &intermediates,
+            &held()?.view(false),
+            is_pinned,
+            now,
+        ) {
+            crate::smime::Trust::Broken => return Err(CardError::SignatureInvalid { index }),
+            _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
+            crate::smime::Trust::Invalid(_) => SignerTrust::Unknown,
+            _ if operators.allows(
+                address,
+                &crate::keystore::fingerprint(
+                    leaf.tbs_certificate()
+                        .subject_public_key_info()
+                        .subject_public_key
+                        .raw_bytes(),
+                ),
+            ) =>
             {
-                crate::smime::Trust::Broken => return Err(CardError::SignatureInvalid { index }),
-                _ if crate::smime::check_signer_usage(&leaf, now).is_err() => SignerTrust::Unknown,
-                crate::smime::Trust::Invalid(_) => SignerTrust::Unknown,
-                _ if operators.allows(
-                    address,
-                    &crate::keystore::fingerprint(
-                        leaf.tbs_certificate()
-                            .subject_public_key_info()
-                            .subject_public_key
-                            .raw_bytes(),
-                    ),
-                ) =>
-                {
-                    SignerTrust::Operator
-                }
-                crate::smime::Trust::Pinned => SignerTrust::Pinned,
-                // A CA vouches for the addresses it certified, not for any card: an
-                // anchored signer counts only for a card of its own address.
-                crate::smime::Trust::Anchored if !emails.iter().any(|e| e == address) => {
-                    SignerTrust::Unknown
-                }
-                crate::smime::Trust::Anchored => SignerTrust::Anchored,
-                crate::smime::Trust::Unknown => SignerTrust::Unknown,
-            };
+                SignerTrust::Operator
+            }
+            crate::smime::Trust::Pinned => SignerTrust::Pinned,
+            // A CA vouches for the addresses it certified, not for any card: an
+            // anchored signer counts only for a card of its own address.
+            crate::smime::Trust::Anchored if !emails.iter().any(|e| e == address) => {
+                SignerTrust::Unknown
+            }
+            crate::smime::Trust::Anchored => SignerTrust::Anchored,
+            crate::smime::Trust::Unknown => SignerTrust::Unknown,
+        };
         let signer = if emails.is_empty() {
             leaf.tbs_certificate().subject().to_string()
         } else {
@@ -261,15 +281,21 @@ pub(super) fn check_signature(
             .certificates_for(address)?
             .into_iter()
             .find(|c| c.fingerprint.eq_ignore_ascii_case(&kid))
-            .and_then(|c| Certificate::from_der(&c.der).ok())
-            .and_then(|c| PublicKey::from_spki(c.tbs_certificate().subject_public_key_info()));
-        let key = found.ok_or_else(|| {
+            .and_then(|c| Certificate::from_der(&c.der).ok());
+        let cert = found.ok_or_else(|| {
             malformed(
                 "no key to check it with (x5c, jwk, or a kid naming a certificate of the address in this store)"
                     .into(),
             )
         })?;
-        (key, kid, SignerTrust::Pinned)
+        let key = PublicKey::from_spki(cert.tbs_certificate().subject_public_key_info())
+            .ok_or_else(|| malformed("the certificate's key type is not accepted".into()))?;
+        let trust = if pinned_live(&cert)? {
+            SignerTrust::Pinned
+        } else {
+            SignerTrust::Unknown
+        };
+        (key, kid, trust)
     };
     if !key.verify(header.alg, &input, &signature) {
         return Err(CardError::SignatureInvalid { index });
