@@ -12,6 +12,7 @@ mod differential_openssl;
 mod fail_path;
 mod fail_review_chosen_time;
 mod fail_review_respelled_keys;
+mod fail_review_unread_forms;
 mod fail_review_wrong_audience;
 mod fail_trimmed_evidence;
 mod fail_unread_forms;
