@@ -122,3 +122,44 @@ fn fail_review_chosen_time_undated_legacy_mail_is_fresh_for_ever() {
         out.status.code()
     );
 }
+
+/// Chosen time, X.509 (after the id-x509 merge): the signing certificate's validity
+/// starts ten minutes from now, and the signature (`openssl cms -sign`, whose
+/// signingTime is the signer's clock) is made now, before the certificate existed.
+/// Received an hour later (`--now`, as an archive or a delayed delivery is read), the
+/// certificate is valid at receipt and the message opens, though the binding was not
+/// valid when the signature says it was made. Issue 55: "an address binding (X.509
+/// SAN, ...) counts only if it is valid at receipt *and* was valid when the
+/// signature says it was made".
+#[test]
+fn fail_review_chosen_time_signing_time_before_the_certificate_is_valid() {
+    use crate::fail_path::{forged, open, victim, Pki, CEO, NOW_END, NOW_START};
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    let root = pki.root("", NOW_START, NOW_END);
+    let fmt = time::macros::format_description!("[year][month][day][hour][minute][second]Z");
+    let start = (time::OffsetDateTime::now_utc() + time::Duration::minutes(10))
+        .format(&fmt)
+        .unwrap();
+    pki.issue(
+        "late",
+        Some("root"),
+        &format!(
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+             extendedKeyUsage=emailProtection\nsubjectAltName=email:{CEO}\n"
+        ),
+        &start,
+        NOW_END,
+    );
+    let store = victim(dir.path(), &root);
+    let msg = forged(&pki, "late", &[]);
+    let later = (time::OffsetDateTime::now_utc() + time::Duration::hours(1))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let out = open(&store, &msg, &["--stateless", "--now", &later]);
+    assert!(
+        out.status.code() != Some(0) && out.stdout.is_empty(),
+        "a signature made before its certificate's notBefore opened: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
