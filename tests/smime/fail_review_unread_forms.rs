@@ -145,3 +145,53 @@ fn fail_review_trimmed_evidence_a_pinned_certificate_under_a_revoked_sub_ca() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The same CRL (the issuer's, written with its renewed certificate) does not stop a
+/// card signed by the revoked certificate from being imported as "signed by a trusted
+/// key" (`key import --agent-card --require-signature`, exit 0); the CRL written with
+/// the original certificate does refuse it.
+#[test]
+fn fail_review_unread_forms_card_signed_by_a_certificate_revoked_by_a_respelled_crl() {
+    const ALICE: &str = "alice@corp.example";
+    let dir = tempfile::tempdir().unwrap();
+    let pki = sub_ca_pki(dir.path());
+    let d = &pki.dir;
+    let p = |f: &str| d.join(f).display().to_string();
+    let run = |args: &[&str]| crate::common::run(args, b"");
+    let ok = |args: &[&str]| {
+        let out = run(args);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    openssl(&["pkcs8", "-topk8", "-nocrypt", "-in", "corp-ca.key", "-out", "corp-ca.p8"], d);
+    ok(&[
+        "key", "generate", "--store", &p("alice"), "--kind", "smime", "--email", ALICE,
+        "--issuer-cert", &p("corp-ca.crt"), "--issuer-key", &p("corp-ca.p8"),
+        "--cert-out", &p("alice.pem"),
+    ]);
+    import(&d.join("alice"), &[&d.join("corp-ca.crt")], false);
+    ok(&["card", "--store", &p("alice"), "--email", ALICE, "--sign", "--out", &p("card.json")]);
+
+    // Renewed sub-CA certificate (same key, PrintableString name), as above.
+    std::fs::write(d.join("req-ps.cnf"), "[req]\ndistinguished_name=dn\nstring_mask=default\n[dn]\n").unwrap();
+    openssl(&["req", "-new", "-config", "req-ps.cnf", "-key", "corp-ca.key", "-subj", "/CN=corp-ca", "-out", "corp-ca-v2.csr"], d);
+    std::fs::write(d.join("corp-ca-v2.ext"), format!("{CA_EXT}subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n")).unwrap();
+    openssl(&["x509", "-req", "-in", "corp-ca-v2.csr", "-CA", "root.crt", "-CAkey", "root.key", "-set_serial", "4242", "-days", "3650", "-extfile", "corp-ca-v2.ext", "-out", "corp-ca-v2.crt"], d);
+    openssl(&["ca", "-config", "ca.cnf", "-revoke", "alice.pem", "-keyfile", "corp-ca.key", "-cert", "corp-ca.crt"], d);
+    openssl(&["ca", "-config", "ca.cnf", "-gencrl", "-keyfile", "corp-ca.key", "-cert", "corp-ca-v2.crt", "-out", "v2.crl.pem"], d);
+    openssl(&["ca", "-config", "ca.cnf", "-gencrl", "-keyfile", "corp-ca.key", "-cert", "corp-ca.crt", "-out", "v1.crl.pem"], d);
+
+    let import_card = |store: &str, crl: &str| {
+        let s = dir.path().join(store);
+        import(&s, &[&d.join("root.crt")], true);
+        import(&s, &[&d.join("corp-ca.crt"), &d.join(crl)], false);
+        run(&["key", "import", "--store", s.to_str().unwrap(), "--agent-card", &p("card.json"), "--require-signature"])
+    };
+    // Control: the CRL written with the original certificate refuses the card.
+    assert_ne!(import_card("v1", "v1.crl.pem").status.code(), Some(0));
+    let out = import_card("v2", "v2.crl.pem");
+    assert!(
+        out.status.code() != Some(0),
+        "a card signed by a revoked certificate was imported as trusted: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
