@@ -76,6 +76,16 @@ pub(crate) fn finish(mut a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Op
             sender: from,
         }));
     }
+    if !header_protection {
+        // Nothing binds a legacy message's date but what is signed: without a signed
+        // time it would be fresh whenever it is sent again.
+        let env = inner.envelope();
+        if a.signed_at.is_none() && env.created_at().is_none() && env.expires_at().is_none() {
+            return Err(OpenError::Binding(BindingError::LegacyUndated {
+                sender: from,
+            }));
+        }
+    }
     if policy.check_recipients {
         let mut ours: Vec<String> = policy
             .our_addresses
@@ -86,6 +96,11 @@ pub(crate) fn finish(mut a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Op
         // member identity in this group (cheap: it is at hand).
         if ours.is_empty() || a.profile == Profile::Mls {
             ours.extend((a.our_identities)());
+        }
+        // A legacy message names its recipients only in the unsigned outer To: our own
+        // such message may have been sent to anyone and mailed back to us.
+        if !header_protection && ours.contains(&from) && !policy.own_copy {
+            return Err(OpenError::Binding(BindingError::OwnMessageNotForUs));
         }
         // Only the protected To and Cc name us: our own address in From is no
         // exception (reflection), unless the caller asked for its own copy.

@@ -329,6 +329,14 @@ pub enum BindingError {
     /// Cc: our own mail, sent to someone else and mailed back to us (reflection).
     #[error("our own message to others, mailed back to us (reflection): it does not name us in its protected To or Cc; `open --own-copy` reads one's own sent mail")]
     OwnMessageNotForUs,
+    /// A legacy sender's message (no header protection) that nothing signed dates: no
+    /// `createdAt` or `expiresAt` in its envelope and no time in its signature. Its
+    /// outer Date is unsigned, so it would be fresh again whenever it is sent.
+    #[error("{sender} sent mail without header protection and without a signed time (no createdAt or expiresAt, no signature time): its outer Date is unsigned, so it could be replayed as new at any time")]
+    LegacyUndated {
+        /// The outer From address.
+        sender: String,
+    },
     /// The signed entity carries no header fields (a legacy sender) and the sender is
     /// not marked as legacy: nothing binds its recipients or date.
     #[error("{sender} sent mail without header protection (a legacy signer: To, Cc and Date are not signed); open it only from a peer marked as legacy (`--allow-legacy-from {sender}` or `@DOMAIN`, a peer policy's `legacy`)")]
@@ -517,6 +525,7 @@ crate::error::verdict_codes!(BindingError, "binding", {
     Self::NoHeaderProtection { .. } => "no-header-protection",
     Self::OwnMessageNotForUs => "own-message-not-for-us",
     Self::LegacyNotAllowed { .. } => "legacy-not-allowed",
+    Self::LegacyUndated { .. } => "legacy-undated",
 });
 
 impl OpenError {

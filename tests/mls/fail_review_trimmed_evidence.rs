@@ -41,9 +41,23 @@ fn issue(dir: &Path, name: &str, issuer: Option<&str>, ext: &str) {
         format!("{name}.crt"),
         format!("{name}.ext"),
     );
-    openssl(&["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", &key], dir);
+    openssl(
+        &[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            &key,
+        ],
+        dir,
+    );
     let subj = format!("/CN={name}");
-    openssl(&["req", "-new", "-key", &key, "-subj", &subj, "-out", &csr], dir);
+    openssl(
+        &["req", "-new", "-key", &key, "-subj", &subj, "-out", &csr],
+        dir,
+    );
     std::fs::write(dir.join(&extfile), ext).unwrap();
     let mut args = vec![
         "ca", "-batch", "-config", "ca.cnf", "-notext", "-in", &csr, "-out", &crt, "-days", "3650",
@@ -74,10 +88,18 @@ fn fail_review_trimmed_evidence_an_mls_leaf_certified_under_a_revoked_sub_ca_wit
     ok(
         &alice_dir,
         &[
-            "key", "generate", "--kind", "smime", "--email", ALICE,
-            "--issuer-cert", pki.join("corp-ca.crt").to_str().unwrap(),
-            "--issuer-key", pki.join("corp-ca.key").to_str().unwrap(),
-            "--cert-out", alice_pem.to_str().unwrap(),
+            "key",
+            "generate",
+            "--kind",
+            "smime",
+            "--email",
+            ALICE,
+            "--issuer-cert",
+            pki.join("corp-ca.crt").to_str().unwrap(),
+            "--issuer-key",
+            pki.join("corp-ca.key").to_str().unwrap(),
+            "--cert-out",
+            alice_pem.to_str().unwrap(),
         ],
     );
     let alice = SqliteStore::open(&alice_dir.join("mailseal.db"), None).unwrap();
@@ -88,11 +110,32 @@ fn fail_review_trimmed_evidence_an_mls_leaf_certified_under_a_revoked_sub_ca_wit
 
     // The root revokes the sub-CA.
     openssl(
-        &["ca", "-config", "ca.cnf", "-revoke", "corp-ca.crt", "-keyfile", "root.key", "-cert", "root.crt"],
+        &[
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-revoke",
+            "corp-ca.crt",
+            "-keyfile",
+            "root.key",
+            "-cert",
+            "root.crt",
+        ],
         &pki,
     );
     openssl(
-        &["ca", "-config", "ca.cnf", "-gencrl", "-keyfile", "root.key", "-cert", "root.crt", "-out", "root.crl.pem"],
+        &[
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-gencrl",
+            "-keyfile",
+            "root.key",
+            "-cert",
+            "root.crt",
+            "-out",
+            "root.crl.pem",
+        ],
         &pki,
     );
     let read = |f: &Path| std::fs::read(f).unwrap();
@@ -101,12 +144,18 @@ fn fail_review_trimmed_evidence_an_mls_leaf_certified_under_a_revoked_sub_ca_wit
         let victim_dir = dir.path().join(format!("victim-{pinned}"));
         std::fs::create_dir_all(&victim_dir).unwrap();
         let victim = SqliteStore::open(&victim_dir.join("mailseal.db"), None).unwrap();
-        victim.import(&read(&pki.join("root.crt")), "root", true).unwrap();
-        victim.import(&read(&pki.join("corp-ca.crt")), "corp-ca", false).unwrap();
+        victim
+            .import(&read(&pki.join("root.crt")), "root", true)
+            .unwrap();
+        victim
+            .import(&read(&pki.join("corp-ca.crt")), "corp-ca", false)
+            .unwrap();
         if pinned {
             victim.import(&read(&alice_pem), "alice", false).unwrap();
         }
-        victim.import(&read(&pki.join("root.crl.pem")), "root CRL", false).unwrap();
+        victim
+            .import(&read(&pki.join("root.crl.pem")), "root CRL", false)
+            .unwrap();
         let got = StoreAuthenticator::new(&victim).verify(ALICE, &mls_key, Some(&binding));
         assert!(
             got.as_ref().is_err_and(|e| e.contains("revoked")),

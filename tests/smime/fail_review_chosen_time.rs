@@ -121,6 +121,8 @@ fn fail_review_chosen_time_undated_legacy_mail_is_fresh_for_ever() {
         "an undated legacy message replayed 200 days later was delivered: exit {:?}: {stderr}",
         out.status.code()
     );
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("without a signed time"), "{stderr}");
 }
 
 /// Chosen time, X.509 (after the id-x509 merge): the signing certificate's validity

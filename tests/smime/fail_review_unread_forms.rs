@@ -56,8 +56,16 @@ fn fail_review_unread_forms_crl_whose_issuer_name_is_encoded_otherwise() {
     .unwrap();
     openssl(
         &[
-            "req", "-new", "-config", "req-ps.cnf", "-key", "corp-ca.key", "-subj",
-            "/CN=corp-ca", "-out", "corp-ca-v2.csr",
+            "req",
+            "-new",
+            "-config",
+            "req-ps.cnf",
+            "-key",
+            "corp-ca.key",
+            "-subj",
+            "/CN=corp-ca",
+            "-out",
+            "corp-ca-v2.csr",
         ],
         d,
     );
@@ -68,8 +76,21 @@ fn fail_review_unread_forms_crl_whose_issuer_name_is_encoded_otherwise() {
     .unwrap();
     openssl(
         &[
-            "x509", "-req", "-in", "corp-ca-v2.csr", "-CA", "root.crt", "-CAkey", "root.key",
-            "-set_serial", "4242", "-days", "3650", "-extfile", "corp-ca-v2.ext", "-out",
+            "x509",
+            "-req",
+            "-in",
+            "corp-ca-v2.csr",
+            "-CA",
+            "root.crt",
+            "-CAkey",
+            "root.key",
+            "-set_serial",
+            "4242",
+            "-days",
+            "3650",
+            "-extfile",
+            "corp-ca-v2.ext",
+            "-out",
             "corp-ca-v2.crt",
         ],
         d,
@@ -78,27 +99,48 @@ fn fail_review_unread_forms_crl_whose_issuer_name_is_encoded_otherwise() {
     pki.revoke("ceo", "corp-ca");
     openssl(
         &[
-            "ca", "-config", "ca.cnf", "-gencrl", "-keyfile", "corp-ca.key", "-cert",
-            "corp-ca-v2.crt", "-out", "corp-ca-v2.crl.pem",
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-gencrl",
+            "-keyfile",
+            "corp-ca.key",
+            "-cert",
+            "corp-ca-v2.crt",
+            "-out",
+            "corp-ca-v2.crl.pem",
         ],
         d,
     );
     // OpenSSL: this CRL revokes the CEO.
     let verify = std::process::Command::new("openssl")
         .args([
-            "verify", "-crl_check", "-CAfile", "root.crt", "-untrusted", "corp-ca.crt",
-            "-CRLfile", "corp-ca-v2.crl.pem", "ceo.crt",
+            "verify",
+            "-crl_check",
+            "-CAfile",
+            "root.crt",
+            "-untrusted",
+            "corp-ca.crt",
+            "-CRLfile",
+            "corp-ca-v2.crl.pem",
+            "ceo.crt",
         ])
         .current_dir(d)
         .output()
         .unwrap();
     let said = String::from_utf8_lossy(&verify.stdout).into_owned()
         + &String::from_utf8_lossy(&verify.stderr);
-    assert!(said.contains("certificate revoked"), "openssl verify: {said}");
+    assert!(
+        said.contains("certificate revoked"),
+        "openssl verify: {said}"
+    );
 
     let imported = crate::common::run(
         &[
-            "key", "import", "--store", store.to_str().unwrap(),
+            "key",
+            "import",
+            "--store",
+            store.to_str().unwrap(),
             d.join("corp-ca-v2.crl.pem").to_str().unwrap(),
         ],
         b"",
@@ -160,31 +202,157 @@ fn fail_review_unread_forms_card_signed_by_a_certificate_revoked_by_a_respelled_
     let run = |args: &[&str]| crate::common::run(args, b"");
     let ok = |args: &[&str]| {
         let out = run(args);
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
-    openssl(&["pkcs8", "-topk8", "-nocrypt", "-in", "corp-ca.key", "-out", "corp-ca.p8"], d);
+    openssl(
+        &[
+            "pkcs8",
+            "-topk8",
+            "-nocrypt",
+            "-in",
+            "corp-ca.key",
+            "-out",
+            "corp-ca.p8",
+        ],
+        d,
+    );
     ok(&[
-        "key", "generate", "--store", &p("alice"), "--kind", "smime", "--email", ALICE,
-        "--issuer-cert", &p("corp-ca.crt"), "--issuer-key", &p("corp-ca.p8"),
-        "--cert-out", &p("alice.pem"),
+        "key",
+        "generate",
+        "--store",
+        &p("alice"),
+        "--kind",
+        "smime",
+        "--email",
+        ALICE,
+        "--issuer-cert",
+        &p("corp-ca.crt"),
+        "--issuer-key",
+        &p("corp-ca.p8"),
+        "--cert-out",
+        &p("alice.pem"),
     ]);
     import(&d.join("alice"), &[&d.join("corp-ca.crt")], false);
-    ok(&["card", "--store", &p("alice"), "--email", ALICE, "--sign", "--out", &p("card.json")]);
+    ok(&[
+        "card",
+        "--store",
+        &p("alice"),
+        "--email",
+        ALICE,
+        "--sign",
+        "--out",
+        &p("card.json"),
+    ]);
 
     // Renewed sub-CA certificate (same key, PrintableString name), as above.
-    std::fs::write(d.join("req-ps.cnf"), "[req]\ndistinguished_name=dn\nstring_mask=default\n[dn]\n").unwrap();
-    openssl(&["req", "-new", "-config", "req-ps.cnf", "-key", "corp-ca.key", "-subj", "/CN=corp-ca", "-out", "corp-ca-v2.csr"], d);
-    std::fs::write(d.join("corp-ca-v2.ext"), format!("{CA_EXT}subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n")).unwrap();
-    openssl(&["x509", "-req", "-in", "corp-ca-v2.csr", "-CA", "root.crt", "-CAkey", "root.key", "-set_serial", "4242", "-days", "3650", "-extfile", "corp-ca-v2.ext", "-out", "corp-ca-v2.crt"], d);
-    openssl(&["ca", "-config", "ca.cnf", "-revoke", "alice.pem", "-keyfile", "corp-ca.key", "-cert", "corp-ca.crt"], d);
-    openssl(&["ca", "-config", "ca.cnf", "-gencrl", "-keyfile", "corp-ca.key", "-cert", "corp-ca-v2.crt", "-out", "v2.crl.pem"], d);
-    openssl(&["ca", "-config", "ca.cnf", "-gencrl", "-keyfile", "corp-ca.key", "-cert", "corp-ca.crt", "-out", "v1.crl.pem"], d);
+    std::fs::write(
+        d.join("req-ps.cnf"),
+        "[req]\ndistinguished_name=dn\nstring_mask=default\n[dn]\n",
+    )
+    .unwrap();
+    openssl(
+        &[
+            "req",
+            "-new",
+            "-config",
+            "req-ps.cnf",
+            "-key",
+            "corp-ca.key",
+            "-subj",
+            "/CN=corp-ca",
+            "-out",
+            "corp-ca-v2.csr",
+        ],
+        d,
+    );
+    std::fs::write(
+        d.join("corp-ca-v2.ext"),
+        format!("{CA_EXT}subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"),
+    )
+    .unwrap();
+    openssl(
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "corp-ca-v2.csr",
+            "-CA",
+            "root.crt",
+            "-CAkey",
+            "root.key",
+            "-set_serial",
+            "4242",
+            "-days",
+            "3650",
+            "-extfile",
+            "corp-ca-v2.ext",
+            "-out",
+            "corp-ca-v2.crt",
+        ],
+        d,
+    );
+    openssl(
+        &[
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-revoke",
+            "alice.pem",
+            "-keyfile",
+            "corp-ca.key",
+            "-cert",
+            "corp-ca.crt",
+        ],
+        d,
+    );
+    openssl(
+        &[
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-gencrl",
+            "-keyfile",
+            "corp-ca.key",
+            "-cert",
+            "corp-ca-v2.crt",
+            "-out",
+            "v2.crl.pem",
+        ],
+        d,
+    );
+    openssl(
+        &[
+            "ca",
+            "-config",
+            "ca.cnf",
+            "-gencrl",
+            "-keyfile",
+            "corp-ca.key",
+            "-cert",
+            "corp-ca.crt",
+            "-out",
+            "v1.crl.pem",
+        ],
+        d,
+    );
 
     let import_card = |store: &str, crl: &str| {
         let s = dir.path().join(store);
         import(&s, &[&d.join("root.crt")], true);
         import(&s, &[&d.join("corp-ca.crt"), &d.join(crl)], false);
-        run(&["key", "import", "--store", s.to_str().unwrap(), "--agent-card", &p("card.json"), "--require-signature"])
+        run(&[
+            "key",
+            "import",
+            "--store",
+            s.to_str().unwrap(),
+            "--agent-card",
+            &p("card.json"),
+            "--require-signature",
+        ])
     };
     // Control: the CRL written with the original certificate refuses the card.
     assert_ne!(import_card("v1", "v1.crl.pem").status.code(), Some(0));

@@ -80,4 +80,6 @@ fn fail_review_wrong_audience_our_own_legacy_mail_reflected_back() {
         "our own legacy message, reflected back with a rewritten outer To, was delivered: exit {:?}: {stderr}",
         out.status.code()
     );
+    assert_eq!(out.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("reflection"), "{stderr}");
 }

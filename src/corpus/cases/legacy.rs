@@ -73,5 +73,27 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
             },
         )?;
     }
+    // Undated: a legacy detached-jws message (a JWS states no time) whose envelope
+    // has neither createdAt nor expiresAt: nothing signed dates it.
+    let mode = Mode::Jws;
+    let mut env = b.request("message/send");
+    if let Some(o) = env.as_object_mut() {
+        o.remove("createdAt");
+        o.remove("expiresAt");
+    }
+    let mut d = b.draft(mode, &env)?;
+    d.mutate = Some(without_header_fields);
+    let sealing = b.alice(mode);
+    b.under(legacy, |b| {
+        b.add(
+            "legacy-sender--undated",
+            Rule::Refuse("binding.legacy-undated"),
+            "a legacy sender's message that nothing signed dates (no createdAt, expiresAt or signature time): its unsigned outer Date would make it new again",
+            &d,
+            sealing,
+            vec![],
+            Crypto::Pass,
+        )
+    })?;
     Ok(())
 }
