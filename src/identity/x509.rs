@@ -17,6 +17,8 @@
 //! - validity at the validation time (the time of receipt, never a signer-chosen
 //!   `signingTime`), the anchor's own validity included;
 //! - no extension twice, no critical extension it does not process;
+//! - names: issuer and subject compared as RFC 5280 7.1 says ([`same_name`]), for
+//!   path building and for matching a CRL to its issuer alike;
 //! - issuers: basicConstraints with cA, keyCertSign when keyUsage is present, and the
 //!   pathLenConstraint of the anchor and every intermediate;
 //! - nameConstraints of the anchor and every intermediate on rfc822Name (mailbox, host
@@ -132,7 +134,7 @@ pub(crate) fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
 
 /// `child` is signed by `issuer`'s key and names it as its issuer.
 pub(crate) fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
-    if child.tbs_certificate().issuer() != issuer.tbs_certificate().subject() {
+    if !same_name(child.tbs_certificate().issuer(), issuer.tbs_certificate().subject()) {
         return false;
     }
     // RFC 5280 4.1.1.2: the outer algorithm, which the signature does not cover, must
@@ -260,7 +262,7 @@ fn pinned_revocation(
     at: OffsetDateTime,
 ) -> Result<Vec<Edge>, String> {
     let tbs = cert.tbs_certificate();
-    if tbs.subject() == tbs.issuer() {
+    if self_issued(cert) {
         return Ok(Vec::new());
     }
     let mut evidence = Vec::new();
@@ -277,7 +279,7 @@ fn pinned_revocation(
         .intermediates
         .iter()
         .chain(carried.iter().take(MAX_INTERMEDIATES))
-        .filter(|i| i.tbs_certificate().subject() == tbs.issuer());
+        .filter(|i| same_name(i.tbs_certificate().subject(), tbs.issuer()));
     // Signature checks spent on candidates: a message full of look-alikes of the
     // issuer costs a fixed amount.
     let mut budget = MAX_SIGNATURE_CHECKS;
@@ -375,7 +377,7 @@ impl<'a> Search<'a> {
         };
         let issuer = current.tbs_certificate().issuer();
         for anchor in self.anchors {
-            if anchor.tbs_certificate().subject() != issuer || self.budget == 0 {
+            if !same_name(anchor.tbs_certificate().subject(), issuer) || self.budget == 0 {
                 continue;
             }
             self.budget -= 1;
@@ -399,7 +401,10 @@ impl<'a> Search<'a> {
         }
         for i in 0..self.intermediates.len() {
             let ca = self.intermediates[i];
-            if ca.tbs_certificate().subject() != issuer || path.contains(&ca) || self.budget == 0 {
+            if !same_name(ca.tbs_certificate().subject(), issuer)
+                || path.contains(&ca)
+                || self.budget == 0
+            {
                 continue;
             }
             self.budget -= 1;
@@ -445,8 +450,7 @@ fn check_path(
                 name(cert)
             ));
         }
-        let tbs = cert.tbs_certificate();
-        let self_issued = tbs.subject() == tbs.issuer();
+        let self_issued = self_issued(cert);
         // RFC 5280 6.1.3 (b), (c): a self-issued intermediate is exempt.
         if is_leaf || !self_issued {
             for nc in &constraints {
@@ -484,7 +488,7 @@ fn check_issuer(cert: &Certificate) -> Result<Option<usize>, String> {
         .map_err(|_| format!("{} has a basicConstraints that does not decode", name(cert)))?;
     let is_v1_root = bc.is_none()
         && tbs.extensions().is_none()
-        && tbs.subject() == tbs.issuer()
+        && self_issued(cert)
         && issued_by(cert, cert);
     let path_len = match bc {
         Some((_, bc)) if bc.ca => bc.path_len_constraint.map(usize::from),
@@ -809,29 +813,122 @@ fn dn_within(subject: &Name, base: &Name) -> bool {
             .all(|(b, s)| rdn_equal(b, s))
 }
 
+/// Two names are the same name (RFC 5280 7.1, the comparison every issuer and subject
+/// match uses: path building, self-issued checks, a CRL's issuer): the same RDNs in
+/// the same order, each with the same attribute types, whose string values are equal
+/// after case folding and whitespace folding whatever their string type (a CA renewed
+/// with its name in PrintableString instead of UTF8String is the same CA, and its CRL
+/// still applies). Byte-exact comparison would let a respelling of a name step
+/// around a CRL or a constraint; a looser one is still safe for paths because every
+/// issuer match is followed by a signature check under the issuer's key.
+pub(crate) fn same_name(a: &Name, b: &Name) -> bool {
+    a.iter_rdn().count() == b.iter_rdn().count()
+        && a.iter_rdn().zip(b.iter_rdn()).all(|(x, y)| rdn_equal(x, y))
+}
+
+/// A certificate is self-issued: its subject and issuer are the same name.
+pub(crate) fn self_issued(cert: &Certificate) -> bool {
+    let tbs = cert.tbs_certificate();
+    same_name(tbs.subject(), tbs.issuer())
+}
+
+/// The same set of attributes, each matched in both directions (so that two values
+/// of one RDN that fold to the same text cannot stand for a different second one).
 fn rdn_equal(a: &RelativeDistinguishedName, b: &RelativeDistinguishedName) -> bool {
-    a.len() == b.len()
-        && a.iter().all(|x| {
+    let within = |a: &RelativeDistinguishedName, b: &RelativeDistinguishedName| {
+        a.iter().all(|x| {
             b.iter()
                 .any(|y| x.oid == y.oid && value_text(&x.value) == value_text(&y.value))
         })
+    };
+    a.len() == b.len() && within(a, b) && within(b, a)
 }
 
+/// An attribute value as compared: the text of a directory string (Printable, UTF8,
+/// IA5, Teletex, Visible), case-folded with its whitespace folded; any other value
+/// (BMPString, UniversalString, non-strings) by its exact encoding, tag included.
 fn value_text(v: &der::Any) -> Vec<u8> {
+    use der::Tag;
+    let string = matches!(
+        v.tag(),
+        Tag::PrintableString | Tag::Utf8String | Tag::Ia5String | Tag::TeletexString | Tag::VisibleString
+    );
     match std::str::from_utf8(v.value()) {
-        Ok(s) if v.tag() != der::Tag::BmpString => s
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase()
-            .into_bytes(),
-        _ => v.to_der().unwrap_or_default(),
+        Ok(s) if string => {
+            let mut out = vec![0u8];
+            out.extend(
+                s.split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .to_lowercase()
+                    .into_bytes(),
+            );
+            out
+        }
+        _ => {
+            let mut out = vec![1u8];
+            out.extend(v.to_der().unwrap_or_default());
+            out
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::mailbox_within;
+    use super::{mailbox_within, same_name};
+    use std::str::FromStr;
+    use x509_cert::attr::AttributeTypeAndValue;
+    use x509_cert::name::{Name, RdnSequence, RelativeDistinguishedName};
+
+    const CN: der::asn1::ObjectIdentifier = der::asn1::ObjectIdentifier::new_unwrap("2.5.4.3");
+    const O: der::asn1::ObjectIdentifier = der::asn1::ObjectIdentifier::new_unwrap("2.5.4.10");
+
+    fn rdn(values: &[(der::asn1::ObjectIdentifier, der::Tag, &str)]) -> RelativeDistinguishedName {
+        let set = values
+            .iter()
+            .map(|(oid, tag, v)| AttributeTypeAndValue {
+                oid: *oid,
+                value: der::Any::new(*tag, v.as_bytes()).unwrap(),
+            })
+            .collect::<Vec<_>>();
+        RelativeDistinguishedName::try_from(set).unwrap()
+    }
+
+    fn named(rdns: Vec<RelativeDistinguishedName>) -> Name {
+        use der::{Decode, Encode};
+        let mut seq = RdnSequence::default();
+        for r in rdns {
+            seq.push(r);
+        }
+        Name::from_der(&seq.to_der().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn names_compare_as_rfc5280_says() {
+        use der::Tag::{OctetString, PrintableString, Utf8String};
+        let utf8 = Name::from_str("CN=corp-ca").unwrap();
+        // Another string type, case and whitespace: the same name.
+        let printable = named(vec![rdn(&[(CN, PrintableString, "  Corp-CA ")])]);
+        assert!(same_name(&utf8, &printable));
+        assert!(same_name(&printable, &utf8));
+        // Another value, another attribute type, another order, more RDNs: not.
+        assert!(!same_name(&utf8, &Name::from_str("CN=corp-cb").unwrap()));
+        assert!(!same_name(&utf8, &named(vec![rdn(&[(O, Utf8String, "corp-ca")])])));
+        let two = Name::from_str("CN=a,O=b").unwrap();
+        assert!(!same_name(&two, &Name::from_str("O=b,CN=a").unwrap()));
+        assert!(!same_name(&utf8, &Name::from_str("CN=corp-ca,O=x").unwrap()));
+        // A value that is not a string is compared by its encoding.
+        let octets = named(vec![rdn(&[(CN, OctetString, "corp-ca")])]);
+        assert!(!same_name(&utf8, &octets));
+        // A multi-valued RDN matches as a set, in both directions.
+        let ab = named(vec![rdn(&[(CN, Utf8String, "a"), (O, Utf8String, "b")])]);
+        let ba = named(vec![rdn(&[(O, PrintableString, "B"), (CN, Utf8String, "a")])]);
+        assert!(same_name(&ab, &ba));
+        let aa = named(vec![rdn(&[(CN, Utf8String, "a"), (CN, PrintableString, "A")])]);
+        let a_other = named(vec![rdn(&[(CN, Utf8String, "a"), (CN, Utf8String, "z")])]);
+        assert!(!same_name(&aa, &a_other));
+        assert!(!same_name(&a_other, &aa));
+    }
 
     #[test]
     fn rfc822_constraint_forms() {
