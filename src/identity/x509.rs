@@ -9,7 +9,9 @@
 //! each is only a candidate, believed once its own path reaches an anchor). Revocation
 //! ([`super::crl`]) is decided on that validated path, never on a carried certificate
 //! alone; a pinned certificate is checked against the CRLs of every issuer the store
-//! validates for it, and fails closed when it holds a CRL it cannot check.
+//! validates for it, and fails closed when it holds a CRL it cannot check; it is
+//! refused when the issuer the store validates for it is itself revoked on its own
+//! path (a pin skips path validation, not revocation).
 //!
 //! Hand-written because no maintained pure-Rust crate validates X.509 paths for email
 //! (`webpki` and `rustls-webpki` validate server names only). What it checks, for
@@ -294,9 +296,21 @@ fn pinned_revocation(
         if !issued_by(cert, i) {
             continue;
         }
-        if let (Trust::Anchored, path) = validate(i, carried, held, at) {
-            issuers.push(i);
-            evidence.extend(path);
+        match validate(i, carried, held, at) {
+            (Trust::Anchored, path) => {
+                issuers.push(i);
+                evidence.extend(path);
+            }
+            (Trust::Invalid(reason), _) if revoked_issuer(i, carried, held, at) => {
+                // The issuer the store validates for the pin is revoked on its own
+                // path: the pin skips path validation, not revocation, so what the
+                // issuer signed is not believed either.
+                return Err(format!(
+                    "{} is pinned, but its issuer is refused: {reason}",
+                    name(cert)
+                ));
+            }
+            _ => {}
         }
     }
     held.revocation.check(cert, &issuers, at)?;
@@ -308,6 +322,27 @@ fn pinned_revocation(
         },
     );
     Ok(evidence)
+}
+
+/// `issuer` chains to an anchor on a path RFC 5280 validates when revocation is left
+/// out: it was refused with revocation only because a CRL the store holds revokes it
+/// (or one it holds on its path cannot be checked, or a required one is missing), so
+/// it is a validated issuer that is revoked, not an unknown one.
+fn revoked_issuer(
+    issuer: &Certificate,
+    carried: &[Certificate],
+    held: &Held<'_>,
+    at: OffsetDateTime,
+) -> bool {
+    let unrevoked = Held {
+        anchors: held.anchors,
+        intermediates: held.intermediates,
+        revocation: Revocation {
+            crls: &[],
+            require: false,
+        },
+    };
+    matches!(validate(issuer, carried, &unrevoked, at).0, Trust::Anchored)
 }
 
 /// The search for a valid path from a signer to an anchor.
