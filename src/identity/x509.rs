@@ -17,7 +17,9 @@
 //! (`webpki` and `rustls-webpki` validate server names only). What it checks, for
 //! every certificate on the path:
 //! - validity at the validation time (the time of receipt, never a signer-chosen
-//!   `signingTime`), the anchor's own validity included;
+//!   `signingTime`), the anchor's own validity included; a `signingTime` only narrows
+//!   this: the signer's certificate and its path must also have been valid then
+//!   ([`check_valid_when_signed`]);
 //! - no extension twice, no critical extension it does not process;
 //! - names: issuer and subject compared as RFC 5280 7.1 says ([`same_name`]), for
 //!   path building and for matching a CRL to its issuer alike;
@@ -159,6 +161,37 @@ pub(crate) fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
         child.signature().raw_bytes(),
     )
     .is_ok()
+}
+
+/// The signer's certificate and the certificates of the path its trust was decided on
+/// (`evidence`, [`trust_evidence`]) were valid at `signed_at`, the time the signature
+/// says it was made (CMS signingTime): an address binding counts only if it held at
+/// receipt *and* then. Without this, a signature made before the certificate existed
+/// (or after it expired, dated back) would open once read within its validity.
+pub(crate) fn check_valid_when_signed(
+    cert: &Certificate,
+    evidence: &[Edge],
+    signed_at: OffsetDateTime,
+) -> Result<(), String> {
+    let when = signed_at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| signed_at.unix_timestamp().to_string());
+    let first_invalid = std::iter::once(cert)
+        .chain(evidence.iter().map(|e| &e.cert))
+        .find(|c| !valid_at(c, signed_at));
+    match first_invalid {
+        None => Ok(()),
+        Some(c) => {
+            let v = c.tbs_certificate().validity();
+            Err(format!(
+                "the signature says it was made at {when} (signingTime), when {} was not valid \
+                 (valid from {} to {}): a binding must hold when the signature was made",
+                name(c),
+                v.not_before,
+                v.not_after
+            ))
+        }
+    }
 }
 
 /// How a signer's certificate is trusted.
