@@ -138,7 +138,10 @@ pub(crate) fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
 
 /// `child` is signed by `issuer`'s key and names it as its issuer.
 pub(crate) fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
-    if !same_name(child.tbs_certificate().issuer(), issuer.tbs_certificate().subject()) {
+    if !same_name(
+        child.tbs_certificate().issuer(),
+        issuer.tbs_certificate().subject(),
+    ) {
         return false;
     }
     // RFC 5280 4.1.1.2: the outer algorithm, which the signature does not cover, must
@@ -554,10 +557,8 @@ fn check_issuer(cert: &Certificate) -> Result<Option<usize>, String> {
     let bc = tbs
         .get_extension::<BasicConstraints>()
         .map_err(|_| format!("{} has a basicConstraints that does not decode", name(cert)))?;
-    let is_v1_root = bc.is_none()
-        && tbs.extensions().is_none()
-        && self_issued(cert)
-        && issued_by(cert, cert);
+    let is_v1_root =
+        bc.is_none() && tbs.extensions().is_none() && self_issued(cert) && issued_by(cert, cert);
     let path_len = match bc {
         Some((_, bc)) if bc.ca => bc.path_len_constraint.map(usize::from),
         None if is_v1_root => None,
@@ -919,7 +920,11 @@ fn value_text(v: &der::Any) -> Vec<u8> {
     use der::Tag;
     let string = matches!(
         v.tag(),
-        Tag::PrintableString | Tag::Utf8String | Tag::Ia5String | Tag::TeletexString | Tag::VisibleString
+        Tag::PrintableString
+            | Tag::Utf8String
+            | Tag::Ia5String
+            | Tag::TeletexString
+            | Tag::VisibleString
     );
     match std::str::from_utf8(v.value()) {
         Ok(s) if string => {
@@ -981,18 +986,30 @@ mod tests {
         assert!(same_name(&printable, &utf8));
         // Another value, another attribute type, another order, more RDNs: not.
         assert!(!same_name(&utf8, &Name::from_str("CN=corp-cb").unwrap()));
-        assert!(!same_name(&utf8, &named(vec![rdn(&[(O, Utf8String, "corp-ca")])])));
+        assert!(!same_name(
+            &utf8,
+            &named(vec![rdn(&[(O, Utf8String, "corp-ca")])])
+        ));
         let two = Name::from_str("CN=a,O=b").unwrap();
         assert!(!same_name(&two, &Name::from_str("O=b,CN=a").unwrap()));
-        assert!(!same_name(&utf8, &Name::from_str("CN=corp-ca,O=x").unwrap()));
+        assert!(!same_name(
+            &utf8,
+            &Name::from_str("CN=corp-ca,O=x").unwrap()
+        ));
         // A value that is not a string is compared by its encoding.
         let octets = named(vec![rdn(&[(CN, OctetString, "corp-ca")])]);
         assert!(!same_name(&utf8, &octets));
         // A multi-valued RDN matches as a set, in both directions.
         let ab = named(vec![rdn(&[(CN, Utf8String, "a"), (O, Utf8String, "b")])]);
-        let ba = named(vec![rdn(&[(O, PrintableString, "B"), (CN, Utf8String, "a")])]);
+        let ba = named(vec![rdn(&[
+            (O, PrintableString, "B"),
+            (CN, Utf8String, "a"),
+        ])]);
         assert!(same_name(&ab, &ba));
-        let aa = named(vec![rdn(&[(CN, Utf8String, "a"), (CN, PrintableString, "A")])]);
+        let aa = named(vec![rdn(&[
+            (CN, Utf8String, "a"),
+            (CN, PrintableString, "A"),
+        ])]);
         let a_other = named(vec![rdn(&[(CN, Utf8String, "a"), (CN, Utf8String, "z")])]);
         assert!(!same_name(&aa, &a_other));
         assert!(!same_name(&a_other, &aa));
