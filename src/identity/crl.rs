@@ -67,11 +67,13 @@ fn crl_aki(crl: &CertificateList) -> Option<Vec<u8>> {
         .and_then(|e| key_id_of(e.extn_value.as_bytes()))
 }
 
-/// The store holds `crl` for `cert`'s issuer: the same issuer name and, when both name
-/// one, the same authority key identifier (a CRL of another key under the same name,
-/// such as a re-keyed CA's, is not this issuer's).
+/// The store holds `crl` for `cert`'s issuer: the same issuer name (RFC 5280 7.1,
+/// [`super::x509::same_name`]: a CRL written with a renewed issuer certificate whose
+/// name is encoded otherwise is still that issuer's, and must not go unread) and, when
+/// both name one, the same authority key identifier (a CRL of another key under the
+/// same name, such as a re-keyed CA's, is not this issuer's).
 fn held_for(crl: &CertificateList, cert: &Certificate) -> bool {
-    if &crl.tbs_cert_list.issuer != cert.tbs_certificate().issuer() {
+    if !super::x509::same_name(&crl.tbs_cert_list.issuer, cert.tbs_certificate().issuer()) {
         return false;
     }
     match (crl_aki(crl), cert_aki(cert)) {

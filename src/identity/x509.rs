@@ -9,14 +9,20 @@
 //! each is only a candidate, believed once its own path reaches an anchor). Revocation
 //! ([`super::crl`]) is decided on that validated path, never on a carried certificate
 //! alone; a pinned certificate is checked against the CRLs of every issuer the store
-//! validates for it, and fails closed when it holds a CRL it cannot check.
+//! validates for it, and fails closed when it holds a CRL it cannot check; it is
+//! refused when the issuer the store validates for it is itself revoked on its own
+//! path (a pin skips path validation, not revocation).
 //!
 //! Hand-written because no maintained pure-Rust crate validates X.509 paths for email
 //! (`webpki` and `rustls-webpki` validate server names only). What it checks, for
 //! every certificate on the path:
 //! - validity at the validation time (the time of receipt, never a signer-chosen
-//!   `signingTime`), the anchor's own validity included;
+//!   `signingTime`), the anchor's own validity included; a `signingTime` only narrows
+//!   this: the signer's certificate and its path must also have been valid then
+//!   ([`check_valid_when_signed`]);
 //! - no extension twice, no critical extension it does not process;
+//! - names: issuer and subject compared as RFC 5280 7.1 says ([`same_name`]), for
+//!   path building and for matching a CRL to its issuer alike;
 //! - issuers: basicConstraints with cA, keyCertSign when keyUsage is present, and the
 //!   pathLenConstraint of the anchor and every intermediate;
 //! - nameConstraints of the anchor and every intermediate on rfc822Name (mailbox, host
@@ -132,7 +138,10 @@ pub(crate) fn valid_at(cert: &Certificate, at: OffsetDateTime) -> bool {
 
 /// `child` is signed by `issuer`'s key and names it as its issuer.
 pub(crate) fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
-    if child.tbs_certificate().issuer() != issuer.tbs_certificate().subject() {
+    if !same_name(
+        child.tbs_certificate().issuer(),
+        issuer.tbs_certificate().subject(),
+    ) {
         return false;
     }
     // RFC 5280 4.1.1.2: the outer algorithm, which the signature does not cover, must
@@ -155,6 +164,37 @@ pub(crate) fn issued_by(child: &Certificate, issuer: &Certificate) -> bool {
         child.signature().raw_bytes(),
     )
     .is_ok()
+}
+
+/// The signer's certificate and the certificates of the path its trust was decided on
+/// (`evidence`, [`trust_evidence`]) were valid at `signed_at`, the time the signature
+/// says it was made (CMS signingTime): an address binding counts only if it held at
+/// receipt *and* then. Without this, a signature made before the certificate existed
+/// (or after it expired, dated back) would open once read within its validity.
+pub(crate) fn check_valid_when_signed(
+    cert: &Certificate,
+    evidence: &[Edge],
+    signed_at: OffsetDateTime,
+) -> Result<(), String> {
+    let when = signed_at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| signed_at.unix_timestamp().to_string());
+    let first_invalid = std::iter::once(cert)
+        .chain(evidence.iter().map(|e| &e.cert))
+        .find(|c| !valid_at(c, signed_at));
+    match first_invalid {
+        None => Ok(()),
+        Some(c) => {
+            let v = c.tbs_certificate().validity();
+            Err(format!(
+                "the signature says it was made at {when} (signingTime), when {} was not valid \
+                 (valid from {} to {}): a binding must hold when the signature was made",
+                name(c),
+                v.not_before,
+                v.not_after
+            ))
+        }
+    }
 }
 
 /// How a signer's certificate is trusted.
@@ -260,7 +300,7 @@ fn pinned_revocation(
     at: OffsetDateTime,
 ) -> Result<Vec<Edge>, String> {
     let tbs = cert.tbs_certificate();
-    if tbs.subject() == tbs.issuer() {
+    if self_issued(cert) {
         return Ok(Vec::new());
     }
     let mut evidence = Vec::new();
@@ -277,7 +317,7 @@ fn pinned_revocation(
         .intermediates
         .iter()
         .chain(carried.iter().take(MAX_INTERMEDIATES))
-        .filter(|i| i.tbs_certificate().subject() == tbs.issuer());
+        .filter(|i| same_name(i.tbs_certificate().subject(), tbs.issuer()));
     // Signature checks spent on candidates: a message full of look-alikes of the
     // issuer costs a fixed amount.
     let mut budget = MAX_SIGNATURE_CHECKS;
@@ -292,9 +332,21 @@ fn pinned_revocation(
         if !issued_by(cert, i) {
             continue;
         }
-        if let (Trust::Anchored, path) = validate(i, carried, held, at) {
-            issuers.push(i);
-            evidence.extend(path);
+        match validate(i, carried, held, at) {
+            (Trust::Anchored, path) => {
+                issuers.push(i);
+                evidence.extend(path);
+            }
+            (Trust::Invalid(reason), _) if revoked_issuer(i, carried, held, at) => {
+                // The issuer the store validates for the pin is revoked on its own
+                // path: the pin skips path validation, not revocation, so what the
+                // issuer signed is not believed either.
+                return Err(format!(
+                    "{} is pinned, but its issuer is refused: {reason}",
+                    name(cert)
+                ));
+            }
+            _ => {}
         }
     }
     held.revocation.check(cert, &issuers, at)?;
@@ -306,6 +358,27 @@ fn pinned_revocation(
         },
     );
     Ok(evidence)
+}
+
+/// `issuer` chains to an anchor on a path RFC 5280 validates when revocation is left
+/// out: it was refused with revocation only because a CRL the store holds revokes it
+/// (or one it holds on its path cannot be checked, or a required one is missing), so
+/// it is a validated issuer that is revoked, not an unknown one.
+fn revoked_issuer(
+    issuer: &Certificate,
+    carried: &[Certificate],
+    held: &Held<'_>,
+    at: OffsetDateTime,
+) -> bool {
+    let unrevoked = Held {
+        anchors: held.anchors,
+        intermediates: held.intermediates,
+        revocation: Revocation {
+            crls: &[],
+            require: false,
+        },
+    };
+    matches!(validate(issuer, carried, &unrevoked, at).0, Trust::Anchored)
 }
 
 /// The search for a valid path from a signer to an anchor.
@@ -375,7 +448,7 @@ impl<'a> Search<'a> {
         };
         let issuer = current.tbs_certificate().issuer();
         for anchor in self.anchors {
-            if anchor.tbs_certificate().subject() != issuer || self.budget == 0 {
+            if !same_name(anchor.tbs_certificate().subject(), issuer) || self.budget == 0 {
                 continue;
             }
             self.budget -= 1;
@@ -399,7 +472,10 @@ impl<'a> Search<'a> {
         }
         for i in 0..self.intermediates.len() {
             let ca = self.intermediates[i];
-            if ca.tbs_certificate().subject() != issuer || path.contains(&ca) || self.budget == 0 {
+            if !same_name(ca.tbs_certificate().subject(), issuer)
+                || path.contains(&ca)
+                || self.budget == 0
+            {
                 continue;
             }
             self.budget -= 1;
@@ -445,8 +521,7 @@ fn check_path(
                 name(cert)
             ));
         }
-        let tbs = cert.tbs_certificate();
-        let self_issued = tbs.subject() == tbs.issuer();
+        let self_issued = self_issued(cert);
         // RFC 5280 6.1.3 (b), (c): a self-issued intermediate is exempt.
         if is_leaf || !self_issued {
             for nc in &constraints {
@@ -482,10 +557,8 @@ fn check_issuer(cert: &Certificate) -> Result<Option<usize>, String> {
     let bc = tbs
         .get_extension::<BasicConstraints>()
         .map_err(|_| format!("{} has a basicConstraints that does not decode", name(cert)))?;
-    let is_v1_root = bc.is_none()
-        && tbs.extensions().is_none()
-        && tbs.subject() == tbs.issuer()
-        && issued_by(cert, cert);
+    let is_v1_root =
+        bc.is_none() && tbs.extensions().is_none() && self_issued(cert) && issued_by(cert, cert);
     let path_len = match bc {
         Some((_, bc)) if bc.ca => bc.path_len_constraint.map(usize::from),
         None if is_v1_root => None,
@@ -809,29 +882,138 @@ fn dn_within(subject: &Name, base: &Name) -> bool {
             .all(|(b, s)| rdn_equal(b, s))
 }
 
+/// Two names are the same name (RFC 5280 7.1, the comparison every issuer and subject
+/// match uses: path building, self-issued checks, a CRL's issuer): the same RDNs in
+/// the same order, each with the same attribute types, whose string values are equal
+/// after case folding and whitespace folding whatever their string type (a CA renewed
+/// with its name in PrintableString instead of UTF8String is the same CA, and its CRL
+/// still applies). Byte-exact comparison would let a respelling of a name step
+/// around a CRL or a constraint; a looser one is still safe for paths because every
+/// issuer match is followed by a signature check under the issuer's key.
+pub(crate) fn same_name(a: &Name, b: &Name) -> bool {
+    a.iter_rdn().count() == b.iter_rdn().count()
+        && a.iter_rdn().zip(b.iter_rdn()).all(|(x, y)| rdn_equal(x, y))
+}
+
+/// A certificate is self-issued: its subject and issuer are the same name.
+pub(crate) fn self_issued(cert: &Certificate) -> bool {
+    let tbs = cert.tbs_certificate();
+    same_name(tbs.subject(), tbs.issuer())
+}
+
+/// The same set of attributes, each matched in both directions (so that two values
+/// of one RDN that fold to the same text cannot stand for a different second one).
 fn rdn_equal(a: &RelativeDistinguishedName, b: &RelativeDistinguishedName) -> bool {
-    a.len() == b.len()
-        && a.iter().all(|x| {
+    let within = |a: &RelativeDistinguishedName, b: &RelativeDistinguishedName| {
+        a.iter().all(|x| {
             b.iter()
                 .any(|y| x.oid == y.oid && value_text(&x.value) == value_text(&y.value))
         })
+    };
+    a.len() == b.len() && within(a, b) && within(b, a)
 }
 
+/// An attribute value as compared: the text of a directory string (Printable, UTF8,
+/// IA5, Teletex, Visible), case-folded with its whitespace folded; any other value
+/// (BMPString, UniversalString, non-strings) by its exact encoding, tag included.
 fn value_text(v: &der::Any) -> Vec<u8> {
+    use der::Tag;
+    let string = matches!(
+        v.tag(),
+        Tag::PrintableString
+            | Tag::Utf8String
+            | Tag::Ia5String
+            | Tag::TeletexString
+            | Tag::VisibleString
+    );
     match std::str::from_utf8(v.value()) {
-        Ok(s) if v.tag() != der::Tag::BmpString => s
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase()
-            .into_bytes(),
-        _ => v.to_der().unwrap_or_default(),
+        Ok(s) if string => {
+            let mut out = vec![0u8];
+            out.extend(
+                s.split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .to_lowercase()
+                    .into_bytes(),
+            );
+            out
+        }
+        _ => {
+            let mut out = vec![1u8];
+            out.extend(v.to_der().unwrap_or_default());
+            out
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::mailbox_within;
+    use super::{mailbox_within, same_name};
+    use std::str::FromStr;
+    use x509_cert::attr::AttributeTypeAndValue;
+    use x509_cert::name::{Name, RdnSequence, RelativeDistinguishedName};
+
+    const CN: der::asn1::ObjectIdentifier = der::asn1::ObjectIdentifier::new_unwrap("2.5.4.3");
+    const O: der::asn1::ObjectIdentifier = der::asn1::ObjectIdentifier::new_unwrap("2.5.4.10");
+
+    fn rdn(values: &[(der::asn1::ObjectIdentifier, der::Tag, &str)]) -> RelativeDistinguishedName {
+        let set = values
+            .iter()
+            .map(|(oid, tag, v)| AttributeTypeAndValue {
+                oid: *oid,
+                value: der::Any::new(*tag, v.as_bytes()).unwrap(),
+            })
+            .collect::<Vec<_>>();
+        RelativeDistinguishedName::try_from(set).unwrap()
+    }
+
+    fn named(rdns: Vec<RelativeDistinguishedName>) -> Name {
+        use der::{Decode, Encode};
+        let mut seq = RdnSequence::default();
+        for r in rdns {
+            seq.push(r);
+        }
+        Name::from_der(&seq.to_der().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn names_compare_as_rfc5280_says() {
+        use der::Tag::{OctetString, PrintableString, Utf8String};
+        let utf8 = Name::from_str("CN=corp-ca").unwrap();
+        // Another string type, case and whitespace: the same name.
+        let printable = named(vec![rdn(&[(CN, PrintableString, "  Corp-CA ")])]);
+        assert!(same_name(&utf8, &printable));
+        assert!(same_name(&printable, &utf8));
+        // Another value, another attribute type, another order, more RDNs: not.
+        assert!(!same_name(&utf8, &Name::from_str("CN=corp-cb").unwrap()));
+        assert!(!same_name(
+            &utf8,
+            &named(vec![rdn(&[(O, Utf8String, "corp-ca")])])
+        ));
+        let two = Name::from_str("CN=a,O=b").unwrap();
+        assert!(!same_name(&two, &Name::from_str("O=b,CN=a").unwrap()));
+        assert!(!same_name(
+            &utf8,
+            &Name::from_str("CN=corp-ca,O=x").unwrap()
+        ));
+        // A value that is not a string is compared by its encoding.
+        let octets = named(vec![rdn(&[(CN, OctetString, "corp-ca")])]);
+        assert!(!same_name(&utf8, &octets));
+        // A multi-valued RDN matches as a set, in both directions.
+        let ab = named(vec![rdn(&[(CN, Utf8String, "a"), (O, Utf8String, "b")])]);
+        let ba = named(vec![rdn(&[
+            (O, PrintableString, "B"),
+            (CN, Utf8String, "a"),
+        ])]);
+        assert!(same_name(&ab, &ba));
+        let aa = named(vec![rdn(&[
+            (CN, Utf8String, "a"),
+            (CN, PrintableString, "A"),
+        ])]);
+        let a_other = named(vec![rdn(&[(CN, Utf8String, "a"), (CN, Utf8String, "z")])]);
+        assert!(!same_name(&aa, &a_other));
+        assert!(!same_name(&a_other, &aa));
+    }
 
     #[test]
     fn rfc822_constraint_forms() {

@@ -1016,13 +1016,21 @@ impl Smime<'_> {
                     .map(|c| c.der),
             );
         }
-        Ok(authenticate_certificate(
+        let evidence = authenticate_certificate(
             &verified.cert,
             &verified.carried,
             &held.view(policy.require_crl),
             pinned.contains(&verified.cert_der),
             at,
-        )?)
+        )?;
+        // And at the time the signature says it was made: a signingTime before the
+        // certificate's notBefore (or after its notAfter) is a binding that did not
+        // hold then. A signature without signingTime states no time to check.
+        if let Some(signed_at) = verified.signing_time {
+            crate::identity::x509::check_valid_when_signed(&verified.cert, &evidence, signed_at)
+                .map_err(SmimeError::Certificate)?;
+        }
+        Ok(evidence)
     }
 
     /// The store's evidence for a path: its anchors, its intermediates, its CRLs.

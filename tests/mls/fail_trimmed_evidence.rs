@@ -6,8 +6,6 @@
 //! sub-CA's CRL imported after caching refuses the very next message. One store per
 //! party; the certificates and the CRL are made by the real `openssl ca`.
 
-use std::path::Path;
-
 use crate::common;
 
 use common::mls::ok;
