@@ -228,15 +228,22 @@ fn ca_issued_identities_seal_and_open_with_openssl_both_ways() {
 
 /// `mailseal open` of `file` (in `dir`) with the store `store`: must succeed; its output.
 fn open_ok(dir: &Path, store: &str, file: &str) -> String {
+    open_with(dir, store, file, &[])
+}
+
+/// `open` of `file` by `store` with `extra` options; what it printed.
+fn open_with(dir: &Path, store: &str, file: &str, extra: &[&str]) -> String {
     let store = dir.join(store);
     let file = dir.join(file);
-    let out = mailseal(&[
+    let mut args = vec![
         "open",
         "--store",
         store.to_str().unwrap(),
         "--in",
         file.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = mailseal(&args);
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -276,9 +283,21 @@ fn ed25519_identity_gets_an_x25519_certificate_and_round_trips() {
         2,
         "{shown}"
     );
-    for store in ["dave", "carol"] {
-        assert!(open_ok(d, store, "ed.eml").contains("ed-1"), "{store}");
-    }
+    assert!(open_ok(d, "dave", "ed.eml").contains("ed-1"));
+    // Carol reads her own copy by asking for it; by default it is a reflection.
+    let carol_store = d.join("carol");
+    let refused = run(
+        &[
+            "open",
+            "--store",
+            carol_store.to_str().unwrap(),
+            path.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(refused.status.code(), Some(6));
+    assert!(refused.stdout.is_empty());
+    assert!(open_with(d, "carol", "ed.eml", &["--own-copy"]).contains("ed-1"));
 }
 
 #[test]
