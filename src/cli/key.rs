@@ -395,7 +395,18 @@ fn import_jwk_or_did(
                     .add_roots_pem(&read_input(Some(ca))?)
                     .map_err(|e| Failure::from("--ca", e))?;
             }
-            crate::jws::did::resolve_web(did, &fetch).map_err(|e| Failure::from("--did", e))?
+            let found =
+                crate::jws::did::resolve_web_at(did, &fetch, time::OffsetDateTime::now_utc())
+                    .map_err(|e| Failure::from("--did", e))?;
+            for s in &found.skipped {
+                eprintln!("mailseal: {did}: not bound: {s}");
+            }
+            for s in &found.expiring {
+                eprintln!(
+                    "mailseal: {did}: bound, but the document says it ends: {s} (import the DID again then)"
+                );
+            }
+            found.keys
         } else {
             crate::jws::did::resolve_offline(did).map_err(|e| Failure::from("--did", e))?
         };
