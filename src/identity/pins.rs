@@ -742,6 +742,38 @@ mod tests {
     }
 
     #[test]
+    fn an_address_held_or_anchored_is_no_first_use() {
+        let mut held = Pin::new("alice@example.com");
+        held.held_keys = vec!["c1".into()];
+        assert!(check(&held, &Offer::key("alice@example.com", "c1"), false).is_ok());
+        let e = check(&held, &Offer::key("alice@example.com", "m1"), false).unwrap_err();
+        assert!(
+            e.to_string().contains("alice@example.com")
+                && e.to_string().contains("added: m1")
+                && e.to_string().contains("--accept-changed"),
+            "{e}"
+        );
+        let mut anchored = Pin::new("alice@example.com");
+        anchored.anchored = true;
+        let card = |vouched| {
+            Offer::card(
+                "alice@example.com",
+                vec!["m1".into()],
+                Protection::Signed,
+                vouched,
+                None,
+            )
+        };
+        let e = check(&anchored, &card(Vouched::Unsigned), false).unwrap_err();
+        assert!(e.to_string().contains("anchor of this store"), "{e}");
+        assert!(check(&anchored, &card(Vouched::Signed), false).is_err());
+        // A card a key the store holds or anchors for the address signed speaks with
+        // that key's authority.
+        assert!(check(&anchored, &card(Vouched::Trusted), false).is_ok());
+        assert!(check(&held, &card(Vouched::Trusted), false).is_ok());
+    }
+
+    #[test]
     fn a_key_moves_only_by_a_rebind_naming_its_addresses() {
         let alice = vec!["alice@example.com".to_string()];
         let mallory = vec!["mallory@evil.example".to_string()];

@@ -334,6 +334,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn methods_marked_revoked_or_expired_are_left_out_and_said() {
+        let did = "did:web:a.example";
+        let at = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let m = |id: &str, x: &str, extra: Value| {
+            let mut m = serde_json::json!({"id": format!("{did}#{id}"), "type": "JsonWebKey2020",
+                "controller": did, "publicKeyJwk": {"kty": "OKP", "crv": "Ed25519", "x": x}});
+            for (k, v) in extra.as_object().unwrap() {
+                m[k] = v.clone();
+            }
+            m
+        };
+        let live = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
+        let other = "2Abs0GAVumB3n5w9U1kAzkGbi0kk-tJ6A0mLcyA6j-M";
+        let doc = |extra: Value| {
+            serde_json::json!({"id": did,
+                "verificationMethod": [m("k1", live, serde_json::json!({})), m("k2", other, extra)],
+                "assertionMethod": ["#k1", "#k2"]})
+            .to_string()
+        };
+        // Revoked, even at a time still to come: a binding here has no end.
+        for extra in [
+            serde_json::json!({"revoked": "2020-01-01T00:00:00Z"}),
+            serde_json::json!({"revoked": "2099-01-01T00:00:00Z"}),
+            serde_json::json!({"expires": "2020-01-01T00:00:00Z"}),
+        ] {
+            let d = document_keys_at(did, doc(extra.clone()).as_bytes(), at).unwrap();
+            assert_eq!(d.keys.len(), 1, "{extra}");
+            assert!(d.skipped[0].starts_with(&format!("{did}#k2: ")), "{:?}", d.skipped);
+        }
+        let d = document_keys_at(
+            did,
+            doc(serde_json::json!({"expires": "2099-01-01T00:00:00Z"})).as_bytes(),
+            at,
+        )
+        .unwrap();
+        assert_eq!((d.keys.len(), d.expiring.len()), (2, 1));
+        // A time we cannot read refuses the document.
+        assert!(document_keys_at(did, doc(serde_json::json!({"revoked": "soon"})).as_bytes(), at)
+            .is_err());
+        // The same key live in one method and revoked in another is not live.
+        let d = serde_json::json!({"id": did,
+            "verificationMethod": [m("k1", live, serde_json::json!({})),
+                m("k2", live, serde_json::json!({"revoked": "2020-01-01T00:00:00Z"}))],
+            "assertionMethod": ["#k1", "#k2"]})
+        .to_string();
+        let e = document_keys_at(did, d.as_bytes(), at).unwrap_err();
+        assert!(e.to_string().contains("no live key"), "{e}");
+    }
+
+    #[test]
     fn did_key_examples() {
         // did:key spec, test vectors (Ed25519 and P-256).
         let ed =
