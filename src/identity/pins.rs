@@ -279,6 +279,14 @@ pub enum PinError {
         /// Why.
         reason: String,
     },
+    /// An import's input cannot be read (what the import itself would say of it).
+    #[error("{reason}")]
+    Unreadable {
+        /// Why, as the key store said it.
+        reason: String,
+        /// The key store error's kind (its exit code).
+        kind: ErrorKind,
+    },
     /// A card's URL has no origin we can record.
     #[error("the URL {url} has no host to pin a card's origin to: {reason}")]
     Origin {
@@ -297,6 +305,7 @@ impl Classify for PinError {
         match self {
             Self::Origin { .. } => ErrorKind::Malformed,
             Self::Store { .. } => ErrorKind::Other,
+            Self::Unreadable { kind, .. } => *kind,
             _ => ErrorKind::Policy,
         }
     }
@@ -542,9 +551,9 @@ pub fn check_import_files(
     accept_changed: bool,
     at: OffsetDateTime,
 ) -> Result<Vec<Changes>, PinError> {
-    let unreadable = |e: crate::keystore::KeyStoreError| PinError::Store {
-        address: "the addresses it names".into(),
+    let unreadable = |e: crate::keystore::KeyStoreError| PinError::Unreadable {
         reason: e.to_string(),
+        kind: e.kind(),
     };
     let mut entries = Vec::new();
     let mut certificates = Vec::new();
