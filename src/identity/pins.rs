@@ -452,7 +452,12 @@ pub fn store_holds(
     let entries = store.list().map_err(fail)?;
     let mut held: Vec<String> = entries
         .iter()
-        .filter(|e| matches!(e.kind, EntryKind::Certificate | EntryKind::OpenPgpCertificate))
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EntryKind::Certificate | EntryKind::OpenPgpCertificate
+            )
+        })
         .filter(|e| e.emails.iter().any(|a| normalise_address(a) == address))
         .map(|e| e.fingerprint.clone())
         .collect();
@@ -507,8 +512,10 @@ fn decode(l: Vec<crate::keystore::StoredCertificate>) -> Vec<x509_cert::Certific
 #[allow(clippy::type_complexity)]
 fn anchors_of(
     store: &dyn KeyStore,
-) -> Result<(Vec<x509_cert::Certificate>, Vec<x509_cert::Certificate>), crate::keystore::KeyStoreError>
-{
+) -> Result<
+    (Vec<x509_cert::Certificate>, Vec<x509_cert::Certificate>),
+    crate::keystore::KeyStoreError,
+> {
     Ok((
         decode(store.trust_anchors()?),
         decode(store.intermediates()?),
@@ -562,9 +569,8 @@ pub fn check_import_files(
             crate::keystore::describe_with_passphrase(bytes, name, passphrase)
                 .map_err(unreadable)?,
         );
-        certificates.extend(
-            crate::keystore::certificates_in(bytes, name, passphrase).map_err(unreadable)?,
-        );
+        certificates
+            .extend(crate::keystore::certificates_in(bytes, name, passphrase).map_err(unreadable)?);
     }
     let (anchors, intermediates) = anchors_of(store).map_err(unreadable)?;
     let vouched: Vec<String> = certificates
@@ -617,8 +623,10 @@ pub fn check_import(
             .any(|e| e.fingerprint == fpr && e.has_private_key)
     };
     for e in entries {
-        if !matches!(e.kind, EntryKind::Certificate | EntryKind::OpenPgpCertificate)
-            || e.has_private_key
+        if !matches!(
+            e.kind,
+            EntryKind::Certificate | EntryKind::OpenPgpCertificate
+        ) || e.has_private_key
             || own(&e.fingerprint)
         {
             continue;

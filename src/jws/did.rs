@@ -142,14 +142,12 @@ fn method_state(
     let time_of = |field: &str| -> Result<Option<OffsetDateTime>, JwsError> {
         match m.get(field) {
             None => Ok(None),
-            Some(Value::String(t)) => OffsetDateTime::parse(t, &Rfc3339)
-                .map(Some)
-                .map_err(|_| {
-                    bad(format!(
-                        "verification method `{}`: `{field}` is not an RFC 3339 time",
-                        mid.chars().take(120).collect::<String>()
-                    ))
-                }),
+            Some(Value::String(t)) => OffsetDateTime::parse(t, &Rfc3339).map(Some).map_err(|_| {
+                bad(format!(
+                    "verification method `{}`: `{field}` is not an RFC 3339 time",
+                    mid.chars().take(120).collect::<String>()
+                ))
+            }),
             Some(_) => Err(bad(format!(
                 "verification method `{}`: `{field}` is not a time",
                 mid.chars().take(120).collect::<String>()
@@ -361,7 +359,11 @@ mod tests {
         ] {
             let d = document_keys_at(did, doc(extra.clone()).as_bytes(), at).unwrap();
             assert_eq!(d.keys.len(), 1, "{extra}");
-            assert!(d.skipped[0].starts_with(&format!("{did}#k2: ")), "{:?}", d.skipped);
+            assert!(
+                d.skipped[0].starts_with(&format!("{did}#k2: ")),
+                "{:?}",
+                d.skipped
+            );
         }
         let d = document_keys_at(
             did,
@@ -371,8 +373,12 @@ mod tests {
         .unwrap();
         assert_eq!((d.keys.len(), d.expiring.len()), (2, 1));
         // A time we cannot read refuses the document.
-        assert!(document_keys_at(did, doc(serde_json::json!({"revoked": "soon"})).as_bytes(), at)
-            .is_err());
+        assert!(document_keys_at(
+            did,
+            doc(serde_json::json!({"revoked": "soon"})).as_bytes(),
+            at
+        )
+        .is_err());
         // The same key live in one method and revoked in another is not live.
         let d = serde_json::json!({"id": did,
             "verificationMethod": [m("k1", live, serde_json::json!({})),

@@ -32,12 +32,29 @@ fn fail_review_respelled_keys_extra_san_through_plain_import_takes_an_anchored_a
 
     let out = openssl(
         &[
-            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-            "-keyout", "m.key", "-out", "m.crt", "-days", "30", "-subj", "/CN=Mallory",
-            "-addext", "subjectAltName=email:mallory@evil.example,email:alice@smime.example",
-            "-addext", "keyUsage=critical,digitalSignature",
-            "-addext", "extendedKeyUsage=emailProtection",
-            "-addext", "basicConstraints=critical,CA:FALSE",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "m.key",
+            "-out",
+            "m.crt",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=Mallory",
+            "-addext",
+            "subjectAltName=email:mallory@evil.example,email:alice@smime.example",
+            "-addext",
+            "keyUsage=critical,digitalSignature",
+            "-addext",
+            "extendedKeyUsage=emailProtection",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
         ],
         d,
     );
@@ -47,7 +64,16 @@ fn fail_review_respelled_keys_extra_san_through_plain_import_takes_an_anchored_a
     // not hold for her (issue 55: no import path takes an address the store already
     // identifies without --accept-changed).
     let m_crt = d.join("m.crt").display().to_string();
-    let out = run(&["key", "import", "--store", &bob.display().to_string(), &m_crt], b"");
+    let out = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            &bob.display().to_string(),
+            &m_crt,
+        ],
+        b"",
+    );
     let listing = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_ne!(out.status.code(), Some(0), "{listing}");
     assert!(
@@ -65,11 +91,45 @@ fn fail_review_respelled_keys_extra_san_through_plain_import_takes_an_anchored_a
     let env = serde_json::json!({"bindingVersion":"1.0","a2aVersion":"1.0","kind":"request","operation":"message/send","messageId":"s2","correlationId":"s2c","sequence":0,"final":false,"createdAt":f(now),"expiresAt":f(now + time::Duration::days(1)),"idempotencyKey":"s2e","serviceParameters":{},"payload":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"pay invoice 7"}]}}});
     std::fs::write(d.join("env.json"), env.to_string()).unwrap();
     let p = |f: &str| d.join(f).display().to_string();
-    let out = run(&["compose", "--from", "alice@smime.example", "--to", "bob@smime.example", "--in", &p("env.json"), "--out", &p("plain.eml")], b"");
+    let out = run(
+        &[
+            "compose",
+            "--from",
+            "alice@smime.example",
+            "--to",
+            "bob@smime.example",
+            "--in",
+            &p("env.json"),
+            "--out",
+            &p("plain.eml"),
+        ],
+        b"",
+    );
     assert!(out.status.success());
-    let out = run(&["seal", "--store", &p("mallory"), "--profile", "smime", "--sign-only", "--in", &p("plain.eml"), "--out", &p("forged.eml")], b"");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = run(&["open", "--store", &p("bob"), "--in", &p("forged.eml")], b"");
+    let out = run(
+        &[
+            "seal",
+            "--store",
+            &p("mallory"),
+            "--profile",
+            "smime",
+            "--sign-only",
+            "--in",
+            &p("plain.eml"),
+            "--out",
+            &p("forged.eml"),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(
+        &["open", "--store", &p("bob"), "--in", &p("forged.eml")],
+        b"",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.code() != Some(0) && out.stdout.is_empty(),
@@ -102,12 +162,43 @@ fn fail_review_respelled_keys_unsigned_card_is_first_use_for_an_anchored_address
     import(&bob, &[&fx("ca.rsa.crt")], true);
     let ok = |args: &[&str]| {
         let out = run(args, b"");
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     };
-    ok(&["key", "generate", "--store", &p("mallory"), "--kind", "smime", "--email", "alice@smime.example"]);
+    ok(&[
+        "key",
+        "generate",
+        "--store",
+        &p("mallory"),
+        "--kind",
+        "smime",
+        "--email",
+        "alice@smime.example",
+    ]);
     import(&d.join("mallory"), &[&fx("bob.encrypt.crt")], false);
-    ok(&["card", "--store", &p("mallory"), "--email", "alice@smime.example", "--out", &p("card.json")]);
-    let imported = run(&["key", "import", "--store", &p("bob"), "--agent-card", &p("card.json")], b"");
+    ok(&[
+        "card",
+        "--store",
+        &p("mallory"),
+        "--email",
+        "alice@smime.example",
+        "--out",
+        &p("card.json"),
+    ]);
+    let imported = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            &p("bob"),
+            "--agent-card",
+            &p("card.json"),
+        ],
+        b"",
+    );
 
     let now = time::OffsetDateTime::now_utc();
     let f = |t: time::OffsetDateTime| {
@@ -116,9 +207,32 @@ fn fail_review_respelled_keys_unsigned_card_is_first_use_for_an_anchored_address
     };
     let env = serde_json::json!({"bindingVersion":"1.0","a2aVersion":"1.0","kind":"request","operation":"message/send","messageId":"c1","correlationId":"c1c","sequence":0,"final":false,"createdAt":f(now),"expiresAt":f(now + time::Duration::days(1)),"idempotencyKey":"c1e","serviceParameters":{},"payload":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"pay invoice 8"}]}}});
     std::fs::write(d.join("env.json"), env.to_string()).unwrap();
-    ok(&["compose", "--from", "alice@smime.example", "--to", "bob@smime.example", "--in", &p("env.json"), "--out", &p("plain.eml")]);
-    ok(&["seal", "--store", &p("mallory"), "--profile", "smime", "--in", &p("plain.eml"), "--out", &p("forged.eml")]);
-    let out = run(&["open", "--store", &p("bob"), "--in", &p("forged.eml")], b"");
+    ok(&[
+        "compose",
+        "--from",
+        "alice@smime.example",
+        "--to",
+        "bob@smime.example",
+        "--in",
+        &p("env.json"),
+        "--out",
+        &p("plain.eml"),
+    ]);
+    ok(&[
+        "seal",
+        "--store",
+        &p("mallory"),
+        "--profile",
+        "smime",
+        "--in",
+        &p("plain.eml"),
+        "--out",
+        &p("forged.eml"),
+    ]);
+    let out = run(
+        &["open", "--store", &p("bob"), "--in", &p("forged.eml")],
+        b"",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.code() != Some(0) && out.stdout.is_empty(),
