@@ -14,8 +14,16 @@
 //!   is compared with that pin ([`check`]): a key the store does not hold for it, a
 //!   key of the last card gone, a lower minimum protection, or a card vouched for less
 //!   than the one before (a signed card replaced by an unsigned one) is refused until
-//!   the operator accepts the change (`--accept-changed`). Only an address with
-//!   nothing pinned takes what it is given (trust on first use).
+//!   the operator accepts the change (`--accept-changed`). Only an address the store
+//!   does not identify at all takes what it is given (trust on first use): the pin
+//!   also counts the certificates and OpenPGP certificates the store holds for the
+//!   address, however imported ([`store_holds`]), and an address of a domain the
+//!   store's anchors speak for (a certificate it holds for that domain chains to one
+//!   of them) is never a first use either.
+//! - **Plain imports** (`key import FILE`, [`check_import_files`]) are compared the
+//!   same way for every address a certificate names (an extra SAN or User ID
+//!   included), except our own (imported with their private key) and certificates
+//!   that chain to the store's anchors (the CA the operator trusts vouches for them).
 //! - **A key bound to addresses** moves to others only by an explicit rebind naming
 //!   the addresses it is bound to now ([`check_rebind`], `--rebind ADDR`); a card,
 //!   which speaks for its own address only, never moves one. Without this a did:jwk
