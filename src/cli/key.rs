@@ -57,10 +57,12 @@ pub(super) enum KeyCommand {
         /// With a did:web: allow a host on a loopback, private or link-local address.
         #[arg(long, requires = "did")]
         allow_private: bool,
-        /// With --agent-card, --jwk or --did: import what changes what the store holds
-        /// for the address (keys it does not hold, card keys gone, a lower minimum
-        /// protection, an unsigned card after a signed one), whatever path put it
-        /// there. Check with the agent first.
+        /// Import what changes what the store holds for an address (keys it does not
+        /// hold, card keys gone, a lower minimum protection, an unsigned card after a
+        /// signed one), whatever path put it there: a card, a JWK, a DID, or a
+        /// certificate file naming an address the store already identifies (a pin, a
+        /// held certificate or key, a domain its anchors speak for). Check with the
+        /// agent first.
         #[arg(long)]
         accept_changed: bool,
         /// With --jwk or --did: the address the key is bound to now (repeat for each).
@@ -395,7 +397,18 @@ fn import_jwk_or_did(
                     .add_roots_pem(&read_input(Some(ca))?)
                     .map_err(|e| Failure::from("--ca", e))?;
             }
-            crate::jws::did::resolve_web(did, &fetch).map_err(|e| Failure::from("--did", e))?
+            let found =
+                crate::jws::did::resolve_web_at(did, &fetch, time::OffsetDateTime::now_utc())
+                    .map_err(|e| Failure::from("--did", e))?;
+            for s in &found.skipped {
+                eprintln!("mailseal: {did}: not bound: {s}");
+            }
+            for s in &found.expiring {
+                eprintln!(
+                    "mailseal: {did}: bound, but the document says it ends: {s} (import the DID again then)"
+                );
+            }
+            found.keys
         } else {
             crate::jws::did::resolve_offline(did).map_err(|e| Failure::from("--did", e))?
         };
@@ -569,13 +582,38 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
                 .as_deref()
                 .map(read_passphrase)
                 .transpose()?;
+            // Every file is read first and compared with what the store holds as one
+            // import, before anything is stored.
+            let mut read = Vec::new();
             for f in &files {
-                let bytes = read_input(Some(f))?;
-                let name = f.display().to_string();
+                read.push((read_input(Some(f))?, f.display().to_string()));
+            }
+            if !read.is_empty() {
+                let policies = home.load_policies()?;
+                let pin_of = |a: &str| {
+                    policies
+                        .pin(store, a)
+                        .map_err(|e| crate::identity::pins::PinError::Store {
+                            address: a.to_string(),
+                            reason: e.to_string(),
+                        })
+                };
+                crate::identity::pins::check_import_files(
+                    store,
+                    &read,
+                    passphrase.as_deref().map(|p| &p[..]),
+                    trusted,
+                    &pin_of,
+                    accept_changed,
+                    time::OffsetDateTime::now_utc(),
+                )
+                .map_err(|e| Failure::from("import", e))?;
+            }
+            for (bytes, name) in &read {
                 let entries = store
                     .import_with_passphrase(
-                        &bytes,
-                        &name,
+                        bytes,
+                        name,
                         trusted,
                         passphrase.as_deref().map(|p| &p[..]),
                     )

@@ -14,8 +14,16 @@
 //!   is compared with that pin ([`check`]): a key the store does not hold for it, a
 //!   key of the last card gone, a lower minimum protection, or a card vouched for less
 //!   than the one before (a signed card replaced by an unsigned one) is refused until
-//!   the operator accepts the change (`--accept-changed`). Only an address with
-//!   nothing pinned takes what it is given (trust on first use).
+//!   the operator accepts the change (`--accept-changed`). Only an address the store
+//!   does not identify at all takes what it is given (trust on first use): the pin
+//!   also counts the certificates and OpenPGP certificates the store holds for the
+//!   address, however imported ([`store_holds`]), and an address of a domain the
+//!   store's anchors speak for (a certificate it holds for that domain chains to one
+//!   of them) is never a first use either.
+//! - **Plain imports** (`key import FILE`, [`check_import_files`]) are compared the
+//!   same way for every address a certificate names (an extra SAN or User ID
+//!   included), except our own (imported with their private key) and certificates
+//!   that chain to the store's anchors (the CA the operator trusts vouches for them).
 //! - **A key bound to addresses** moves to others only by an explicit rebind naming
 //!   the addresses it is bound to now ([`check_rebind`], `--rebind ADDR`); a card,
 //!   which speaks for its own address only, never moves one. Without this a did:jwk
@@ -26,7 +34,9 @@
 //! comes as a DID for her, and a key refused to Mallory is refused again on her card.
 
 use crate::error::{A2aErrorType, Classify, ErrorKind};
+use crate::keystore::{EntryKind, KeyEntry, KeyStore};
 use crate::profile::Protection;
+use time::OffsetDateTime;
 
 /// How far a card's signatures vouch for it. Ordered: the next card of an address
 /// may stay at its pin's level or rise, not fall.
@@ -75,6 +85,15 @@ pub struct Pin {
     pub origin: Option<String>,
     /// When the last card was accepted (RFC 3339).
     pub since: Option<String>,
+    /// The key store fingerprints of the certificates and OpenPGP certificates the
+    /// store holds for the address (ours or a peer's, however imported; not anchors):
+    /// an address the store already has a key for is no first use ([`store_holds`]).
+    pub held_keys: Vec<String>,
+    /// The address's domain is one the store's anchors speak for: a certificate the
+    /// store holds for an address of that domain chains to one of its anchors. A key
+    /// offered for such an address outside that path is no first use either: the
+    /// anchor, not the first certificate or card to arrive, says who it is.
+    pub anchored: bool,
 }
 
 impl Pin {
@@ -90,12 +109,16 @@ impl Pin {
     pub fn is_empty(&self) -> bool {
         self.card_keys.is_empty()
             && self.bound_keys.is_empty()
+            && self.held_keys.is_empty()
+            && !self.anchored
             && self.minimum.is_none()
             && self.vouched.is_none()
     }
 
     fn holds(&self, key: &str) -> bool {
-        self.card_keys.iter().any(|k| k == key) || self.bound_keys.iter().any(|k| k == key)
+        self.card_keys.iter().any(|k| k == key)
+            || self.bound_keys.iter().any(|k| k == key)
+            || self.held_keys.iter().any(|k| k == key)
     }
 }
 
@@ -167,6 +190,8 @@ pub struct Changes {
     /// Another origin than the pin's: (held, offered). Informative: the address, not
     /// the origin, is the key of the pin.
     pub origin: Option<(String, String)>,
+    /// The store's anchors speak for the address's domain ([`Pin::anchored`]).
+    pub anchored: bool,
 }
 
 impl Changes {
@@ -196,9 +221,14 @@ impl Changes {
         let mut parts = Vec::new();
         if self.keys_changed() {
             parts.push(format!(
-                "its keys changed (added: {}; gone: {})",
+                "its keys changed (added: {}; gone: {}{})",
                 list(&self.added),
-                list(&self.removed)
+                list(&self.removed),
+                if self.anchored {
+                    "; a trust anchor of this store speaks for its domain"
+                } else {
+                    ""
+                }
             ));
         }
         if let Some((held, offered)) = self.lowered {
@@ -249,6 +279,22 @@ pub enum PinError {
         /// The addresses it is bound to now.
         bound_to: String,
     },
+    /// The store could not be read to find what it holds for an address.
+    #[error("cannot read what this store holds for {address}: {reason}")]
+    Store {
+        /// The address.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// An import's input cannot be read (what the import itself would say of it).
+    #[error("{reason}")]
+    Unreadable {
+        /// Why, as the key store said it.
+        reason: String,
+        /// The key store error's kind (its exit code).
+        kind: ErrorKind,
+    },
     /// A card's URL has no origin we can record.
     #[error("the URL {url} has no host to pin a card's origin to: {reason}")]
     Origin {
@@ -266,6 +312,8 @@ impl Classify for PinError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Origin { .. } => ErrorKind::Malformed,
+            Self::Store { .. } => ErrorKind::Other,
+            Self::Unreadable { kind, .. } => *kind,
             _ => ErrorKind::Policy,
         }
     }
@@ -284,10 +332,16 @@ pub fn compare(held: &Pin, offer: &Offer) -> Changes {
             ..Changes::default()
         };
     }
+    // An address the store knows only by a held certificate or its anchors (no card
+    // pinned yet) takes a card vouched for by a key it pins or anchors for the
+    // address: the key it already holds for it speaks for the new ones.
+    let vouched_by_held = held.card_keys.is_empty()
+        && held.vouched.is_none()
+        && offer.vouched == Some(Vouched::Trusted);
     let mut added: Vec<String> = offer
         .keys
         .iter()
-        .filter(|k| !held.holds(k))
+        .filter(|k| !held.holds(k) && !vouched_by_held)
         .cloned()
         .collect();
     added.sort();
@@ -323,6 +377,7 @@ pub fn compare(held: &Pin, offer: &Offer) -> Changes {
         lowered,
         less_vouched,
         origin,
+        anchored: held.anchored,
     }
 }
 
@@ -387,6 +442,216 @@ pub fn check_rebind(
     })
 }
 
+/// Adds to `pin` what `store` itself holds for its address at `at`: the certificates
+/// and OpenPGP certificates naming it ([`Pin::held_keys`]), and whether its domain is
+/// one the store's anchors speak for ([`Pin::anchored`]). A pin made only of cards
+/// and JWKs would make an address the store already knows through a held certificate
+/// or its anchors a "first use" for the next card or certificate naming it.
+pub fn store_holds(
+    pin: &mut Pin,
+    store: &dyn KeyStore,
+    at: OffsetDateTime,
+) -> Result<(), PinError> {
+    let address = pin.address.clone();
+    let fail = |e: crate::keystore::KeyStoreError| PinError::Store {
+        address: address.clone(),
+        reason: e.to_string(),
+    };
+    let entries = store.list().map_err(fail)?;
+    let mut held: Vec<String> = entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EntryKind::Certificate | EntryKind::OpenPgpCertificate
+            )
+        })
+        .filter(|e| e.emails.iter().any(|a| normalise_address(a) == address))
+        .map(|e| e.fingerprint.clone())
+        .collect();
+    held.sort();
+    held.dedup();
+    pin.held_keys = held;
+    pin.anchored = domain_anchored(store, &entries, &address, at).map_err(fail)?;
+    Ok(())
+}
+
+/// Whether a certificate `store` holds for an address of `address`'s domain chains to
+/// one of the store's anchors on a path valid at `at` (through its intermediates).
+fn domain_anchored(
+    store: &dyn KeyStore,
+    entries: &[KeyEntry],
+    address: &str,
+    at: OffsetDateTime,
+) -> Result<bool, crate::keystore::KeyStoreError> {
+    let Some((_, domain)) = address.rsplit_once('@') else {
+        return Ok(false);
+    };
+    let (anchors, intermediates) = anchors_of(store)?;
+    if anchors.is_empty() {
+        return Ok(false);
+    }
+    let mut addresses: Vec<String> = entries
+        .iter()
+        .filter(|e| e.kind == EntryKind::Certificate)
+        .flat_map(|e| e.emails.iter().map(|a| normalise_address(a)))
+        .filter(|a| a.rsplit_once('@').map(|(_, d)| d) == Some(domain))
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    for a in addresses {
+        for cert in decode(store.certificates_for(&a)?) {
+            if anchored(&cert, &anchors, &intermediates, at) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+fn decode(l: Vec<crate::keystore::StoredCertificate>) -> Vec<x509_cert::Certificate> {
+    use der::Decode;
+    l.iter()
+        .filter_map(|c| x509_cert::Certificate::from_der(&c.der).ok())
+        .collect()
+}
+
+/// The store's anchors and intermediates, decoded.
+#[allow(clippy::type_complexity)]
+fn anchors_of(
+    store: &dyn KeyStore,
+) -> Result<
+    (Vec<x509_cert::Certificate>, Vec<x509_cert::Certificate>),
+    crate::keystore::KeyStoreError,
+> {
+    Ok((
+        decode(store.trust_anchors()?),
+        decode(store.intermediates()?),
+    ))
+}
+
+/// `cert` chains to one of `anchors` (through `intermediates`) on a path valid at `at`.
+fn anchored(
+    cert: &x509_cert::Certificate,
+    anchors: &[x509_cert::Certificate],
+    intermediates: &[x509_cert::Certificate],
+    at: OffsetDateTime,
+) -> bool {
+    let held = crate::identity::x509::Held {
+        anchors,
+        intermediates,
+        revocation: crate::identity::crl::Revocation {
+            crls: &[],
+            require: false,
+        },
+    };
+    matches!(
+        crate::identity::x509::validate(cert, &[], &held, at).0,
+        crate::identity::x509::Trust::Anchored
+    )
+}
+
+/// [`check_import`] for the files of one `key import` (`inputs`: each file's bytes
+/// and name, opened with `passphrase`), read as the import will read them and
+/// compared as one import, so that a certificate and its private key in two files
+/// are our own. An X.509 certificate that chains to one of the store's anchors (a
+/// renewal, or a peer's second certificate, issued by a CA the store trusts) is not
+/// compared: the anchor, which the operator chose, vouches for it.
+pub fn check_import_files(
+    store: &dyn KeyStore,
+    inputs: &[(Vec<u8>, String)],
+    passphrase: Option<&[u8]>,
+    trusted: bool,
+    pin_of: &dyn Fn(&str) -> Result<Pin, PinError>,
+    accept_changed: bool,
+    at: OffsetDateTime,
+) -> Result<Vec<Changes>, PinError> {
+    let unreadable = |e: crate::keystore::KeyStoreError| PinError::Unreadable {
+        reason: e.to_string(),
+        kind: e.kind(),
+    };
+    let mut entries = Vec::new();
+    let mut certificates = Vec::new();
+    for (bytes, name) in inputs {
+        entries.extend(
+            crate::keystore::describe_with_passphrase(bytes, name, passphrase)
+                .map_err(unreadable)?,
+        );
+        certificates
+            .extend(crate::keystore::certificates_in(bytes, name, passphrase).map_err(unreadable)?);
+    }
+    let (anchors, intermediates) = anchors_of(store).map_err(unreadable)?;
+    let vouched: Vec<String> = certificates
+        .iter()
+        .filter(|c| anchored(c, &anchors, &intermediates, at))
+        .map(|c| {
+            crate::keystore::fingerprint(
+                c.tbs_certificate()
+                    .subject_public_key_info()
+                    .subject_public_key
+                    .raw_bytes(),
+            )
+        })
+        .collect();
+    entries.retain(|e| !vouched.contains(&e.fingerprint));
+    check_import(store, &entries, trusted, pin_of, accept_changed, at)
+}
+
+/// Compares a plain import (`key import FILE`: certificates, OpenPGP certificates,
+/// keys) with what the store holds for every address it names, so that no import path
+/// undoes another's refusal: a certificate naming an address the store already
+/// identifies (a pin, a held certificate or key, an anchored domain) with a key it
+/// does not hold is refused until `accept_changed`; once accepted, the store holds it
+/// for the address, which is what the next import is compared with. `entries` are
+/// what the import would add ([`crate::keystore::describe_with_passphrase`]);
+/// `pin_of` gives the card and JWK pin of an address. Anchors (`trusted`, the
+/// operator's explicit choice of authority) and certificates imported with their
+/// private key (our own) are not compared.
+pub fn check_import(
+    store: &dyn KeyStore,
+    entries: &[KeyEntry],
+    trusted: bool,
+    pin_of: &dyn Fn(&str) -> Result<Pin, PinError>,
+    accept_changed: bool,
+    at: OffsetDateTime,
+) -> Result<Vec<Changes>, PinError> {
+    let mut out = Vec::new();
+    if trusted {
+        return Ok(out);
+    }
+    // Ours: its private key comes with it, or the store holds it already.
+    let listed = store.list().map_err(|e| PinError::Store {
+        address: "any address".into(),
+        reason: e.to_string(),
+    })?;
+    let own = |fpr: &str| {
+        entries
+            .iter()
+            .chain(listed.iter())
+            .any(|e| e.fingerprint == fpr && e.has_private_key)
+    };
+    for e in entries {
+        if !matches!(
+            e.kind,
+            EntryKind::Certificate | EntryKind::OpenPgpCertificate
+        ) || e.has_private_key
+            || own(&e.fingerprint)
+        {
+            continue;
+        }
+        let mut addresses: Vec<String> = e.emails.iter().map(|a| normalise_address(a)).collect();
+        addresses.sort();
+        addresses.dedup();
+        for address in addresses {
+            let mut held = pin_of(&address)?;
+            store_holds(&mut held, store, at)?;
+            let offer = Offer::key(&address, &e.fingerprint);
+            out.push(check(&held, &offer, accept_changed)?);
+        }
+    }
+    Ok(out)
+}
+
 /// The origin of `url` as a pin records it: scheme, host and port, normalised as the
 /// `url` crate parses them (lower-case host, IDN as punycode, the scheme's default
 /// port left out), with a trailing dot of the host dropped; no path, query or
@@ -425,6 +690,7 @@ mod tests {
             vouched: Some(Vouched::Trusted),
             origin: Some("https://example.com".into()),
             since: Some("2026-01-01T00:00:00Z".into()),
+            ..Pin::default()
         }
     }
 
@@ -498,6 +764,38 @@ mod tests {
         }
         // A JWK already held, by any path, is no change.
         assert!(check(&held(), &Offer::key("alice@example.com", "k1"), false).is_ok());
+    }
+
+    #[test]
+    fn an_address_held_or_anchored_is_no_first_use() {
+        let mut held = Pin::new("alice@example.com");
+        held.held_keys = vec!["c1".into()];
+        assert!(check(&held, &Offer::key("alice@example.com", "c1"), false).is_ok());
+        let e = check(&held, &Offer::key("alice@example.com", "m1"), false).unwrap_err();
+        assert!(
+            e.to_string().contains("alice@example.com")
+                && e.to_string().contains("added: m1")
+                && e.to_string().contains("--accept-changed"),
+            "{e}"
+        );
+        let mut anchored = Pin::new("alice@example.com");
+        anchored.anchored = true;
+        let card = |vouched| {
+            Offer::card(
+                "alice@example.com",
+                vec!["m1".into()],
+                Protection::Signed,
+                vouched,
+                None,
+            )
+        };
+        let e = check(&anchored, &card(Vouched::Unsigned), false).unwrap_err();
+        assert!(e.to_string().contains("anchor of this store"), "{e}");
+        assert!(check(&anchored, &card(Vouched::Signed), false).is_err());
+        // A card a key the store holds or anchors for the address signed speaks with
+        // that key's authority.
+        assert!(check(&anchored, &card(Vouched::Trusted), false).is_ok());
+        assert!(check(&held, &card(Vouched::Trusted), false).is_ok());
     }
 
     #[test]

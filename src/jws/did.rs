@@ -8,6 +8,8 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use serde_json::{Map, Value};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
 
 use super::compact::PublicKey;
 use super::jwk::Jwk;
@@ -107,11 +109,73 @@ pub fn web_document_url(did: &str) -> Result<String, JwsError> {
     })
 }
 
-/// The signing keys of a DID document for `did`: the verification methods its
-/// `assertionMethod` or `authentication` name (by reference or embedded), each
-/// controlled by `did`. A document whose `id` is another DID is refused: it cannot
-/// speak for this one.
+/// The signing keys of a DID document for `did`, live now: [`document_keys_at`] at
+/// the current time, without the list of what was left out.
 pub fn document_keys(did: &str, document: &[u8]) -> Result<Vec<Jwk>, JwsError> {
+    document_keys_at(did, document, OffsetDateTime::now_utc()).map(|d| d.keys)
+}
+
+/// What a DID document gives to bind: its live keys, and the methods it marks
+/// revoked or expired, which are left out (said at import, never bound silently).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct DocumentKeys {
+    /// The keys to bind.
+    pub keys: Vec<Jwk>,
+    /// The verification methods left out, each with why (its id, then the reason).
+    pub skipped: Vec<String>,
+    /// Keys bound although the document says when they expire (a binding in this
+    /// store does not end then): each method's id and its `expires`.
+    pub expiring: Vec<String>,
+}
+
+/// Why a verification method is not bound at `at`: its `revoked` (W3C Controlled
+/// Identifiers 1.0, 2.2: the key must not be used after that time; a binding here has
+/// no end, so a key with any revocation time is not bound) or an `expires` at or
+/// before `at`. A value that is not an RFC 3339 time refuses the document: a form we
+/// cannot read must not count as "not revoked". `Ok(Some(expires))`: live, but ends.
+fn method_state(
+    m: &Map<String, Value>,
+    mid: &str,
+    at: OffsetDateTime,
+) -> Result<Result<Option<OffsetDateTime>, String>, JwsError> {
+    let time_of = |field: &str| -> Result<Option<OffsetDateTime>, JwsError> {
+        match m.get(field) {
+            None => Ok(None),
+            Some(Value::String(t)) => OffsetDateTime::parse(t, &Rfc3339).map(Some).map_err(|_| {
+                bad(format!(
+                    "verification method `{}`: `{field}` is not an RFC 3339 time",
+                    mid.chars().take(120).collect::<String>()
+                ))
+            }),
+            Some(_) => Err(bad(format!(
+                "verification method `{}`: `{field}` is not a time",
+                mid.chars().take(120).collect::<String>()
+            ))),
+        }
+    };
+    let revoked = time_of("revoked")?;
+    let expires = time_of("expires")?;
+    let f = |t: OffsetDateTime| t.format(&Rfc3339).unwrap_or_default();
+    if let Some(r) = revoked {
+        return Ok(Err(format!("revoked at {}", f(r))));
+    }
+    match expires {
+        Some(e) if e <= at => Ok(Err(format!("expired at {}", f(e)))),
+        other => Ok(Ok(other)),
+    }
+}
+
+/// The signing keys of a DID document for `did` at `at`: the verification methods
+/// its `assertionMethod` or `authentication` name (by reference or embedded), each
+/// controlled by `did`, except those it marks revoked or expired at `at` (listed in
+/// [`DocumentKeys::skipped`]). A document whose `id` is another DID is refused: it
+/// cannot speak for this one; so is one with no live key left.
+pub fn document_keys_at(
+    did: &str,
+    document: &[u8],
+    at: OffsetDateTime,
+) -> Result<DocumentKeys, JwsError> {
     if document.len() > MAX_DOCUMENT_BYTES {
         return Err(bad(format!(
             "a DID document of {} bytes, more than {MAX_DOCUMENT_BYTES}",
@@ -174,6 +238,7 @@ pub fn document_keys(did: &str, document: &[u8]) -> Result<Vec<Jwk>, JwsError> {
         return Err(bad(format!("more than {MAX_METHODS} verification methods")));
     }
     let mut keys: Vec<Jwk> = Vec::new();
+    let (mut skipped, mut expiring, mut dead) = (Vec::new(), Vec::new(), Vec::new());
     for m in chosen {
         let mid = m
             .get("id")
@@ -198,31 +263,131 @@ pub fn document_keys(did: &str, document: &[u8]) -> Result<Vec<Jwk>, JwsError> {
         if jwk.is_private() {
             return Err(bad("a DID document carries a private key"));
         }
+        let shown = mid.chars().take(120).collect::<String>();
+        match method_state(m, &mid, at)? {
+            Err(why) => {
+                let entry = format!("{shown}: {why}");
+                if !skipped.contains(&entry) {
+                    skipped.push(entry);
+                }
+                dead.push(jwk.thumbprint());
+                continue;
+            }
+            Ok(Some(e)) => {
+                expiring.push(format!(
+                    "{shown}: expires {}",
+                    e.format(&Rfc3339).unwrap_or_default()
+                ));
+            }
+            Ok(None) => {}
+        }
         if !keys.iter().any(|k| k.thumbprint() == jwk.thumbprint()) {
             keys.push(jwk);
         }
+    }
+    // A key the document marks revoked or expired in one method is not live because
+    // another method lists it too.
+    keys.retain(|k| !dead.contains(&k.thumbprint()));
+    if keys.is_empty() && !skipped.is_empty() {
+        return Err(bad(format!(
+            "the document names no live key: {}",
+            skipped.join("; ")
+        )));
     }
     if keys.is_empty() {
         return Err(bad(
             "the document names no assertionMethod or authentication key",
         ));
     }
-    Ok(keys)
+    Ok(DocumentKeys {
+        keys,
+        skipped,
+        expiring,
+    })
 }
 
 /// The keys of a `did:web`, its document fetched over HTTPS under `fetch`.
 #[cfg(feature = "https")]
 pub fn resolve_web(did: &str, fetch: &crate::https::FetchOptions) -> Result<Vec<Jwk>, JwsError> {
+    resolve_web_at(did, fetch, OffsetDateTime::now_utc()).map(|d| d.keys)
+}
+
+/// The keys of a `did:web` live at `at`, its document fetched over HTTPS under
+/// `fetch`, with what the document marks revoked or expired ([`document_keys_at`]).
+#[cfg(feature = "https")]
+pub fn resolve_web_at(
+    did: &str,
+    fetch: &crate::https::FetchOptions,
+    at: OffsetDateTime,
+) -> Result<DocumentKeys, JwsError> {
     let url = web_document_url(did)?;
     let mut fetch = fetch.clone();
     fetch.max_bytes = fetch.max_bytes.min(MAX_DOCUMENT_BYTES);
     let doc = crate::https::get(&url, &fetch).map_err(|e| bad(e.to_string()))?;
-    document_keys(did, &doc.body)
+    document_keys_at(did, &doc.body, at)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn methods_marked_revoked_or_expired_are_left_out_and_said() {
+        let did = "did:web:a.example";
+        let at = OffsetDateTime::from_unix_timestamp(1_800_000_000).unwrap();
+        let m = |id: &str, x: &str, extra: Value| {
+            let mut m = serde_json::json!({"id": format!("{did}#{id}"), "type": "JsonWebKey2020",
+                "controller": did, "publicKeyJwk": {"kty": "OKP", "crv": "Ed25519", "x": x}});
+            for (k, v) in extra.as_object().unwrap() {
+                m[k] = v.clone();
+            }
+            m
+        };
+        let live = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
+        let other = "2Abs0GAVumB3n5w9U1kAzkGbi0kk-tJ6A0mLcyA6j-M";
+        let doc = |extra: Value| {
+            serde_json::json!({"id": did,
+                "verificationMethod": [m("k1", live, serde_json::json!({})), m("k2", other, extra)],
+                "assertionMethod": ["#k1", "#k2"]})
+            .to_string()
+        };
+        // Revoked, even at a time still to come: a binding here has no end.
+        for extra in [
+            serde_json::json!({"revoked": "2020-01-01T00:00:00Z"}),
+            serde_json::json!({"revoked": "2099-01-01T00:00:00Z"}),
+            serde_json::json!({"expires": "2020-01-01T00:00:00Z"}),
+        ] {
+            let d = document_keys_at(did, doc(extra.clone()).as_bytes(), at).unwrap();
+            assert_eq!(d.keys.len(), 1, "{extra}");
+            assert!(
+                d.skipped[0].starts_with(&format!("{did}#k2: ")),
+                "{:?}",
+                d.skipped
+            );
+        }
+        let d = document_keys_at(
+            did,
+            doc(serde_json::json!({"expires": "2099-01-01T00:00:00Z"})).as_bytes(),
+            at,
+        )
+        .unwrap();
+        assert_eq!((d.keys.len(), d.expiring.len()), (2, 1));
+        // A time we cannot read refuses the document.
+        assert!(document_keys_at(
+            did,
+            doc(serde_json::json!({"revoked": "soon"})).as_bytes(),
+            at
+        )
+        .is_err());
+        // The same key live in one method and revoked in another is not live.
+        let d = serde_json::json!({"id": did,
+            "verificationMethod": [m("k1", live, serde_json::json!({})),
+                m("k2", live, serde_json::json!({"revoked": "2020-01-01T00:00:00Z"}))],
+            "assertionMethod": ["#k1", "#k2"]})
+        .to_string();
+        let e = document_keys_at(did, d.as_bytes(), at).unwrap_err();
+        assert!(e.to_string().contains("no live key"), "{e}");
+    }
 
     #[test]
     fn did_key_examples() {

@@ -414,6 +414,26 @@ pub fn describe_with_passphrase(
     Ok(out)
 }
 
+/// The X.509 certificates in `input`, read as an import reads them (none in an
+/// OpenPGP input): what [`crate::identity::pins::check_import_files`] checks against
+/// the store's anchors before anything is stored.
+pub(crate) fn certificates_in(
+    input: &[u8],
+    what: &str,
+    passphrase: Option<&[u8]>,
+) -> Result<Vec<x509_cert::Certificate>, KeyStoreError> {
+    if crate::keystore::openpgp::looks_like_openpgp(input) {
+        return Ok(Vec::new());
+    }
+    Ok(material::read_all(input, what, passphrase)?
+        .into_iter()
+        .filter_map(|m| match m {
+            material::Material::Certificate(c) => Some(*c),
+            _ => None,
+        })
+        .collect())
+}
+
 /// A store behind a pointer is a store: a caller that keeps its store lends it (`&T`),
 /// or one worker shares it between its [`crate::Receiver`] and [`crate::Sender`]
 /// (`Rc<T>`, as the gateway does).

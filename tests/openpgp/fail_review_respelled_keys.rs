@@ -129,6 +129,14 @@ fn fail_review_respelled_keys_extra_user_id_through_plain_import_overrides_card_
 
     // ... the plain path should refuse it too (or not let it speak for alice@).
     let imported = run(&["key", "import", "--store", s(&bob), s(&public)], b"");
+    let said = String::from_utf8_lossy(&imported.stderr);
+    assert!(
+        imported.status.code() != Some(0)
+            && said.contains(ALICE)
+            && said.contains("--accept-changed"),
+        "plain import of a key naming pinned alice@: exit {:?}: {said}",
+        imported.status.code()
+    );
 
     // Mallory signs and encrypts a request as alice@.
     let now = time::OffsetDateTime::now_utc();

@@ -59,8 +59,27 @@ fn fail_review_respelled_keys_extra_san_through_plain_import_takes_an_anchored_a
         d,
     );
     assert!(out.status.success());
-    // Bob imports Mallory's certificate as she published it.
-    let listing = import(&bob, &[&d.join("m.crt")], false);
+    // Bob imports Mallory's certificate as she published it: refused, since it names
+    // alice@, whose domain the store's anchor speaks for, with a key the store does
+    // not hold for her (issue 55: no import path takes an address the store already
+    // identifies without --accept-changed).
+    let m_crt = d.join("m.crt").display().to_string();
+    let out = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            &bob.display().to_string(),
+            &m_crt,
+        ],
+        b"",
+    );
+    let listing = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_ne!(out.status.code(), Some(0), "{listing}");
+    assert!(
+        listing.contains("alice@smime.example") && listing.contains("--accept-changed"),
+        "{listing}"
+    );
     let mallory = d.join("mallory");
     import(&mallory, &[&d.join("m.crt"), &d.join("m.key")], false);
 

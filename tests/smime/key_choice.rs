@@ -150,6 +150,9 @@ fn the_certificate_a_recipients_card_publishes_wins_over_a_newer_one() {
     let (alice_crt, alice_key) = identity(&pki, "alice", ALICE, "20250101000000Z");
     let alice = dir.path().join("alice-store");
     import(&alice, &[&alice_crt, &alice_key, &new_crt], false);
+    // Alice's store already holds a certificate for bob@ (the newer one), so a card
+    // publishing another key for him is a change she accepts (issue 55: an address
+    // the store holds a key for is no first use).
     let out = run(
         &[
             "key",
@@ -158,6 +161,7 @@ fn the_certificate_a_recipients_card_publishes_wins_over_a_newer_one() {
             alice.to_str().unwrap(),
             "--agent-card",
             card.to_str().unwrap(),
+            "--accept-changed",
         ],
         b"",
     );

@@ -314,14 +314,18 @@ fn token_keys_decrypt_what_openssl_and_mailseal_encrypt() {
         // token certificate.
         let alice = hsm.path(&format!("alice-{object}"));
         let a = alice.to_str().unwrap();
-        for f in [
+        // One import: each certificate with its key is our own (a certificate for
+        // an address the store holds, imported alone, is a change: issue 55).
+        let files = [
             "alice.sign.crt",
             "alice.sign.key",
             "alice.encrypt.crt",
             "alice.encrypt.key",
-        ] {
-            hsm.ok(&["key", "import", "--store", a, &k(f)], b"");
-        }
+        ]
+        .map(k);
+        let mut args = vec!["key", "import", "--store", a];
+        args.extend(files.iter().map(String::as_str));
+        hsm.ok(&args, b"");
         hsm.ok(&["key", "import", "--store", a, bob.to_str().unwrap()], b"");
         let id = format!("{object}-mailseal");
         let again = request(&id, "alice@smime.example", "bob@smime.example");

@@ -467,7 +467,8 @@ pub fn import_card(
     if opts.require_signature && !card.trusted() {
         return Err(CardError::Untrusted(card.address.clone()));
     }
-    let held = policies.pin(store, &card.address)?;
+    let mut held = policies.pin(store, &card.address)?;
+    pins::store_holds(&mut held, store, now)?;
     let offer = Offer::card(
         &card.address,
         key_fingerprints(card),
