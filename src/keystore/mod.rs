@@ -15,6 +15,7 @@ mod pkcs12;
 mod postgres;
 mod sql;
 mod sqlite;
+pub(crate) mod user_ids;
 
 pub use crate::hex::hex;
 pub use directory::DirectoryStore;

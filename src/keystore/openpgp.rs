@@ -80,11 +80,9 @@ pub(crate) fn read_certs_at(
         let cert = cert.map_err(|e| malformed(what, e))?;
         conforms(&cert).map_err(|reason| malformed(what, reason))?;
         if let Some(at) = import_at {
-            crate::identity::openpgp::check_import(&cert, at).map_err(|e| {
-                KeyStoreError::Refused {
-                    what: what.to_string(),
-                    reason: e.to_string(),
-                }
+            super::user_ids::check_import(&cert, at).map_err(|e| KeyStoreError::Refused {
+                what: what.to_string(),
+                reason: e.to_string(),
             })?;
         }
         let cert = writable(cert).map_err(|e| malformed(what, e))?;
@@ -107,7 +105,7 @@ pub(crate) fn read_certs_at(
             public,
             secret,
             entry: entry(&cert, has_secret),
-            every_email: crate::identity::openpgp::every_address(&cert),
+            every_email: super::user_ids::every_address(&cert),
         });
     }
     if out.is_empty() {
@@ -281,7 +279,7 @@ pub(crate) fn fingerprint(cert: &Cert) -> String {
 /// [`crate::identity::openpgp::addresses_at`].
 pub(crate) fn emails_at(cert: &Cert, at: Option<SystemTime>) -> Vec<String> {
     let policy = StandardPolicy::new();
-    crate::identity::openpgp::addresses_at(cert, &policy, at.unwrap_or_else(SystemTime::now))
+    super::user_ids::addresses_at(cert, &policy, at.unwrap_or_else(SystemTime::now))
 }
 
 /// The addresses of a certificate already validated under a policy at a time: SOP's
