@@ -51,11 +51,14 @@ fn forgeries_are_refused_at_smtp_time_and_replays_dropped() {
     std::fs::create_dir_all(&attacker).unwrap();
     let mallory = attacker.join("store");
     common::mls::mls_identity(&attacker, &mallory, "alice@smime.example");
+    // Her store's anchor (her own CA) speaks for smime.example: Bob's certificate from
+    // another CA is a change she accepts in her own store.
     common::mls::ok(
         &mallory,
         &[
             "key",
             "import",
+            "--accept-changed",
             &common::fixture("rfc9216/bob.encrypt.crt")
                 .display()
                 .to_string(),
