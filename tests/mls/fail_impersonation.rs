@@ -196,7 +196,11 @@ fn fail_a_member_adds_a_leaf_named_after_someone_else() {
     // the key she made for that address (her own store pins it, so she can).
     let ((forged, cert), forged_key) = forged_ceo_key(root, "mallory-ceo");
     let mallory = &agents[2];
-    ok(&mallory.store, &["key", "import", cert.to_str().unwrap()]);
+    // In her own store, her anchor speaks for group.example: she accepts the change.
+    ok(
+        &mallory.store,
+        &["key", "import", "--accept-changed", cert.to_str().unwrap()],
+    );
     let kp = key_package(&forged, CEO, &root.join("ceo-kp.eml"));
     let add = root.join("mallory-add");
     ok(
