@@ -123,6 +123,28 @@ const MIGRATIONS: &[&str] = &[
         fingerprint TEXT PRIMARY KEY,
         record TEXT NOT NULL
      );",
+    // 8: the request record and idempotency by address (as the SQLite store's
+    // migration 6).
+    "ALTER TABLE mailseal_replay_tuple ADD COLUMN peer TEXT;
+     ALTER TABLE mailseal_replay_tuple ADD COLUMN retain_until BIGINT;
+     CREATE INDEX mailseal_replay_tuple_peer_idempotency
+        ON mailseal_replay_tuple (peer, idempotency_key, accepted_at);
+     CREATE TABLE mailseal_sent_request (
+        correlation_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        attempt BIGINT NOT NULL,
+        mail_id TEXT,
+        author TEXT NOT NULL,
+        recipients TEXT NOT NULL,
+        grp TEXT,
+        operation TEXT NOT NULL,
+        idempotency_key TEXT,
+        expires_at BIGINT NOT NULL,
+        paid BOOLEAN NOT NULL,
+        sent_at BIGINT NOT NULL,
+        PRIMARY KEY (correlation_id, message_id)
+     );
+     CREATE INDEX mailseal_sent_request_expires ON mailseal_sent_request (expires_at);",
 ];
 
 /// Why the database did not open.

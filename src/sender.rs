@@ -5,9 +5,13 @@
 //! In order: the recipients' Agent Cards (their minimum protection and the profiles
 //! they list), the size the receiver accepts (ours, or a recipient's published
 //! `maxMessageBytes`, whichever is smaller: refused before any cryptography when the
-//! message cannot fit), the sealer of the profile with the store's keys, and, for a
-//! `PaymentRequiredError` carrying x402 `PaymentRequired`, a record that we asked its
-//! recipients for a payment (so their `PaymentPayload` is accepted, and only theirs).
+//! message cannot fit), the sealer of the profile with the store's keys, and two
+//! records in the replay state our receiver reads: every request, with its
+//! correlation, recipients, attempt and expiry (so that its answers, and only they,
+//! are delivered: [`crate::replay::SentRequest`]); and, for a `PaymentRequiredError`
+//! carrying x402 `PaymentRequired`, that we asked its recipients for a payment (so
+//! their `PaymentPayload` is accepted, and only theirs). A sender without a replay
+//! state refuses both rather than send what its receiver would then refuse.
 //!
 //! ```
 //! use mailseal::keystore::DirectoryStore;
@@ -117,9 +121,10 @@ pub struct SenderBuilder<'a> {
 }
 
 impl<'a> SenderBuilder<'a> {
-    /// Where the `PaymentRequired` records go: the replay state our receiver reads.
-    /// Without it, sealing a `PaymentRequiredError` with x402 data is refused, since
-    /// the peer's payment would then be refused as unsolicited.
+    /// Where the request and `PaymentRequired` records go: the replay state our
+    /// receiver reads. Without it, sealing a request or a `PaymentRequiredError` with
+    /// x402 data is refused, since the answer (or the peer's payment) would then be
+    /// refused as unsolicited.
     pub fn replay(mut self, store: impl ReplayStore + 'a) -> Self {
         self.sender.replay = Some(Box::new(store));
         self
@@ -291,6 +296,8 @@ impl<'a> Sender<'a> {
                 // member, removed, no identity).
                 let group = opts.group.as_deref().ok_or(SealError::NoGroup)?;
                 let mls = self.mls()?;
+                let group_id = crate::mls::group_id_text(&crate::mls::parse_group_id(group)?);
+                self.record_request(plain, Some(group_id))?;
                 self.record_payment_required(plain)?;
                 let sealed = mls.seal(plain, group, opts.outer_hints)?;
                 if sealed.len() as u64 > limit {
@@ -305,6 +312,7 @@ impl<'a> Sender<'a> {
                     .map_err(|e| SealError::Output(e).into());
             }
         };
+        self.record_request(plain, None)?;
         self.record_payment_required(plain)?;
         // The keys the recipients' cards publish are chosen first.
         let mut with_card_keys;
@@ -404,6 +412,7 @@ impl<'a> Sender<'a> {
                 who,
             });
         }
+        self.record_request(plain, None)?;
         self.record_payment_required(plain)?;
         Ok(message)
     }
@@ -502,13 +511,39 @@ impl<'a> Sender<'a> {
         }
     }
 
-    /// Whether sealing `plain` records something in the replay state (an x402
-    /// `PaymentRequired`): a caller that opens its state lazily opens it for these.
+    /// Whether sealing `plain` records something in the replay state (a request, an
+    /// x402 `PaymentRequired`): a caller that opens its state lazily opens it for
+    /// these.
     pub fn needs_replay(plain: &MailA2aMessage) -> bool {
         let env = plain.envelope();
-        env.kind() == Some(Kind::Error)
-            && env.payment_kind() == Some(PaymentKind::Required)
-            && env.correlation_id().is_some()
+        env.correlation_id().is_some()
+            && (env.kind() == Some(Kind::Request)
+                || (env.kind() == Some(Kind::Error)
+                    && env.payment_kind() == Some(PaymentKind::Required)))
+    }
+
+    /// Records the request `plain` (sent to the MLS group `group`, when sealed under
+    /// `mls`) before it is sealed, so that its answers are delivered (see
+    /// [`crate::replay::SentRequest`]).
+    fn record_request(
+        &self,
+        plain: &MailA2aMessage,
+        group: Option<String>,
+    ) -> Result<(), SendError> {
+        let rules = crate::replay::ReceiverPolicy::default();
+        let Some(record) = crate::replay::SentRequest::of(plain, group, self.clock.now(), &rules)
+        else {
+            return Ok(());
+        };
+        let Some(replay) = &self.replay else {
+            return Err(ReceiverError::Store(
+                "a request needs the replay state to record it in, or its answers are refused as unsolicited (Sender::builder().replay)"
+                    .into(),
+            )
+            .into());
+        };
+        replay.record_request(&record)?;
+        Ok(())
     }
 
     /// A `PaymentRequiredError` carrying x402 `PaymentRequired` asks its recipients

@@ -104,6 +104,29 @@ const MIGRATIONS: &[&str] = &[
         fingerprint TEXT PRIMARY KEY,
         record TEXT NOT NULL
      ) WITHOUT ROWID;",
+    // 6: the record of the requests we sent (issue #56), whose answers alone are
+    // delivered; idempotency keys by the sender's address, remembered for a
+    // retention of their own.
+    "ALTER TABLE replay_tuple ADD COLUMN peer TEXT;
+     ALTER TABLE replay_tuple ADD COLUMN retain_until INTEGER;
+     CREATE INDEX replay_tuple_peer_idempotency
+        ON replay_tuple (peer, idempotency_key, accepted_at);
+     CREATE TABLE sent_request (
+        correlation_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        mail_id TEXT,
+        author TEXT NOT NULL,
+        recipients TEXT NOT NULL,
+        grp TEXT,
+        operation TEXT NOT NULL,
+        idempotency_key TEXT,
+        expires_at INTEGER NOT NULL,
+        paid INTEGER NOT NULL,
+        sent_at INTEGER NOT NULL,
+        PRIMARY KEY (correlation_id, message_id)
+     ) WITHOUT ROWID;
+     CREATE INDEX sent_request_expires ON sent_request (expires_at);",
 ];
 
 /// The schema version this build writes.

@@ -354,6 +354,21 @@ pub(super) fn run() -> CliResult {
         bob.import(bytes, name, false).map_err(|e| fail(name, e))?;
     }
     let bob_smime = Smime::new(&bob);
+    // Only answers to a request Alice sent are delivered: the Sender records each
+    // request it seals in her state; here the request of step 6 is recorded so.
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    if let Some(sent) = crate::replay::SentRequest::of(
+        &request,
+        None,
+        now,
+        &crate::replay::ReceiverPolicy::default(),
+    ) {
+        receiver
+            .replay()
+            .record_request(&sent)
+            .map_err(|e| fail("request record", e))?;
+    }
+    let mut receive = |raw: &[u8]| word(receiver.receive(raw).and_then(|i| i.commit()));
     for i in [0, 2, 1] {
         let mut m = MailA2aMessage::new(
             "bob@smime.example",

@@ -48,6 +48,7 @@ fn factory(config: &Config) -> Arc<crate::gateway::PipelineFactory> {
         .clone()
         .unwrap_or_else(|| store.display().to_string());
     let policy = config.inbound.open_policy();
+    let rules = config.inbound.rules();
     Arc::new(move || {
         let keys: Rc<dyn KeyStore> = super::store::Keys::open(&store)
             .map_err(|f| f.line)?
@@ -57,6 +58,7 @@ fn factory(config: &Config) -> Arc<crate::gateway::PipelineFactory> {
         let replay = |what| crate::replay::open_store(&state).map_err(|e| format!("{what}: {e}"));
         let receiver = Receiver::builder(keys.clone())
             .policy(policy.clone())
+            .rules(rules.clone())
             .peers(&peers)
             .mls_lazy(home.lazy_mls())
             .replay_boxed(replay("replay state")?)

@@ -79,6 +79,12 @@ pub(super) struct OpenArgs {
     /// refused (exit 6) as a reflection: a recipient mailing our message back to us.
     #[arg(long)]
     own_copy: bool,
+    /// Accept a response, error or stream event that answers no request recorded in
+    /// this state (a receiver whose requests another system sends). By default only
+    /// answers to requests `seal` recorded here are delivered, from an agent the
+    /// request went to and before it expired (exit 6 otherwise).
+    #[arg(long)]
+    allow_unsolicited: bool,
     /// Refuse signed mail without header protection even from --allow-legacy-from
     /// peers.
     #[arg(long)]
@@ -101,9 +107,15 @@ fn receiver<'a>(
     state: Option<&str>,
     policy: OpenPolicy,
     clock: Clock,
+    unsolicited: crate::replay::Unsolicited,
 ) -> Result<Receiver<'a>, Failure> {
+    let rules = crate::replay::ReceiverPolicy {
+        unsolicited,
+        ..Default::default()
+    };
     let mut builder = Receiver::builder(keys.store())
         .policy(policy)
+        .rules(rules)
         .peers(&home.load_policies()?)
         .clock(clock)
         .mls_lazy(home.lazy_mls());
@@ -166,8 +178,13 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
             .map_err(|e| Failure::new(ExitCode::Usage, format!("--allow-legacy-from: {e}")))?;
     }
     let clock = clock(a.now.as_deref())?;
+    let unsolicited = if a.allow_unsolicited {
+        crate::replay::Unsolicited::Accept
+    } else {
+        crate::replay::Unsolicited::Refuse
+    };
     if a.stateless {
-        let receiver = receiver(&home, &keys, None, policy, clock)?;
+        let receiver = receiver(&home, &keys, None, policy, clock, unsolicited)?;
         let raw = read_input(a.input.as_deref().or(a.file.as_deref()))?;
         let outcome = receiver
             .verify_owned(raw)
@@ -186,7 +203,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         eprintln!("mailseal: receiver rules not applied (--stateless): do not act on this");
         return write_delivery(a.out.as_deref(), delivery, a.eml);
     }
-    let mut receiver = receiver(&home, &keys, Some(state), policy, clock)?;
+    let mut receiver = receiver(&home, &keys, Some(state), policy, clock, unsolicited)?;
     if let (Some(batch), Some(out_dir)) = (&a.batch, &a.out_dir) {
         return open_batch(&mut receiver, batch, out_dir, a.eml);
     }
@@ -295,6 +312,7 @@ pub(super) fn mls_next(
         Some(state),
         OpenPolicy::default(),
         Clock::System,
+        crate::replay::Unsolicited::Refuse,
     )?;
     receiver.mls().map_err(|e| Failure::from("mls next", e))?;
     let Some(released) = receiver

@@ -346,9 +346,37 @@ pub struct InboundPolicy {
     /// Refuse an S/MIME signer without a current CRL for every certificate on its path.
     #[serde(default)]
     pub require_crl: bool,
+    /// Responses, errors and stream events that answer no request this gateway's
+    /// outbound side (or `mailseal seal` on the same state) recorded: `refuse` (the
+    /// default) or `accept` (a gateway that only receives, whose agents' requests
+    /// leave by another path).
+    #[serde(default)]
+    pub unsolicited: UnsolicitedChoice,
+}
+
+/// `inbound.unsolicited`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UnsolicitedChoice {
+    /// Refused as `rules.unsolicited`.
+    #[default]
+    Refuse,
+    /// Judged by the stream rules alone.
+    Accept,
 }
 
 impl InboundPolicy {
+    /// The receiver rules these choices make (the library's defaults otherwise).
+    pub fn rules(&self) -> crate::replay::ReceiverPolicy {
+        crate::replay::ReceiverPolicy {
+            unsolicited: match self.unsolicited {
+                UnsolicitedChoice::Refuse => crate::replay::Unsolicited::Refuse,
+                UnsolicitedChoice::Accept => crate::replay::Unsolicited::Accept,
+            },
+            ..Default::default()
+        }
+    }
+
     /// The open policy these choices make (the library's defaults otherwise).
     pub fn open_policy(&self) -> crate::seal::OpenPolicy {
         let mut policy = crate::seal::OpenPolicy {

@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::sync::Mutex;
 
 use super::rules::{Pending, PendingState, StreamId, StreamRow, Transact, Tuple, Txn};
-use super::ReceiverError;
+use super::{ReceiverError, SentRequest};
 
 /// Replay and stream state in memory, behind one lock.
 #[derive(Debug, Default)]
@@ -19,6 +19,8 @@ pub(crate) struct State {
     streams: BTreeMap<StreamId, StreamRow>,
     pending: BTreeMap<StreamId, BTreeMap<u64, Pending>>,
     payments: HashMap<(String, String), String>,
+    /// Our requests, by correlation and `messageId`.
+    requests: BTreeMap<(String, String), SentRequest>,
 }
 
 impl Transact for MemoryReplayStore {
@@ -60,6 +62,7 @@ enum Undo {
     Stream(StreamId, Option<StreamRow>),
     Pending(StreamId, u64, Option<Pending>),
     Payment((String, String), Option<String>),
+    Request((String, String), Option<SentRequest>),
 }
 
 /// One transaction on the in-memory state; a dry run logs what it overwrites.
@@ -98,6 +101,8 @@ impl MemTxn<'_> {
                 }
                 Undo::Payment(k, Some(v)) => drop(s.payments.insert(k, v)),
                 Undo::Payment(k, None) => drop(s.payments.remove(&k)),
+                Undo::Request(k, Some(v)) => drop(s.requests.insert(k, v)),
+                Undo::Request(k, None) => drop(s.requests.remove(&k)),
             }
         }
     }
@@ -108,12 +113,16 @@ impl Txn for MemTxn<'_> {
     fn tuple(&mut self, signer: &str, message_id: &str) -> Result<Option<Tuple>, Infallible> {
         self.state.tuple(signer, message_id)
     }
-    fn tuple_by_idempotency(
-        &mut self,
-        signer: &str,
-        key: &str,
-    ) -> Result<Option<Tuple>, Infallible> {
-        self.state.tuple_by_idempotency(signer, key)
+    fn tuple_by_idempotency(&mut self, peer: &str, key: &str) -> Result<Option<Tuple>, Infallible> {
+        self.state.tuple_by_idempotency(peer, key)
+    }
+    fn sent_requests(&mut self, corr: &str) -> Result<Vec<SentRequest>, Infallible> {
+        self.state.sent_requests(corr)
+    }
+    fn put_request(&mut self, r: &SentRequest) -> Result<(), Infallible> {
+        let k = (r.correlation_id.clone(), r.message_id.clone());
+        self.log(|s| Undo::Request(k.clone(), s.requests.get(&k).cloned()));
+        self.state.put_request(r)
     }
     fn insert_tuple(&mut self, t: &Tuple) -> Result<(), Infallible> {
         let k = (t.signer.clone(), t.message_id.clone());
@@ -185,15 +194,11 @@ impl Txn for State {
             .get(&(signer.to_string(), message_id.to_string()))
             .cloned())
     }
-    fn tuple_by_idempotency(
-        &mut self,
-        signer: &str,
-        key: &str,
-    ) -> Result<Option<Tuple>, Infallible> {
+    fn tuple_by_idempotency(&mut self, peer: &str, key: &str) -> Result<Option<Tuple>, Infallible> {
         Ok(self
             .tuples
             .values()
-            .filter(|t| t.signer == signer && t.idempotency_key.as_deref() == Some(key))
+            .filter(|t| t.peer == peer && t.idempotency_key.as_deref() == Some(key))
             .min_by_key(|t| t.accepted_at)
             .cloned())
     }
@@ -268,9 +273,25 @@ impl Txn for State {
             .insert((peer.to_string(), corr.to_string()), state.to_string());
         Ok(())
     }
+    fn sent_requests(&mut self, corr: &str) -> Result<Vec<SentRequest>, Infallible> {
+        Ok(self
+            .requests
+            .range((corr.to_string(), String::new())..)
+            .take_while(|((c, _), _)| c == corr)
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+    fn put_request(&mut self, r: &SentRequest) -> Result<(), Infallible> {
+        self.requests
+            .insert((r.correlation_id.clone(), r.message_id.clone()), r.clone());
+        Ok(())
+    }
     fn prune(&mut self, now: i64, retention: i64) -> Result<(), Infallible> {
-        self.tuples
-            .retain(|_, t| t.keep_until.is_none_or(|k| k >= now));
+        self.tuples.retain(|_, t| {
+            t.keep_until.is_none_or(|k| k >= now) || t.retain_until.is_some_and(|k| k >= now)
+        });
+        self.requests
+            .retain(|_, r| r.expires_at.saturating_add(retention) >= now);
         let pending = &self.pending;
         self.streams.retain(|id, s| {
             s.updated_at.saturating_add(retention) >= now

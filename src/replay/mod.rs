@@ -12,6 +12,19 @@
 //!   `expiresAt` lives [`ReceiverPolicy::default_lifetime`] from its `createdAt`, else
 //!   from its protected Date; an effectful request with none of the three is refused,
 //!   and no tuple is kept forever (DESIGN decision 5, revised by issue #17).
+//! - **the request record**: every request a [`crate::Sender`] seals is recorded
+//!   ([`ReplayStore::record_request`]); a response, error or event is delivered only
+//!   when it answers one of them, from an agent that request went to (a group
+//!   request: a member of that MLS group), before the request's expiry plus the
+//!   skew ([`ReceiverError::Unsolicited`]). The attempt a reply belongs to is the
+//!   attempt of the request it answers (named by its In-Reply-To, else our latest
+//!   one), never the number the reply states; and one signer answers an attempt.
+//!   A receiver that only receives may accept replies without a record by
+//!   [`Unsolicited::Accept`], a policy it chooses by name.
+//! - **idempotency** (section 7): an `idempotencyKey` is the sender's *address*'s,
+//!   whatever profile or key signs the retry, and is remembered for
+//!   [`ReceiverPolicy::idempotency_retention`]; a retry after the first request's
+//!   lifetime ended is refused as too late, never performed anew.
 //! - **streams** (section 6): the replies of one correlation are delivered in sequence
 //!   order only. A gap holds later events back ([`Admission::Held`], persisted and
 //!   bounded per sender) and [`ReplayStore::streams`] shows what is missing and since
@@ -138,6 +151,62 @@ pub enum ReceiverError {
         /// The exchange.
         correlation_id: String,
     },
+    /// A response, error or event that answers no request of ours: none was recorded
+    /// for its correlation, or the one it answers did not go to its sender.
+    #[error("unsolicited: {peer} answers {what}")]
+    Unsolicited {
+        /// The sender's address.
+        peer: String,
+        /// Which request it claims to answer, and why that is not ours to accept.
+        what: String,
+    },
+    /// A reply to a request whose lifetime (plus the skew) has ended.
+    #[error("{peer} answers request {message_id} of exchange {correlation_id}, which expired at {expired_at}")]
+    AnswerTooLate {
+        /// The sender's address.
+        peer: String,
+        /// The exchange.
+        correlation_id: String,
+        /// Our request's `messageId`.
+        message_id: String,
+        /// When it expired (RFC 3339).
+        expired_at: String,
+    },
+    /// Another signer already answers this attempt of the exchange: one final per
+    /// correlation and attempt, whoever sends it.
+    #[error(
+        "security: exchange {correlation_id} (attempt {attempt}) is answered by another signer"
+    )]
+    AnsweredByAnother {
+        /// The exchange.
+        correlation_id: String,
+        /// The attempt.
+        attempt: u64,
+    },
+    /// A retry (same sender address and `idempotencyKey`) after the first request's
+    /// lifetime ended: refused rather than performed again.
+    #[error("idempotency key {key} was first used by {first} ({previous}), which expired at {expired_at}: too late to retry")]
+    RetryTooLate {
+        /// The key.
+        key: String,
+        /// The first request's `messageId`.
+        first: String,
+        /// Its operation.
+        previous: String,
+        /// When it expired (RFC 3339).
+        expired_at: String,
+    },
+    /// An x402 `SettlementResponse` answering a request of ours that carried no
+    /// `PaymentPayload`.
+    #[error(
+        "security: settlement from {peer} for exchange {correlation_id}, where we paid nothing"
+    )]
+    UnsolicitedSettlement {
+        /// The sender's address.
+        peer: String,
+        /// The exchange.
+        correlation_id: String,
+    },
     /// The envelope lacks what the rules need (`messageId`, `operation`, `kind`,
     /// `sequence`, a reply's `correlationId`): validation lets none of these through.
     #[error("envelope lacks {field}")]
@@ -174,6 +243,21 @@ impl Classify for ReceiverError {
     }
 }
 
+/// What the receiver does with a response, error or event that answers no request
+/// recorded in its state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unsolicited {
+    /// Refused ([`ReceiverError::Unsolicited`]): the default.
+    #[default]
+    Refuse,
+    /// Accepted under the stream rules alone, its attempt as the reply states it: for
+    /// a receiver whose requests are sent by something that keeps no record here (a
+    /// gateway's inbound side alone). A reply that answers a recorded request is still
+    /// judged against that record.
+    Accept,
+}
+
 /// The receiver's tolerances.
 #[derive(Clone, Debug)]
 pub struct ReceiverPolicy {
@@ -186,6 +270,12 @@ pub struct ReceiverPolicy {
     pub max_pending_per_sender: u64,
     /// How far ahead of the next expected sequence an event may be.
     pub max_gap: u64,
+    /// How long a request's `idempotencyKey` is remembered after it was accepted,
+    /// seconds (default 30 days; never shorter than the request's lifetime): a retry
+    /// within it is a retry, never a new operation.
+    pub idempotency_retention: i64,
+    /// Replies that answer no recorded request.
+    pub unsolicited: Unsolicited,
 }
 
 impl Default for ReceiverPolicy {
@@ -195,6 +285,8 @@ impl Default for ReceiverPolicy {
             default_lifetime: 7 * 24 * 3600,
             max_pending_per_sender: 256,
             max_gap: 1024,
+            idempotency_retention: 30 * 24 * 3600,
+            unsolicited: Unsolicited::Refuse,
         }
     }
 }
@@ -216,9 +308,17 @@ pub struct Candidate {
     pub kind: Kind,
     /// `correlationId`.
     pub correlation_id: Option<String>,
-    /// `serviceParameters.retry` (0 for the first attempt): a payment retry's replies
-    /// are numbered from 1 again, so each attempt is its own stream.
+    /// `serviceParameters.retry` as the message states it (0 for the first attempt).
+    /// A reply's stream is the attempt of the request it answers, from our record;
+    /// this number is read only for a reply accepted without one
+    /// ([`Unsolicited::Accept`]).
     pub attempt: u64,
+    /// The RFC 5322 `In-Reply-To` (without angle brackets): which of our requests a
+    /// reply answers.
+    pub in_reply_to: Option<String>,
+    /// The MLS group id (base64url) the message was authenticated in, when it came
+    /// through the `mls` profile: any member may answer a group request.
+    pub group: Option<String>,
     /// `sequence`.
     pub sequence: u64,
     /// `final`.
@@ -253,6 +353,12 @@ impl Candidate {
         let mut c =
             Candidate::with_envelope(signer, opened.envelope(), opened.message.envelope_shared())?;
         c.peer = opened.message.sender().unwrap_or_default();
+        c.in_reply_to = opened.message.headers.in_reply_to.clone();
+        // The envelope's group is checked against the MLS framing by the mls opener,
+        // and means nothing under another profile.
+        if opened.verdict.profile == Some(crate::profile::Profile::Mls) {
+            c.group = opened.envelope().group().map(|g| g.id);
+        }
         // The Date of the entity that was opened, when it is the signed one. A legacy
         // signer's Date is the outer, unsigned one: its lifetime starts at the time
         // its signature states instead, so a re-dated copy is not fresh again.
@@ -306,6 +412,8 @@ impl Candidate {
             kind,
             correlation_id,
             attempt,
+            in_reply_to: None,
+            group: None,
             sequence: env
                 .sequence()
                 .ok_or(ReceiverError::Incomplete { field: "sequence" })?,
@@ -392,6 +500,86 @@ pub struct StreamEvent {
     pub envelope: Vec<u8>,
 }
 
+/// A request we sent, as the receiver rules need it to accept its answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SentRequest {
+    /// `correlationId`: the exchange its answers name.
+    pub correlation_id: String,
+    /// Its `messageId`.
+    pub message_id: String,
+    /// `serviceParameters.retry` as we set it (0 for the first attempt).
+    pub attempt: u64,
+    /// Its RFC 5322 `Message-ID`, without angle brackets: a reply's In-Reply-To.
+    pub mail_id: Option<String>,
+    /// Our address (its From), lower case.
+    pub author: String,
+    /// The addresses it went to (To and Cc), lower case: who may answer it.
+    pub recipients: Vec<String>,
+    /// The MLS group (base64url id) it went to, when sealed under `mls`: any member
+    /// may answer.
+    pub group: Option<String>,
+    /// The operation.
+    pub operation: String,
+    /// `idempotencyKey`.
+    pub idempotency_key: Option<String>,
+    /// When it expires, Unix seconds: `expiresAt`, else `createdAt` (else its Date,
+    /// else the time it was sealed) plus the default lifetime.
+    pub expires_at: i64,
+    /// It carried an x402 `PaymentPayload`: only its answer may carry a settlement.
+    pub paid: bool,
+    /// When it was recorded, Unix seconds.
+    pub sent_at: i64,
+}
+
+impl SentRequest {
+    /// The record of `plain` sealed at `now` (under the MLS group `group`, base64url,
+    /// when sealed under `mls`), or `None` when it is not a request or names no
+    /// correlation (nothing can answer it).
+    pub fn of(
+        plain: &crate::message::MailA2aMessage,
+        group: Option<String>,
+        now: i64,
+        policy: &ReceiverPolicy,
+    ) -> Option<SentRequest> {
+        let env = plain.envelope();
+        if env.kind() != Some(Kind::Request) {
+            return None;
+        }
+        let start = env
+            .created_at()
+            .or(plain.headers.date)
+            .map_or(now, |t| t.unix_timestamp());
+        let expires_at = env
+            .expires_at()
+            .map(|t| t.unix_timestamp())
+            .unwrap_or_else(|| start.saturating_add(policy.default_lifetime));
+        Some(SentRequest {
+            correlation_id: env.correlation_id()?,
+            message_id: env.message_id()?,
+            attempt: env
+                .value("serviceParameters")
+                .and_then(|v| v.get("retry").and_then(|r| r.as_u64()))
+                .unwrap_or(0),
+            mail_id: plain.headers.message_id.clone(),
+            author: plain.sender().unwrap_or_default(),
+            recipients: plain
+                .headers
+                .to
+                .iter()
+                .chain(&plain.headers.cc)
+                .map(|m| m.normalized())
+                .collect(),
+            group,
+            operation: env.str_field("operation")?.into_owned(),
+            idempotency_key: env.idempotency_key(),
+            expires_at,
+            paid: env.payment_kind() == Some(PaymentKind::Payload),
+            sent_at: now,
+        })
+    }
+}
+
 /// Persists replay tuples and stream state. Every method is atomic across all the
 /// processes that share the store.
 pub trait ReplayStore {
@@ -425,6 +613,9 @@ pub trait ReplayStore {
         correlation_id: &str,
         now: i64,
     ) -> Result<(), ReceiverError>;
+    /// Records a request we are about to send (see [`SentRequest`]): only answers to
+    /// recorded requests are delivered. Recording the same request again replaces it.
+    fn record_request(&self, request: &SentRequest) -> Result<(), ReceiverError>;
 }
 
 /// A state store lent by a caller that keeps it (a blanket impl for references would
@@ -462,6 +653,9 @@ impl ReplayStore for Borrowed<'_> {
     ) -> Result<(), ReceiverError> {
         self.0.record_payment_required(peer, correlation_id, now)
     }
+    fn record_request(&self, request: &SentRequest) -> Result<(), ReceiverError> {
+        self.0.record_request(request)
+    }
 }
 
 // Every adapter is the same rules over its own transactions.
@@ -496,6 +690,11 @@ impl<S: rules::Transact> ReplayStore for S {
         now: i64,
     ) -> Result<(), ReceiverError> {
         self.transact(&|t| rules::payment_required(t, peer, correlation_id, now))
+    }
+    fn record_request(&self, request: &SentRequest) -> Result<(), ReceiverError> {
+        self.transact(&|t| {
+            rules::Txn::put_request(t, request).map_err(|e| store_error("request record", e))
+        })
     }
 }
 
@@ -540,6 +739,11 @@ crate::error::verdict_codes!(ReceiverError, "rules", {
     Self::TooFarAhead { .. } => "too-far-ahead",
     Self::BufferFull { .. } => "buffer-full",
     Self::UnsolicitedPayment { .. } => "unsolicited-payment",
+    Self::Unsolicited { .. } => "unsolicited",
+    Self::AnswerTooLate { .. } => "answer-too-late",
+    Self::AnsweredByAnother { .. } => "answered-by-another",
+    Self::RetryTooLate { .. } => "retry-too-late",
+    Self::UnsolicitedSettlement { .. } => "unsolicited-settlement",
     Self::Incomplete { .. } => "incomplete",
     Self::NewerSchema { .. } => "newer-schema",
     Self::Store(_) => "store",

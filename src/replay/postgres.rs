@@ -15,7 +15,7 @@ use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, Row, Statement};
 
 use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Transact, Tuple, Txn};
-use super::{store_error, ReceiverError};
+use super::{store_error, ReceiverError, SentRequest};
 
 /// How often a transaction that lost a serialisation race is run again.
 const MAX_ATTEMPTS: u32 = 64;
@@ -207,8 +207,10 @@ fn nat(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-const TUPLE_COLUMNS: &str =
-    "signer, message_id, idempotency_key, operation, digest, accepted_at, keep_until";
+const TUPLE_COLUMNS: &str = "signer, message_id, idempotency_key, operation, digest, accepted_at, \
+     keep_until, peer, retain_until";
+const REQUEST_COLUMNS: &str = "correlation_id, message_id, attempt, mail_id, author, recipients, \
+     grp, operation, idempotency_key, expires_at, paid, sent_at";
 const STREAM_COLUMNS: &str =
     "signer, correlation_id, attempt, operation, next_seq, final_seq, gap_since, updated_at";
 
@@ -222,6 +224,25 @@ fn tuple_row(r: &Row) -> Tuple {
         digest: digest.try_into().unwrap_or([0; 32]),
         accepted_at: r.get(5),
         keep_until: r.get(6),
+        peer: r.get::<_, Option<String>>(7).unwrap_or_default(),
+        retain_until: r.get(8),
+    }
+}
+
+fn request_row(r: &Row) -> SentRequest {
+    SentRequest {
+        correlation_id: r.get(0),
+        message_id: r.get(1),
+        attempt: nat(r.get(2)),
+        mail_id: r.get(3),
+        author: r.get(4),
+        recipients: rules::split_recipients(r.get(5)),
+        group: r.get(6),
+        operation: r.get(7),
+        idempotency_key: r.get(8),
+        expires_at: r.get(9),
+        paid: r.get(10),
+        sent_at: r.get(11),
     }
 }
 
@@ -254,23 +275,62 @@ impl Txn for PgTxn<'_> {
     }
     fn tuple_by_idempotency(
         &mut self,
-        signer: &str,
+        peer: &str,
         key: &str,
     ) -> Result<Option<Tuple>, Self::Error> {
         let rows = self.query(
             &format!(
                 "SELECT {TUPLE_COLUMNS} FROM mailseal_replay_tuple
-                 WHERE signer = $1 AND idempotency_key = $2 ORDER BY accepted_at LIMIT 1"
+                 WHERE peer = $1 AND idempotency_key = $2 ORDER BY accepted_at LIMIT 1"
             ),
-            &[&signer, &key],
+            &[&peer, &key],
         )?;
         Ok(rows.first().map(tuple_row))
+    }
+    fn sent_requests(&mut self, corr: &str) -> Result<Vec<SentRequest>, Self::Error> {
+        let rows = self.query(
+            &format!(
+                "SELECT {REQUEST_COLUMNS} FROM mailseal_sent_request
+                 WHERE correlation_id = $1 ORDER BY message_id"
+            ),
+            &[&corr],
+        )?;
+        Ok(rows.iter().map(request_row).collect())
+    }
+    fn put_request(&mut self, r: &SentRequest) -> Result<(), Self::Error> {
+        self.execute(
+            &format!(
+                "INSERT INTO mailseal_sent_request ({REQUEST_COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                 ON CONFLICT (correlation_id, message_id) DO UPDATE SET
+                 attempt = EXCLUDED.attempt, mail_id = EXCLUDED.mail_id,
+                 author = EXCLUDED.author, recipients = EXCLUDED.recipients,
+                 grp = EXCLUDED.grp, operation = EXCLUDED.operation,
+                 idempotency_key = EXCLUDED.idempotency_key,
+                 expires_at = EXCLUDED.expires_at, paid = EXCLUDED.paid,
+                 sent_at = EXCLUDED.sent_at"
+            ),
+            &[
+                &r.correlation_id,
+                &r.message_id,
+                &int(r.attempt),
+                &r.mail_id,
+                &r.author,
+                &r.recipients.join("\n"),
+                &r.group,
+                &r.operation,
+                &r.idempotency_key,
+                &r.expires_at,
+                &r.paid,
+                &r.sent_at,
+            ],
+        )
     }
     fn insert_tuple(&mut self, t: &Tuple) -> Result<(), Self::Error> {
         self.execute(
             &format!(
                 "INSERT INTO mailseal_replay_tuple ({TUPLE_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             ),
             &[
                 &t.signer,
@@ -280,6 +340,8 @@ impl Txn for PgTxn<'_> {
                 &&t.digest[..],
                 &t.accepted_at,
                 &t.keep_until,
+                &t.peer,
+                &t.retain_until,
             ],
         )
     }
@@ -408,8 +470,13 @@ impl Txn for PgTxn<'_> {
     }
     fn prune(&mut self, now: i64, retention: i64) -> Result<(), Self::Error> {
         self.execute(
-            "DELETE FROM mailseal_replay_tuple WHERE keep_until < $1",
+            "DELETE FROM mailseal_replay_tuple WHERE keep_until < $1
+             AND (retain_until IS NULL OR retain_until < $1)",
             &[&now],
+        )?;
+        self.execute(
+            "DELETE FROM mailseal_sent_request WHERE expires_at < $1",
+            &[&now.saturating_sub(retention)],
         )?;
         self.execute(
             "DELETE FROM mailseal_stream s WHERE updated_at < $1 AND NOT EXISTS (

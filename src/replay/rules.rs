@@ -3,7 +3,8 @@
 //! refused message leaves the state as it was.
 
 use super::{
-    rfc3339, Admission, Candidate, ReceiverError, ReceiverPolicy, StreamEvent, StreamStatus,
+    rfc3339, Admission, Candidate, ReceiverError, ReceiverPolicy, SentRequest, StreamEvent,
+    StreamStatus, Unsolicited,
 };
 use crate::envelope::Kind;
 
@@ -16,8 +17,13 @@ pub(crate) struct Tuple {
     pub operation: String,
     pub digest: [u8; 32],
     pub accepted_at: i64,
-    /// When the tuple may be forgotten (`None`: never, the message has no lifetime).
+    /// The end of the message's lifetime plus the skew (`None`: none; older rows).
+    /// The tuple is forgotten after it, or after `retain_until` when later.
     pub keep_until: Option<i64>,
+    /// The sender's address, lower case: a request's idempotency key is its.
+    pub peer: String,
+    /// A request with an idempotency key is remembered until then at least.
+    pub retain_until: Option<i64>,
 }
 
 /// A stream: the replies of one correlation and attempt from one sender.
@@ -78,11 +84,9 @@ pub(crate) struct Pending {
 pub(crate) trait Txn {
     type Error: std::fmt::Display;
     fn tuple(&mut self, signer: &str, message_id: &str) -> Result<Option<Tuple>, Self::Error>;
-    fn tuple_by_idempotency(
-        &mut self,
-        signer: &str,
-        key: &str,
-    ) -> Result<Option<Tuple>, Self::Error>;
+    /// The first tuple of `peer` (an address) with idempotency key `key`.
+    fn tuple_by_idempotency(&mut self, peer: &str, key: &str)
+        -> Result<Option<Tuple>, Self::Error>;
     fn insert_tuple(&mut self, t: &Tuple) -> Result<(), Self::Error>;
     fn stream(&mut self, id: &StreamId) -> Result<Option<StreamRow>, Self::Error>;
     /// Every stream of `correlation_id`, or every stream.
@@ -96,8 +100,9 @@ pub(crate) trait Txn {
     fn delete_pending(&mut self, id: &StreamId, seq: u64) -> Result<(), Self::Error>;
     /// Pending events of `signer` over all its streams.
     fn pending_count(&mut self, signer: &str) -> Result<u64, Self::Error>;
-    /// Forgets tuples whose `keep_until` is before `now`, and streams that ended (or
-    /// went quiet) `retention` seconds ago with nothing pending.
+    /// Forgets tuples whose `keep_until` and `retain_until` are before `now`, streams
+    /// that ended (or went quiet) `retention` seconds ago with nothing pending, and
+    /// request records that expired `retention` seconds ago.
     fn prune(&mut self, now: i64, retention: i64) -> Result<(), Self::Error>;
     /// The state of the payment flow with `peer` in exchange `correlation_id`.
     fn payment_state(
@@ -113,6 +118,10 @@ pub(crate) trait Txn {
         state: &str,
         now: i64,
     ) -> Result<(), Self::Error>;
+    /// The requests we sent in exchange `correlation_id`.
+    fn sent_requests(&mut self, correlation_id: &str) -> Result<Vec<SentRequest>, Self::Error>;
+    /// Inserts or replaces (by correlation and `messageId`).
+    fn put_request(&mut self, r: &SentRequest) -> Result<(), Self::Error>;
     /// Whether to prune now. Pruning only forgets what the rules would refuse anyway
     /// (expired messages), so a store may do it once in a while instead of every time.
     fn prune_due(&mut self, _now: i64) -> bool {
@@ -163,6 +172,15 @@ pub(crate) fn payment_required<T: Txn>(
     Ok(())
 }
 
+/// The recipients of a [`SentRequest`] as a store keeps them: one per line (an
+/// address holds no line break).
+pub(crate) fn split_recipients(s: &str) -> Vec<String> {
+    s.split('\n')
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// How often a shared store prunes, seconds.
 pub(crate) const PRUNE_INTERVAL: i64 = 60;
 
@@ -201,8 +219,11 @@ pub(crate) fn admit<T: Txn>(
     }
     let keep_until = lifetime(c, now, p)?;
     let mut retry_of = None;
+    let mut retain_until = None;
     if let (Kind::Request, Some(key)) = (c.kind, &c.idempotency_key) {
-        if let Some(prev) = tx.tuple_by_idempotency(&c.signer, key).map_err(backend)? {
+        // The key is the sender's address's (section 7: "authenticated sender
+        // identity"), so a retry signed under another profile or key is a retry.
+        if let Some(prev) = tx.tuple_by_idempotency(party(c), key).map_err(backend)? {
             if prev.operation != c.operation {
                 return Err(ReceiverError::IdempotencyConflict {
                     key: key.clone(),
@@ -210,8 +231,20 @@ pub(crate) fn admit<T: Txn>(
                     operation: c.operation.clone(),
                 });
             }
+            if let Some(end) = prev.keep_until.filter(|&end| now > end) {
+                return Err(ReceiverError::RetryTooLate {
+                    key: key.clone(),
+                    first: prev.message_id,
+                    previous: prev.operation,
+                    expired_at: rfc3339(end),
+                });
+            }
             retry_of = Some(prev.message_id);
         }
+        retain_until = Some(
+            now.saturating_add(p.idempotency_retention)
+                .max(keep_until.unwrap_or(i64::MIN)),
+        );
     }
     let tuple = Tuple {
         signer: c.signer.clone(),
@@ -221,6 +254,8 @@ pub(crate) fn admit<T: Txn>(
         digest: c.digest,
         accepted_at: now,
         keep_until,
+        peer: party(c).to_string(),
+        retain_until,
     };
     // x402 (section 8): a PaymentPayload answers a PaymentRequired we sent.
     if c.kind == Kind::Request && c.payment == Some(crate::envelope::PaymentKind::Payload) {
@@ -239,7 +274,10 @@ pub(crate) fn admit<T: Txn>(
             retry_of,
             released: 0,
         },
-        (_, Some(corr)) => stream_event(tx, c, corr, now, p)?,
+        (_, Some(corr)) => {
+            let attempt = answered(tx, c, corr, now, p)?;
+            stream_event(tx, c, corr, attempt, now, p)?
+        }
     };
     tx.insert_tuple(&tuple).map_err(backend)?;
     if tx.prune_due(now) {
@@ -288,18 +326,98 @@ fn lifetime(c: &Candidate, now: i64, p: &ReceiverPolicy) -> Result<Option<i64>, 
     }
 }
 
+/// Who a rule keys a sender by: its address, or (a candidate built without one) its
+/// signer.
+fn party(c: &Candidate) -> &str {
+    if c.peer.is_empty() {
+        &c.signer
+    } else {
+        &c.peer
+    }
+}
+
+/// Which of our requests the reply `c` answers, judged against our record: the
+/// attempt its stream belongs to. Refuses a reply to no request of ours, from an
+/// agent the request did not go to, after the request expired, or carrying a
+/// settlement for a request that paid nothing.
+fn answered<T: Txn>(
+    tx: &mut T,
+    c: &Candidate,
+    corr: &str,
+    now: i64,
+    p: &ReceiverPolicy,
+) -> Result<u64, ReceiverError> {
+    let records = tx.sent_requests(corr).map_err(backend)?;
+    let named = c
+        .in_reply_to
+        .as_deref()
+        .and_then(|m| records.iter().find(|r| r.mail_id.as_deref() == Some(m)));
+    // Without an In-Reply-To naming one of them, our latest attempt: a sender never
+    // chooses an attempt we did not make.
+    let Some(request) = named.or_else(|| records.iter().max_by_key(|r| (r.attempt, r.sent_at)))
+    else {
+        return match p.unsolicited {
+            Unsolicited::Accept => Ok(c.attempt),
+            Unsolicited::Refuse => Err(ReceiverError::Unsolicited {
+                peer: party(c).to_string(),
+                what: format!("exchange {corr}, in which we sent no request"),
+            }),
+        };
+    };
+    let addressed = request.recipients.iter().any(|r| r == &c.peer)
+        || (request.group.is_some() && c.group == request.group);
+    if !addressed {
+        return Err(ReceiverError::Unsolicited {
+            peer: party(c).to_string(),
+            what: format!(
+                "request {} of exchange {corr}, which did not go to it",
+                request.message_id
+            ),
+        });
+    }
+    if now > request.expires_at.saturating_add(p.skew) {
+        return Err(ReceiverError::AnswerTooLate {
+            peer: c.peer.clone(),
+            correlation_id: corr.to_string(),
+            message_id: request.message_id.clone(),
+            expired_at: rfc3339(request.expires_at),
+        });
+    }
+    if c.payment == Some(crate::envelope::PaymentKind::Response) && !request.paid {
+        return Err(ReceiverError::UnsolicitedSettlement {
+            peer: c.peer.clone(),
+            correlation_id: corr.to_string(),
+        });
+    }
+    Ok(request.attempt)
+}
+
 fn stream_event<T: Txn>(
     tx: &mut T,
     c: &Candidate,
     corr: &str,
+    attempt: u64,
     now: i64,
     p: &ReceiverPolicy,
 ) -> Result<Admission, ReceiverError> {
     let id = StreamId {
         signer: c.signer.clone(),
         correlation_id: corr.to_string(),
-        attempt: c.attempt,
+        attempt,
     };
+    // One signer answers an attempt: a second one's events (and its final) are
+    // refused, whoever it is.
+    if tx
+        .streams(Some(corr))
+        .map_err(backend)?
+        .iter()
+        .any(|s| s.id.attempt == attempt && s.id.signer != c.signer)
+    {
+        return Err(ReceiverError::AnsweredByAnother {
+            correlation_id: corr.to_string(),
+            attempt,
+        });
+    }
     let mut s = tx.stream(&id).map_err(backend)?.unwrap_or(StreamRow {
         id: id.clone(),
         operation: c.operation.clone(),

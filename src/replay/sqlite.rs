@@ -15,7 +15,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 pub(crate) use crate::sqlite::FILE_NAME;
 
 use super::rules::{self, Pending, PendingState, StreamId, StreamRow, Transact, Tuple, Txn};
-use super::{store_error, ReceiverError};
+use super::{store_error, ReceiverError, SentRequest};
 
 /// Replay and stream state in a SQLite file.
 #[derive(Debug)]
@@ -129,8 +129,30 @@ fn tuple_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Tuple> {
         digest: digest.try_into().unwrap_or([0; 32]),
         accepted_at: r.get(5)?,
         keep_until: r.get(6)?,
+        peer: r.get::<_, Option<String>>(7)?.unwrap_or_default(),
+        retain_until: r.get(8)?,
     })
 }
+
+fn request_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SentRequest> {
+    Ok(SentRequest {
+        correlation_id: r.get(0)?,
+        message_id: r.get(1)?,
+        attempt: nat(r.get(2)?),
+        mail_id: r.get(3)?,
+        author: r.get(4)?,
+        recipients: crate::replay::rules::split_recipients(&r.get::<_, String>(5)?),
+        group: r.get(6)?,
+        operation: r.get(7)?,
+        idempotency_key: r.get(8)?,
+        expires_at: r.get(9)?,
+        paid: r.get(10)?,
+        sent_at: r.get(11)?,
+    })
+}
+
+const REQUEST_COLUMNS: &str = "correlation_id, message_id, attempt, mail_id, author, recipients, \
+     grp, operation, idempotency_key, expires_at, paid, sent_at";
 
 fn stream_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StreamRow> {
     Ok(StreamRow {
@@ -147,8 +169,8 @@ fn stream_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StreamRow> {
     })
 }
 
-const TUPLE_COLUMNS: &str =
-    "signer, message_id, idempotency_key, operation, digest, accepted_at, keep_until";
+const TUPLE_COLUMNS: &str = "signer, message_id, idempotency_key, operation, digest, accepted_at, \
+     keep_until, peer, retain_until";
 const STREAM_COLUMNS: &str =
     "signer, correlation_id, attempt, operation, next_seq, final_seq, gap_since, updated_at";
 
@@ -162,19 +184,50 @@ impl Txn for SqliteTxn<'_> {
             .query_row(params![signer, message_id], tuple_row)
             .optional()
     }
-    fn tuple_by_idempotency(&mut self, signer: &str, key: &str) -> rusqlite::Result<Option<Tuple>> {
+    fn tuple_by_idempotency(&mut self, peer: &str, key: &str) -> rusqlite::Result<Option<Tuple>> {
         self.tx
             .prepare_cached(&format!(
-                "SELECT {TUPLE_COLUMNS} FROM replay_tuple WHERE signer = ?1 AND idempotency_key = ?2
+                "SELECT {TUPLE_COLUMNS} FROM replay_tuple WHERE peer = ?1 AND idempotency_key = ?2
                  ORDER BY accepted_at LIMIT 1"
             ))?
-            .query_row(params![signer, key], tuple_row)
+            .query_row(params![peer, key], tuple_row)
             .optional()
+    }
+    fn sent_requests(&mut self, corr: &str) -> rusqlite::Result<Vec<SentRequest>> {
+        self.tx
+            .prepare_cached(&format!(
+                "SELECT {REQUEST_COLUMNS} FROM sent_request WHERE correlation_id = ?1
+                 ORDER BY message_id"
+            ))?
+            .query_map(params![corr], request_row)?
+            .collect()
+    }
+    fn put_request(&mut self, r: &SentRequest) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO sent_request ({REQUEST_COLUMNS})
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+            ))?
+            .execute(params![
+                r.correlation_id,
+                r.message_id,
+                int(r.attempt),
+                r.mail_id,
+                r.author,
+                r.recipients.join("\n"),
+                r.group,
+                r.operation,
+                r.idempotency_key,
+                r.expires_at,
+                r.paid,
+                r.sent_at
+            ])
+            .map(drop)
     }
     fn insert_tuple(&mut self, t: &Tuple) -> rusqlite::Result<()> {
         self.tx
             .prepare_cached(&format!(
-                "INSERT INTO replay_tuple ({TUPLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                "INSERT INTO replay_tuple ({TUPLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
             ))?
             .execute(params![
                 t.signer,
@@ -183,7 +236,9 @@ impl Txn for SqliteTxn<'_> {
                 t.operation,
                 &t.digest[..],
                 t.accepted_at,
-                t.keep_until
+                t.keep_until,
+                t.peer,
+                t.retain_until
             ])
             .map(drop)
     }
@@ -328,8 +383,14 @@ impl Txn for SqliteTxn<'_> {
     }
     fn prune(&mut self, now: i64, retention: i64) -> rusqlite::Result<()> {
         self.tx
-            .prepare_cached("DELETE FROM replay_tuple WHERE keep_until < ?1")?
+            .prepare_cached(
+                "DELETE FROM replay_tuple WHERE keep_until < ?1
+                 AND (retain_until IS NULL OR retain_until < ?1)",
+            )?
             .execute(params![now])?;
+        self.tx
+            .prepare_cached("DELETE FROM sent_request WHERE expires_at < ?1")?
+            .execute(params![now.saturating_sub(retention)])?;
         self.tx
             .prepare_cached(
                 "DELETE FROM stream WHERE updated_at < ?1 AND NOT EXISTS (

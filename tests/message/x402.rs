@@ -93,6 +93,16 @@ fn send(store: &str, from: &str, to: &str, reply_to: Option<&str>, envelope: &st
     sealed.stdout
 }
 
+/// The `Message-ID` of a sealed message, as a reply's `--in-reply-to` names it.
+fn mail_id(sealed: &[u8]) -> String {
+    let text = String::from_utf8_lossy(sealed);
+    let line = text
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("message-id:"))
+        .expect("a Message-ID");
+    line["message-id:".len()..].trim().to_string()
+}
+
 fn receive(store: &str, sealed: &[u8]) -> std::process::Output {
     run(&["open", "--store", store], sealed)
 }
@@ -149,7 +159,7 @@ fn every_step_of_the_flow_keeps_its_payment_object_and_unsolicited_payments_are_
     let required = format!(
         r#"{{"bindingVersion":"1.0","a2aVersion":"1.0","kind":"error","operation":"message/send","messageId":"payment-required-1","correlationId":"exchange-1","sequence":1,"final":false,"payload":{{}},"error":{{"type":"PaymentRequiredError","message":"Payment is required for this task."}},"payment":{{"kind":"required","x402Version":2,"object":{PAYMENT_REQUIRED}}}}}"#
     );
-    let err = send(&bob, b, a, Some("<request-1@smime.example>"), &required);
+    let err = send(&bob, b, a, Some(&mail_id(&req)), &required);
     let o = receive(&alice, &err);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains(PAYMENT_REQUIRED));
@@ -183,13 +193,7 @@ fn every_step_of_the_flow_keeps_its_payment_object_and_unsolicited_payments_are_
     let response = format!(
         r#"{{"bindingVersion":"1.0","a2aVersion":"1.0","kind":"response","operation":"message/send","messageId":"response-1","correlationId":"exchange-1","sequence":1,"final":true,"serviceParameters":{{"retry":1}},"payload":{{"message":{{"messageId":"m-2","role":"ROLE_AGENT","parts":[{{"text":"done"}}]}}}},"payment":{{"kind":"response","x402Version":2,"object":{SETTLEMENT}}}}}"#
     );
-    let resp = send(
-        &bob,
-        b,
-        a,
-        Some("<request-1-retry-1@smime.example>"),
-        &response,
-    );
+    let resp = send(&bob, b, a, Some(&mail_id(&retry)), &response);
     let o = receive(&alice, &resp);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains(SETTLEMENT));

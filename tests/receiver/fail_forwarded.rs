@@ -246,6 +246,7 @@ fn a_library_sender_and_receiver_apply_the_same_binding() {
     let mut opts = SealOptions::new(Profile::Smime);
     opts.sign_only = true;
     let for_mallory = Sender::builder(alice.as_ref())
+        .replay(MemoryReplayStore::default())
         .build()
         .seal(
             &plain("alice@smime.example", "carlos@smime.example", "fwd-6"),

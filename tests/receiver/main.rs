@@ -11,6 +11,7 @@ mod common;
 mod crash_exactly_once;
 mod fail_forwarded;
 mod fail_output_edges;
+mod fail_unsolicited_answers;
 mod open_receiver;
 mod pipeline_api;
 mod receiver_fuzz_seeds;

@@ -132,13 +132,13 @@ fn a_stream_gap_holds_events_until_it_closes() {
         )
     };
     let b = bob.to_str().unwrap();
-    let one = open(&bob, &[], &event(1));
+    let one = open(&bob, &["--allow-unsolicited"], &event(1));
     assert!(
         String::from_utf8_lossy(&one.stdout).contains("\"ev-1\""),
         "{}",
         stderr(&one)
     );
-    let three = open(&bob, &[], &event(3));
+    let three = open(&bob, &["--allow-unsolicited"], &event(3));
     assert_eq!(three.status.code(), Some(0));
     assert!(
         three.stdout.is_empty(),
@@ -171,7 +171,7 @@ fn a_stream_gap_holds_events_until_it_closes() {
         b"",
     );
     assert!(nothing.stdout.is_empty());
-    let two = open(&bob, &[], &event(2));
+    let two = open(&bob, &["--allow-unsolicited"], &event(2));
     assert!(String::from_utf8_lossy(&two.stdout).contains("\"ev-2\""));
     assert!(stderr(&two).contains("1 held event(s)"), "{}", stderr(&two));
     // Who it is from is named with what is printed.

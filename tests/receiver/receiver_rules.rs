@@ -7,7 +7,7 @@ use crate::common;
 use mailseal::envelope::Envelope;
 use mailseal::replay::{
     Admission, Candidate, MemoryReplayStore, PostgresReplayStore, ReceiverError, ReceiverPolicy,
-    ReplayStore, SqliteReplayStore,
+    ReplayStore, SqliteReplayStore, Unsolicited,
 };
 use serde_json::json;
 
@@ -62,8 +62,18 @@ fn event(corr: &str, seq: u64, last: bool) -> serde_json::Value {
     })
 }
 
+/// The rules these tests judge: streams, replay and expiry alone, so replies are
+/// accepted without a request record (`Unsolicited::Accept`; the record has its own
+/// tests in `fail_unsolicited`).
+fn rules() -> ReceiverPolicy {
+    ReceiverPolicy {
+        unsolicited: Unsolicited::Accept,
+        ..ReceiverPolicy::default()
+    }
+}
+
 fn admit(s: &dyn ReplayStore, c: &Candidate) -> Result<Admission, ReceiverError> {
-    s.admit(c, NOW, &ReceiverPolicy::default())
+    s.admit(c, NOW, &rules())
 }
 
 fn deliver(released: u64) -> Admission {
@@ -121,7 +131,7 @@ fn rule2_fail_same_message_id_with_other_bytes_is_a_security_error() {
 #[test]
 fn rule3_fail_expired_and_future_dated_messages_are_refused() {
     let (_d, stores) = backends();
-    let policy = ReceiverPolicy::default();
+    let policy = rules();
     let expires = 1_796_083_200; // 2026-12-01T00:00:00Z
     for (name, s) in &stores {
         let c = candidate(ALICE, request("req-exp"));
@@ -283,7 +293,7 @@ fn fail_stale_state_a_held_event_that_expired_while_it_waited_is_not_released() 
     };
     for (name, s) in &stores {
         let s = s.as_ref();
-        let p = ReceiverPolicy::default();
+        let p = rules();
         assert_eq!(
             admit(s, &candidate(BOB, event("c-exp", 1, false))).unwrap(),
             deliver(0)
@@ -382,7 +392,7 @@ fn fail_buffer_and_gap_bounds() {
     let policy = ReceiverPolicy {
         max_pending_per_sender: 3,
         max_gap: 10,
-        ..ReceiverPolicy::default()
+        ..rules()
     };
     for (name, s) in &stores {
         for seq in 2..5 {
@@ -563,7 +573,7 @@ fn fail_a_payment_payload_nobody_asked_for() {
 #[test]
 fn a_preview_decides_as_admit_would_and_records_nothing() {
     let (_d, stores) = backends();
-    let policy = ReceiverPolicy::default();
+    let policy = rules();
     for (name, s) in &stores {
         let req = candidate(ALICE, request("req-preview"));
         for _ in 0..2 {
@@ -604,7 +614,7 @@ fn a_preview_decides_as_admit_would_and_records_nothing() {
 fn a_clock_far_in_the_future_never_prunes_a_shared_store() {
     let (_d, stores) = backends();
     let real_now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let policy = ReceiverPolicy::default();
+    let policy = rules();
     for (name, s) in &stores {
         let mut v = request("req-shared");
         v["createdAt"] = serde_json::json!(rfc3339(real_now - 60));

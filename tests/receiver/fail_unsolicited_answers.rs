@@ -1,0 +1,469 @@
+//! THREATS "Unsolicited answers" and "Stale members and state" (idempotency), against
+//! the rules themselves on every state backend: the receiver delivers a response,
+//! error or event only when it answers a request we recorded, from an agent that
+//! request went to, before it expired, in the attempt we made (never the one the reply
+//! states), one signer per attempt; a settlement only for a request that paid; an
+//! idempotency key is the sender address's whatever key signs, and a retry after the
+//! first request's lifetime is refused, never performed again.
+
+use crate::common;
+
+use mailseal::envelope::Envelope;
+use mailseal::replay::{
+    Admission, Candidate, MemoryReplayStore, PostgresReplayStore, ReceiverError, ReceiverPolicy,
+    ReplayStore, SentRequest, SqliteReplayStore, Unsolicited,
+};
+use serde_json::{json, Value};
+
+const NOW: i64 = 1_796_000_000; // 2026-11-30T00:53:20Z
+const CLIENT: &str = "alice@example.org";
+const AGENT: &str = "bob@example.org";
+const MALLORY: &str = "mallory@example.org";
+
+type Backends = Vec<(&'static str, Box<dyn ReplayStore>)>;
+
+fn backends() -> (tempfile::TempDir, Backends) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut out: Backends = vec![
+        ("memory", Box::new(MemoryReplayStore::default())),
+        (
+            "sqlite",
+            Box::new(SqliteReplayStore::open(&dir.path().join("state.db")).unwrap()),
+        ),
+    ];
+    if let Some(url) = common::postgres_database() {
+        let pg = PostgresReplayStore::connect(&url).unwrap();
+        out.push(("postgres", Box::new(pg)));
+    }
+    (dir, out)
+}
+
+/// A unique correlation per backend and test: PostgreSQL is shared by every test.
+fn corr(name: &str, tag: &str) -> String {
+    format!("{tag}-{name}-{}", std::process::id())
+}
+
+/// The request we sent (the client's Sender records it so).
+fn request(corr: &str, id: &str, retry: u64, payment: bool) -> mailseal::MailA2aMessage {
+    let mut v = json!({
+        "bindingVersion": "1.0", "a2aVersion": "1.0", "kind": "request",
+        "operation": "message/send", "messageId": id, "correlationId": corr,
+        "sequence": 0, "final": false, "idempotencyKey": format!("key-{corr}"),
+        "createdAt": "2026-11-30T00:00:00Z", "expiresAt": "2026-11-30T02:00:00Z",
+        "serviceParameters": {"retry": retry},
+        "payload": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
+    });
+    if payment {
+        v["payment"] = json!({"kind": "payload", "x402Version": 2,
+            "object": {"x402Version": 2, "accepted": {}, "payload": {}}});
+    }
+    let mut m = mailseal::MailA2aMessage::new(CLIENT, &[AGENT], common::env(v));
+    m.headers.message_id = Some(format!("{id}@example.org"));
+    m
+}
+
+fn record(s: &dyn ReplayStore, m: &mailseal::MailA2aMessage, group: Option<&str>) {
+    let sent = SentRequest::of(
+        m,
+        group.map(str::to_string),
+        NOW - 60,
+        &ReceiverPolicy::default(),
+    )
+    .unwrap();
+    s.record_request(&sent).unwrap();
+}
+
+fn reply(corr: &str, id: &str, seq: u64, last: bool, patch: Value) -> Value {
+    common::with(
+        json!({
+            "bindingVersion": "1.0", "a2aVersion": "1.0", "kind": "response",
+            "operation": "message/send", "messageId": id, "correlationId": corr,
+            "sequence": seq, "final": last,
+            "payload": {"message": {"messageId": "r", "role": "ROLE_AGENT", "parts": [{"text": "ok"}]}}
+        }),
+        patch,
+    )
+}
+
+/// A reply from `peer` (signed by `signer`), answering the mail `in_reply_to`.
+fn from(peer: &str, signer: &str, v: Value, in_reply_to: Option<&str>) -> Candidate {
+    let bytes = serde_json::to_vec(&v).unwrap();
+    let env = Envelope::from_json(&bytes).unwrap();
+    let mut c = Candidate::new(signer.to_string(), &env, &bytes).unwrap();
+    c.peer = peer.to_string();
+    c.in_reply_to = in_reply_to.map(str::to_string);
+    c
+}
+
+fn admit(s: &dyn ReplayStore, c: &Candidate) -> Result<Admission, ReceiverError> {
+    s.admit(c, NOW, &ReceiverPolicy::default())
+}
+
+fn delivered(r: Result<Admission, ReceiverError>) -> bool {
+    matches!(r, Ok(Admission::Deliver { .. }))
+}
+
+#[test]
+fn fail_unsolicited_answers_a_reply_in_an_exchange_we_never_started() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "never");
+        let answer = from(
+            AGENT,
+            "x509:bob",
+            reply(&c, &format!("{c}-r"), 1, true, json!({})),
+            None,
+        );
+        let err = admit(s, &answer).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::Unsolicited { .. }),
+            "{name}: {err}"
+        );
+        assert_eq!(err.code(), "rules.unsolicited");
+        // A receiver that only receives accepts it by a policy it names.
+        let accept = ReceiverPolicy {
+            unsolicited: Unsolicited::Accept,
+            ..ReceiverPolicy::default()
+        };
+        assert!(delivered(s.admit(&answer, NOW, &accept)), "{name}");
+    }
+}
+
+#[test]
+fn fail_unsolicited_answers_from_an_agent_we_did_not_ask() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "asked-bob");
+        record(s, &request(&c, &format!("{c}-q"), 0, false), None);
+        // Mallory, whose key the store trusts for her own address, answers for Bob:
+        // a final, a PaymentRequired with her payTo, an event.
+        for (i, patch) in [
+            json!({}),
+            json!({"kind": "error", "payload": {}, "error": {"type": "PaymentRequiredError",
+                "message": "pay"}, "payment": {"kind": "required", "x402Version": 2,
+                "object": {"x402Version": 2, "accepts": [{"payTo": "0xMALLORY"}]}}}),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let forged = from(
+                MALLORY,
+                "x509:mallory",
+                reply(&c, &format!("{c}-m{i}"), 1, true, patch),
+                Some(&format!("{c}-q@example.org")),
+            );
+            let err = admit(s, &forged).unwrap_err();
+            assert!(
+                matches!(err, ReceiverError::Unsolicited { .. }),
+                "{name}: {err}"
+            );
+        }
+        // Bob, asked, answers: delivered, and Mallory's tries left no trace.
+        let genuine = from(
+            AGENT,
+            "x509:bob",
+            reply(&c, &format!("{c}-b"), 1, true, json!({})),
+            None,
+        );
+        assert!(delivered(admit(s, &genuine)), "{name}");
+    }
+}
+
+#[test]
+fn fail_unsolicited_answers_after_the_request_expired() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "late");
+        record(s, &request(&c, &format!("{c}-q"), 0, false), None);
+        let late = from(
+            AGENT,
+            "x509:bob",
+            reply(&c, &format!("{c}-b"), 1, true, json!({})),
+            None,
+        );
+        // The request expired at 02:00 (plus five minutes' skew).
+        let err = s
+            .admit(&late, NOW + 3 * 3600, &ReceiverPolicy::default())
+            .unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::AnswerTooLate { .. }),
+            "{name}: {err}"
+        );
+        assert!(delivered(admit(s, &late)), "{name}");
+    }
+}
+
+#[test]
+fn fail_unsolicited_answers_the_attempt_is_ours_not_the_replys() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "attempt");
+        record(s, &request(&c, &format!("{c}-q"), 0, false), None);
+        // Bob's final states retry 1; then two more finals state 77 and 2: the
+        // attempt is the one we made (0), whatever the reply says, so one final.
+        let first = from(
+            AGENT,
+            "x509:bob",
+            reply(
+                &c,
+                &format!("{c}-1"),
+                1,
+                true,
+                json!({"serviceParameters": {"retry": 1}}),
+            ),
+            None,
+        );
+        assert!(delivered(admit(s, &first)), "{name}");
+        for (i, retry) in [77, 2].into_iter().enumerate() {
+            let extra = from(
+                AGENT,
+                "x509:bob",
+                reply(
+                    &c,
+                    &format!("{c}-x{i}"),
+                    1,
+                    true,
+                    json!({"serviceParameters": {"retry": retry}}),
+                ),
+                None,
+            );
+            let err = admit(s, &extra).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ReceiverError::SequenceReused { .. } | ReceiverError::AfterFinal { .. }
+                ),
+                "{name}: {err}"
+            );
+        }
+        let streams = s.streams(Some(&c)).unwrap();
+        assert_eq!(streams.len(), 1, "{name}: {streams:?}");
+        assert_eq!(streams[0].attempt, 0, "{name}");
+    }
+}
+
+#[test]
+fn a_reply_belongs_to_the_attempt_its_in_reply_to_names() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "irt");
+        record(s, &request(&c, &format!("{c}-q0"), 0, false), None);
+        record(s, &request(&c, &format!("{c}-q1"), 1, true), None);
+        // The PaymentRequired answers attempt 0 (named), the settlement attempt 1 (our
+        // latest, which paid): each its own stream, each with its final.
+        let required = from(
+            AGENT,
+            "x509:bob",
+            reply(
+                &c,
+                &format!("{c}-pr"),
+                1,
+                true,
+                json!({"kind": "error", "payload": {}, "error": {"type": "PaymentRequiredError",
+                    "message": "pay"}, "payment": {"kind": "required", "x402Version": 2,
+                    "object": {"x402Version": 2, "accepts": []}}}),
+            ),
+            Some(&format!("{c}-q0@example.org")),
+        );
+        assert!(delivered(admit(s, &required)), "{name}");
+        let settled = from(
+            AGENT,
+            "x509:bob",
+            reply(
+                &c,
+                &format!("{c}-ok"),
+                1,
+                true,
+                json!({"payment": {"kind": "response", "x402Version": 2,
+                    "object": {"success": true}}}),
+            ),
+            None,
+        );
+        assert!(delivered(admit(s, &settled)), "{name}");
+        let mut attempts: Vec<u64> = s
+            .streams(Some(&c))
+            .unwrap()
+            .iter()
+            .map(|x| x.attempt)
+            .collect();
+        attempts.sort();
+        assert_eq!(attempts, [0, 1], "{name}");
+    }
+}
+
+#[test]
+fn fail_unsolicited_answers_a_settlement_for_a_request_that_paid_nothing() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "settle");
+        record(s, &request(&c, &format!("{c}-q"), 0, false), None);
+        let settled = from(
+            AGENT,
+            "x509:bob",
+            reply(
+                &c,
+                &format!("{c}-ok"),
+                1,
+                true,
+                json!({"payment": {"kind": "response", "x402Version": 2,
+                    "object": {"success": true}}}),
+            ),
+            None,
+        );
+        let err = admit(s, &settled).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::UnsolicitedSettlement { .. }),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
+fn fail_unsolicited_answers_one_signer_per_attempt_even_in_a_group() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "group");
+        record(
+            s,
+            &request(&c, &format!("{c}-q"), 0, false),
+            Some("GROUP-A"),
+        );
+        // Any member of the group may answer (MLS authenticated it as one)...
+        let mut carol = from(
+            "carol@example.org",
+            "mls:carol",
+            reply(
+                &c,
+                &format!("{c}-c1"),
+                1,
+                false,
+                json!({"kind": "event", "payload":
+                {"statusUpdate": {"taskId": "t", "contextId": "x", "status": {"state": "TASK_STATE_WORKING"}}}}),
+            ),
+            None,
+        );
+        carol.group = Some("GROUP-A".into());
+        assert!(delivered(admit(s, &carol)), "{name}");
+        // ...but then she answers this attempt, and another member's final is refused.
+        let mut dave = from(
+            "dave@example.org",
+            "mls:dave",
+            reply(&c, &format!("{c}-d1"), 2, true, json!({})),
+            None,
+        );
+        dave.group = Some("GROUP-A".into());
+        let err = admit(s, &dave).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::AnsweredByAnother { .. }),
+            "{name}: {err}"
+        );
+        // A member of another group is not a member of this one.
+        let mut eve = from(
+            "eve@example.org",
+            "mls:eve",
+            reply(&c, &format!("{c}-e1"), 2, true, json!({})),
+            None,
+        );
+        eve.group = Some("GROUP-B".into());
+        assert!(
+            matches!(admit(s, &eve), Err(ReceiverError::Unsolicited { .. })),
+            "{name}"
+        );
+    }
+}
+
+fn incoming_request(corr: &str, id: &str, retry: u64, expires: &str) -> Value {
+    json!({
+        "bindingVersion": "1.0", "a2aVersion": "1.0", "kind": "request",
+        "operation": "message/send", "messageId": id, "correlationId": corr,
+        "sequence": 0, "final": false, "idempotencyKey": format!("key-{corr}"),
+        "createdAt": "2026-11-30T00:00:00Z", "expiresAt": expires,
+        "serviceParameters": {"retry": retry},
+        "payload": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "pay 5"}]}}
+    })
+}
+
+#[test]
+fn fail_stale_state_an_idempotency_key_is_the_senders_under_any_key_or_profile() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "idem");
+        let first = from(
+            CLIENT,
+            "x509:alice-smime",
+            incoming_request(&c, &format!("{c}-0"), 0, "2026-11-30T02:00:00Z"),
+            None,
+        );
+        assert!(delivered(admit(s, &first)), "{name}");
+        // The same request again, signed under OpenPGP by the same address: a retry.
+        let again = from(
+            CLIENT,
+            "openpgp:alice",
+            incoming_request(&c, &format!("{c}-1"), 1, "2026-11-30T02:00:00Z"),
+            None,
+        );
+        assert_eq!(
+            admit(s, &again).unwrap(),
+            Admission::Deliver {
+                retry_of: Some(format!("{c}-0")),
+                released: 0
+            },
+            "{name}"
+        );
+        // Another address with the same key string is another operation.
+        let other = from(
+            MALLORY,
+            "x509:mallory",
+            incoming_request(&c, &format!("{c}-m"), 0, "2026-11-30T02:00:00Z"),
+            None,
+        );
+        assert_eq!(
+            admit(s, &other).unwrap(),
+            Admission::Deliver {
+                retry_of: None,
+                released: 0
+            },
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn fail_stale_state_a_retry_after_the_first_requests_lifetime_is_refused_not_performed() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "window");
+        let first = from(
+            CLIENT,
+            "x509:alice",
+            incoming_request(&c, &format!("{c}-0"), 0, "2026-11-30T02:00:00Z"),
+            None,
+        );
+        assert!(delivered(admit(s, &first)), "{name}");
+        // A day later, a retry with a fresh lifetime of its own: the first request's
+        // window has closed, and its key is still remembered (30 days by default).
+        let later = NOW + 24 * 3600;
+        let retry = from(
+            CLIENT,
+            "x509:alice",
+            incoming_request(&c, &format!("{c}-1"), 1, "2026-12-02T00:00:00Z"),
+            None,
+        );
+        let err = s
+            .admit(&retry, later, &ReceiverPolicy::default())
+            .unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::RetryTooLate { .. }),
+            "{name}: {err}"
+        );
+    }
+}
