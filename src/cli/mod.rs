@@ -288,6 +288,26 @@ fn state_location(flag: Option<String>, store: Option<PathBuf>) -> Result<String
     }
 }
 
+/// The replay state at `location` for a command that records in it (a seal records
+/// the request it sends): a state directory that does not exist yet (a token's
+/// default, whose keys live elsewhere) is created owner-only first.
+pub(crate) fn state_to_record(
+    what: &str,
+    location: &str,
+) -> Result<Box<dyn crate::replay::ReplayStore>, Failure> {
+    let is_dir = !location.contains("://") && !location.starts_with("sqlite:");
+    let path = Path::new(location);
+    if is_dir && !path.exists() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path)
+            .map_err(|e| Failure::new(ExitCode::Other, format!("{what}: {location}: {e}")))?;
+    }
+    crate::replay::open_store(location).map_err(|e| Failure::from(what, e))
+}
+
 pub(crate) fn read_input(path: Option<&Path>) -> Result<Vec<u8>, Failure> {
     let limit = Limits::default().max_message_bytes as u64 + 1;
     let mut buf = Vec::new();

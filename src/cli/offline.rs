@@ -342,9 +342,7 @@ pub(super) fn assemble(dir: PathBuf, state: &str, a: AssembleArgs) -> CliResult 
     let plain = MailA2aMessage::parse(&request.entity, &Limits::default())
         .map_err(|e| Failure::from("assemble", e))?;
     if crate::Sender::needs_replay(&plain) {
-        builder = builder.replay_boxed(
-            crate::replay::open_store(state).map_err(|e| Failure::from("assemble", e))?,
-        );
+        builder = builder.replay_boxed(super::state_to_record("assemble", state)?);
     }
     let message = builder
         .build()

@@ -92,7 +92,7 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
     // The replay state is opened only when the seal records something in it.
     if crate::Sender::needs_replay(&plain) {
         builder = builder
-            .replay_boxed(crate::replay::open_store(state).map_err(|e| Failure::from("seal", e))?);
+            .replay_boxed(super::state_to_record("seal", state)?);
     }
     let sender = builder.build();
     let mut opts = crate::seal::SealOptions::new(profile);

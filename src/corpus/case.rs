@@ -65,6 +65,11 @@ pub struct Expected {
     pub recipients: Vec<String>,
     /// Messages the receiver accepted first, in order (`prior-1.eml`, ...).
     pub prior: Vec<String>,
+    /// The requests the receiver sent before (it keeps a record of them): a
+    /// response, error or event is accepted only as the answer to one of these, from
+    /// an address it went to, before it expired, in its attempt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sent: Vec<SentLabel>,
     /// The receiver's policy where a case needs it other than the default; absent
     /// for the default.
     #[serde(default, skip_serializing_if = "CasePolicy::is_default")]
@@ -82,6 +87,50 @@ pub struct Expected {
     /// [`Expected::mls_state`] is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mls_join: Option<String>,
+}
+
+/// A request the receiving party sent before a case ([`Expected::sent`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct SentLabel {
+    /// Its `correlationId`.
+    pub correlation_id: String,
+    /// Its RFC 5322 Message-ID (no angle brackets): what a reply's In-Reply-To names.
+    pub mail_id: String,
+    /// The addresses it went to.
+    pub to: Vec<String>,
+    /// Its `serviceParameters.retry` (0 for the first attempt).
+    pub attempt: u64,
+    /// It carried an x402 `PaymentPayload`.
+    pub paid: bool,
+    /// When it expires (RFC 3339).
+    pub expires_at: String,
+}
+
+impl SentLabel {
+    /// The record a receiver keeps of it.
+    pub(crate) fn record(&self) -> crate::replay::SentRequest {
+        let expires_at = time::OffsetDateTime::parse(
+            &self.expires_at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map_or(0, |t| t.unix_timestamp());
+        crate::replay::SentRequest {
+            correlation_id: self.correlation_id.clone(),
+            message_id: self.mail_id.clone(),
+            attempt: self.attempt,
+            mail_id: Some(self.mail_id.clone()),
+            author: String::new(),
+            recipients: self.to.iter().map(|a| a.to_ascii_lowercase()).collect(),
+            group: None,
+            operation: String::new(),
+            idempotency_key: None,
+            expires_at,
+            paid: self.paid,
+            sent_at: 0,
+        }
+    }
 }
 
 /// Where a case keeps the receiving party's MLS state ([`Expected::mls_state`]).

@@ -102,6 +102,11 @@ pub(crate) fn judge(case: &CaseFiles) -> Own {
         builder = builder.mls_lazy(move || crate::mls::Mls::open(&path));
     }
     let mut receiver = builder.build();
+    for sent in &expected.sent {
+        if let Err(e) = receiver.replay().record_request(&sent.record()) {
+            return fail(format!("the request record cannot be written: {e}"));
+        }
+    }
     for (i, p) in prior.iter().enumerate() {
         let committed = receiver.receive(p).and_then(|incoming| incoming.commit());
         if let Err(e) = committed {

@@ -12,6 +12,7 @@ mod crash_exactly_once;
 mod fail_forwarded;
 mod fail_output_edges;
 mod fail_unsolicited_answers;
+mod fail_unsolicited_cli;
 mod open_receiver;
 mod pipeline_api;
 mod receiver_fuzz_seeds;

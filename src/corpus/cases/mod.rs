@@ -129,6 +129,11 @@ struct Builder<'p> {
     /// The moment the next case pushed is judged at, when not [`super::NOW`] (taken
     /// by it): a KeyPackage mail's, see `cases::mls`.
     now: Option<i64>,
+    /// The requests the receiver sent, for the next case pushed (taken by it): each
+    /// reply drafted records the request it answers, unless `unsolicited`.
+    sent: Vec<super::case::SentLabel>,
+    /// Replies drafted now answer no request of the receiver's.
+    unsolicited: bool,
 }
 
 fn at() -> time::OffsetDateTime {
@@ -272,6 +277,17 @@ impl<'p> Builder<'p> {
                 ..Default::default()
             };
             msg.in_reply_to(&request);
+            // The receiver asked: it keeps a record of the request this answers.
+            if let (false, Some(corr)) = (self.unsolicited, env["correlationId"].as_str()) {
+                self.sent.push(super::case::SentLabel {
+                    correlation_id: corr.to_string(),
+                    mail_id: request.message_id.clone().unwrap_or_default(),
+                    to: vec![from.to_string()],
+                    attempt: env["serviceParameters"]["retry"].as_u64().unwrap_or(0),
+                    paid: env["payment"]["kind"] == "response",
+                    expires_at: crate::replay::rfc3339(super::NOW + 86_400),
+                });
+            }
         }
         msg.text = Some("A MailA2A message of the conformance corpus.".into());
         Ok(Draft { msg, mutate: None })
@@ -438,6 +454,7 @@ impl<'p> Builder<'p> {
             prior: (1..=prior.len())
                 .map(|i| format!("prior-{i}.eml"))
                 .collect(),
+            sent: std::mem::take(&mut self.sent),
             policy: self.policy,
             mls_state: None,
             mls_join: None,
@@ -503,6 +520,8 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
         policy: CasePolicy::default(),
         mls: None,
         now: None,
+        sent: Vec::new(),
+        unsolicited: false,
     };
     valid::cases(&mut b)?;
     envelope::cases(&mut b)?;

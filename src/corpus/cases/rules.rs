@@ -187,7 +187,74 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
             Crypto::Pass,
         )?;
     }
+    unsolicited(b)?;
     buffer_full(b)
+}
+
+/// Answers to no request of the receiver's (THREATS "Unsolicited answers"): none was
+/// sent in the exchange, it went to another agent, it expired, or a settlement
+/// answers a request that paid nothing. One profile: the rules lie above it.
+fn unsolicited(b: &mut Builder<'_>) -> Result<(), CorpusError> {
+    let mode = Mode::SmimeSigned;
+    let alice = b.alice(mode);
+    b.unsolicited = true;
+    let env = b.reply("message/send", "response");
+    let d = b.draft(mode, &env);
+    b.unsolicited = false;
+    b.add(
+        "unsolicited--no-request",
+        Rule::Refuse("rules.unsolicited"),
+        "a final response in an exchange the receiver never started",
+        &d?,
+        alice,
+        vec![],
+        Crypto::Pass,
+    )?;
+    let cases: [(&str, &str, &str, Value); 3] = [
+        (
+            "unsolicited--asked-another-agent",
+            "rules.unsolicited",
+            "a response to a request that went to carol@smime.example, not to its sender",
+            json!({}),
+        ),
+        (
+            "unsolicited--request-expired",
+            "rules.answer-too-late",
+            "a response to a request that expired an hour ago",
+            json!({}),
+        ),
+        (
+            "unsolicited--settlement-unpaid",
+            "rules.unsolicited-settlement",
+            "an x402 SettlementResponse answering a request that carried no PaymentPayload",
+            json!({"payment": {"kind": "response", "x402Version": 2, "object": {"success": true,
+                "transaction": "0x1234567890abcdef", "network": "eip155:8453",
+                "payer": "0x857b06519E91e3A54538791bDbb0E22373e36b66"}}}),
+        ),
+    ];
+    for (name, code, description, patch) in cases {
+        let env = with(b.reply("message/send", "response"), patch);
+        let d = b.draft(mode, &env)?;
+        if let Some(sent) = b.sent.last_mut() {
+            match code {
+                "rules.unsolicited" => sent.to = vec!["carol@smime.example".into()],
+                "rules.answer-too-late" => {
+                    sent.expires_at = crate::replay::rfc3339(crate::corpus::NOW - 3600)
+                }
+                _ => sent.paid = false,
+            }
+        }
+        b.add(
+            name,
+            Rule::Refuse(code),
+            description,
+            &d,
+            alice,
+            vec![],
+            Crypto::Pass,
+        )?;
+    }
+    Ok(())
 }
 
 /// A sender's held events fill its buffer: event 1 of a stream, then events 3 to 258
