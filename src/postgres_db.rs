@@ -127,6 +127,7 @@ const MIGRATIONS: &[&str] = &[
     // migration 6).
     "ALTER TABLE mailseal_replay_tuple ADD COLUMN peer TEXT;
      ALTER TABLE mailseal_replay_tuple ADD COLUMN retain_until BIGINT;
+     ALTER TABLE mailseal_replay_tuple ADD COLUMN payload_digest BYTEA;
      CREATE INDEX mailseal_replay_tuple_peer_idempotency
         ON mailseal_replay_tuple (peer, idempotency_key, accepted_at);
      CREATE TABLE mailseal_sent_request (

@@ -109,6 +109,7 @@ const MIGRATIONS: &[&str] = &[
     // retention of their own.
     "ALTER TABLE replay_tuple ADD COLUMN peer TEXT;
      ALTER TABLE replay_tuple ADD COLUMN retain_until INTEGER;
+     ALTER TABLE replay_tuple ADD COLUMN payload_digest BLOB;
      CREATE INDEX replay_tuple_peer_idempotency
         ON replay_tuple (peer, idempotency_key, accepted_at);
      CREATE TABLE sent_request (

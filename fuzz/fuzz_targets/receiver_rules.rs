@@ -9,9 +9,15 @@
 //! commits it. Each message is composed and signed by Alice (detached-jws, Ed25519:
 //! fast and deterministic) with the library's `Sender`, then received by Bob.
 //!
+//! Between messages, Bob may send a request of his own (recorded in his state as his
+//! `Sender` records it): to Alice or to someone else, in one of the correlations, at
+//! an attempt, expiring around the clock. A reply is delivered only as the answer to
+//! one of those.
+//!
 //! Invariants: no panic; a message previewed as delivered commits as delivered, and
 //! its redelivery is a duplicate; a refused message is refused the same way when it
-//! comes again (a refusal records nothing).
+//! comes again (a refusal records nothing); a delivered reply answers a request Bob
+//! recorded in its correlation, sent to Alice, not expired.
 #![no_main]
 
 use libfuzzer_sys::arbitrary::{Result as ArbitraryResult, Unstructured};
@@ -131,11 +137,42 @@ fn sealed(alice: &DirectoryStore, env: &Value, thread: Option<usize>, date: i64)
     }
     let mut options = SealOptions::new(Profile::Jws);
     options.signing_time = time::OffsetDateTime::from_unix_timestamp(date).ok();
+    // Alice's own state: her Sender records the requests she sends.
     Sender::builder(alice)
         .clock(Clock::Fixed(NOW))
+        .replay(mailseal::replay::MemoryReplayStore::default())
         .build()
         .seal(&msg, &options)
         .ok()
+}
+
+/// A request Bob sends, as his `Sender` records it.
+fn bob_asks(u: &mut Unstructured<'_>) -> ArbitraryResult<mailseal::replay::SentRequest> {
+    let correlation = u.int_in_range(0..=2u8)?;
+    let to = if u.ratio(3, 4)? { ALICE } else { "carol@smime.example" };
+    let mut env = json!({
+        "bindingVersion": "1.0", "a2aVersion": "1.0", "kind": "request",
+        "operation": *u.choose(&OPERATIONS)?,
+        "messageId": format!("bob-{}", u.int_in_range(0..=5u8)?),
+        "correlationId": format!("exchange-{correlation}"), "sequence": 0, "final": false,
+        "createdAt": rfc3339(NOW - 3600),
+        "expiresAt": rfc3339(NOW + i64::from(u.int_in_range(-120..=120i16)?) * 60),
+        "payload": {"id": "task-1"},
+    });
+    if u.arbitrary::<bool>()? {
+        env["serviceParameters"] = json!({"retry": u.int_in_range(0..=2u8)?});
+    }
+    let envelope = Envelope::from_json(env.to_string().as_bytes())
+        .map_err(|_| libfuzzer_sys::arbitrary::Error::IncorrectFormat)?;
+    let mut msg = MailA2aMessage::new(BOB, &[to], envelope);
+    msg.headers.message_id = Some(format!("request-{correlation}@smime.example"));
+    mailseal::replay::SentRequest::of(
+        &msg,
+        None,
+        NOW - 3600,
+        &mailseal::replay::ReceiverPolicy::default(),
+    )
+    .ok_or(libfuzzer_sys::arbitrary::Error::IncorrectFormat)
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -147,7 +184,24 @@ fuzz_target!(|data: &[u8]| {
             .our_addresses([BOB])
             .clock(Clock::Fixed(NOW))
             .build();
+        // What Bob asked: (correlation, expiry, sent to Alice).
+        let mut asked: Vec<(String, i64, bool)> = Vec::new();
         for _ in 0..8 {
+            if u.ratio(1, 3).unwrap_or(false) {
+                let Ok(record) = bob_asks(&mut u) else {
+                    return;
+                };
+                receiver
+                    .replay()
+                    .record_request(&record)
+                    .expect("the memory state records");
+                asked.push((
+                    record.correlation_id.clone(),
+                    record.expires_at,
+                    record.recipients.iter().any(|r| r == ALICE),
+                ));
+                continue;
+            }
             let Ok((env, thread, created)) = envelope(&mut u) else {
                 return;
             };
@@ -158,6 +212,15 @@ fuzz_target!(|data: &[u8]| {
             let (delivered, refused) = match receiver.receive(&mail) {
                 Ok(incoming) => {
                     let delivered = matches!(incoming.outcome(), Outcome::Deliver { .. });
+                    if delivered && env["kind"] != "request" {
+                        let corr = env["correlationId"].as_str().unwrap_or_default();
+                        assert!(
+                            asked
+                                .iter()
+                                .any(|(c, exp, to_alice)| c == corr && *to_alice && NOW <= exp + 300),
+                            "a reply in {corr} delivered, which Bob never asked of Alice"
+                        );
+                    }
                     if !commit {
                         continue;
                     }

@@ -91,8 +91,7 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         .mls_lazy(home.lazy_mls());
     // The replay state is opened only when the seal records something in it.
     if crate::Sender::needs_replay(&plain) {
-        builder = builder
-            .replay_boxed(super::state_to_record("seal", state)?);
+        builder = builder.replay_boxed(super::state_to_record("seal", state)?);
     }
     let sender = builder.build();
     let mut opts = crate::seal::SealOptions::new(profile);

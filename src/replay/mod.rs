@@ -196,6 +196,24 @@ pub enum ReceiverError {
         /// When it expired (RFC 3339).
         expired_at: String,
     },
+    /// A `PaymentPayload` that is not the one retry of the request we priced.
+    #[error("security: payment from {peer} in exchange {correlation_id}: {why}")]
+    PaymentNotBound {
+        /// The paying peer.
+        peer: String,
+        /// The exchange.
+        correlation_id: String,
+        /// What does not match.
+        why: String,
+    },
+    /// A second x402 `PaymentRequired` in an exchange, not answering our paid retry.
+    #[error("security: {peer} asks for payment again in exchange {correlation_id}")]
+    PaymentRequiredAgain {
+        /// The peer asking.
+        peer: String,
+        /// The exchange.
+        correlation_id: String,
+    },
     /// An x402 `SettlementResponse` answering a request of ours that carried no
     /// `PaymentPayload`.
     #[error(
@@ -340,6 +358,9 @@ pub struct Candidate {
     pub peer: String,
     /// `payment.kind`, when the message carries x402 data.
     pub payment: Option<PaymentKind>,
+    /// SHA-256 of the `payload` member as JSON (requests with an idempotency key; zero
+    /// otherwise): a payment retry repeats the priced request's.
+    pub payload_digest: [u8; 32],
 }
 
 impl Candidate {
@@ -425,6 +446,13 @@ impl Candidate {
             envelope: envelope_bytes,
             peer: String::new(),
             payment: env.payment_kind(),
+            payload_digest: match (kind, env.idempotency_key()) {
+                (Kind::Request, Some(_)) => env
+                    .value("payload")
+                    .and_then(|v| serde_json::to_vec(&v).ok())
+                    .map_or([0; 32], |b| crate::envelope::content_digest(&b)),
+                _ => [0; 32],
+            },
         })
     }
 }
@@ -744,6 +772,8 @@ crate::error::verdict_codes!(ReceiverError, "rules", {
     Self::AnsweredByAnother { .. } => "answered-by-another",
     Self::RetryTooLate { .. } => "retry-too-late",
     Self::UnsolicitedSettlement { .. } => "unsolicited-settlement",
+    Self::PaymentNotBound { .. } => "payment-not-bound",
+    Self::PaymentRequiredAgain { .. } => "payment-required-again",
     Self::Incomplete { .. } => "incomplete",
     Self::NewerSchema { .. } => "newer-schema",
     Self::Store(_) => "store",

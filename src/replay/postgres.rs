@@ -208,7 +208,7 @@ fn nat(v: i64) -> u64 {
 }
 
 const TUPLE_COLUMNS: &str = "signer, message_id, idempotency_key, operation, digest, accepted_at, \
-     keep_until, peer, retain_until";
+     keep_until, peer, retain_until, payload_digest";
 const REQUEST_COLUMNS: &str = "correlation_id, message_id, attempt, mail_id, author, recipients, \
      grp, operation, idempotency_key, expires_at, paid, sent_at";
 const STREAM_COLUMNS: &str =
@@ -226,6 +226,9 @@ fn tuple_row(r: &Row) -> Tuple {
         keep_until: r.get(6),
         peer: r.get::<_, Option<String>>(7).unwrap_or_default(),
         retain_until: r.get(8),
+        payload_digest: r
+            .get::<_, Option<Vec<u8>>>(9)
+            .and_then(|d| d.try_into().ok()),
     }
 }
 
@@ -330,7 +333,7 @@ impl Txn for PgTxn<'_> {
         self.execute(
             &format!(
                 "INSERT INTO mailseal_replay_tuple ({TUPLE_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
             ),
             &[
                 &t.signer,
@@ -342,6 +345,7 @@ impl Txn for PgTxn<'_> {
                 &t.keep_until,
                 &t.peer,
                 &t.retain_until,
+                &t.payload_digest.as_ref().map(|d| d.to_vec()),
             ],
         )
     }

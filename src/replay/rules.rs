@@ -24,6 +24,9 @@ pub(crate) struct Tuple {
     pub peer: String,
     /// A request with an idempotency key is remembered until then at least.
     pub retain_until: Option<i64>,
+    /// SHA-256 of a request's `payload` (requests with an idempotency key): a payment
+    /// retry must repeat the priced request's.
+    pub payload_digest: Option<[u8; 32]>,
 }
 
 /// A stream: the replies of one correlation and attempt from one sender.
@@ -152,6 +155,14 @@ pub(crate) trait Transact: 'static {
 /// Payment flow states.
 pub(crate) const REQUIRED_SENT: &str = "required-sent";
 pub(crate) const PAYLOAD_RECEIVED: &str = "payload-received";
+/// The client side: a `PaymentRequired` from this peer was delivered in the exchange.
+pub(crate) const REQUIRED_RECEIVED: &str = "required-received";
+
+/// The payment flow key of the `PaymentRequired`s we received from `peer` (the
+/// table's other rows are keyed by the peers we asked).
+fn received_from(peer: &str) -> String {
+    format!("from:{peer}")
+}
 
 /// Records that a `PaymentRequired` went to `peer` for `correlation_id`. A flow that
 /// already received a payload stays so.
@@ -219,6 +230,7 @@ pub(crate) fn admit<T: Txn>(
     }
     let keep_until = lifetime(c, now, p)?;
     let mut retry_of = None;
+    let mut first_payload = None;
     let mut retain_until = None;
     if let (Kind::Request, Some(key)) = (c.kind, &c.idempotency_key) {
         // The key is the sender's address's (section 7: "authenticated sender
@@ -240,6 +252,7 @@ pub(crate) fn admit<T: Txn>(
                 });
             }
             retry_of = Some(prev.message_id);
+            first_payload = Some(prev.payload_digest);
         }
         retain_until = Some(
             now.saturating_add(p.idempotency_retention)
@@ -256,15 +269,46 @@ pub(crate) fn admit<T: Txn>(
         keep_until,
         peer: party(c).to_string(),
         retain_until,
+        payload_digest: c.idempotency_key.as_ref().map(|_| c.payload_digest),
     };
-    // x402 (section 8): a PaymentPayload answers a PaymentRequired we sent.
+    // x402 (section 8): a PaymentPayload answers a PaymentRequired we sent, once, as
+    // the retry of the priced request: same sender, correlation, idempotency key,
+    // operation and payload, a later attempt.
     if c.kind == Kind::Request && c.payment == Some(crate::envelope::PaymentKind::Payload) {
         let corr = c.correlation_id.clone().unwrap_or_default();
-        if corr.is_empty() || tx.payment_state(&c.peer, &corr).map_err(backend)?.is_none() {
+        let state = match corr.is_empty() {
+            true => None,
+            false => tx.payment_state(&c.peer, &corr).map_err(backend)?,
+        };
+        let Some(state) = state else {
             return Err(ReceiverError::UnsolicitedPayment {
                 peer: c.peer.clone(),
                 correlation_id: corr,
             });
+        };
+        let unbound = |why: &str| ReceiverError::PaymentNotBound {
+            peer: c.peer.clone(),
+            correlation_id: corr.clone(),
+            why: why.to_string(),
+        };
+        if state != REQUIRED_SENT {
+            return Err(unbound("this exchange was paid already"));
+        }
+        match first_payload {
+            None => {
+                return Err(unbound(
+                    "it is not the retry of a request we priced (no earlier request with its idempotency key)",
+                ))
+            }
+            Some(Some(first)) if first != c.payload_digest => {
+                return Err(unbound("its payload is not the priced request's"))
+            }
+            _ => {}
+        }
+        if c.attempt == 0 {
+            return Err(unbound(
+                "a payment comes with a retry (serviceParameters.retry 1 or more)",
+            ));
         }
         tx.put_payment_state(&c.peer, &corr, PAYLOAD_RECEIVED, now)
             .map_err(backend)?;
@@ -276,7 +320,12 @@ pub(crate) fn admit<T: Txn>(
         },
         (_, Some(corr)) => {
             let attempt = answered(tx, c, corr, now, p)?;
-            stream_event(tx, c, corr, attempt, now, p)?
+            let admission = stream_event(tx, c, corr, attempt, now, p)?;
+            if c.payment == Some(crate::envelope::PaymentKind::Required) {
+                tx.put_payment_state(&received_from(party(c)), corr, REQUIRED_RECEIVED, now)
+                    .map_err(backend)?;
+            }
+            admission
         }
     };
     tx.insert_tuple(&tuple).map_err(backend)?;
@@ -381,6 +430,20 @@ fn answered<T: Txn>(
             correlation_id: corr.to_string(),
             message_id: request.message_id.clone(),
             expired_at: rfc3339(request.expires_at),
+        });
+    }
+    // One PaymentRequired per exchange, unless it answers our paid retry (the payment
+    // failed): a second one asks again for what we were asked once.
+    if c.payment == Some(crate::envelope::PaymentKind::Required)
+        && !request.paid
+        && tx
+            .payment_state(&received_from(party(c)), corr)
+            .map_err(backend)?
+            .is_some()
+    {
+        return Err(ReceiverError::PaymentRequiredAgain {
+            peer: c.peer.clone(),
+            correlation_id: corr.to_string(),
         });
     }
     if c.payment == Some(crate::envelope::PaymentKind::Response) && !request.paid {

@@ -131,6 +131,9 @@ fn tuple_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Tuple> {
         keep_until: r.get(6)?,
         peer: r.get::<_, Option<String>>(7)?.unwrap_or_default(),
         retain_until: r.get(8)?,
+        payload_digest: r
+            .get::<_, Option<Vec<u8>>>(9)?
+            .and_then(|d| d.try_into().ok()),
     })
 }
 
@@ -170,7 +173,7 @@ fn stream_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StreamRow> {
 }
 
 const TUPLE_COLUMNS: &str = "signer, message_id, idempotency_key, operation, digest, accepted_at, \
-     keep_until, peer, retain_until";
+     keep_until, peer, retain_until, payload_digest";
 const STREAM_COLUMNS: &str =
     "signer, correlation_id, attempt, operation, next_seq, final_seq, gap_since, updated_at";
 
@@ -227,7 +230,7 @@ impl Txn for SqliteTxn<'_> {
     fn insert_tuple(&mut self, t: &Tuple) -> rusqlite::Result<()> {
         self.tx
             .prepare_cached(&format!(
-                "INSERT INTO replay_tuple ({TUPLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                "INSERT INTO replay_tuple ({TUPLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
             ))?
             .execute(params![
                 t.signer,
@@ -238,7 +241,8 @@ impl Txn for SqliteTxn<'_> {
                 t.accepted_at,
                 t.keep_until,
                 t.peer,
-                t.retain_until
+                t.retain_until,
+                t.payload_digest.as_ref().map(|d| &d[..])
             ])
             .map(drop)
     }

@@ -116,6 +116,14 @@ const NOT_YET: &[(&str, &str)] = &[
         "two signers answering one attempt: the corpus's peers sign as one party per profile",
     ),
     (
+        "rules.payment-not-bound",
+        "a payment retry after the receiver priced the request: the corpus records no PaymentRequired the receiver sent",
+    ),
+    (
+        "rules.payment-required-again",
+        "no case yet (a prior PaymentRequired, then a second one, would express it); tests/receiver/fail_unsolicited_answers.rs has it",
+    ),
+    (
         "rules.retry-too-late",
         "the first request accepted, then its retry after its lifetime: two clocks, the corpus has one",
     ),

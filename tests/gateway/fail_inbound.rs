@@ -17,7 +17,9 @@ fn seal(store: &Path, plain: &[u8], sign_only: bool) -> Vec<u8> {
     let plain = MailA2aMessage::parse(plain, &mailseal::Limits::default()).unwrap();
     let mut opts = SealOptions::new(Profile::Smime);
     opts.sign_only = sign_only;
+    // The sender's own state records its requests.
     Sender::builder_boxed(store)
+        .replay(mailseal::replay::MemoryReplayStore::default())
         .build()
         .seal(&plain, &opts)
         .unwrap()

@@ -467,3 +467,128 @@ fn fail_stale_state_a_retry_after_the_first_requests_lifetime_is_refused_not_per
         );
     }
 }
+
+/// A payment retry of `incoming_request(corr, "{corr}-0", ...)` (`text` its payload's).
+fn payment(corr: &str, id: &str, retry: u64, text: &str) -> Value {
+    let mut v = incoming_request(corr, id, retry, "2026-11-30T02:00:00Z");
+    v["payload"]["message"]["parts"][0]["text"] = json!(text);
+    v["payment"] = json!({"kind": "payload", "x402Version": 2,
+        "object": {"x402Version": 2, "accepted": {}, "payload": {"signature": "0x01"}}});
+    v
+}
+
+#[test]
+fn fail_unsolicited_answers_a_payment_is_the_one_retry_of_the_priced_request() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "x402");
+        let priced = from(
+            CLIENT,
+            "x509:alice",
+            incoming_request(&c, &format!("{c}-0"), 0, "2026-11-30T02:00:00Z"),
+            None,
+        );
+        assert!(delivered(admit(s, &priced)), "{name}");
+        s.record_payment_required(CLIENT, &c, NOW).unwrap();
+        // Another payload, or no retry counter: not the priced request's retry.
+        for (i, bad) in [
+            payment(&c, "b1", 1, "pay 5000"),
+            payment(&c, "b2", 0, "pay 5"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut bad = bad;
+            bad["messageId"] = json!(format!("{c}-bad{i}"));
+            let err = admit(s, &from(CLIENT, "x509:alice", bad, None)).unwrap_err();
+            assert!(
+                matches!(err, ReceiverError::PaymentNotBound { .. }),
+                "{name}: {err}"
+            );
+        }
+        // A payload with a key the peer never used before.
+        let mut fresh = payment(&c, &format!("{c}-f"), 1, "pay 5");
+        fresh["idempotencyKey"] = json!("another-key");
+        let err = admit(s, &from(CLIENT, "x509:alice", fresh, None)).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::PaymentNotBound { .. }),
+            "{name}: {err}"
+        );
+        // The retry: accepted, once.
+        let retry = from(
+            CLIENT,
+            "x509:alice",
+            payment(&c, &format!("{c}-1"), 1, "pay 5"),
+            None,
+        );
+        assert_eq!(
+            admit(s, &retry).unwrap(),
+            Admission::Deliver {
+                retry_of: Some(format!("{c}-0")),
+                released: 0
+            },
+            "{name}"
+        );
+        let twice = from(
+            CLIENT,
+            "x509:alice",
+            payment(&c, &format!("{c}-2"), 2, "pay 5"),
+            None,
+        );
+        let err = admit(s, &twice).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::PaymentNotBound { .. }),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
+fn fail_unsolicited_answers_a_second_payment_required_in_one_exchange() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "pr2");
+        record(s, &request(&c, &format!("{c}-q0"), 0, false), None);
+        let required = |id: &str, irt: &str| {
+            from(
+                AGENT,
+                "x509:bob",
+                reply(
+                    &c,
+                    id,
+                    1,
+                    true,
+                    json!({"kind": "error", "payload": {}, "error": {"type": "PaymentRequiredError",
+                        "message": "pay"}, "payment": {"kind": "required", "x402Version": 2,
+                        "object": {"x402Version": 2, "accepts": []}}}),
+                ),
+                Some(irt),
+            )
+        };
+        assert!(
+            delivered(admit(
+                s,
+                &required(&format!("{c}-pr1"), &format!("{c}-q0@example.org"))
+            )),
+            "{name}"
+        );
+        // Our paid retry, then a PaymentRequired answering it (the payment failed):
+        // accepted. Another one naming the unpaid request: refused.
+        record(s, &request(&c, &format!("{c}-q1"), 1, true), None);
+        let again = required(&format!("{c}-pr2"), &format!("{c}-q0@example.org"));
+        let err = admit(s, &again).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::PaymentRequiredAgain { .. }),
+            "{name}: {err}"
+        );
+        assert!(
+            delivered(admit(
+                s,
+                &required(&format!("{c}-pr3"), &format!("{c}-q1@example.org"))
+            )),
+            "{name}"
+        );
+    }
+}

@@ -180,7 +180,11 @@ fn fail_unsolicited_answers_only_the_agent_asked_answers_once() {
         BOB,
         ALICE,
         Some(&irt),
-        &response("corr-1", "b-final", json!({"serviceParameters": {"retry": 1}})),
+        &response(
+            "corr-1",
+            "b-final",
+            json!({"serviceParameters": {"retry": 1}}),
+        ),
     );
     let o = open(&w.alice, &[], &answer);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -191,7 +195,11 @@ fn fail_unsolicited_answers_only_the_agent_asked_answers_once() {
         BOB,
         ALICE,
         Some(&irt),
-        &response("corr-1", "b-again", json!({"serviceParameters": {"retry": 77}})),
+        &response(
+            "corr-1",
+            "b-again",
+            json!({"serviceParameters": {"retry": 77}}),
+        ),
     );
     let o = open(&w.alice, &[], &extra);
     assert_eq!(

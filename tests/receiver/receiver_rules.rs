@@ -545,6 +545,7 @@ fn fail_a_payment_payload_nobody_asked_for() {
     for (name, s) in &stores {
         let s = s.as_ref();
         let mut paid = request("paid-1");
+        paid["serviceParameters"] = json!({"retry": 1});
         paid["payment"] = json!({"kind": "payload", "x402Version": 2,
             "object": {"x402Version": 2, "accepted": {}, "payload": {}}});
         let mut c = candidate(ALICE, paid);
@@ -560,7 +561,11 @@ fn fail_a_payment_payload_nobody_asked_for() {
         s.record_payment_required("alice@example.net", "corr-9", NOW)
             .unwrap();
         assert!(admit(s, &c).is_err(), "{name}");
-        // Asked of this peer in this exchange: accepted (and not before).
+        // Asked of this peer in this exchange, as the retry of the request it priced:
+        // accepted (and not before).
+        let mut priced = candidate(ALICE, request("priced-0"));
+        priced.peer = "alice@example.net".into();
+        admit(s, &priced).unwrap();
         s.record_payment_required("alice@example.net", "corr-1", NOW)
             .unwrap();
         assert!(
