@@ -2,7 +2,8 @@
 //! a callee's receipt), split from the input at `\n--\n`. Invariants: no panic; a
 //! contract that reads writes back to JSON that reads as the same contract with the
 //! same digest; whenever the matcher picks a site, a receipt for that site with the
-//! right digests verifies (the matcher and the receipt check agree); a receipt that
+//! right digests (and an attestation reference when attestation is required)
+//! verifies (the matcher and the receipt check agree); a receipt that
 //! reads is checked without panicking.
 #![no_main]
 
@@ -43,7 +44,12 @@ fuzz_target!(|data: &[u8]| {
                 method,
                 status: "passed".into(),
             },
-            attestation_reference: None,
+            // A caller that requires attestation gets a reference to check it by.
+            attestation_reference: r
+                .required_attestation
+                .as_ref()
+                .filter(|m| !m.is_empty())
+                .map(|_| "attestation-1".into()),
             idempotency_key_digest: r.idempotency_key.as_ref().map(|k| sha256_tag(k.as_bytes())),
         };
         verify_receipt(&made, c, r, result).expect("a receipt for the chosen site verifies");

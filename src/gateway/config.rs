@@ -697,4 +697,16 @@ next_hop = { address = "127.0.0.1:2526" }
         assert!(!p.legacy_peers.allows("new@example.com"));
         assert!(!p.own_copy);
     }
+
+    #[test]
+    fn unsolicited_replies_are_refused_unless_accepted_by_name() {
+        use crate::replay::Unsolicited;
+        let c = Config::parse(MINIMAL).unwrap();
+        assert_eq!(c.inbound.rules().unsolicited, Unsolicited::Refuse);
+        let accept = format!("{MINIMAL}\n[inbound]\nunsolicited = \"accept\"\n");
+        let c = Config::parse(&accept).unwrap();
+        assert_eq!(c.inbound.rules().unsolicited, Unsolicited::Accept);
+        let typo = format!("{MINIMAL}\n[inbound]\nunsolicited = \"sure\"\n");
+        assert!(Config::parse(&typo).is_err());
+    }
 }
