@@ -152,6 +152,81 @@ pub fn seal_smime_cli(
     out.stdout
 }
 
+/// `mailseal compose` of the envelope JSON `envelope` from `from` to `to` (a reply
+/// naming the Message-ID `in_reply_to`), then `mailseal seal --profile smime
+/// --sign-only` in `store` (which records a request it seals): the sealed bytes.
+pub fn compose_and_sign(
+    store: &std::path::Path,
+    from: &str,
+    to: &str,
+    in_reply_to: Option<&str>,
+    envelope: &[u8],
+) -> Vec<u8> {
+    let mut args = vec!["compose", "--from", from, "--to", to];
+    if let Some(id) = in_reply_to {
+        args.extend(["--in-reply-to", id]);
+    }
+    let plain = run(&args, envelope);
+    assert!(
+        plain.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plain.stderr)
+    );
+    let store = store.to_str().expect("utf-8 path");
+    let sealed = run(
+        &[
+            "seal",
+            "--store",
+            store,
+            "--profile",
+            "smime",
+            "--sign-only",
+        ],
+        &plain.stdout,
+    );
+    assert!(
+        sealed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sealed.stderr)
+    );
+    sealed.stdout
+}
+
+/// The Message-ID of a mail, as a reply's `--in-reply-to` names it.
+pub fn mail_id(mail: &[u8]) -> String {
+    let text = String::from_utf8_lossy(mail);
+    let line = text
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("message-id:"))
+        .expect("a Message-ID");
+    line["message-id:".len()..].trim().to_string()
+}
+
+/// Replay-state backends by name.
+pub type ReplayBackends = Vec<(&'static str, Box<dyn mailseal::replay::ReplayStore>)>;
+
+/// Every replay-state backend, fresh: in memory, SQLite, and PostgreSQL when one is
+/// configured (skipped with a message otherwise; required in CI). The temporary
+/// directory lives as long as the stores.
+pub fn replay_backends() -> (tempfile::TempDir, ReplayBackends) {
+    use mailseal::replay::{MemoryReplayStore, PostgresReplayStore, SqliteReplayStore};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut out: ReplayBackends = vec![
+        ("memory", Box::new(MemoryReplayStore::default())),
+        (
+            "sqlite",
+            Box::new(SqliteReplayStore::open(&dir.path().join("state.db")).expect("opens")),
+        ),
+    ];
+    if let Some(url) = postgres_database() {
+        out.push((
+            "postgres",
+            Box::new(PostgresReplayStore::connect(&url).expect("connects")),
+        ));
+    }
+    (dir, out)
+}
+
 /// Where the body of a one-part message starts, and its end.
 pub fn body_span(sealed: &[u8]) -> (usize, usize) {
     let text = String::from_utf8_lossy(sealed);

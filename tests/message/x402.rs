@@ -7,7 +7,7 @@ use crate::common;
 
 use std::path::Path;
 
-use common::{codes, data, fixture, run, violations, with};
+use common::{codes, data, fixture, mail_id, run, violations, with};
 use mailseal::envelope::Code;
 use mailseal::message::{Limits, MailA2aMessage};
 use serde_json::{json, Value};
@@ -64,43 +64,7 @@ fn parties(dir: &Path) -> (String, String) {
 
 /// `compose` then `seal --sign-only` by `from`'s store: the sealed bytes.
 fn send(store: &str, from: &str, to: &str, reply_to: Option<&str>, envelope: &str) -> Vec<u8> {
-    let mut args = vec!["compose", "--from", from, "--to", to];
-    if let Some(id) = reply_to {
-        args.extend(["--in-reply-to", id]);
-    }
-    let plain = run(&args, envelope.as_bytes());
-    assert!(
-        plain.status.success(),
-        "{}",
-        String::from_utf8_lossy(&plain.stderr)
-    );
-    let sealed = run(
-        &[
-            "seal",
-            "--store",
-            store,
-            "--profile",
-            "smime",
-            "--sign-only",
-        ],
-        &plain.stdout,
-    );
-    assert!(
-        sealed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sealed.stderr)
-    );
-    sealed.stdout
-}
-
-/// The `Message-ID` of a sealed message, as a reply's `--in-reply-to` names it.
-fn mail_id(sealed: &[u8]) -> String {
-    let text = String::from_utf8_lossy(sealed);
-    let line = text
-        .lines()
-        .find(|l| l.to_ascii_lowercase().starts_with("message-id:"))
-        .expect("a Message-ID");
-    line["message-id:".len()..].trim().to_string()
+    common::compose_and_sign(Path::new(store), from, to, reply_to, envelope.as_bytes())
 }
 
 fn receive(store: &str, sealed: &[u8]) -> std::process::Output {

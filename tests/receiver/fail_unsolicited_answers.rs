@@ -10,8 +10,7 @@ use crate::common;
 
 use mailseal::envelope::Envelope;
 use mailseal::replay::{
-    Admission, Candidate, MemoryReplayStore, PostgresReplayStore, ReceiverError, ReceiverPolicy,
-    ReplayStore, SentRequest, SqliteReplayStore, Unsolicited,
+    Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, SentRequest, Unsolicited,
 };
 use serde_json::{json, Value};
 
@@ -20,22 +19,8 @@ const CLIENT: &str = "alice@example.org";
 const AGENT: &str = "bob@example.org";
 const MALLORY: &str = "mallory@example.org";
 
-type Backends = Vec<(&'static str, Box<dyn ReplayStore>)>;
-
-fn backends() -> (tempfile::TempDir, Backends) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut out: Backends = vec![
-        ("memory", Box::new(MemoryReplayStore::default())),
-        (
-            "sqlite",
-            Box::new(SqliteReplayStore::open(&dir.path().join("state.db")).unwrap()),
-        ),
-    ];
-    if let Some(url) = common::postgres_database() {
-        let pg = PostgresReplayStore::connect(&url).unwrap();
-        out.push(("postgres", Box::new(pg)));
-    }
-    (dir, out)
+fn backends() -> (tempfile::TempDir, common::ReplayBackends) {
+    common::replay_backends()
 }
 
 /// A unique correlation per backend and test: PostgreSQL is shared by every test.

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{fixture, run};
+use common::{fixture, mail_id, run};
 use serde_json::{json, Value};
 
 const ALICE: &str = "alice@smime.example";
@@ -63,42 +63,7 @@ fn world() -> World {
 
 /// `compose` then `seal --sign-only` in `store`: the sealed bytes.
 fn send(store: &Path, from: &str, to: &str, in_reply_to: Option<&str>, env: &Value) -> Vec<u8> {
-    let mut args = vec!["compose", "--from", from, "--to", to];
-    if let Some(id) = in_reply_to {
-        args.extend(["--in-reply-to", id]);
-    }
-    let plain = run(&args, env.to_string().as_bytes());
-    assert!(
-        plain.status.success(),
-        "{}",
-        String::from_utf8_lossy(&plain.stderr)
-    );
-    let sealed = run(
-        &[
-            "seal",
-            "--store",
-            store.to_str().unwrap(),
-            "--profile",
-            "smime",
-            "--sign-only",
-        ],
-        &plain.stdout,
-    );
-    assert!(
-        sealed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sealed.stderr)
-    );
-    sealed.stdout
-}
-
-fn mail_id(sealed: &[u8]) -> String {
-    let text = String::from_utf8_lossy(sealed);
-    let line = text
-        .lines()
-        .find(|l| l.to_ascii_lowercase().starts_with("message-id:"))
-        .expect("a Message-ID");
-    line["message-id:".len()..].trim().to_string()
+    common::compose_and_sign(store, from, to, in_reply_to, env.to_string().as_bytes())
 }
 
 fn open(store: &Path, extra: &[&str], sealed: &[u8]) -> std::process::Output {

@@ -6,8 +6,8 @@ use crate::common;
 
 use mailseal::envelope::Envelope;
 use mailseal::replay::{
-    Admission, Candidate, MemoryReplayStore, PostgresReplayStore, ReceiverError, ReceiverPolicy,
-    ReplayStore, SqliteReplayStore, Unsolicited,
+    Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, SqliteReplayStore,
+    Unsolicited,
 };
 use serde_json::json;
 
@@ -15,25 +15,9 @@ const NOW: i64 = 1_796_000_000; // 2026-11-30
 const ALICE: &str = "x509:alice";
 const BOB: &str = "x509:bob";
 
-type Backends = Vec<(&'static str, Box<dyn ReplayStore>)>;
-
-/// Every backend, fresh. The temporary directory lives as long as the stores.
-fn backends() -> (tempfile::TempDir, Backends) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut out: Backends = vec![
-        ("memory", Box::new(MemoryReplayStore::default())),
-        (
-            "sqlite",
-            Box::new(SqliteReplayStore::open(&dir.path().join("state.db")).unwrap()),
-        ),
-    ];
-    if let Some(url) = common::postgres_database() {
-        out.push((
-            "postgres",
-            Box::new(PostgresReplayStore::connect(&url).unwrap()),
-        ));
-    }
-    (dir, out)
+/// Every backend, fresh.
+fn backends() -> (tempfile::TempDir, common::ReplayBackends) {
+    common::replay_backends()
 }
 
 fn candidate(signer: &str, v: serde_json::Value) -> Candidate {
