@@ -128,6 +128,8 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE mailseal_replay_tuple ADD COLUMN peer TEXT;
      ALTER TABLE mailseal_replay_tuple ADD COLUMN retain_until BIGINT;
      ALTER TABLE mailseal_replay_tuple ADD COLUMN payload_digest BYTEA;
+     ALTER TABLE mailseal_replay_tuple ADD COLUMN correlation_id TEXT;
+     ALTER TABLE mailseal_replay_tuple ADD COLUMN mail_id TEXT;
      CREATE INDEX mailseal_replay_tuple_peer_idempotency
         ON mailseal_replay_tuple (peer, idempotency_key, accepted_at);
      CREATE TABLE mailseal_sent_request (

@@ -566,7 +566,12 @@ impl<'a> Sender<'a> {
         };
         let now = self.clock.now();
         for to in plain.headers.to.iter().chain(&plain.headers.cc) {
-            replay.record_payment_required(&to.normalized(), &corr, now)?;
+            replay.record_payment_required(
+                &to.normalized(),
+                &corr,
+                plain.headers.in_reply_to.as_deref(),
+                now,
+            )?;
         }
         Ok(())
     }

@@ -110,6 +110,8 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE replay_tuple ADD COLUMN peer TEXT;
      ALTER TABLE replay_tuple ADD COLUMN retain_until INTEGER;
      ALTER TABLE replay_tuple ADD COLUMN payload_digest BLOB;
+     ALTER TABLE replay_tuple ADD COLUMN correlation_id TEXT;
+     ALTER TABLE replay_tuple ADD COLUMN mail_id TEXT;
      CREATE INDEX replay_tuple_peer_idempotency
         ON replay_tuple (peer, idempotency_key, accepted_at);
      CREATE TABLE sent_request (

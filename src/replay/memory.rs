@@ -293,9 +293,16 @@ impl Txn for State {
         self.requests
             .retain(|_, r| r.expires_at.saturating_add(retention) >= now);
         let pending = &self.pending;
+        let requests = &self.requests;
+        // A stream is kept while a request of its exchange is on record: its final
+        // must not be forgotten while answers are still accepted.
         self.streams.retain(|id, s| {
             s.updated_at.saturating_add(retention) >= now
                 || pending.get(id).is_some_and(|m| !m.is_empty())
+                || requests
+                    .range((id.correlation_id.clone(), String::new())..)
+                    .next()
+                    .is_some_and(|((c, _), _)| c == &id.correlation_id)
         });
         Ok(())
     }

@@ -196,6 +196,17 @@ pub enum ReceiverError {
         /// When it expired (RFC 3339).
         expired_at: String,
     },
+    /// A request in an exchange where we already sent another at the same attempt: an
+    /// answer could not tell which it answers. A retry states the next attempt.
+    #[error("exchange {correlation_id} already has request {message_id} at attempt {attempt}; a retry states serviceParameters.retry")]
+    CorrelationInUse {
+        /// The exchange.
+        correlation_id: String,
+        /// The attempt.
+        attempt: u64,
+        /// The request on record.
+        message_id: String,
+    },
     /// A `PaymentPayload` that is not the one retry of the request we priced.
     #[error("security: payment from {peer} in exchange {correlation_id}: {why}")]
     PaymentNotBound {
@@ -358,6 +369,9 @@ pub struct Candidate {
     pub peer: String,
     /// `payment.kind`, when the message carries x402 data.
     pub payment: Option<PaymentKind>,
+    /// The RFC 5322 Message-ID (without angle brackets): what our `PaymentRequired`
+    /// names as the request it prices.
+    pub mail_id: Option<String>,
     /// SHA-256 of the `payload` member as JSON (requests with an idempotency key; zero
     /// otherwise): a payment retry repeats the priced request's.
     pub payload_digest: [u8; 32],
@@ -375,6 +389,7 @@ impl Candidate {
             Candidate::with_envelope(signer, opened.envelope(), opened.message.envelope_shared())?;
         c.peer = opened.message.sender().unwrap_or_default();
         c.in_reply_to = opened.message.headers.in_reply_to.clone();
+        c.mail_id = opened.message.headers.message_id.clone();
         // The envelope's group is checked against the MLS framing by the mls opener,
         // and means nothing under another profile.
         if opened.verdict.profile == Some(crate::profile::Profile::Mls) {
@@ -434,6 +449,7 @@ impl Candidate {
             correlation_id,
             attempt,
             in_reply_to: None,
+            mail_id: None,
             group: None,
             sequence: env
                 .sequence()
@@ -634,11 +650,14 @@ pub trait ReplayStore {
     fn take_deliverable(&self, correlation_id: &str) -> Result<Vec<StreamEvent>, ReceiverError>;
     /// Records that we asked `peer` (an address) for a payment in exchange
     /// `correlation_id` (we sent it a `PaymentRequiredError` with x402
-    /// `PaymentRequired`): only then is a `PaymentPayload` from it accepted.
+    /// `PaymentRequired`) for the request whose RFC 5322 Message-ID is `priced` (the
+    /// error's In-Reply-To): only then is a `PaymentPayload` from it accepted, once,
+    /// as that request's retry.
     fn record_payment_required(
         &self,
         peer: &str,
         correlation_id: &str,
+        priced: Option<&str>,
         now: i64,
     ) -> Result<(), ReceiverError>;
     /// Records a request we are about to send (see [`SentRequest`]): only answers to
@@ -677,9 +696,11 @@ impl ReplayStore for Borrowed<'_> {
         &self,
         peer: &str,
         correlation_id: &str,
+        priced: Option<&str>,
         now: i64,
     ) -> Result<(), ReceiverError> {
-        self.0.record_payment_required(peer, correlation_id, now)
+        self.0
+            .record_payment_required(peer, correlation_id, priced, now)
     }
     fn record_request(&self, request: &SentRequest) -> Result<(), ReceiverError> {
         self.0.record_request(request)
@@ -715,14 +736,13 @@ impl<S: rules::Transact> ReplayStore for S {
         &self,
         peer: &str,
         correlation_id: &str,
+        priced: Option<&str>,
         now: i64,
     ) -> Result<(), ReceiverError> {
-        self.transact(&|t| rules::payment_required(t, peer, correlation_id, now))
+        self.transact(&|t| rules::payment_required(t, peer, correlation_id, priced, now))
     }
     fn record_request(&self, request: &SentRequest) -> Result<(), ReceiverError> {
-        self.transact(&|t| {
-            rules::Txn::put_request(t, request).map_err(|e| store_error("request record", e))
-        })
+        self.transact(&|t| rules::record_request(t, request))
     }
 }
 
@@ -773,6 +793,7 @@ crate::error::verdict_codes!(ReceiverError, "rules", {
     Self::RetryTooLate { .. } => "retry-too-late",
     Self::UnsolicitedSettlement { .. } => "unsolicited-settlement",
     Self::PaymentNotBound { .. } => "payment-not-bound",
+    Self::CorrelationInUse { .. } => "correlation-in-use",
     Self::PaymentRequiredAgain { .. } => "payment-required-again",
     Self::Incomplete { .. } => "incomplete",
     Self::NewerSchema { .. } => "newer-schema",

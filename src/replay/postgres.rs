@@ -208,7 +208,7 @@ fn nat(v: i64) -> u64 {
 }
 
 const TUPLE_COLUMNS: &str = "signer, message_id, idempotency_key, operation, digest, accepted_at, \
-     keep_until, peer, retain_until, payload_digest";
+     keep_until, peer, retain_until, payload_digest, correlation_id, mail_id";
 const REQUEST_COLUMNS: &str = "correlation_id, message_id, attempt, mail_id, author, recipients, \
      grp, operation, idempotency_key, expires_at, paid, sent_at";
 const STREAM_COLUMNS: &str =
@@ -229,6 +229,8 @@ fn tuple_row(r: &Row) -> Tuple {
         payload_digest: r
             .get::<_, Option<Vec<u8>>>(9)
             .and_then(|d| d.try_into().ok()),
+        correlation_id: r.get(10),
+        mail_id: r.get(11),
     }
 }
 
@@ -333,7 +335,7 @@ impl Txn for PgTxn<'_> {
         self.execute(
             &format!(
                 "INSERT INTO mailseal_replay_tuple ({TUPLE_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
             ),
             &[
                 &t.signer,
@@ -346,6 +348,8 @@ impl Txn for PgTxn<'_> {
                 &t.peer,
                 &t.retain_until,
                 &t.payload_digest.as_ref().map(|d| d.to_vec()),
+                &t.correlation_id,
+                &t.mail_id,
             ],
         )
     }
@@ -485,7 +489,9 @@ impl Txn for PgTxn<'_> {
         self.execute(
             "DELETE FROM mailseal_stream s WHERE updated_at < $1 AND NOT EXISTS (
                SELECT 1 FROM mailseal_stream_event e WHERE e.signer = s.signer
-               AND e.correlation_id = s.correlation_id AND e.attempt = s.attempt)",
+               AND e.correlation_id = s.correlation_id AND e.attempt = s.attempt)
+             AND NOT EXISTS (SELECT 1 FROM mailseal_sent_request r
+               WHERE r.correlation_id = s.correlation_id)",
             &[&now.saturating_sub(retention)],
         )
     }

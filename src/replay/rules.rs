@@ -27,6 +27,10 @@ pub(crate) struct Tuple {
     /// SHA-256 of a request's `payload` (requests with an idempotency key): a payment
     /// retry must repeat the priced request's.
     pub payload_digest: Option<[u8; 32]>,
+    /// Its `correlationId`.
+    pub correlation_id: Option<String>,
+    /// Its RFC 5322 Message-ID: what our `PaymentRequired` names as the priced request.
+    pub mail_id: Option<String>,
 }
 
 /// A stream: the replies of one correlation and attempt from one sender.
@@ -164,12 +168,14 @@ fn received_from(peer: &str) -> String {
     format!("from:{peer}")
 }
 
-/// Records that a `PaymentRequired` went to `peer` for `correlation_id`. A flow that
-/// already received a payload stays so.
+/// Records that a `PaymentRequired` went to `peer` for `correlation_id`, pricing the
+/// request whose Message-ID is `priced` (the PaymentRequired's In-Reply-To). A flow
+/// that already received a payload stays so.
 pub(crate) fn payment_required<T: Txn>(
     tx: &mut T,
     peer: &str,
     correlation_id: &str,
+    priced: Option<&str>,
     now: i64,
 ) -> Result<(), ReceiverError> {
     if tx
@@ -177,10 +183,33 @@ pub(crate) fn payment_required<T: Txn>(
         .map_err(backend)?
         .is_none()
     {
-        tx.put_payment_state(peer, correlation_id, REQUIRED_SENT, now)
+        let state = match priced {
+            Some(m) => format!("{REQUIRED_SENT} {m}"),
+            None => REQUIRED_SENT.to_string(),
+        };
+        tx.put_payment_state(peer, correlation_id, &state, now)
             .map_err(backend)?;
     }
     Ok(())
+}
+
+/// Records a request we send: one per exchange and attempt (a retry states its
+/// attempt), so that an answer names exactly one request. The same request again
+/// replaces its record.
+pub(crate) fn record_request<T: Txn>(tx: &mut T, r: &SentRequest) -> Result<(), ReceiverError> {
+    if let Some(other) = tx
+        .sent_requests(&r.correlation_id)
+        .map_err(backend)?
+        .into_iter()
+        .find(|o| o.attempt == r.attempt && o.message_id != r.message_id)
+    {
+        return Err(ReceiverError::CorrelationInUse {
+            correlation_id: r.correlation_id.clone(),
+            attempt: r.attempt,
+            message_id: other.message_id,
+        });
+    }
+    tx.put_request(r).map_err(backend)
 }
 
 /// The recipients of a [`SentRequest`] as a store keeps them: one per line (an
@@ -230,7 +259,7 @@ pub(crate) fn admit<T: Txn>(
     }
     let keep_until = lifetime(c, now, p)?;
     let mut retry_of = None;
-    let mut first_payload = None;
+    let mut first = None;
     let mut retain_until = None;
     if let (Kind::Request, Some(key)) = (c.kind, &c.idempotency_key) {
         // The key is the sender's address's (section 7: "authenticated sender
@@ -251,8 +280,8 @@ pub(crate) fn admit<T: Txn>(
                     expired_at: rfc3339(end),
                 });
             }
-            retry_of = Some(prev.message_id);
-            first_payload = Some(prev.payload_digest);
+            retry_of = Some(prev.message_id.clone());
+            first = Some(prev);
         }
         retain_until = Some(
             now.saturating_add(p.idempotency_retention)
@@ -270,6 +299,8 @@ pub(crate) fn admit<T: Txn>(
         peer: party(c).to_string(),
         retain_until,
         payload_digest: c.idempotency_key.as_ref().map(|_| c.payload_digest),
+        correlation_id: c.correlation_id.clone(),
+        mail_id: c.mail_id.clone(),
     };
     // x402 (section 8): a PaymentPayload answers a PaymentRequired we sent, once, as
     // the retry of the priced request: same sender, correlation, idempotency key,
@@ -291,19 +322,24 @@ pub(crate) fn admit<T: Txn>(
             correlation_id: corr.clone(),
             why: why.to_string(),
         };
-        if state != REQUIRED_SENT {
+        let Some(priced) = state
+            .strip_prefix(REQUIRED_SENT)
+            .map(|rest| Some(rest.trim()).filter(|m| !m.is_empty()))
+        else {
             return Err(unbound("this exchange was paid already"));
+        };
+        // The first request with this key, from this address: the priced one, in
+        // this exchange, with this payload.
+        let Some(first) = first.filter(|f| f.correlation_id.as_deref() == Some(&corr)) else {
+            return Err(unbound(
+                "it is not the retry of a request of this exchange (no earlier request with its idempotency key)",
+            ));
+        };
+        if priced.is_some_and(|m| first.mail_id.as_deref() != Some(m)) {
+            return Err(unbound("its idempotency key is not the priced request's"));
         }
-        match first_payload {
-            None => {
-                return Err(unbound(
-                    "it is not the retry of a request we priced (no earlier request with its idempotency key)",
-                ))
-            }
-            Some(Some(first)) if first != c.payload_digest => {
-                return Err(unbound("its payload is not the priced request's"))
-            }
-            _ => {}
+        if first.payload_digest.is_some_and(|d| d != c.payload_digest) {
+            return Err(unbound("its payload is not the priced request's"));
         }
         if c.attempt == 0 {
             return Err(unbound(
@@ -319,8 +355,15 @@ pub(crate) fn admit<T: Txn>(
             released: 0,
         },
         (_, Some(corr)) => {
-            let attempt = answered(tx, c, corr, now, p)?;
-            let admission = stream_event(tx, c, corr, attempt, now, p)?;
+            let admission = match answered(tx, c, corr, now, p)? {
+                Answered::Request(attempt) => {
+                    stream_event(tx, c, &c.signer, corr, attempt, now, p)?
+                }
+                Answered::Unrecorded(attempt) => {
+                    let signer = format!("{UNRECORDED}{}", c.signer);
+                    stream_event(tx, c, &signer, corr, attempt, now, p)?
+                }
+            };
             if c.payment == Some(crate::envelope::PaymentKind::Required) {
                 tx.put_payment_state(&received_from(party(c)), corr, REQUIRED_RECEIVED, now)
                     .map_err(backend)?;
@@ -395,7 +438,7 @@ fn answered<T: Txn>(
     corr: &str,
     now: i64,
     p: &ReceiverPolicy,
-) -> Result<u64, ReceiverError> {
+) -> Result<Answered, ReceiverError> {
     let records = tx.sent_requests(corr).map_err(backend)?;
     let named = c
         .in_reply_to
@@ -406,7 +449,7 @@ fn answered<T: Txn>(
     let Some(request) = named.or_else(|| records.iter().max_by_key(|r| (r.attempt, r.sent_at)))
     else {
         return match p.unsolicited {
-            Unsolicited::Accept => Ok(c.attempt),
+            Unsolicited::Accept => Ok(Answered::Unrecorded(c.attempt)),
             Unsolicited::Refuse => Err(ReceiverError::Unsolicited {
                 peer: party(c).to_string(),
                 what: format!("exchange {corr}, in which we sent no request"),
@@ -422,6 +465,13 @@ fn answered<T: Txn>(
                 "request {} of exchange {corr}, which did not go to it",
                 request.message_id
             ),
+        });
+    }
+    if !request.operation.is_empty() && request.operation != c.operation {
+        return Err(ReceiverError::StreamMismatch {
+            correlation_id: corr.to_string(),
+            expected: request.operation.clone(),
+            operation: c.operation.clone(),
         });
     }
     if now > request.expires_at.saturating_add(p.skew) {
@@ -452,30 +502,47 @@ fn answered<T: Txn>(
             correlation_id: corr.to_string(),
         });
     }
-    Ok(request.attempt)
+    Ok(Answered::Request(request.attempt))
 }
 
+/// What a reply answers.
+enum Answered {
+    /// The request of ours at this attempt.
+    Request(u64),
+    /// No request on record (a receive-only receiver): the attempt the reply states.
+    Unrecorded(u64),
+}
+
+/// The signer under which an unrecorded reply's stream is kept: apart from the
+/// streams of recorded exchanges, so that one accepted before our request was
+/// recorded never claims its answer.
+const UNRECORDED: &str = "unrecorded:";
+
+/// The stream rules for the reply `c`, in the stream of `signer` (the candidate's, or
+/// it marked as unrecorded) for `corr` and `attempt`.
 fn stream_event<T: Txn>(
     tx: &mut T,
     c: &Candidate,
+    signer: &str,
     corr: &str,
     attempt: u64,
     now: i64,
     p: &ReceiverPolicy,
 ) -> Result<Admission, ReceiverError> {
     let id = StreamId {
-        signer: c.signer.clone(),
+        signer: signer.to_string(),
         correlation_id: corr.to_string(),
         attempt,
     };
-    // One signer answers an attempt: a second one's events (and its final) are
-    // refused, whoever it is.
-    if tx
-        .streams(Some(corr))
-        .map_err(backend)?
-        .iter()
-        .any(|s| s.id.attempt == attempt && s.id.signer != c.signer)
-    {
+    // One signer answers an attempt of an exchange we recorded: a second one's
+    // events (and its final) are refused, whoever it is. Unrecorded streams count
+    // only among themselves.
+    let unrecorded = signer.starts_with(UNRECORDED);
+    if tx.streams(Some(corr)).map_err(backend)?.iter().any(|s| {
+        s.id.attempt == attempt
+            && s.id.signer != signer
+            && s.id.signer.starts_with(UNRECORDED) == unrecorded
+    }) {
         return Err(ReceiverError::AnsweredByAnother {
             correlation_id: corr.to_string(),
             attempt,
@@ -536,7 +603,7 @@ fn stream_event<T: Txn>(
     }
     s.updated_at = now;
     if n > s.next_seq {
-        if tx.pending_count(&c.signer).map_err(backend)? >= p.max_pending_per_sender {
+        if tx.pending_count(signer).map_err(backend)? >= p.max_pending_per_sender {
             return Err(ReceiverError::BufferFull {
                 limit: p.max_pending_per_sender,
             });

@@ -134,6 +134,8 @@ fn tuple_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Tuple> {
         payload_digest: r
             .get::<_, Option<Vec<u8>>>(9)?
             .and_then(|d| d.try_into().ok()),
+        correlation_id: r.get(10)?,
+        mail_id: r.get(11)?,
     })
 }
 
@@ -173,7 +175,7 @@ fn stream_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StreamRow> {
 }
 
 const TUPLE_COLUMNS: &str = "signer, message_id, idempotency_key, operation, digest, accepted_at, \
-     keep_until, peer, retain_until, payload_digest";
+     keep_until, peer, retain_until, payload_digest, correlation_id, mail_id";
 const STREAM_COLUMNS: &str =
     "signer, correlation_id, attempt, operation, next_seq, final_seq, gap_since, updated_at";
 
@@ -230,7 +232,7 @@ impl Txn for SqliteTxn<'_> {
     fn insert_tuple(&mut self, t: &Tuple) -> rusqlite::Result<()> {
         self.tx
             .prepare_cached(&format!(
-                "INSERT INTO replay_tuple ({TUPLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                "INSERT INTO replay_tuple ({TUPLE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
             ))?
             .execute(params![
                 t.signer,
@@ -242,7 +244,9 @@ impl Txn for SqliteTxn<'_> {
                 t.keep_until,
                 t.peer,
                 t.retain_until,
-                t.payload_digest.as_ref().map(|d| &d[..])
+                t.payload_digest.as_ref().map(|d| &d[..]),
+                t.correlation_id,
+                t.mail_id
             ])
             .map(drop)
     }
@@ -399,7 +403,9 @@ impl Txn for SqliteTxn<'_> {
             .prepare_cached(
                 "DELETE FROM stream WHERE updated_at < ?1 AND NOT EXISTS (
                    SELECT 1 FROM stream_event e WHERE e.signer = stream.signer
-                   AND e.correlation_id = stream.correlation_id AND e.attempt = stream.attempt)",
+                   AND e.correlation_id = stream.correlation_id AND e.attempt = stream.attempt)
+                 AND NOT EXISTS (SELECT 1 FROM sent_request r
+                   WHERE r.correlation_id = stream.correlation_id)",
             )?
             .execute(params![now.saturating_sub(retention)])
             .map(drop)

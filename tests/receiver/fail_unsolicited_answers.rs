@@ -475,7 +475,7 @@ fn fail_unsolicited_answers_a_payment_is_the_one_retry_of_the_priced_request() {
             None,
         );
         assert!(delivered(admit(s, &priced)), "{name}");
-        s.record_payment_required(CLIENT, &c, NOW).unwrap();
+        s.record_payment_required(CLIENT, &c, None, NOW).unwrap();
         // Another payload, or no retry counter: not the priced request's retry.
         for (i, bad) in [
             payment(&c, "b1", 1, "pay 5000"),
@@ -574,6 +574,184 @@ fn fail_unsolicited_answers_a_second_payment_required_in_one_exchange() {
                 &required(&format!("{c}-pr3"), &format!("{c}-q1@example.org"))
             )),
             "{name}"
+        );
+    }
+}
+
+// What the attacker review found (each got through before it was fixed).
+
+#[test]
+fn fail_review_a_payment_spent_on_another_request_of_the_payer() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "spent");
+        let other = corr(name, "spent-b");
+        // Mallory's two requests: mA priced (its Message-ID named by our
+        // PaymentRequired), mB with another key, in the same exchange and in another.
+        let mut ma = from(
+            MALLORY,
+            "x509:mallory",
+            incoming_request(&c, &format!("{c}-a"), 0, "2026-11-30T02:00:00Z"),
+            None,
+        );
+        ma.mail_id = Some(format!("{c}-a@example.org"));
+        assert!(delivered(admit(s, &ma)), "{name}");
+        for (corr_b, id) in [(&c, "b-same"), (&other, "b-other")] {
+            let mut v = incoming_request(corr_b, &format!("{c}-{id}"), 0, "2026-11-30T02:00:00Z");
+            v["idempotencyKey"] = json!(format!("expensive-{id}-{c}"));
+            v["payload"]["message"]["parts"][0]["text"] = json!("EXPENSIVE");
+            assert!(
+                delivered(admit(s, &from(MALLORY, "x509:mallory", v, None))),
+                "{name}"
+            );
+        }
+        s.record_payment_required(MALLORY, &c, Some(&format!("{c}-a@example.org")), NOW)
+            .unwrap();
+        for id in ["b-same", "b-other"] {
+            let mut pay = payment(&c, &format!("{c}-pay-{id}"), 1, "EXPENSIVE");
+            pay["idempotencyKey"] = json!(format!("expensive-{id}-{c}"));
+            let err = admit(s, &from(MALLORY, "x509:mallory", pay, None)).unwrap_err();
+            assert!(
+                matches!(err, ReceiverError::PaymentNotBound { .. }),
+                "{name} {id}: {err}"
+            );
+        }
+        // The retry of mA itself is the payment.
+        let mut pay = payment(&c, &format!("{c}-pay-a"), 1, "pay 5");
+        pay["idempotencyKey"] = json!(format!("key-{c}"));
+        assert!(
+            delivered(admit(s, &from(MALLORY, "x509:mallory", pay, None))),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn fail_review_a_reply_for_another_operation() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "op");
+        record(s, &request(&c, &format!("{c}-q"), 0, false), None);
+        let cancel = from(
+            AGENT,
+            "x509:bob",
+            reply(
+                &c,
+                &format!("{c}-x"),
+                1,
+                true,
+                json!({"operation": "tasks/cancel", "payload": {"id": "t1",
+                    "status": {"state": "TASK_STATE_CANCELED"}}}),
+            ),
+            None,
+        );
+        let err = admit(s, &cancel).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::StreamMismatch { .. }),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
+fn fail_review_two_requests_of_one_exchange_and_attempt() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "two");
+        record(s, &request(&c, &format!("{c}-a"), 0, false), None);
+        // A second request at the same attempt would let whoever it went to claim the
+        // exchange before the first one's agent answers: refused when recorded.
+        let second = SentRequest::of(
+            &request(&c, &format!("{c}-b"), 0, false),
+            None,
+            NOW - 60,
+            &ReceiverPolicy::default(),
+        )
+        .unwrap();
+        let err = s.record_request(&second).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::CorrelationInUse { .. }),
+            "{name}: {err}"
+        );
+        // The same request again (sealed twice), or its retry, is fine.
+        record(s, &request(&c, &format!("{c}-a"), 0, false), None);
+        record(s, &request(&c, &format!("{c}-a1"), 1, false), None);
+    }
+}
+
+#[test]
+fn fail_review_an_unrecorded_stream_never_claims_a_recorded_exchange() {
+    let (_d, stores) = backends();
+    let accept = ReceiverPolicy {
+        unsolicited: Unsolicited::Accept,
+        ..ReceiverPolicy::default()
+    };
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "guess");
+        // Mallory guesses the correlation before we send: accepted as unrecorded.
+        let early = from(
+            MALLORY,
+            "x509:mallory",
+            reply(&c, &format!("{c}-m"), 1, false, json!({})),
+            None,
+        );
+        assert!(delivered(s.admit(&early, NOW, &accept)), "{name}");
+        record(s, &request(&c, &format!("{c}-q"), 0, false), None);
+        let genuine = from(
+            AGENT,
+            "x509:bob",
+            reply(&c, &format!("{c}-b"), 1, true, json!({})),
+            None,
+        );
+        assert!(delivered(s.admit(&genuine, NOW, &accept)), "{name}");
+    }
+}
+
+#[test]
+fn fail_review_a_final_is_not_forgotten_while_its_request_is_on_record() {
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "prune");
+        let mut m = request(&c, &format!("{c}-q"), 0, false);
+        let mut env = m.envelope().clone();
+        env.set("expiresAt", "2099-01-01T00:00:00Z");
+        m.set_envelope(env);
+        record(s, &m, None);
+        // Bob's final, 20 days ago; then the stream is quiet and the store prunes.
+        let then = NOW - 20 * 86_400;
+        let first = from(
+            AGENT,
+            "x509:bob",
+            reply(&c, &format!("{c}-1"), 1, true, json!({})),
+            None,
+        );
+        assert!(
+            delivered(s.admit(&first, then, &ReceiverPolicy::default())),
+            "{name}"
+        );
+        let other = corr(name, "prune-trigger");
+        let trigger = from(
+            CLIENT,
+            "x509:alice",
+            incoming_request(&other, &format!("{other}-0"), 0, "2026-11-30T02:00:00Z"),
+            None,
+        );
+        assert!(delivered(admit(s, &trigger)), "{name}");
+        let second = from(
+            AGENT,
+            "x509:bob",
+            reply(&c, &format!("{c}-2"), 2, true, json!({})),
+            None,
+        );
+        let err = admit(s, &second).unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::AfterFinal { .. }),
+            "{name}: {err}"
         );
     }
 }

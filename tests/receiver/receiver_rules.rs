@@ -540,9 +540,9 @@ fn fail_a_payment_payload_nobody_asked_for() {
             "{name}: {err}"
         );
         // Asked of someone else, or in another exchange: still refused.
-        s.record_payment_required("mallory@example.net", "corr-1", NOW)
+        s.record_payment_required("mallory@example.net", "corr-1", None, NOW)
             .unwrap();
-        s.record_payment_required("alice@example.net", "corr-9", NOW)
+        s.record_payment_required("alice@example.net", "corr-9", None, NOW)
             .unwrap();
         assert!(admit(s, &c).is_err(), "{name}");
         // Asked of this peer in this exchange, as the retry of the request it priced:
@@ -550,7 +550,7 @@ fn fail_a_payment_payload_nobody_asked_for() {
         let mut priced = candidate(ALICE, request("priced-0"));
         priced.peer = "alice@example.net".into();
         admit(s, &priced).unwrap();
-        s.record_payment_required("alice@example.net", "corr-1", NOW)
+        s.record_payment_required("alice@example.net", "corr-1", None, NOW)
             .unwrap();
         assert!(
             matches!(admit(s, &c).unwrap(), Admission::Deliver { .. }),

@@ -278,12 +278,21 @@ impl<'p> Builder<'p> {
             };
             msg.in_reply_to(&request);
             // The receiver asked: it keeps a record of the request this answers.
-            if let (false, Some(corr)) = (self.unsolicited, env["correlationId"].as_str()) {
+            // One request per exchange and attempt: the replies of a stream answer the
+            // same one (its Message-ID, or our latest attempt).
+            let attempt = env["serviceParameters"]["retry"].as_u64().unwrap_or(0);
+            let corr = env["correlationId"].as_str().filter(|_| !self.unsolicited);
+            if let Some(corr) = corr.filter(|c| {
+                !self
+                    .sent
+                    .iter()
+                    .any(|s| s.correlation_id == *c && s.attempt == attempt)
+            }) {
                 self.sent.push(super::case::SentLabel {
                     correlation_id: corr.to_string(),
                     mail_id: request.message_id.clone().unwrap_or_default(),
                     to: vec![from.to_string()],
-                    attempt: env["serviceParameters"]["retry"].as_u64().unwrap_or(0),
+                    attempt,
                     paid: env["payment"]["kind"] == "response",
                     expires_at: crate::replay::rfc3339(super::NOW + 86_400),
                 });
