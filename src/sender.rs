@@ -45,7 +45,8 @@ use crate::seal::{SealError, SealOptions, Sealer};
 
 /// Why a message was not sealed. Nothing was written, except by
 /// [`Sender::seal_to`] when the sealed message outgrew the limit while being written
-/// ([`SendError::TooLarge`]): discard that output.
+/// ([`SendError::TooLarge`]) or a sealed request could not be recorded
+/// ([`SendError::Rules`]): discard that output.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SendError {
@@ -97,6 +98,14 @@ impl Classify for SendError {
             Self::TooLarge { .. } => ErrorKind::Policy,
         }
     }
+}
+
+/// Why a request (or a PaymentRequired) is not sealed by a sender without a state.
+fn no_state() -> ReceiverError {
+    ReceiverError::Store(
+        "sealing a request or an x402 PaymentRequired records it in the replay state, and this sender has none: its answers would be refused as unsolicited (Sender::builder().replay)"
+            .into(),
+    )
 }
 
 type MlsOpener<'a> = Box<dyn Fn() -> Result<Mls, MlsError> + 'a>;
@@ -274,6 +283,11 @@ impl<'a> Sender<'a> {
             .check_seal(&recipients, opts.profile, opts.sign_only)?;
         let (limit, who) = self.size_limit(&recipients);
         Self::check_floor(plain, opts, limit, &who)?;
+        // A request is recorded once sealed; without a state to record it in, refused
+        // before anything is written.
+        if Self::needs_replay(plain) && self.replay.is_none() {
+            return Err(no_state().into());
+        }
         let smime;
         let openpgp;
         let jws;
@@ -297,7 +311,6 @@ impl<'a> Sender<'a> {
                 let group = opts.group.as_deref().ok_or(SealError::NoGroup)?;
                 let mls = self.mls()?;
                 let group_id = crate::mls::group_id_text(&crate::mls::parse_group_id(group)?);
-                self.record_request(plain, Some(group_id))?;
                 self.record_payment_required(plain)?;
                 let sealed = mls.seal(plain, group, opts.outer_hints)?;
                 if sealed.len() as u64 > limit {
@@ -307,12 +320,14 @@ impl<'a> Sender<'a> {
                         who,
                     });
                 }
+                // Recorded once sealed: a request that failed to seal was never sent,
+                // and must not hold its exchange.
+                self.record_request(plain, Some(group_id))?;
                 return out
                     .write_all(&sealed)
                     .map_err(|e| SealError::Output(e).into());
             }
         };
-        self.record_request(plain, None)?;
         self.record_payment_required(plain)?;
         // The keys the recipients' cards publish are chosen first.
         let mut with_card_keys;
@@ -337,7 +352,11 @@ impl<'a> Sender<'a> {
                     who,
                 })
             }
-            other => other.map_err(SendError::from),
+            // Recorded once sealed: a request that failed to seal was never sent, and
+            // must not hold its exchange. Should recording fail, the error says to
+            // discard what was written.
+            Ok(()) => self.record_request(plain, None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -536,11 +555,7 @@ impl<'a> Sender<'a> {
             return Ok(());
         };
         let Some(replay) = &self.replay else {
-            return Err(ReceiverError::Store(
-                "a request needs the replay state to record it in, or its answers are refused as unsolicited (Sender::builder().replay)"
-                    .into(),
-            )
-            .into());
+            return Err(no_state().into());
         };
         replay.record_request(&record)?;
         Ok(())

@@ -196,17 +196,6 @@ pub enum ReceiverError {
         /// When it expired (RFC 3339).
         expired_at: String,
     },
-    /// A request in an exchange where we already sent another at the same attempt: an
-    /// answer could not tell which it answers. A retry states the next attempt.
-    #[error("exchange {correlation_id} already has request {message_id} at attempt {attempt}; a retry states serviceParameters.retry")]
-    CorrelationInUse {
-        /// The exchange.
-        correlation_id: String,
-        /// The attempt.
-        attempt: u64,
-        /// The request on record.
-        message_id: String,
-    },
     /// A `PaymentPayload` that is not the one retry of the request we priced.
     #[error("security: payment from {peer} in exchange {correlation_id}: {why}")]
     PaymentNotBound {
@@ -793,7 +782,6 @@ crate::error::verdict_codes!(ReceiverError, "rules", {
     Self::RetryTooLate { .. } => "retry-too-late",
     Self::UnsolicitedSettlement { .. } => "unsolicited-settlement",
     Self::PaymentNotBound { .. } => "payment-not-bound",
-    Self::CorrelationInUse { .. } => "correlation-in-use",
     Self::PaymentRequiredAgain { .. } => "payment-required-again",
     Self::Incomplete { .. } => "incomplete",
     Self::NewerSchema { .. } => "newer-schema",

@@ -193,22 +193,8 @@ pub(crate) fn payment_required<T: Txn>(
     Ok(())
 }
 
-/// Records a request we send: one per exchange and attempt (a retry states its
-/// attempt), so that an answer names exactly one request. The same request again
-/// replaces its record.
+/// Records a request we send; the same request again replaces its record.
 pub(crate) fn record_request<T: Txn>(tx: &mut T, r: &SentRequest) -> Result<(), ReceiverError> {
-    if let Some(other) = tx
-        .sent_requests(&r.correlation_id)
-        .map_err(backend)?
-        .into_iter()
-        .find(|o| o.attempt == r.attempt && o.message_id != r.message_id)
-    {
-        return Err(ReceiverError::CorrelationInUse {
-            correlation_id: r.correlation_id.clone(),
-            attempt: r.attempt,
-            message_id: other.message_id,
-        });
-    }
     tx.put_request(r).map_err(backend)
 }
 

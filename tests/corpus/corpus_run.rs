@@ -116,10 +116,6 @@ const NOT_YET: &[(&str, &str)] = &[
         "two signers answering one attempt: the corpus's peers sign as one party per profile",
     ),
     (
-        "rules.correlation-in-use",
-        "own requests: raised when we record a request we send, never when receiving one",
-    ),
-    (
         "rules.payment-not-bound",
         "a payment retry after the receiver priced the request: the corpus records no PaymentRequired the receiver sent",
     ),

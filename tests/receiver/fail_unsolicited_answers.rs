@@ -656,33 +656,6 @@ fn fail_review_a_reply_for_another_operation() {
 }
 
 #[test]
-fn fail_review_two_requests_of_one_exchange_and_attempt() {
-    let (_d, stores) = backends();
-    for (name, s) in &stores {
-        let s = s.as_ref();
-        let c = corr(name, "two");
-        record(s, &request(&c, &format!("{c}-a"), 0, false), None);
-        // A second request at the same attempt would let whoever it went to claim the
-        // exchange before the first one's agent answers: refused when recorded.
-        let second = SentRequest::of(
-            &request(&c, &format!("{c}-b"), 0, false),
-            None,
-            NOW - 60,
-            &ReceiverPolicy::default(),
-        )
-        .unwrap();
-        let err = s.record_request(&second).unwrap_err();
-        assert!(
-            matches!(err, ReceiverError::CorrelationInUse { .. }),
-            "{name}: {err}"
-        );
-        // The same request again (sealed twice), or its retry, is fine.
-        record(s, &request(&c, &format!("{c}-a"), 0, false), None);
-        record(s, &request(&c, &format!("{c}-a1"), 1, false), None);
-    }
-}
-
-#[test]
 fn fail_review_an_unrecorded_stream_never_claims_a_recorded_exchange() {
     let (_d, stores) = backends();
     let accept = ReceiverPolicy {
