@@ -41,7 +41,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "parts": [{"text": "Summarize the quarter."}]}}),
     );
     let plain = MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env);
+    // The sender's own state records the request, so that its answer is accepted
+    // when it comes back (a durable one in practice: `SqliteReplayStore`).
     let sealed = Sender::builder(&alice)
+        .replay(mailseal::replay::MemoryReplayStore::default())
         .build()
         .seal(&plain, &SealOptions::new(Profile::Smime))?;
     println!("sealed: {} bytes of S/MIME", sealed.len());
