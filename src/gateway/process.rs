@@ -27,7 +27,7 @@ use super::spool::{Entry, Spool};
 use crate::error::{Classify, ErrorKind};
 use crate::message::{Limits, MailA2aMessage};
 use crate::profile::Profile;
-use crate::receiver::{Delivery, Incoming, Outcome, Receiver};
+use crate::receiver::{Delivery, Incoming, Outcome, ReceiveError, Receiver};
 use crate::seal::SealOptions;
 use crate::sender::Sender;
 
@@ -127,6 +127,18 @@ fn refusal<E: Classify + std::fmt::Display>(e: &E) -> Decision {
         ErrorKind::Malformed => Decision::refused(554, "5.6.0", e),
         ErrorKind::NoUsableKey => Decision::refused(550, "5.7.1", e),
         _ => Decision::refused(550, "5.7.1", e),
+    }
+}
+
+/// A refusal of a message received: one that only a bound on what waits refused
+/// ([`ReceiveError::retry_later`]) is temporary (452 4.3.1, the mail system is full
+/// for now), so a flood nobody can authenticate yet delays the genuine mail behind it
+/// and never bounces it.
+fn receive_refusal(e: &ReceiveError) -> Decision {
+    if e.retry_later() {
+        Decision::refused(452, "4.3.1", e)
+    } else {
+        refusal(e)
     }
 }
 
@@ -373,7 +385,7 @@ impl Context<'_> {
         let name = super::spool::entry_id(self.listener, &t.mail_from, &t.recipients, &t.data);
         let incoming = match receiver.receive_named(&t.data, &name) {
             Ok(i) => i,
-            Err(e) => return refusal(&e),
+            Err(e) => return receive_refusal(&e),
         };
         let profile = incoming
             .outcome()
@@ -414,7 +426,7 @@ impl Context<'_> {
             }
             _ => None,
         };
-        let outcome = incoming.commit().map_err(|e| refusal(&e))?;
+        let outcome = incoming.commit().map_err(|e| receive_refusal(&e))?;
         Ok(match outcome {
             Outcome::Deliver {
                 delivery, released, ..
@@ -758,6 +770,33 @@ mod tests {
         let (rest, values) = take_header(m, GROUP_HEADER);
         assert_eq!(values, ["abc def", "xyz"]);
         assert_eq!(rest, b"From: a@x\r\n\r\nMailseal-Group: body\r\n");
+    }
+
+    /// A refusal only a bound on what waits made is temporary, so the sending MTA
+    /// delivers the mail again; any other refusal of the MLS layer is not.
+    #[test]
+    fn refusals_of_a_full_hold_are_temporary() {
+        use crate::mls::MlsError;
+        let full = ReceiveError::Mls(MlsError::BufferFull {
+            group: "g".into(),
+            held: 64,
+            sender: Some("alice@a.example".into()),
+        });
+        let ahead = ReceiveError::Mls(MlsError::TooFarAhead {
+            group: "g".into(),
+            epoch: 9,
+            current: 1,
+        });
+        let events = ReceiveError::Rules(crate::replay::ReceiverError::BufferFull { limit: 3 });
+        for e in [full, ahead, events] {
+            let d = receive_refusal(&e);
+            assert_eq!((d.code, d.status), (452, "4.3.1"), "{e}");
+        }
+        let removed = ReceiveError::Mls(MlsError::SenderRemoved {
+            group: "g".into(),
+            sender: "carol@c.example".into(),
+        });
+        assert_eq!(receive_refusal(&removed).code, 550);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Group membership by mail: create, add, remove, update, GroupInfo and external joins.
 
 use openmls::prelude::*;
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use super::authentication::{self, Authenticator};
 use super::identity::{check_from, checked_key_package, identity_of, lasting_key_package};
@@ -129,6 +129,58 @@ impl Mls {
         Ok(())
     }
 
+    /// Merges the Commit we just made in `g` (framed at `epoch`), recording the leaves
+    /// it empties ([`Mls::record_vacated`]).
+    pub(super) fn merge_own_commit(
+        &self,
+        g: &mut MlsGroup,
+        id: &[u8],
+        epoch: u64,
+    ) -> Result<(), MlsError> {
+        if let Some(staged) = g.pending_commit() {
+            self.record_vacated(id, epoch, staged)?;
+        }
+        g.merge_pending_commit(&self.state.provider).map_err(op)
+    }
+
+    /// Records the leaves the Commit `staged`, framed at `epoch`, removes from group
+    /// `id`, and forgets those recorded before the oldest epoch whose secrets are
+    /// kept: a message framed at or before `epoch` by one of those leaves was written
+    /// by the member that left, whoever holds the leaf since ([`Mls::vacated_since`]).
+    pub(super) fn record_vacated(
+        &self,
+        id: &[u8],
+        epoch: u64,
+        staged: &StagedCommit,
+    ) -> Result<(), MlsError> {
+        for removal in staged.remove_proposals() {
+            self.state.exec(
+                "INSERT OR IGNORE INTO mailseal_mls_vacated (group_id, leaf_index, epoch) VALUES (?1, ?2, ?3)",
+                params![id, removal.remove_proposal().removed().u32(), epoch as i64],
+            )?;
+        }
+        let floor = (epoch + 1).saturating_sub(self.config.past_epochs as u64 + 1);
+        self.state.exec(
+            "DELETE FROM mailseal_mls_vacated WHERE group_id = ?1 AND epoch < ?2",
+            params![id, floor as i64],
+        )?;
+        Ok(())
+    }
+
+    /// Whether the leaf `leaf` of group `id` was emptied by a Commit framed at or after
+    /// `epoch`: a message framed at `epoch` from that leaf is then the removed member's.
+    pub(super) fn vacated_since(&self, id: &[u8], leaf: u32, epoch: u64) -> Result<bool, MlsError> {
+        Ok(self
+            .state
+            .query_row(
+                "SELECT 1 FROM mailseal_mls_vacated WHERE group_id = ?1 AND leaf_index = ?2 AND epoch >= ?3 LIMIT 1",
+                params![id, leaf, epoch as i64],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
     /// Adds the members whose KeyPackage mails are given: a Commit for the group and a
     /// Welcome for them. Each KeyPackage must verify, name its mail's From, and be
     /// bound to its address under `auth`.
@@ -217,7 +269,7 @@ impl Mls {
         let (commit, welcome, _) = g
             .add_members(&self.state.provider, signer, &packages)
             .map_err(op)?;
-        g.merge_pending_commit(&self.state.provider).map_err(op)?;
+        self.merge_own_commit(&mut g, &id, epoch)?;
         let commit = commit.to_bytes().map_err(op)?;
         let welcome = welcome.to_bytes().map_err(op)?;
         self.record_commit(&id, epoch, &commit)?;
@@ -263,7 +315,7 @@ impl Mls {
         let (commit, _, _) = g
             .remove_members(&self.state.provider, signer, &[leaf])
             .map_err(op)?;
-        g.merge_pending_commit(&self.state.provider).map_err(op)?;
+        self.merge_own_commit(&mut g, &id, epoch)?;
         let commit = commit.to_bytes().map_err(op)?;
         self.record_commit(&id, epoch, &commit)?;
         let mail = self.mail(&me, &to, "MLS commit", &commit)?;
@@ -292,7 +344,7 @@ impl Mls {
         let bundle = g
             .self_update(&self.state.provider, signer, leaf)
             .map_err(op)?;
-        g.merge_pending_commit(&self.state.provider).map_err(op)?;
+        self.merge_own_commit(&mut g, &id, epoch)?;
         let commit = bundle.commit().to_bytes().map_err(op)?;
         self.record_commit(&id, epoch, &commit)?;
         let to = Self::commit_recipients(&g, &me);

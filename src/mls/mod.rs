@@ -140,13 +140,29 @@ pub enum MlsError {
         /// Our epoch.
         current: u64,
     },
-    /// Too many messages are held waiting for Commits; this one is not recorded.
-    #[error("{held} messages of group {group} already wait for commits; this one is not kept")]
+    /// Too many messages are held waiting for Commits, in the group or under the
+    /// sender its mail names ([`MlsConfig::max_held_per_sender`]); this one is not
+    /// recorded and may be delivered again later ([`MlsError::retry_later`]).
+    #[error("{held} messages of group {group} already wait for commits{}; this one is not kept", sender.as_ref().map(|s| format!(" from {s}")).unwrap_or_default())]
     BufferFull {
         /// The group id (base64url).
         group: String,
-        /// How many are held.
+        /// How many are held (in the group, or under the sender).
         held: usize,
+        /// The member whose share is full; `None`: the group's.
+        sender: Option<String>,
+    },
+    /// A message for an epoch further ahead of ours than we hold for
+    /// ([`MlsConfig::max_epochs_ahead`]): not recorded; delivered again once the
+    /// Commits before it are in, it is taken ([`MlsError::retry_later`]).
+    #[error("MLS group {group}: a message of epoch {epoch}, {ahead} epochs ahead of ours ({current}); this one is not kept", ahead = epoch - current)]
+    TooFarAhead {
+        /// The group id (base64url).
+        group: String,
+        /// The message's epoch.
+        epoch: u64,
+        /// Our epoch.
+        current: u64,
     },
     /// A Commit or proposal sent as a PublicMessage to a group of ours: handshake
     /// messages are taken only encrypted, since the mail path reads a PublicMessage's
@@ -220,6 +236,18 @@ impl From<rusqlite::Error> for MlsError {
     }
 }
 
+impl MlsError {
+    /// Whether the message was refused only because a bound on what waits for Commits
+    /// was reached ([`MlsError::BufferFull`], [`MlsError::TooFarAhead`]): nothing of
+    /// it was recorded, and the same mail delivered again later (once the Commits
+    /// before it are in) is taken. A gateway answers it with a temporary failure, so
+    /// that a flood of mail nobody can authenticate yet delays a member's message
+    /// and never loses it.
+    pub fn retry_later(&self) -> bool {
+        matches!(self, Self::BufferFull { .. } | Self::TooFarAhead { .. })
+    }
+}
+
 impl Classify for MlsError {
     fn a2a_error(&self) -> A2aErrorType {
         match self {
@@ -240,6 +268,7 @@ impl Classify for MlsError {
             Self::EpochGone { .. } => ErrorKind::NoUsableKey,
             Self::Fork { .. }
             | Self::BufferFull { .. }
+            | Self::TooFarAhead { .. }
             | Self::Binding(_)
             | Self::SenderRemoved { .. }
             | Self::InviterRefused { .. }
@@ -278,6 +307,17 @@ pub struct MlsConfig {
     pub past_epochs: usize,
     /// Messages held for a future epoch, per group (default 256); more are refused.
     pub max_held: usize,
+    /// Messages held for a future epoch whose mail names one sender, per group
+    /// (default 64): a held message is not authenticated (its epoch's keys are not
+    /// ours yet), so whoever floods under one member's name fills that name's share
+    /// only. Mail whose From is no member of ours now (a member added by a Commit we
+    /// have not seen, or anyone) shares one such share.
+    pub max_held_per_sender: usize,
+    /// The bytes of the messages held per group (default 16 MiB).
+    pub max_held_bytes: usize,
+    /// How many epochs ahead of ours a message may be to be held (default 4); one
+    /// further ahead is refused, not held.
+    pub max_epochs_ahead: u64,
     /// How far back in one sender's ratchet a late message may be (default 1000):
     /// mail reorders far more than a delivery service.
     pub out_of_order_tolerance: u32,
@@ -290,6 +330,9 @@ impl Default for MlsConfig {
         MlsConfig {
             past_epochs: 3,
             max_held: 256,
+            max_held_per_sender: 64,
+            max_held_bytes: 16 << 20,
+            max_epochs_ahead: 4,
             out_of_order_tolerance: 1000,
             max_forward_distance: 10_000,
         }
@@ -352,6 +395,7 @@ crate::error::verdict_codes!(MlsError, "mls", {
     Self::Fork { .. } => "fork",
     Self::EpochGone { .. } => "epoch-gone",
     Self::BufferFull { .. } => "buffer-full",
+    Self::TooFarAhead { .. } => "too-far-ahead",
     Self::PlaintextHandshake { .. } => "plaintext-handshake",
     Self::NoRatchetTree => "no-ratchet-tree",
     Self::KeyPackageLifetime { .. } => "key-package-lifetime",

@@ -513,6 +513,71 @@ impl Mls {
         Ok((received, Some(g)))
     }
 
+    /// Whose share of the hold a message for a future epoch counts against: the
+    /// member its mail's From names, or `""` (one share for every name that is not
+    /// a member now). Nothing in it is authenticated yet (its epoch's keys are not
+    /// ours), so a name is only a claim: the shares keep one claimed name's flood from
+    /// filling the hold for the others ([`MlsConfig::max_held_per_sender`]).
+    ///
+    /// [`MlsConfig::max_held_per_sender`]: super::MlsConfig::max_held_per_sender
+    fn hold_share(&self, g: &MlsGroup, headers: &Headers) -> String {
+        let Some(from) = headers.from.as_ref().map(|f| f.normalized()) else {
+            return String::new();
+        };
+        if g.members()
+            .any(|mm| identity_of(&mm.credential).is_ok_and(|i| i == from))
+        {
+            from
+        } else {
+            String::new()
+        }
+    }
+
+    /// The bounds on holding `m` (for an epoch after `current`) under the share
+    /// `claimed`: how far ahead, how many in the group and in the share, how many
+    /// bytes. A refusal records nothing and may be delivered again later
+    /// ([`MlsError::retry_later`]).
+    fn check_hold(
+        &self,
+        group_text: &str,
+        m: &Incoming<'_>,
+        current: u64,
+        claimed: &str,
+    ) -> Result<(), MlsError> {
+        if m.epoch - current > self.config.max_epochs_ahead {
+            return Err(MlsError::TooFarAhead {
+                group: group_text.to_owned(),
+                epoch: m.epoch,
+                current,
+            });
+        }
+        let (held, bytes, share): (i64, i64, i64) = self.state.query_row(
+            "SELECT count(*), coalesce(sum(length(raw)), 0), coalesce(sum(claimed = ?2), 0) FROM mailseal_mls_held WHERE group_id = ?1",
+            params![m.id, claimed],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let full = |held: i64, sender: Option<&str>| MlsError::BufferFull {
+            group: group_text.to_owned(),
+            held: held as usize,
+            sender: sender.map(|s| {
+                if s.is_empty() {
+                    "senders not in the group".to_owned()
+                } else {
+                    s.to_owned()
+                }
+            }),
+        };
+        if held as usize >= self.config.max_held
+            || bytes as usize + m.raw.len() > self.config.max_held_bytes
+        {
+            return Err(full(held, None));
+        }
+        if share as usize >= self.config.max_held_per_sender {
+            return Err(full(share, Some(claimed)));
+        }
+        Ok(())
+    }
+
     pub(super) fn process(
         &self,
         g: &mut MlsGroup,
@@ -524,19 +589,10 @@ impl Mls {
     ) -> Result<Received, MlsError> {
         let group_text = group_id_text(&m.id);
         if m.epoch > current {
-            let held: i64 = self.state.query_row(
-                "SELECT count(*) FROM mailseal_mls_held WHERE group_id = ?1",
-                [&m.id],
-                |r| r.get(0),
-            )?;
-            if held as usize >= self.config.max_held {
-                return Err(MlsError::BufferFull {
-                    group: group_text,
-                    held: held as usize,
-                });
-            }
+            let claimed = self.hold_share(g, m.headers);
+            self.check_hold(&group_text, &m, current, &claimed)?;
             self.state.exec(
-                "INSERT OR IGNORE INTO mailseal_mls_held (group_id, digest, epoch, is_commit, name, raw, held_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT OR IGNORE INTO mailseal_mls_held (group_id, digest, epoch, is_commit, name, raw, held_at, claimed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     m.id,
                     m.digest,
@@ -544,7 +600,8 @@ impl Mls {
                     (m.content == Content::Commit) as i64,
                     m.name,
                     m.raw,
-                    recorded_at(policy)
+                    recorded_at(policy),
+                    claimed
                 ],
             )?;
             // Not seen yet: it is received when its epoch comes.
@@ -605,14 +662,24 @@ impl Mls {
         let sender = identity_of(processed.credential())?;
         check_from(m.headers, &sender)?;
         let framed_before = processed.epoch().as_u64() < g.epoch().as_u64();
+        // The leaf that signed, at the epoch the message was framed in, is the leaf at
+        // its index now only if no Commit since emptied it: a member removed and added
+        // again (or anyone else) may hold the index now, under the same name.
+        let leaf_vacated = match processed.sender() {
+            Sender::Member(index) if framed_before => {
+                self.vacated_since(&m.id, index.u32(), processed.epoch().as_u64())?
+            }
+            _ => false,
+        };
         match processed.content() {
             // Past-epoch secrets are kept for late mail, not for members removed
             // since: their old-epoch messages stop counting once the removal applies.
             ProcessedMessageContent::ApplicationMessage(_)
                 if framed_before
-                    && !g
-                        .members()
-                        .any(|mm| mm.credential == *processed.credential()) =>
+                    && (leaf_vacated
+                        || !g
+                            .members()
+                            .any(|mm| mm.credential == *processed.credential())) =>
             {
                 return Err(MlsError::SenderRemoved {
                     group: group_text,
@@ -742,6 +809,7 @@ impl Mls {
             }
             ProcessedMessageContent::StagedCommitMessage(staged) => {
                 let removed_us = staged.self_removed();
+                self.record_vacated(&m.id, m.epoch, &staged)?;
                 g.merge_staged_commit(&self.state.provider, *staged)
                     .map_err(op)?;
                 let epoch = g.epoch().as_u64();

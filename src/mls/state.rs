@@ -108,6 +108,19 @@ const MIGRATIONS: &[&str] = &[
         SELECT group_id, digest, epoch, seen_at FROM mailseal_mls_seen;
      DROP TABLE mailseal_mls_seen;
      ALTER TABLE mailseal_mls_seen_by_epoch RENAME TO mailseal_mls_seen;",
+    // 7: issue #56, stale members: the leaves a Commit emptied (removed members), by
+    // the epoch the Commit was framed in, so that a message framed before then is not
+    // taken for whoever holds the leaf now (a member removed and added again lands on
+    // the leaf it had), kept for the past epochs whose secrets are kept; and the share
+    // of the hold a held message counts against (the member its mail names, or ''
+    // for any name that is not a member).
+    "CREATE TABLE mailseal_mls_vacated (
+        group_id BLOB NOT NULL,
+        leaf_index INTEGER NOT NULL,
+        epoch INTEGER NOT NULL,
+        PRIMARY KEY (group_id, leaf_index, epoch)
+     ) WITHOUT ROWID;
+     ALTER TABLE mailseal_mls_held ADD COLUMN claimed TEXT NOT NULL DEFAULT '';",
 ];
 
 /// serde_json for openmls' stored values: `serde_json::to_vec`'s bytes exactly, written

@@ -223,6 +223,18 @@ impl ReceiveError {
         }
     }
 
+    /// Whether only a bound on what waits refused the message (events held behind a
+    /// gap, MLS mail held for a later epoch: [`MlsError::retry_later`]): nothing of it
+    /// was recorded, and the same mail delivered again later is taken. A gateway
+    /// answers it with a temporary failure, so that the sending MTA tries again.
+    pub fn retry_later(&self) -> bool {
+        match self {
+            Self::Mls(e) => e.retry_later(),
+            Self::Rules(ReceiverError::BufferFull { .. }) => true,
+            _ => false,
+        }
+    }
+
     /// Every code [`Self::code`] can give.
     pub fn codes() -> Vec<String> {
         use crate::envelope::Code;

@@ -530,6 +530,7 @@ fn mls_rs_rebuilds_bob_from_the_portable_join_and_agrees_at_its_layer() {
         // (EpochNotFound).
         "rules.held",
         "mls.buffer-full",
+        "mls.too-far-ahead",
         // A redelivered application message: mailseal knows it by its digest before
         // decrypting; mls-rs deleted the message key after the first delivery (RFC 9420
         // forward secrecy, KeyMissing).

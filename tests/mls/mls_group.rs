@@ -10,7 +10,7 @@ use crate::common;
 
 /// The authentication service these tests' members share: one store pinning each
 /// member's S/MIME certificate (one per test thread).
-fn auth() -> &'static mailseal::mls::StoreAuthenticator<'static> {
+pub(crate) fn auth() -> &'static mailseal::mls::StoreAuthenticator<'static> {
     common::mls::thread_authority(&[
         "alice@a.example",
         "bob@b.example",
@@ -21,7 +21,7 @@ fn auth() -> &'static mailseal::mls::StoreAuthenticator<'static> {
 
 /// A member whose MLS key the shared authority certifies, who accepts Welcomes from
 /// any member it authenticates.
-fn member(email: &str) -> Mls {
+pub(crate) fn member(email: &str) -> Mls {
     member_of(email, auth())
 }
 
@@ -33,19 +33,19 @@ fn member_of(email: &str, auth: &mailseal::mls::StoreAuthenticator<'static>) -> 
     m
 }
 
-fn request(from: &str, to: &[&str], id: &str) -> MailA2aMessage {
+pub(crate) fn request(from: &str, to: &[&str], id: &str) -> MailA2aMessage {
     let mut env = Envelope::new(Kind::Request, Operation::TasksGet, id);
     env.set("payload", &serde_json::json!({"id": "task-7"}));
     MailA2aMessage::new(from, to, env)
 }
 
-fn open(m: &Mls, raw: &[u8]) -> Result<Received, MlsError> {
+pub(crate) fn open(m: &Mls, raw: &[u8]) -> Result<Received, MlsError> {
     m.receive(raw, &OpenPolicy::default(), "x", auth())?
         .commit()
 }
 
 /// alice creates a group and adds bob and carol.
-fn trio() -> (Mls, Mls, Mls, String) {
+pub(crate) fn trio() -> (Mls, Mls, Mls, String) {
     trio_under(auth())
 }
 
@@ -82,7 +82,7 @@ fn trio_under(
 }
 
 /// A request from Alice to Bob and Carol, sealed in group `g`.
-fn from_alice_to_all(a: &Mls, g: &str, id: &str) -> Vec<u8> {
+pub(crate) fn from_alice_to_all(a: &Mls, g: &str, id: &str) -> Vec<u8> {
     a.seal(
         &request("alice@a.example", &["bob@b.example", "carol@c.example"], id),
         g,
@@ -91,7 +91,7 @@ fn from_alice_to_all(a: &Mls, g: &str, id: &str) -> Vec<u8> {
     .unwrap()
 }
 
-fn sender_of(r: &Received) -> String {
+pub(crate) fn sender_of(r: &Received) -> String {
     match r {
         Received::Application(o) => o.envelope().message_id().unwrap_or_default().to_string(),
         other => panic!("not an application message: {other:?}"),

@@ -59,9 +59,14 @@ fn fail_flipped_bytes_are_refused_and_nothing_reaches_stdout() {
         let code = out.status.code().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         // A flip in the clear epoch may point to an epoch we have not reached: held
-        // (exit 0, never delivered); in the group id: not our group (exit 5).
+        // (exit 0, never delivered), or refused if too far ahead (exit 6); in the
+        // group id: not our group (exit 5).
         assert!(
-            code == 4 || code == 3 || code == 5 || (code == 0 && stderr.contains("held")),
+            code == 4
+                || code == 3
+                || code == 5
+                || (code == 0 && stderr.contains("held"))
+                || (code == 6 && stderr.contains("epochs ahead of ours")),
             "byte {i}: exit {code}: {stderr}"
         );
         if code == 4 {

@@ -543,21 +543,37 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
         Crypto::Fail,
     )?;
 
-    // Held messages up to the limit (256 a group), then one more.
+    // Held messages up to the limit (64 a sender named), then one more.
     let g = Group::new(parties, false)?;
     g.alice.mls.update(&g.id).map_err(mls_party(ALICE))?;
     let mut held = Vec::new();
-    for _ in 0..256 {
+    for _ in 0..64 {
         held.push(b.mls_request(&g.alice, &g.id, "tasks/get")?);
     }
     let one_more = b.mls_request(&g.alice, &g.id, "tasks/get")?;
     b.add_mls(
-        "mls.buffer-full--257th-held-message",
+        "mls.buffer-full--65th-held-message-of-one-sender",
         Rule::Refuse("mls.buffer-full"),
-        "the 257th request of an epoch Bob has not reached: 256 are held a group",
+        "Alice's 65th request of an epoch Bob has not reached: 64 are held a sender named (a held message is not authenticated yet), to be delivered again later",
         g.joined.clone(),
         one_more,
         held,
+        Crypto::Pass,
+    )?;
+
+    // A message five epochs ahead of Bob's: held messages may be four ahead.
+    let g = Group::new(parties, false)?;
+    for _ in 0..5 {
+        g.alice.mls.update(&g.id).map_err(mls_party(ALICE))?;
+    }
+    let ahead = b.mls_request(&g.alice, &g.id, "tasks/get")?;
+    b.add_mls(
+        "mls.too-far-ahead--five-epochs-ahead",
+        Rule::Refuse("mls.too-far-ahead"),
+        "Alice's request of epoch 6 to Bob at epoch 1: a message more than four epochs ahead is refused, not held, to be delivered again once the Commits are in",
+        g.joined.clone(),
+        ahead,
+        Vec::new(),
         Crypto::Pass,
     )?;
 
