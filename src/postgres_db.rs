@@ -148,6 +148,8 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (correlation_id, message_id)
      );
      CREATE INDEX mailseal_sent_request_expires ON mailseal_sent_request (expires_at);",
+    // 9: the request of ours a stream answers (as the SQLite store's migration 7).
+    "ALTER TABLE mailseal_stream ADD COLUMN request TEXT;",
 ];
 
 /// Why the database did not open.

@@ -211,8 +211,8 @@ const TUPLE_COLUMNS: &str = "signer, message_id, idempotency_key, operation, dig
      keep_until, peer, retain_until, payload_digest, correlation_id, mail_id";
 const REQUEST_COLUMNS: &str = "correlation_id, message_id, attempt, mail_id, author, recipients, \
      grp, operation, idempotency_key, expires_at, paid, sent_at";
-const STREAM_COLUMNS: &str =
-    "signer, correlation_id, attempt, operation, next_seq, final_seq, gap_since, updated_at";
+const STREAM_COLUMNS: &str = "signer, correlation_id, attempt, operation, next_seq, final_seq, \
+     gap_since, updated_at, request";
 
 fn tuple_row(r: &Row) -> Tuple {
     let digest: Vec<u8> = r.get(4);
@@ -263,6 +263,7 @@ fn stream_row(r: &Row) -> StreamRow {
         final_seq: r.get::<_, Option<i64>>(5).map(nat),
         gap_since: r.get(6),
         updated_at: r.get(7),
+        request: r.get(8),
     }
 }
 
@@ -378,11 +379,11 @@ impl Txn for PgTxn<'_> {
         self.execute(
             &format!(
                 "INSERT INTO mailseal_stream ({STREAM_COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (signer, correlation_id, attempt) DO UPDATE SET
                    operation = EXCLUDED.operation, next_seq = EXCLUDED.next_seq,
                    final_seq = EXCLUDED.final_seq, gap_since = EXCLUDED.gap_since,
-                   updated_at = EXCLUDED.updated_at"
+                   updated_at = EXCLUDED.updated_at, request = EXCLUDED.request"
             ),
             &[
                 &s.id.signer,
@@ -393,6 +394,7 @@ impl Txn for PgTxn<'_> {
                 &s.final_seq.map(int),
                 &s.gap_since,
                 &s.updated_at,
+                &s.request,
             ],
         )
     }

@@ -50,6 +50,9 @@ pub(crate) struct StreamRow {
     pub final_seq: Option<u64>,
     pub gap_since: Option<i64>,
     pub updated_at: i64,
+    /// The `messageId` of the request of ours it answers; `None`: an exchange we have
+    /// no record of (or a stream written before streams said).
+    pub request: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -342,12 +345,12 @@ pub(crate) fn admit<T: Txn>(
         },
         (_, Some(corr)) => {
             let admission = match answered(tx, c, corr, now, p)? {
-                Answered::Request(attempt) => {
-                    stream_event(tx, c, &c.signer, corr, attempt, now, p)?
+                Answered::Request { attempt, request } => {
+                    stream_event(tx, c, &c.signer, corr, attempt, Some(request), now, p)?
                 }
                 Answered::Unrecorded(attempt) => {
                     let signer = format!("{UNRECORDED}{}", c.signer);
-                    stream_event(tx, c, &signer, corr, attempt, now, p)?
+                    stream_event(tx, c, &signer, corr, attempt, None, now, p)?
                 }
             };
             if c.payment == Some(crate::envelope::PaymentKind::Required) {
@@ -430,10 +433,19 @@ fn answered<T: Txn>(
         .in_reply_to
         .as_deref()
         .and_then(|m| records.iter().find(|r| r.mail_id.as_deref() == Some(m)));
-    // Without an In-Reply-To naming one of them, our latest attempt: a sender never
-    // chooses an attempt we did not make.
-    let Some(request) = named.or_else(|| records.iter().max_by_key(|r| (r.attempt, r.sent_at)))
-    else {
+    let to_it = |r: &&SentRequest| {
+        r.recipients.iter().any(|a| a == &c.peer) || (r.group.is_some() && c.group == r.group)
+    };
+    // Without an In-Reply-To naming one of them, our latest attempt of those that
+    // went to it (else our latest, which did not): a sender never chooses an attempt
+    // we did not make.
+    let latest = |to_it_only: bool| {
+        records
+            .iter()
+            .filter(|r| !to_it_only || to_it(r))
+            .max_by_key(|r| (r.attempt, r.sent_at))
+    };
+    let Some(request) = named.or_else(|| latest(true)).or_else(|| latest(false)) else {
         return match p.unsolicited {
             Unsolicited::Accept => Ok(Answered::Unrecorded(c.attempt)),
             Unsolicited::Refuse => Err(ReceiverError::Unsolicited {
@@ -442,9 +454,7 @@ fn answered<T: Txn>(
             }),
         };
     };
-    let addressed = request.recipients.iter().any(|r| r == &c.peer)
-        || (request.group.is_some() && c.group == request.group);
-    if !addressed {
+    if !to_it(&request) {
         return Err(ReceiverError::Unsolicited {
             peer: party(c).to_string(),
             what: format!(
@@ -488,13 +498,16 @@ fn answered<T: Txn>(
             correlation_id: corr.to_string(),
         });
     }
-    Ok(Answered::Request(request.attempt))
+    Ok(Answered::Request {
+        attempt: request.attempt,
+        request: request.message_id.clone(),
+    })
 }
 
 /// What a reply answers.
 enum Answered {
-    /// The request of ours at this attempt.
-    Request(u64),
+    /// The request of ours (its `messageId`), at its attempt.
+    Request { attempt: u64, request: String },
     /// No request on record (a receive-only receiver): the attempt the reply states.
     Unrecorded(u64),
 }
@@ -505,13 +518,16 @@ enum Answered {
 const UNRECORDED: &str = "unrecorded:";
 
 /// The stream rules for the reply `c`, in the stream of `signer` (the candidate's, or
-/// it marked as unrecorded) for `corr` and `attempt`.
+/// it marked as unrecorded) for `corr` and `attempt`, answering our request `request`
+/// (its `messageId`; `None`: unrecorded).
+#[allow(clippy::too_many_arguments)]
 fn stream_event<T: Txn>(
     tx: &mut T,
     c: &Candidate,
     signer: &str,
     corr: &str,
     attempt: u64,
+    request: Option<String>,
     now: i64,
     p: &ReceiverPolicy,
 ) -> Result<Admission, ReceiverError> {
@@ -520,14 +536,17 @@ fn stream_event<T: Txn>(
         correlation_id: corr.to_string(),
         attempt,
     };
-    // One signer answers an attempt of an exchange we recorded: a second one's
-    // events (and its final) are refused, whoever it is. Unrecorded streams count
-    // only among themselves.
+    // One signer answers each request of ours (at its attempt): a second one's
+    // events (and its final) are refused, whoever it is, while two requests of one
+    // exchange that went to two agents are answered each by its own. A stream that
+    // does not say which request it answers (written before streams said) counts
+    // for all of them. Unrecorded streams count only among themselves.
     let unrecorded = signer.starts_with(UNRECORDED);
     if tx.streams(Some(corr)).map_err(backend)?.iter().any(|s| {
         s.id.attempt == attempt
             && s.id.signer != signer
             && s.id.signer.starts_with(UNRECORDED) == unrecorded
+            && (s.request.is_none() || request.is_none() || s.request == request)
     }) {
         return Err(ReceiverError::AnsweredByAnother {
             correlation_id: corr.to_string(),
@@ -541,6 +560,7 @@ fn stream_event<T: Txn>(
         final_seq: None,
         gap_since: None,
         updated_at: now,
+        request: request.clone(),
     });
     if s.operation != c.operation {
         return Err(ReceiverError::StreamMismatch {

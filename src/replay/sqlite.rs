@@ -171,13 +171,14 @@ fn stream_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StreamRow> {
         final_seq: r.get::<_, Option<i64>>(5)?.map(nat),
         gap_since: r.get(6)?,
         updated_at: r.get(7)?,
+        request: r.get(8)?,
     })
 }
 
 const TUPLE_COLUMNS: &str = "signer, message_id, idempotency_key, operation, digest, accepted_at, \
      keep_until, peer, retain_until, payload_digest, correlation_id, mail_id";
-const STREAM_COLUMNS: &str =
-    "signer, correlation_id, attempt, operation, next_seq, final_seq, gap_since, updated_at";
+const STREAM_COLUMNS: &str = "signer, correlation_id, attempt, operation, next_seq, final_seq, \
+     gap_since, updated_at, request";
 
 impl Txn for SqliteTxn<'_> {
     type Error = rusqlite::Error;
@@ -276,7 +277,7 @@ impl Txn for SqliteTxn<'_> {
         self.tx
             .prepare_cached(&format!(
                 "INSERT OR REPLACE INTO stream ({STREAM_COLUMNS})
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
             ))?
             .execute(params![
                 s.id.signer,
@@ -286,7 +287,8 @@ impl Txn for SqliteTxn<'_> {
                 int(s.next_seq),
                 s.final_seq.map(int),
                 s.gap_since,
-                s.updated_at
+                s.updated_at,
+                s.request
             ])
             .map(drop)
     }

@@ -364,6 +364,90 @@ fn fail_unsolicited_answers_one_signer_per_attempt_even_in_a_group() {
     }
 }
 
+/// Two requests of one exchange and attempt, one to Bob and one to Carol: each is
+/// answered by its own agent (the one-signer rule is per request, not per exchange),
+/// while a second signer for Bob's request, even Bob's address under another key, is
+/// refused, and Carol answering Bob's request by its Message-ID is unsolicited.
+#[test]
+fn fail_unsolicited_answers_one_signer_per_request_two_agents_in_one_exchange() {
+    const CAROL: &str = "carol@example.org";
+    let (_d, stores) = backends();
+    for (name, s) in &stores {
+        let s = s.as_ref();
+        let c = corr(name, "two-agents");
+        record(s, &request(&c, &format!("{c}-qb"), 0, false), None);
+        let mut to_carol = request(&c, &format!("{c}-qc"), 0, false);
+        to_carol.headers.to = vec![mailseal::message::Mailbox::new(CAROL)];
+        record(s, &to_carol, None);
+
+        // Carol, by Message-ID, answers Bob's request: not hers to answer.
+        let err = admit(
+            s,
+            &from(
+                CAROL,
+                "x509:carol",
+                reply(&c, &format!("{c}-c0"), 1, true, json!({})),
+                Some(&format!("{c}-qb@example.org")),
+            ),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::Unsolicited { .. }),
+            "{name}: {err}"
+        );
+        // Each answers its own: both finals delivered.
+        let bob = from(
+            AGENT,
+            "x509:bob",
+            reply(&c, &format!("{c}-b1"), 1, true, json!({})),
+            Some(&format!("{c}-qb@example.org")),
+        );
+        assert!(delivered(admit(s, &bob)), "{name}");
+        let carol = from(
+            CAROL,
+            "x509:carol",
+            reply(&c, &format!("{c}-c1"), 1, true, json!({})),
+            None,
+        );
+        assert!(
+            delivered(admit(s, &carol)),
+            "{name}: {:?}",
+            admit(s, &carol)
+        );
+        // Bob's address under another key, answering his request again: a second
+        // signer for one request.
+        let err = admit(
+            s,
+            &from(
+                AGENT,
+                "openpgp:bob-other-key",
+                reply(&c, &format!("{c}-b2"), 1, true, json!({})),
+                Some(&format!("{c}-qb@example.org")),
+            ),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::AnsweredByAnother { .. }),
+            "{name}: {err}"
+        );
+        // Carol again: her stream ended with its final.
+        let err = admit(
+            s,
+            &from(
+                CAROL,
+                "x509:carol",
+                reply(&c, &format!("{c}-c2"), 2, true, json!({})),
+                None,
+            ),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ReceiverError::AfterFinal { .. }),
+            "{name}: {err}"
+        );
+    }
+}
+
 fn incoming_request(corr: &str, id: &str, retry: u64, expires: &str) -> Value {
     json!({
         "bindingVersion": "1.0", "a2aVersion": "1.0", "kind": "request",
