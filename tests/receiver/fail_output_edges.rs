@@ -56,6 +56,32 @@ fn fail_output_edges_out_onto_a_fifo_is_written_into_not_replaced() {
     assert!(!dir.path().join("pipe.partial").exists());
 }
 
+/// `--out /dev/null` (a character device; as root, replacing it once stopped
+/// PostgreSQL from starting on a test machine): written into, still the device.
+#[test]
+fn fail_output_edges_out_onto_a_device_is_written_into_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let null = Path::new("/dev/null");
+    let before = std::fs::symlink_metadata(null).unwrap().file_type();
+    assert!(before.is_char_device());
+    let w = world();
+    let sealed = sign(
+        &w.alice,
+        &plain("alice@smime.example", "bob@smime.example", "out-device"),
+        "smime",
+    );
+    let out = open_out(&w.bob, null, &sealed);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = std::fs::symlink_metadata(null).unwrap().file_type();
+    assert!(after.is_char_device(), "/dev/null is still a device: {after:?}");
+    assert!(!Path::new("/dev/null.partial").exists());
+}
+
 #[test]
 fn fail_output_edges_out_onto_a_symlink_replaces_its_target_not_the_link() {
     let w = world();
