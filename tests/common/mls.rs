@@ -208,9 +208,21 @@ pub fn group(root: &Path, count: usize) -> (Vec<Agent>, String) {
 
 /// `from` seals message `n` to `to` in the group; returns the sealed mail's path.
 pub fn send(dir: &Path, from: &Agent, to: &[&Agent], group: &str, n: usize) -> PathBuf {
+    send_envelope(dir, from, to, group, n, &envelope(n))
+}
+
+/// [`send`] of the envelope `env_json` (files named after `n`).
+pub fn send_envelope(
+    dir: &Path,
+    from: &Agent,
+    to: &[&Agent],
+    group: &str,
+    n: usize,
+    env_json: &str,
+) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
     let env = dir.join(format!("env-{n}.json"));
-    std::fs::write(&env, envelope(n)).unwrap();
+    std::fs::write(&env, env_json).unwrap();
     let plain = dir.join(format!("plain-{n}.eml"));
     let (env_s, plain_s) = (env.display().to_string(), plain.display().to_string());
     let mut args = vec!["compose", "--from", from.email.as_str()];

@@ -231,3 +231,47 @@ fn fail_stale_members_hold_flood_before_authentication() {
     // What waits now is Mallory's mail for epoch 3 only.
     assert_eq!(b.held_count(&g).unwrap(), config.max_held_per_sender);
 }
+
+/// A held MLS message whose lifetime ends while it waits for its Commit: the hold
+/// could not judge it (its epoch's keys were not ours yet), so the release does, and
+/// refuses it as expired (exit 6); it is dropped from the hold, never delivered.
+#[test]
+fn fail_stale_members_a_held_message_that_expired_while_held_is_not_released() {
+    use crate::common::mls::{mailseal, ok, send_envelope, update};
+    let root = tempfile::tempdir().unwrap();
+    let (agents, group) = crate::common::mls::group(root.path(), 2);
+    let mail = root.path().join("mail");
+    let commit = update(&agents[0], &group, &mail.join("update"));
+    let fmt = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let mut env: serde_json::Value =
+        serde_json::from_str(&crate::common::mls::envelope(1)).unwrap();
+    env["createdAt"] = fmt(now - time::Duration::hours(2)).into();
+    env["expiresAt"] = fmt(now - time::Duration::hours(1)).into();
+    let sealed = send_envelope(
+        &mail,
+        &agents[0],
+        &[&agents[1]],
+        &group,
+        1,
+        &env.to_string(),
+    );
+    let bob = &agents[1].store;
+    let held = mailseal(bob, &["open", "--in", sealed.to_str().unwrap()]);
+    assert_eq!(held.status.code(), Some(0));
+    assert!(held.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&held.stderr).contains("held"));
+    ok(bob, &["open", "--in", commit.to_str().unwrap()]);
+    let released = mailseal(bob, &["mls", "next", "--group", &group]);
+    let stderr = String::from_utf8_lossy(&released.stderr);
+    assert_eq!(released.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("expired"), "{stderr}");
+    assert!(released.stdout.is_empty());
+    // Dropped, not held again.
+    let again = mailseal(bob, &["mls", "next", "--group", &group]);
+    assert!(again.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("no held MLS message is ready"));
+}

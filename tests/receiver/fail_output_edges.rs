@@ -78,7 +78,10 @@ fn fail_output_edges_out_onto_a_device_is_written_into_not_replaced() {
         String::from_utf8_lossy(&out.stderr)
     );
     let after = std::fs::symlink_metadata(null).unwrap().file_type();
-    assert!(after.is_char_device(), "/dev/null is still a device: {after:?}");
+    assert!(
+        after.is_char_device(),
+        "/dev/null is still a device: {after:?}"
+    );
     assert!(!Path::new("/dev/null.partial").exists());
 }
 
