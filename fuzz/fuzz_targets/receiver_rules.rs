@@ -191,7 +191,7 @@ fuzz_target!(|data: &[u8]| {
                 let Ok(record) = bob_asks(&mut u) else {
                     return;
                 };
-                // One request per exchange and attempt: another is refused.
+                // A record the state cannot take is skipped (none is refused now).
                 if receiver.replay().record_request(&record).is_err() {
                     continue;
                 }

@@ -137,6 +137,10 @@ struct Parser<'t> {
     pos: usize,
 }
 
+/// Objects up to this many members are searched for a repeated key one by one; larger
+/// ones through a hash map.
+const SMALL_OBJECT: usize = 16;
+
 impl<'t> Parser<'t> {
     fn ws(&mut self) {
         while matches!(self.b.get(self.pos), Some(b' ' | b'\t' | b'\r' | b'\n')) {
@@ -158,6 +162,10 @@ impl<'t> Parser<'t> {
                 }
                 self.pos += 1;
                 let mut members: Vec<(Cow<'t, str>, Value<'t>)> = Vec::new();
+                // Where each key is, once an object has more members than a linear
+                // search should look through: finding a repeat stays linear in the
+                // object's size, whatever its number of keys (issue #58).
+                let mut index: Option<std::collections::HashMap<Cow<'t, str>, usize>> = None;
                 if self.eat(b'}').is_some() {
                     return Some(Value::Object(members));
                 }
@@ -168,9 +176,26 @@ impl<'t> Parser<'t> {
                     let value = self.value(depth + 1)?;
                     // The last of duplicate keys wins, as in serde_json (the strict
                     // reader refuses them before this is read).
-                    match members.iter_mut().find(|(k, _)| *k == key) {
-                        Some(slot) => slot.1 = value,
-                        None => members.push((key, value)),
+                    let at = match &index {
+                        Some(index) => index.get(&key).copied(),
+                        None => members.iter().position(|(k, _)| *k == key),
+                    };
+                    match at {
+                        Some(i) => members[i].1 = value,
+                        None => {
+                            if let Some(index) = &mut index {
+                                index.insert(key.clone(), members.len());
+                            } else if members.len() >= SMALL_OBJECT {
+                                let mut built: std::collections::HashMap<_, _> = members
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, (k, _))| (k.clone(), i))
+                                    .collect();
+                                built.insert(key.clone(), members.len());
+                                index = Some(built);
+                            }
+                            members.push((key, value));
+                        }
                     }
                     self.ws();
                     match *self.b.get(self.pos)? {
@@ -382,6 +407,24 @@ mod tests {
             Some(Value::String(Cow::Borrowed("plain")))
         ));
         assert!(matches!(v.get("b"), Some(Value::String(Cow::Owned(s))) if s == "esc\"aped"));
+    }
+
+    /// An object past the size searched one by one: repeats found through the index,
+    /// early and late, the last one winning as in serde_json.
+    #[test]
+    fn large_objects_read_as_serde_json_reads() {
+        let mut members: Vec<String> = (0..100).map(|i| format!("\"k{i}\":{i}")).collect();
+        members.push(r#""k3":"again""#.into());
+        members.push(r#""k99":[1]"#.into());
+        members.insert(10, r#""k2":"early repeat""#.into());
+        members.insert(20, r#""k\u0031":"escaped k1""#.into());
+        agrees(&format!("{{{}}}", members.join(",")));
+        let text = format!("{{{}}}", members.join(","));
+        let v = Value::parse(&text).unwrap();
+        let Value::Object(m) = &v else { panic!() };
+        assert_eq!(m.len(), 100);
+        assert_eq!(v.get("k3").and_then(Value::as_str), Some("again"));
+        assert_eq!(v.get("k1").and_then(Value::as_str), Some("escaped k1"));
     }
 
     #[test]

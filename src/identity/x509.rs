@@ -95,15 +95,29 @@ const PROCESSED: [ObjectIdentifier; 8] = [
     AUTHORITY_KEY_ID,
 ];
 
-/// A certificate's extensions are each present once, the critical ones are processed
-/// here, and the processed ones decode.
+/// The most extensions a certificate may carry: real ones carry about a dozen, and
+/// every check that reads one extension walks them all (issue #58: a signer
+/// certificate of 200,000 extensions, the attacker's own, cost a minute before it was
+/// refused as untrusted).
+pub(crate) const MAX_EXTENSIONS: usize = 64;
+
+/// A certificate's extensions are each present once (at most [`MAX_EXTENSIONS`]), the
+/// critical ones are processed here, and the processed ones decode.
 pub(crate) fn check_extensions(cert: &Certificate) -> Result<(), String> {
     let tbs = cert.tbs_certificate();
     let Some(exts) = tbs.extensions() else {
         return Ok(());
     };
-    for (i, e) in exts.iter().enumerate() {
-        if exts[..i].iter().any(|p| p.extn_id == e.extn_id) {
+    if exts.len() > MAX_EXTENSIONS {
+        return Err(format!(
+            "{} has {} extensions, more than the {MAX_EXTENSIONS} read",
+            name(cert),
+            exts.len()
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for e in exts.iter() {
+        if !seen.insert(e.extn_id) {
             return Err(format!("{} has extension {} twice", name(cert), e.extn_id));
         }
         if e.critical && !PROCESSED.contains(&e.extn_id) {
@@ -948,7 +962,37 @@ fn value_text(v: &der::Any) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::{mailbox_within, same_name};
+    use super::{check_extensions, mailbox_within, same_name, MAX_EXTENSIONS};
+
+    /// A self-signed certificate with `n` extra non-critical extensions under the OIDs
+    /// `arc.i` (`same`: all under one OID).
+    fn with_extensions(n: usize, same: bool) -> x509_cert::Certificate {
+        use der::Decode;
+        let mut params = rcgen::CertificateParams::new(vec!["x.example".into()]).unwrap();
+        for i in 0..n {
+            let last = if same { 1 } else { i as u64 + 1 };
+            let mut e = rcgen::CustomExtension::from_oid_content(
+                &[1, 3, 6, 1, 4, 1, 99999, last],
+                vec![0x05, 0x00],
+            );
+            e.set_criticality(false);
+            params.custom_extensions.push(e);
+        }
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        x509_cert::Certificate::from_der(cert.der()).unwrap()
+    }
+
+    /// Issue #58: the extensions are counted before any is looked at, and a repeat is
+    /// found by one pass over a set, not a search per extension.
+    #[test]
+    fn fail_cost_extensions_capped_and_repeats_found_in_one_pass() {
+        assert!(check_extensions(&with_extensions(MAX_EXTENSIONS - 8, false)).is_ok());
+        let err = check_extensions(&with_extensions(MAX_EXTENSIONS + 1, false)).unwrap_err();
+        assert!(err.contains("more than the 64"), "{err}");
+        let err = check_extensions(&with_extensions(2, true)).unwrap_err();
+        assert!(err.contains("twice"), "{err}");
+    }
     use std::str::FromStr;
     use x509_cert::attr::AttributeTypeAndValue;
     use x509_cert::name::{Name, RdnSequence, RelativeDistinguishedName};
