@@ -12,6 +12,7 @@ mod model;
 pub(crate) mod schema;
 pub(crate) mod validate;
 
+pub(crate) use json::check_strict as check_strict_json;
 pub use model::{GroupCoordinates, Kind, Operation, PaymentKind, TERMINAL_TASK_STATES};
 pub(crate) use validate::validate_with_payload;
 pub use validate::{next_event, validate, Code, ValidationContext, Violation};

@@ -250,15 +250,27 @@ pub(crate) struct Header {
     pub jwk: Option<PublicKey>,
     /// `cty`, if any: what the payload is.
     pub cty: Option<String>,
+    /// Which of the members that carry or point to a key (`jwk`, `x5c`, `jku`, `x5u`)
+    /// the header has: a mail signature's key is the one the store binds to the From
+    /// address, never one the message names.
+    pub key_members: Vec<&'static str>,
 }
 
-/// Reads a base64url protected header. Refused: not a JSON object, an `alg` outside
-/// [`JwsAlgorithm`] (`none` included), a `crit` list (no extension header is
-/// understood here), `b64: false` (RFC 7797 payloads are not the A2A form).
+/// Reads a base64url protected header. Refused: not a JSON object, a member twice
+/// (read last-wins, `{"alg":"none","alg":"EdDSA"}` would be one thing to us and
+/// another to a reader that keeps the first), an `alg` outside [`JwsAlgorithm`]
+/// (`none` included), a `crit` list (no extension header is understood here),
+/// `b64: false` (RFC 7797 payloads are not the A2A form).
 pub(crate) fn parse_header(protected: &str) -> Result<Header, String> {
     let bytes = URL_SAFE_NO_PAD
         .decode(protected.trim_end_matches('='))
         .map_err(|_| "protected header is not base64url".to_string())?;
+    crate::envelope::check_strict_json(&bytes, 8).map_err(|e| match e {
+        crate::envelope::EnvelopeError::DuplicateKey { .. } => {
+            "protected header has a member twice".to_string()
+        }
+        _ => "protected header is not JSON".to_string(),
+    })?;
     let value: Value =
         serde_json::from_slice(&bytes).map_err(|_| "protected header is not JSON".to_string())?;
     let Value::Object(h) = value else {
@@ -299,6 +311,10 @@ pub(crate) fn parse_header(protected: &str) -> Result<Header, String> {
         x5c,
         jwk,
         cty: h.get("cty").and_then(Value::as_str).map(str::to_string),
+        key_members: ["jwk", "x5c", "jku", "x5u"]
+            .into_iter()
+            .filter(|m| h.contains_key(*m))
+            .collect(),
     })
 }
 
@@ -514,6 +530,11 @@ mod tests {
         assert!(parse_header(&h(serde_json::json!({"alg": "ES256", "b64": false}))).is_err());
         assert!(parse_header(&h(serde_json::json!(["ES256"]))).is_err());
         assert!(parse_header("!!").is_err());
+        let twice = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","alg":"EdDSA"}"#);
+        assert_eq!(
+            parse_header(&twice).unwrap_err(),
+            "protected header has a member twice"
+        );
         assert!(parse_header(&h(serde_json::json!({"alg": "ES256", "kid": "k"}))).is_ok());
     }
 }

@@ -305,6 +305,11 @@ impl<'a> Jws<'a> {
             ));
         }
         let header = compact::parse_header(protected).map_err(JwsError::Header)?;
+        if let Some(member) = header.key_members.first() {
+            return Err(JwsError::Header(format!(
+                "the protected header carries `{member}`: a mail signature's key is the one the store binds to the From address, never one the message names"
+            )));
+        }
         if !header
             .cty
             .as_deref()

@@ -222,6 +222,47 @@ fn fail_algorithm_confusion_none_and_hmac() {
     }
 }
 
+/// Alice's genuine signature under a header that names a key (`jwk`, `x5c`, `jku`,
+/// `x5u`) or repeats a member: refused, however well it verifies with her bound key.
+#[test]
+fn fail_unread_forms_a_header_naming_a_key_or_repeating_a_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let (alice, bob) = kit::alice_and_bob(dir.path(), JwsAlgorithm::EdDsa);
+    let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
+    let (entity, _) = kit::split(&sealed);
+    let key = key_pair(&alice.store, "alice@jws.example");
+    let kid = thumbprint(&alice.store, "alice@jws.example");
+    let jwk: serde_json::Value = serde_json::from_slice(&alice.jwk).unwrap();
+    // Control: the same header without them opens.
+    let plain = serde_json::json!({"alg":"EdDSA","cty":"message/rfc822","kid":kid});
+    let good = sign(&key, plain.clone(), &entity);
+    let mut receiver = Receiver::builder(&bob.store).build();
+    assert!(receiver.receive(&kit::with_jws(&sealed, &good)).is_ok());
+    for (member, value) in [
+        ("jwk", jwk),
+        ("x5c", serde_json::json!(["MAA="])),
+        ("jku", serde_json::json!("https://evil.example/jwks.json")),
+        ("x5u", serde_json::json!("https://evil.example/cert.pem")),
+    ] {
+        let mut header = plain.clone();
+        header[member] = value;
+        let forged = kit::with_jws(&sealed, &sign(&key, header, &entity));
+        let (kind, why) = refused(&bob.store, &forged);
+        assert_eq!(kind, ErrorKind::Authentication, "{member}: {why}");
+        assert!(why.contains(&format!("carries `{member}`")), "{why}");
+    }
+    // `alg` twice: read last-wins it would be EdDSA, read first-wins `none`.
+    let h = b64(
+        format!(r#"{{"alg":"none","alg":"EdDSA","cty":"message/rfc822","kid":"{kid}"}}"#)
+            .as_bytes(),
+    );
+    let input = format!("{h}.{}", b64(&entity));
+    let twice = format!("{h}..{}", b64(key.sign(input.as_bytes()).as_ref()));
+    let (kind, why) = refused(&bob.store, &kit::with_jws(&sealed, &twice));
+    assert_eq!(kind, ErrorKind::Authentication, "{why}");
+    assert!(why.contains("member twice"), "{why}");
+}
+
 #[test]
 fn fail_a_jws_for_something_else_or_with_its_payload() {
     let dir = tempfile::tempdir().unwrap();
