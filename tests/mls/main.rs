@@ -9,6 +9,7 @@ mod common;
 
 mod fail_external_join;
 mod fail_impersonation;
+mod fail_review_stale_members;
 mod fail_review_trimmed_evidence;
 mod fail_stale_members;
 mod fail_trimmed_evidence;

@@ -11,6 +11,7 @@ mod common;
 mod crash_exactly_once;
 mod fail_forwarded;
 mod fail_output_edges;
+mod fail_review_per_request;
 mod fail_unsolicited_answers;
 mod fail_unsolicited_cli;
 mod open_receiver;
