@@ -148,7 +148,7 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (correlation_id, message_id)
      );
      CREATE INDEX mailseal_sent_request_expires ON mailseal_sent_request (expires_at);",
-    // 9: the request of ours a stream answers (as the SQLite store's migration 7).
+    // 9: the requests of ours a stream answers (as the SQLite store's migration 7).
     "ALTER TABLE mailseal_stream ADD COLUMN request TEXT;",
 ];
 

@@ -130,10 +130,10 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (correlation_id, message_id)
      ) WITHOUT ROWID;
      CREATE INDEX sent_request_expires ON sent_request (expires_at);",
-    // 7: the request of ours a stream answers (its messageId; NULL: a stream of an
-    // exchange we have no record of, or written before): one signer answers each of
-    // our requests, and two requests of one exchange to two agents are answered each
-    // by its own (issue #56).
+    // 7: the requests of ours a stream answers (a JSON array of messageIds; NULL: a
+    // stream of an exchange we have no record of, or written before): one signer
+    // answers each of our requests, and two requests of one exchange to two agents
+    // are answered each by its own (issue #56).
     "ALTER TABLE stream ADD COLUMN request TEXT;",
 ];
 

@@ -263,7 +263,7 @@ fn stream_row(r: &Row) -> StreamRow {
         final_seq: r.get::<_, Option<i64>>(5).map(nat),
         gap_since: r.get(6),
         updated_at: r.get(7),
-        request: r.get(8),
+        requests: crate::replay::rules::split_requests(r.get(8)),
     }
 }
 
@@ -394,7 +394,7 @@ impl Txn for PgTxn<'_> {
                 &s.final_seq.map(int),
                 &s.gap_since,
                 &s.updated_at,
-                &s.request,
+                &crate::replay::rules::join_requests(&s.requests),
             ],
         )
     }

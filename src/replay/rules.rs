@@ -50,9 +50,25 @@ pub(crate) struct StreamRow {
     pub final_seq: Option<u64>,
     pub gap_since: Option<i64>,
     pub updated_at: i64,
-    /// The `messageId` of the request of ours it answers; `None`: an exchange we have
-    /// no record of (or a stream written before streams said).
-    pub request: Option<String>,
+    /// The `messageId`s of the requests of ours it answers (one, unless an agent asked
+    /// twice in one exchange and attempt answers both in one stream); empty: an
+    /// exchange we have no record of (or a stream written before streams said), which
+    /// counts as answering every request.
+    pub requests: Vec<String>,
+}
+
+/// How [`StreamRow::requests`] is stored: one column, a JSON array of the ids (`NULL`
+/// when empty).
+pub(crate) fn join_requests(requests: &[String]) -> Option<String> {
+    (!requests.is_empty()).then(|| serde_json::to_string(requests).unwrap_or_default())
+}
+
+/// Reads what [`join_requests`] wrote; a column that does not read (written by hand)
+/// is a stream that counts as answering every request.
+pub(crate) fn split_requests(column: Option<String>) -> Vec<String> {
+    column
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -546,7 +562,10 @@ fn stream_event<T: Txn>(
         s.id.attempt == attempt
             && s.id.signer != signer
             && s.id.signer.starts_with(UNRECORDED) == unrecorded
-            && (s.request.is_none() || request.is_none() || s.request == request)
+            && match &request {
+                Some(r) => s.requests.is_empty() || s.requests.contains(r),
+                None => true,
+            }
     }) {
         return Err(ReceiverError::AnsweredByAnother {
             correlation_id: corr.to_string(),
@@ -560,8 +579,15 @@ fn stream_event<T: Txn>(
         final_seq: None,
         gap_since: None,
         updated_at: now,
-        request: request.clone(),
+        requests: Vec::new(),
     });
+    // The stream answers this request too from now on: another signer's answer to it
+    // is a second signer for one request.
+    if let Some(r) = request {
+        if !s.requests.contains(&r) {
+            s.requests.push(r);
+        }
+    }
     if s.operation != c.operation {
         return Err(ReceiverError::StreamMismatch {
             correlation_id: corr.to_string(),

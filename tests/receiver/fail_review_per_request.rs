@@ -123,41 +123,43 @@ fn fail_review_per_request_second_signer_after_a_shared_stream() {
     }
 }
 
-/// Our two requests of one exchange and attempt, both to Bob: Bob's final for the
-/// first, then his final for the second (by its Message-ID, sequence 1 of its own).
-/// Both share one stream (signer, exchange, attempt): the second answer is refused
-/// (sequence reused; with sequence 2, after the final), so one request of ours is
-/// never answered (a lost answer).
+/// Our two requests of one exchange and attempt, both to Bob. MailA2A section 6: one
+/// correlation is one exchange, its replies one sequence with exactly one final, so
+/// Bob answers both in one stream: his final for the first ends it, and an answer to
+/// the second is refused as such (sequence reused, after the final), never delivered
+/// as a second final; numbered on from the first, his answers to both are taken.
 #[test]
-fn fail_review_per_request_agent_addressed_twice_answers_both() {
+fn fail_review_per_request_agent_addressed_twice_answers_in_one_stream() {
     let (_d, stores) = common::replay_backends();
     for (name, s) in &stores {
         let s = s.as_ref();
         let c = corr(name, "twice");
         record(s, &request(&c, &format!("{c}-q1"), &[AGENT]));
         record(s, &request(&c, &format!("{c}-q2"), &[AGENT]));
-        let r = admit(
-            s,
-            &from(
-                AGENT,
-                "x509:bob",
-                reply(&c, &format!("{c}-b1"), 1, true),
-                Some(&format!("{c}-q1@example.org")),
-            ),
-        );
+        let answer = |id: &str, seq: u64, last: bool, to: &str| {
+            admit(
+                s,
+                &from(
+                    AGENT,
+                    "x509:bob",
+                    reply(&c, &format!("{c}-{id}"), seq, last),
+                    Some(&format!("{c}-{to}@example.org")),
+                ),
+            )
+        };
+        let r = answer("b1", 1, false, "q1");
         assert!(delivered(&r), "{name}: {r:?}");
-        let r = admit(
-            s,
-            &from(
-                AGENT,
-                "x509:bob",
-                reply(&c, &format!("{c}-b2"), 1, true),
-                Some(&format!("{c}-q2@example.org")),
-            ),
-        );
+        let r = answer("b2", 1, true, "q2");
         assert!(
-            delivered(&r),
-            "{name}: Bob's answer to our second request: {r:?}"
+            matches!(r, Err(ReceiverError::SequenceReused { .. })),
+            "{name}: {r:?}"
+        );
+        let r = answer("b3", 2, true, "q2");
+        assert!(delivered(&r), "{name}: {r:?}");
+        let r = answer("b4", 3, true, "q1");
+        assert!(
+            matches!(r, Err(ReceiverError::AfterFinal { .. })),
+            "{name}: {r:?}"
         );
     }
 }
