@@ -9,6 +9,8 @@ use super::{parse_group_id, Mls, MlsError};
 pub struct Held {
     group_id: Vec<u8>,
     digest: Vec<u8>,
+    /// The share it was held under (the name its mail gave): one copy of several.
+    claimed: String,
     /// The name it was received under (the batch file stem).
     pub name: String,
     /// The whole mail, as received.
@@ -47,15 +49,16 @@ impl Mls {
             let epoch = g.epoch().as_u64();
             self.cache_put(g);
             let row = self.state.query_row(
-                    "SELECT digest, name, raw FROM mailseal_mls_held WHERE group_id = ?1 AND epoch <= ?2 ORDER BY epoch, is_commit, held_at LIMIT 1",
+                    "SELECT digest, name, raw, claimed FROM mailseal_mls_held WHERE group_id = ?1 AND epoch <= ?2 ORDER BY epoch, is_commit, held_at LIMIT 1",
                     params![id, epoch as i64],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )
                 .optional()?;
-            if let Some((digest, name, raw)) = row {
+            if let Some((digest, name, raw, claimed)) = row {
                 return Ok(Some(Held {
                     group_id: id,
                     digest,
+                    claimed,
                     name,
                     raw,
                 }));
@@ -64,12 +67,13 @@ impl Mls {
         Ok(None)
     }
 
-    /// Drops a held message that did not open.
+    /// Drops a held message that did not open: this copy only (another copy of the
+    /// same MLS message, held under another name, may be the genuine one).
     pub fn discard(&self, held: &Held) -> Result<(), MlsError> {
         let tx = self.state.begin()?;
         self.state.exec(
-            "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2",
-            params![held.group_id, held.digest],
+            "DELETE FROM mailseal_mls_held WHERE group_id = ?1 AND digest = ?2 AND claimed = ?3",
+            params![held.group_id, held.digest, held.claimed],
         )?;
         tx.commit()
     }

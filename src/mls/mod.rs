@@ -309,9 +309,12 @@ pub struct MlsConfig {
     pub max_held: usize,
     /// Messages held for a future epoch whose mail names one sender, per group
     /// (default 64): a held message is not authenticated (its epoch's keys are not
-    /// ours yet), so whoever floods under one member's name fills that name's share
+    /// ours yet), so whoever floods under a member's name fills that name's share
     /// only. Mail whose From is no member of ours now (a member added by a Commit we
-    /// have not seen, or anyone) shares one such share.
+    /// have not seen, or anyone) shares one such share. A share also holds at most its
+    /// part of [`MlsConfig::max_held`] and [`MlsConfig::max_held_bytes`] (one part
+    /// per member and one for names of no member), so the shares never add up to
+    /// more than the group holds.
     pub max_held_per_sender: usize,
     /// The bytes of the messages held per group (default 16 MiB).
     pub max_held_bytes: usize,

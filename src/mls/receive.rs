@@ -534,15 +534,19 @@ impl Mls {
     }
 
     /// The bounds on holding `m` (for an epoch after `current`) under the share
-    /// `claimed`: how far ahead, how many in the group and in the share, how many
-    /// bytes. A refusal records nothing and may be delivered again later
-    /// ([`MlsError::retry_later`]).
+    /// `claimed` of a group of `members`: how far ahead, how many messages and bytes
+    /// in the group, and in the share. Each share gets at most its part of the group's
+    /// bounds (one share per member and one for names of no member), so the shares
+    /// never add up to more than the group holds and no flood under some names fills
+    /// the hold for another's genuine mail. A refusal records nothing and may be
+    /// delivered again later ([`MlsError::retry_later`]).
     fn check_hold(
         &self,
         group_text: &str,
         m: &Incoming<'_>,
         current: u64,
         claimed: &str,
+        members: usize,
     ) -> Result<(), MlsError> {
         if m.epoch - current > self.config.max_epochs_ahead {
             return Err(MlsError::TooFarAhead {
@@ -551,10 +555,10 @@ impl Mls {
                 current,
             });
         }
-        let (held, bytes, share): (i64, i64, i64) = self.state.query_row(
-            "SELECT count(*), coalesce(sum(length(raw)), 0), coalesce(sum(claimed = ?2), 0) FROM mailseal_mls_held WHERE group_id = ?1",
+        let (held, bytes, share, share_bytes): (i64, i64, i64, i64) = self.state.query_row(
+            "SELECT count(*), coalesce(sum(length(raw)), 0), coalesce(sum(claimed = ?2), 0), coalesce(sum(CASE WHEN claimed = ?2 THEN length(raw) ELSE 0 END), 0) FROM mailseal_mls_held WHERE group_id = ?1",
             params![m.id, claimed],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
         let full = |held: i64, sender: Option<&str>| MlsError::BufferFull {
             group: group_text.to_owned(),
@@ -567,12 +571,20 @@ impl Mls {
                 }
             }),
         };
+        let size = m.raw.len();
         if held as usize >= self.config.max_held
-            || bytes as usize + m.raw.len() > self.config.max_held_bytes
+            || bytes as usize + size > self.config.max_held_bytes
         {
             return Err(full(held, None));
         }
-        if share as usize >= self.config.max_held_per_sender {
+        let shares = members + 1;
+        let share_max = self
+            .config
+            .max_held_per_sender
+            .min(self.config.max_held / shares)
+            .max(1);
+        let share_max_bytes = self.config.max_held_bytes / shares;
+        if share as usize >= share_max || share_bytes as usize + size > share_max_bytes {
             return Err(full(share, Some(claimed)));
         }
         Ok(())
@@ -590,7 +602,7 @@ impl Mls {
         let group_text = group_id_text(&m.id);
         if m.epoch > current {
             let claimed = self.hold_share(g, m.headers);
-            self.check_hold(&group_text, &m, current, &claimed)?;
+            self.check_hold(&group_text, &m, current, &claimed, g.members().count())?;
             self.state.exec(
                 "INSERT OR IGNORE INTO mailseal_mls_held (group_id, digest, epoch, is_commit, name, raw, held_at, claimed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![

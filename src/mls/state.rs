@@ -113,14 +113,29 @@ const MIGRATIONS: &[&str] = &[
     // taken for whoever holds the leaf now (a member removed and added again lands on
     // the leaf it had), kept for the past epochs whose secrets are kept; and the share
     // of the hold a held message counts against (the member its mail names, or ''
-    // for any name that is not a member).
+    // for any name that is not a member), in the key: a copy of a genuine message
+    // held first under another name (which fails at release) does not stand for it.
     "CREATE TABLE mailseal_mls_vacated (
         group_id BLOB NOT NULL,
         leaf_index INTEGER NOT NULL,
         epoch INTEGER NOT NULL,
         PRIMARY KEY (group_id, leaf_index, epoch)
      ) WITHOUT ROWID;
-     ALTER TABLE mailseal_mls_held ADD COLUMN claimed TEXT NOT NULL DEFAULT '';",
+     CREATE TABLE mailseal_mls_held_by_claim (
+        group_id BLOB NOT NULL,
+        digest BLOB NOT NULL,
+        epoch INTEGER NOT NULL,
+        is_commit INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        raw BLOB NOT NULL,
+        held_at INTEGER NOT NULL,
+        claimed TEXT NOT NULL,
+        PRIMARY KEY (group_id, digest, claimed)
+     ) WITHOUT ROWID;
+     INSERT INTO mailseal_mls_held_by_claim
+        SELECT group_id, digest, epoch, is_commit, name, raw, held_at, '' FROM mailseal_mls_held;
+     DROP TABLE mailseal_mls_held;
+     ALTER TABLE mailseal_mls_held_by_claim RENAME TO mailseal_mls_held;",
 ];
 
 /// serde_json for openmls' stored values: `serde_json::to_vec`'s bytes exactly, written

@@ -526,8 +526,10 @@ fn past_epochs_kept_three_by_default() {
 fn fail_hold_is_bounded() {
     use mailseal::mls::MlsConfig;
     let a = member("alice@a.example");
+    // Two a sender (one share each for Alice, Bob and names of no member: 6 in all).
     let b = Mls::in_memory().unwrap().with_config(MlsConfig {
-        max_held: 2,
+        max_held: 6,
+        max_held_per_sender: 2,
         ..MlsConfig::default()
     });
     b.generate_identity("bob@b.example", auth()).unwrap();
