@@ -211,3 +211,62 @@ macro_rules! verdict_codes {
     };
 }
 pub(crate) use verdict_codes;
+
+/// `text` as it may be shown on a terminal or in a log line: every control character
+/// (C0, DEL, C1), line and paragraph separator, bidi control and zero-width or
+/// invisible format character written as `\u{XXXX}`, and at most `max_chars`
+/// characters kept, the rest counted. An error may quote what a message says (an
+/// identity, a member name): shown so, it can neither forge another line, move the
+/// cursor nor reorder what follows, and its length is bounded whatever the message's
+/// (issue #58).
+pub fn shown(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars * 2));
+    let mut kept = 0usize;
+    let mut chars = text.chars();
+    for c in chars.by_ref() {
+        if kept == max_chars {
+            let rest = 1 + chars.count();
+            out.push_str(&format!("... ({rest} more characters)"));
+            return out;
+        }
+        kept += 1;
+        let hidden = c.is_control()
+            || matches!(c,
+                '\u{00ad}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{180e}'
+                | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
+                | '\u{3164}' | '\u{feff}' | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}');
+        if hidden {
+            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::shown;
+
+    #[test]
+    fn fail_display_controls_escaped_and_length_bounded() {
+        assert_eq!(
+            shown("a\nmailseal: open: ok delivered\u{1b}[2J\u{0}\u{7}\r", 100),
+            "a\\u{000a}mailseal: open: ok delivered\\u{001b}[2J\\u{0000}\\u{0007}\\u{000d}"
+        );
+        assert_eq!(
+            shown("x\u{202e}gpj.exe\u{200b}", 100),
+            "x\\u{202e}gpj.exe\\u{200b}"
+        );
+        assert_eq!(shown("é😀 plain", 100), "é😀 plain");
+        let long = "A".repeat(10_000_000);
+        let s = shown(&long, 200);
+        assert!(s.starts_with(&"A".repeat(200)));
+        assert!(
+            s.ends_with("... (9999800 more characters)"),
+            "{}",
+            &s[190..]
+        );
+        assert_eq!(shown("abc", 3), "abc");
+    }
+}

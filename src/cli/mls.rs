@@ -362,7 +362,10 @@ pub(super) fn run(home: &Home, store: &Path, cmd: MlsCommand) -> CliResult {
                 (_, Some((group, line))) => {
                     receipt.commit().map_err(fail("mls join"))?;
                     println!("{group}");
-                    eprintln!("mailseal: {line}");
+                    eprintln!(
+                        "mailseal: {}",
+                        crate::error::shown(&line, super::ERROR_LINE_CHARS)
+                    );
                     Ok(())
                 }
                 (Received::Duplicate { .. }, None) => Err(Failure::new(

@@ -192,11 +192,19 @@ pub fn main() -> ProcessExit {
     match run(cli) {
         Ok(()) => ProcessExit::SUCCESS,
         Err(f) => {
-            eprintln!("mailseal: {}", f.line);
+            // An error may quote what a message says: escaped and bounded, it cannot
+            // forge a line or drive the terminal.
+            eprintln!(
+                "mailseal: {}",
+                crate::error::shown(&f.line, ERROR_LINE_CHARS)
+            );
             ProcessExit::from(f.code.as_u8())
         }
     }
 }
+
+/// The most characters of an error line the command line prints.
+pub(crate) const ERROR_LINE_CHARS: usize = 1000;
 
 fn run(cli: Cli) -> CliResult {
     let store = cli.store;

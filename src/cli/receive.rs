@@ -291,7 +291,11 @@ fn hand_over(
         );
     }
     if let Some(line) = status_line(&outcome) {
-        eprintln!("mailseal: {line}");
+        // It names who sent, committed or added: text of the message's, shown safely.
+        eprintln!(
+            "mailseal: {}",
+            crate::error::shown(&line, super::ERROR_LINE_CHARS)
+        );
     }
     Ok(())
 }

@@ -235,3 +235,42 @@ fn fail_adversarial_counts_are_refused_before_the_expensive_parse() {
         .unwrap_err();
     assert!(err.to_string().contains("top-level packets"), "{err}");
 }
+
+/// Display (THREATS.md) and issue #58: an error that quotes what a message says (here
+/// a payload member's name, written by whoever sent the mail) is printed on one line,
+/// its control characters escaped, its length bounded: it can forge no second line
+/// (`mailseal: open: ok delivered`), drive no terminal, and a name of 200,000
+/// characters is not a 200,000-character line.
+#[test]
+fn fail_display_an_error_quoting_the_message_is_one_bounded_escaped_line() {
+    for name in [
+        "x\nmailseal: open: ok delivered\u{1b}[2J\u{7}\r".to_string(),
+        "N".repeat(200_000),
+    ] {
+        let env = serde_json::json!({
+            "bindingVersion": "1.0", "a2aVersion": "1.0", "kind": "request",
+            "operation": "tasks/get", "messageId": "m1", "correlationId": "c1",
+            "sequence": 0, "final": false,
+            "payload": {"id": "t1", name.clone(): 1}
+        });
+        let mail = format!(
+            "From: a@x.example\r\nTo: b@y.example\r\nMessage-ID: <1@x.example>\r\n\
+             Date: Sun, 06 Dec 2026 09:00:00 +0000\r\nSubject: x\r\nMail-A2A-Binding: 1.0\r\n\
+             MIME-Version: 1.0\r\nContent-Type: application/a2a+json\r\n\r\n{env}\r\n"
+        );
+        let out = common::run(&["open"], mail.as_bytes());
+        assert_ne!(out.status.code(), Some(0));
+        assert!(out.stdout.is_empty());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+        assert!(
+            !stderr.chars().any(|c| c.is_control() && c != '\n'),
+            "{stderr:?}"
+        );
+        assert!(stderr.chars().count() < 1200, "{} characters", stderr.len());
+        assert!(
+            stderr.contains("not allowed") || stderr.contains("more characters"),
+            "{stderr}"
+        );
+    }
+}
