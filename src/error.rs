@@ -221,15 +221,13 @@ pub(crate) use verdict_codes;
 /// (issue #58).
 pub fn shown(text: &str, max_chars: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars * 2));
-    let mut kept = 0usize;
     let mut chars = text.chars();
-    for c in chars.by_ref() {
+    for (kept, c) in chars.by_ref().enumerate() {
         if kept == max_chars {
             let rest = 1 + chars.count();
             out.push_str(&format!("... ({rest} more characters)"));
             return out;
         }
-        kept += 1;
         let hidden = c.is_control()
             || matches!(c,
                 '\u{00ad}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{180e}'
