@@ -58,6 +58,8 @@ pub(crate) struct Outcome {
     saw_sed: bool,
     /// The session key that decrypted, when [`Symmetric::keep_session_key`] asked.
     pub(crate) session_key: Option<(Option<SymmetricAlgorithm>, SessionKey)>,
+    /// An Argon2 SKESK was not tried: it asked for more than the budget.
+    pub(crate) argon2_over_budget: bool,
 }
 
 /// What else may decrypt a message than our secret keys: passwords and session keys
@@ -74,9 +76,14 @@ pub(crate) struct Symmetric<'a> {
 
 /// SKESK packets tried with each password (each costs a key derivation).
 const MAX_SKESKS: usize = 8;
-/// The largest Argon2 memory exponent tried (2^21 KiB, 2 GiB: RFC 9580's first
-/// recommended parameter set); a message asking for more is not tried.
-const MAX_ARGON2_MEMORY_EXPONENT: u8 = 21;
+/// The largest Argon2 memory exponent tried (2^18 KiB, 256 MiB: RFC 9580's second
+/// recommended parameter set); a message asking for more is not tried (issue #58: a
+/// 228-byte message asking for 2 GiB cost 2 GiB).
+const MAX_ARGON2_MEMORY_EXPONENT: u8 = 18;
+/// The Argon2 work one message may ask of us over all its SKESKs and passwords, in
+/// KiB times passes (2^20: 256 MiB four times, about a second); a derivation that
+/// would go past it is not made.
+const ARGON2_BUDGET: u64 = 1 << 20;
 
 /// What a message's signatures must be for it to be released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,14 +146,17 @@ impl Helper<'_> {
             .any(|(algo, sk)| self.try_session_key(algo.or(sym_algo), sk, decrypt))
     }
 
-    /// Tries the caller's passwords on the first [`MAX_SKESKS`] SKESKs (an Argon2
-    /// S2K that asks for more than [`MAX_ARGON2_MEMORY_EXPONENT`] is skipped).
+    /// Tries the caller's passwords on the first [`MAX_SKESKS`] SKESKs. An Argon2 S2K
+    /// that asks for more memory than [`MAX_ARGON2_MEMORY_EXPONENT`], or more work
+    /// than what is left of [`ARGON2_BUDGET`] over the whole message, is skipped and
+    /// said ([`Outcome::argon2_over_budget`]).
     fn try_passwords(
         &self,
         skesks: &[SKESK],
         sym_algo: Option<SymmetricAlgorithm>,
         decrypt: &mut dyn FnMut(Option<SymmetricAlgorithm>, &SessionKey) -> bool,
     ) -> bool {
+        let mut budget = ARGON2_BUDGET;
         for skesk in skesks.iter().take(MAX_SKESKS) {
             let s2k = match skesk {
                 SKESK::V4(s) => s.s2k(),
@@ -154,10 +164,16 @@ impl Helper<'_> {
                 _ => continue,
             };
             #[allow(deprecated)]
-            if let openpgp::crypto::S2K::Argon2 { m, .. } = s2k {
-                if *m > MAX_ARGON2_MEMORY_EXPONENT {
+            if let openpgp::crypto::S2K::Argon2 { m, t, .. } = s2k {
+                // Every password costs a derivation.
+                let work = (1u64 << (*m).min(63))
+                    .saturating_mul(u64::from(*t).max(1))
+                    .saturating_mul(self.symmetric.passwords.len() as u64);
+                if *m > MAX_ARGON2_MEMORY_EXPONENT || work > budget {
+                    self.outcome.borrow_mut().argon2_over_budget = true;
                     continue;
                 }
+                budget -= work;
             }
             for password in self.symmetric.passwords {
                 if let Ok((algo, sk)) = skesk.decrypt(password) {
@@ -447,6 +463,13 @@ impl DecryptionHelper for Helper<'_> {
             return Err(self.fail(OpenPgpError::Undecryptable(
                 "the session key addressed to us does not decrypt".into(),
             )));
+        }
+        if self.outcome.borrow().argon2_over_budget {
+            return Err(self.fail(OpenPgpError::Undecryptable(format!(
+                "the message's password key derivation (Argon2) asks for more than this reader spends: at most {} MiB of memory and {} MiB-passes in all",
+                (1u64 << MAX_ARGON2_MEMORY_EXPONENT) >> 10,
+                ARGON2_BUDGET >> 10
+            ))));
         }
         // No recipient names a key of ours. If one of our keys still decrypts a
         // session key, the recipient's key ID was changed: altered, not "not for us".
