@@ -98,7 +98,7 @@ fn resent_as(genuine: &[u8], from: &str) -> Vec<u8> {
 
 /// Releases what is ready in `g` at `b`, as the gateway does: what opens is
 /// delivered, what does not is dropped. Returns the messageIds delivered.
-fn release(b: &Mls, g: &str) -> Vec<String> {
+pub(crate) fn release(b: &Mls, g: &str) -> Vec<String> {
     let mut opened = Vec::new();
     while let Some(h) = b.next_ready(Some(g)).unwrap() {
         match b
@@ -117,7 +117,7 @@ fn release(b: &Mls, g: &str) -> Vec<String> {
 
 /// Alice commits (epoch 2); Carol has it, Bob has not. Returns the Commit and Carol's
 /// genuine message of epoch 2 to Bob.
-fn carol_ahead(a: &Mls, c: &Mls, g: &str) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn carol_ahead(a: &Mls, c: &Mls, g: &str) -> (Vec<u8>, Vec<u8>) {
     let commit = a.update(g).unwrap();
     open(c, &commit).unwrap();
     let from_carol = c

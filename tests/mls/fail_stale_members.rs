@@ -9,8 +9,8 @@
 
 use mailseal::message::Hints;
 use mailseal::mls::{wire, Mls, MlsConfig, MlsError, Received};
-use mailseal::seal::OpenPolicy;
 
+use super::fail_review_stale_members::{carol_ahead, release};
 use super::mls_group::{auth, member, open, request, sender_of, trio};
 
 /// Carol, removed and then added again from a new device, lands on the leaf she had.
@@ -115,15 +115,7 @@ fn fail_stale_members_hold_flood_before_authentication() {
     let (a, b, c, g) = trio();
     let config = MlsConfig::default();
     // Alice commits (epoch 2); Carol has it, Bob has not yet.
-    let commit = a.update(&g).unwrap();
-    open(&c, &commit).unwrap();
-    let from_carol = c
-        .seal(
-            &request("carol@c.example", &["bob@b.example"], "m-carol-next"),
-            &g,
-            false,
-        )
-        .unwrap();
+    let (commit, from_carol) = carol_ahead(&a, &c, &g);
     let from_alice = a
         .seal(
             &request("alice@a.example", &["bob@b.example"], "m-alice-next"),
@@ -215,16 +207,7 @@ fn fail_stale_members_hold_flood_before_authentication() {
     // The Commit comes: what was held for epoch 2 is released; Mallory's garbage does
     // not open and is dropped, Carol's message opens.
     open(&b, &commit).unwrap();
-    let mut opened = Vec::new();
-    while let Some(h) = b.next_ready(Some(&g)).unwrap() {
-        match b
-            .receive(&h.raw, &OpenPolicy::default(), &h.name, auth())
-            .and_then(|r| r.commit())
-        {
-            Ok(r) => opened.push(sender_of(&r)),
-            Err(_) => b.discard(&h).unwrap(),
-        }
-    }
+    let opened = release(&b, &g);
     assert_eq!(opened, ["m-carol-next"]);
     // Alice's message, refused for now while her share was full, delivered again.
     assert_eq!(sender_of(&open(&b, &from_alice).unwrap()), "m-alice-next");
