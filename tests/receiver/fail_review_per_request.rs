@@ -2,8 +2,8 @@
 //! each request of ours, on every replay backend.
 
 use crate::common;
+use crate::fail_unsolicited_answers::from;
 
-use mailseal::envelope::Envelope;
 use mailseal::message::Mailbox;
 use mailseal::replay::{
     Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, SentRequest,
@@ -53,15 +53,6 @@ fn reply(corr: &str, id: &str, seq: u64, last: bool) -> Value {
             "status": {"state": "TASK_STATE_WORKING"}}});
     }
     v
-}
-
-fn from(peer: &str, signer: &str, v: Value, in_reply_to: Option<&str>) -> Candidate {
-    let bytes = serde_json::to_vec(&v).unwrap();
-    let env = Envelope::from_json(&bytes).unwrap();
-    let mut c = Candidate::new(signer.to_string(), &env, &bytes).unwrap();
-    c.peer = peer.to_string();
-    c.in_reply_to = in_reply_to.map(str::to_string);
-    c
 }
 
 fn admit(s: &dyn ReplayStore, c: &Candidate) -> Result<Admission, ReceiverError> {

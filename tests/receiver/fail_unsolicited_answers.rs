@@ -71,7 +71,7 @@ fn reply(corr: &str, id: &str, seq: u64, last: bool, patch: Value) -> Value {
 }
 
 /// A reply from `peer` (signed by `signer`), answering the mail `in_reply_to`.
-fn from(peer: &str, signer: &str, v: Value, in_reply_to: Option<&str>) -> Candidate {
+pub(crate) fn from(peer: &str, signer: &str, v: Value, in_reply_to: Option<&str>) -> Candidate {
     let bytes = serde_json::to_vec(&v).unwrap();
     let env = Envelope::from_json(&bytes).unwrap();
     let mut c = Candidate::new(signer.to_string(), &env, &bytes).unwrap();
