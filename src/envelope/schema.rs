@@ -583,7 +583,7 @@ impl<'a> Walk<'a, '_> {
                 // One pass over the members: each found among `properties` (and
                 // ticked off if required) or else judged by `additionalProperties`.
                 let mut seen = 0u64;
-                for (k, v) in members {
+                for (position, (k, v)) in members.iter().enumerate() {
                     let sub = match rules.properties.iter().position(|(n, _)| same(n, k)) {
                         Some(i) => {
                             if i < 64 {
@@ -592,13 +592,20 @@ impl<'a> Walk<'a, '_> {
                             Some(rules.properties[i].1)
                         }
                         // A member `additionalProperties: false` refuses is the
-                        // object's fault (as jsonschema reports it), named in the
-                        // reason, escaped.
+                        // object's fault (as jsonschema reports it), said by its
+                        // place, never its name: a name is content (it may come from
+                        // inside an encrypted part, and be a secret), and errors
+                        // carry none (issue #58).
                         None if rules
                             .additional
                             .is_some_and(|a| matches!(schema.nodes[a], Node::Always(false))) =>
                         {
-                            fail!(format!("member {:?} is not allowed", k.as_ref()));
+                            fail!(format!(
+                                "member {} of {} ({} characters) is not allowed",
+                                position + 1,
+                                members.len(),
+                                k.chars().count()
+                            ));
                             continue;
                         }
                         None => rules.additional,
@@ -1017,7 +1024,11 @@ mod tests {
         assert_eq!(faults[0].pointer, "/a~0b/1");
         assert_eq!(faults[0].reason, "not of type string");
         assert_eq!(faults[1].pointer, "");
-        assert_eq!(faults[1].reason, r#"member "se/cret" is not allowed"#);
+        assert_eq!(
+            faults[1].reason,
+            "member 2 of 2 (7 characters) is not allowed"
+        );
+        assert!(faults.iter().all(|f| !f.reason.contains("se/cret")));
         assert!(faults
             .iter()
             .all(|f| !f.reason.contains("12345") && !f.reason.contains("hunter2")));
