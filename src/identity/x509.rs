@@ -663,13 +663,51 @@ pub(crate) fn verify_signature(
                 )));
             }
         };
-    if name.starts_with("ecdsa") && !strict_ecdsa_der(signature) {
-        return Err(SignatureError::Bad);
+    let key = spki.subject_public_key.raw_bytes();
+    if name.starts_with("ecdsa") {
+        // SEC 1 2.3.3: 0x04 uncompressed, 0x02/0x03 compressed. The hybrid forms
+        // (0x06/0x07) repeat y's parity beside y; RFC 5480 does not allow them, and a
+        // point read in a form no other reader takes is a key read two ways (issue #58).
+        if matches!(key.first(), Some(0x06 | 0x07)) {
+            return Err(SignatureError::Malformed(
+                "an EC public key in the hybrid point form, which RFC 5480 does not allow".into(),
+            ));
+        }
+        if !strict_ecdsa_der(signature) {
+            return Err(SignatureError::Bad);
+        }
     }
-    UnparsedPublicKey::new(verifier, spki.subject_public_key.raw_bytes())
+    if name.starts_with("rsa") {
+        check_rsa_size(key)?;
+    }
+    UnparsedPublicKey::new(verifier, key)
         .verify(message, signature)
         .map_err(|_| SignatureError::Bad)?;
     Ok(name)
+}
+
+/// The largest RSA modulus read, in bits (what the verifiers take: 2048 to 8192).
+const MAX_RSA_BITS: usize = 8192;
+
+/// An RSA key above [`MAX_RSA_BITS`] is refused as such, not as a signature that
+/// "does not verify" (issue #58: a valid RSA-16384 signature was reported as bad).
+fn check_rsa_size(key: &[u8]) -> Result<(), SignatureError> {
+    #[derive(der::Sequence)]
+    struct RsaPublicKey<'a> {
+        n: der::asn1::UintRef<'a>,
+        e: der::asn1::UintRef<'a>,
+    }
+    let Ok(k) = RsaPublicKey::from_der(key) else {
+        return Ok(()); // the verifier refuses what does not decode
+    };
+    let n = k.n.as_bytes();
+    let bits = n.len() * 8 - n.first().map_or(0, |b| b.leading_zeros() as usize);
+    if bits > MAX_RSA_BITS {
+        return Err(SignatureError::UnsupportedAlgorithm(format!(
+            "an RSA key of {bits} bits: at most {MAX_RSA_BITS} are read"
+        )));
+    }
+    Ok(())
 }
 
 /// An ECDSA signature is `SEQUENCE { r INTEGER, s INTEGER }` in DER and nothing else:
@@ -981,6 +1019,71 @@ mod tests {
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = params.self_signed(&key).unwrap();
         x509_cert::Certificate::from_der(cert.der()).unwrap()
+    }
+
+    /// Issue #58: a hybrid-form EC point is refused as malformed, and an RSA key above
+    /// 8192 bits as such (not as a signature that does not verify).
+    #[test]
+    fn fail_unread_forms_hybrid_points_and_oversized_rsa_keys() {
+        use super::{verify_signature, SignatureError, ECDSA_WITH_SHA256, SHA256_WITH_RSA};
+        use der::asn1::{BitString, ObjectIdentifier};
+        use der::Encode;
+        use spki::{AlgorithmIdentifierOwned, SubjectPublicKeyInfoOwned};
+        let ec = |first: u8| {
+            let mut point = vec![first];
+            point.extend_from_slice(&[0x11; 64]);
+            SubjectPublicKeyInfoOwned {
+                algorithm: AlgorithmIdentifierOwned {
+                    oid: ObjectIdentifier::new_unwrap("1.2.840.10045.2.1"),
+                    parameters: Some(
+                        der::Any::encode_from(&ObjectIdentifier::new_unwrap("1.2.840.10045.3.1.7"))
+                            .unwrap(),
+                    ),
+                },
+                subject_public_key: BitString::from_bytes(&point).unwrap(),
+            }
+        };
+        let alg = |oid| AlgorithmIdentifierOwned {
+            oid,
+            parameters: None,
+        };
+        let sha256 = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.4.2.1");
+        for first in [0x06, 0x07] {
+            let err = verify_signature(&ec(first), &alg(ECDSA_WITH_SHA256), sha256, b"m", b"s")
+                .unwrap_err();
+            assert!(matches!(err, SignatureError::Malformed(ref m) if m.contains("hybrid")));
+        }
+        // An uncompressed point of garbage is an ordinary bad signature.
+        let err =
+            verify_signature(&ec(0x04), &alg(ECDSA_WITH_SHA256), sha256, b"m", b"s").unwrap_err();
+        assert_eq!(err, SignatureError::Bad);
+
+        // RSAPublicKey { n: 16384 bits, e: 65537 }, no key needed to refuse it.
+        #[derive(der::Sequence)]
+        struct RsaPublicKey<'a> {
+            n: der::asn1::UintRef<'a>,
+            e: der::asn1::UintRef<'a>,
+        }
+        let n = vec![0xc5u8; 2048];
+        let key = RsaPublicKey {
+            n: der::asn1::UintRef::new(&n).unwrap(),
+            e: der::asn1::UintRef::new(&[1, 0, 1]).unwrap(),
+        }
+        .to_der()
+        .unwrap();
+        let spki = SubjectPublicKeyInfoOwned {
+            algorithm: AlgorithmIdentifierOwned {
+                oid: ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1"),
+                parameters: Some(der::asn1::Null.into()),
+            },
+            subject_public_key: BitString::from_bytes(&key).unwrap(),
+        };
+        let err =
+            verify_signature(&spki, &alg(SHA256_WITH_RSA), sha256, b"m", &[0; 2048]).unwrap_err();
+        assert!(
+            matches!(err, SignatureError::UnsupportedAlgorithm(ref m) if m.contains("16384 bits")),
+            "{err}"
+        );
     }
 
     /// Issue #58: the extensions are counted before any is looked at, and a repeat is
