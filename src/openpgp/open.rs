@@ -537,12 +537,33 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, anyhow::Error>) -> Result<T, anyhow:
 }
 
 /// Everything `reader` releases, at most `limit` bytes (more is an error, never a
-/// truncation: decompression cannot inflate past the limit unnoticed).
+/// truncation: decompression cannot inflate past the limit unnoticed). The buffer
+/// grows by doubling but never past `limit + 1` bytes (issue #58: `read_to_end`
+/// doubled it to twice the limit, so a 2 KB compression bomb cost four times the
+/// 64 MiB cap), and each buffer it leaves behind is wiped.
 fn read_bounded(reader: &mut impl Read, limit: usize) -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
-    let mut out = Zeroizing::new(Vec::new());
-    reader.take(limit as u64 + 1).read_to_end(&mut out)?;
-    if out.len() > limit {
-        return Err(anyhow::Error::new(Exceeded(limit)));
+    let cap = limit.saturating_add(1);
+    let mut out = Zeroizing::new(Vec::with_capacity(cap.min(64 << 10)));
+    let mut chunk = Zeroizing::new(vec![0u8; 64 << 10]);
+    loop {
+        let n = match reader.read(&mut chunk[..]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let n = n.min(cap - out.len());
+        if out.len() + n > out.capacity() {
+            // Grow into a new buffer of our choosing, so the old one is wiped.
+            let want = (out.capacity() * 2).max(out.len() + n).min(cap);
+            let mut grown = Zeroizing::new(Vec::with_capacity(want));
+            grown.extend_from_slice(&out);
+            out = grown;
+        }
+        out.extend_from_slice(&chunk[..n]);
+        if out.len() > limit {
+            return Err(anyhow::Error::new(Exceeded(limit)));
+        }
     }
     Ok(out)
 }
@@ -987,5 +1008,25 @@ impl Opener for OpenPgp<'_> {
             },
             policy,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{read_bounded, Exceeded};
+
+    /// Issue #58: what a decompressor releases is read into at most `limit + 1` bytes
+    /// of buffer, and one byte past the limit is refused.
+    #[test]
+    fn fail_cost_read_bounded_never_allocates_past_the_limit() {
+        let limit = 1_000_000;
+        let exact = vec![7u8; limit];
+        let out = read_bounded(&mut &exact[..], limit).unwrap();
+        assert_eq!(out.len(), limit);
+        assert!(out.capacity() <= limit + 1, "{}", out.capacity());
+        let over = vec![7u8; limit * 4];
+        let err = read_bounded(&mut &over[..], limit).unwrap_err();
+        assert!(err.downcast_ref::<Exceeded>().is_some(), "{err}");
+        assert!(read_bounded(&mut &b""[..], limit).unwrap().is_empty());
     }
 }
