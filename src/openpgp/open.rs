@@ -538,9 +538,9 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, anyhow::Error>) -> Result<T, anyhow:
 
 /// Everything `reader` releases, at most `limit` bytes (more is an error, never a
 /// truncation: decompression cannot inflate past the limit unnoticed). The buffer
-/// grows by doubling but never past `limit + 1` bytes (issue #58: `read_to_end`
-/// doubled it to twice the limit, so a 2 KB compression bomb cost four times the
-/// 64 MiB cap), and each buffer it leaves behind is wiped.
+/// grows by doubling but never past `limit + 1` bytes (`read_to_end` could double it
+/// to twice the limit), and each buffer it leaves behind is wiped. Sequoia's own
+/// buffers come on top (issue #58: a 395 KB compression bomb peaks at 264 MB).
 fn read_bounded(reader: &mut impl Read, limit: usize) -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
     let cap = limit.saturating_add(1);
     let mut out = Zeroizing::new(Vec::with_capacity(cap.min(64 << 10)));
