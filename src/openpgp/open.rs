@@ -84,6 +84,11 @@ const MAX_ARGON2_MEMORY_EXPONENT: u8 = 18;
 /// KiB times passes (2^20: 256 MiB four times, about a second); a derivation that
 /// would go past it is not made.
 const ARGON2_BUDGET: u64 = 1 << 20;
+/// What Sequoia's decryptor holds back before its signatures are checked. It may be
+/// small: nothing it releases early leaves here before the whole message is read and
+/// every check has passed ([`read_bounded`] keeps it, and an error drops it), so its
+/// buffer is only memory (issue #58: with 25 MiB, a compression bomb peaked at 264 MB).
+const RELEASE_BUFFER: usize = 1 << 20;
 
 /// What a message's signatures must be for it to be released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -540,7 +545,7 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, anyhow::Error>) -> Result<T, anyhow:
 /// truncation: decompression cannot inflate past the limit unnoticed). The buffer
 /// grows by doubling but never past `limit + 1` bytes (`read_to_end` could double it
 /// to twice the limit), and each buffer it leaves behind is wiped. Sequoia's own
-/// buffers come on top (issue #58: a 395 KB compression bomb peaks at 264 MB).
+/// buffers come on top ([`RELEASE_BUFFER`]).
 fn read_bounded(reader: &mut impl Read, limit: usize) -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
     let cap = limit.saturating_add(1);
     let mut out = Zeroizing::new(Vec::with_capacity(cap.min(64 << 10)));
@@ -667,7 +672,7 @@ impl OpenPgp<'_> {
         bounded_packets(message)?;
         let plain = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut decryptor = DecryptorBuilder::from_bytes(message)?
-                .buffer_size(policy.limits.max_message_bytes)
+                .buffer_size(RELEASE_BUFFER)
                 .with_policy(&self.policy, None, helper)?;
             let plain = read_bounded(&mut decryptor, limit)?;
             if !decryptor.message_processed() {
@@ -951,7 +956,7 @@ impl OpenPgp<'_> {
         bounded_packets(message)?;
         let content = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut verifier = VerifierBuilder::from_bytes(message)?
-                .buffer_size(policy.limits.max_message_bytes)
+                .buffer_size(RELEASE_BUFFER)
                 .with_policy(&self.policy, None, helper)?;
             let content = read_bounded(&mut verifier, limit)?;
             if !verifier.message_processed() {

@@ -487,3 +487,35 @@ fn sop_exit_codes() {
     );
     assert_eq!(run(&["--help"], b"").status.code(), Some(0));
 }
+
+/// Sequoia releases what it verifies in steps of a small buffer (issue #58, memory);
+/// nothing of a message larger than that buffer is given out unless its signature
+/// verifies at the end: 3 MiB signed by one key, verified against another, gives
+/// nothing (exit 3); against its own, all of it.
+#[test]
+fn fail_cost_a_large_message_is_released_only_after_its_signature() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    key("mailseal", d, "alice", "Alice <alice@sop.example>");
+    key("mailseal", d, "mallory", "Mallory <mallory@sop.example>");
+    let text: Vec<u8> = (0..3 << 20).map(|i| b'a' + (i % 26) as u8).collect();
+    let signed = ok(
+        "mailseal",
+        d,
+        &["inline-sign", "--no-armor", "--as", "binary", "alice.key"],
+        &text,
+    );
+    let out = sop("mailseal", d, &["inline-verify", "mallory.cert"], &signed);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(out.stdout.is_empty(), "{} bytes released", out.stdout.len());
+    assert_eq!(
+        ok("mailseal", d, &["inline-verify", "alice.cert"], &signed),
+        text
+    );
+    // Her signature with a byte of its value changed (the packet's last byte).
+    let mut bad = signed.clone();
+    *bad.last_mut().unwrap() ^= 0x01;
+    let out = sop("mailseal", d, &["inline-verify", "alice.cert"], &bad);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty(), "{} bytes released", out.stdout.len());
+}
