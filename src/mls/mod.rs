@@ -152,6 +152,15 @@ pub enum MlsError {
         /// The member whose share is full; `None`: the group's.
         sender: Option<String>,
     },
+    /// A Welcome larger than [`MlsConfig::max_welcome_bytes`]: refused before openmls
+    /// reads its tree.
+    #[error("a Welcome of {size} bytes, over the {limit}-byte limit (MlsConfig::max_welcome_bytes): its group is larger than this member joins")]
+    WelcomeTooLarge {
+        /// Its size (the MLSMessage).
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A message for an epoch further ahead of ours than we hold for
     /// ([`MlsConfig::max_epochs_ahead`]): not recorded; delivered again once the
     /// Commits before it are in, it is taken ([`MlsError::retry_later`]).
@@ -269,6 +278,7 @@ impl Classify for MlsError {
             Self::Fork { .. }
             | Self::BufferFull { .. }
             | Self::TooFarAhead { .. }
+            | Self::WelcomeTooLarge { .. }
             | Self::Binding(_)
             | Self::SenderRemoved { .. }
             | Self::InviterRefused { .. }
@@ -321,6 +331,11 @@ pub struct MlsConfig {
     /// How many epochs ahead of ours a message may be to be held (default 4); one
     /// further ahead is refused, not held.
     pub max_epochs_ahead: u64,
+    /// The largest Welcome taken, in bytes (default 4 MiB, a group of some thousands
+    /// of members). openmls' processing of a Welcome's ratchet tree grows faster than
+    /// the tree (issue #58: 100,000 leaves took 247 s and 489 MB), and it runs before
+    /// the inviter is known, for anyone holding one of our KeyPackages.
+    pub max_welcome_bytes: usize,
     /// How far back in one sender's ratchet a late message may be (default 1000):
     /// mail reorders far more than a delivery service.
     pub out_of_order_tolerance: u32,
@@ -336,6 +351,7 @@ impl Default for MlsConfig {
             max_held_per_sender: 64,
             max_held_bytes: 16 << 20,
             max_epochs_ahead: 4,
+            max_welcome_bytes: 4 << 20,
             out_of_order_tolerance: 1000,
             max_forward_distance: 10_000,
         }
@@ -399,6 +415,7 @@ crate::error::verdict_codes!(MlsError, "mls", {
     Self::EpochGone { .. } => "epoch-gone",
     Self::BufferFull { .. } => "buffer-full",
     Self::TooFarAhead { .. } => "too-far-ahead",
+    Self::WelcomeTooLarge { .. } => "welcome-too-large",
     Self::PlaintextHandshake { .. } => "plaintext-handshake",
     Self::NoRatchetTree => "no-ratchet-tree",
     Self::KeyPackageLifetime { .. } => "key-package-lifetime",

@@ -233,6 +233,12 @@ impl Mls {
                     None,
                 )
             }
+            (_, Body::Welcome(_)) if mail.message.len() > self.config.max_welcome_bytes => {
+                return Err(MlsError::WelcomeTooLarge {
+                    size: mail.message.len(),
+                    limit: self.config.max_welcome_bytes,
+                })
+            }
             (_, Body::Welcome(w)) => {
                 self.join(w, &mail.headers, &digest, recorded_at(policy), auth)?
             }

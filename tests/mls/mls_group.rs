@@ -752,3 +752,37 @@ fn a_message_is_recorded_as_seen_at_the_receivers_clock() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Cost (issue #58): a Welcome over `max_welcome_bytes` is refused before openmls
+/// reads its ratchet tree, and nothing is joined; under the default it joins.
+#[test]
+fn fail_cost_a_welcome_over_the_limit() {
+    use mailseal::mls::MlsConfig;
+    let a = member("alice@a.example");
+    let b = Mls::in_memory().unwrap().with_config(MlsConfig {
+        max_welcome_bytes: 256,
+        ..MlsConfig::default()
+    });
+    b.generate_identity("bob@b.example", auth()).unwrap();
+    b.allow_inviter("*", true).unwrap();
+    let g = a.create_group("alice@a.example").unwrap();
+    let added = a
+        .add(&g, &[b.key_package("bob@b.example").unwrap()], auth())
+        .unwrap();
+    let err = open(&b, &added.welcome).unwrap_err();
+    assert!(
+        matches!(err, MlsError::WelcomeTooLarge { limit: 256, size } if size > 256),
+        "{err}"
+    );
+    assert_eq!(err.code(), "mls.welcome-too-large");
+    assert!(b.groups().unwrap().is_empty());
+    // The same Welcome under the default bound joins.
+    let c = member("carol@c.example");
+    let added = a
+        .add(&g, &[c.key_package("carol@c.example").unwrap()], auth())
+        .unwrap();
+    assert!(matches!(
+        open(&c, &added.welcome).unwrap(),
+        Received::Handshake(Handshake::Joined { .. })
+    ));
+}
