@@ -220,3 +220,23 @@ write(
     + "Content-Type: application/a2a+json\r\nContent-Transfer-Encoding: base64\r\n\r\n"
     + line + "\r\n",
 )
+
+# 10-13. Plain JSON (issue #58): an unsigned machine part whose payload metadata is
+# the densest JSON of one shape, read whole before the message is refused as unsigned
+# (the same reader reads what S/MIME, OpenPGP, JWS and MLS unwrap).
+def json_message(inner):
+    env = (
+        '{"bindingVersion":"1.0","a2aVersion":"1.0","kind":"request","operation":"message/send",'
+        '"messageId":"m1","correlationId":"c1","sequence":0,"final":false,"idempotencyKey":"i1",'
+        '"payload":{"message":{"messageId":"a1","role":"ROLE_USER","parts":[{"text":"hi"}],'
+        '"metadata":' + inner + "}}}"
+    )
+    return HEAD + "Content-Type: application/a2a+json\r\n\r\n" + env + "\r\n"
+
+
+for name, item in [("json-zeros", "0"), ("json-nested", "[[0]]"), ("json-objects", '{"a":0}')]:
+    write(name, json_message('{"x":[' + ",".join([item] * (TARGET // (len(item) + 1))) + "]}"))
+write(
+    "json-keys",
+    json_message("{" + ",".join(f'"k{i:07}":0' for i in range(TARGET // 12)) + "}"),
+)

@@ -80,6 +80,86 @@ fn bundle() -> Option<&'static Schema> {
         .as_ref()
 }
 
+/// Member names of the binding's own envelope objects (the envelope, `error`,
+/// `payment`, `group`, `serviceParameters`).
+const BINDING_NAMES: &[&str] = &[
+    "bindingVersion",
+    "a2aVersion",
+    "kind",
+    "operation",
+    "messageId",
+    "correlationId",
+    "taskId",
+    "contextId",
+    "sequence",
+    "final",
+    "createdAt",
+    "expiresAt",
+    "idempotencyKey",
+    "serviceParameters",
+    "payload",
+    "error",
+    "payment",
+    "group",
+    "type",
+    "code",
+    "message",
+    "data",
+    "x402Version",
+    "object",
+    "id",
+    "epoch",
+    "generation",
+    "retry",
+    "A2A-Extensions",
+    "A2A-Version",
+];
+
+/// Whether `name` is a member name the binding or the A2A v1.0 schema defines: public,
+/// so an error may show it. Any other name in a message is content (it may come from
+/// inside an encrypted part, and be a secret): errors name that member by its place
+/// (`#3`, the third member of its object), never by its name (issue #58).
+pub(crate) fn is_public_name(name: &str) -> bool {
+    static NAMES: OnceLock<std::collections::HashSet<String>> = OnceLock::new();
+    if BINDING_NAMES.contains(&name) {
+        return true;
+    }
+    let names = NAMES.get_or_init(|| {
+        let mut names = std::collections::HashSet::new();
+        if let Ok(doc) = serde_json::from_str::<serde_json::Value>(BUNDLE) {
+            collect_property_names(&doc, &mut names);
+        }
+        names
+    });
+    names.contains(name)
+}
+
+/// Every name under a `properties` keyword of a schema document.
+fn collect_property_names(v: &serde_json::Value, out: &mut std::collections::HashSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let Some(serde_json::Value::Object(props)) = m.get("properties") {
+                out.extend(props.keys().cloned());
+            }
+            m.values().for_each(|c| collect_property_names(c, out));
+        }
+        serde_json::Value::Array(items) => {
+            items.iter().for_each(|c| collect_property_names(c, out))
+        }
+        _ => {}
+    }
+}
+
+/// How a pointer in an error names the member `name`, the `position`th (from 1) of its
+/// object: by its name when it is public ([`is_public_name`]), else `#position`.
+pub(crate) fn member_token(name: &str, position: usize) -> String {
+    if is_public_name(name) {
+        name.replace('~', "~0").replace('/', "~1")
+    } else {
+        format!("#{position}")
+    }
+}
+
 /// The node of one A2A message type in the compiled bundle.
 pub(crate) fn validator(name: &str) -> Option<(&'static Schema, usize)> {
     let bundle = bundle()?;
@@ -87,15 +167,11 @@ pub(crate) fn validator(name: &str) -> Option<(&'static Schema, usize)> {
 }
 
 /// Checks a payload; an empty list means it is the A2A message it must be.
-pub(crate) fn check_payload(
-    payload: &Value<'_>,
-    expect: Expect,
-    limit: usize,
-) -> Vec<PayloadFault> {
+pub(crate) fn check_payload(payload: Value<'_>, expect: Expect, limit: usize) -> Vec<PayloadFault> {
     match expect {
         Expect::AnyObject => Vec::new(),
-        Expect::Empty => match payload {
-            Value::Object(m) if m.is_empty() => Vec::new(),
+        Expect::Empty => match payload.as_object() {
+            Some(m) if m.is_empty() => Vec::new(),
             _ => vec![PayloadFault {
                 pointer: String::new(),
                 reason: "must be the empty object".into(),
@@ -122,6 +198,7 @@ pub(crate) fn check_payload(
 
 #[cfg(test)]
 mod tests {
+    use super::super::borrowed::Tree;
     use super::*;
 
     #[test]
@@ -141,7 +218,7 @@ mod tests {
             "parts": [{"kind": "text", "text": "hi"}]}});
         let v03 = v03.to_string();
         let faults = check_payload(
-            &Value::parse(&v03).unwrap(),
+            Tree::parse(&v03).unwrap().root(),
             Expect::Message("SendMessageRequest"),
             10,
         );
@@ -150,7 +227,7 @@ mod tests {
             "parts": [{"text": "hi"}]}});
         assert_eq!(
             check_payload(
-                &Value::parse(&v10.to_string()).unwrap(),
+                Tree::parse(&v10.to_string()).unwrap().root(),
                 Expect::Message("SendMessageRequest"),
                 10
             ),

@@ -1,27 +1,70 @@
-//! The payload as the binding's rules read it: a JSON tree over the envelope's text in
-//! which every string written without escapes is borrowed, not copied.
+//! The payload as the binding's rules read it: a JSON tree over the envelope's text,
+//! twelve bytes a value, in which every string and number stays where it was written.
 //!
-//! A payload is mostly text (an agent's message parts, a task's artifacts). Reading it
-//! into a `serde_json::Value` copied every string, after a scan for its end that goes
-//! a word at a time: for a 1 MiB payload that cost more than the AES-GCM pass over it.
-//! This tree is built by a small parser that finds string ends with a SIMD search, and
-//! it is what the A2A schema check (`super::schema`), the task-state rule and the `cid:` reference walk read. It reads every
-//! text as serde_json does (tests and the `envelope_json` fuzz target hold the two
-//! equal); the envelope's strict reader has already refused duplicate keys and depth.
+//! A payload is mostly text (an agent's message parts, a task's artifacts), and it is
+//! read before its sender is known: the A2A schema check (`super::schema`), the
+//! task-state rule and the `cid:` reference walk all run on mail from anyone. A tree of
+//! nested `Vec`s (serde_json's `Value`, or the borrowed enum this module first held)
+//! costs a heap allocation of at least four 32-byte slots for every array or object,
+//! so 6 bytes of `[[0]],` became some 300 bytes of memory: 18 MB of small arrays took
+//! 1 GB before the message was refused as unsigned (issue #58). This tree is one
+//! `Vec` of fixed-size nodes in document order (a "tape"): a container records where its
+//! descendants end, a string or number its place in the text, an escaped string its
+//! place in one buffer of decoded text. Every value takes at least one byte of its
+//! text and every node twelve bytes, so the tree is at most twelve times its text
+//! (six for the densest real case, `0,`), whatever the nesting ([`Tree::parse`]).
+//!
+//! It reads every text as serde_json does (tests and the `envelope_json` fuzz target
+//! hold the two equal); the envelope's strict reader has already refused duplicate
+//! keys and depth, and where a text reaches this tree without it, the last of two
+//! equal keys wins, as in serde_json.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
-/// One JSON value borrowing from the text it was read from.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) enum Value<'t> {
-    #[default]
+/// A JSON text read as a tree (see the module doc). Its values are [`Value`] handles.
+#[derive(Debug)]
+pub(crate) struct Tree<'t> {
+    text: &'t str,
+    nodes: Vec<Node>,
+    /// Strings written with escapes, decoded, one after another.
+    decoded: String,
+}
+
+/// One value, or an object member's key (the node before the member's value).
+#[derive(Clone, Copy, Debug)]
+enum Node {
     Null,
-    Bool(bool),
-    Number(Number),
-    String(Cow<'t, str>),
-    Array(Vec<Value<'t>>),
-    /// Members in document order (keys are unique: the strict reader saw to it).
-    Object(Vec<(Cow<'t, str>, Value<'t>)>),
+    True,
+    False,
+    /// A number, checked when read: its literal is `text[at..at + len]`.
+    Number {
+        at: u32,
+        len: u32,
+    },
+    /// A string without escapes: `text[at..at + len]`.
+    Text {
+        at: u32,
+        len: u32,
+    },
+    /// A string with escapes, decoded: `decoded[at..at + len]`.
+    Decoded {
+        at: u32,
+        len: u32,
+    },
+    /// `len` items follow, up to node `end` (exclusive).
+    Array {
+        len: u32,
+        end: u32,
+    },
+    /// `len` members follow (key node, then value), up to node `end` (exclusive).
+    Object {
+        len: u32,
+        end: u32,
+    },
+    /// The key of a member a later one of the same key replaced (serde_json keeps the
+    /// last): it and its value are skipped.
+    Replaced,
 }
 
 /// A JSON number as serde_json reads it (without arbitrary precision).
@@ -32,75 +75,310 @@ pub(crate) enum Number {
     Float(f64),
 }
 
-impl<'t> Value<'t> {
+/// One value of a [`Tree`]: a place in it, copied freely.
+#[derive(Clone, Copy)]
+pub(crate) struct Value<'a> {
+    tree: &'a Tree<'a>,
+    at: u32,
+}
+
+/// What a [`Value`] is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum View<'a> {
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(&'a str),
+    Array(Items<'a>),
+    Object(Members<'a>),
+}
+
+/// The items of an array.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Items<'a> {
+    tree: &'a Tree<'a>,
+    first: u32,
+    end: u32,
+    len: u32,
+}
+
+/// The members of an object, in document order (a replaced key's member left out).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Members<'a> {
+    tree: &'a Tree<'a>,
+    first: u32,
+    end: u32,
+    len: u32,
+}
+
+/// How deep arrays and objects may nest: serde_json's limit (it refuses a 128th level),
+/// far above the envelope strict reader's.
+pub(crate) const MAX_DEPTH: usize = 127;
+
+impl<'t> Tree<'t> {
     /// Reads `text` as one JSON value (RFC 8259, at most [`MAX_DEPTH`] levels), or
-    /// `None` when it is not JSON. What serde_json reads a text as, this reads it as;
-    /// strings are found with a SIMD search, where serde_json's scan goes a word at a
-    /// time (for a 1 MiB payload, most of the time it took).
-    pub(crate) fn parse(text: &'t str) -> Option<Value<'t>> {
+    /// `None` when it is not JSON (or longer than 4 GiB, which nothing here reads:
+    /// places are 32-bit). What serde_json reads a text as, this reads it as; strings
+    /// are found with a SIMD search, where serde_json's scan goes a word at a time (for
+    /// a 1 MiB payload, most of the time it took).
+    pub(crate) fn parse(text: &'t str) -> Option<Tree<'t>> {
+        u32::try_from(text.len()).ok()?;
         let mut p = Parser {
-            text,
+            tree: Tree {
+                text,
+                nodes: Vec::new(),
+                decoded: String::new(),
+            },
             b: text.as_bytes(),
             pos: 0,
         };
-        let v = p.value(0)?;
+        p.value(0)?;
         p.ws();
-        (p.pos == p.b.len()).then_some(v)
+        if p.pos != p.b.len() {
+            return None;
+        }
+        let mut tree = p.tree;
+        // Growth by doubling leaves up to half the nodes' room unused: given back.
+        tree.nodes.shrink_to_fit();
+        Some(tree)
+    }
+
+    /// The value the text is.
+    pub(crate) fn root(&self) -> Value<'_> {
+        Value { tree: self, at: 0 }
+    }
+
+    /// The bytes this tree holds beyond its text (its nodes and decoded strings): what
+    /// the module doc bounds, for the tests that hold it there.
+    #[cfg(test)]
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.nodes.capacity() * std::mem::size_of::<Node>() + self.decoded.capacity()
+    }
+
+    fn node(&self, at: u32) -> Node {
+        self.nodes[at as usize]
+    }
+
+    /// The node after the value at `at` and everything in it.
+    fn after(&self, at: u32) -> u32 {
+        match self.node(at) {
+            Node::Array { end, .. } | Node::Object { end, .. } => end,
+            _ => at + 1,
+        }
+    }
+
+    /// The text of a string node (a value or a key).
+    fn str_at(&self, at: u32) -> &str {
+        match self.node(at) {
+            Node::Text { at, len } => &self.text[at as usize..(at + len) as usize],
+            Node::Decoded { at, len } => &self.decoded[at as usize..(at + len) as usize],
+            _ => "",
+        }
+    }
+}
+
+impl<'a> Value<'a> {
+    /// What this value is.
+    pub(crate) fn view(self) -> View<'a> {
+        let tree = self.tree;
+        match tree.node(self.at) {
+            Node::Null | Node::Replaced => View::Null,
+            Node::True => View::Bool(true),
+            Node::False => View::Bool(false),
+            Node::Number { at, len } => {
+                View::Number(read_number(&tree.text[at as usize..(at + len) as usize]))
+            }
+            Node::Text { .. } | Node::Decoded { .. } => View::String(tree.str_at(self.at)),
+            Node::Array { len, end } => View::Array(Items {
+                tree,
+                first: self.at + 1,
+                end,
+                len,
+            }),
+            Node::Object { len, end } => View::Object(Members {
+                tree,
+                first: self.at + 1,
+                end,
+                len,
+            }),
+        }
     }
 
     /// The member `key` of an object.
-    pub(crate) fn get(&self, key: &str) -> Option<&Value<'t>> {
-        match self {
-            Value::Object(members) => members.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
+    pub(crate) fn get(self, key: &str) -> Option<Value<'a>> {
+        self.as_object()?.get(key)
     }
 
     /// The text of a string.
-    pub(crate) fn as_str(&self) -> Option<&str> {
-        match self {
-            Value::String(s) => Some(s),
+    pub(crate) fn as_str(self) -> Option<&'a str> {
+        match self.view() {
+            View::String(s) => Some(s),
             _ => None,
         }
     }
 
-    /// A `serde_json::Value` read as this tree, strings borrowed (the edge-cloud objects,
-    /// which are read with serde, go through the same schema check this way).
-    pub(crate) fn from_serde(v: &'t serde_json::Value) -> Value<'t> {
-        match v {
-            serde_json::Value::Null => Value::Null,
-            serde_json::Value::Bool(b) => Value::Bool(*b),
-            serde_json::Value::Number(n) => Value::Number(Number::from_serde(n)),
-            serde_json::Value::String(s) => Value::String(Cow::Borrowed(s)),
-            serde_json::Value::Array(items) => {
-                Value::Array(items.iter().map(Value::from_serde).collect())
-            }
-            serde_json::Value::Object(members) => Value::Object(
-                members
-                    .iter()
-                    .map(|(k, v)| (Cow::Borrowed(k.as_str()), Value::from_serde(v)))
-                    .collect(),
-            ),
+    /// A number that is a non-negative integer (as serde_json's `as_u64`).
+    pub(crate) fn as_u64(self) -> Option<u64> {
+        match self.view() {
+            View::Number(Number::PosInt(u)) => Some(u),
+            _ => None,
         }
     }
 
-    /// The same value as a `serde_json::Value` (error reports and other cold paths).
-    pub(crate) fn to_serde(&self) -> serde_json::Value {
-        match self {
-            Value::Null => serde_json::Value::Null,
-            Value::Bool(b) => serde_json::Value::Bool(*b),
-            Value::Number(n) => serde_json::Value::Number(n.to_serde()),
-            Value::String(s) => serde_json::Value::String(s.to_string()),
-            Value::Array(items) => {
+    /// A number that is an integer an `i64` holds (as serde_json's `as_i64`).
+    pub(crate) fn as_i64(self) -> Option<i64> {
+        match self.view() {
+            View::Number(Number::PosInt(u)) => i64::try_from(u).ok(),
+            View::Number(Number::NegInt(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// The members of an object.
+    pub(crate) fn as_object(self) -> Option<Members<'a>> {
+        match self.view() {
+            View::Object(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The items of an array.
+    pub(crate) fn as_array(self) -> Option<Items<'a>> {
+        match self.view() {
+            View::Array(i) => Some(i),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a string.
+    pub(crate) fn is_string(self) -> bool {
+        matches!(self.view(), View::String(_))
+    }
+
+    /// Whether this is `null`.
+    pub(crate) fn is_null(self) -> bool {
+        matches!(self.view(), View::Null)
+    }
+
+    /// The same value as a `serde_json::Value` (tests and the fuzz target that hold the
+    /// tree equal to serde_json; it costs what serde_json's tree costs).
+    pub(crate) fn to_serde(self) -> serde_json::Value {
+        match self.view() {
+            View::Null => serde_json::Value::Null,
+            View::Bool(b) => serde_json::Value::Bool(b),
+            View::Number(n) => serde_json::Value::Number(n.to_serde()),
+            View::String(s) => serde_json::Value::String(s.to_string()),
+            View::Array(items) => {
                 serde_json::Value::Array(items.iter().map(Value::to_serde).collect())
             }
-            Value::Object(members) => serde_json::Value::Object(
+            View::Object(members) => serde_json::Value::Object(
                 members
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_serde()))
                     .collect(),
             ),
         }
+    }
+}
+
+/// Written as serde_json writes the `serde_json::Value` of the same text: members sorted
+/// by name (its map's order), numbers as it holds them. The replay record's payload
+/// digest is of this text, so it stays what it was when it went through
+/// `serde_json::Value` (which cost some fifty times the payload).
+impl serde::Serialize for Value<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.view() {
+            View::Null => s.serialize_unit(),
+            View::Bool(b) => s.serialize_bool(b),
+            View::Number(Number::PosInt(u)) => s.serialize_u64(u),
+            View::Number(Number::NegInt(i)) => s.serialize_i64(i),
+            View::Number(Number::Float(f)) => s.serialize_f64(f),
+            View::String(text) => s.serialize_str(text),
+            View::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items.iter() {
+                    seq.serialize_element(&item)?;
+                }
+                seq.end()
+            }
+            View::Object(members) => {
+                let mut sorted: Vec<(&str, Value<'_>)> = members.iter().collect();
+                sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let mut map = s.serialize_map(Some(sorted.len()))?;
+                for (k, v) in sorted {
+                    map.serialize_entry(k, &v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Value<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_serde())
+    }
+}
+
+impl<'a> Items<'a> {
+    /// How many items.
+    pub(crate) fn len(self) -> usize {
+        self.len as usize
+    }
+
+    /// The items, in order.
+    pub(crate) fn iter(self) -> impl Iterator<Item = Value<'a>> {
+        let tree = self.tree;
+        let mut at = self.first;
+        let end = self.end;
+        std::iter::from_fn(move || {
+            (at < end).then(|| {
+                let v = Value { tree, at };
+                at = tree.after(at);
+                v
+            })
+        })
+    }
+}
+
+impl<'a> Members<'a> {
+    /// How many members.
+    pub(crate) fn len(self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether there are none.
+    pub(crate) fn is_empty(self) -> bool {
+        self.len == 0
+    }
+
+    /// The members, in document order: each key's text and its value.
+    pub(crate) fn iter(self) -> impl Iterator<Item = (&'a str, Value<'a>)> {
+        let tree = self.tree;
+        let mut at = self.first;
+        let end = self.end;
+        std::iter::from_fn(move || loop {
+            if at >= end {
+                return None;
+            }
+            let key = at;
+            let value = Value { tree, at: key + 1 };
+            at = tree.after(key + 1);
+            if !matches!(tree.node(key), Node::Replaced) {
+                return Some((tree.str_at(key), value));
+            }
+        })
+    }
+
+    /// The value of member `key`.
+    pub(crate) fn get(self, key: &str) -> Option<Value<'a>> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// Whether there is a member `key`.
+    pub(crate) fn contains_key(self, key: &str) -> bool {
+        self.get(key).is_some()
     }
 }
 
@@ -127,18 +405,36 @@ impl Number {
     }
 }
 
-/// How deep arrays and objects may nest: serde_json's limit (it refuses a 128th level),
-/// far above the envelope strict reader's.
-pub(crate) const MAX_DEPTH: usize = 127;
+/// A number literal the parser checked, read as serde_json reads it: an integer that
+/// fits u64 (i64 when negative; `-0` is the float -0.0), else an f64.
+fn read_number(literal: &str) -> Number {
+    let integer = !literal.contains(['.', 'e', 'E']);
+    if integer {
+        if literal.starts_with('-') {
+            if let Ok(i) = literal.parse::<i64>() {
+                return if i == 0 {
+                    Number::Float(-0.0)
+                } else {
+                    Number::NegInt(i)
+                };
+            }
+        } else if let Ok(u) = literal.parse::<u64>() {
+            return Number::PosInt(u);
+        }
+    }
+    // The parser kept only literals that read as a finite f64.
+    Number::Float(literal.parse::<f64>().unwrap_or_default())
+}
 
 struct Parser<'t> {
-    text: &'t str,
+    tree: Tree<'t>,
     b: &'t [u8],
     pos: usize,
 }
 
 /// Objects up to this many members are searched for a repeated key one by one; larger
-/// ones through a hash map.
+/// ones through a hash map, so finding a repeat stays linear in the object's size,
+/// whatever its number of keys (issue #58).
 const SMALL_OBJECT: usize = 16;
 
 impl<'t> Parser<'t> {
@@ -153,7 +449,18 @@ impl<'t> Parser<'t> {
         (self.b.get(self.pos) == Some(&c)).then(|| self.pos += 1)
     }
 
-    fn value(&mut self, depth: usize) -> Option<Value<'t>> {
+    /// Appends a node; `None` past 2^32 nodes (a text under 4 GiB never gets there).
+    fn push(&mut self, node: Node) -> Option<u32> {
+        let at = u32::try_from(self.tree.nodes.len()).ok()?;
+        self.tree.nodes.push(node);
+        Some(at)
+    }
+
+    fn end(&self) -> Option<u32> {
+        u32::try_from(self.tree.nodes.len()).ok()
+    }
+
+    fn value(&mut self, depth: usize) -> Option<()> {
         self.ws();
         match *self.b.get(self.pos)? {
             b'{' => {
@@ -161,93 +468,127 @@ impl<'t> Parser<'t> {
                     return None;
                 }
                 self.pos += 1;
-                let mut members: Vec<(Cow<'t, str>, Value<'t>)> = Vec::new();
-                // Where each key is, once an object has more members than a linear
-                // search should look through: finding a repeat stays linear in the
-                // object's size, whatever its number of keys (issue #58).
-                let mut index: Option<std::collections::HashMap<Cow<'t, str>, usize>> = None;
-                if self.eat(b'}').is_some() {
-                    return Some(Value::Object(members));
-                }
-                loop {
-                    self.ws();
-                    let key = self.string()?;
-                    self.eat(b':')?;
-                    let value = self.value(depth + 1)?;
-                    // The last of duplicate keys wins, as in serde_json (the strict
-                    // reader refuses them before this is read).
-                    let at = match &index {
-                        Some(index) => index.get(&key).copied(),
-                        None => members.iter().position(|(k, _)| *k == key),
-                    };
-                    match at {
-                        Some(i) => members[i].1 = value,
-                        None => {
-                            if let Some(index) = &mut index {
-                                index.insert(key.clone(), members.len());
-                            } else if members.len() >= SMALL_OBJECT {
-                                let mut built: std::collections::HashMap<_, _> = members
-                                    .iter()
-                                    .enumerate()
-                                    .map(|(i, (k, _))| (k.clone(), i))
-                                    .collect();
-                                built.insert(key.clone(), members.len());
-                                index = Some(built);
+                let at = self.push(Node::Object { len: 0, end: 0 })?;
+                let mut len = 0u32;
+                // Members read, replaced ones included: what a search one by one would
+                // look through.
+                let mut read = 0usize;
+                // Where each member's key node is, once there are too many members to
+                // look through one by one.
+                let mut index: Option<HashMap<Cow<'t, str>, u32>> = None;
+                if self.eat(b'}').is_none() {
+                    loop {
+                        self.ws();
+                        let key = self.string()?;
+                        self.eat(b':')?;
+                        self.value(depth + 1)?;
+                        len += 1;
+                        read += 1;
+                        let text = self.tree.str_at(key);
+                        let earlier = match &index {
+                            Some(index) => index.get(text).copied(),
+                            None => self
+                                .keys(at)
+                                .find(|&k| k != key && self.tree.str_at(k) == text),
+                        };
+                        if let Some(earlier) = earlier {
+                            // The last of two equal keys wins, as in serde_json.
+                            self.tree.nodes[earlier as usize] = Node::Replaced;
+                            len -= 1;
+                        }
+                        if let Some(index) = &mut index {
+                            index.insert(self.key_cow(key), key);
+                        } else if read > SMALL_OBJECT {
+                            let keys: Vec<u32> = self.keys(at).collect();
+                            index = Some(keys.into_iter().map(|k| (self.key_cow(k), k)).collect());
+                        }
+                        self.ws();
+                        match *self.b.get(self.pos)? {
+                            b',' => self.pos += 1,
+                            b'}' => {
+                                self.pos += 1;
+                                break;
                             }
-                            members.push((key, value));
+                            _ => return None,
                         }
-                    }
-                    self.ws();
-                    match *self.b.get(self.pos)? {
-                        b',' => self.pos += 1,
-                        b'}' => {
-                            self.pos += 1;
-                            return Some(Value::Object(members));
-                        }
-                        _ => return None,
                     }
                 }
+                let end = self.end()?;
+                self.tree.nodes[at as usize] = Node::Object { len, end };
+                Some(())
             }
             b'[' => {
                 if depth >= MAX_DEPTH {
                     return None;
                 }
                 self.pos += 1;
-                let mut items = Vec::new();
-                if self.eat(b']').is_some() {
-                    return Some(Value::Array(items));
-                }
-                loop {
-                    items.push(self.value(depth + 1)?);
-                    self.ws();
-                    match *self.b.get(self.pos)? {
-                        b',' => self.pos += 1,
-                        b']' => {
-                            self.pos += 1;
-                            return Some(Value::Array(items));
+                let at = self.push(Node::Array { len: 0, end: 0 })?;
+                let mut len = 0u32;
+                if self.eat(b']').is_none() {
+                    loop {
+                        self.value(depth + 1)?;
+                        len += 1;
+                        self.ws();
+                        match *self.b.get(self.pos)? {
+                            b',' => self.pos += 1,
+                            b']' => {
+                                self.pos += 1;
+                                break;
+                            }
+                            _ => return None,
                         }
-                        _ => return None,
                     }
                 }
+                let end = self.end()?;
+                self.tree.nodes[at as usize] = Node::Array { len, end };
+                Some(())
             }
-            b'"' => self.string().map(Value::String),
-            b't' => self.literal("true", Value::Bool(true)),
-            b'f' => self.literal("false", Value::Bool(false)),
-            b'n' => self.literal("null", Value::Null),
+            b'"' => self.string().map(drop),
+            b't' => self.literal("true", Node::True),
+            b'f' => self.literal("false", Node::False),
+            b'n' => self.literal("null", Node::Null),
             b'-' | b'0'..=b'9' => self.number(),
             _ => None,
         }
     }
 
-    fn literal(&mut self, word: &str, v: Value<'t>) -> Option<Value<'t>> {
-        let end = self.pos + word.len();
-        (self.b.get(self.pos..end)? == word.as_bytes()).then(|| {
-            self.pos = end;
-            v
+    /// The key nodes of the live members of the object at `at`, read so far.
+    fn keys(&self, at: u32) -> impl Iterator<Item = u32> + '_ {
+        let tree = &self.tree;
+        let end = self.tree.nodes.len() as u32;
+        let mut k = at + 1;
+        std::iter::from_fn(move || loop {
+            if k >= end {
+                return None;
+            }
+            let key = k;
+            k = tree.after(key + 1);
+            if !matches!(tree.node(key), Node::Replaced) {
+                return Some(key);
+            }
         })
     }
 
-    fn number(&mut self) -> Option<Value<'t>> {
+    /// A key's text for the index: borrowed from the text when written without escapes.
+    fn key_cow(&self, key: u32) -> Cow<'t, str> {
+        match self.tree.node(key) {
+            Node::Text { at, len } => {
+                Cow::Borrowed(&self.tree.text[at as usize..(at + len) as usize])
+            }
+            _ => Cow::Owned(self.tree.str_at(key).to_string()),
+        }
+    }
+
+    fn literal(&mut self, word: &str, node: Node) -> Option<()> {
+        let end = self.pos + word.len();
+        if self.b.get(self.pos..end)? != word.as_bytes() {
+            return None;
+        }
+        self.pos = end;
+        self.push(node).map(drop)
+    }
+
+    fn number(&mut self) -> Option<()> {
         let start = self.pos;
         let b = self.b;
         let digits = |p: &mut usize| {
@@ -258,8 +599,7 @@ impl<'t> Parser<'t> {
             *p > s
         };
         let mut p = self.pos;
-        let negative = b[p] == b'-';
-        if negative {
+        if b[p] == b'-' {
             p += 1;
         }
         let int_start = p;
@@ -285,30 +625,28 @@ impl<'t> Parser<'t> {
             integer = false;
         }
         self.pos = p;
-        let literal = &self.text[start..p];
-        // serde_json's choice: an integer that fits u64 (i64 when negative), else f64.
-        if integer {
-            if negative {
-                if let Ok(i) = literal.parse::<i64>() {
-                    return Some(Value::Number(if i == 0 {
-                        Number::Float(-0.0)
-                    } else {
-                        Number::NegInt(i)
-                    }));
-                }
-            } else if let Ok(u) = literal.parse::<u64>() {
-                return Some(Value::Number(Number::PosInt(u)));
-            }
+        let literal = &self.tree.text[start..p];
+        // What serde_json refuses: a number that is no integer it holds and no finite
+        // f64 (`1e400`). Read again when asked (`read_number`), so nothing is stored.
+        let fits = integer
+            && if literal.starts_with('-') {
+                literal.parse::<i64>().is_ok()
+            } else {
+                literal.parse::<u64>().is_ok()
+            };
+        if !fits && !literal.parse::<f64>().is_ok_and(f64::is_finite) {
+            return None;
         }
-        literal
-            .parse::<f64>()
-            .ok()
-            .filter(|f| f.is_finite())
-            .map(|f| Value::Number(Number::Float(f)))
+        self.push(Node::Number {
+            at: start as u32,
+            len: (p - start) as u32,
+        })
+        .map(drop)
     }
 
-    /// A string at `pos` (its opening quote): borrowed when it has no escape.
-    fn string(&mut self) -> Option<Cow<'t, str>> {
+    /// A string at `pos` (its opening quote), as a node: its place in the text when it
+    /// has no escape, else in the decoded buffer. Returns the node.
+    fn string(&mut self) -> Option<u32> {
         if self.b.get(self.pos) != Some(&b'"') {
             return None;
         }
@@ -320,10 +658,14 @@ impl<'t> Parser<'t> {
                 return None;
             }
             self.pos = start + end + 1;
-            return Some(Cow::Borrowed(&self.text[start..start + end]));
+            return self.push(Node::Text {
+                at: start as u32,
+                len: end as u32,
+            });
         }
-        // With escapes: decode into a new string.
-        let mut out = String::with_capacity(end + 16);
+        // With escapes: decoded onto the end of the buffer.
+        let from = self.tree.decoded.len();
+        let text = self.tree.text;
         let mut p = start;
         loop {
             let rest = &self.b[p..];
@@ -331,11 +673,13 @@ impl<'t> Parser<'t> {
             if super::json::has_control(&rest[..i]) {
                 return None;
             }
-            out.push_str(&self.text[p..p + i]);
+            self.tree.decoded.push_str(&text[p..p + i]);
             p += i;
             if self.b[p] == b'"' {
                 self.pos = p + 1;
-                return Some(Cow::Owned(out));
+                let at = u32::try_from(from).ok()?;
+                let len = u32::try_from(self.tree.decoded.len() - from).ok()?;
+                return self.push(Node::Decoded { at, len });
             }
             let c = match *self.b.get(p + 1)? {
                 b'"' => '"',
@@ -367,18 +711,18 @@ impl<'t> Parser<'t> {
                         0xDC00..=0xDFFF => return None,
                         _ => char::from_u32(u32::from(unit))?,
                     };
-                    out.push(c);
+                    self.tree.decoded.push(c);
                     continue;
                 }
                 _ => return None,
             };
-            out.push(c);
+            self.tree.decoded.push(c);
             p += 2;
         }
     }
 
     fn hex4(&self, at: usize) -> Option<u16> {
-        let digits = self.text.get(at..at + 4)?;
+        let digits = self.tree.text.get(at..at + 4)?;
         if !digits.bytes().all(|c| c.is_ascii_hexdigit()) {
             return None;
         }
@@ -393,20 +737,41 @@ mod tests {
     /// Whatever serde_json reads, this reads as the same value; whatever it refuses,
     /// this refuses.
     fn agrees(text: &str) {
-        let ours = Value::parse(text).map(|v| v.to_serde());
+        let ours = Tree::parse(text).map(|t| t.root().to_serde());
         let theirs = serde_json::from_str::<serde_json::Value>(text).ok();
         assert_eq!(ours, theirs, "{text:?}");
     }
 
+    /// The replay record's payload digest is of this text: it must stay what
+    /// serde_json wrote.
     #[test]
-    fn strings_without_escapes_are_borrowed() {
+    fn written_as_serde_json_writes_its_value() {
+        for text in [
+            r#"{"z":1,"a":[1,-2,3.5,1e300,-0,-0.0,18446744073709551615,true,null],"m":{"b":"\u00e9\n","a":{}}}"#,
+            r#"{"k":"x","k":"y","\u006b":"z"}"#,
+            "[]",
+            "\"s\"",
+        ] {
+            let ours = serde_json::to_string(&Tree::parse(text).unwrap().root()).unwrap();
+            let theirs =
+                serde_json::to_string(&serde_json::from_str::<serde_json::Value>(text).unwrap())
+                    .unwrap();
+            assert_eq!(ours, theirs, "{text}");
+        }
+    }
+
+    #[test]
+    fn strings_without_escapes_stay_in_the_text() {
         let text = r#"{"a":"plain","b":"esc\"aped"}"#;
-        let v = Value::parse(text).unwrap();
-        assert!(matches!(
-            v.get("a"),
-            Some(Value::String(Cow::Borrowed("plain")))
+        let t = Tree::parse(text).unwrap();
+        let v = t.root();
+        assert_eq!(v.get("a").and_then(Value::as_str), Some("plain"));
+        assert_eq!(v.get("b").and_then(Value::as_str), Some("esc\"aped"));
+        assert!(std::ptr::eq(
+            v.get("a").and_then(Value::as_str).unwrap().as_ptr(),
+            text[6..].as_ptr()
         ));
-        assert!(matches!(v.get("b"), Some(Value::String(Cow::Owned(s))) if s == "esc\"aped"));
+        assert_eq!(t.decoded, "esc\"aped");
     }
 
     /// An object past the size searched one by one: repeats found through the index,
@@ -420,11 +785,18 @@ mod tests {
         members.insert(20, r#""k\u0031":"escaped k1""#.into());
         agrees(&format!("{{{}}}", members.join(",")));
         let text = format!("{{{}}}", members.join(","));
-        let v = Value::parse(&text).unwrap();
-        let Value::Object(m) = &v else { panic!() };
-        assert_eq!(m.len(), 100);
+        let t = Tree::parse(&text).unwrap();
+        let v = t.root();
+        assert_eq!(v.as_object().unwrap().len(), 100);
+        assert_eq!(v.as_object().unwrap().iter().count(), 100);
         assert_eq!(v.get("k3").and_then(Value::as_str), Some("again"));
         assert_eq!(v.get("k1").and_then(Value::as_str), Some("escaped k1"));
+        // Small objects too, and a repeat of a repeat.
+        agrees(r#"{"a":1,"b":2,"a":3,"a":[4],"c":{"a":1,"a":2}}"#);
+        let t = Tree::parse(r#"{"a":1,"b":2,"a":3,"a":[4]}"#).unwrap();
+        let m = t.root().as_object().unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m.iter().map(|(k, _)| k).collect::<Vec<_>>(), ["b", "a"]);
     }
 
     #[test]
@@ -432,11 +804,13 @@ mod tests {
         for text in [
             r#"{"a":"plain","b":"esc\"aped","c":[1,-2,3.5,true,null,{"d":{}}],"e":18446744073709551615}"#,
             r#"[0, -0, -0.0, 1e2, 1E-2, -1.5e+3, 18446744073709551616, -9223372036854775808, -9223372036854775809]"#,
+            r#"[-00, -01, -0e0, 0e0, -0.5, 100000000000000000000000000000000]"#,
             r#"["\u00e9\ud83d\ude00\n\t\b\f\r\/\\", "é😀", ""]"#,
             r#"  {"k" : [ ] , "l" : { } }  "#,
             r#"{"dup":1,"dup":2}"#,
             "[1e308, -1.7e308, 1e-400, 0.1, 123456789.123456789e-5]",
             "[1e309]",
+            "[-1e309]",
             "[01]",
             "[1.]",
             "[.5]",
@@ -459,6 +833,8 @@ mod tests {
             " ",
             "\"unterminated",
             "[\"a\\\"]",
+            "0",
+            "\"s\"",
         ] {
             agrees(text);
         }
@@ -484,6 +860,31 @@ mod tests {
                     agrees(text);
                 }
             }
+        }
+    }
+
+    /// The bound of the module doc: twelve bytes a node, a node for at most every
+    /// byte, for the shapes that amplified most (issue #58: 56 times the text).
+    #[test]
+    fn fail_cost_tree_memory_is_a_small_multiple_of_the_text() {
+        assert_eq!(std::mem::size_of::<Node>(), 12);
+        let n = 200_000;
+        for item in [
+            "[[0]]",
+            "0",
+            "[]",
+            "{}",
+            "{\"a\":[]}",
+            "\"\"",
+            "\"\\u0041\"",
+        ] {
+            let text = format!("[{}]", vec![item; n].join(","));
+            let t = Tree::parse(&text).unwrap();
+            let ratio = t.heap_bytes() as f64 / text.len() as f64;
+            assert!(
+                ratio <= 6.5,
+                "{item}: {ratio:.2} bytes of tree per byte of text"
+            );
         }
     }
 }

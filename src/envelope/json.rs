@@ -50,9 +50,14 @@ pub(crate) fn read_object(text: &str, max_depth: usize) -> Result<Option<Fields>
 
 /// One step of the path to the current position, for error reports.
 enum Segment<'a> {
-    Key(Cow<'a, str>),
+    /// A member: its name and its place among its object's members (from 1).
+    Key(Cow<'a, str>, usize),
     Index(usize),
 }
+
+/// A key just read: its text, its range when written without escapes, and its place
+/// among its object's members (from 1).
+type ReadKey<'a> = (Cow<'a, str>, Option<Range<usize>>, usize);
 
 /// An open container.
 enum Frame<'a> {
@@ -62,6 +67,8 @@ enum Frame<'a> {
         first_key: usize,
         /// ...until the object has 16 keys; then they move to a set.
         set: Option<HashSet<Cow<'a, str>>>,
+        /// Members read so far.
+        members: usize,
     },
     Array {
         index: usize,
@@ -125,20 +132,21 @@ impl<'a> Reader<'a> {
     }
 
     /// JSON pointer of the path so far, plus `last` if given.
-    fn pointer(&self, last: Option<&str>) -> String {
+    /// Where the reader is, as a JSON pointer in which a member is named only when its
+    /// name is public, else by its place (`super::a2a::member_token`): the text may be
+    /// decrypted content, and errors carry none (issue #58).
+    fn pointer(&self, last: Option<(&str, usize)>) -> String {
         let mut s = String::new();
-        let mut push = |p: &str| {
-            s.push('/');
-            s.push_str(&p.replace('~', "~0").replace('/', "~1"));
-        };
         for seg in &self.path {
+            s.push('/');
             match seg {
-                Segment::Key(k) => push(k),
-                Segment::Index(i) => push(&i.to_string()),
+                Segment::Key(k, position) => s.push_str(&super::a2a::member_token(k, *position)),
+                Segment::Index(i) => s.push_str(&i.to_string()),
             }
         }
-        if let Some(l) = last {
-            push(l);
+        if let Some((k, position)) = last {
+            s.push('/');
+            s.push_str(&super::a2a::member_token(k, position));
         }
         s
     }
@@ -317,6 +325,7 @@ impl<'a> Reader<'a> {
         if let Some(Frame::Object {
             first_key,
             set: None,
+            ..
         }) = self.stack.pop()
         {
             self.keys.truncate(first_key);
@@ -327,7 +336,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an object key (after `{` or `,`), refusing a repeat, and the colon.
-    fn key(&mut self) -> Result<(Cow<'a, str>, Option<Range<usize>>), EnvelopeError> {
+    fn key(&mut self) -> Result<ReadKey<'a>, EnvelopeError> {
         self.skip_ws();
         if self.b.get(self.pos) != Some(&b'"') {
             return Err(self.syntax("expected a string key"));
@@ -343,8 +352,15 @@ impl<'a> Reader<'a> {
             // The range lies between two quotes, so on character boundaries.
             Cow::Borrowed(self.text.get(range).unwrap_or_default())
         };
+        let mut position = 0;
         let duplicate = match self.stack.last_mut() {
-            Some(Frame::Object { first_key, set }) => {
+            Some(Frame::Object {
+                first_key,
+                set,
+                members,
+            }) => {
+                *members += 1;
+                position = *members;
                 let mine = &mut self.keys[*first_key..];
                 let seen = match set {
                     Some(set) => set.contains(&key),
@@ -370,11 +386,11 @@ impl<'a> Reader<'a> {
         };
         if duplicate {
             return Err(EnvelopeError::DuplicateKey {
-                path: self.pointer(Some(&key)),
+                path: self.pointer(Some((&key, position))),
             });
         }
         self.expect_byte(b':', "expected `:`")?;
-        Ok((key, span))
+        Ok((key, span, position))
     }
 
     /// Walks the document; with `top_fields`, returns the top-level object's fields.
@@ -402,6 +418,7 @@ impl<'a> Reader<'a> {
                         Frame::Object {
                             first_key: self.keys.len(),
                             set: None,
+                            members: 0,
                         }
                     } else {
                         Frame::Array { index: 0 }
@@ -414,11 +431,11 @@ impl<'a> Reader<'a> {
                         self.pos += 1;
                         self.close();
                     } else if is_obj {
-                        let (key, span) = self.key()?;
+                        let (key, span, position) = self.key()?;
                         if top_fields && self.stack.len() == 1 {
                             fields.push((top_key(&key, span), 0..0));
                         }
-                        pending = Some(Segment::Key(key));
+                        pending = Some(Segment::Key(key, position));
                         continue 'value;
                     } else {
                         pending = Some(Segment::Index(0));
@@ -456,11 +473,11 @@ impl<'a> Reader<'a> {
                 match (frame, self.b.get(self.pos)) {
                     (Frame::Object { .. }, Some(b',')) => {
                         self.pos += 1;
-                        let (key, span) = self.key()?;
+                        let (key, span, position) = self.key()?;
                         if top_fields && self.stack.len() == 1 {
                             fields.push((top_key(&key, span), 0..0));
                         }
-                        pending = Some(Segment::Key(key));
+                        pending = Some(Segment::Key(key, position));
                         continue 'value;
                     }
                     (Frame::Array { index }, Some(b',')) => {
@@ -491,34 +508,34 @@ mod tests {
 
     #[test]
     fn duplicate_keys_are_refused_with_their_path() {
-        let err = check_strict(br#"{"a":{"b":1,"b":2}}"#, 64).unwrap_err();
+        let dup = |doc: &str| match check_strict(doc.as_bytes(), 64) {
+            Err(EnvelopeError::DuplicateKey { path }) => path,
+            other => panic!("{doc}: {other:?}"),
+        };
+        // Names the binding or the A2A schema defines are shown; a message's own
+        // names are content (perhaps decrypted, perhaps a secret): shown by place.
         assert_eq!(
-            err,
-            EnvelopeError::DuplicateKey {
-                path: "/a/b".into()
-            }
+            dup(r#"{"payload":{"message":{"role":1,"parts":[],"role":2}}}"#),
+            "/payload/message/role"
         );
+        assert_eq!(dup(r#"{"a":{"b":1,"b":2}}"#), "/#1/#2");
+        let secret = dup(
+            r#"{"payload":{"metadata":{"SECRET-API-KEY-1":1,"x":[{"SECRET-API-KEY-1":1,"SECRET-API-KEY-1":2}]}}}"#,
+        );
+        assert_eq!(secret, "/payload/metadata/#2/0/#2");
         // Past 16 keys an object's keys move to a set; nested objects keep their own.
         let many: Vec<String> = (0..40)
             .map(|i| format!("\"k{i}\":{{\"k{i}\":1,\"a\":2}}"))
             .collect();
         let doc = format!("{{{}}}", many.join(","));
         check_strict(doc.as_bytes(), 64).unwrap();
-        let doc = format!("{{{},\"k25\":0}}", many.join(","));
+        assert_eq!(dup(&format!("{{{},\"k25\":0}}", many.join(","))), "/#41");
         assert_eq!(
-            check_strict(doc.as_bytes(), 64).unwrap_err(),
-            EnvelopeError::DuplicateKey {
-                path: "/k25".into()
-            }
-        );
-        let doc = format!("{{\"x\":{{{}}},\"x\":0}}", many.join(","));
-        assert_eq!(
-            check_strict(doc.as_bytes(), 64).unwrap_err(),
-            EnvelopeError::DuplicateKey { path: "/x".into() }
+            dup(&format!("{{\"x\":{{{}}},\"x\":0}}", many.join(","))),
+            "/#2"
         );
         // An escaped spelling of the same key is the same key.
-        let err = check_strict(br#"{"kind":1,"\u006bind":2}"#, 64).unwrap_err();
-        assert!(matches!(err, EnvelopeError::DuplicateKey { .. }));
+        assert_eq!(dup(r#"{"kind":1,"\u006bind":2}"#), "/kind");
     }
 
     #[test]

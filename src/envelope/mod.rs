@@ -12,6 +12,7 @@ mod model;
 pub(crate) mod schema;
 pub(crate) mod validate;
 
+pub(crate) use a2a::member_token;
 pub(crate) use json::check_strict as check_strict_json;
 pub use model::{GroupCoordinates, Kind, Operation, PaymentKind, TERMINAL_TASK_STATES};
 pub(crate) use validate::validate_with_payload;
@@ -397,29 +398,44 @@ impl Envelope {
     pub fn group(&self) -> Option<GroupCoordinates> {
         self.get("group")
     }
+    /// `serviceParameters.retry`: which attempt of its request this is (0, the first,
+    /// when absent or not a natural number).
+    pub fn retry_attempt(&self) -> u64 {
+        self.field_tree("serviceParameters")
+            .and_then(|t| t.root().get("retry")?.as_u64())
+            .unwrap_or(0)
+    }
     /// `payment.kind`, when known.
     pub fn payment_kind(&self) -> Option<PaymentKind> {
-        self.value("payment")
-            .and_then(|p| p.get("kind").and_then(|k| k.as_str()?.parse().ok()))
+        let payment = self.field_tree("payment")?;
+        let kind = payment.root().get("kind")?.as_str()?.parse().ok();
+        kind
     }
     /// The task state the payload reports (`task.status.state`, `status.state` or the
     /// A2A v1.0 stream event `statusUpdate.status.state`), if any.
     pub fn task_state(&self) -> Option<String> {
         let payload = self.payload_tree()?;
-        model::task_state(&payload).map(str::to_string)
+        model::task_state(payload.root()).map(str::to_string)
     }
 
     /// The payload as a tree over the envelope's text (strings borrowed), or `None`
     /// when there is no payload or it is not JSON.
-    pub(crate) fn payload_tree(&self) -> Option<borrowed::Value<'_>> {
-        borrowed::Value::parse(self.field("payload")?)
+    pub(crate) fn payload_tree(&self) -> Option<borrowed::Tree<'_>> {
+        self.field_tree("payload")
+    }
+
+    /// A field as a tree over the envelope's text: how the binding's rules read any
+    /// field that may be large (a `serde_json::Value` costs some fifty times its text:
+    /// see `borrowed`).
+    pub(crate) fn field_tree(&self, key: &str) -> Option<borrowed::Tree<'_>> {
+        borrowed::Tree::parse(self.field(key)?)
     }
 
     /// The payload as the binding's rules read it (see `payload_tree`), converted: for
     /// the fuzz target that holds it equal to what serde_json reads.
     #[doc(hidden)]
     pub fn payload_as_read(&self) -> Option<serde_json::Value> {
-        self.payload_tree().map(|v| v.to_serde())
+        self.payload_tree().map(|t| t.root().to_serde())
     }
 }
 
@@ -430,7 +446,7 @@ impl Envelope {
 #[doc(hidden)]
 pub fn schema_verdict(schema: &serde_json::Value, instance: &str) -> Result<Option<bool>, String> {
     let compiled = schema::Schema::compile(schema).map_err(|e| e.to_string())?;
-    Ok(borrowed::Value::parse(instance).map(|v| compiled.is_valid(compiled.root(), &v)))
+    Ok(borrowed::Tree::parse(instance).map(|t| compiled.is_valid(compiled.root(), t.root())))
 }
 
 /// Whether `instance` (JSON text) is the A2A v1.0 message `name` (a `$defs` entry of
@@ -441,10 +457,10 @@ pub fn schema_verdict(schema: &serde_json::Value, instance: &str) -> Result<Opti
 #[doc(hidden)]
 pub fn a2a_verdict(name: &str, instance: &str) -> Option<(bool, Vec<(String, String)>)> {
     let (compiled, node) = a2a::validator(name)?;
-    let value = borrowed::Value::parse(instance)?;
-    let faults = compiled.faults(node, &value, 10);
+    let tree = borrowed::Tree::parse(instance)?;
+    let faults = compiled.faults(node, tree.root(), 10);
     Some((
-        compiled.is_valid(node, &value),
+        compiled.is_valid(node, tree.root()),
         faults.into_iter().map(|f| (f.pointer, f.reason)).collect(),
     ))
 }
@@ -457,9 +473,9 @@ pub(crate) fn check_a2a_json(
     name: &'static str,
     limit: usize,
 ) -> Option<Vec<(String, String)>> {
-    let value = borrowed::Value::parse(text)?;
+    let tree = borrowed::Tree::parse(text)?;
     Some(
-        a2a::check_payload(&value, a2a::Expect::Message(name), limit)
+        a2a::check_payload(tree.root(), a2a::Expect::Message(name), limit)
             .into_iter()
             .map(|f| (f.pointer, f.reason))
             .collect(),

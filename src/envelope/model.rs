@@ -212,8 +212,8 @@ pub const TERMINAL_TASK_STATES: [&str; 4] = [
 /// The task state a payload reports: a Task (`task.status.state`, as in
 /// SendMessageResponse and StreamResponse), a bare Task or TaskStatusUpdateEvent
 /// (`status.state`), or a StreamResponse status update (`statusUpdate.status.state`).
-pub(crate) fn task_state<'v>(payload: &'v super::borrowed::Value<'_>) -> Option<&'v str> {
-    fn state_of<'v>(v: &'v super::borrowed::Value<'_>) -> Option<&'v str> {
+pub(crate) fn task_state(payload: super::borrowed::Value<'_>) -> Option<&str> {
+    fn state_of(v: super::borrowed::Value<'_>) -> Option<&str> {
         v.get("status")?.get("state")?.as_str()
     }
     payload

@@ -30,7 +30,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value as Json;
 
-use super::borrowed::{Number, Value};
+use super::borrowed::{Items, Number, Value, View};
 
 /// Why a schema cannot be compiled.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -191,7 +191,7 @@ impl Schema {
     }
 
     /// Whether `value` is valid against node `at` (stops at the first violation).
-    pub(crate) fn is_valid(&self, at: usize, value: &Value<'_>) -> bool {
+    pub(crate) fn is_valid(&self, at: usize, value: Value<'_>) -> bool {
         let mut walk = Walk {
             schema: self,
             path: Vec::new(),
@@ -202,7 +202,7 @@ impl Schema {
     }
 
     /// The first `limit` violations of `value` against node `at` (none: it is valid).
-    pub(crate) fn faults(&self, at: usize, value: &Value<'_>, limit: usize) -> Vec<Fault> {
+    pub(crate) fn faults(&self, at: usize, value: Value<'_>, limit: usize) -> Vec<Fault> {
         let mut out = Vec::new();
         let mut walk = Walk {
             schema: self,
@@ -476,7 +476,11 @@ fn unescape(token: &str) -> String {
 
 #[derive(Clone, Copy)]
 enum Seg<'v> {
+    /// A member the schema names (its name is the schema's, not the message's).
     Key(&'v str),
+    /// A member the schema does not name, by its place among the object's members
+    /// (from 1): its name is content, which errors never carry (issue #58).
+    Member(usize),
     Index(usize),
 }
 
@@ -502,6 +506,9 @@ impl<'a> Walk<'a, '_> {
                         pointer.push('/');
                         pointer.push_str(&escape(k));
                     }
+                    Seg::Member(n) => {
+                        let _ = write!(pointer, "/#{n}");
+                    }
                     Seg::Index(i) => {
                         let _ = write!(pointer, "/{i}");
                     }
@@ -516,7 +523,7 @@ impl<'a> Walk<'a, '_> {
     }
 
     /// Whether `value` is valid against `node`, recording violations when asked.
-    fn check(&mut self, node: usize, value: &'a Value<'_>) -> bool {
+    fn check(&mut self, node: usize, value: Value<'_>) -> bool {
         let schema = self.schema;
         let rules = match &schema.nodes[node] {
             Node::Always(true) => return true,
@@ -578,8 +585,8 @@ impl<'a> Walk<'a, '_> {
                 fail!("not the value the schema requires".into());
             }
         }
-        match value {
-            Value::Object(members) => {
+        match value.view() {
+            View::Object(members) => {
                 // One pass over the members: each found among `properties` (and
                 // ticked off if required) or else judged by `additionalProperties`.
                 let mut seen = 0u64;
@@ -589,7 +596,9 @@ impl<'a> Walk<'a, '_> {
                             if i < 64 {
                                 seen |= 1 << i;
                             }
-                            Some(rules.properties[i].1)
+                            let (name, sub) = &rules.properties[i];
+                            apply!(*sub, v, at Seg::Key(name));
+                            continue;
                         }
                         // A member `additionalProperties: false` refuses is the
                         // object's fault (as jsonschema reports it), said by its
@@ -611,7 +620,7 @@ impl<'a> Walk<'a, '_> {
                         None => rules.additional,
                     };
                     if let Some(sub) = sub {
-                        apply!(sub, v, at Seg::Key(k));
+                        apply!(sub, v, at Seg::Member(position + 1));
                     }
                 }
                 if seen & rules.required_mask != rules.required_mask {
@@ -627,7 +636,7 @@ impl<'a> Walk<'a, '_> {
                     }
                 }
             }
-            Value::Array(items) => {
+            View::Array(items) => {
                 let n = items.len() as u64;
                 if rules.min_items.is_some_and(|m| n < m) {
                     fail!(format!(
@@ -650,7 +659,7 @@ impl<'a> Walk<'a, '_> {
                     }
                 }
             }
-            Value::String(s) => {
+            View::String(s) => {
                 if rules.min_length.is_some() || rules.max_length.is_some() {
                     let n = s.chars().count() as u64;
                     if let Some(m) = rules.min_length.filter(|m| n < *m) {
@@ -664,18 +673,18 @@ impl<'a> Walk<'a, '_> {
                     fail!("does not match the pattern the schema requires".into());
                 }
             }
-            Value::Number(n) => {
-                if let Some(m) = rules.minimum.filter(|m| compare(*n, *m) == Ordering::Less) {
+            View::Number(n) => {
+                if let Some(m) = rules.minimum.filter(|m| compare(n, *m) == Ordering::Less) {
                     fail!(format!("is less than the minimum {}", show(m)));
                 }
                 if let Some(m) = rules
                     .maximum
-                    .filter(|m| compare(*n, *m) == Ordering::Greater)
+                    .filter(|m| compare(n, *m) == Ordering::Greater)
                 {
                     fail!(format!("is greater than the maximum {}", show(m)));
                 }
             }
-            Value::Null | Value::Bool(_) => {}
+            View::Null | View::Bool(_) => {}
         }
         for &sub in &rules.all_of {
             apply!(sub, value);
@@ -706,7 +715,7 @@ impl<'a> Walk<'a, '_> {
 
     /// Validity against `node` without recording anything (for `anyOf` and `oneOf`,
     /// whose branches' faults are not the instance's).
-    fn quietly(&self, node: usize, value: &'a Value<'_>) -> bool {
+    fn quietly(&self, node: usize, value: Value<'_>) -> bool {
         let mut walk = Walk {
             schema: self.schema,
             path: Vec::new(),
@@ -717,14 +726,14 @@ impl<'a> Walk<'a, '_> {
     }
 }
 
-fn has_type(types: u8, value: &Value<'_>) -> bool {
-    let bit = match value {
-        Value::Null => NULL,
-        Value::Bool(_) => BOOLEAN,
-        Value::Object(_) => OBJECT,
-        Value::Array(_) => ARRAY,
-        Value::String(_) => STRING,
-        Value::Number(n) => {
+fn has_type(types: u8, value: Value<'_>) -> bool {
+    let bit = match value.view() {
+        View::Null => NULL,
+        View::Bool(_) => BOOLEAN,
+        View::Object(_) => OBJECT,
+        View::Array(_) => ARRAY,
+        View::String(_) => STRING,
+        View::Number(n) => {
             // 2020-12: an integer is any number with a zero fractional part.
             let integral = match n {
                 Number::Float(f) => f.fract() == 0.0,
@@ -807,21 +816,21 @@ fn float_against_int(f: f64, i: i128) -> Ordering {
 }
 
 /// JSON equality (numbers by value, objects regardless of member order).
-fn equals_json(v: &Value<'_>, j: &Json) -> bool {
-    match (v, j) {
-        (Value::Null, Json::Null) => true,
-        (Value::Bool(a), Json::Bool(b)) => a == b,
-        (Value::String(a), Json::String(b)) => a == b,
-        (Value::Number(a), Json::Number(_)) => {
-            number(j).is_some_and(|b| compare(*a, b) == Ordering::Equal)
+fn equals_json(v: Value<'_>, j: &Json) -> bool {
+    match (v.view(), j) {
+        (View::Null, Json::Null) => true,
+        (View::Bool(a), Json::Bool(b)) => a == *b,
+        (View::String(a), Json::String(b)) => a == b,
+        (View::Number(a), Json::Number(_)) => {
+            number(j).is_some_and(|b| compare(a, b) == Ordering::Equal)
         }
-        (Value::Array(a), Json::Array(b)) => {
+        (View::Array(a), Json::Array(b)) => {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| equals_json(x, y))
         }
-        (Value::Object(a), Json::Object(b)) => {
+        (View::Object(a), Json::Object(b)) => {
             a.len() == b.len()
                 && a.iter()
-                    .all(|(k, x)| b.get(k.as_ref()).is_some_and(|y| equals_json(x, y)))
+                    .all(|(k, x)| b.get(k).is_some_and(|y| equals_json(x, y)))
         }
         _ => false,
     }
@@ -829,7 +838,7 @@ fn equals_json(v: &Value<'_>, j: &Json) -> bool {
 
 /// Whether no two items are equal as JSON, in O(n) expected time: each item's
 /// canonical text (numbers by value, members sorted) goes into a set.
-fn all_unique(items: &[Value<'_>]) -> bool {
+fn all_unique(items: Items<'_>) -> bool {
     let mut seen = HashSet::with_capacity(items.len());
     items.iter().all(|item| {
         let mut key = String::new();
@@ -838,12 +847,12 @@ fn all_unique(items: &[Value<'_>]) -> bool {
     })
 }
 
-fn canonical(v: &Value<'_>, out: &mut String) {
-    match v {
-        Value::Null => out.push('n'),
-        Value::Bool(b) => out.push(if *b { 't' } else { 'f' }),
-        Value::Number(n) => {
-            let integral = match *n {
+fn canonical(v: Value<'_>, out: &mut String) {
+    match v.view() {
+        View::Null => out.push('n'),
+        View::Bool(b) => out.push(if b { 't' } else { 'f' }),
+        View::Number(n) => {
+            let integral = match n {
                 Number::Float(f) if f.fract() == 0.0 && f.abs() < 1.0e20 => Some(f as i128),
                 Number::Float(_) => None,
                 other => int(other),
@@ -853,23 +862,23 @@ fn canonical(v: &Value<'_>, out: &mut String) {
                     let _ = write!(out, "i{i};");
                 }
                 None => {
-                    let _ = write!(out, "f{};", float(*n).to_bits());
+                    let _ = write!(out, "f{};", float(n).to_bits());
                 }
             }
         }
-        Value::String(s) => {
+        View::String(s) => {
             let _ = write!(out, "s{}:{s}", s.len());
         }
-        Value::Array(items) => {
+        View::Array(items) => {
             out.push('[');
-            for item in items {
+            for item in items.iter() {
                 canonical(item, out);
             }
             out.push(']');
         }
-        Value::Object(members) => {
+        View::Object(members) => {
             let mut sorted: Vec<_> = members.iter().collect();
-            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            sorted.sort_by(|a, b| a.0.cmp(b.0));
             out.push('{');
             for (k, item) in sorted {
                 let _ = write!(out, "{}:{k}", k.len());
@@ -882,15 +891,16 @@ fn canonical(v: &Value<'_>, out: &mut String) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::borrowed::Tree;
     use super::*;
     use serde_json::json;
 
     fn valid(schema: &Json, instance: &Json) -> bool {
         let s = Schema::compile(schema).unwrap();
         let text = instance.to_string();
-        let v = Value::parse(&text).unwrap();
-        let ok = s.is_valid(s.root(), &v);
-        assert_eq!(ok, s.faults(s.root(), &v, 10).is_empty());
+        let t = Tree::parse(&text).unwrap();
+        let ok = s.is_valid(s.root(), t.root());
+        assert_eq!(ok, s.faults(s.root(), t.root(), 10).is_empty());
         ok
     }
 
@@ -1019,7 +1029,7 @@ mod tests {
             "properties": {"a~b": {"type": "array", "items": {"type": "string"}}}});
         let s = Schema::compile(&s).unwrap();
         let text = r#"{"a~b": ["ok", 12345], "se/cret": "hunter2"}"#;
-        let faults = s.faults(s.root(), &Value::parse(text).unwrap(), 10);
+        let faults = s.faults(s.root(), Tree::parse(text).unwrap().root(), 10);
         assert_eq!(faults.len(), 2, "{faults:?}");
         assert_eq!(faults[0].pointer, "/a~0b/1");
         assert_eq!(faults[0].reason, "not of type string");
@@ -1032,6 +1042,10 @@ mod tests {
         assert!(faults
             .iter()
             .all(|f| !f.reason.contains("12345") && !f.reason.contains("hunter2")));
-        assert_eq!(s.faults(s.root(), &Value::parse(text).unwrap(), 1).len(), 1);
+        assert_eq!(
+            s.faults(s.root(), Tree::parse(text).unwrap().root(), 1)
+                .len(),
+            1
+        );
     }
 }

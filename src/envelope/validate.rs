@@ -7,12 +7,11 @@
 
 use std::fmt;
 
-use serde_json::Value;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::a2a;
-use super::borrowed::Value as PayloadValue;
+use super::borrowed::{Tree, Value, View};
 use super::model::{task_state, Kind, PaymentKind, TERMINAL_TASK_STATES};
 use super::{Envelope, A2A_VERSION, BINDING_VERSION};
 use crate::error::A2aErrorType;
@@ -264,12 +263,22 @@ impl ValidationContext {
 /// How many schema faults of one payload are reported (the first ones suffice).
 const MAX_PAYLOAD_FAULTS: usize = 16;
 
-fn present_string(v: Option<&Value>) -> bool {
-    matches!(v, Some(Value::String(s)) if !s.is_empty())
+fn present_string(v: Option<Value<'_>>) -> bool {
+    v.and_then(Value::as_str).is_some_and(|s| !s.is_empty())
 }
 
-fn natural(v: Option<&Value>) -> Option<u64> {
+fn natural(v: Option<Value<'_>>) -> Option<u64> {
     v.and_then(Value::as_u64)
+}
+
+/// The value of a field read as a tree (`None`: absent).
+fn root<'a>(tree: &'a Option<Tree<'_>>) -> Option<Value<'a>> {
+    tree.as_ref().map(|t| t.root())
+}
+
+/// What a field is (`None`: absent).
+fn view<'a>(tree: &'a Option<Tree<'_>>) -> Option<View<'a>> {
+    root(tree).map(Value::view)
 }
 
 /// Parses an RFC 3339 date-time in UTC (`Z` or `+00:00`), as the spec requires.
@@ -280,30 +289,35 @@ pub(crate) fn parse_utc_timestamp(s: &str) -> Option<OffsetDateTime> {
 
 /// Checks every stateless rule of the binding; an empty list means valid.
 pub fn validate(env: &Envelope, ctx: &ValidationContext) -> Vec<Violation> {
-    validate_with_payload(env, env.payload_tree().as_ref(), ctx)
+    let payload = env.payload_tree();
+    validate_with_payload(env, payload.as_ref().map(|t| t.root()), ctx)
 }
 
 /// [`validate`] with the payload already parsed (the message rules need it too).
 pub(crate) fn validate_with_payload(
     env: &Envelope,
-    payload: Option<&PayloadValue<'_>>,
+    payload: Option<Value<'_>>,
     ctx: &ValidationContext,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
-    let get = |k: &str| env.value(k);
+    // Every field is read as a tree over the envelope's text, never as a
+    // serde_json::Value, which costs some fifty times its text (`borrowed`): this runs
+    // before the sender is known.
+    let get = |k: &str| env.field_tree(k);
 
     // Section 4.2: versions.
-    match get("bindingVersion") {
-        Some(Value::String(s)) if s == BINDING_VERSION => {}
+    match view(&get("bindingVersion")) {
+        Some(View::String(s)) if s == BINDING_VERSION => {}
         _ => out.push(Violation::new(
             "/bindingVersion",
             Code::UnsupportedBindingVersion,
             "this binding is 1.0",
         )),
     }
-    let a2a_version = get("a2aVersion");
-    match &a2a_version {
-        Some(Value::String(s)) if !s.is_empty() => {
+    let a2a_version_tree = get("a2aVersion");
+    let a2a_version = root(&a2a_version_tree);
+    match a2a_version.map(Value::view) {
+        Some(View::String(s)) if !s.is_empty() => {
             if !(s == A2A_VERSION || s.starts_with("1.0.")) {
                 out.push(Violation::new(
                     "/a2aVersion",
@@ -312,7 +326,7 @@ pub(crate) fn validate_with_payload(
                 ));
             }
         }
-        Some(Value::String(_)) | None => {
+        Some(View::String(_)) | None => {
             out.push(Violation::new(
                 "/a2aVersion",
                 Code::Required,
@@ -345,9 +359,9 @@ pub(crate) fn validate_with_payload(
     }
 
     // Identifiers.
-    match get("messageId") {
-        Some(Value::String(s)) if !s.is_empty() => {}
-        Some(Value::String(_)) | None => {
+    match view(&get("messageId")) {
+        Some(View::String(s)) if !s.is_empty() => {}
+        Some(View::String(_)) | None => {
             out.push(Violation::new(
                 "/messageId",
                 Code::Required,
@@ -360,8 +374,9 @@ pub(crate) fn validate_with_payload(
             "messageId must be a string",
         )),
     }
-    let correlation = get("correlationId");
-    if matches!(correlation, Some(ref v) if !present_string(Some(v))) {
+    let correlation_tree = get("correlationId");
+    let correlation = root(&correlation_tree);
+    if correlation.is_some() && !present_string(correlation) {
         out.push(Violation::new(
             "/correlationId",
             Code::MustBeString,
@@ -369,7 +384,7 @@ pub(crate) fn validate_with_payload(
         ));
     }
     for key in ["taskId", "contextId"] {
-        if matches!(get(key), Some(ref v) if !(v.is_string() || v.is_null())) {
+        if root(&get(key)).is_some_and(|v| !(v.is_string() || v.is_null())) {
             out.push(Violation::new(
                 format!("/{key}"),
                 Code::MustBeString,
@@ -379,8 +394,7 @@ pub(crate) fn validate_with_payload(
     }
 
     // Section 6: sequence and finality.
-    let sequence_value = get("sequence");
-    let sequence = natural(sequence_value.as_ref());
+    let sequence = natural(root(&get("sequence")));
     if sequence.is_none() {
         out.push(Violation::new(
             "/sequence",
@@ -388,8 +402,8 @@ pub(crate) fn validate_with_payload(
             "sequence must be a non-negative integer",
         ));
     }
-    let is_final = match get("final") {
-        Some(Value::Bool(b)) => Some(b),
+    let is_final = match view(&get("final")) {
+        Some(View::Bool(b)) => Some(b),
         _ => {
             out.push(Violation::new(
                 "/final",
@@ -419,7 +433,7 @@ pub(crate) fn validate_with_payload(
             "only the last reply of an exchange is final",
         ));
     }
-    if kind.is_some_and(Kind::is_reply) && !present_string(correlation.as_ref()) {
+    if kind.is_some_and(Kind::is_reply) && !present_string(correlation) {
         out.push(Violation::new(
             "/correlationId",
             Code::RequiredForReply,
@@ -428,16 +442,17 @@ pub(crate) fn validate_with_payload(
     }
 
     // Section 7: idempotency.
-    let idem = get("idempotencyKey");
+    let idem_tree = get("idempotencyKey");
+    let idem = root(&idem_tree);
     let effectful_request =
         kind == Some(Kind::Request) && operation.is_some_and(|o| o.is_effectful());
-    if effectful_request && !present_string(idem.as_ref()) {
+    if effectful_request && !present_string(idem) {
         out.push(Violation::new(
             "/idempotencyKey",
             Code::RequiredForEffectfulOperation,
             "an effectful request needs an idempotencyKey",
         ));
-    } else if matches!(idem, Some(ref v) if !present_string(Some(v))) {
+    } else if idem.is_some() && !present_string(idem) {
         out.push(Violation::new(
             "/idempotencyKey",
             Code::MustBeString,
@@ -449,7 +464,7 @@ pub(crate) fn validate_with_payload(
     let mut stamps = [None, None];
     for (i, key) in ["createdAt", "expiresAt"].into_iter().enumerate() {
         let Some(value) = get(key) else { continue };
-        stamps[i] = value.as_str().and_then(parse_utc_timestamp);
+        stamps[i] = value.root().as_str().and_then(parse_utc_timestamp);
         if stamps[i].is_none() {
             out.push(Violation::new(
                 format!("/{key}"),
@@ -469,11 +484,11 @@ pub(crate) fn validate_with_payload(
     }
 
     // Service parameters (DESIGN decision 12).
-    check_service_parameters(get("serviceParameters"), a2a_version.as_ref(), &mut out);
+    check_service_parameters(root(&get("serviceParameters")), a2a_version, &mut out);
 
     // Payload.
-    match payload {
-        Some(PayloadValue::Object(_)) => {}
+    match payload.map(Value::view) {
+        Some(View::Object(_)) => {}
         None => out.push(Violation::new(
             "/payload",
             Code::Required,
@@ -485,7 +500,7 @@ pub(crate) fn validate_with_payload(
             "payload must be an object",
         )),
     }
-    if let Some(p @ PayloadValue::Object(_)) = payload {
+    if let Some(p) = payload.filter(|p| p.as_object().is_some()) {
         if let Some(state) = task_state(p) {
             if TERMINAL_TASK_STATES.contains(&state) && is_final != Some(true) {
                 out.push(Violation::new(
@@ -507,20 +522,20 @@ pub(crate) fn validate_with_payload(
     }
 
     // Section 10: the error object.
-    let error_type = check_error(get("error"), kind, &mut out);
+    let error_type = check_error(root(&get("error")), kind, &mut out);
 
     // Section 8: payment.
-    check_payment(get("payment"), kind, error_type, &mut out);
+    check_payment(root(&get("payment")), kind, error_type, &mut out);
 
     // Section 9.3: groups.
-    check_group(get("group"), ctx, &mut out);
+    check_group(root(&get("group")), ctx, &mut out);
 
     out
 }
 
 fn check_service_parameters(
-    sp: Option<Value>,
-    a2a_version: Option<&Value>,
+    sp: Option<Value<'_>>,
+    a2a_version: Option<Value<'_>>,
     out: &mut Vec<Violation>,
 ) {
     let Some(sp) = sp else { return };
@@ -557,7 +572,8 @@ fn check_service_parameters(
         }
     }
     if let Some(v) = map.get("A2A-Version") {
-        if Some(v) != a2a_version {
+        // Both strings (a2aVersion must be one: reported above when it is not).
+        if v.as_str().is_none() || v.as_str() != a2a_version.and_then(Value::as_str) {
             out.push(Violation::new(
                 "/serviceParameters/A2A-Version",
                 Code::A2aVersionMismatch,
@@ -569,11 +585,11 @@ fn check_service_parameters(
 
 /// Checks `error`; returns its type when it names one.
 fn check_error(
-    error: Option<Value>,
+    error: Option<Value<'_>>,
     kind: Option<Kind>,
     out: &mut Vec<Violation>,
 ) -> Option<A2aErrorType> {
-    match (kind, error) {
+    match (kind, error.map(|e| (e, e.view()))) {
         (Some(Kind::Error), None) => {
             out.push(Violation::new(
                 "/error",
@@ -590,9 +606,9 @@ fn check_error(
             ));
             None
         }
-        (_, Some(Value::Object(obj))) => {
-            let ty = match obj.get("type") {
-                Some(Value::String(name)) => match A2aErrorType::from_name(name) {
+        (_, Some((_, View::Object(obj)))) => {
+            let ty = match obj.get("type").map(Value::view) {
+                Some(View::String(name)) => match A2aErrorType::from_name(name) {
                     Some(t) => Some(t),
                     None => {
                         out.push(Violation::new(
@@ -654,7 +670,7 @@ fn check_error(
 }
 
 fn check_payment(
-    payment: Option<Value>,
+    payment: Option<Value<'_>>,
     kind: Option<Kind>,
     error_type: Option<A2aErrorType>,
     out: &mut Vec<Violation>,
@@ -696,16 +712,15 @@ fn check_payment(
         ));
     }
     let object = p.get("object");
-    if !matches!(object, Some(Value::Object(_))) {
+    let object = object.and_then(Value::as_object);
+    if object.is_none() {
         out.push(Violation::new(
             "/payment/object",
             Code::MustBeMap,
             "payment.object must be an x402 object",
         ));
     }
-    if let (Some(PaymentKind::Required | PaymentKind::Payload), Some(Value::Object(o))) =
-        (pkind, object)
-    {
+    if let (Some(PaymentKind::Required | PaymentKind::Payload), Some(o)) = (pkind, object) {
         if o.get("x402Version").and_then(Value::as_u64) != Some(2) {
             out.push(Violation::new(
                 "/payment/object/x402Version",
@@ -714,7 +729,7 @@ fn check_payment(
             ));
         }
     }
-    if let (Some(PaymentKind::Response), Some(Value::Object(o))) = (pkind, object) {
+    if let (Some(PaymentKind::Response), Some(o)) = (pkind, object) {
         if o.contains_key("x402Version") {
             out.push(Violation::new(
                 "/payment/object/x402Version",
@@ -741,7 +756,7 @@ fn check_payment(
     }
 }
 
-fn check_group(group: Option<Value>, ctx: &ValidationContext, out: &mut Vec<Violation>) {
+fn check_group(group: Option<Value<'_>>, ctx: &ValidationContext, out: &mut Vec<Violation>) {
     let Some(group) = group else { return };
     let Some(g) = group.as_object() else {
         out.push(Violation::new(
@@ -758,8 +773,8 @@ fn check_group(group: Option<Value>, ctx: &ValidationContext, out: &mut Vec<Viol
             "group coordinates are only meaningful inside MLS",
         ));
     }
-    match g.get("id") {
-        Some(Value::String(s)) if !s.is_empty() => {
+    match g.get("id").map(Value::view) {
+        Some(View::String(s)) if !s.is_empty() => {
             let b64url = s
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');

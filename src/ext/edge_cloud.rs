@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::envelope::borrowed::Value;
+use crate::envelope::borrowed::Tree;
 use crate::envelope::schema::Schema;
 
 /// The extension's URI (Agent Card extension, `A2A-Extensions`, metadata key).
@@ -237,11 +237,19 @@ fn from_value<T: serde::de::DeserializeOwned>(
             reason: "the embedded schema does not compile".into(),
         });
     };
-    if let Some(f) = schema
-        .faults(schema.root(), &Value::from_serde(&value), 1)
-        .into_iter()
-        .next()
-    {
+    // The schema walks a tree over JSON text; the object is small (a card or an
+    // offer), so writing it out again costs nothing worth keeping a second reader for.
+    let text = value.to_string();
+    let fault = Tree::parse(&text).map_or_else(
+        || {
+            vec![crate::envelope::schema::Fault {
+                pointer: String::new(),
+                reason: "not JSON".into(),
+            }]
+        },
+        |t| schema.faults(schema.root(), t.root(), 1),
+    );
+    if let Some(f) = fault.into_iter().next() {
         return Err(EdgeCloudError::Schema {
             what,
             pointer: f.pointer,

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::envelope::borrowed::Value;
+use crate::envelope::borrowed::{Value, View};
 
 use super::{Attachment, Headers};
 use crate::envelope::{Code, Envelope, Violation};
@@ -133,33 +133,26 @@ pub(crate) fn check_headers(h: &Headers, env: &Envelope) -> Vec<Violation> {
     out
 }
 
-/// Every A2A Part in the payload whose `url` is a `cid:` URI, with its JSON pointer.
-fn cid_parts<'v, 't>(
-    v: &'v Value<'t>,
-    pointer: &mut String,
-    out: &mut Vec<(String, &'v Value<'t>)>,
-) {
-    match v {
-        Value::Object(map) => {
+/// Every A2A Part in the payload whose `url` is a `cid:` URI, with its JSON pointer (a
+/// member named only when its name is public: `envelope::member_token`).
+fn cid_parts<'v>(v: Value<'v>, pointer: &mut String, out: &mut Vec<(String, Value<'v>)>) {
+    match v.view() {
+        View::Object(map) => {
             if v.get("url")
                 .and_then(Value::as_str)
                 .is_some_and(|u| u.len() > 4 && u.as_bytes()[..4].eq_ignore_ascii_case(b"cid:"))
             {
                 out.push((pointer.clone(), v));
             }
-            for (k, child) in map {
+            for (position, (k, child)) in map.iter().enumerate() {
                 let len = pointer.len();
                 pointer.push('/');
-                if k.contains(['~', '/']) {
-                    pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                } else {
-                    pointer.push_str(k);
-                }
+                pointer.push_str(&crate::envelope::member_token(k, position + 1));
                 cid_parts(child, pointer, out);
                 pointer.truncate(len);
             }
         }
-        Value::Array(items) => {
+        View::Array(items) => {
             for (i, child) in items.iter().enumerate() {
                 let len = pointer.len();
                 // Writing to a String cannot fail.
@@ -195,7 +188,7 @@ fn decode_cid(url: &str) -> String {
 /// Content-IDs are unique, every `cid:` reference resolves, and a declared `mediaType`
 /// matches the part's Content-Type before the part is exposed (spec 4.3).
 pub(crate) fn check_attachments(
-    payload: Option<&Value<'_>>,
+    payload: Option<Value<'_>>,
     attachments: &[Attachment],
 ) -> Vec<Violation> {
     let mut out = Vec::new();

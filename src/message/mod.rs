@@ -558,12 +558,13 @@ impl MailA2aMessage {
     /// Every rule of the binding this message breaks, envelope rules included.
     pub fn check(&self, ctx: &ValidationContext) -> Vec<Violation> {
         // The payload is parsed once, for the envelope rules and the cid: references.
-        let payload = self.envelope.payload_tree();
-        let attachments = check::check_attachments(payload.as_ref(), &self.attachments);
+        let tree = self.envelope.payload_tree();
+        let payload = tree.as_ref().map(|t| t.root());
+        let attachments = check::check_attachments(payload, &self.attachments);
         let mut out = check::check_headers(&self.headers, &self.envelope);
         out.extend(envelope::validate_with_payload(
             &self.envelope,
-            payload.as_ref(),
+            payload,
             ctx,
         ));
         out.extend(attachments);

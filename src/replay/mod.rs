@@ -420,10 +420,7 @@ impl Candidate {
                 field: "correlationId",
             });
         }
-        let attempt = env
-            .value("serviceParameters")
-            .and_then(|v| v.get("retry").and_then(|r| r.as_u64()))
-            .unwrap_or(0);
+        let attempt = env.retry_attempt();
         Ok(Candidate {
             signer,
             message_id: env
@@ -453,8 +450,8 @@ impl Candidate {
             payment: env.payment_kind(),
             payload_digest: match (kind, env.idempotency_key()) {
                 (Kind::Request, Some(_)) => env
-                    .value("payload")
-                    .and_then(|v| serde_json::to_vec(&v).ok())
+                    .payload_tree()
+                    .and_then(|t| serde_json::to_vec(&t.root()).ok())
                     .map_or([0; 32], |b| crate::envelope::content_digest(&b)),
                 _ => [0; 32],
             },
@@ -590,10 +587,7 @@ impl SentRequest {
         Some(SentRequest {
             correlation_id: env.correlation_id()?,
             message_id: env.message_id()?,
-            attempt: env
-                .value("serviceParameters")
-                .and_then(|v| v.get("retry").and_then(|r| r.as_u64()))
-                .unwrap_or(0),
+            attempt: env.retry_attempt(),
             mail_id: plain.headers.message_id.clone(),
             author: plain.sender().unwrap_or_default(),
             recipients: plain

@@ -18,6 +18,7 @@ mod dkim;
 mod edge_cloud;
 mod fail_card_openpgp_time;
 mod fail_card_signer;
+mod fail_cost;
 mod first_hour;
 mod layering;
 mod open_plain;

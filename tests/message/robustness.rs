@@ -274,3 +274,59 @@ fn fail_display_an_error_quoting_the_message_is_one_bounded_escaped_line() {
         );
     }
 }
+
+/// Issue #58: a member's name is content (from inside an encrypted part it may be a
+/// secret), and no error shows one. A name the binding or the A2A schema defines is
+/// shown; any other is named by its place (`#2`, the object's second member), whether
+/// the member is not allowed, repeated, or on the way to a bad `cid:` reference. The
+/// rules are the same before and after decryption, so plain mail shows them.
+#[test]
+fn fail_display_errors_name_a_messages_own_members_by_place_not_name() {
+    let secret = "SECRET-API-KEY-7f3a9";
+    let request = |payload: &str| {
+        format!(
+            r#"{{"bindingVersion":"1.0","a2aVersion":"1.0","kind":"request","operation":"message/send","messageId":"m1","correlationId":"c1","sequence":0,"final":false,"idempotencyKey":"i1","payload":{payload}}}"#
+        )
+    };
+    for (case, env, shown) in [
+        (
+            "a member the schema does not allow",
+            request(&format!(
+                r#"{{"message":{{"messageId":"a","role":"ROLE_USER","parts":[{{"text":"x"}}],"{secret}":1}}}}"#
+            )),
+            "/payload/message",
+        ),
+        (
+            "a repeated member",
+            request(&format!(
+                r#"{{"message":{{"messageId":"a","role":"ROLE_USER","parts":[{{"text":"x"}}],"metadata":{{"{secret}":1,"{secret}":2}}}}}}"#
+            )),
+            "/payload/message/metadata/#2",
+        ),
+        (
+            "a cid: reference under a member of the message's own",
+            request(&format!(
+                r#"{{"message":{{"messageId":"a","role":"ROLE_USER","parts":[{{"text":"x"}}],"metadata":{{"{secret}":{{"url":"cid:nothing@x"}}}}}}}}"#
+            )),
+            "/payload/message/metadata/#1/url",
+        ),
+    ] {
+        let mail = format!(
+            "From: a@x.example\r\nTo: b@y.example\r\nMessage-ID: <1@x.example>\r\n\
+             Date: Sun, 06 Dec 2026 09:00:00 +0000\r\nSubject: x\r\nMail-A2A-Binding: 1.0\r\n\
+             MIME-Version: 1.0\r\nContent-Type: application/a2a+json\r\n\r\n{env}\r\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("m.eml");
+        std::fs::write(&file, &mail).unwrap();
+        let out = common::run(&["validate", file.to_str().unwrap()], b"");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(3), "{case}: {said}");
+        assert!(said.contains(shown), "{case}: {said}");
+        assert!(!said.contains("SECRET"), "{case} shows the name: {said}");
+    }
+}
