@@ -19,8 +19,7 @@
 //! keys and depth, and where a text reaches this tree without it, the last of two
 //! equal keys wins, as in serde_json.
 
-use std::borrow::Cow;
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 /// A JSON text read as a tree (see the module doc). Its values are [`Value`] handles.
 #[derive(Debug)]
@@ -405,25 +404,13 @@ impl Number {
     }
 }
 
-/// A number literal the parser checked, read as serde_json reads it: an integer that
-/// fits u64 (i64 when negative; `-0` is the float -0.0), else an f64.
+/// A number literal the parser checked, read by serde_json itself: its float reader
+/// (built without `float_roundtrip` here) rounds some literals otherwise than the
+/// standard library's, and the replay record's payload digest is of what it reads.
 fn read_number(literal: &str) -> Number {
-    let integer = !literal.contains(['.', 'e', 'E']);
-    if integer {
-        if literal.starts_with('-') {
-            if let Ok(i) = literal.parse::<i64>() {
-                return if i == 0 {
-                    Number::Float(-0.0)
-                } else {
-                    Number::NegInt(i)
-                };
-            }
-        } else if let Ok(u) = literal.parse::<u64>() {
-            return Number::PosInt(u);
-        }
-    }
-    // The parser kept only literals that read as a finite f64.
-    Number::Float(literal.parse::<f64>().unwrap_or_default())
+    serde_json::from_str::<serde_json::Number>(literal)
+        .map(|n| Number::from_serde(&n))
+        .unwrap_or(Number::Float(0.0))
 }
 
 struct Parser<'t> {
@@ -473,9 +460,11 @@ impl<'t> Parser<'t> {
                 // Members read, replaced ones included: what a search one by one would
                 // look through.
                 let mut read = 0usize;
-                // Where each member's key node is, once there are too many members to
-                // look through one by one.
-                let mut index: Option<HashMap<Cow<'t, str>, u32>> = None;
+                // Each live member's key node, found by the key's text, once there are
+                // too many members to look through one by one: four bytes a member
+                // (a map of the keys themselves took some 32), hashed with a key of
+                // this process's own so no text can make its buckets collide.
+                let mut index: Option<(hashbrown::HashTable<u32>, std::hash::RandomState)> = None;
                 if self.eat(b'}').is_none() {
                     loop {
                         self.ws();
@@ -484,23 +473,37 @@ impl<'t> Parser<'t> {
                         self.value(depth + 1)?;
                         len += 1;
                         read += 1;
-                        let text = self.tree.str_at(key);
-                        let earlier = match &index {
-                            Some(index) => index.get(text).copied(),
-                            None => self
-                                .keys(at)
-                                .find(|&k| k != key && self.tree.str_at(k) == text),
+                        let tree = &self.tree;
+                        let text = tree.str_at(key);
+                        let earlier = match &mut index {
+                            Some((table, state)) => {
+                                let hash = state.hash_one(text);
+                                match table.find_mut(hash, |&k| tree.str_at(k) == text) {
+                                    Some(slot) => Some(std::mem::replace(slot, key)),
+                                    None => {
+                                        table.insert_unique(hash, key, |&k| {
+                                            state.hash_one(tree.str_at(k))
+                                        });
+                                        None
+                                    }
+                                }
+                            }
+                            None => self.keys(at).find(|&k| k != key && tree.str_at(k) == text),
                         };
                         if let Some(earlier) = earlier {
                             // The last of two equal keys wins, as in serde_json.
                             self.tree.nodes[earlier as usize] = Node::Replaced;
                             len -= 1;
                         }
-                        if let Some(index) = &mut index {
-                            index.insert(self.key_cow(key), key);
-                        } else if read > SMALL_OBJECT {
-                            let keys: Vec<u32> = self.keys(at).collect();
-                            index = Some(keys.into_iter().map(|k| (self.key_cow(k), k)).collect());
+                        if index.is_none() && read > SMALL_OBJECT {
+                            let state = std::hash::RandomState::new();
+                            let mut table = hashbrown::HashTable::new();
+                            let tree = &self.tree;
+                            for k in self.keys(at) {
+                                let hash = state.hash_one(tree.str_at(k));
+                                table.insert_unique(hash, k, |&k| state.hash_one(tree.str_at(k)));
+                            }
+                            index = Some((table, state));
                         }
                         self.ws();
                         match *self.b.get(self.pos)? {
@@ -569,16 +572,6 @@ impl<'t> Parser<'t> {
         })
     }
 
-    /// A key's text for the index: borrowed from the text when written without escapes.
-    fn key_cow(&self, key: u32) -> Cow<'t, str> {
-        match self.tree.node(key) {
-            Node::Text { at, len } => {
-                Cow::Borrowed(&self.tree.text[at as usize..(at + len) as usize])
-            }
-            _ => Cow::Owned(self.tree.str_at(key).to_string()),
-        }
-    }
-
     fn literal(&mut self, word: &str, node: Node) -> Option<()> {
         let end = self.pos + word.len();
         if self.b.get(self.pos..end)? != word.as_bytes() {
@@ -606,13 +599,11 @@ impl<'t> Parser<'t> {
         if !digits(&mut p) || (b[int_start] == b'0' && p - int_start > 1) {
             return None;
         }
-        let mut integer = true;
         if b.get(p) == Some(&b'.') {
             p += 1;
             if !digits(&mut p) {
                 return None;
             }
-            integer = false;
         }
         if matches!(b.get(p), Some(b'e' | b'E')) {
             p += 1;
@@ -622,19 +613,14 @@ impl<'t> Parser<'t> {
             if !digits(&mut p) {
                 return None;
             }
-            integer = false;
         }
         self.pos = p;
         let literal = &self.tree.text[start..p];
-        // What serde_json refuses: a number that is no integer it holds and no finite
-        // f64 (`1e400`). Read again when asked (`read_number`), so nothing is stored.
-        let fits = integer
-            && if literal.starts_with('-') {
-                literal.parse::<i64>().is_ok()
-            } else {
-                literal.parse::<u64>().is_ok()
-            };
-        if !fits && !literal.parse::<f64>().is_ok_and(f64::is_finite) {
+        // What serde_json refuses (`1e400`; integers past u64 or i64 are floats), it
+        // decides: read again when asked (`read_number`), so nothing is stored.
+        let held_integer = !literal.bytes().any(|c| matches!(c, b'.' | b'e' | b'E'))
+            && (literal.parse::<u64>().is_ok() || literal.parse::<i64>().is_ok());
+        if !held_integer && serde_json::from_str::<serde_json::Number>(literal).is_err() {
             return None;
         }
         self.push(Node::Number {
@@ -747,7 +733,7 @@ mod tests {
     #[test]
     fn written_as_serde_json_writes_its_value() {
         for text in [
-            r#"{"z":1,"a":[1,-2,3.5,1e300,-0,-0.0,18446744073709551615,true,null],"m":{"b":"\u00e9\n","a":{}}}"#,
+            r#"{"z":1,"a":[1,-2,3.5,1e300,3e23,9007199254740993.0,-0,-0.0,18446744073709551615,true,null],"m":{"b":"\u00e9\n","a":{}}}"#,
             r#"{"k":"x","k":"y","\u006b":"z"}"#,
             "[]",
             "\"s\"",
@@ -811,6 +797,8 @@ mod tests {
             "[1e308, -1.7e308, 1e-400, 0.1, 123456789.123456789e-5]",
             "[1e309]",
             "[-1e309]",
+            "[3e23, 9007199254740993.0, 1.7976931348623158e308, 2.2250738585072011e-308]",
+            "[1.7976931348623158e308]",
             "[01]",
             "[1.]",
             "[.5]",
@@ -842,6 +830,9 @@ mod tests {
         agrees(&deep(MAX_DEPTH));
         agrees(&deep(MAX_DEPTH + 1));
         agrees(&format!("[{}]", "9".repeat(400)));
+        // Past the standard library's exponent digits (it stops counting at 65536).
+        agrees(&format!("[0.{}1e655361]", "0".repeat(655_360)));
+        agrees(&format!("[1{}e-655360]", "0".repeat(655_360)));
     }
 
     #[test]

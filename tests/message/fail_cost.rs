@@ -52,6 +52,33 @@ fn many_keys(bytes: usize) -> String {
     format!("{{{}}}", members.join(","))
 }
 
+/// An object of about `bytes` of the shortest distinct keys (four characters each).
+fn short_keys(bytes: usize) -> String {
+    let alphabet: Vec<char> = ('a'..='z').chain('A'..='Z').chain('0'..='9').collect();
+    let n = bytes / 9;
+    let key = |mut i: usize| -> String {
+        (0..4)
+            .map(|_| {
+                let c = alphabet[i % alphabet.len()];
+                i /= alphabet.len();
+                c
+            })
+            .collect()
+    };
+    let members: Vec<String> = (0..n).map(|i| format!("\"{}\":0", key(i))).collect();
+    format!("{{{}}}", members.join(","))
+}
+
+/// `cid:` references (none names a part) 55 objects deep under a long name the A2A
+/// schema defines, so shown in full in each one's pointer: each reference once cost
+/// its whole pointer, 3.5 KB for 16 bytes.
+fn deep_cid_references(bytes: usize) -> String {
+    let depth = 55;
+    let open = r#"{"openIdConnectSecurityScheme":"#.repeat(depth);
+    let refs = vec![r#"{"url":"cid:a"}"#; bytes / 16].join(",");
+    format!("{open}[{refs}]{}", "}".repeat(depth))
+}
+
 /// Runs `mailseal SUBCOMMAND FILE` under GNU time: (peak resident bytes, CPU seconds,
 /// exit code, stderr).
 fn measure(subcommand: &str, file: &Path) -> (u64, f64, Option<i32>, String) {
@@ -104,6 +131,11 @@ fn fail_cost_json_memory_is_a_small_multiple_of_the_message() {
         ("one-member objects", repeated(r#"{"a":0}"#, size)),
         ("escaped strings", repeated(r#""\u0041""#, size)),
         ("distinct keys", many_keys(size)),
+        ("distinct short keys", short_keys(size)),
+        (
+            "cid: references deep under long public names",
+            deep_cid_references(size),
+        ),
     ] {
         let mail = unsigned_with_metadata(&json);
         let file = dir.path().join("m.eml");
@@ -122,10 +154,14 @@ fn fail_cost_json_memory_is_a_small_multiple_of_the_message() {
                 mail.len()
             );
             // It was read, not refused at the door: open refuses it for its missing
-            // signature, validate finds it valid.
-            match subcommand {
-                "open" => assert!(stderr.contains("needs signed protection"), "{stderr}"),
-                _ => assert_eq!(code, Some(0), "{stderr}"),
+            // signature, validate finds it valid (or its references dangling).
+            match (subcommand, shape.starts_with("cid")) {
+                ("open", false) => {
+                    assert!(stderr.contains("needs signed protection"), "{stderr}")
+                }
+                ("open", true) => assert!(stderr.contains("invalid-content-id"), "{stderr}"),
+                (_, false) => assert_eq!(code, Some(0), "{stderr}"),
+                (_, true) => assert_eq!(code, Some(3), "{stderr}"),
             }
         }
     }
