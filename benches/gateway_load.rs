@@ -234,6 +234,7 @@ fn main() {
             false,
             &[(0, pf_port)],
             &[(RSA.to.into(), sink.addr.port())],
+            &[],
         );
         let start = Instant::now();
         while std::net::TcpStream::connect(addr(pf_port)).is_err()

@@ -316,7 +316,7 @@ fn kind_words(kind: ErrorKind) -> &'static str {
 #[non_exhaustive]
 pub enum BindingError {
     /// The signer's certificate or credential does not name the message's From.
-    #[error("the signer's certificate does not name the sender {sender}")]
+    #[error("the signer's certificate does not name the sender {}", crate::error::quoted(.sender))]
     SignerIsNotSender {
         /// The protected From address.
         sender: String,
@@ -332,21 +332,21 @@ pub enum BindingError {
     /// A legacy sender's message (no header protection) that nothing signed dates: no
     /// `createdAt` or `expiresAt` in its envelope and no time in its signature. Its
     /// outer Date is unsigned, so it would be fresh again whenever it is sent.
-    #[error("{sender} sent mail without header protection and without a signed time (no createdAt or expiresAt, no signature time): its outer Date is unsigned, so it could be replayed as new at any time")]
+    #[error("{} sent mail without header protection and without a signed time (no createdAt or expiresAt, no signature time): its outer Date is unsigned, so it could be replayed as new at any time", crate::error::quoted(.sender))]
     LegacyUndated {
         /// The outer From address.
         sender: String,
     },
     /// The signed entity carries no header fields (a legacy sender) and the sender is
     /// not marked as legacy: nothing binds its recipients or date.
-    #[error("{sender} sent mail without header protection (a legacy signer: To, Cc and Date are not signed); open it only from a peer marked as legacy (`--allow-legacy-from {sender}` or `@DOMAIN`, a peer policy's `legacy`)")]
+    #[error("{} sent mail without header protection (a legacy signer: To, Cc and Date are not signed); open it only from a peer marked as legacy (`--allow-legacy-from {}` or `@DOMAIN`, a peer policy's `legacy`)", crate::error::quoted(.sender), crate::error::quoted(.sender))]
     LegacyNotAllowed {
         /// The outer From address.
         sender: String,
     },
     /// The signed entity carries no header fields (a legacy sender without header
     /// protection) and the policy demands header protection of this sender.
-    #[error("{sender} must protect its header fields (RFC 9788); this message does not")]
+    #[error("{} must protect its header fields (RFC 9788); this message does not", crate::error::quoted(.sender))]
     NoHeaderProtection {
         /// The outer From address.
         sender: String,

@@ -1,5 +1,6 @@
 //! `mailseal gateway --config FILE` runs the SMTP gateway; `mailseal gateway
-//! check-config FILE` checks a configuration and what it names, then exits. The
+//! check-config FILE` checks a configuration and what it names, then exits; `mailseal
+//! gateway hash-password` writes a submitter's `password_hash`. The
 //! gateway is the library's ([`crate::gateway`]); this opens the stores its workers
 //! use and prints.
 
@@ -32,6 +33,14 @@ enum GatewayCommand {
     CheckConfig {
         /// The configuration.
         file: PathBuf,
+    },
+    /// Print the Argon2id hash of a submitter's password, for `password_hash` in a
+    /// `[[submitter]]` (the password is read from the file, or the first line of
+    /// standard input: never from the command line, which other users can see).
+    HashPassword {
+        /// A file holding the password (its first line).
+        #[arg(long, value_name = "FILE")]
+        password_file: Option<PathBuf>,
     },
 }
 
@@ -81,6 +90,31 @@ pub(super) fn gateway(a: GatewayArgs) -> CliResult {
                 .check()
                 .map_err(|e| Failure::new(ExitCode::Usage, format!("gateway: {e}")))?;
             println!("{}: ok ({listeners} listeners)", file.display());
+            Ok(())
+        }
+        (Some(GatewayCommand::HashPassword { password_file }), _) => {
+            let text = zeroize::Zeroizing::new(match &password_file {
+                Some(f) => std::fs::read_to_string(f).map_err(|e| {
+                    Failure::new(ExitCode::Usage, format!("gateway: {}: {e}", f.display()))
+                })?,
+                None => {
+                    let mut line = String::new();
+                    std::io::stdin().read_line(&mut line).map_err(|e| {
+                        Failure::new(ExitCode::Usage, format!("gateway: standard input: {e}"))
+                    })?;
+                    line
+                }
+            });
+            let password = text.lines().next().unwrap_or_default();
+            if password.is_empty() {
+                return Err(Failure::new(
+                    ExitCode::Usage,
+                    "gateway: hash-password: the password is empty",
+                ));
+            }
+            let hash = crate::gateway::submission::hash_password(password)
+                .map_err(|e| Failure::new(ExitCode::Other, format!("gateway: {e}")))?;
+            println!("{hash}");
             Ok(())
         }
         (None, Some(file)) => {

@@ -16,7 +16,14 @@
 //! name = "outbound"
 //! address = "127.0.0.1:10025"
 //! mode = "outbound"
+//! submission = "auth"                   # or "mta" (behind Postfix's sender login check)
+//! tls = "starttls"
 //! next_hop = { address = "127.0.0.1:10026" }
+//!
+//! [[submitter]]
+//! login = "treasury"
+//! password_hash = "$argon2id$v=19$..."   # mailseal gateway hash-password
+//! addresses = ["treasury@example.org"]
 //!
 //! [[listener]]
 //! name = "inbound"
@@ -32,6 +39,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::profile::Profile;
+
+pub use super::submission::{Submission, Submitter};
 
 /// Why a configuration is refused.
 #[derive(Debug, thiserror::Error)]
@@ -88,6 +97,10 @@ pub struct Config {
     /// The listeners.
     #[serde(rename = "listener")]
     pub listeners: Vec<Listener>,
+    /// Who may submit to an outbound listener with `submission = "auth"`, and as
+    /// which addresses.
+    #[serde(default, rename = "submitter")]
+    pub submitters: Vec<Submitter>,
     /// How mail from inside is sealed.
     #[serde(default)]
     pub outbound: OutboundPolicy,
@@ -157,6 +170,12 @@ pub struct Listener {
     /// Refuse MAIL before STARTTLS.
     #[serde(default)]
     pub require_tls: bool,
+    /// Who may submit (an outbound listener must say: it signs as our agents):
+    /// `auth` (SMTP AUTH against `[[submitter]]`, the From one of the login's
+    /// addresses), `mta` (a trusted MTA checked the sender's login; the From must be
+    /// MAIL FROM), or `open` (anyone it serves, as any agent).
+    #[serde(default)]
+    pub submission: Option<Submission>,
     /// The client addresses served, as `ADDRESS/PREFIX` (or a bare address); others
     /// are told 554 and closed. Default: loopback only for an outbound listener (it
     /// signs as our agents for whoever reaches it, so only the submission path may),
@@ -544,12 +563,45 @@ impl Config {
                     l.name
                 ));
             }
+            match (l.mode, l.submission) {
+                (Mode::Outbound, None) => {
+                    return invalid(format!(
+                        "listener {}: an outbound listener signs as our agents, so it must say who may submit: submission = \"auth\" (SMTP AUTH against [[submitter]]), \"mta\" (an MTA that checked the sender's login: From must be MAIL FROM) or \"open\" (anyone it serves, as any agent)",
+                        l.name
+                    ))
+                }
+                (Mode::Outbound, Some(Submission::Auth)) => {
+                    if self.tls.is_none() || l.tls == ListenerTls::None {
+                        return invalid(format!(
+                            "listener {}: submission = \"auth\" needs TLS (a [tls] certificate, and tls = \"starttls\" or \"implicit\"): passwords are never taken in clear",
+                            l.name
+                        ));
+                    }
+                    if self.submitters.is_empty() {
+                        return invalid(format!(
+                            "listener {}: submission = \"auth\" needs at least one [[submitter]]",
+                            l.name
+                        ));
+                    }
+                }
+                (Mode::Outbound, Some(_)) => {}
+                (_, Some(_)) => {
+                    return invalid(format!(
+                        "listener {}: submission applies to outbound listeners only",
+                        l.name
+                    ))
+                }
+                (_, None) => {}
+            }
             if !l.next_hop.address.contains(':') {
                 return invalid(format!(
                     "listener {}: next_hop.address is host:port",
                     l.name
                 ));
             }
+        }
+        if let Err(e) = super::submission::Submitters::new(&self.submitters) {
+            return invalid(format!("[[submitter]]: {e}"));
         }
         self.default_profile()?;
         let lim = &self.limits;
@@ -603,8 +655,48 @@ name = "out"
 address = "127.0.0.1:2525"
 mode = "outbound"
 tls = "none"
+submission = "open"
 next_hop = { address = "127.0.0.1:2526" }
 "#;
+
+    /// Issue #57: an outbound listener signs as our agents, so the operator says who
+    /// may submit; passwords only under TLS; submitters well formed.
+    #[test]
+    fn fail_config_outbound_listener_must_say_who_may_submit() {
+        let err = |text: &str| Config::parse(text).unwrap_err().to_string();
+        let none = MINIMAL.replace("submission = \"open\"\n", "");
+        assert!(
+            err(&none).contains("must say who may submit"),
+            "{}",
+            err(&none)
+        );
+        let auth_clear = MINIMAL.replace("submission = \"open\"", "submission = \"auth\"");
+        assert!(
+            err(&auth_clear).contains("needs TLS"),
+            "{}",
+            err(&auth_clear)
+        );
+        let tls = "[tls]\ncertificate = \"/c\"\nkey = \"/k\"\n";
+        let auth_tls = MINIMAL
+            .replace("submission = \"open\"", "submission = \"auth\"")
+            .replace("tls = \"none\"", "tls = \"starttls\"")
+            .replace("[[listener]]", &format!("{tls}[[listener]]"));
+        assert!(
+            err(&auth_tls).contains("at least one [[submitter]]"),
+            "{}",
+            err(&auth_tls)
+        );
+        let hash = super::super::submission::hash_password("pw").unwrap();
+        let with = format!(
+            "{auth_tls}\n[[submitter]]\nlogin = \"a\"\npassword_hash = \"{hash}\"\naddresses = [\"a@x.example\"]\n"
+        );
+        let c = Config::parse(&with).unwrap();
+        assert_eq!(c.listeners[0].submission, Some(Submission::Auth));
+        let plain = with.replace(&hash, "hunter2");
+        assert!(err(&plain).contains("PHC"), "{}", err(&plain));
+        let inbound = MINIMAL.replace("mode = \"outbound\"", "mode = \"inbound\"");
+        assert!(err(&inbound).contains("outbound listeners only"));
+    }
 
     #[test]
     fn minimal_config_takes_defaults() {
@@ -644,7 +736,9 @@ next_hop = { address = "127.0.0.1:2526" }
             "mode = \"outbound\"\nclients = [\"10.0.0.0/33\"]",
         );
         assert!(Config::parse(&bad).is_err());
-        let inbound = MINIMAL.replace("mode = \"outbound\"", "mode = \"inbound\"");
+        let inbound = MINIMAL
+            .replace("mode = \"outbound\"", "mode = \"inbound\"")
+            .replace("submission = \"open\"\n", "");
         assert!(Config::parse(&inbound).unwrap().listeners[0].serves("192.0.2.7".parse().unwrap()));
     }
 

@@ -10,6 +10,7 @@
 //! ```
 //!
 //! - [`session`]: the SMTP server session as a state machine (no I/O; fuzzed).
+//! - [`submission`]: who may have the outbound listener sign as which agent.
 //! - [`server`]: listeners, TLS (rustls; reloaded on SIGHUP), caps and timeouts.
 //! - [`process`]: the worker threads that run the library's pipeline.
 //! - [`spool`]: the durable queue (a directory, or PostgreSQL for several instances).
@@ -30,6 +31,7 @@ pub mod process;
 pub mod server;
 pub mod session;
 pub mod spool;
+pub mod submission;
 
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -172,6 +174,9 @@ impl Gateway {
         let workers = config
             .workers
             .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(1, |n| n.get()));
+        // Checked when the configuration was read.
+        let submitters =
+            Arc::new(submission::Submitters::new(&config.submitters).unwrap_or_default());
         let shared = Arc::new(server::Shared {
             config: config.clone(),
             workers: process::Workers::start(
@@ -179,11 +184,13 @@ impl Gateway {
                 self.factory.clone(),
                 spool.clone(),
                 config.clone(),
+                submitters.clone(),
             )?,
             metrics: metrics.clone(),
             tls: tls.clone(),
             connections: Arc::new(tokio::sync::Semaphore::new(config.limits.max_connections)),
             per_ip: Mutex::new(Default::default()),
+            submitters,
         });
         let mut tasks = tokio::task::JoinSet::new();
         for l in &config.listeners {

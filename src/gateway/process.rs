@@ -21,9 +21,10 @@ use std::sync::{mpsc, Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-use super::config::{Config, Mode, NoKey, Plain};
+use super::config::{Config, Mode, NoKey, Plain, Submission};
 use super::session::Transaction;
 use super::spool::{Entry, Spool};
+use super::submission::Submitters;
 use crate::error::{Classify, ErrorKind};
 use crate::message::{Limits, MailA2aMessage};
 use crate::profile::Profile;
@@ -165,6 +166,7 @@ impl Workers {
         factory: Arc<PipelineFactory>,
         spool: Arc<dyn Spool>,
         config: Arc<Config>,
+        submitters: Arc<Submitters>,
     ) -> std::io::Result<Workers> {
         let (tx, rx) = mpsc::sync_channel::<Job>(n * 4);
         let rx = Arc::new(Mutex::new(rx));
@@ -174,10 +176,11 @@ impl Workers {
             let factory = factory.clone();
             let spool = spool.clone();
             let config = config.clone();
+            let submitters = submitters.clone();
             let generation = generation.clone();
             std::thread::Builder::new()
                 .name(format!("mailseal-worker-{i}"))
-                .spawn(move || worker(rx, factory, spool, config, generation))?;
+                .spawn(move || worker(rx, factory, spool, config, submitters, generation))?;
         }
         Ok(Workers {
             jobs: tx,
@@ -196,7 +199,7 @@ impl Workers {
     pub(crate) async fn submit(&self, job: Job) {
         let jobs = self.jobs.clone();
         // The channel is bounded: a full queue pushes back on the SMTP clients.
-        let _ = tokio::task::spawn_blocking(move || jobs.send(job)).await;
+        let _ = tokio::task::spawn_blocking(move || jobs.send(job).map_err(drop)).await;
     }
 }
 
@@ -205,6 +208,7 @@ fn worker(
     factory: Arc<PipelineFactory>,
     spool: Arc<dyn Spool>,
     config: Arc<Config>,
+    submitters: Arc<Submitters>,
     generation: Arc<std::sync::atomic::AtomicU64>,
 ) {
     let build = || match factory() {
@@ -240,6 +244,7 @@ fn worker(
                 let ctx = Context {
                     spool: spool.as_ref(),
                     config: &config,
+                    submitters: &submitters,
                     listener: &job.listener,
                     default_profile: profile,
                 };
@@ -257,6 +262,7 @@ fn worker(
 struct Context<'c> {
     spool: &'c dyn Spool,
     config: &'c Config,
+    submitters: &'c Submitters,
     listener: &'c str,
     default_profile: Profile,
 }
@@ -336,6 +342,26 @@ impl Context<'_> {
                 )
             }
         };
+        // Signed only as an agent its submitter may send as (issue #57).
+        let policy = self
+            .config
+            .listener(self.listener)
+            .and_then(|l| l.submission)
+            .unwrap_or(Submission::Auth);
+        let from = plain
+            .headers
+            .from
+            .as_ref()
+            .map_or("", |f| f.address.as_str());
+        if let Some(why) = super::submission::refuse_from(
+            policy,
+            self.submitters,
+            t.login.as_deref(),
+            &t.mail_from,
+            from,
+        ) {
+            return Decision::refused(550, "5.7.1", why);
+        }
         let group = groups
             .into_iter()
             .next()

@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use super::config::{Config, Listener, ListenerTls, TlsFiles};
+use super::config::{Config, Listener, ListenerTls, Submission, TlsFiles};
 use super::metrics::Metrics;
 use super::process::{Decision, Job, Workers};
 use super::session::{Action, Session, SessionLimits};
@@ -57,6 +57,8 @@ pub(crate) struct Shared {
     pub(crate) tls: TlsSlot,
     pub(crate) connections: Arc<Semaphore>,
     pub(crate) per_ip: Mutex<HashMap<IpAddr, usize>>,
+    /// Who may submit to an outbound listener with `submission = "auth"`.
+    pub(crate) submitters: Arc<super::submission::Submitters>,
 }
 
 /// Holds a connection's place under the per-IP cap.
@@ -176,6 +178,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, listener: &Listener, sh
             return;
         };
         let mut session = Session::new(&shared.config.hostname, session_limits, false, true, false);
+        if listener.submission == Some(Submission::Auth) {
+            session.require_auth();
+        }
         let _ = drive(stream, &mut session, listener, shared, peer, true).await;
         return;
     }
@@ -186,6 +191,9 @@ async fn connection(stream: TcpStream, peer: SocketAddr, listener: &Listener, sh
         false,
         listener.require_tls,
     );
+    if listener.submission == Some(Submission::Auth) {
+        session.require_auth();
+    }
     let Ok(Some(stream)) = drive(stream, &mut session, listener, shared, peer, true).await else {
         return;
     };
@@ -232,6 +240,31 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
                     out.extend_from_slice(&b);
                     flush(&mut stream, &mut out, write_timeout).await?;
                     return Ok(Some(stream));
+                }
+                Action::Authenticate(credentials) => {
+                    flush(&mut stream, &mut out, write_timeout).await?;
+                    let submitters = shared.submitters.clone();
+                    let login = credentials.login.clone();
+                    // Argon2 takes tens of milliseconds: off the async threads.
+                    let ok = tokio::task::spawn_blocking(move || {
+                        submitters.verify(&credentials.login, &credentials.password)
+                    })
+                    .await
+                    .unwrap_or(false);
+                    if ok {
+                        tracing::info!(peer = %peer, listener = %listener.name, login = %crate::error::quoted(&login), "authenticated");
+                    } else {
+                        tracing::warn!(peer = %peer, listener = %listener.name, login = %crate::error::quoted(&login), "authentication failed");
+                    }
+                    match session.authenticated(ok.then_some(login)) {
+                        Action::Send(b) => out.extend_from_slice(&b),
+                        Action::Close(b) => {
+                            out.extend_from_slice(&b);
+                            flush(&mut stream, &mut out, write_timeout).await?;
+                            return Ok(None);
+                        }
+                        _ => {}
+                    }
                 }
                 Action::Message(t) => {
                     // Replies so far go out before the (possibly long) processing.

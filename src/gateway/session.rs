@@ -18,8 +18,10 @@
 //! dropped (the STARTTLS command injection of CVE-2011-0411), and the session starts
 //! over: a new EHLO, no transaction.
 
+use base64::Engine as _;
 use smtp_proto::request::receiver::DataReceiver;
 use smtp_proto::{EhloResponse, Error as ParseError, Request};
+use zeroize::Zeroizing;
 
 /// The longest command line (`smtp-proto`'s own bound for its line receiver).
 const MAX_LINE: usize = smtp_proto::request::receiver::MAX_LINE_LENGTH;
@@ -56,6 +58,19 @@ pub struct Transaction {
     pub data: Vec<u8>,
     /// Whether the session was under TLS when the message came.
     pub tls: bool,
+    /// The SMTP AUTH login the client proved, if any.
+    pub login: Option<String>,
+}
+
+/// What a client gave to authenticate: checked by the connection loop
+/// ([`super::submission::Submitters::verify`], Argon2, off the async threads), whose
+/// answer goes to [`Session::authenticated`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Credentials {
+    /// The login (RFC 4616 authcid).
+    pub login: String,
+    /// The password, wiped when dropped.
+    pub password: Zeroizing<String>,
 }
 
 /// What the connection loop does next.
@@ -68,6 +83,8 @@ pub enum Action {
     StartTls(Vec<u8>),
     /// A message to process: answer with [`Session::finish`].
     Message(Transaction),
+    /// Credentials to check: answer with [`Session::authenticated`].
+    Authenticate(Credentials),
     /// Write these bytes, then close the connection.
     Close(Vec<u8>),
 }
@@ -85,6 +102,14 @@ enum State {
     Discard(DataReceiver),
     /// A message handed out, its reply not yet given.
     Waiting,
+    /// AUTH PLAIN without an initial response: the next line is the response.
+    AuthPlain,
+    /// AUTH LOGIN: the next line is the login.
+    AuthLogin,
+    /// AUTH LOGIN: the next line is the password of this login.
+    AuthPassword(String),
+    /// Credentials handed out, the verdict not yet given.
+    Authenticating,
     /// Closed.
     Closed,
 }
@@ -106,6 +131,10 @@ pub struct Session {
     recipients: Vec<String>,
     data: Vec<u8>,
     errors: usize,
+    /// SMTP AUTH is offered (under TLS) and required before MAIL.
+    auth_required: bool,
+    /// The login proved in this session.
+    login: Option<String>,
 }
 
 fn reply(code: u16, status: &str, text: &str) -> Vec<u8> {
@@ -136,6 +165,28 @@ impl Session {
             recipients: Vec::new(),
             data: Vec::new(),
             errors: 0,
+            auth_required: false,
+            login: None,
+        }
+    }
+
+    /// Offers SMTP AUTH (PLAIN and LOGIN, under TLS only: a password is never sent in
+    /// clear) and refuses MAIL until a login is proved (an outbound listener with
+    /// `submission = "auth"`).
+    pub fn require_auth(&mut self) {
+        self.auth_required = true;
+    }
+
+    /// The verdict on the [`Action::Authenticate`] handed out: the login when the
+    /// password was right (235), `None` when not (535, counted as an error).
+    pub fn authenticated(&mut self, login: Option<String>) -> Action {
+        self.state = State::Ready;
+        match login {
+            Some(login) => {
+                self.login = Some(login);
+                Action::Send(reply(235, "2.7.0", "authentication succeeded"))
+            }
+            None => self.error(reply(535, "5.7.8", "authentication credentials invalid")),
         }
     }
 
@@ -165,6 +216,7 @@ impl Session {
     /// The TLS handshake after STARTTLS succeeded: the session starts over.
     pub fn tls_started(&mut self) {
         self.tls_active = true;
+        self.login = None;
         self.input.clear();
         self.pos = 0;
         self.skipping_line = false;
@@ -200,7 +252,7 @@ impl Session {
     /// needed.
     pub fn step(&mut self) -> Option<Action> {
         match self.state {
-            State::Closed | State::Waiting => None,
+            State::Closed | State::Waiting | State::Authenticating => None,
             State::Data(_) | State::Discard(_) => self.step_data(),
             _ => self.step_command(),
         }
@@ -248,6 +300,7 @@ impl Session {
             recipients: std::mem::take(&mut self.recipients),
             data: std::mem::take(&mut self.data),
             tls: self.tls_active,
+            login: self.login.clone(),
         }))
     }
 
@@ -283,6 +336,14 @@ impl Session {
             if body.iter().any(|&b| b == b'\r' || b == 0) {
                 return Some(self.error(reply(500, "5.5.2", "bare CR or NUL in a command")));
             }
+            if matches!(
+                self.state,
+                State::AuthPlain | State::AuthLogin | State::AuthPassword(_)
+            ) {
+                // An AUTH response: base64, never a command.
+                let line = Zeroizing::new(body.to_vec());
+                return Some(self.auth_response(&line));
+            }
             // A whole line: the parser never sees more or less than one, so what it
             // makes of the bytes does not depend on how they were cut into reads.
             let parsed = Request::parse(&mut self.input[start..end].iter()).map(|r| r.into_owned());
@@ -311,6 +372,10 @@ impl Session {
                 if self.tls_offered && !self.tls_active {
                     ehlo.capabilities |= smtp_proto::EXT_START_TLS;
                 }
+                if self.auth_required && self.tls_active {
+                    ehlo.capabilities |= smtp_proto::EXT_AUTH;
+                    ehlo.auth_mechanisms = smtp_proto::AUTH_PLAIN | smtp_proto::AUTH_LOGIN;
+                }
                 ehlo.size = self.limits.max_message_bytes;
                 let mut out = Vec::new();
                 // Writing into a Vec cannot fail.
@@ -338,6 +403,9 @@ impl Session {
                 }
                 if self.require_tls && !self.tls_active {
                     return self.error(reply(530, "5.7.0", "must issue STARTTLS first"));
+                }
+                if self.auth_required && self.login.is_none() {
+                    return self.error(reply(530, "5.7.0", "authentication required"));
                 }
                 if from.size > self.limits.max_message_bytes {
                     return self.error(reply(
@@ -393,11 +461,131 @@ impl Session {
             }
             Request::Vrfy { .. } => Action::Send(reply(252, "2.5.0", "cannot verify")),
             Request::Help { .. } => Action::Send(reply(214, "2.0.0", "see RFC 5321")),
-            Request::Auth { .. } => self.error(reply(502, "5.5.1", "AUTH not offered")),
+            Request::Auth {
+                mechanism,
+                initial_response,
+            } => self.auth(mechanism, &initial_response),
             Request::Expn { .. }
             | Request::Etrn { .. }
             | Request::Atrn { .. }
             | Request::Burl { .. } => self.error(reply(502, "5.5.1", "command not implemented")),
+        }
+    }
+}
+
+impl Session {
+    /// `AUTH MECHANISM [initial-response]` (RFC 4954).
+    fn auth(&mut self, mechanism: u64, initial: &str) -> Action {
+        if !self.auth_required {
+            return self.error(reply(502, "5.5.1", "AUTH not offered"));
+        }
+        if !self.tls_active {
+            return self.error(reply(
+                538,
+                "5.7.11",
+                "encryption required for requested authentication mechanism",
+            ));
+        }
+        if !matches!(self.state, State::Ready) {
+            return self.error(reply(
+                503,
+                "5.5.1",
+                "AUTH after EHLO and outside a transaction",
+            ));
+        }
+        if self.login.is_some() {
+            return self.error(reply(503, "5.5.1", "already authenticated"));
+        }
+        match mechanism {
+            smtp_proto::AUTH_PLAIN if initial.is_empty() => {
+                self.state = State::AuthPlain;
+                Action::Send(b"334 \r\n".to_vec())
+            }
+            smtp_proto::AUTH_PLAIN => {
+                let initial = Zeroizing::new(initial.as_bytes().to_vec());
+                self.state = State::AuthPlain;
+                self.auth_response(&initial)
+            }
+            smtp_proto::AUTH_LOGIN if initial.is_empty() => {
+                self.state = State::AuthLogin;
+                // "Username:"
+                Action::Send(b"334 VXNlcm5hbWU6\r\n".to_vec())
+            }
+            smtp_proto::AUTH_LOGIN => {
+                let initial = Zeroizing::new(initial.as_bytes().to_vec());
+                self.state = State::AuthLogin;
+                self.auth_response(&initial)
+            }
+            _ => self.error(reply(
+                504,
+                "5.5.4",
+                "mechanism not supported (PLAIN, LOGIN)",
+            )),
+        }
+    }
+
+    /// One base64 line of an AUTH exchange (`*` cancels it).
+    fn auth_response(&mut self, line: &[u8]) -> Action {
+        let state = std::mem::replace(&mut self.state, State::Ready);
+        if line == b"*" {
+            return self.error(reply(501, "5.0.0", "authentication cancelled"));
+        }
+        let decoded = if line == b"=" {
+            Some(Zeroizing::new(Vec::new()))
+        } else {
+            base64::engine::general_purpose::STANDARD
+                .decode(line)
+                .ok()
+                .map(Zeroizing::new)
+        };
+        let Some(decoded) = decoded else {
+            return self.error(reply(501, "5.5.2", "cannot decode the response (base64)"));
+        };
+        let text = |b: &[u8]| std::str::from_utf8(b).ok().map(str::to_string);
+        match state {
+            State::AuthPlain => {
+                // RFC 4616: authzid NUL authcid NUL passwd; no acting for another.
+                let mut parts = decoded.split(|&b| b == 0);
+                let (Some(authzid), Some(authcid), Some(passwd), None) =
+                    (parts.next(), parts.next(), parts.next(), parts.next())
+                else {
+                    return self.error(reply(501, "5.5.2", "malformed PLAIN response"));
+                };
+                match (text(authcid), text(passwd)) {
+                    (Some(login), Some(password))
+                        if !login.is_empty() && (authzid.is_empty() || authzid == authcid) =>
+                    {
+                        self.state = State::Authenticating;
+                        Action::Authenticate(Credentials {
+                            login,
+                            password: Zeroizing::new(password),
+                        })
+                    }
+                    _ => self.error(reply(535, "5.7.8", "authentication credentials invalid")),
+                }
+            }
+            State::AuthLogin => match text(&decoded) {
+                Some(login) if !login.is_empty() => {
+                    self.state = State::AuthPassword(login);
+                    // "Password:"
+                    Action::Send(b"334 UGFzc3dvcmQ6\r\n".to_vec())
+                }
+                _ => self.error(reply(535, "5.7.8", "authentication credentials invalid")),
+            },
+            State::AuthPassword(login) => match text(&decoded) {
+                Some(password) => {
+                    self.state = State::Authenticating;
+                    Action::Authenticate(Credentials {
+                        login,
+                        password: Zeroizing::new(password),
+                    })
+                }
+                None => self.error(reply(535, "5.7.8", "authentication credentials invalid")),
+            },
+            other => {
+                self.state = other;
+                self.error(reply(503, "5.5.1", "no authentication in progress"))
+            }
         }
     }
 }
@@ -456,8 +644,9 @@ pub fn check_segmentation(data: &[u8]) {
         max_recipients: 5,
         max_errors: 1000,
     };
-    let whole = drive_all(input, input.len(), &limits);
-    let cut_up = drive_all(input, cut as usize % 17 + 1, &limits);
+    let auth = cut & 0x80 != 0;
+    let whole = drive_all(input, input.len(), &limits, auth);
+    let cut_up = drive_all(input, cut as usize % 17 + 1, &limits, auth);
     let lower = input.to_ascii_lowercase();
     let starttls = lower.windows(8).any(|w| w == b"starttls");
     let long_line = input.split(|&b| b == b'\n').any(|l| l.len() > 4000);
@@ -469,9 +658,19 @@ pub fn check_segmentation(data: &[u8]) {
     }
 }
 
-/// The messages handed out, and whether STARTTLS was done.
-fn drive_all(input: &[u8], cut: usize, limits: &SessionLimits) -> (Vec<Transaction>, bool) {
-    let mut s = Session::new("fuzz.test", limits.clone(), true, false, false);
+/// The messages handed out, and whether STARTTLS was done. With `auth`, the session is
+/// over TLS from the start and requires SMTP AUTH; the login `agent` with the password
+/// `pw` is the one that verifies.
+fn drive_all(
+    input: &[u8],
+    cut: usize,
+    limits: &SessionLimits,
+    auth: bool,
+) -> (Vec<Transaction>, bool) {
+    let mut s = Session::new("fuzz.test", limits.clone(), !auth, auth, false);
+    if auth {
+        s.require_auth();
+    }
     let mut messages = Vec::new();
     let mut tls = false;
     for chunk in input.chunks(cut.max(1)) {
@@ -491,9 +690,20 @@ fn drive_all(input: &[u8], cut: usize, limits: &SessionLimits) -> (Vec<Transacti
                 }
                 Action::Message(t) => {
                     check_message(&t, limits);
+                    assert!(
+                        !auth || t.login.as_deref() == Some("agent"),
+                        "mail without AUTH"
+                    );
                     messages.push(t);
                     if let Action::Send(b) = s.finish(b"250 2.0.0 ok\r\n".to_vec()) {
                         check_replies(&b);
+                    }
+                }
+                Action::Authenticate(c) => {
+                    let ok = c.login == "agent" && c.password.as_str() == "pw";
+                    match s.authenticated(ok.then(|| c.login.clone())) {
+                        Action::Send(b) | Action::Close(b) => check_replies(&b),
+                        other => panic!("{other:?} after an AUTH verdict"),
                     }
                 }
             }
@@ -543,9 +753,117 @@ mod tests {
                         out.extend(b);
                     }
                 }
+                Action::Authenticate(c) => {
+                    let ok = c.login == "agent" && c.password.as_str() == "pw";
+                    match session.authenticated(ok.then(|| c.login.clone())) {
+                        Action::Send(b) => out.extend(b),
+                        Action::Close(b) => {
+                            out.extend(b);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
             }
         }
         (out, msgs)
+    }
+
+    /// A session over TLS that requires SMTP AUTH (the `agent`/`pw` login verifies).
+    fn auth_session() -> Session {
+        let mut s = Session::new(
+            "gw.test",
+            SessionLimits {
+                max_message_bytes: 1000,
+                max_recipients: 2,
+                max_errors: 10,
+            },
+            false,
+            true,
+            false,
+        );
+        s.require_auth();
+        s
+    }
+
+    fn b64(s: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    /// Issue #57: AUTH PLAIN (with and without an initial response) and LOGIN prove a
+    /// login that the message then carries; without one, MAIL is refused.
+    #[test]
+    fn auth_plain_and_login_prove_the_login_the_message_carries() {
+        let mail = "MAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nSubject: x\r\n\r\nhi\r\n.\r\n";
+        for auth in [
+            format!("AUTH PLAIN {}\r\n", b64(b"\0agent\0pw")),
+            format!("AUTH PLAIN\r\n{}\r\n", b64(b"agent\0agent\0pw")),
+            format!("AUTH LOGIN\r\n{}\r\n{}\r\n", b64(b"agent"), b64(b"pw")),
+            format!("AUTH LOGIN {}\r\n{}\r\n", b64(b"agent"), b64(b"pw")),
+        ] {
+            let mut s = auth_session();
+            let (out, msgs) = run(&mut s, format!("EHLO c\r\n{auth}{mail}").as_bytes());
+            let out = String::from_utf8(out).unwrap();
+            assert!(
+                out.contains("AUTH LOGIN PLAIN") || out.contains("AUTH PLAIN LOGIN"),
+                "{out}"
+            );
+            assert!(out.contains("235 2.7.0"), "{auth:?}: {out}");
+            assert_eq!(msgs.len(), 1, "{auth:?}: {out}");
+            assert_eq!(msgs[0].login.as_deref(), Some("agent"));
+        }
+    }
+
+    #[test]
+    fn fail_auth_wrong_cancelled_malformed_or_acting_for_another() {
+        for (auth, code) in [
+            (
+                format!("AUTH PLAIN {}\r\n", b64(b"\0agent\0guess")),
+                "535 5.7.8",
+            ),
+            (
+                format!("AUTH PLAIN {}\r\n", b64(b"mallory\0agent\0pw")),
+                "535 5.7.8",
+            ),
+            (format!("AUTH PLAIN {}\r\n", b64(b"agent\0pw")), "501 5.5.2"),
+            ("AUTH PLAIN not-base64!\r\n".to_string(), "501 5.5.2"),
+            ("AUTH LOGIN\r\n*\r\n".to_string(), "501 5.0.0"),
+            ("AUTH CRAM-MD5\r\n".to_string(), "504 5.5.4"),
+        ] {
+            let mut s = auth_session();
+            let (out, msgs) = run(
+                &mut s,
+                format!("EHLO c\r\n{auth}MAIL FROM:<a@x>\r\n").as_bytes(),
+            );
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.contains(code), "{auth:?}: {out}");
+            assert!(
+                out.ends_with("530 5.7.0 authentication required\r\n"),
+                "{auth:?}: {out}"
+            );
+            assert!(msgs.is_empty());
+        }
+        // Once proved, not again; and a session that does not require it does not
+        // offer it.
+        let mut s = auth_session();
+        let twice = format!(
+            "EHLO c\r\nAUTH PLAIN {0}\r\nAUTH PLAIN {0}\r\n",
+            b64(b"\0agent\0pw")
+        );
+        let (out, _) = run(&mut s, twice.as_bytes());
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .ends_with("503 5.5.1 already authenticated\r\n"));
+        let mut plain = session();
+        let (out, _) = run(
+            &mut plain,
+            format!("EHLO c\r\nAUTH PLAIN {}\r\n", b64(b"\0agent\0pw")).as_bytes(),
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            !out.contains("AUTH PLAIN LOGIN") && out.ends_with("502 5.5.1 AUTH not offered\r\n"),
+            "{out}"
+        );
     }
 
     fn session() -> Session {

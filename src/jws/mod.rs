@@ -87,7 +87,7 @@ pub enum JwsError {
     #[error("JWS header refused: {0}")]
     Header(String),
     /// No JWK in the store has the signature's `kid` (or, without one, verifies it).
-    #[error("signed by an unknown key (kid {kid}): import the sender's JWK with `key import --jwk FILE --email ADDR`, its DID, or its Agent Card")]
+    #[error("signed by an unknown key (kid {}): import the sender's JWK with `key import --jwk FILE --email ADDR`, its DID, or its Agent Card", crate::error::quoted(.kid))]
     UnknownSigner {
         /// The `kid`, or `none`.
         kid: String,

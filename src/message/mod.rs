@@ -109,7 +109,7 @@ pub enum MessageError {
     },
     /// A header that may appear once appears more often (readers could disagree on
     /// which one counts).
-    #[error("header {name} appears more than once")]
+    #[error("header {} appears more than once", crate::error::quoted(.name))]
     DuplicateHeader {
         /// The header name.
         name: String,
@@ -124,20 +124,20 @@ pub enum MessageError {
         count: usize,
     },
     /// The machine part declares a charset other than UTF-8.
-    #[error("application/a2a+json part has charset {charset}; it must be UTF-8")]
+    #[error("application/a2a+json part has charset {}; it must be UTF-8", crate::error::quoted(.charset))]
     UnsupportedCharset {
         /// The declared charset.
         charset: String,
     },
     /// A part declares a Content-Transfer-Encoding this reader does not know.
-    #[error("unknown Content-Transfer-Encoding {encoding}")]
+    #[error("unknown Content-Transfer-Encoding {}", crate::error::quoted(.encoding))]
     UnknownTransferEncoding {
         /// The declared encoding.
         encoding: String,
     },
     /// A part's body is not valid in its declared transfer encoding (for example
     /// truncated base64).
-    #[error("{encoding} body of the {part} part does not decode")]
+    #[error("{} body of the {part} part does not decode", crate::error::quoted(.encoding))]
     BadTransferEncoding {
         /// `base64` or `quoted-printable`.
         encoding: &'static str,

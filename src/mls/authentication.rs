@@ -463,10 +463,17 @@ impl super::Mls {
         if self.is_pinned(&identity, key)? {
             return Ok(identity);
         }
-        let binding =
-            binding.map_err(|e| MlsError::Unbound(format!("{identity}: {}", unbound_reason(e))))?;
+        let binding = binding.map_err(|e| {
+            MlsError::Unbound(format!(
+                "{}: {}",
+                crate::error::quoted(&identity),
+                unbound_reason(e)
+            ))
+        })?;
         auth.verify(&identity, key, binding.as_ref())
-            .map_err(|reason| MlsError::Unbound(format!("{identity}: {reason}")))?;
+            .map_err(|reason| {
+                MlsError::Unbound(format!("{}: {reason}", crate::error::quoted(&identity)))
+            })?;
         Ok(identity)
     }
 

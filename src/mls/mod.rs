@@ -105,7 +105,7 @@ pub enum MlsError {
     },
     /// An application message framed in an epoch before the current one, by a member
     /// who is no longer in the group: removed since, it cannot speak for the group.
-    #[error("the sender {sender} was removed from MLS group {group} after the epoch it wrote in")]
+    #[error("the sender {} was removed from MLS group {group} after the epoch it wrote in", crate::error::quoted(.sender))]
     SenderRemoved {
         /// The group id (base64url).
         group: String,
@@ -114,7 +114,7 @@ pub enum MlsError {
     },
     /// An external commit (a join by GroupInfo) in a group where this member does not
     /// accept them: [`Mls::allow_external_joins`] turns them on per group.
-    #[error("an external join of {joiner} into MLS group {group}, which does not accept external joins here")]
+    #[error("an external join of {} into MLS group {group}, which does not accept external joins here", crate::error::quoted(.joiner))]
     ExternalJoinRefused {
         /// The group id (base64url).
         group: String,
@@ -143,7 +143,7 @@ pub enum MlsError {
     /// Too many messages are held waiting for Commits, in the group or under the
     /// sender its mail names ([`MlsConfig::max_held_per_sender`]); this one is not
     /// recorded and may be delivered again later ([`MlsError::retry_later`]).
-    #[error("{held} messages of group {group} already wait for commits{}; this one is not kept", sender.as_ref().map(|s| format!(" from {s}")).unwrap_or_default())]
+    #[error("{held} messages of group {group} already wait for commits{}; this one is not kept", sender.as_ref().map(|s| format!(" from {}", crate::error::quoted(s))).unwrap_or_default())]
     BufferFull {
         /// The group id (base64url).
         group: String,
@@ -188,7 +188,7 @@ pub enum MlsError {
     NoRatchetTree,
     /// A KeyPackage valid for longer than we issue ours: its init key would sit
     /// usable for that long.
-    #[error("the KeyPackage of {identity} is valid for {days} days; mailseal takes KeyPackages valid for at most 84 days, as it issues its own: ask for a shorter-lived one (mls-rs: ClientBuilder::key_package_lifetime)")]
+    #[error("the KeyPackage of {} is valid for {days} days; mailseal takes KeyPackages valid for at most 84 days, as it issues its own: ask for a shorter-lived one (mls-rs: ClientBuilder::key_package_lifetime)", crate::error::quoted(.identity))]
     KeyPackageLifetime {
         /// The KeyPackage's credential identity.
         identity: String,
@@ -199,7 +199,7 @@ pub enum MlsError {
     /// not be added to any of our groups (all use [`CIPHERSUITE`]), and its holder
     /// would only learn that from a failed add. Refused where it arrives (a
     /// KeyPackage mail, an Agent Card), not at the add.
-    #[error("the KeyPackage of {identity} is for MLS cipher suite 0x{suite:04x}; mailseal groups use 0x0001 (MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519): ask for a KeyPackage of that suite")]
+    #[error("the KeyPackage of {} is for MLS cipher suite 0x{suite:04x}; mailseal groups use 0x0001 (MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519): ask for a KeyPackage of that suite", crate::error::quoted(.identity))]
     CipherSuite {
         /// The KeyPackage's credential identity.
         identity: String,
@@ -213,7 +213,7 @@ pub enum MlsError {
     Unbound(String),
     /// A Welcome from an inviter this member's policy does not accept
     /// ([`Mls::allow_inviter`]).
-    #[error("{inviter} may not add us to MLS groups here (mailseal mls inviters --allow ADDRESS)")]
+    #[error("{} may not add us to MLS groups here (mailseal mls inviters --allow ADDRESS)", crate::error::quoted(.inviter))]
     InviterRefused {
         /// Who sent the Welcome.
         inviter: String,

@@ -54,7 +54,7 @@ use crate::seal::Opened;
 pub enum ReceiverError {
     /// `expiresAt` (or `createdAt` plus the default lifetime) plus the clock skew is in
     /// the past.
-    #[error("message {message_id} expired at {expired_at}")]
+    #[error("message {} expired at {expired_at}", crate::error::quoted(.message_id))]
     Expired {
         /// Its `messageId`.
         message_id: String,
@@ -63,13 +63,13 @@ pub enum ReceiverError {
     },
     /// An effectful request with no `expiresAt`, no `createdAt` and no protected Date:
     /// nothing bounds how long its replay tuple would have to be kept.
-    #[error("effectful request {message_id} has no expiresAt, createdAt or protected Date")]
+    #[error("effectful request {} has no expiresAt, createdAt or protected Date", crate::error::quoted(.message_id))]
     NoLifetime {
         /// Its `messageId`.
         message_id: String,
     },
     /// `createdAt` is further in the future than the clock skew allows.
-    #[error("message {message_id} is dated {created_at}, in the future")]
+    #[error("message {} is dated {created_at}, in the future", crate::error::quoted(.message_id))]
     FromTheFuture {
         /// Its `messageId`.
         message_id: String,
@@ -77,13 +77,13 @@ pub enum ReceiverError {
         created_at: String,
     },
     /// The signer's `messageId` was accepted before with other protected bytes.
-    #[error("security: message {message_id} was accepted before with different content")]
+    #[error("security: message {} was accepted before with different content", crate::error::quoted(.message_id))]
     Conflict {
         /// The `messageId`.
         message_id: String,
     },
     /// The signer's `idempotencyKey` was used before for another operation.
-    #[error("security: idempotency key {key} was used before for {previous}, now for {operation}")]
+    #[error("security: idempotency key {} was used before for {previous}, now for {operation}", crate::error::quoted(.key))]
     IdempotencyConflict {
         /// The key.
         key: String,
@@ -115,7 +115,7 @@ pub enum ReceiverError {
         final_sequence: u64,
     },
     /// A reply whose operation differs from the stream's.
-    #[error("stream {correlation_id} is {expected}, this reply says {operation}")]
+    #[error("stream {} is {expected}, this reply says {operation}", crate::error::quoted(.correlation_id))]
     StreamMismatch {
         /// The correlation.
         correlation_id: String,
@@ -125,7 +125,7 @@ pub enum ReceiverError {
         operation: String,
     },
     /// A sequence number further ahead of the next expected one than the buffer holds.
-    #[error("stream {correlation_id} expects sequence {next}; {sequence} is too far ahead")]
+    #[error("stream {} expects sequence {next}; {sequence} is too far ahead", crate::error::quoted(.correlation_id))]
     TooFarAhead {
         /// The correlation.
         correlation_id: String,
@@ -144,7 +144,7 @@ pub enum ReceiverError {
     /// A request carries an x402 `PaymentPayload`, but we never asked this peer for a
     /// payment in this exchange (no `PaymentRequiredError` with `required` went to it
     /// for the correlation).
-    #[error("security: payment from {peer} for exchange {correlation_id}, which asked for none")]
+    #[error("security: payment from {} for exchange {}, which asked for none", crate::error::quoted(.peer), crate::error::quoted(.correlation_id))]
     UnsolicitedPayment {
         /// The paying peer.
         peer: String,
@@ -153,7 +153,7 @@ pub enum ReceiverError {
     },
     /// A response, error or event that answers no request of ours: none was recorded
     /// for its correlation, or the one it answers did not go to its sender.
-    #[error("unsolicited: {peer} answers {what}")]
+    #[error("unsolicited: {} answers {what}", crate::error::quoted(.peer))]
     Unsolicited {
         /// The sender's address.
         peer: String,
@@ -161,7 +161,7 @@ pub enum ReceiverError {
         what: String,
     },
     /// A reply to a request whose lifetime (plus the skew) has ended.
-    #[error("{peer} answers request {message_id} of exchange {correlation_id}, which expired at {expired_at}")]
+    #[error("{} answers request {} of exchange {}, which expired at {expired_at}", crate::error::quoted(.peer), crate::error::quoted(.message_id), crate::error::quoted(.correlation_id))]
     AnswerTooLate {
         /// The sender's address.
         peer: String,
@@ -185,7 +185,7 @@ pub enum ReceiverError {
     },
     /// A retry (same sender address and `idempotencyKey`) after the first request's
     /// lifetime ended: refused rather than performed again.
-    #[error("idempotency key {key} was first used by {first} ({previous}), which expired at {expired_at}: too late to retry")]
+    #[error("idempotency key {} was first used by {} ({previous}), which expired at {expired_at}: too late to retry", crate::error::quoted(.key), crate::error::quoted(.first))]
     RetryTooLate {
         /// The key.
         key: String,
@@ -197,7 +197,7 @@ pub enum ReceiverError {
         expired_at: String,
     },
     /// A `PaymentPayload` that is not the one retry of the request we priced.
-    #[error("security: payment from {peer} in exchange {correlation_id}: {why}")]
+    #[error("security: payment from {} in exchange {}: {why}", crate::error::quoted(.peer), crate::error::quoted(.correlation_id))]
     PaymentNotBound {
         /// The paying peer.
         peer: String,
@@ -207,7 +207,7 @@ pub enum ReceiverError {
         why: String,
     },
     /// A second x402 `PaymentRequired` in an exchange, not answering our paid retry.
-    #[error("security: {peer} asks for payment again in exchange {correlation_id}")]
+    #[error("security: {} asks for payment again in exchange {}", crate::error::quoted(.peer), crate::error::quoted(.correlation_id))]
     PaymentRequiredAgain {
         /// The peer asking.
         peer: String,

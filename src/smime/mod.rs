@@ -174,7 +174,7 @@ pub enum SmimeError {
     #[error("the signature verifies but the signer certificate is self-signed or unknown: import it or its CA (--trusted)")]
     UnknownSigner,
     /// The message (or the decrypted entity) is not an S/MIME signed message.
-    #[error("{media_type} is not an S/MIME signed message")]
+    #[error("{} is not an S/MIME signed message", crate::error::quoted(.media_type))]
     NotSigned {
         /// What it is instead.
         media_type: String,

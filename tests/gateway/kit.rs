@@ -548,7 +548,10 @@ impl Drop for Gateway {
 }
 
 /// A gateway configuration: listeners `(name, port, mode, next-hop port, extra)`,
-/// where extra is TOML added to the listener's table, and `tail` added at the end.
+/// where extra is TOML added to the listener's table, and `tail` added at the end. An
+/// outbound listener whose extra does not say who may submit is `submission =
+/// "open"`: these tests are about what it does with what it is given
+/// (`fail_submission.rs` is about who may give it).
 pub fn config(
     dir: &Path,
     name: &str,
@@ -563,6 +566,12 @@ pub fn config(
         dir.join(format!("{name}-quarantine")).display(),
     );
     for (lname, port, mode, hop, extra) in listeners {
+        let open = if *mode == "outbound" && !extra.contains("submission") {
+            "submission = \"open\"\n"
+        } else {
+            ""
+        };
+        let extra = format!("{open}{extra}");
         c.push_str(&format!(
             "\n[[listener]]\nname = \"{lname}\"\naddress = \"127.0.0.1:{port}\"\nmode = \"{mode}\"\n{extra}\n[listener.next_hop]\naddress = \"127.0.0.1:{hop}\"\ntls = \"none\"\n"
         ));
@@ -609,15 +618,20 @@ impl Drop for Postfix {
     }
 }
 
+/// An agent's SASL login at Postfix: (login, password, the sender addresses it owns).
+pub type Login<'a> = (&'a str, &'a str, &'a [&'a str]);
+
 /// `filter`: the README's content-filter services (`dist/postfix/master.cf.append`),
-/// their ports moved by `ports` (`(snippet's, ours)`); without, a plain relay whose
-/// `smtpd` listens on the first port of `ports`. `transports`: where each recipient's
-/// mail goes.
+/// their ports moved by `ports` (`(snippet's, ours)`), with `logins` as the agents'
+/// SASL logins (Cyrus, its own password database, as `dist/postfix/main.cf.append`
+/// says); without, a plain relay whose `smtpd` listens on the first port of `ports`.
+/// `transports`: where each recipient's mail goes.
 pub fn postfix(
     dir: &Path,
     filter: bool,
     ports: &[(u16, u16)],
     transports: &[(String, u16)],
+    logins: &[Login<'_>],
 ) -> Postfix {
     let etc = dir.join("etc");
     let (queue, data) = (dir.join("queue"), dir.join("data"));
@@ -656,6 +670,11 @@ pub fn postfix(
         dir = dir.display(),
         map = map.join(", "),
     );
+    let main = if filter {
+        format!("{main}{}", sasl(dir, logins))
+    } else {
+        main
+    };
     std::fs::write(etc.join("main.cf"), main).unwrap();
     let system = std::fs::read_to_string("/etc/postfix/master.cf").unwrap();
     let mut master: String = system
@@ -691,6 +710,73 @@ pub fn postfix(
     pf
 }
 
+/// Cyrus SASL for the submission service: its configuration, a password database of
+/// `logins` and the sender login map, in `dir`; the main.cf lines that name them.
+fn sasl(dir: &Path, logins: &[Login<'_>]) -> String {
+    // Postfix's smtpd reads these as the postfix user, after it dropped root: every
+    // directory above them must let it through (a test's temporary directory is 0700).
+    let mut up = dir.parent();
+    while let Some(d) =
+        up.filter(|d| d.starts_with(std::env::temp_dir()) && *d != std::env::temp_dir())
+    {
+        assert!(Command::new("chmod")
+            .arg("755")
+            .arg(d)
+            .status()
+            .unwrap()
+            .success());
+        up = d.parent();
+    }
+    // Debian's Postfix reads CONFIG_DIRECTORY/sasl/smtpd.conf (as /etc/postfix/sasl/
+    // on a host: dist/postfix/main.cf.append).
+    let conf = dir.join("etc").join("sasl");
+    std::fs::create_dir_all(&conf).unwrap();
+    let db = dir.join("sasldb2");
+    std::fs::write(
+        conf.join("smtpd.conf"),
+        format!(
+            "pwcheck_method: auxprop\nauxprop_plugin: sasldb\nmech_list: PLAIN LOGIN\nsasldb_path: {}\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let mut owners = String::new();
+    for (login, password, addresses) in logins {
+        let mut child = Command::new("saslpasswd2")
+            .args(["-p", "-c", "-f"])
+            .arg(&db)
+            .args(["-u", "mailseal.test", login])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("saslpasswd2 (sasl2-bin)");
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(password.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "saslpasswd2 {login}");
+        for a in *addresses {
+            owners.push_str(&format!("{a} {login}, {login}@mailseal.test\n"));
+        }
+    }
+    // Postfix's smtpd runs as the postfix user and reads the database itself.
+    assert!(Command::new("chmod")
+        .args(["644"])
+        .arg(&db)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::write(dir.join("senders"), owners).unwrap();
+    format!(
+        "smtpd_sasl_type = cyrus\nsmtpd_sasl_path = smtpd\n\
+         smtpd_sasl_local_domain = mailseal.test\nsmtpd_sasl_security_options = noanonymous\n\
+         smtpd_sender_login_maps = texthash:{}\n",
+        dir.join("senders").display()
+    )
+}
+
 /// Whether Postfix can run here (root, the package) and `swaks` is installed; says why
 /// not (or fails under MAILSEAL_REQUIRE_PEERS=1).
 pub fn postfix_usable() -> bool {
@@ -702,4 +788,8 @@ pub fn postfix_usable() -> bool {
         "postfix (as root)",
         Command::new("sh").args(["-c", if root { "command -v postfix" } else { "false" }]),
     ) && crate::common::peer_available("swaks", Command::new("swaks").arg("--version"))
+        && crate::common::peer_available(
+            "saslpasswd2 (sasl2-bin)",
+            Command::new("sh").args(["-c", "command -v saslpasswd2"]),
+        )
 }

@@ -10,6 +10,7 @@ mod end_to_end;
 mod fail_inbound;
 mod fail_outbound;
 mod fail_smtp_input;
+mod fail_submission;
 mod operations;
 mod postfix;
 mod postgres_instances;

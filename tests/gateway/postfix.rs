@@ -12,28 +12,61 @@ use std::time::Duration;
 
 use crate::kit::{self, Gateway, Sink};
 
-fn swaks(port: u16, from: &str, to: &str, data: &[u8], dir: &Path) {
+/// The agent's login at Postfix.
+const ALICE_LOGIN: (&str, &str) = ("alice-agent", "alice's password");
+
+/// swaks into Postfix's submission port, logged in as `login`: its exit status and
+/// everything it printed.
+fn try_swaks(
+    port: u16,
+    login: Option<(&str, &str)>,
+    from: &str,
+    to: &str,
+    data: &[u8],
+    dir: &Path,
+) -> (bool, String) {
     let file = dir.join(format!("{}.eml", to.replace('@', "_")));
     std::fs::write(&file, data).unwrap();
-    let out = Command::new("swaks")
-        .args([
-            "--server",
-            "127.0.0.1",
-            "--port",
-            &port.to_string(),
-            "--from",
-            from,
-            "--to",
-            to,
-            "--data",
-        ])
-        .arg(format!("@{}", file.display()))
-        .output()
-        .unwrap();
-    assert!(
+    let mut cmd = Command::new("swaks");
+    cmd.args([
+        "--server",
+        "127.0.0.1",
+        "--port",
+        &port.to_string(),
+        "--from",
+        from,
+        "--to",
+        to,
+        "--data",
+    ])
+    .arg(format!("@{}", file.display()));
+    if let Some((user, password)) = login {
+        cmd.args([
+            "--auth",
+            "PLAIN",
+            "--auth-user",
+            user,
+            "--auth-password",
+            password,
+        ]);
+    }
+    let out = cmd.output().unwrap();
+    (
         out.status.success(),
-        "swaks: {}",
-        String::from_utf8_lossy(&out.stdout)
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn swaks(port: u16, from: &str, to: &str, data: &[u8], dir: &Path) {
+    let (ok, out) = try_swaks(port, Some(ALICE_LOGIN), from, to, data, dir);
+    assert!(
+        ok,
+        "swaks: {out}\nmaillog:\n{}",
+        std::fs::read_to_string(dir.join("postfix/maillog")).unwrap_or_default()
     );
 }
 
@@ -81,6 +114,7 @@ fn run(
             (10027, a_in),
         ],
         &[(bob.clone(), b_in), (alice.clone(), sink_a.addr.port())],
+        &[(ALICE_LOGIN.0, ALICE_LOGIN.1, &[alice.as_str()])],
     );
     // MLS is chosen per message (the group field); the default is for the others.
     let default = if profile == "mls" { "smime" } else { profile };
@@ -90,7 +124,13 @@ fn run(
         "a",
         &a_store,
         &[
-            ("outbound", a_out, "outbound", reinject, "tls = \"none\""),
+            (
+                "outbound",
+                a_out,
+                "outbound",
+                reinject,
+                "tls = \"none\"\nsubmission = \"mta\"",
+            ),
             ("inbound", a_in, "inbound", reinject, "tls = \"none\""),
         ],
         &tail,
@@ -185,4 +225,101 @@ fn postfix_content_filter_mls() {
     let (agents, group) = crate::common::mls::group(dir.path(), 2);
     let [a, b]: [crate::common::mls::Agent; 2] = agents.try_into().ok().unwrap();
     run("mls", dir, a.store, b.store, a.email, b.email, Some(group));
+}
+
+/// Issue #57 with the README's Postfix files: an agent that does not log in, or logs
+/// in and names another agent as MAIL FROM, is refused by Postfix; one that logs in
+/// as itself and writes another agent in From gets past Postfix and is refused by the
+/// gateway (`submission = "mta"`: From must be MAIL FROM). Only Alice's own login
+/// has mail sealed as Alice. The attacker (mallory) has a login of its own.
+#[test]
+fn fail_postfix_submission_unauthenticated_or_as_another_agent() {
+    if !kit::postfix_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, _) = kit::two_sides(dir.path());
+    let (alice, bob, mallory) = (
+        "alice@smime.example",
+        "bob@smime.example",
+        "mallory@smime.example",
+    );
+    let sink_b = Sink::start();
+    let [submission, mx, reinject, a_out, a_in] = [(); 5].map(|_| kit::free_port());
+    let pf_dir = dir.path().join("postfix");
+    let _pf = kit::postfix(
+        &pf_dir,
+        true,
+        &[
+            (10587, submission),
+            (10024, mx),
+            (10026, reinject),
+            (10025, a_out),
+            (10027, a_in),
+        ],
+        &[(bob.to_string(), sink_b.addr.port())],
+        &[
+            (ALICE_LOGIN.0, ALICE_LOGIN.1, &[alice]),
+            ("mallory", "mallory's password", &[mallory]),
+        ],
+    );
+    let a_conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[
+            (
+                "outbound",
+                a_out,
+                "outbound",
+                reinject,
+                "tls = \"none\"\nsubmission = \"mta\"",
+            ),
+            ("inbound", a_in, "inbound", reinject, "tls = \"none\""),
+        ],
+        "",
+    );
+    let a = Gateway::start(dir.path(), "a", &a_conf, &[a_out, a_in]);
+    let maillog = || std::fs::read_to_string(pf_dir.join("maillog")).unwrap_or_default();
+    let mallory_login = Some(("mallory", "mallory's password"));
+
+    let forged = kit::plain(alice, bob, "urn:uuid:postfix-forged");
+    // Not logged in.
+    let (ok, out) = try_swaks(submission, None, alice, bob, &forged, dir.path());
+    assert!(!ok && out.contains("5.7.1"), "{out}");
+    // Logged in as mallory, MAIL FROM Alice.
+    let (ok, out) = try_swaks(submission, mallory_login, alice, bob, &forged, dir.path());
+    assert!(!ok && out.contains("not owned by user mallory"), "{out}");
+    // Logged in as mallory, MAIL FROM mallory, From Alice: Postfix takes it (it checks
+    // the envelope), the gateway does not sign it.
+    let (ok, out) = try_swaks(submission, mallory_login, mallory, bob, &forged, dir.path());
+    assert!(ok, "Postfix takes mallory's own envelope: {out}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !a.log_text().contains("not the envelope sender") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway did not refuse it\nmaillog:\n{}\nA:\n{}",
+            maillog(),
+            a.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Alice's own login: sealed and delivered, and it is the only message Bob's side
+    // ever sees.
+    let good = kit::plain(alice, bob, "urn:uuid:postfix-good");
+    let (ok, out) = try_swaks(submission, Some(ALICE_LOGIN), alice, bob, &good, dir.path());
+    assert!(ok, "{out}");
+    let got = std::panic::catch_unwind(|| sink_b.wait_for(1, Duration::from_secs(90)))
+        .unwrap_or_else(|_| {
+            panic!(
+                "not delivered\nmaillog:\n{}\nA:\n{}",
+                maillog(),
+                a.log_text()
+            )
+        });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sink_b.messages().len(), 1, "{}", maillog());
+    let text = String::from_utf8_lossy(&got[0].data);
+    assert!(text.contains("application/pkcs7-mime"), "sealed: {text}");
+    assert!(!text.contains("postfix-forged"));
 }
