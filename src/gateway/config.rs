@@ -16,7 +16,7 @@
 //! name = "outbound"
 //! address = "127.0.0.1:10025"
 //! mode = "outbound"
-//! submission = "auth"                   # or "mta" (behind Postfix's sender login check)
+//! submission = "auth"                   # SMTP AUTH against [[submitter]]
 //! tls = "starttls"
 //! next_hop = { address = "127.0.0.1:10026" }
 //!
@@ -171,11 +171,16 @@ pub struct Listener {
     #[serde(default)]
     pub require_tls: bool,
     /// Who may submit (an outbound listener must say: it signs as our agents):
-    /// `auth` (SMTP AUTH against `[[submitter]]`, the From one of the login's
-    /// addresses), `mta` (a trusted MTA checked the sender's login; the From must be
-    /// MAIL FROM), or `open` (anyone it serves, as any agent).
+    /// `auth` (SMTP AUTH against `[[submitter]]`: an agent's login and the addresses it
+    /// may send as, or an MTA's relay login whose MAIL FROM the From must be), or
+    /// `open` (anyone it serves, as any agent).
     #[serde(default)]
     pub submission: Option<Submission>,
+    /// The domains an inbound listener takes mail for (`example.org`,
+    /// `*.example.org` for its subdomains, `*` for any): RCPT for any other is refused
+    /// (550 5.7.1), so the listener relays for no one. An inbound listener must say.
+    #[serde(default)]
+    pub local_domains: Option<Vec<String>>,
     /// The client addresses served, as `ADDRESS/PREFIX` (or a bare address); others
     /// are told 554 and closed. Default: loopback only for an outbound listener (it
     /// signs as our agents for whoever reaches it, so only the submission path may),
@@ -566,14 +571,27 @@ impl Config {
             match (l.mode, l.submission) {
                 (Mode::Outbound, None) => {
                     return invalid(format!(
-                        "listener {}: an outbound listener signs as our agents, so it must say who may submit: submission = \"auth\" (SMTP AUTH against [[submitter]]), \"mta\" (an MTA that checked the sender's login: From must be MAIL FROM) or \"open\" (anyone it serves, as any agent)",
+                        "listener {}: an outbound listener signs as our agents, so it must say who may submit: submission = \"auth\" (SMTP AUTH against [[submitter]]: agents' logins, or an MTA's relay login) or \"open\" (anyone it serves, as any agent)",
                         l.name
                     ))
                 }
                 (Mode::Outbound, Some(Submission::Auth)) => {
-                    if self.tls.is_none() || l.tls == ListenerTls::None {
+                    let loopback_only = match &l.clients {
+                        None => true,
+                        Some(nets) => nets.iter().all(|n| {
+                            parse_net(n).is_some_and(|(ip, _)| ip.is_loopback())
+                        }),
+                    };
+                    let tls = self.tls.is_some() && l.tls != ListenerTls::None;
+                    if l.tls != ListenerTls::None && self.tls.is_none() {
                         return invalid(format!(
-                            "listener {}: submission = \"auth\" needs TLS (a [tls] certificate, and tls = \"starttls\" or \"implicit\"): passwords are never taken in clear",
+                            "listener {}: tls = \"starttls\" needs a [tls] certificate (or tls = \"none\" on a loopback-only listener)",
+                            l.name
+                        ));
+                    }
+                    if !tls && !loopback_only {
+                        return invalid(format!(
+                            "listener {}: submission = \"auth\" from clients beyond loopback needs TLS (a [tls] certificate, and tls = \"starttls\" or \"implicit\"): passwords are never taken in clear over a network",
                             l.name
                         ));
                     }
@@ -592,6 +610,24 @@ impl Config {
                     ))
                 }
                 (_, None) => {}
+            }
+            match (l.mode, &l.local_domains) {
+                (Mode::Inbound, None) => {
+                    return invalid(format!(
+                        "listener {}: an inbound listener must say which domains it takes mail for: local_domains = [\"example.org\"] (\"*.example.org\" for subdomains, \"*\" for any: a relay for everyone)",
+                        l.name
+                    ))
+                }
+                (Mode::Inbound, Some(d)) if d.is_empty() => {
+                    return invalid(format!("listener {}: local_domains is empty", l.name))
+                }
+                (Mode::Inbound, Some(_)) | (_, None) => {}
+                (_, Some(_)) => {
+                    return invalid(format!(
+                        "listener {}: local_domains applies to inbound listeners only",
+                        l.name
+                    ))
+                }
             }
             if !l.next_hop.address.contains(':') {
                 return invalid(format!(
@@ -670,11 +706,23 @@ next_hop = { address = "127.0.0.1:2526" }
             "{}",
             err(&none)
         );
-        let auth_clear = MINIMAL.replace("submission = \"open\"", "submission = \"auth\"");
+        let auth_clear = MINIMAL
+            .replace("submission = \"open\"", "submission = \"auth\"")
+            .replace(
+                "mode = \"outbound\"",
+                "mode = \"outbound\"\nclients = [\"10.0.0.0/8\"]",
+            );
         assert!(
             err(&auth_clear).contains("needs TLS"),
             "{}",
             err(&auth_clear)
+        );
+        // From loopback only, AUTH may come in clear (an MTA on the same host).
+        let auth_loopback = MINIMAL.replace("submission = \"open\"", "submission = \"auth\"");
+        assert!(
+            err(&auth_loopback).contains("at least one [[submitter]]"),
+            "{}",
+            err(&auth_loopback)
         );
         let tls = "[tls]\ncertificate = \"/c\"\nkey = \"/k\"\n";
         let auth_tls = MINIMAL
@@ -696,6 +744,10 @@ next_hop = { address = "127.0.0.1:2526" }
         assert!(err(&plain).contains("PHC"), "{}", err(&plain));
         let inbound = MINIMAL.replace("mode = \"outbound\"", "mode = \"inbound\"");
         assert!(err(&inbound).contains("outbound listeners only"));
+        let inbound = MINIMAL
+            .replace("mode = \"outbound\"", "mode = \"inbound\"")
+            .replace("submission = \"open\"\n", "");
+        assert!(err(&inbound).contains("which domains"), "{}", err(&inbound));
     }
 
     #[test]
@@ -738,7 +790,7 @@ next_hop = { address = "127.0.0.1:2526" }
         assert!(Config::parse(&bad).is_err());
         let inbound = MINIMAL
             .replace("mode = \"outbound\"", "mode = \"inbound\"")
-            .replace("submission = \"open\"\n", "");
+            .replace("submission = \"open\"", "local_domains = [\"*\"]");
         assert!(Config::parse(&inbound).unwrap().listeners[0].serves("192.0.2.7".parse().unwrap()));
     }
 

@@ -190,7 +190,7 @@ impl Gateway {
             tls: tls.clone(),
             connections: Arc::new(tokio::sync::Semaphore::new(config.limits.max_connections)),
             per_ip: Mutex::new(Default::default()),
-            submitters,
+            verifier: server::Verifier::start(submitters)?,
         });
         let mut tasks = tokio::task::JoinSet::new();
         for l in &config.listeners {

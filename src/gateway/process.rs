@@ -302,8 +302,45 @@ impl Context<'_> {
         }
     }
 
+    /// Why `t` may not leave under its From and MAIL FROM for the submitter its session
+    /// proved (issue #57: signed or passed on, nothing leaves as an agent its
+    /// submitter may not use).
+    fn refuse_submitter(&self, t: &Transaction, raw: &[u8]) -> Option<Decision> {
+        let policy = self
+            .config
+            .listener(self.listener)
+            .and_then(|l| l.submission)
+            .unwrap_or(Submission::Auth);
+        if policy == Submission::Open {
+            return None;
+        }
+        let limits = Limits {
+            max_message_bytes: self.config.limits.max_message_bytes,
+            ..Limits::default()
+        };
+        let headers = crate::message::read_outer(raw, &limits)
+            .ok()
+            .map(|o| o.headers);
+        let from = headers
+            .as_ref()
+            .filter(|h| h.from_count == 1)
+            .and_then(|h| h.from.as_ref())
+            .map(|f| f.address.as_str());
+        super::submission::refuse_from(
+            policy,
+            self.submitters,
+            t.login.as_deref(),
+            &t.mail_from,
+            from,
+        )
+        .map(|why| Decision::refused(550, "5.7.1", why))
+    }
+
     fn outbound(&self, sender: &Sender<'_>, t: &Transaction) -> Decision {
         let raw = strip_header(&t.data, VERDICT_HEADER);
+        if let Some(refused) = self.refuse_submitter(t, &raw) {
+            return refused;
+        }
         // An agent names the MLS group of a message in this field (it cannot know
         // the coordinates the group's state gives it); the field goes no further.
         let (raw, groups) = take_header(&raw, GROUP_HEADER);
@@ -342,26 +379,6 @@ impl Context<'_> {
                 )
             }
         };
-        // Signed only as an agent its submitter may send as (issue #57).
-        let policy = self
-            .config
-            .listener(self.listener)
-            .and_then(|l| l.submission)
-            .unwrap_or(Submission::Auth);
-        let from = plain
-            .headers
-            .from
-            .as_ref()
-            .map_or("", |f| f.address.as_str());
-        if let Some(why) = super::submission::refuse_from(
-            policy,
-            self.submitters,
-            t.login.as_deref(),
-            &t.mail_from,
-            from,
-        ) {
-            return Decision::refused(550, "5.7.1", why);
-        }
         let group = groups
             .into_iter()
             .next()

@@ -57,9 +57,60 @@ pub(crate) struct Shared {
     pub(crate) tls: TlsSlot,
     pub(crate) connections: Arc<Semaphore>,
     pub(crate) per_ip: Mutex<HashMap<IpAddr, usize>>,
-    /// Who may submit to an outbound listener with `submission = "auth"`.
-    pub(crate) submitters: Arc<super::submission::Submitters>,
+    /// Checks the passwords of `submission = "auth"`.
+    pub(crate) verifier: Verifier,
 }
+
+/// The threads that check passwords: a few, of their own. Each check is an Argon2id
+/// run of 19 MiB that anyone may ask for before authenticating; run on tokio's blocking
+/// pool, every one of its threads kept its own 19 MiB arena, and forty connections of
+/// wrong passwords grew the gateway by 1.2 GB. Here [`VERIFIER_THREADS`] threads take
+/// [`VERIFIER_QUEUE`] waiting checks; past that, the client is told to try later (454).
+pub(crate) struct Verifier {
+    jobs: std::sync::mpsc::SyncSender<(super::session::Credentials, oneshot::Sender<bool>)>,
+}
+
+/// Threads that check passwords.
+pub(crate) const VERIFIER_THREADS: usize = 4;
+/// Checks that may wait for one of them.
+const VERIFIER_QUEUE: usize = 64;
+
+impl Verifier {
+    /// Starts the threads, checking against `submitters`.
+    pub(crate) fn start(submitters: Arc<super::submission::Submitters>) -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(
+            super::session::Credentials,
+            oneshot::Sender<bool>,
+        )>(VERIFIER_QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..VERIFIER_THREADS {
+            let rx = rx.clone();
+            let submitters = submitters.clone();
+            std::thread::Builder::new()
+                .name(format!("mailseal-auth-{i}"))
+                .spawn(move || {
+                    let mut memory = super::submission::Verifying::default();
+                    loop {
+                        let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok((c, answer)) = job else { return };
+                        let _ =
+                            answer.send(submitters.verify_in(&c.login, &c.password, &mut memory));
+                    }
+                })?;
+        }
+        Ok(Verifier { jobs: tx })
+    }
+
+    /// Whether the password is the login's; `None` when every check is taken.
+    async fn verify(&self, credentials: super::session::Credentials) -> Option<bool> {
+        let (tx, rx) = oneshot::channel();
+        self.jobs.try_send((credentials, tx)).ok()?;
+        rx.await.ok()
+    }
+}
+
+/// How long a wrong password waits for its answer.
+const AUTH_FAILURE_DELAY: Duration = Duration::from_secs(1);
 
 /// Holds a connection's place under the per-IP cap.
 struct IpSlot<'a> {
@@ -178,9 +229,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, listener: &Listener, sh
             return;
         };
         let mut session = Session::new(&shared.config.hostname, session_limits, false, true, false);
-        if listener.submission == Some(Submission::Auth) {
-            session.require_auth();
-        }
+        configure(&mut session, listener, peer);
         let _ = drive(stream, &mut session, listener, shared, peer, true).await;
         return;
     }
@@ -191,9 +240,7 @@ async fn connection(stream: TcpStream, peer: SocketAddr, listener: &Listener, sh
         false,
         listener.require_tls,
     );
-    if listener.submission == Some(Submission::Auth) {
-        session.require_auth();
-    }
+    configure(&mut session, listener, peer);
     let Ok(Some(stream)) = drive(stream, &mut session, listener, shared, peer, true).await else {
         return;
     };
@@ -207,6 +254,22 @@ async fn connection(stream: TcpStream, peer: SocketAddr, listener: &Listener, sh
     };
     session.tls_started();
     let _ = drive(stream, &mut session, listener, shared, peer, false).await;
+}
+
+/// What a listener asks of its sessions: SMTP AUTH (taken in clear only by a listener
+/// without TLS, from loopback), the domains RCPT may name.
+fn configure(session: &mut Session, listener: &Listener, peer: SocketAddr) {
+    if listener.submission == Some(Submission::Auth) {
+        session.require_auth();
+        // In clear only where the listener has no TLS to offer, and only from loopback
+        // (the configuration allows no other client then).
+        if listener.tls == ListenerTls::None && peer.ip().is_loopback() {
+            session.allow_auth_in_clear();
+        }
+    }
+    if let Some(domains) = &listener.local_domains {
+        session.accept_domains(domains.clone());
+    }
 }
 
 /// Runs `session` over `stream` until it closes (`Ok(None)`) or asks for STARTTLS
@@ -243,14 +306,26 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 Action::Authenticate(credentials) => {
                     flush(&mut stream, &mut out, write_timeout).await?;
-                    let submitters = shared.submitters.clone();
                     let login = credentials.login.clone();
-                    // Argon2 takes tens of milliseconds: off the async threads.
-                    let ok = tokio::task::spawn_blocking(move || {
-                        submitters.verify(&credentials.login, &credentials.password)
-                    })
-                    .await
-                    .unwrap_or(false);
+                    let verdict = shared.verifier.verify(credentials).await;
+                    let Some(ok) = verdict else {
+                        tracing::warn!(peer = %peer, listener = %listener.name, "password checks all busy");
+                        match session.auth_unavailable() {
+                            Action::Send(b) => out.extend_from_slice(&b),
+                            Action::Close(b) => {
+                                out.extend_from_slice(&b);
+                                flush(&mut stream, &mut out, write_timeout).await?;
+                                return Ok(None);
+                            }
+                            _ => {}
+                        }
+                        continue;
+                    };
+                    if !ok {
+                        // A wrong password is answered a second later: guessing goes
+                        // at the pace of connections, which are capped per address.
+                        tokio::time::sleep(AUTH_FAILURE_DELAY).await;
+                    }
                     if ok {
                         tracing::info!(peer = %peer, listener = %listener.name, login = %crate::error::quoted(&login), "authenticated");
                     } else {

@@ -14,12 +14,17 @@
 //! from one hop and not the next), and repeated errors (the session is closed after
 //! [`SessionLimits::max_errors`]). Timeouts and connection caps are the loop's.
 //!
+//! The end of DATA is read here, not by `smtp-proto`: its reader also ends a message at
+//! `<CRLF>.<CR><CR><LF>` (a dot line with extra CRs), which Postfix and RFC 5321 do not,
+//! so what one hop took for the rest of a message another would read as a second,
+//! smuggled one. Only `<CRLF>.<CRLF>` ends it ([`DataReader`]; the `smtp_session` fuzz
+//! target holds it to the same messages however the bytes are cut).
+//!
 //! After STARTTLS, whatever the client pipelined behind the command in clear is
 //! dropped (the STARTTLS command injection of CVE-2011-0411), and the session starts
 //! over: a new EHLO, no transaction.
 
 use base64::Engine as _;
-use smtp_proto::request::receiver::DataReceiver;
 use smtp_proto::{EhloResponse, Error as ParseError, Request};
 use zeroize::Zeroizing;
 
@@ -97,9 +102,9 @@ enum State {
     /// MAIL given.
     Mail,
     /// In DATA.
-    Data(DataReceiver),
+    Data(DataReader),
     /// In DATA, over the limit: read to the end and drop.
-    Discard(DataReceiver),
+    Discard(DataReader),
     /// A message handed out, its reply not yet given.
     Waiting,
     /// AUTH PLAIN without an initial response: the next line is the response.
@@ -133,8 +138,12 @@ pub struct Session {
     errors: usize,
     /// SMTP AUTH is offered (under TLS) and required before MAIL.
     auth_required: bool,
+    /// AUTH is taken before TLS too (a loopback client: only the host's root sees it).
+    auth_in_clear: bool,
     /// The login proved in this session.
     login: Option<String>,
+    /// The domains RCPT may name (`None`: any).
+    local_domains: Option<Vec<String>>,
 }
 
 fn reply(code: u16, status: &str, text: &str) -> Vec<u8> {
@@ -166,8 +175,17 @@ impl Session {
             data: Vec::new(),
             errors: 0,
             auth_required: false,
+            auth_in_clear: false,
             login: None,
+            local_domains: None,
         }
+    }
+
+    /// Takes RCPT only for addresses in these domains (`example.org`, `*.example.org`
+    /// for its subdomains, `*` for any), 550 5.7.1 for others: an inbound listener
+    /// takes mail for its organisation, never to relay elsewhere.
+    pub fn accept_domains(&mut self, domains: Vec<String>) {
+        self.local_domains = Some(domains);
     }
 
     /// Offers SMTP AUTH (PLAIN and LOGIN, under TLS only: a password is never sent in
@@ -175,6 +193,23 @@ impl Session {
     /// `submission = "auth"`).
     pub fn require_auth(&mut self) {
         self.auth_required = true;
+    }
+
+    /// Takes AUTH before TLS as well: for a loopback client (an MTA on the same host
+    /// logging in), whose traffic only the host's root can observe.
+    pub fn allow_auth_in_clear(&mut self) {
+        self.auth_in_clear = true;
+    }
+
+    /// No verdict on the [`Action::Authenticate`] handed out: every check is busy (454,
+    /// counted as an error, so a flood ends its sessions).
+    pub fn auth_unavailable(&mut self) -> Action {
+        self.state = State::Ready;
+        self.error(reply(
+            454,
+            "4.7.0",
+            "temporary authentication failure, try later",
+        ))
     }
 
     /// The verdict on the [`Action::Authenticate`] handed out: the login when the
@@ -260,14 +295,13 @@ impl Session {
 
     fn step_data(&mut self) -> Option<Action> {
         let max = self.limits.max_message_bytes;
-        let mut iter = self.input[self.pos..].iter();
-        let before = iter.len();
-        let done = match &mut self.state {
-            State::Data(rx) => rx.ingest(&mut iter, &mut self.data),
-            State::Discard(rx) => rx.ingest(&mut iter, &mut Vec::new()),
+        let rest = &self.input[self.pos..];
+        let (used, done) = match &mut self.state {
+            State::Data(rx) => rx.read(rest, Some(&mut self.data)),
+            State::Discard(rx) => rx.read(rest, None),
             _ => return None,
         };
-        self.pos += before - iter.len();
+        self.pos += used;
         let over = matches!(self.state, State::Discard(_)) || self.data.len() > max;
         if !done {
             // Over the limit, the rest is read into nothing.
@@ -372,7 +406,7 @@ impl Session {
                 if self.tls_offered && !self.tls_active {
                     ehlo.capabilities |= smtp_proto::EXT_START_TLS;
                 }
-                if self.auth_required && self.tls_active {
+                if self.auth_required && (self.tls_active || self.auth_in_clear) {
                     ehlo.capabilities |= smtp_proto::EXT_AUTH;
                     ehlo.auth_mechanisms = smtp_proto::AUTH_PLAIN | smtp_proto::AUTH_LOGIN;
                 }
@@ -428,6 +462,15 @@ impl Session {
                 if to.address.is_empty() || to.address.bytes().any(|b| b < 0x20 || b == 0x7f) {
                     return self.error(reply(553, "5.1.3", "bad recipient address"));
                 }
+                if let Some(domains) = &self.local_domains {
+                    if !is_local(&to.address, domains) {
+                        return self.error(reply(
+                            550,
+                            "5.7.1",
+                            "relay access denied: not a domain this gateway serves",
+                        ));
+                    }
+                }
                 if self.recipients.len() >= self.limits.max_recipients {
                     return self.error(reply(452, "4.5.3", "too many recipients"));
                 }
@@ -439,7 +482,7 @@ impl Session {
                     return self.error(reply(503, "5.5.1", "need MAIL and RCPT before DATA"));
                 }
                 self.data = Vec::new();
-                self.state = State::Data(DataReceiver::new());
+                self.state = State::Data(DataReader::default());
                 Action::Send(b"354 end data with <CR><LF>.<CR><LF>\r\n".to_vec())
             }
             Request::Bdat { .. } => {
@@ -479,7 +522,7 @@ impl Session {
         if !self.auth_required {
             return self.error(reply(502, "5.5.1", "AUTH not offered"));
         }
-        if !self.tls_active {
+        if !self.tls_active && !self.auth_in_clear {
             return self.error(reply(
                 538,
                 "5.7.11",
@@ -587,6 +630,108 @@ impl Session {
                 self.error(reply(503, "5.5.1", "no authentication in progress"))
             }
         }
+    }
+}
+
+/// Whether `address`'s domain is one of `domains` (exact, `*.` for subdomains, `*`).
+fn is_local(address: &str, domains: &[String]) -> bool {
+    let Some((_, domain)) = address.rsplit_once('@') else {
+        return false;
+    };
+    let domain = domain.trim_end_matches('.').to_ascii_lowercase();
+    domains.iter().any(|d| {
+        let d = d.to_ascii_lowercase();
+        match d.strip_prefix("*.") {
+            _ if d == "*" => true,
+            Some(parent) => domain.ends_with(&format!(".{parent}")),
+            None => domain == d,
+        }
+    })
+}
+
+/// Where a line of DATA is, for [`DataReader`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum DataAt {
+    /// At the start of a line (after CRLF, or the first byte).
+    #[default]
+    LineStart,
+    /// Inside a line.
+    Line,
+    /// Inside a line, after a CR.
+    LineCr,
+    /// A line that began with a dot (removed: RFC 5321 4.5.2).
+    Dot,
+    /// A line that is a dot and a CR so far.
+    DotCr,
+}
+
+/// The message after DATA: ends only at `<CRLF>.<CRLF>` (RFC 5321 4.1.1.4), and a dot
+/// that begins a line is removed (4.5.2). Everything else is kept as it came, bare CR
+/// and LF included, for [`bad_bytes`] to refuse; none of them ends the message.
+#[derive(Debug, Default)]
+pub(crate) struct DataReader {
+    at: DataAt,
+}
+
+impl DataReader {
+    /// Reads from `bytes` into `out` (or nowhere): how many bytes it took, and whether
+    /// the message ended (the terminator taken, not kept).
+    pub(crate) fn read(&mut self, bytes: &[u8], mut out: Option<&mut Vec<u8>>) -> (usize, bool) {
+        let mut push = |b: &[u8]| {
+            if let Some(o) = out.as_deref_mut() {
+                o.extend_from_slice(b);
+            }
+        };
+        let mut i = 0;
+        while i < bytes.len() {
+            let b = bytes[i];
+            match (self.at, b) {
+                (DataAt::LineStart, b'.') => self.at = DataAt::Dot,
+                (DataAt::LineStart | DataAt::Line, b'\r') => {
+                    push(b"\r");
+                    self.at = DataAt::LineCr;
+                }
+                (DataAt::LineStart | DataAt::Line, _) => {
+                    // Most bytes: the run up to the next CR, copied at once.
+                    let run = memchr::memchr(b'\r', &bytes[i..]).unwrap_or(bytes.len() - i);
+                    push(&bytes[i..i + run]);
+                    i += run;
+                    self.at = DataAt::Line;
+                    continue;
+                }
+                (DataAt::LineCr, _) => {
+                    push(&[b]);
+                    self.at = match b {
+                        b'\n' => DataAt::LineStart,
+                        b'\r' => DataAt::LineCr,
+                        _ => DataAt::Line,
+                    };
+                }
+                (DataAt::Dot, _) => {
+                    if b == b'\r' {
+                        self.at = DataAt::DotCr;
+                    } else {
+                        push(&[b]);
+                        self.at = DataAt::Line;
+                    }
+                }
+                (DataAt::DotCr, _) => {
+                    if b == b'\n' {
+                        *self = DataReader::default();
+                        return (i + 1, true);
+                    }
+                    // ".\r" and more: a line of its own (the dot removed), its CR kept.
+                    push(b"\r");
+                    push(&[b]);
+                    self.at = match b {
+                        b'\r' => DataAt::LineCr,
+                        _ => DataAt::Line,
+                    };
+                }
+            }
+            i += 1;
+        }
+        (i, false)
     }
 }
 
@@ -767,6 +912,91 @@ mod tests {
             }
         }
         (out, msgs)
+    }
+
+    /// Issue #57 (SMTP smuggling): only `<CRLF>.<CRLF>` ends DATA. A dot line with an
+    /// extra CR (which smtp-proto's reader took for the end) or bare LFs around a dot
+    /// leave the message open, so what follows is its text, never a second message;
+    /// the message itself is then refused for its bare CR or LF.
+    #[test]
+    fn fail_smuggling_only_crlf_dot_crlf_ends_data() {
+        for end in [".\r\r\n", "\n.\n", ".\n", "\n.\r\n"] {
+            let mut s = session();
+            let input = format!(
+                "EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nSubject: one\r\n\r\nA\r\n{end}\
+                 MAIL FROM:<evil@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nSubject: two\r\n\r\nB\r\n.\r\n"
+            );
+            let (out, msgs) = run(&mut s, input.as_bytes());
+            let out = String::from_utf8(out).unwrap();
+            assert!(msgs.is_empty(), "{end:?}: {msgs:?}");
+            assert!(
+                out.ends_with("550 5.6.0 bare CR in the message (line ends must be CRLF)\r\n")
+                    || out
+                        .ends_with("550 5.6.0 bare LF in the message (line ends must be CRLF)\r\n"),
+                "{end:?}: {out}"
+            );
+            assert_eq!(
+                out.matches("354").count(),
+                1,
+                "{end:?}: one DATA only: {out}"
+            );
+        }
+    }
+
+    /// Dot-unstuffing and the terminator, the same however the bytes are cut.
+    #[test]
+    fn data_reader_unstuffs_and_ends_at_crlf_dot_crlf_in_any_cut() {
+        let text = b"..first\r\n.\r\r\nx\r\n...\r\nplain.\r\n.\r\nAFTER";
+        let want: &[u8] = b".first\r\n\r\r\nx\r\n..\r\nplain.\r\n";
+        for cut in 1..text.len() {
+            let mut r = DataReader::default();
+            let mut out = Vec::new();
+            let mut taken = 0;
+            let mut ended = false;
+            for chunk in text.chunks(cut) {
+                let (used, done) = r.read(chunk, Some(&mut out));
+                taken += used;
+                if done {
+                    ended = true;
+                    break;
+                }
+                assert_eq!(used, chunk.len());
+            }
+            assert!(ended, "cut {cut}");
+            assert_eq!(out, want, "cut {cut}");
+            assert_eq!(
+                &text[taken..taken + 5.min(text.len() - taken)],
+                &b"AFTER"[..5.min(text.len() - taken)],
+                "cut {cut}"
+            );
+        }
+        // An empty message.
+        let (used, done) = DataReader::default().read(b".\r\nQUIT", Some(&mut Vec::new()));
+        assert_eq!((used, done), (3, true));
+    }
+
+    /// Issue #57: an inbound listener exposed on port 25 is no relay: RCPT for a
+    /// domain it does not serve is refused.
+    #[test]
+    fn fail_relay_rcpt_outside_the_local_domains() {
+        let mut s = session();
+        s.accept_domains(vec!["example.org".into(), "*.corp.example".into()]);
+        let (out, _) = run(
+            &mut s,
+            b"EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<bob@example.org>\r\nRCPT TO:<v@victim.example>\r\n\
+              RCPT TO:<c@eu.corp.example>\r\nRCPT TO:<d@corp.example>\r\nRCPT TO:<e@example.org.victim.example>\r\n",
+        );
+        let out = String::from_utf8(out).unwrap();
+        let codes: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("250 2.1.0"))
+            .skip(1)
+            .map(|l| &l[..3])
+            .collect();
+        assert_eq!(codes, ["250", "550", "250", "550", "550"], "{out}");
+        assert!(is_local("x@EXAMPLE.org.", &["example.org".into()]));
+        assert!(is_local("x@anything", &["*".into()]));
+        assert!(!is_local("no-domain", &["*".into()]));
     }
 
     /// A session over TLS that requires SMTP AUTH (the `agent`/`pw` login verifies).

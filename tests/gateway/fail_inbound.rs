@@ -308,3 +308,55 @@ fn fail_wrong_audience_our_own_message_mailed_back_to_us() {
     let log = b.log_text();
     assert_eq!(log.matches("verdict=\"duplicate\"").count(), 2, "{log}");
 }
+
+/// Issue #57: an inbound listener exposed on port 25 relays for no one. RCPT for a
+/// domain outside its `local_domains` is refused at SMTP time, and nothing reaches the
+/// next hop; mail for its own domain is taken.
+#[test]
+fn fail_relay_rcpt_for_a_domain_it_does_not_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, b_store) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let b_in = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "b",
+        &b_store,
+        &[(
+            "in",
+            b_in,
+            "inbound",
+            sink.addr.port(),
+            "tls = \"none\"\nlocal_domains = [\"smime.example\"]",
+        )],
+        "\n[inbound]\nnon_maila2a = \"pass\"\n",
+    );
+    let _b = Gateway::start(dir.path(), "b", &conf, &[b_in]);
+    let addr = ([127, 0, 0, 1], b_in).into();
+    let r = kit::submit(
+        addr,
+        "spammer@x.example",
+        &["victim@elsewhere.example"],
+        b"Subject: relay me\r\n\r\nhi\r\n",
+    );
+    assert!(r.starts_with("550 5.7.1 relay access denied"), "{r}");
+    let genuine = seal(
+        &a_store,
+        &kit::plain("alice@smime.example", "bob@smime.example", "urn:uuid:local"),
+        false,
+    );
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["bob@smime.example"],
+        &genuine,
+    );
+    assert!(r.starts_with("250"), "{r}");
+    let got = sink.wait_for(1, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sink.messages().len(), 1);
+    assert!(got[0]
+        .recipients
+        .iter()
+        .all(|r| r.ends_with("@smime.example")));
+}

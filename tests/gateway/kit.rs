@@ -550,8 +550,9 @@ impl Drop for Gateway {
 /// A gateway configuration: listeners `(name, port, mode, next-hop port, extra)`,
 /// where extra is TOML added to the listener's table, and `tail` added at the end. An
 /// outbound listener whose extra does not say who may submit is `submission =
-/// "open"`: these tests are about what it does with what it is given
-/// (`fail_submission.rs` is about who may give it).
+/// "open"`, and an inbound one that does not name its domains takes any (`local_domains
+/// = ["*"]`): these tests are about what it does with what it is given
+/// (`fail_submission.rs` and `fail_inbound.rs` are about who may give it).
 pub fn config(
     dir: &Path,
     name: &str,
@@ -568,6 +569,8 @@ pub fn config(
     for (lname, port, mode, hop, extra) in listeners {
         let open = if *mode == "outbound" && !extra.contains("submission") {
             "submission = \"open\"\n"
+        } else if *mode == "inbound" && !extra.contains("local_domains") {
+            "local_domains = [\"*\"]\n"
         } else {
             ""
         };
@@ -616,6 +619,18 @@ impl Drop for Postfix {
             .arg("stop")
             .status();
     }
+}
+
+/// The password Postfix logs in to the gateway with (its relay submitter).
+pub const RELAY_PASSWORD: &str = "postfix relay password";
+
+/// The `[[submitter]]` of Postfix's relay login, for the end of a gateway
+/// configuration whose outbound listener has `submission = "auth"`.
+pub fn relay_submitter() -> String {
+    format!(
+        "\n[[submitter]]\nlogin = \"postfix\"\npassword_hash = \"{}\"\nrelay = true\n",
+        mailseal::gateway::submission::hash_password(RELAY_PASSWORD).unwrap()
+    )
 }
 
 /// An agent's SASL login at Postfix: (login, password, the sender addresses it owns).
@@ -691,6 +706,21 @@ pub fn postfix(
         // `127.0.0.1:PORT` and `[127.0.0.1]:PORT`: the snippet's ports are distinct.
         snippet = snippet.replace(&format!(":{from}\n"), &format!(":{to}\n"));
         snippet = snippet.replace(&format!(":{from} "), &format!(":{to} "));
+    }
+    if filter {
+        // Postfix's relay login at the gateway's outbound listener (the snippet's
+        // 10025), in the password map the snippet names.
+        let outbound = ports
+            .iter()
+            .find(|(from, _)| *from == 10025)
+            .map_or(10025, |p| p.1);
+        let relay = dir.join("relay");
+        std::fs::write(
+            &relay,
+            format!("[127.0.0.1]:{outbound} postfix:{RELAY_PASSWORD}\n"),
+        )
+        .unwrap();
+        snippet = snippet.replace("/etc/postfix/mailseal_relay", &relay.display().to_string());
     }
     master.push_str(&snippet);
     std::fs::write(etc.join("master.cf"), master).unwrap();

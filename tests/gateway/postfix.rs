@@ -119,6 +119,7 @@ fn run(
     // MLS is chosen per message (the group field); the default is for the others.
     let default = if profile == "mls" { "smime" } else { profile };
     let tail = format!("\n[outbound]\ndefault_profile = \"{default}\"\n");
+    let a_tail = format!("{tail}{}", kit::relay_submitter());
     let a_conf = kit::config(
         dir.path(),
         "a",
@@ -129,11 +130,11 @@ fn run(
                 a_out,
                 "outbound",
                 reinject,
-                "tls = \"none\"\nsubmission = \"mta\"",
+                "tls = \"none\"\nsubmission = \"auth\"",
             ),
             ("inbound", a_in, "inbound", reinject, "tls = \"none\""),
         ],
-        &tail,
+        &a_tail,
     );
     let b_conf = kit::config(
         dir.path(),
@@ -230,8 +231,9 @@ fn postfix_content_filter_mls() {
 /// Issue #57 with the README's Postfix files: an agent that does not log in, or logs
 /// in and names another agent as MAIL FROM, is refused by Postfix; one that logs in
 /// as itself and writes another agent in From gets past Postfix and is refused by the
-/// gateway (`submission = "mta"`: From must be MAIL FROM). Only Alice's own login
-/// has mail sealed as Alice. The attacker (mallory) has a login of its own.
+/// gateway (Postfix logs in as a relay submitter, whose MAIL FROM the From must be);
+/// one that goes to the gateway's port itself has no login there. Only Alice's own
+/// login has mail sealed as Alice. The attacker (mallory) has a login of its own.
 #[test]
 fn fail_postfix_submission_unauthenticated_or_as_another_agent() {
     if !kit::postfix_usable() {
@@ -273,11 +275,11 @@ fn fail_postfix_submission_unauthenticated_or_as_another_agent() {
                 a_out,
                 "outbound",
                 reinject,
-                "tls = \"none\"\nsubmission = \"mta\"",
+                "tls = \"none\"\nsubmission = \"auth\"",
             ),
             ("inbound", a_in, "inbound", reinject, "tls = \"none\""),
         ],
-        "",
+        &kit::relay_submitter(),
     );
     let a = Gateway::start(dir.path(), "a", &a_conf, &[a_out, a_in]);
     let maillog = || std::fs::read_to_string(pf_dir.join("maillog")).unwrap_or_default();
@@ -295,7 +297,7 @@ fn fail_postfix_submission_unauthenticated_or_as_another_agent() {
     let (ok, out) = try_swaks(submission, mallory_login, mallory, bob, &forged, dir.path());
     assert!(ok, "Postfix takes mallory's own envelope: {out}");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !a.log_text().contains("not the envelope sender") {
+    while !a.log_text().contains("is not the envelope sender") {
         assert!(
             std::time::Instant::now() < deadline,
             "the gateway did not refuse it\nmaillog:\n{}\nA:\n{}",
@@ -304,6 +306,10 @@ fn fail_postfix_submission_unauthenticated_or_as_another_agent() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // Mallory skips Postfix and goes to the gateway's port on the same host herself:
+    // no login, nothing signed.
+    let r = kit::submit(([127, 0, 0, 1], a_out).into(), alice, &[bob], &forged);
+    assert!(r.starts_with("530 5.7.0"), "{r}");
     // Alice's own login: sealed and delivered, and it is the only message Bob's side
     // ever sees.
     let good = kit::plain(alice, bob, "urn:uuid:postfix-good");
