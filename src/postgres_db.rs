@@ -158,12 +158,25 @@ pub(crate) enum PgDbError {
     /// Written by a newer mailseal: refused rather than misread.
     #[error("schema version {found} is newer than this mailseal ({supported})")]
     NewerSchema { found: i64, supported: i64 },
-    /// Connecting or migrating failed.
-    #[error("{0}")]
+    /// Connecting or migrating failed (the server's own message, when it gave one:
+    /// `postgres::Error` alone says only "db error").
+    #[error("{}", describe(.0))]
     Sql(#[from] postgres::Error),
     /// The URL's TLS parameters cannot be used.
     #[error("{0}")]
     Tls(String),
+}
+
+/// A PostgreSQL error with the server's message and code (a wrong password: "password
+/// authentication failed for user ...", 28P01), or the client's own.
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
 }
 
 /// Connects (`postgres://user:password@host/db`, over TLS verified by rustls with

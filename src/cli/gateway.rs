@@ -86,10 +86,17 @@ pub(super) fn gateway(a: GatewayArgs) -> CliResult {
         (Some(GatewayCommand::CheckConfig { file }), _) => {
             let config = load(&file)?;
             let listeners = config.listeners.len();
-            Gateway::new(config.clone(), factory(&config))
+            let report = Gateway::new(config.clone(), factory(&config))
                 .check()
                 .map_err(|e| Failure::new(ExitCode::Usage, format!("gateway: {e}")))?;
-            println!("{}: ok ({listeners} listeners)", file.display());
+            for note in &report.notes {
+                eprintln!("gateway: note: {note}");
+            }
+            println!(
+                "{}: ok ({listeners} listeners; private keys for {})",
+                file.display(),
+                report.agents.join(", ")
+            );
             Ok(())
         }
         (Some(GatewayCommand::HashPassword { password_file }), _) => {

@@ -539,9 +539,16 @@ impl Config {
             return invalid("at least one [[listener]]".into());
         }
         let mut names = std::collections::HashSet::new();
+        let mut addresses = std::collections::HashSet::new();
         for l in &self.listeners {
             if !names.insert(&l.name) {
                 return invalid(format!("listener {}: the name is used twice", l.name));
+            }
+            if !addresses.insert(l.address) {
+                return invalid(format!(
+                    "listener {}: another listener already has the address {}",
+                    l.name, l.address
+                ));
             }
             if l.name.is_empty()
                 || l.name

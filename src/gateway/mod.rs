@@ -75,6 +75,41 @@ pub enum GatewayError {
     Runtime(#[from] std::io::Error),
 }
 
+/// Whether a spool directory can be written: a file made and removed in it, or, when it
+/// does not exist yet (the gateway makes it), a directory made and removed in the
+/// nearest existing one above it.
+fn writable(dir: &std::path::Path) -> Result<(), spool::SpoolError> {
+    let io = |path: &std::path::Path, source| spool::SpoolError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    if dir.is_dir() {
+        let probe = dir.join(format!(".check-config-{}", std::process::id()));
+        std::fs::write(&probe, b"").map_err(|e| io(dir, e))?;
+        return std::fs::remove_file(&probe).map_err(|e| io(dir, e));
+    }
+    let mut above = dir.parent();
+    while let Some(p) = above.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        above = p.parent();
+    }
+    let base = above
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let probe = base.join(format!(".check-config-{}", std::process::id()));
+    std::fs::create_dir(&probe).map_err(|e| io(base, e))?;
+    std::fs::remove_dir(&probe).map_err(|e| io(base, e))
+}
+
+/// What [`Gateway::check`] found besides errors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CheckReport {
+    /// The addresses the key store holds private keys for.
+    pub agents: Vec<String>,
+    /// What deserves a look but stops nothing.
+    pub notes: Vec<String>,
+}
+
 /// A configured gateway.
 pub struct Gateway {
     config: Arc<Config>,
@@ -90,13 +125,32 @@ impl Gateway {
         }
     }
 
-    /// Checks what the gateway needs without starting it: the TLS files, the next
-    /// hops' roots, the spool's location and the stores.
-    pub fn check(&self) -> Result<(), GatewayError> {
+    /// Checks what the gateway needs without starting it, as startup would: the TLS
+    /// files, each listener's address (bound and let go: a port another process holds
+    /// or the service may not bind is an error), the next hops' roots, the spool
+    /// (written to), the key store (which must exist: nothing is created) and its
+    /// agents. A port already in use is a note, not an error (it may be this gateway,
+    /// running). The store must hold some private key (else the gateway could open and
+    /// sign nothing).
+    pub fn check(&self) -> Result<CheckReport, GatewayError> {
+        let mut report = CheckReport::default();
         if let Some(files) = &self.config.tls {
             server::load_tls(files).map_err(GatewayError::Tls)?;
         }
         for l in &self.config.listeners {
+            match std::net::TcpListener::bind(l.address) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => report.notes.push(format!(
+                    "listener {}: {} is in use (by this gateway, running?)",
+                    l.name, l.address
+                )),
+                Err(source) => {
+                    return Err(GatewayError::Bind {
+                        address: format!("{} (listener {})", l.address, l.name),
+                        source,
+                    })
+                }
+            }
             delivery::Hop::new(&l.next_hop).map_err(|reason| GatewayError::Hop {
                 listener: l.name.clone(),
                 reason,
@@ -106,14 +160,25 @@ impl Gateway {
         if spool.starts_with("postgres://") || spool.starts_with("postgresql://") {
             spool::PostgresSpool::connect(spool)?;
         } else {
-            // Not opened (a running gateway holds its lock): only made sure of.
-            std::fs::create_dir_all(spool).map_err(|source| spool::SpoolError::Io {
-                path: spool.clone(),
-                source,
-            })?;
+            // Not opened (a running gateway holds its lock): written to.
+            writable(std::path::Path::new(spool))?;
         }
-        (self.factory)().map_err(GatewayError::Pipeline)?;
-        Ok(())
+        let store = std::path::Path::new(&self.config.store);
+        if !store.is_dir() {
+            return Err(GatewayError::Pipeline(format!(
+                "the key store {} does not exist: make it with `mailseal key import` or `key generate --store {0}`",
+                store.display()
+            )));
+        }
+        let pipeline = (self.factory)().map_err(GatewayError::Pipeline)?;
+        report.agents = pipeline.receiver.own_addresses();
+        if report.agents.is_empty() {
+            return Err(GatewayError::Pipeline(format!(
+                "the key store {} holds no private key: the gateway could open and sign nothing",
+                store.display()
+            )));
+        }
+        Ok(report)
     }
 
     /// Runs until SIGTERM or SIGINT (then stops accepting, lets sessions and

@@ -337,6 +337,12 @@ impl<'a> Receiver<'a> {
         Ok(self.mls.get_or_init(|| m))
     }
 
+    /// The addresses this receiver's key store holds private keys for: the agents it
+    /// opens mail for (lower case, each once).
+    pub fn own_addresses(&self) -> Vec<String> {
+        crate::keystore::own_addresses(self.keys.as_ref())
+    }
+
     /// Receives one message (see [`Receiver::receive_named`]).
     pub fn receive(&mut self, raw: &[u8]) -> Result<Incoming<'_>, ReceiveError> {
         self.receive_named(raw, "")

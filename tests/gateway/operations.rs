@@ -165,6 +165,14 @@ fn sighup_reloads_tls_and_sigterm_keeps_the_queue() {
     assert!(String::from_utf8_lossy(&got[0].data).contains("for the hop"));
 }
 
+/// Whether the tests run as root (who may bind any port and write anywhere).
+fn nix_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
 #[test]
 fn check_config_says_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
@@ -190,7 +198,64 @@ fn check_config_says_what_is_wrong() {
     };
     let (code, stdout, stderr) = check(&good);
     assert_eq!(code, Some(0), "{stderr}");
-    assert!(stdout.contains("ok (1 listeners)"), "{stdout}");
+    assert!(
+        stdout
+            .contains("ok (1 listeners; private keys for bob@openpgp.example, bob@smime.example)"),
+        "{stdout}"
+    );
+    // Issue #57: what startup would find, found now.
+    let store_text = store.display().to_string();
+    // A store that is not there, which it does not create.
+    let missing = dir.path().join("no-store");
+    let (code, _, stderr) = check(&good.replace(&store_text, &missing.display().to_string()));
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("does not exist"), "{stderr}");
+    assert!(!missing.exists(), "check-config made the store");
+    // A store without private keys.
+    let empty = dir.path().join("empty-store");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::set_permissions(&empty, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let (code, _, stderr) = check(&good.replace(&store_text, &empty.display().to_string()));
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("holds no private key"), "{stderr}");
+    // Two listeners on one address.
+    let two = good.replace(
+        "[delivery]",
+        &format!(
+            "[[listener]]\nname = \"again\"\naddress = \"127.0.0.1:{port}\"\nmode = \"relay\"\ntls = \"none\"\nnext_hop = {{ address = \"127.0.0.1:1\" }}\n\n[delivery]"
+        ),
+    );
+    let (code, _, stderr) = check(&two);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("already has the address"), "{stderr}");
+    // A spool it cannot write (root writes anywhere: a file stands where a directory
+    // of it would be).
+    let blocked = dir.path().join("blocked");
+    std::fs::write(&blocked, b"a file").unwrap();
+    let spool_line = good
+        .lines()
+        .find(|l| l.starts_with("spool = "))
+        .unwrap()
+        .to_string();
+    let (code, _, stderr) = check(&good.replace(
+        &spool_line,
+        &format!("spool = \"{}\"", blocked.join("spool").display()),
+    ));
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("spool"), "{stderr}");
+    // A port another process holds: a note (it may be this gateway, running).
+    let held = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let (code, _, stderr) = check(&good);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("is in use"), "{stderr}");
+    drop(held);
+    // A port below 1024 as a user that may not bind it: only when not root.
+    if !nix_root() {
+        let low = good.replace(&format!("127.0.0.1:{port}"), "127.0.0.1:25");
+        let (code, _, stderr) = check(&low);
+        assert_eq!(code, Some(2));
+        assert!(stderr.contains("cannot listen on 127.0.0.1:25"), "{stderr}");
+    }
     // A misspelt key; a TLS file that is not there.
     let (code, _, stderr) = check(&good.replace("quarantine", "quarantaine"));
     assert_eq!(code, Some(2));

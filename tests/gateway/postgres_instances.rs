@@ -335,3 +335,48 @@ fn card_imported_into_the_shared_policies_applies_after_sighup() {
         "sealed under the card's profile: {text}"
     );
 }
+
+/// Issue #57: a wrong database password is said as PostgreSQL says it, not as "db
+/// error".
+#[test]
+fn check_config_says_why_the_database_refused() {
+    let Some(db) = common::postgres_database() else {
+        return;
+    };
+    // postgres://user:password@host/db with the password changed.
+    let (scheme_user, rest) = db.split_once("://").unwrap();
+    let (credentials, host) = rest.split_once('@').unwrap();
+    let user = credentials.split(':').next().unwrap();
+    let wrong = format!("{scheme_user}://{user}:not-the-password@{host}");
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store) = kit::two_sides(dir.path());
+    let conf = kit::config(
+        dir.path(),
+        "g",
+        &store,
+        &[("relay", kit::free_port(), "relay", 1, "tls = \"none\"")],
+        "",
+    );
+    let spool_line = conf
+        .lines()
+        .find(|l| l.starts_with("spool = "))
+        .unwrap()
+        .to_string();
+    let path = dir.path().join("g.toml");
+    std::fs::write(
+        &path,
+        conf.replace(&spool_line, &format!("spool = \"{wrong}\"")),
+    )
+    .unwrap();
+    let out = common::run(&["gateway", "check-config", path.to_str().unwrap()], b"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("password authentication failed"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("not-the-password"),
+        "the password is not shown: {stderr}"
+    );
+}
