@@ -167,6 +167,81 @@ pub(crate) enum PgDbError {
     Tls(String),
 }
 
+/// `config` with its password from a pgpass file when its URL has none: the file
+/// `PGPASSFILE` names, else `~/.pgpass`, as libpq reads them (lines
+/// `host:port:database:user:password`, `*` matching anything, `\:` and `\\` escaped;
+/// the first line that matches), and only when no one but its owner may read it. So a
+/// password need not sit in the gateway's TOML.
+fn with_passfile(mut config: postgres::Config) -> postgres::Config {
+    if config.get_password().is_some() {
+        return config;
+    }
+    let path = match std::env::var_os("PGPASSFILE") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => match std::env::var_os("HOME") {
+            Some(home) => std::path::Path::new(&home).join(".pgpass"),
+            None => return config,
+        },
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(&path) else {
+        return config;
+    };
+    if meta.permissions().mode() & 0o077 != 0 {
+        tracing::warn!(file = %path.display(), "the pgpass file may be read by others: not used (chmod 600)");
+        return config;
+    }
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return config;
+    };
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "localhost".to_string(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user().unwrap_or_default().to_string();
+    let database = config.get_dbname().unwrap_or(&user).to_string();
+    if let Some(password) = pgpass_lookup(&text, &[&host, &port, &database, &user]) {
+        config.password(password);
+    }
+    config
+}
+
+/// The password of the first pgpass line whose four fields match `want` (host, port,
+/// database, user).
+fn pgpass_lookup(text: &str, want: &[&str; 4]) -> Option<String> {
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let mut fields = Vec::new();
+        let mut field = String::new();
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => field.extend(chars.next()),
+                ':' if fields.len() < 4 => fields.push(std::mem::take(&mut field)),
+                c => field.push(c),
+            }
+        }
+        fields.push(field);
+        if fields.len() == 5
+            && fields[..4]
+                .iter()
+                .zip(want)
+                .all(|(f, w)| f == "*" || f == w)
+        {
+            return fields.pop();
+        }
+    }
+    None
+}
+
 /// A PostgreSQL error with the server's message and code (a wrong password: "password
 /// authentication failed for user ...", 28P01), or the client's own.
 pub(crate) fn describe(e: &postgres::Error) -> String {
@@ -185,9 +260,9 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
 pub(crate) fn connect(url: &str) -> Result<Client, PgDbError> {
     #[cfg(feature = "tls")]
     let mut client = match crate::postgres_tls::mode(url).map_err(PgDbError::Tls)? {
-        crate::postgres_tls::Mode::Plain(url) => Client::connect(&url, NoTls)?,
+        crate::postgres_tls::Mode::Plain(url) => with_passfile(url.parse()?).connect(NoTls)?,
         crate::postgres_tls::Mode::VerifyFull(url, tls) => {
-            let mut config: postgres::Config = url.parse()?;
+            let mut config = with_passfile(url.parse()?);
             config.ssl_mode(postgres::config::SslMode::Require);
             config.connect(tls)?
         }
@@ -199,7 +274,7 @@ pub(crate) fn connect(url: &str) -> Result<Client, PgDbError> {
                 "this build has no TLS (the `tls` feature): sslmode is not supported".into(),
             ));
         }
-        Client::connect(url, NoTls)?
+        with_passfile(url.parse()?).connect(NoTls)?
     };
     let mut tx = client.transaction()?;
     // One migrating process at a time, whichever table exists yet.
@@ -225,4 +300,31 @@ pub(crate) fn connect(url: &str) -> Result<Client, PgDbError> {
     }
     tx.commit()?;
     Ok(client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pgpass_lookup;
+
+    #[test]
+    fn pgpass_lines_match_as_libpq_reads_them() {
+        let text = "# comment\n\
+                    otherhost:5432:db:alice:wrong\n\
+                    127.0.0.1:5432:*:alice:pa\\:ss\\\\word\n\
+                    *:*:*:*:fallback\n";
+        let want = |h, p, d, u| pgpass_lookup(text, &[h, p, d, u]);
+        assert_eq!(
+            want("127.0.0.1", "5432", "mailseal", "alice").as_deref(),
+            Some("pa:ss\\word")
+        );
+        assert_eq!(
+            want("otherhost", "5432", "db", "alice").as_deref(),
+            Some("wrong")
+        );
+        assert_eq!(
+            want("db.example", "6432", "x", "bob").as_deref(),
+            Some("fallback")
+        );
+        assert_eq!(pgpass_lookup("h:1:d:u\n", &["h", "1", "d", "u"]), None);
+    }
 }

@@ -27,6 +27,7 @@ pub mod config;
 mod delivery;
 pub mod dsn;
 pub mod metrics;
+mod notify;
 pub mod process;
 pub mod server;
 pub mod session;
@@ -317,7 +318,29 @@ impl Gateway {
             metrics,
         });
         tasks.spawn(deliverer.run(shutdown.clone()));
+        notify::notify("READY=1");
+        let watchdog = notify::watchdog_interval().map(|every| {
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                loop {
+                    tick.tick().await;
+                    notify::notify("WATCHDOG=1");
+                }
+            })
+        });
+        {
+            // Said as soon as shutdown begins, while sessions and deliveries finish.
+            let mut shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                if shutdown.wait_for(|stop| *stop).await.is_ok() {
+                    notify::notify("STOPPING=1");
+                }
+            });
+        }
         while tasks.join_next().await.is_some() {}
+        if let Some(w) = watchdog {
+            w.abort();
+        }
         if let Some(t) = metrics_task {
             t.abort();
         }

@@ -367,3 +367,61 @@ fn delivery_reuses_sessions_and_survives_closed_ones() {
         );
     }
 }
+
+/// Issue #57: under systemd (`Type=notify`, `WatchdogSec=`), the gateway says READY=1
+/// only once it listens, WATCHDOG=1 while it answers, and STOPPING=1 when told to stop;
+/// the unit in `dist/` asks for this.
+#[test]
+fn tells_systemd_when_it_is_ready_alive_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store) = kit::two_sides(dir.path());
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "g",
+        &store,
+        &[("relay", port, "relay", 1, "tls = \"none\"")],
+        "",
+    );
+    let path = dir.path().join("g.toml");
+    std::fs::write(&path, conf).unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut child = std::process::Command::new(common::bin())
+        .args(["gateway", "--config"])
+        .arg(&path)
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("WATCHDOG_USEC", "200000")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = Vec::new();
+    let mut buf = [0u8; 256];
+    while !said.iter().any(|s: &String| s == "WATCHDOG=1") {
+        let n = socket
+            .recv(&mut buf)
+            .expect("the gateway told systemd nothing");
+        let state = String::from_utf8_lossy(&buf[..n]).to_string();
+        if state == "READY=1" {
+            // It listens by the time it says so.
+            assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+        }
+        said.push(state);
+    }
+    assert_eq!(said[0], "READY=1", "{said:?}");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    loop {
+        let n = socket.recv(&mut buf).expect("no STOPPING=1");
+        if &buf[..n] == b"STOPPING=1" {
+            break;
+        }
+    }
+    assert!(child.wait().unwrap().success());
+}
