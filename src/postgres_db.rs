@@ -150,6 +150,9 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX mailseal_sent_request_expires ON mailseal_sent_request (expires_at);",
     // 9: the requests of ours a stream answers (as the SQLite store's migration 7).
     "ALTER TABLE mailseal_stream ADD COLUMN request TEXT;",
+    // 10: which gateway instance holds a spool row's lease, so that instance, restarted,
+    // takes its own leases back at once rather than after they run out.
+    "ALTER TABLE mailseal_spool ADD COLUMN leased_by TEXT;",
 ];
 
 /// Why the database did not open.
@@ -165,6 +168,93 @@ pub(crate) enum PgDbError {
     /// The URL's TLS parameters cannot be used.
     #[error("{0}")]
     Tls(String),
+    /// The connection is lost and was tried again less than a second ago.
+    #[error("the database is unreachable (trying again)")]
+    Down,
+}
+
+/// A connection that comes back: when the server went away (a restart, a network
+/// cut), the next use connects again, at most once a second, rather than failing until
+/// the process restarts (issue #57: gateways answered 451 until restarted by hand).
+/// It remembers since when it has been down, for a caller that gives up after a while.
+pub(crate) struct Reconnecting {
+    url: String,
+    state: std::sync::Mutex<Link>,
+}
+
+struct Link {
+    client: Option<Client>,
+    last_try: Option<std::time::Instant>,
+    down_since: Option<std::time::Instant>,
+}
+
+/// How often a connection that is down is tried again.
+const RECONNECT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Reconnecting {
+    /// Connects now (a server that is not there at startup is an error).
+    pub(crate) fn connect(url: &str) -> Result<Self, PgDbError> {
+        let client = connect(url)?;
+        Ok(Reconnecting {
+            url: url.to_string(),
+            state: std::sync::Mutex::new(Link {
+                client: Some(client),
+                last_try: None,
+                down_since: None,
+            }),
+        })
+    }
+
+    /// Runs `f` on the connection, connecting again first when it was lost.
+    pub(crate) fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, PgDbError> {
+        let mut link = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        if link.client.as_ref().is_none_or(Client::is_closed) {
+            link.client = None;
+            if link
+                .last_try
+                .is_some_and(|t| now.duration_since(t) < RECONNECT_EVERY)
+            {
+                link.down_since.get_or_insert(now);
+                return Err(PgDbError::Down);
+            }
+            link.last_try = Some(now);
+            match connect(&self.url) {
+                Ok(c) => {
+                    tracing::info!("database: connected again");
+                    link.client = Some(c);
+                }
+                Err(e) => {
+                    link.down_since.get_or_insert(now);
+                    return Err(e);
+                }
+            }
+        }
+        let Some(client) = link.client.as_mut() else {
+            return Err(PgDbError::Down);
+        };
+        let r = f(client);
+        match &r {
+            Ok(_) => link.down_since = None,
+            Err(_) if client.is_closed() => {
+                if link.down_since.is_none() {
+                    tracing::warn!("database: connection lost; connecting again");
+                }
+                link.down_since.get_or_insert(now);
+            }
+            Err(_) => {}
+        }
+        r.map_err(PgDbError::from)
+    }
+
+    /// How long the database has been unreachable, if it is.
+    pub(crate) fn down_for(&self) -> Option<std::time::Duration> {
+        let link = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        link.down_since.map(|t| t.elapsed())
+    }
 }
 
 /// `config` with its password from a pgpass file when its URL has none: the file

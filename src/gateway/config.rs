@@ -279,6 +279,14 @@ pub struct NextHop {
     /// The name its certificate must carry; default: the host of `address`.
     #[serde(default)]
     pub server_name: Option<String>,
+    /// The login the gateway authenticates with (SMTP AUTH PLAIN or LOGIN), so that a
+    /// next hop that delivers to the agents (Postfix's re-injection port) takes mail
+    /// from the gateway only, not from any process on its host.
+    #[serde(default)]
+    pub login: Option<String>,
+    /// The file whose first line is that login's password (owner-only).
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
 }
 
 impl NextHop {
@@ -473,6 +481,10 @@ pub struct DeliveryPolicy {
     pub lease_secs: u64,
     /// How often the queue is polled for due entries, milliseconds.
     pub poll_ms: u64,
+    /// How long the spool's database may be unreachable before the gateway exits
+    /// (non-zero, so systemd starts it again); 0: never. Meanwhile clients are told
+    /// 4xx and the connection is tried again every second.
+    pub database_down_secs: u64,
 }
 
 impl Default for DeliveryPolicy {
@@ -485,6 +497,7 @@ impl Default for DeliveryPolicy {
             concurrency: 16,
             lease_secs: 600,
             poll_ms: 500,
+            database_down_secs: 120,
         }
     }
 }
@@ -585,8 +598,11 @@ impl Config {
                 (Mode::Outbound, Some(Submission::Auth)) => {
                     let loopback_only = match &l.clients {
                         None => true,
+                        // Every net inside loopback: 127.0.0.0/8 or narrower, ::1/128.
                         Some(nets) => nets.iter().all(|n| {
-                            parse_net(n).is_some_and(|(ip, _)| ip.is_loopback())
+                            parse_net(n).is_some_and(|(ip, bits)| {
+                                ip.is_loopback() && bits >= if ip.is_ipv4() { 8 } else { 128 }
+                            })
                         }),
                     };
                     let tls = self.tls.is_some() && l.tls != ListenerTls::None;
@@ -617,6 +633,12 @@ impl Config {
                     ))
                 }
                 (_, None) => {}
+            }
+            if l.next_hop.login.is_some() != l.next_hop.password_file.is_some() {
+                return invalid(format!(
+                    "listener {}: next_hop.login and next_hop.password_file go together",
+                    l.name
+                ));
             }
             match (l.mode, &l.local_domains) {
                 (Mode::Inbound, None) => {
@@ -724,6 +746,14 @@ next_hop = { address = "127.0.0.1:2526" }
             "{}",
             err(&auth_clear)
         );
+        // A prefix wider than loopback is not loopback (found by review).
+        let wide = MINIMAL
+            .replace("submission = \"open\"", "submission = \"auth\"")
+            .replace(
+                "mode = \"outbound\"",
+                "mode = \"outbound\"\nclients = [\"127.0.0.1/0\"]",
+            );
+        assert!(err(&wide).contains("needs TLS"), "{}", err(&wide));
         // From loopback only, AUTH may come in clear (an MTA on the same host).
         let auth_loopback = MINIMAL.replace("submission = \"open\"", "submission = \"auth\"");
         assert!(

@@ -35,6 +35,8 @@ use super::spool::{Entry, Spool};
 pub(crate) struct Hop {
     pub(crate) config: NextHop,
     tls: Option<TlsConnector>,
+    /// The login and password the gateway authenticates with, if the hop asks.
+    credentials: Option<mail_send::Credentials<String>>,
     server_name: String,
     /// Sessions between messages, with when they went idle.
     idle: std::sync::Mutex<Vec<(Instant, Session)>>,
@@ -78,7 +80,19 @@ impl Hop {
             HopTls::None => None,
             _ => Some(connector(config.roots.as_deref())?),
         };
+        let credentials = match (&config.login, &config.password_file) {
+            (Some(login), Some(file)) => {
+                let text = zeroize::Zeroizing::new(
+                    std::fs::read_to_string(file)
+                        .map_err(|e| format!("password_file {}: {e}", file.display()))?,
+                );
+                let password = text.lines().next().unwrap_or_default().to_string();
+                Some(mail_send::Credentials::new(login.clone(), password))
+            }
+            _ => None,
+        };
         Ok(Hop {
+            credentials,
             server_name: config
                 .server_name
                 .clone()
@@ -229,7 +243,8 @@ async fn open(hop: &Hop, helo: &str, timeout: Duration) -> Result<Session, RcptR
             .await
             .map_err(client_error)?;
         greeting(&mut client).await?;
-        let _ = hello(&mut client, helo, lmtp).await?;
+        let caps = hello(&mut client, helo, lmtp).await?;
+        login(hop, &mut client, &caps).await?;
         return Ok(Session::Tls(Box::new(client)));
     }
     greeting(&mut client).await?;
@@ -241,15 +256,40 @@ async fn open(hop: &Hop, helo: &str, timeout: Duration) -> Result<Session, RcptR
                 .start_tls(tls, &hop.server_name)
                 .await
                 .map_err(client_error)?;
-            hello(&mut client, helo, lmtp).await?;
+            let caps = hello(&mut client, helo, lmtp).await?;
+            login(hop, &mut client, &caps).await?;
             Ok(Session::Tls(Box::new(client)))
         }
         (_, HopTls::Required) => Err(RcptResult::Temporary(format!(
             "{} does not offer STARTTLS, which this hop requires",
             hop.config.address
         ))),
-        _ => Ok(Session::Plain(client)),
+        _ => {
+            login(hop, &mut client, &caps).await?;
+            Ok(Session::Plain(client))
+        }
     }
+}
+
+/// SMTP AUTH with the hop's login, when it has one (a failure defers the message).
+async fn login<T: AsyncRead + AsyncWrite + Unpin>(
+    hop: &Hop,
+    client: &mut SmtpClient<T>,
+    caps: &smtp_proto::EhloResponse<String>,
+) -> Result<(), RcptResult> {
+    let Some(credentials) = &hop.credentials else {
+        return Ok(());
+    };
+    client
+        .authenticate(credentials, caps)
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            RcptResult::Temporary(format!(
+                "{}: cannot log in as the gateway: {e}",
+                hop.config.address
+            ))
+        })
 }
 
 async fn greeting<T: AsyncRead + AsyncWrite + Unpin>(
@@ -389,8 +429,15 @@ fn now() -> i64 {
 impl Deliverer {
     /// Claims due entries and delivers them, at most `concurrency` at once, until
     /// `shutdown` turns true; then lets the deliveries in flight finish.
-    pub(crate) async fn run(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+    /// Delivers until `shutdown`; gives up (an error, so the process exits non-zero
+    /// and its service manager starts it again) when the spool's database has been
+    /// unreachable for `delivery.database_down_secs`.
+    pub(crate) async fn run(
+        self: Arc<Self>,
+        mut shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), String> {
         let mut inflight = tokio::task::JoinSet::new();
+        let give_up = self.config.delivery.database_down_secs;
         let poll = Duration::from_millis(self.config.delivery.poll_ms);
         let mut last_expire = Instant::now();
         loop {
@@ -414,8 +461,21 @@ impl Deliverer {
                             inflight.spawn(async move { me.deliver(entry).await });
                         }
                     }
+                    // Said once when it starts failing, not at every poll.
+                    Ok(Err(e)) if self.spool.down_for().is_some_and(|d| d > poll) => {
+                        tracing::debug!(error = %e, "spool: cannot claim")
+                    }
                     Ok(Err(e)) => tracing::error!(error = %e, "spool: cannot claim"),
                     Err(e) => tracing::error!(error = %e, "spool: claim failed"),
+                }
+            }
+            if let Some(down) = self.spool.down_for() {
+                if give_up > 0 && down > Duration::from_secs(give_up) {
+                    while inflight.join_next().await.is_some() {}
+                    return Err(format!(
+                        "the spool's database has been unreachable for {} s (delivery.database_down_secs): exiting so the service manager starts the gateway again",
+                        down.as_secs()
+                    ));
                 }
             }
             if last_expire.elapsed() > Duration::from_secs(3600) {
@@ -436,6 +496,7 @@ impl Deliverer {
             }
         }
         while inflight.join_next().await.is_some() {}
+        Ok(())
     }
 
     async fn deliver(&self, mut entry: Entry) {

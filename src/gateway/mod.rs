@@ -74,6 +74,9 @@ pub enum GatewayError {
     /// The runtime.
     #[error("runtime: {0}")]
     Runtime(#[from] std::io::Error),
+    /// What the gateway needs went away for too long (the spool's database).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Whether a spool directory can be written: a file made and removed in it, or, when it
@@ -218,8 +221,15 @@ impl Gateway {
     ) -> Result<(), GatewayError> {
         let config = self.config.clone();
         let location = config.spool.clone();
+        let instance = spool::instance_id(
+            &config
+                .listeners
+                .iter()
+                .map(|l| l.address)
+                .collect::<Vec<_>>(),
+        );
         let spool: Arc<dyn spool::Spool> =
-            tokio::task::spawn_blocking(move || spool::open(&location))
+            tokio::task::spawn_blocking(move || spool::open_as(&location, &instance))
                 .await
                 .map_err(|e| GatewayError::Runtime(std::io::Error::other(e)))??
                 .into();
@@ -258,6 +268,17 @@ impl Gateway {
             per_ip: Mutex::new(Default::default()),
             verifier: server::Verifier::start(submitters)?,
         });
+        // Stops the listeners and the deliverer: on shutdown, or when delivery gives up.
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        {
+            let mut shutdown = shutdown.clone();
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                if shutdown.wait_for(|s| *s).await.is_ok() {
+                    let _ = stop.send(true);
+                }
+            });
+        }
         let mut tasks = tokio::task::JoinSet::new();
         for l in &config.listeners {
             let socket = tokio::net::TcpListener::bind(l.address)
@@ -271,7 +292,7 @@ impl Gateway {
                 socket,
                 l.clone(),
                 shared.clone(),
-                shutdown.clone(),
+                stopping.clone(),
             ));
         }
         let metrics_task = match config.metrics {
@@ -317,7 +338,7 @@ impl Gateway {
             hops,
             metrics,
         });
-        tasks.spawn(deliverer.run(shutdown.clone()));
+        let delivering = tokio::spawn(deliverer.run(stopping.clone()));
         notify::notify("READY=1");
         let watchdog = notify::watchdog_interval().map(|every| {
             tokio::spawn(async move {
@@ -330,13 +351,19 @@ impl Gateway {
         });
         {
             // Said as soon as shutdown begins, while sessions and deliveries finish.
-            let mut shutdown = shutdown.clone();
+            let mut stopping = stopping.clone();
             tokio::spawn(async move {
-                if shutdown.wait_for(|stop| *stop).await.is_ok() {
+                if stopping.wait_for(|stop| *stop).await.is_ok() {
                     notify::notify("STOPPING=1");
                 }
             });
         }
+        // The deliverer ends at shutdown, or gives up (the database is gone too long).
+        let gave_up = match delivering.await {
+            Ok(Err(why)) => Some(why),
+            _ => None,
+        };
+        let _ = stop.send(true);
         while tasks.join_next().await.is_some() {}
         if let Some(w) = watchdog {
             w.abort();
@@ -345,6 +372,10 @@ impl Gateway {
             t.abort();
         }
         reload.abort();
+        if let Some(why) = gave_up {
+            tracing::error!("{why}");
+            return Err(GatewayError::Unavailable(why));
+        }
         tracing::info!("stopped");
         Ok(())
     }

@@ -220,6 +220,9 @@ fn worker(
     };
     let mut built = generation.load(std::sync::atomic::Ordering::SeqCst);
     let mut pipeline = build();
+    let mut last_build = std::time::Instant::now();
+    // The last job failed on our side (4.3.0): the pipeline may hold a dead connection.
+    let mut failed = false;
     let profile = config.default_profile().unwrap_or(Profile::Smime);
     loop {
         let job = {
@@ -229,11 +232,15 @@ fn worker(
                 Err(_) => return,
             }
         };
-        // After SIGHUP, or when the stores did not open: build it again (a failed
-        // rebuild keeps the pipeline that works).
+        // After SIGHUP, when the stores did not open, or after a failure of ours (a
+        // database that went away: its stores connect again when built again, at most
+        // once a second): build it again (a failed rebuild keeps the pipeline that
+        // works).
         let now_generation = generation.load(std::sync::atomic::Ordering::SeqCst);
-        if now_generation != built || pipeline.is_none() {
+        let retry = failed && last_build.elapsed() >= std::time::Duration::from_secs(1);
+        if now_generation != built || pipeline.is_none() || retry {
             built = now_generation;
+            last_build = std::time::Instant::now();
             if let Some(p) = build() {
                 pipeline = Some(p);
             }
@@ -255,6 +262,7 @@ fn worker(
                 }
             }
         };
+        failed = decision.status == "4.3.0";
         let _ = job.done.send(decision);
     }
 }

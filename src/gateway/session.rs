@@ -448,7 +448,7 @@ impl Session {
                         "message size exceeds the fixed maximum message size",
                     ));
                 }
-                if from.address.bytes().any(|b| b < 0x20 || b == 0x7f) {
+                if !from.address.is_empty() && !plain_address(&from.address) {
                     return self.error(reply(553, "5.1.7", "bad sender address"));
                 }
                 self.mail_from = from.address;
@@ -459,7 +459,7 @@ impl Session {
                 if !matches!(self.state, State::Mail) {
                     return self.error(reply(503, "5.5.1", "need MAIL before RCPT"));
                 }
-                if to.address.is_empty() || to.address.bytes().any(|b| b < 0x20 || b == 0x7f) {
+                if !plain_address(&to.address) {
                     return self.error(reply(553, "5.1.3", "bad recipient address"));
                 }
                 if let Some(domains) = &self.local_domains {
@@ -631,6 +631,32 @@ impl Session {
             }
         }
     }
+}
+
+/// An address the gateway passes on as it was given: `local@domain`, a dot-atom local
+/// part without `%` or `!` (old routing syntax a next hop may still follow), a host
+/// name domain (UTF-8 allowed for SMTPUTF8). `smtp-proto` hands over a quoted local
+/// part without its quotes, and the next hop, given it back unquoted, read
+/// `<"victim@evil.example> ORCPT=rfc822;x"@ours.example>` as a recipient at
+/// evil.example (found by review): such addresses are refused, as are address
+/// literals and source routes.
+fn plain_address(address: &str) -> bool {
+    let Some((local, domain)) = address.rsplit_once('@') else {
+        return false;
+    };
+    let atext = |c: char| {
+        c.is_ascii_alphanumeric() || "#$&'*+-/=?^_`{|}~".contains(c) || (c as u32) >= 0x80
+    };
+    let dot_atom = |s: &str, ok: &dyn Fn(char) -> bool| {
+        !s.is_empty()
+            && s.split('.')
+                .all(|part| !part.is_empty() && part.chars().all(ok))
+    };
+    dot_atom(local, &atext)
+        && dot_atom(domain.trim_end_matches('.'), &|c: char| {
+            c.is_ascii_alphanumeric() || c == '-' || (c as u32) >= 0x80
+        })
+        && !address.chars().any(char::is_control)
 }
 
 /// Whether `address`'s domain is one of `domains` (exact, `*.` for subdomains, `*`).
@@ -987,6 +1013,15 @@ mod tests {
               RCPT TO:<c@eu.corp.example>\r\nRCPT TO:<d@corp.example>\r\nRCPT TO:<e@example.org.victim.example>\r\n",
         );
         let out = String::from_utf8(out).unwrap();
+        let mut quoted = session();
+        quoted.accept_domains(vec!["example.org".into()]);
+        let (q, _) = run(
+            &mut quoted,
+            b"EHLO c\r\nMAIL FROM:<a@x.example>\r\nRCPT TO:<\"victim@evil.example> ORCPT=rfc822;x\"@example.org>\r\n",
+        );
+        assert!(String::from_utf8(q)
+            .unwrap()
+            .ends_with("553 5.1.3 bad recipient address\r\n"));
         let codes: Vec<&str> = out
             .lines()
             .skip_while(|l| !l.starts_with("250 2.1.0"))
@@ -995,6 +1030,30 @@ mod tests {
             .collect();
         assert_eq!(codes, ["250", "550", "250", "550", "550"], "{out}");
         assert!(is_local("x@EXAMPLE.org.", &["example.org".into()]));
+        // Quoted local parts, old routing syntax, literals: refused as addresses.
+        for bad in [
+            "victim@evil.example> ORCPT=rfc822;x@example.org",
+            "victim%evil.example@example.org",
+            "evil.example!victim@example.org",
+            "a b@example.org",
+            "a@[192.0.2.1]",
+            "@a.example:b@example.org",
+            "a..b@example.org",
+            "a@example..org",
+            "@example.org",
+            "a@",
+            "a",
+        ] {
+            assert!(!plain_address(bad), "{bad}");
+        }
+        for good in [
+            "bob@example.org",
+            "o'brien+tag@eu.corp.example",
+            "jörg@münchen.example",
+            "x@example.org.",
+        ] {
+            assert!(plain_address(good), "{good}");
+        }
         assert!(is_local("x@anything", &["*".into()]));
         assert!(!is_local("no-domain", &["*".into()]));
     }

@@ -75,6 +75,18 @@ pub enum SubmissionError {
         /// The login.
         login: String,
     },
+    /// A hash asks for more work than a check may take before authentication.
+    #[error("submitter {login}: the hash asks for m={m} KiB, t={t}, p={p}: at most m=77824, t=10, p=4 (checks run before anyone is authenticated)")]
+    Costly {
+        /// The submitter's login.
+        login: String,
+        /// Memory (KiB).
+        m: u32,
+        /// Passes.
+        t: u32,
+        /// Lanes.
+        p: u32,
+    },
     /// An agent's login may send as no address, or a relay login names some.
     #[error("submitter {login}: an agent's login names the addresses it may send as; a relay login (relay = true) names none")]
     Addresses {
@@ -90,6 +102,9 @@ pub enum SubmissionError {
 #[derive(Debug, Default)]
 pub struct Submitters {
     by_login: HashMap<String, Submitter>,
+    /// Checked for a login nobody has, so that it costs what a real one does: a hash
+    /// (of a password nobody knows) with the first submitter's parameters.
+    decoy: Option<String>,
 }
 
 /// A hash verified when the login is unknown, so that an unknown login costs what a
@@ -109,6 +124,29 @@ impl Submitters {
                     login: s.login.clone(),
                 });
             }
+            if let Ok(params) =
+                argon2::Params::try_from(&PasswordHash::new(&s.password_hash).map_err(|_| {
+                    SubmissionError::BadHash {
+                        login: s.login.clone(),
+                    }
+                })?)
+            {
+                if params.m_cost() > MAX_MEMORY_KIB
+                    || params.t_cost() > MAX_PASSES
+                    || params.p_cost() > MAX_LANES
+                {
+                    return Err(SubmissionError::Costly {
+                        login: s.login.clone(),
+                        m: params.m_cost(),
+                        t: params.t_cost(),
+                        p: params.p_cost(),
+                    });
+                }
+            } else {
+                return Err(SubmissionError::BadHash {
+                    login: s.login.clone(),
+                });
+            }
             if s.addresses.is_empty() != s.relay {
                 return Err(SubmissionError::Addresses {
                     login: s.login.clone(),
@@ -120,7 +158,19 @@ impl Submitters {
                 });
             }
         }
-        Ok(Submitters { by_login })
+        let decoy = list.first().and_then(|first| {
+            let hash = PasswordHash::new(&first.password_hash).ok()?;
+            let params = argon2::Params::try_from(&hash).ok()?;
+            let algorithm = argon2::Algorithm::try_from(hash.algorithm).ok()?;
+            let mut secret = [0u8; 16];
+            getrandom::fill(&mut secret).ok()?;
+            let salt = SaltString::encode_b64(&secret[..12]).ok()?;
+            argon2::Argon2::new(algorithm, argon2::Version::V0x13, params)
+                .hash_password(&secret, &salt)
+                .ok()
+                .map(|h| h.to_string())
+        });
+        Ok(Submitters { by_login, decoy })
     }
 
     /// Whether there are none.
@@ -135,7 +185,7 @@ impl Submitters {
         match self.by_login.get(login) {
             Some(s) => memory.matches(&s.password_hash, password),
             None => {
-                let _ = memory.matches(DECOY, password);
+                let _ = memory.matches(self.decoy.as_deref().unwrap_or(DECOY), password);
                 false
             }
         }
@@ -173,6 +223,10 @@ pub struct Verifying {
 /// The largest memory cost a configured hash may ask for (KiB): Argon2's own default
 /// is 19 MiB; four times that is room for stronger choices, and a bound on each check.
 const MAX_MEMORY_KIB: u32 = 4 * 19 * 1024;
+/// The most passes a configured hash may ask for.
+const MAX_PASSES: u32 = 10;
+/// The most lanes a configured hash may ask for.
+const MAX_LANES: u32 = 4;
 
 impl Verifying {
     /// Whether `password` hashes to `phc` (constant-time comparison of the outputs).
@@ -406,6 +460,19 @@ mod tests {
         assert!(matches!(
             Submitters::new(&[one("a", "plaintext", &["a@x"], false)]),
             Err(SubmissionError::BadHash { .. })
+        ));
+        // A hash whose check would take more than a check before authentication may.
+        let heavy = argon2::Argon2::new(
+            argon2::Algorithm::Argon2id,
+            argon2::Version::V0x13,
+            argon2::Params::new(8, 1000, 1, None).unwrap(),
+        )
+        .hash_password(b"pw", &SaltString::encode_b64(b"saltsalt").unwrap())
+        .unwrap()
+        .to_string();
+        assert!(matches!(
+            Submitters::new(&[one("a", &heavy, &["a@x"], false)]),
+            Err(SubmissionError::Costly { t: 1000, .. })
         ));
         assert!(matches!(
             Submitters::new(&[one("a", &good, &[], false)]),

@@ -574,10 +574,16 @@ pub fn config(
         } else {
             ""
         };
+        // What follows a line `@hop` goes to the listener's next_hop table.
+        let (extra, hop_extra) = extra.split_once("\n@hop\n").unwrap_or((extra, ""));
         let extra = format!("{open}{extra}");
         c.push_str(&format!(
             "\n[[listener]]\nname = \"{lname}\"\naddress = \"127.0.0.1:{port}\"\nmode = \"{mode}\"\n{extra}\n[listener.next_hop]\naddress = \"127.0.0.1:{hop}\"\ntls = \"none\"\n"
         ));
+        if !hop_extra.is_empty() {
+            c.push_str(hop_extra);
+            c.push('\n');
+        }
     }
     c.push_str("\n[delivery]\nretry_initial_secs = 1\nretry_max_secs = 2\npoll_ms = 50\ntimeout_secs = 10\nlease_secs = 60\n");
     c.push_str(tail);
@@ -619,6 +625,20 @@ impl Drop for Postfix {
             .arg("stop")
             .status();
     }
+}
+
+/// The password the gateway logs in to Postfix's re-injection port with.
+pub const REINJECT_PASSWORD: &str = "gateway reinjection password";
+
+/// `@hop` lines for a listener whose next hop is Postfix's re-injection port: the
+/// gateway's login there (its password in `dir/reinject.pass`).
+pub fn reinject_login(dir: &Path) -> String {
+    let file = dir.join("reinject.pass");
+    std::fs::write(&file, format!("{REINJECT_PASSWORD}\n")).unwrap();
+    format!(
+        "\n@hop\nlogin = \"gateway\"\npassword_file = \"{}\"",
+        file.display()
+    )
 }
 
 /// The password Postfix logs in to the gateway with (its relay submitter).
@@ -771,7 +791,8 @@ fn sasl(dir: &Path, logins: &[Login<'_>]) -> String {
     )
     .unwrap();
     let mut owners = String::new();
-    for (login, password, addresses) in logins {
+    let gateway: Login<'_> = ("gateway", REINJECT_PASSWORD, &[]);
+    for (login, password, addresses) in logins.iter().chain([&gateway]) {
         let mut child = Command::new("saslpasswd2")
             .args(["-p", "-c", "-f"])
             .arg(&db)

@@ -14,4 +14,5 @@ mod fail_submission;
 mod operations;
 mod postfix;
 mod postgres_instances;
+mod postgres_recovery;
 mod smtp_session_seeds;

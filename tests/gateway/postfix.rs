@@ -130,9 +130,18 @@ fn run(
                 a_out,
                 "outbound",
                 reinject,
-                "tls = \"none\"\nsubmission = \"auth\"",
+                &format!(
+                    "tls = \"none\"\nsubmission = \"auth\"{}",
+                    kit::reinject_login(dir.path())
+                ),
             ),
-            ("inbound", a_in, "inbound", reinject, "tls = \"none\""),
+            (
+                "inbound",
+                a_in,
+                "inbound",
+                reinject,
+                &format!("tls = \"none\"{}", kit::reinject_login(dir.path())),
+            ),
         ],
         &a_tail,
     );
@@ -275,9 +284,18 @@ fn fail_postfix_submission_unauthenticated_or_as_another_agent() {
                 a_out,
                 "outbound",
                 reinject,
-                "tls = \"none\"\nsubmission = \"auth\"",
+                &format!(
+                    "tls = \"none\"\nsubmission = \"auth\"{}",
+                    kit::reinject_login(dir.path())
+                ),
             ),
-            ("inbound", a_in, "inbound", reinject, "tls = \"none\""),
+            (
+                "inbound",
+                a_in,
+                "inbound",
+                reinject,
+                &format!("tls = \"none\"{}", kit::reinject_login(dir.path())),
+            ),
         ],
         &kit::relay_submitter(),
     );
@@ -310,6 +328,15 @@ fn fail_postfix_submission_unauthenticated_or_as_another_agent() {
     // no login, nothing signed.
     let r = kit::submit(([127, 0, 0, 1], a_out).into(), alice, &[bob], &forged);
     assert!(r.starts_with("530 5.7.0"), "{r}");
+    // Or to Postfix's re-injection port, where the gateway hands back what it sealed
+    // or opened (a verdict of her own on top): no login, refused (found by review).
+    let verdict = [
+        b"Mailseal-Verdict: pass; profile=smime; from=alice@smime.example\r\n".as_slice(),
+        &forged,
+    ]
+    .concat();
+    let r = kit::submit(([127, 0, 0, 1], reinject).into(), alice, &[bob], &verdict);
+    assert!(!r.starts_with("250"), "{r}");
     // Alice's own login: sealed and delivered, and it is the only message Bob's side
     // ever sees.
     let good = kit::plain(alice, bob, "urn:uuid:postfix-good");

@@ -156,12 +156,40 @@ pub trait Spool: Send + Sync {
     fn depth(&self) -> Result<u64, SpoolError>;
     /// Forgets done ids older than [`DONE_RETENTION_SECS`].
     fn expire(&self, now: i64) -> Result<(), SpoolError>;
+    /// How long the spool has been unreachable, if it is (a database spool).
+    fn down_for(&self) -> Option<std::time::Duration> {
+        None
+    }
+}
+
+/// This gateway instance's name on the leases it takes: the same for the same machine
+/// (`/etc/machine-id`, else the host name) and the same listener addresses, so a
+/// restarted instance knows its own, and different for any two instances that run at
+/// once (two cannot listen on one address of one machine).
+pub fn instance_id(listeners: &[std::net::SocketAddr]) -> String {
+    use sha2::Digest;
+    let machine = std::fs::read_to_string("/etc/machine-id")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let mut h = sha2::Sha256::new();
+    h.update(machine.trim().as_bytes());
+    for l in listeners {
+        h.update(b"\n");
+        h.update(l.to_string().as_bytes());
+    }
+    crate::hex::hex(&h.finalize()[..12])
 }
 
 /// Opens the spool `location` names: `postgres://...` or a directory.
 pub fn open(location: &str) -> Result<Box<dyn Spool>, SpoolError> {
+    open_as(location, "")
+}
+
+/// [`open`] for the gateway instance `instance` ([`instance_id`]), which takes back
+/// the leases of its own last run in a database spool.
+pub fn open_as(location: &str, instance: &str) -> Result<Box<dyn Spool>, SpoolError> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {
-        Ok(Box::new(PostgresSpool::connect(location)?))
+        Ok(Box::new(PostgresSpool::connect_as(location, instance)?))
     } else {
         Ok(Box::new(DirSpool::open(std::path::Path::new(location))?))
     }

@@ -8,15 +8,15 @@
 //! conflict on the key, decided by the database alone (a check before the insert
 //! could race with the delivery that marks it done).
 
-use std::sync::Mutex;
-
-use postgres::Client;
+use crate::postgres_db::Reconnecting;
 
 use super::{Entry, Put, Spool, SpoolError, DONE_RETENTION_SECS};
 
 /// A PostgreSQL spool.
 pub struct PostgresSpool {
-    client: Mutex<Client>,
+    db: Reconnecting,
+    /// This gateway instance, named on the leases it takes.
+    instance: String,
 }
 
 fn db(e: impl std::fmt::Display) -> SpoolError {
@@ -27,13 +27,37 @@ impl PostgresSpool {
     /// Connects (see [`crate::replay::PostgresReplayStore::connect`] for the URL and its
     /// TLS) and brings the schema up to date.
     pub fn connect(url: &str) -> Result<Self, SpoolError> {
-        Ok(PostgresSpool {
-            client: Mutex::new(crate::postgres_db::connect(url).map_err(db)?),
-        })
+        Self::connect_as(url, "")
     }
 
-    fn client(&self) -> std::sync::MutexGuard<'_, Client> {
-        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    /// [`PostgresSpool::connect`] for the gateway instance `instance` (see
+    /// [`super::instance_id`]): the leases its previous run left (it was killed) are
+    /// taken back at once, rather than when they run out (`lease_secs`, ten minutes
+    /// by default, during which that mail waited).
+    pub fn connect_as(url: &str, instance: &str) -> Result<Self, SpoolError> {
+        let spool = PostgresSpool {
+            db: Reconnecting::connect(url).map_err(db)?,
+            instance: instance.to_string(),
+        };
+        if !instance.is_empty() {
+            let n = spool
+                .db
+                .with(|c| {
+                    c.execute(
+                        "UPDATE mailseal_spool SET leased_until = 0
+                         WHERE leased_by = $1 AND done_at IS NULL AND leased_until > 0",
+                        &[&instance],
+                    )
+                })
+                .map_err(db)?;
+            if n > 0 {
+                tracing::info!(
+                    entries = n,
+                    "spool: the leases of this instance's last run are taken back"
+                );
+            }
+        }
+        Ok(spool)
     }
 }
 
@@ -44,34 +68,37 @@ fn recipients_text(r: &[String]) -> String {
 impl Spool for PostgresSpool {
     fn put(&self, entry: &Entry) -> Result<Put, SpoolError> {
         let n = self
-            .client()
-            .execute(
-                "INSERT INTO mailseal_spool
+            .db
+            .with(|c| {
+                c.execute(
+                    "INSERT INTO mailseal_spool
                    (id, route, mail_from, recipients, created, attempts, next_attempt,
                     last_error, data)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (id) DO NOTHING",
-                &[
-                    &entry.id,
-                    &entry.route,
-                    &entry.mail_from,
-                    &recipients_text(&entry.recipients),
-                    &entry.created,
-                    &(entry.attempts as i32),
-                    &entry.next_attempt,
-                    &entry.last_error,
-                    &entry.data,
-                ],
-            )
+                    &[
+                        &entry.id,
+                        &entry.route,
+                        &entry.mail_from,
+                        &recipients_text(&entry.recipients),
+                        &entry.created,
+                        &(entry.attempts as i32),
+                        &entry.next_attempt,
+                        &entry.last_error,
+                        &entry.data,
+                    ],
+                )
+            })
             .map_err(db)?;
         Ok(if n == 1 { Put::Queued } else { Put::Known })
     }
 
     fn claim(&self, now: i64, max: usize, lease_secs: i64) -> Result<Vec<Entry>, SpoolError> {
         let rows = self
-            .client()
-            .query(
-                "UPDATE mailseal_spool SET leased_until = $2
+            .db
+            .with(|c| {
+                c.query(
+                    "UPDATE mailseal_spool SET leased_until = $2, leased_by = $4
                  WHERE id IN (
                    SELECT id FROM mailseal_spool
                    WHERE done_at IS NULL AND next_attempt <= $1 AND leased_until <= $1
@@ -80,8 +107,9 @@ impl Spool for PostgresSpool {
                    FOR UPDATE SKIP LOCKED)
                  RETURNING id, route, mail_from, recipients, created, attempts,
                            next_attempt, last_error, data",
-                &[&now, &(now + lease_secs), &(max as i64)],
-            )
+                    &[&now, &(now + lease_secs), &(max as i64), &self.instance],
+                )
+            })
             .map_err(db)?;
         rows.into_iter()
             .map(|r| {
@@ -103,53 +131,65 @@ impl Spool for PostgresSpool {
     }
 
     fn done(&self, id: &str, now: i64) -> Result<(), SpoolError> {
-        self.client()
-            .execute(
-                "UPDATE mailseal_spool SET done_at = $2, data = ''::bytea, leased_until = 0
+        self.db
+            .with(|c| {
+                c.execute(
+                    "UPDATE mailseal_spool SET done_at = $2, data = ''::bytea, leased_until = 0
                  WHERE id = $1",
-                &[&id, &now],
-            )
+                    &[&id, &now],
+                )
+            })
             .map(|_| ())
             .map_err(db)
     }
 
     fn retry(&self, entry: &Entry) -> Result<(), SpoolError> {
-        self.client()
-            .execute(
-                "UPDATE mailseal_spool
+        self.db
+            .with(|c| {
+                c.execute(
+                    "UPDATE mailseal_spool
                  SET recipients = $2, attempts = $3, next_attempt = $4, last_error = $5,
                      leased_until = 0
                  WHERE id = $1 AND done_at IS NULL",
-                &[
-                    &entry.id,
-                    &recipients_text(&entry.recipients),
-                    &(entry.attempts as i32),
-                    &entry.next_attempt,
-                    &entry.last_error,
-                ],
-            )
+                    &[
+                        &entry.id,
+                        &recipients_text(&entry.recipients),
+                        &(entry.attempts as i32),
+                        &entry.next_attempt,
+                        &entry.last_error,
+                    ],
+                )
+            })
             .map(|_| ())
             .map_err(db)
     }
 
     fn depth(&self) -> Result<u64, SpoolError> {
         let row = self
-            .client()
-            .query_one(
-                "SELECT count(*) FROM mailseal_spool WHERE done_at IS NULL",
-                &[],
-            )
+            .db
+            .with(|c| {
+                c.query_one(
+                    "SELECT count(*) FROM mailseal_spool WHERE done_at IS NULL",
+                    &[],
+                )
+            })
             .map_err(db)?;
         Ok(row.get::<_, i64>(0).max(0) as u64)
     }
 
     fn expire(&self, now: i64) -> Result<(), SpoolError> {
-        self.client()
-            .execute(
-                "DELETE FROM mailseal_spool WHERE done_at < $1",
-                &[&(now - DONE_RETENTION_SECS)],
-            )
+        self.db
+            .with(|c| {
+                c.execute(
+                    "DELETE FROM mailseal_spool WHERE done_at < $1",
+                    &[&(now - DONE_RETENTION_SECS)],
+                )
+            })
             .map(|_| ())
             .map_err(db)
+    }
+
+    fn down_for(&self) -> Option<std::time::Duration> {
+        self.db.down_for()
     }
 }

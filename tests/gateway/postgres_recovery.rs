@@ -1,0 +1,319 @@
+//! Issue #57: a gateway recovers on its own. PostgreSQL restarts under a running
+//! gateway (its spool there): mail submitted during and after is refused only for the
+//! moment (4xx, the client retries) and everything arrives once, without restarting
+//! the gateway. A gateway killed while its mail was leased to a next hop that hung,
+//! started again, delivers that mail within seconds, not when the leases run out.
+//!
+//! Each test runs a PostgreSQL server of its own (Debian's binaries, as the `postgres`
+//! user, trust on loopback), since restarting the shared one would fail the tests
+//! beside it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::kit::{self, Gateway, Sink};
+
+/// A PostgreSQL server in a directory of its own, stopped when dropped.
+struct Server {
+    data: PathBuf,
+    bin: PathBuf,
+    port: u16,
+}
+
+impl Server {
+    /// Starts one, or `None` (the test skips, saying why) where it cannot run.
+    fn start(dir: &Path) -> Option<Server> {
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()
+            .and_then(|d| d.flatten().map(|e| e.path().join("bin")).max());
+        let usable = root && bin.as_ref().is_some_and(|b| b.join("initdb").exists());
+        if !crate::common::peer_available(
+            "PostgreSQL server binaries (as root)",
+            Command::new("sh").args(["-c", if usable { "true" } else { "false" }]),
+        ) {
+            return None;
+        }
+        let bin = bin?;
+        std::fs::create_dir_all(dir).unwrap();
+        // The postgres user walks to its directory.
+        let mut up = Some(dir);
+        while let Some(d) =
+            up.filter(|d| d.starts_with(std::env::temp_dir()) && *d != std::env::temp_dir())
+        {
+            assert!(Command::new("chmod")
+                .arg("755")
+                .arg(d)
+                .status()
+                .unwrap()
+                .success());
+            up = d.parent();
+        }
+        let data = dir.join("pgdata");
+        std::fs::create_dir_all(&data).unwrap();
+        assert!(Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(dir)
+            .status()
+            .unwrap()
+            .success());
+        let as_postgres = |args: &[&str]| {
+            let out = Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        as_postgres(&[
+            bin.join("initdb").to_str().unwrap(),
+            "-D",
+            data.to_str().unwrap(),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+        ]);
+        let server = Server {
+            data,
+            bin,
+            port: kit::free_port(),
+        };
+        server.pg_ctl("start");
+        Some(server)
+    }
+
+    fn pg_ctl(&self, what: &str) {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.data.display()
+        );
+        let log = self.data.join("log");
+        let out = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-o", &options, "-l"])
+            .arg(&log)
+            .args(["-w", "-m", "fast", what])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pg_ctl {what}: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("runuser")
+            .args(["-u", "postgres", "--"])
+            .arg(self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "stop"])
+            .output();
+    }
+}
+
+/// Submits as an MTA would: a 4xx is tried again, a second later, for up to a minute.
+fn submit_until_taken(addr: SocketAddr, id: &str) -> String {
+    let data = kit::plain("alice@smime.example", "bob@smime.example", id);
+    let start = Instant::now();
+    loop {
+        let r = kit::try_submit(addr, "alice@smime.example", &["bob@smime.example"], &data)
+            .unwrap_or_else(|e| format!("421 {e}"));
+        if !r.starts_with('4') || start.elapsed() > Duration::from_secs(60) {
+            return r;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// The envelope messageIds the sink got, each once.
+fn delivered_ids(sink: &Sink) -> Vec<String> {
+    let mut ids: Vec<String> = sink
+        .messages()
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.data).to_string())
+        .map(|text| {
+            text.split("urn:uuid:restart-")
+                .nth(1)
+                .map(|rest| rest.chars().take_while(|c| c.is_ascii_digit()).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn postgres_restarts_under_the_gateway_and_nothing_is_lost() {
+    restart_under("relay");
+}
+
+/// The same with the replay state in the database too (`state = "postgres://..."`):
+/// the workers' stores connect again (the pipeline is built again after a failure).
+#[test]
+fn postgres_restarts_under_a_sealing_gateway_with_its_state_there() {
+    restart_under("outbound");
+}
+
+fn restart_under(mode: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pg) = Server::start(&dir.path().join("pg")) else {
+        return;
+    };
+    let (a_store, _) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[("out", port, mode, sink.addr.port(), "tls = \"none\"")],
+        "",
+    )
+    .replace(
+        &format!("spool = \"{}\"", dir.path().join("a-spool").display()),
+        &format!("spool = \"{0}\"\nstate = \"{0}\"", pg.url()),
+    );
+    let g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    for i in 0..10 {
+        let r = submit_until_taken(addr, &format!("urn:uuid:restart-{i:02}"));
+        assert!(r.starts_with("250"), "{r}");
+    }
+    sink.wait_for(10, Duration::from_secs(60));
+    pg.pg_ctl("restart");
+    for i in 10..20 {
+        let r = submit_until_taken(addr, &format!("urn:uuid:restart-{i:02}"));
+        assert!(r.starts_with("250"), "{r}\n{}", g.log_text());
+    }
+    sink.wait_for(20, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(500));
+    let ids = delivered_ids(&sink);
+    let want: Vec<String> = (0..20).map(|i| format!("{i:02}")).collect();
+    if mode == "relay" {
+        assert_eq!(ids, want, "each once\n{}", g.log_text());
+    } else {
+        // Sealed: the envelope is inside the encryption; each message arrived once.
+        assert_eq!(ids.len(), 20, "{}", g.log_text());
+    }
+    assert!(g.log_text().contains("connected again"), "{}", g.log_text());
+}
+
+#[test]
+fn a_killed_instance_takes_its_own_leases_back_when_it_starts_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pg) = Server::start(&dir.path().join("pg")) else {
+        return;
+    };
+    let (a_store, _) = kit::two_sides(dir.path());
+    let hung = kit::tarpit();
+    let port = kit::free_port();
+    let conf = |hop: u16| {
+        kit::config(
+            dir.path(),
+            "a",
+            &a_store,
+            &[("out", port, "relay", hop, "tls = \"none\"")],
+            "",
+        )
+        .replace(
+            &format!("spool = \"{}\"", dir.path().join("a-spool").display()),
+            &format!("spool = \"{}\"", pg.url()),
+        )
+    };
+    let mut g = Gateway::start(dir.path(), "a", &conf(hung.port()), &[port]);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    for i in 0..3 {
+        let r = submit_until_taken(addr, &format!("urn:uuid:restart-{i:02}"));
+        assert!(r.starts_with("250"), "{r}");
+    }
+    // Claimed and stuck at the hop that hangs; then the instance dies.
+    std::thread::sleep(Duration::from_secs(2));
+    g.kill();
+    // Started again (the same listeners on the same machine: the same instance), with
+    // a hop that answers: its leases (60 s in these tests) are taken back at once.
+    let sink = Sink::start();
+    let started = Instant::now();
+    let g = Gateway::start(dir.path(), "a", &conf(sink.addr.port()), &[port]);
+    sink.wait_for(3, Duration::from_secs(20));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the leases ran out instead"
+    );
+    assert!(g.log_text().contains("taken back"), "{}", g.log_text());
+}
+
+/// A database that stays away: the gateway answers 4xx meanwhile, then exits non-zero
+/// after `delivery.database_down_secs`, so systemd's `Restart=on-failure` starts it
+/// again (it had stayed alive and useless, logging twice a second).
+#[test]
+fn a_database_gone_too_long_makes_the_gateway_exit_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pg) = Server::start(&dir.path().join("pg")) else {
+        return;
+    };
+    let (a_store, _) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[("out", port, "relay", sink.addr.port(), "tls = \"none\"")],
+        "",
+    )
+    .replace(
+        &format!("spool = \"{}\"", dir.path().join("a-spool").display()),
+        &format!("spool = \"{}\"", pg.url()),
+    )
+    .replace(
+        "lease_secs = 60\n",
+        "lease_secs = 60\ndatabase_down_secs = 3\n",
+    );
+    let mut g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    pg.pg_ctl("stop");
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let data = kit::plain("alice@smime.example", "bob@smime.example", "urn:uuid:down");
+    let r = kit::try_submit(addr, "alice@smime.example", &["bob@smime.example"], &data)
+        .unwrap_or_default();
+    assert!(
+        r.starts_with('4'),
+        "a temporary refusal while it is down: {r}"
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = g.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "still running: {}",
+            g.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!status.success(), "{status}");
+    assert!(g.log_text().contains("unreachable for"), "{}", g.log_text());
+}
