@@ -50,6 +50,30 @@ fn auth_gateway() -> (tempfile::TempDir, Gateway, u16, Sink) {
     (dir, g, port, sink)
 }
 
+/// Alice's outbound gateway without TLS, for a client on its host: `submission =
+/// "auth"` with Postfix's relay login (in clear on loopback).
+fn relay_gateway() -> (tempfile::TempDir, Gateway, std::net::SocketAddr, Sink) {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, _) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[(
+            "out",
+            port,
+            "outbound",
+            sink.addr.port(),
+            "tls = \"none\"\nsubmission = \"auth\"",
+        )],
+        &kit::relay_submitter(),
+    );
+    let g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    (dir, g, ([127, 0, 0, 1], port).into(), sink)
+}
+
 /// swaks from ALICE to BOB over STARTTLS, with `auth` (mechanism, login, password)
 /// if any: everything it printed.
 fn swaks(dir: &Path, port: u16, auth: Option<(&str, &str, &str)>, data: &[u8]) -> String {
@@ -187,25 +211,7 @@ fn fail_submission_no_password_before_tls() {
 /// of the first version, which trusted any loopback client for the MTA, found this).
 #[test]
 fn fail_submission_through_a_relay_login_from_must_be_the_envelope_sender() {
-    let dir = tempfile::tempdir().unwrap();
-    let (a_store, _) = kit::two_sides(dir.path());
-    let sink = Sink::start();
-    let port = kit::free_port();
-    let conf = kit::config(
-        dir.path(),
-        "a",
-        &a_store,
-        &[(
-            "out",
-            port,
-            "outbound",
-            sink.addr.port(),
-            "tls = \"none\"\nsubmission = \"auth\"",
-        )],
-        &kit::relay_submitter(),
-    );
-    let _g = Gateway::start(dir.path(), "a", &conf, &[port]);
-    let addr = ([127, 0, 0, 1], port).into();
+    let (_dir, _g, addr, sink) = relay_gateway();
     let forged = kit::plain(ALICE, BOB, "urn:uuid:forged");
 
     // Straight to the port, no login (what the first version let through).
@@ -290,25 +296,7 @@ fn peak_of(pid: u32) -> u64 {
 /// and this grew the gateway by 1.2 GB; now 4 threads reuse their blocks (83 MB).
 #[test]
 fn fail_cost_a_flood_of_wrong_passwords_runs_a_few_checks_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let (a_store, _) = kit::two_sides(dir.path());
-    let sink = Sink::start();
-    let port = kit::free_port();
-    let conf = kit::config(
-        dir.path(),
-        "a",
-        &a_store,
-        &[(
-            "out",
-            port,
-            "outbound",
-            sink.addr.port(),
-            "tls = \"none\"\nsubmission = \"auth\"",
-        )],
-        &kit::relay_submitter(),
-    );
-    let g = Gateway::start(dir.path(), "a", &conf, &[port]);
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let (_dir, g, addr, _sink) = relay_gateway();
     let before = peak_of(g.child.id());
     let wrong = base64::engine::general_purpose::STANDARD.encode("\0postfix\0guess");
     let threads: Vec<_> = (0..40)

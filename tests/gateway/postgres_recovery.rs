@@ -134,6 +134,22 @@ impl Drop for Server {
     }
 }
 
+/// A gateway configuration in `dir` with one listener (`mode`, next hop `hop`) whose
+/// spool (and replay state) is the database at `url`.
+fn on_database(dir: &Path, store: &Path, port: u16, mode: &str, hop: u16, url: &str) -> String {
+    kit::config(
+        dir,
+        "a",
+        store,
+        &[("out", port, mode, hop, "tls = \"none\"")],
+        "",
+    )
+    .replace(
+        &format!("spool = \"{}\"", dir.join("a-spool").display()),
+        &format!("spool = \"{url}\"\nstate = \"{url}\""),
+    )
+}
+
 /// Submits as an MTA would: a 4xx is tried again, a second later, for up to a minute.
 fn submit_until_taken(addr: SocketAddr, id: &str) -> String {
     let data = kit::plain("alice@smime.example", "bob@smime.example", id);
@@ -185,16 +201,13 @@ fn restart_under(mode: &str) {
     let (a_store, _) = kit::two_sides(dir.path());
     let sink = Sink::start();
     let port = kit::free_port();
-    let conf = kit::config(
+    let conf = on_database(
         dir.path(),
-        "a",
         &a_store,
-        &[("out", port, mode, sink.addr.port(), "tls = \"none\"")],
-        "",
-    )
-    .replace(
-        &format!("spool = \"{}\"", dir.path().join("a-spool").display()),
-        &format!("spool = \"{0}\"\nstate = \"{0}\"", pg.url()),
+        port,
+        mode,
+        sink.addr.port(),
+        &pg.url(),
     );
     let g = Gateway::start(dir.path(), "a", &conf, &[port]);
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
@@ -230,19 +243,7 @@ fn a_killed_instance_takes_its_own_leases_back_when_it_starts_again() {
     let (a_store, _) = kit::two_sides(dir.path());
     let hung = kit::tarpit();
     let port = kit::free_port();
-    let conf = |hop: u16| {
-        kit::config(
-            dir.path(),
-            "a",
-            &a_store,
-            &[("out", port, "relay", hop, "tls = \"none\"")],
-            "",
-        )
-        .replace(
-            &format!("spool = \"{}\"", dir.path().join("a-spool").display()),
-            &format!("spool = \"{}\"", pg.url()),
-        )
-    };
+    let conf = |hop: u16| on_database(dir.path(), &a_store, port, "relay", hop, &pg.url());
     let mut g = Gateway::start(dir.path(), "a", &conf(hung.port()), &[port]);
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     for i in 0..3 {

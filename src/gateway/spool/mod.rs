@@ -163,16 +163,17 @@ pub trait Spool: Send + Sync {
 }
 
 /// This gateway instance's name on the leases it takes: the same for the same machine
-/// (`/etc/machine-id`, else the host name) and the same listener addresses, so a
-/// restarted instance knows its own, and different for any two instances that run at
-/// once (two cannot listen on one address of one machine).
+/// (`/etc/machine-id` and the host name: cloned machines and containers may share the
+/// first) and the same listener addresses, so a restarted instance knows its own, and
+/// different for any two instances that run at once (two cannot listen on one address
+/// of one machine).
 pub fn instance_id(listeners: &[std::net::SocketAddr]) -> String {
     use sha2::Digest;
-    let machine = std::fs::read_to_string("/etc/machine-id")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .unwrap_or_default();
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let mut h = sha2::Sha256::new();
-    h.update(machine.trim().as_bytes());
+    h.update(read("/etc/machine-id").trim().as_bytes());
+    h.update(b"\n");
+    h.update(read("/proc/sys/kernel/hostname").trim().as_bytes());
     for l in listeners {
         h.update(b"\n");
         h.update(l.to_string().as_bytes());
