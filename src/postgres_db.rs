@@ -179,6 +179,8 @@ pub(crate) enum PgDbError {
 /// It remembers since when it has been down, for a caller that gives up after a while.
 pub(crate) struct Reconnecting {
     url: String,
+    /// Each statement's time limit (0: none).
+    statement_timeout_ms: u32,
     state: std::sync::Mutex<Link>,
 }
 
@@ -192,11 +194,13 @@ struct Link {
 const RECONNECT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Reconnecting {
-    /// Connects now (a server that is not there at startup is an error).
-    pub(crate) fn connect(url: &str) -> Result<Self, PgDbError> {
-        let client = connect(url)?;
+    /// Connects now (a server that is not there at startup is an error), each
+    /// statement limited to `statement_timeout_ms`.
+    pub(crate) fn connect_with(url: &str, statement_timeout_ms: u32) -> Result<Self, PgDbError> {
+        let client = Self::open(url, statement_timeout_ms)?;
         Ok(Reconnecting {
             url: url.to_string(),
+            statement_timeout_ms,
             state: std::sync::Mutex::new(Link {
                 client: Some(client),
                 last_try: None,
@@ -222,7 +226,7 @@ impl Reconnecting {
                 return Err(PgDbError::Down);
             }
             link.last_try = Some(now);
-            match connect(&self.url) {
+            match Self::open(&self.url, self.statement_timeout_ms) {
                 Ok(c) => {
                     tracing::info!("database: connected again");
                     link.client = Some(c);
@@ -250,6 +254,14 @@ impl Reconnecting {
         r.map_err(PgDbError::from)
     }
 
+    fn open(url: &str, statement_timeout_ms: u32) -> Result<Client, PgDbError> {
+        let mut client = connect(url)?;
+        if statement_timeout_ms > 0 {
+            client.batch_execute(&format!("SET statement_timeout = {statement_timeout_ms}"))?;
+        }
+        Ok(client)
+    }
+
     /// How long the database has been unreachable, if it is.
     pub(crate) fn down_for(&self) -> Option<std::time::Duration> {
         let link = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -257,12 +269,23 @@ impl Reconnecting {
     }
 }
 
+/// How long connecting may take, unless the URL says (`connect_timeout=`): a server
+/// that does not answer is then an error, not a wait without end.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// `config` with its password from a pgpass file when its URL has none: the file
 /// `PGPASSFILE` names, else `~/.pgpass`, as libpq reads them (lines
 /// `host:port:database:user:password`, `*` matching anything, `\:` and `\\` escaped;
 /// the first line that matches), and only when no one but its owner may read it. So a
 /// password need not sit in the gateway's TOML.
 fn with_passfile(mut config: postgres::Config) -> postgres::Config {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    // A connection whose server vanished without a word (a cut, a host gone) is
+    // found out by TCP keepalives rather than never.
+    config.keepalives(true);
+    config.keepalives_idle(std::time::Duration::from_secs(30));
     if config.get_password().is_some() {
         return config;
     }
@@ -309,24 +332,33 @@ fn pgpass_lookup(text: &str, want: &[&str; 4]) -> Option<String> {
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let mut fields = Vec::new();
+        // Each field with whether it was a bare `*` (an escaped `\*` is a star).
+        let mut fields: Vec<(String, bool)> = Vec::new();
         let mut field = String::new();
+        let mut escaped = false;
         let mut chars = line.chars();
         while let Some(c) = chars.next() {
             match c {
-                '\\' => field.extend(chars.next()),
-                ':' if fields.len() < 4 => fields.push(std::mem::take(&mut field)),
+                '\\' => {
+                    escaped = true;
+                    field.extend(chars.next());
+                }
+                ':' if fields.len() < 4 => {
+                    let star = field == "*" && !escaped;
+                    fields.push((std::mem::take(&mut field), star));
+                    escaped = false;
+                }
                 c => field.push(c),
             }
         }
-        fields.push(field);
+        fields.push((field, false));
         if fields.len() == 5
             && fields[..4]
                 .iter()
                 .zip(want)
-                .all(|(f, w)| f == "*" || f == w)
+                .all(|((f, star), w)| *star || f == w)
         {
-            return fields.pop();
+            return fields.pop().map(|(p, _)| p);
         }
     }
     None
@@ -416,5 +448,11 @@ mod tests {
             Some("fallback")
         );
         assert_eq!(pgpass_lookup("h:1:d:u\n", &["h", "1", "d", "u"]), None);
+        // An escaped star is a star, not a wildcard.
+        assert_eq!(pgpass_lookup("\\*:1:d:u:pw\n", &["h", "1", "d", "u"]), None);
+        assert_eq!(
+            pgpass_lookup("\\*:1:d:u:pw\n", &["*", "1", "d", "u"]).as_deref(),
+            Some("pw")
+        );
     }
 }

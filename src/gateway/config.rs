@@ -640,6 +640,24 @@ impl Config {
                     l.name
                 ));
             }
+            // A password goes out in clear only to this host: to any other, TLS is
+            // required (opportunistic TLS is one stripped STARTTLS from clear).
+            let loopback = {
+                let host = l.next_hop.host();
+                host == "localhost"
+                    || host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            };
+            if l.next_hop.login.is_some()
+                && !loopback
+                && !matches!(l.next_hop.tls, HopTls::Required | HopTls::Implicit)
+            {
+                return invalid(format!(
+                    "listener {}: next_hop.login to a host other than this one needs tls = \"required\" or \"implicit\"",
+                    l.name
+                ));
+            }
             match (l.mode, &l.local_domains) {
                 (Mode::Inbound, None) => {
                     return invalid(format!(
@@ -746,6 +764,16 @@ next_hop = { address = "127.0.0.1:2526" }
             "{}",
             err(&auth_clear)
         );
+        // A login to a hop elsewhere only over TLS it requires.
+        let remote = MINIMAL.replace(
+            "next_hop = { address = \"127.0.0.1:2526\" }",
+            "next_hop = { address = \"mx.example.org:25\", login = \"g\", password_file = \"/p\" }",
+        );
+        assert!(
+            err(&remote).contains("needs tls = \"required\""),
+            "{}",
+            err(&remote)
+        );
         // A prefix wider than loopback is not loopback (found by review).
         let wide = MINIMAL
             .replace("submission = \"open\"", "submission = \"auth\"")
@@ -836,6 +864,14 @@ next_hop = { address = "127.0.0.1:2526" }
         let c = Config::parse(include_str!("../../dist/gateway.toml")).unwrap();
         assert_eq!(c.listeners.len(), 2);
         assert_eq!(c.listener("inbound").unwrap().mode, Mode::Inbound);
+        // Postfix's re-injection port (dist/postfix/master.cf.append) takes mail from
+        // the gateway's login only: every listener handing mail back there logs in.
+        for l in &c.listeners {
+            assert!(l.next_hop.address.ends_with(":10026"), "{}", l.name);
+            assert_eq!(l.next_hop.login.as_deref(), Some("gateway"), "{}", l.name);
+        }
+        assert!(include_str!("../../dist/postfix/master.cf.append")
+            .contains("127.0.0.1:10026 inet  n       -       n       -       -       smtpd\n    -o content_filter=\n"));
     }
 
     #[test]

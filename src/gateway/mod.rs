@@ -88,8 +88,13 @@ fn writable(dir: &std::path::Path) -> Result<(), spool::SpoolError> {
         source,
     };
     if dir.is_dir() {
+        // A new file only (O_EXCL): never one a link there points to.
         let probe = dir.join(format!(".check-config-{}", std::process::id()));
-        std::fs::write(&probe, b"").map_err(|e| io(dir, e))?;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&probe)
+            .map_err(|e| io(dir, e))?;
         return std::fs::remove_file(&probe).map_err(|e| io(dir, e));
     }
     let mut above = dir.parent();
@@ -167,20 +172,25 @@ impl Gateway {
             // Not opened (a running gateway holds its lock): written to.
             writable(std::path::Path::new(spool))?;
         }
-        let store = std::path::Path::new(&self.config.store);
-        if !store.is_dir() {
+        // A store directory must exist (nothing is created here); other stores
+        // (`sqlite:`, `postgres://`, `pkcs11:`) are opened below, and their locations,
+        // which may hold a password or PIN, are never repeated.
+        let store = &self.config.store;
+        let scheme = ["sqlite:", "postgres://", "postgresql://", "pkcs11:"]
+            .iter()
+            .any(|s| store.starts_with(s));
+        if !scheme && !std::path::Path::new(store).is_dir() {
             return Err(GatewayError::Pipeline(format!(
-                "the key store {} does not exist: make it with `mailseal key import` or `key generate --store {0}`",
-                store.display()
+                "the key store {store} does not exist: make it with `mailseal key import` or `key generate --store {store}`"
             )));
         }
         let pipeline = (self.factory)().map_err(GatewayError::Pipeline)?;
         report.agents = pipeline.receiver.own_addresses();
         if report.agents.is_empty() {
-            return Err(GatewayError::Pipeline(format!(
-                "the key store {} holds no private key: the gateway could open and sign nothing",
-                store.display()
-            )));
+            return Err(GatewayError::Pipeline(
+                "the key store holds no private key: the gateway could open and sign nothing"
+                    .into(),
+            ));
         }
         Ok(report)
     }
@@ -338,6 +348,12 @@ impl Gateway {
             hops,
             metrics,
         });
+        // Every listener is bound: no other instance with these addresses runs on this
+        // machine, so the leases under this instance's name are its last run's.
+        {
+            let spool = deliverer.spool.clone();
+            let _ = tokio::task::spawn_blocking(move || spool.reclaim_own()).await;
+        }
         let delivering = tokio::spawn(deliverer.run(stopping.clone()));
         notify::notify("READY=1");
         let watchdog = notify::watchdog_interval().map(|every| {

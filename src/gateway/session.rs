@@ -641,28 +641,36 @@ impl Session {
 /// evil.example (found by review): such addresses are refused, as are address
 /// literals and source routes.
 fn plain_address(address: &str) -> bool {
+    // RFC 5321 4.5.1: `<postmaster>` without a domain is taken.
+    if address.eq_ignore_ascii_case("postmaster") {
+        return true;
+    }
     let Some((local, domain)) = address.rsplit_once('@') else {
         return false;
     };
-    let atext = |c: char| {
-        c.is_ascii_alphanumeric() || "#$&'*+-/=?^_`{|}~".contains(c) || (c as u32) >= 0x80
-    };
-    let dot_atom = |s: &str, ok: &dyn Fn(char) -> bool| {
-        !s.is_empty()
-            && s.split('.')
-                .all(|part| !part.is_empty() && part.chars().all(ok))
-    };
-    dot_atom(local, &atext)
-        && dot_atom(domain.trim_end_matches('.'), &|c: char| {
-            c.is_ascii_alphanumeric() || c == '-' || (c as u32) >= 0x80
-        })
-        && !address.chars().any(char::is_control)
+    let hidden = |c: char| crate::error::shown(c.encode_utf8(&mut [0; 4]), 1).starts_with('\\');
+    // Dots anywhere in the local part, as Postfix takes them (`a..b@`, `a.@`: old
+    // carriers' addresses).
+    let local_ok = !local.is_empty()
+        && local.chars().all(|c| {
+            c.is_ascii_alphanumeric() || "#$&'*+-/=?^_`{|}~.".contains(c) || (c as u32) >= 0x80
+        });
+    let domain = domain.trim_end_matches('.');
+    let domain_ok = !domain.is_empty()
+        && domain.split('.').all(|label| {
+            !label.is_empty()
+                && label.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || c == '-' || c == '_' || (c as u32) >= 0x80
+                })
+        });
+    local_ok && domain_ok && !address.chars().any(hidden)
 }
 
 /// Whether `address`'s domain is one of `domains` (exact, `*.` for subdomains, `*`).
 fn is_local(address: &str, domains: &[String]) -> bool {
     let Some((_, domain)) = address.rsplit_once('@') else {
-        return false;
+        // `<postmaster>`: this host's own.
+        return address.eq_ignore_ascii_case("postmaster");
     };
     let domain = domain.trim_end_matches('.').to_ascii_lowercase();
     domains.iter().any(|d| {
@@ -1038,8 +1046,9 @@ mod tests {
             "a b@example.org",
             "a@[192.0.2.1]",
             "@a.example:b@example.org",
-            "a..b@example.org",
             "a@example..org",
+            "bob\u{202e}gro.elpmaxe@example.org",
+            "bob\u{200b}@example.org",
             "@example.org",
             "a@",
             "a",

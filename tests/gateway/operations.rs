@@ -218,6 +218,32 @@ fn check_config_says_what_is_wrong() {
     let (code, _, stderr) = check(&good.replace(&store_text, &empty.display().to_string()));
     assert_eq!(code, Some(2));
     assert!(stderr.contains("holds no private key"), "{stderr}");
+    // A store that is no directory (sqlite:, as postgres:// and pkcs11:) is opened, not
+    // looked for on disk, and its location is not repeated (it may hold a password).
+    let sqlite = format!("sqlite:{}", dir.path().join("keys.db").display());
+    let fixture = |f: &str| common::fixture(&format!("rfc9216/{f}"));
+    let out = common::run(
+        &[
+            "key",
+            "import",
+            "--store",
+            &sqlite,
+            fixture("bob.sign.crt").to_str().unwrap(),
+            fixture("bob.sign.key").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, stdout, stderr) = check(&good.replace(&store_text, &sqlite));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("private keys for bob@smime.example"),
+        "{stdout}"
+    );
     // Two listeners on one address.
     let two = good.replace(
         "[delivery]",

@@ -250,8 +250,31 @@ fn a_killed_instance_takes_its_own_leases_back_when_it_starts_again() {
         let r = submit_until_taken(addr, &format!("urn:uuid:restart-{i:02}"));
         assert!(r.starts_with("250"), "{r}");
     }
-    // Claimed and stuck at the hop that hangs; then the instance dies.
+    // Claimed and stuck at the hop that hangs.
     std::thread::sleep(Duration::from_secs(2));
+    let leased = || {
+        let mut c = postgres::Client::connect(&pg.url(), postgres::NoTls).unwrap();
+        c.query_one(
+            "SELECT count(*) FROM mailseal_spool
+             WHERE done_at IS NULL AND leased_until > extract(epoch from now())::bigint",
+            &[],
+        )
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    assert_eq!(leased(), 3);
+    // A second process with the same configuration, started while this one runs
+    // (by hand, beside the service), cannot bind its ports and leaves the leases
+    // alone: taking them back before binding made the live instance deliver twice
+    // (found by review).
+    let second = std::process::Command::new(crate::common::bin())
+        .args(["gateway", "--config"])
+        .arg(&g.config)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    assert_eq!(leased(), 3, "the live instance's leases were taken");
+    // Then the instance dies.
     g.kill();
     // Started again (the same listeners on the same machine: the same instance), with
     // a hop that answers: its leases (60 s in these tests) are taken back at once.

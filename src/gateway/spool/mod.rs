@@ -160,6 +160,9 @@ pub trait Spool: Send + Sync {
     fn down_for(&self) -> Option<std::time::Duration> {
         None
     }
+    /// Takes back the leases this instance's last run left (a database spool): call
+    /// once the listeners are bound, which proves no other instance of this name runs.
+    fn reclaim_own(&self) {}
 }
 
 /// This gateway instance's name on the leases it takes: the same for the same machine
@@ -186,8 +189,8 @@ pub fn open(location: &str) -> Result<Box<dyn Spool>, SpoolError> {
     open_as(location, "")
 }
 
-/// [`open`] for the gateway instance `instance` ([`instance_id`]), which takes back
-/// the leases of its own last run in a database spool.
+/// [`open`] for the gateway instance `instance` ([`instance_id`]), whose leases a
+/// database spool names (see [`Spool::reclaim_own`]).
 pub fn open_as(location: &str, instance: &str) -> Result<Box<dyn Spool>, SpoolError> {
     if location.starts_with("postgres://") || location.starts_with("postgresql://") {
         Ok(Box::new(PostgresSpool::connect_as(location, instance)?))

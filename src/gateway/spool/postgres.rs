@@ -31,35 +31,18 @@ impl PostgresSpool {
     }
 
     /// [`PostgresSpool::connect`] for the gateway instance `instance` (see
-    /// [`super::instance_id`]): the leases its previous run left (it was killed) are
-    /// taken back at once, rather than when they run out (`lease_secs`, ten minutes
-    /// by default, during which that mail waited).
+    /// [`super::instance_id`]), named on the leases it takes.
     pub fn connect_as(url: &str, instance: &str) -> Result<Self, SpoolError> {
-        let spool = PostgresSpool {
-            db: Reconnecting::connect(url).map_err(db)?,
+        Ok(PostgresSpool {
+            db: Reconnecting::connect_with(url, SPOOL_STATEMENT_TIMEOUT_MS).map_err(db)?,
             instance: instance.to_string(),
-        };
-        if !instance.is_empty() {
-            let n = spool
-                .db
-                .with(|c| {
-                    c.execute(
-                        "UPDATE mailseal_spool SET leased_until = 0
-                         WHERE leased_by = $1 AND done_at IS NULL AND leased_until > 0",
-                        &[&instance],
-                    )
-                })
-                .map_err(db)?;
-            if n > 0 {
-                tracing::info!(
-                    entries = n,
-                    "spool: the leases of this instance's last run are taken back"
-                );
-            }
-        }
-        Ok(spool)
+        })
     }
 }
+
+/// A spool statement that takes longer than this (a locked table, a hung server) fails,
+/// so a database that hangs is seen as down, as one that refuses is.
+const SPOOL_STATEMENT_TIMEOUT_MS: u32 = 30_000;
 
 fn recipients_text(r: &[String]) -> String {
     serde_json::to_string(r).unwrap_or_else(|_| "[]".into())
@@ -191,5 +174,28 @@ impl Spool for PostgresSpool {
 
     fn down_for(&self) -> Option<std::time::Duration> {
         self.db.down_for()
+    }
+
+    /// The leases of this instance's last run (it was killed) are taken back at once,
+    /// rather than when they run out (`lease_secs`, ten minutes by default, during
+    /// which that mail waited).
+    fn reclaim_own(&self) {
+        if self.instance.is_empty() {
+            return;
+        }
+        match self.db.with(|c| {
+            c.execute(
+                "UPDATE mailseal_spool SET leased_until = 0
+                 WHERE leased_by = $1 AND done_at IS NULL AND leased_until > 0",
+                &[&self.instance],
+            )
+        }) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                entries = n,
+                "spool: the leases of this instance's last run are taken back"
+            ),
+            Err(e) => tracing::warn!(error = %e, "spool: cannot take back this instance's leases"),
+        }
     }
 }
