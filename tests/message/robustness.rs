@@ -330,3 +330,33 @@ fn fail_display_errors_name_a_messages_own_members_by_place_not_name() {
         assert!(!said.contains("SECRET"), "{case} shows the name: {said}");
     }
 }
+
+/// Issue #58: a library error that quotes what a message said (an identifier, an
+/// identity, a key id) is one line of bounded length, however it is printed: the
+/// caller need not know to escape it.
+#[test]
+fn fail_display_library_errors_quote_message_values_escaped_and_bounded() {
+    let hostile = format!(
+        "x\nmailseal: open: ok delivered\u{1b}[2J{}",
+        "A".repeat(100_000)
+    );
+    let errors: Vec<Box<dyn std::error::Error>> = vec![
+        Box::new(mailseal::replay::ReceiverError::Expired {
+            message_id: hostile.clone(),
+            expired_at: "2026-12-06T00:00:00Z".into(),
+        }),
+        Box::new(mailseal::mls::MlsError::SenderRemoved {
+            group: "g".into(),
+            sender: hostile.clone(),
+        }),
+        Box::new(mailseal::jws::JwsError::UnknownSigner {
+            kid: hostile.clone(),
+        }),
+    ];
+    for e in errors {
+        let text = e.to_string();
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(text.contains("x\\u{000a}mailseal"), "{text:?}");
+        assert!(text.chars().count() < 400, "{} characters", text.len());
+    }
+}
