@@ -760,12 +760,11 @@ pub fn postfix(
     pf
 }
 
-/// Cyrus SASL for the submission service: its configuration, a password database of
-/// `logins` and the sender login map, in `dir`; the main.cf lines that name them.
-fn sasl(dir: &Path, logins: &[Login<'_>]) -> String {
-    // Postfix's smtpd reads these as the postfix user, after it dropped root: every
-    // directory above them must let it through (a test's temporary directory is 0700).
-    let mut up = dir.parent();
+/// Makes `dir` and every directory above it, up to the system's temporary directory,
+/// traversable by other users (mode 755): a server that drops root (Postfix's smtpd,
+/// PostgreSQL) reads what a test put there, and a test's temporary directory is 0700.
+pub fn let_others_through(dir: &Path) {
+    let mut up = Some(dir);
     while let Some(d) =
         up.filter(|d| d.starts_with(std::env::temp_dir()) && *d != std::env::temp_dir())
     {
@@ -777,6 +776,13 @@ fn sasl(dir: &Path, logins: &[Login<'_>]) -> String {
             .success());
         up = d.parent();
     }
+}
+
+/// Cyrus SASL for the submission service: its configuration, a password database of
+/// `logins` and the sender login map, in `dir`; the main.cf lines that name them.
+fn sasl(dir: &Path, logins: &[Login<'_>]) -> String {
+    // Postfix's smtpd reads these as the postfix user, after it dropped root.
+    let_others_through(dir.parent().unwrap());
     // Debian's Postfix reads CONFIG_DIRECTORY/sasl/smtpd.conf (as /etc/postfix/sasl/
     // on a host: dist/postfix/main.cf.append).
     let conf = dir.join("etc").join("sasl");

@@ -42,18 +42,7 @@ impl Server {
         let bin = bin?;
         std::fs::create_dir_all(dir).unwrap();
         // The postgres user walks to its directory.
-        let mut up = Some(dir);
-        while let Some(d) =
-            up.filter(|d| d.starts_with(std::env::temp_dir()) && *d != std::env::temp_dir())
-        {
-            assert!(Command::new("chmod")
-                .arg("755")
-                .arg(d)
-                .status()
-                .unwrap()
-                .success());
-            up = d.parent();
-        }
+        kit::let_others_through(dir);
         let data = dir.join("pgdata");
         std::fs::create_dir_all(&data).unwrap();
         assert!(Command::new("chown")
