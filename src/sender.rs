@@ -580,9 +580,12 @@ impl<'a> Sender<'a> {
             .into());
         };
         let now = self.clock.now();
+        // Kept as the asking agent's (its From): only its own receiver takes the
+        // payment (see `Candidate::agent`).
+        let author = plain.sender().filter(|a| !a.is_empty());
         for to in plain.headers.to.iter().chain(&plain.headers.cc) {
             replay.record_payment_required(
-                &to.normalized(),
+                &crate::replay::agent_key(author.as_deref(), &to.normalized()),
                 &corr,
                 plain.headers.in_reply_to.as_deref(),
                 now,

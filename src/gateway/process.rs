@@ -29,6 +29,7 @@ use crate::error::{Classify, ErrorKind};
 use crate::message::{Limits, MailA2aMessage};
 use crate::profile::Profile;
 use crate::receiver::{Delivery, Incoming, Outcome, ReceiveError, Receiver};
+use crate::replay::Admission;
 use crate::seal::SealOptions;
 use crate::sender::Sender;
 
@@ -395,6 +396,21 @@ impl Context<'_> {
             Some(_) => Profile::Mls,
             None => sender.choose_profile(&plain, self.default_profile),
         };
+        // A recipient the message does not name (a Bcc) would make the partner refuse
+        // the whole sealed message as forwarded, and the named recipients with it: it
+        // is left out, and the agent hears why (a group's members are named by the
+        // group instead).
+        let (named, unnamed) = match profile {
+            Profile::Mls => (t.recipients.clone(), Vec::new()),
+            _ => split_named(&plain, &t.recipients),
+        };
+        if named.is_empty() {
+            return Decision::refused(
+                550,
+                "5.7.1",
+                "the message names none of its SMTP recipients in To or Cc: a partner refuses sealed mail that does not name its recipient (send each a message that names it)",
+            );
+        }
         let mut opts = SealOptions::new(profile);
         opts.sign_only = self.config.outbound.sign_only && profile != Profile::Mls;
         opts.group = group;
@@ -410,8 +426,13 @@ impl Context<'_> {
         };
         // Named by what the agent sent: its retry is the same entry, though sealing
         // it again would give other bytes.
-        match self.queue(t, &t.data, sealed) {
-            Ok(id) => Decision::accepted("sealed", Some(profile), Some(id)),
+        match self.queue_to(t, &named, &t.data, sealed) {
+            Ok(id) => {
+                if !unnamed.is_empty() {
+                    self.report_unnamed(t, &unnamed);
+                }
+                Decision::accepted("sealed", Some(profile), Some(id))
+            }
             Err(d) => d,
         }
     }
@@ -455,50 +476,187 @@ impl Context<'_> {
         decision
     }
 
-    /// Spools what `incoming` delivers, then commits it. Also says which stream's
+    /// Spools what `incoming` delivers, then commits it. Also says which streams'
     /// held events the delivery released. `released`: a held message `t` (a Commit)
     /// released, with our addresses (see [`Context::recipients`]).
+    ///
+    /// Each recipient is an agent of its own: the rules decide for each in its own
+    /// state (replay, idempotency, streams, the requests it sent), and each gets its
+    /// own spool entry, named by the message and that recipient. A copy of a message
+    /// sent to one recipient again (an MTA retrying per recipient, or an attacker
+    /// replaying it to one) is a duplicate for that one alone and never keeps it from
+    /// another; two instances that take one message at once queue each recipient's
+    /// entry once.
     fn settle(
         &self,
         incoming: Incoming<'_>,
         t: &Transaction,
         released: Option<&[String]>,
     ) -> Result<(Decision, Option<StreamRelease>), Decision> {
-        let queued = match incoming.outcome() {
-            Outcome::Deliver { delivery, .. } => {
-                let to = self.recipients(delivery, t, released)?;
-                if to.is_empty() {
-                    // Only its author was asked for (see `recipients`): nothing is
-                    // delivered and nothing recorded, so the copies for the agents it
-                    // names are not taken for duplicates of this one.
-                    return Ok((Decision::accepted("duplicate", None, None), None));
-                }
-                Some(self.queue_to(t, &to, &message_key(delivery), render(delivery)?)?)
-            }
-            _ => None,
-        };
-        let outcome = incoming.commit().map_err(|e| receive_refusal(&e))?;
-        Ok(match outcome {
-            Outcome::Deliver {
-                delivery, released, ..
-            } => {
-                let stream = (released > 0)
-                    .then(|| StreamRelease::of(&delivery))
-                    .flatten();
-                (
-                    Decision::accepted("opened", delivery.opened.verdict.profile, queued),
-                    stream,
-                )
-            }
-            // Another instance took it between the preview and the commit: the entry
-            // queued is the same one it queued.
-            Outcome::Duplicate { .. } => (Decision::accepted("duplicate", None, queued), None),
-            Outcome::Held(_) => (Decision::accepted("held", None, None), None),
-            Outcome::Handshake(_) => (
-                Decision::accepted("handshake", Some(Profile::Mls), None),
+        let Some(delivery) = incoming.outcome().delivery() else {
+            // An MLS handshake, a message held for an epoch, an MLS copy seen before:
+            // nothing for any agent yet.
+            let outcome = incoming.commit().map_err(|e| receive_refusal(&e))?;
+            return Ok((
+                match outcome {
+                    Outcome::Held(_) => Decision::accepted("held", None, None),
+                    Outcome::Handshake(_) => {
+                        Decision::accepted("handshake", Some(Profile::Mls), None)
+                    }
+                    _ => Decision::accepted("duplicate", None, None),
+                },
                 None,
-            ),
-        })
+            ));
+        };
+        let to = self.recipients(delivery, t, released)?;
+        if to.is_empty() {
+            // Only its author was asked for (see `recipients`): nothing is delivered
+            // and nothing recorded, so the copies for the agents it names are not
+            // taken for duplicates of this one.
+            return Ok((Decision::accepted("duplicate", None, None), None));
+        }
+        // Queued before the commit for those the rules would deliver it to now: a
+        // crash between leaves it queued and unrecorded, and the client's retry puts
+        // the same entries (no-ops) and records it.
+        let key = message_key(delivery);
+        let mut rendered = None;
+        let mut ids = Vec::new();
+        for r in &to {
+            match incoming.preview_for(r) {
+                Ok(Some(Admission::Deliver { .. })) => {}
+                Ok(_) => continue,
+                // A failure of ours, or a bound on what waits: the client retries.
+                Err(e) if e.retry_later() || e.kind() == ErrorKind::Other => {
+                    return Err(receive_refusal(&e))
+                }
+                // Refused for this agent: judged again on commit.
+                Err(_) => continue,
+            }
+            let data = match &rendered {
+                Some(d) => d,
+                None => rendered.insert(render(delivery)?),
+            };
+            ids.push(self.queue_for(t, r, &key, data.clone())?);
+        }
+        let profile = delivery.opened.verdict.profile;
+        let stream = StreamRelease::of(delivery);
+        let results = incoming.commit_for(&to).map_err(|e| receive_refusal(&e))?;
+        let mut delivered = 0;
+        let mut held = 0;
+        let mut releases = false;
+        let mut refused: Vec<(String, ReceiveError)> = Vec::new();
+        for (agent, result) in results {
+            match result {
+                Ok(Admission::Deliver { released, .. }) => {
+                    delivered += 1;
+                    releases |= released > 0;
+                }
+                Ok(Admission::Held { .. }) => held += 1,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::info!(to = %crate::error::quoted(&agent), code = %e.code(), reason = %one_line(&e.to_string()), "refused for this recipient");
+                    refused.push((agent, e));
+                }
+            }
+        }
+        let queued = (!ids.is_empty()).then(|| ids.join(","));
+        if refused.len() == to.len() {
+            // Refused for every recipient: the client hears why.
+            return Err(receive_refusal(&refused[0].1));
+        }
+        if !refused.is_empty() {
+            // Taken for the others (250): those it was refused for are reported to
+            // the sender, as for any recipient the gateway accepted and could not
+            // deliver to (RFC 5321 6.1).
+            self.report_refused(t, &refused);
+        }
+        let decision = if delivered > 0 {
+            Decision::accepted("opened", profile, queued)
+        } else if held > 0 {
+            Decision::accepted("held", None, queued)
+        } else {
+            Decision::accepted("duplicate", None, queued)
+        };
+        Ok((decision, stream.filter(|_| releases)))
+    }
+
+    /// Spools an opened message for one recipient, named by the message (`key`, see
+    /// [`message_key`]) and that recipient alone: the same for every copy of the
+    /// message and every SMTP transaction that brings it.
+    fn queue_for(
+        &self,
+        t: &Transaction,
+        recipient: &str,
+        key: &[u8],
+        data: Vec<u8>,
+    ) -> Result<String, Decision> {
+        let to = [recipient.to_string()];
+        let mut entry = Entry::keyed(self.listener, &t.mail_from, &to, key, data, now());
+        entry.id = super::spool::entry_id(self.listener, "", &to, key);
+        self.spool
+            .put(&entry)
+            .map(|_| entry.id)
+            .map_err(Decision::local_error)
+    }
+
+    /// A delivery status notification to the agent that submitted `t` for the SMTP
+    /// recipients its message does not name, which were left out.
+    fn report_unnamed(&self, t: &Transaction, unnamed: &[String]) {
+        if t.mail_from.is_empty() {
+            return;
+        }
+        let failures: Vec<super::dsn::Failure> = unnamed
+            .iter()
+            .map(|r| super::dsn::Failure {
+                recipient: r.clone(),
+                status: "5.7.1".into(),
+                diagnostic: "the message does not name this recipient in To or Cc (a Bcc): a partner refuses sealed mail that does not name its recipient, so it was not sent to it; send it a message that names it".into(),
+            })
+            .collect();
+        tracing::info!(
+            recipients = unnamed.len(),
+            "recipients the message does not name were left out"
+        );
+        self.queue_report(t, &failures);
+    }
+
+    /// Queues a delivery status notification about `t` to its sender.
+    fn queue_report(&self, t: &Transaction, failures: &[super::dsn::Failure]) {
+        let report = super::dsn::compose(
+            &self.config.hostname,
+            &t.mail_from,
+            &t.data,
+            now(),
+            failures,
+        );
+        let bounce = Entry::new(
+            self.listener,
+            "",
+            std::slice::from_ref(&t.mail_from),
+            report,
+            now(),
+        );
+        if let Err(e) = self.spool.put(&bounce) {
+            tracing::error!(error = %e, "spool: a delivery status notification was not queued");
+        }
+    }
+
+    /// A delivery status notification to `t`'s sender for the recipients the rules
+    /// refused the message for while it was taken for others. It carries the sealed
+    /// message's header block only ([`super::dsn::compose`]), never what it protects.
+    fn report_refused(&self, t: &Transaction, refused: &[(String, ReceiveError)]) {
+        if t.mail_from.is_empty() {
+            return;
+        }
+        let failures: Vec<super::dsn::Failure> = refused
+            .iter()
+            .map(|(agent, e)| super::dsn::Failure {
+                recipient: agent.clone(),
+                status: receive_refusal(e).status.to_string(),
+                diagnostic: one_line(&format!("{} ({})", e, e.code())),
+            })
+            .collect();
+        self.queue_report(t, &failures);
     }
 
     /// Who an opened message goes to. Every SMTP recipient must be one the sealed
@@ -647,7 +805,12 @@ impl Context<'_> {
                 &event.envelope,
             ]
             .concat();
-            match self.queue(t, &key, out) {
+            // An event kept for one agent goes to that agent alone.
+            let queued = match &event.agent {
+                Some(agent) => self.queue_to(t, std::slice::from_ref(agent), &key, out),
+                None => self.queue(t, &key, out),
+            };
+            match queued {
                 Ok(id) => {
                     tracing::info!(id = %id, sequence = event.sequence, "released stream event queued")
                 }
@@ -657,6 +820,16 @@ impl Context<'_> {
             }
         }
     }
+}
+
+/// `recipients` split into those `plain` names in its To or Cc and those it does not.
+fn split_named(plain: &MailA2aMessage, recipients: &[String]) -> (Vec<String>, Vec<String>) {
+    let h = &plain.headers;
+    let named: Vec<String> = h.to.iter().chain(&h.cc).map(|m| m.normalized()).collect();
+    recipients
+        .iter()
+        .cloned()
+        .partition(|r| named.contains(&crate::message::Mailbox::new(r).normalized()))
 }
 
 /// The stream whose held events a delivery released, and who they go from and to.

@@ -109,6 +109,9 @@ pub struct Receiver<'a> {
     bindings: crate::mls::VerifiedBindings,
     /// MLS keys pinned locally, accepted without a binding.
     mls_pinned: crate::mls::PinnedKeys,
+    /// The addresses our key store holds private keys for, sorted: the agents whose
+    /// state the rules keep apart ([`crate::replay::Candidate::agent`]).
+    agents: Vec<String>,
 }
 
 /// Builds a [`Receiver`].
@@ -217,13 +220,18 @@ impl<'a> ReceiverBuilder<'a> {
             self.receiver.policy.validation_time =
                 time::OffsetDateTime::from_unix_timestamp(*t).ok();
         }
-        // Our identities, read once: the recipient binding's default (the profiles
-        // would otherwise list the store for every message).
+        // Our identities, read once: the agents whose state the rules keep apart, and
+        // the recipient binding's default (the profiles would otherwise list the store
+        // for every message).
+        let mut agents = crate::keystore::own_addresses(self.receiver.keys.as_ref());
+        agents.sort();
+        agents.dedup();
+        self.receiver.agents = agents;
         if self.receiver.policy.check_recipients {
             let policy = &mut self.receiver.policy;
             policy
                 .our_addresses
-                .extend(crate::keystore::own_addresses(self.receiver.keys.as_ref()));
+                .extend(self.receiver.agents.iter().cloned());
             policy.our_addresses.sort();
             policy.our_addresses.dedup();
         }
@@ -282,6 +290,83 @@ impl<'r> Incoming<'r> {
     }
 }
 
+impl Incoming<'_> {
+    /// What the rules would decide for the message received for `agent` (an address
+    /// of ours: a gateway's SMTP recipient), recording nothing: each agent keeps its
+    /// own state ([`crate::replay::Candidate::agent`]). `None` when the message is no
+    /// application message (an MLS handshake, one held for an epoch, an MLS copy
+    /// seen before).
+    pub fn preview_for(
+        &self,
+        agent: &str,
+    ) -> Result<Option<crate::replay::Admission>, ReceiveError> {
+        let Some(delivery) = self.outcome.delivery() else {
+            return Ok(None);
+        };
+        let candidate = for_agent(&delivery.candidate, agent);
+        Ok(Some(self.receiver.replay.preview(
+            &candidate,
+            self.receiver.clock.now(),
+            &self.receiver.rules,
+        )?))
+    }
+
+    /// Records the message for each of `agents` (each decided again, atomically, in
+    /// its own state) and then makes the MLS state change durable, when no agent's
+    /// rules failed on the store itself. Returns each agent's final decision (act on
+    /// these, not on the previews); a refusal for one agent leaves the others'. For a
+    /// message that is no application message, only the MLS state change.
+    pub fn commit_for(
+        self,
+        agents: &[String],
+    ) -> Result<Vec<AgentAdmission>, ReceiveError> {
+        let Incoming {
+            outcome,
+            receipt,
+            receiver,
+        } = self;
+        let mut out = Vec::with_capacity(agents.len());
+        if let Some(delivery) = outcome.delivery() {
+            for agent in agents {
+                let candidate = for_agent(&delivery.candidate, agent);
+                match receiver
+                    .replay
+                    .admit(&candidate, receiver.clock.now(), &receiver.rules)
+                {
+                    // The state itself failed: nothing more is recorded (those
+                    // recorded stay so: when the message comes again it is a
+                    // duplicate for them and new for the others), and the MLS state
+                    // is not moved on.
+                    Err(e)
+                        if crate::error::Classify::kind(&e) == crate::error::ErrorKind::Other =>
+                    {
+                        return Err(e.into())
+                    }
+                    admission => out.push((
+                        candidate.agent.unwrap_or_default(),
+                        admission.map_err(ReceiveError::from),
+                    )),
+                }
+            }
+        }
+        if let Some(r) = receipt {
+            r.commit()?;
+        }
+        Ok(out)
+    }
+}
+
+/// An agent's final decision from [`Incoming::commit_for`]: its address, and what the
+/// rules decided for it.
+pub type AgentAdmission = (String, Result<crate::replay::Admission, ReceiveError>);
+
+/// `candidate` received for `agent`.
+fn for_agent(candidate: &crate::replay::Candidate, agent: &str) -> crate::replay::Candidate {
+    let mut c = candidate.clone();
+    c.agent = Some(crate::message::Mailbox::new(agent).normalized());
+    c
+}
+
 /// A held MLS message whose epoch has come, as received again.
 pub struct Released<'r> {
     /// The name it was first received under.
@@ -311,6 +396,7 @@ impl<'a> Receiver<'a> {
                 caches: ProfileCaches::default(),
                 bindings: Default::default(),
                 mls_pinned: Default::default(),
+                agents: Vec::new(),
             },
         }
     }
@@ -389,7 +475,7 @@ impl<'a> Receiver<'a> {
             &self.policy,
         )?;
         Ok(Incoming {
-            outcome: self.preview(Delivery::new(opened)?)?,
+            outcome: self.preview(self.delivery(opened)?)?,
             receipt: None,
             receiver: self,
         })
@@ -403,6 +489,22 @@ impl<'a> Receiver<'a> {
             .with_pinned(&self.mls_pinned)
     }
 
+    /// `opened` as the rules take it, received for the agent of ours it names, when
+    /// it names exactly one ([`crate::replay::Candidate::agent`]; a caller that knows
+    /// better names it with [`Incoming::commit_for`]).
+    fn delivery(&self, opened: Opened) -> Result<Delivery, crate::replay::ReceiverError> {
+        let mut d = Delivery::new(opened)?;
+        let mut ours = d
+            .named_recipients()
+            .into_iter()
+            .filter(|a| self.agents.binary_search(a).is_ok());
+        d.candidate.agent = match (ours.next(), ours.next()) {
+            (Some(one), None) => Some(one),
+            _ => None,
+        };
+        Ok(d)
+    }
+
     /// What the rules would decide for `delivery` now, recording nothing.
     fn preview(&self, delivery: Delivery) -> Result<Outcome, ReceiveError> {
         let admission = self
@@ -413,7 +515,7 @@ impl<'a> Receiver<'a> {
 
     fn after_mls<'r>(&'r self, receipt: Receipt<'r>) -> Result<Incoming<'r>, ReceiveError> {
         let outcome = match &receipt.received {
-            MlsReceived::Application(opened) => self.preview(Delivery::new((**opened).clone())?)?,
+            MlsReceived::Application(opened) => self.preview(self.delivery((**opened).clone())?)?,
             other => Outcome::from_mls(other),
         };
         Ok(Incoming {
@@ -454,7 +556,7 @@ impl<'a> Receiver<'a> {
             )?
         };
         Ok(Outcome::Deliver {
-            delivery: Box::new(Delivery::new(opened)?),
+            delivery: Box::new(self.delivery(opened)?),
             retry_of: None,
             released: 0,
         })

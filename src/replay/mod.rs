@@ -36,6 +36,7 @@
 mod memory;
 mod postgres;
 mod rules;
+pub(crate) use rules::agent_key;
 mod sqlite;
 
 /// The schema version of the store database this build writes.
@@ -364,6 +365,16 @@ pub struct Candidate {
     /// SHA-256 of the `payload` member as JSON (requests with an idempotency key; zero
     /// otherwise): a payment retry repeats the priced request's.
     pub payload_digest: [u8; 32],
+    /// The agent of ours (an address, lower case) the message is received for. Each
+    /// agent keeps its own replay tuples, idempotency keys, streams and payment flows,
+    /// and accepts only answers to requests it sent itself: a message for two agents
+    /// that one of them already received is still delivered to the other, and a reply
+    /// to Alice's request is not delivered to Bob as answered (issue #57). The
+    /// [`crate::Receiver`] sets it: to the agent the caller names (a gateway's SMTP
+    /// recipient), else to the one of our agents the message names. `None` (a message
+    /// naming several of ours, received for none in particular): the store's one,
+    /// unscoped state, as before agents were told apart.
+    pub agent: Option<String>,
 }
 
 impl Candidate {
@@ -455,6 +466,7 @@ impl Candidate {
                     .map_or([0; 32], |b| crate::envelope::content_digest(&b)),
                 _ => [0; 32],
             },
+            agent: None,
         })
     }
 }
@@ -489,6 +501,10 @@ pub enum Admission {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StreamStatus {
+    /// The agent of ours the stream was received for (see [`Candidate::agent`]);
+    /// `None`: the store's one state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// The sender.
     pub signer: String,
     /// The correlation.
@@ -518,6 +534,9 @@ pub struct StreamStatus {
 /// An event handed to the agent by [`ReplayStore::take_deliverable`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamEvent {
+    /// The agent of ours it was received for (see [`Candidate::agent`]): only this
+    /// agent is given it.
+    pub agent: Option<String>,
     /// The sender.
     pub signer: String,
     /// The correlation.

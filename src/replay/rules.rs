@@ -252,7 +252,7 @@ pub(crate) fn admit<T: Txn>(
     p: &ReceiverPolicy,
 ) -> Result<Admission, ReceiverError> {
     // Replay first: a redelivery is benign whatever its age.
-    if let Some(prev) = tx.tuple(&c.signer, &c.message_id).map_err(backend)? {
+    if let Some(prev) = tuple_of(tx, c)? {
         if prev.digest == c.digest {
             return Ok(Admission::Duplicate {
                 first_accepted: prev.accepted_at,
@@ -269,7 +269,14 @@ pub(crate) fn admit<T: Txn>(
     if let (Kind::Request, Some(key)) = (c.kind, &c.idempotency_key) {
         // The key is the sender's address's (section 7: "authenticated sender
         // identity"), so a retry signed under another profile or key is a retry.
-        if let Some(prev) = tx.tuple_by_idempotency(party(c), key).map_err(backend)? {
+        let prev = match tx
+            .tuple_by_idempotency(&scoped(c, party(c)), key)
+            .map_err(backend)?
+        {
+            None if c.agent.is_some() => tx.tuple_by_idempotency(party(c), key).map_err(backend)?,
+            own => own,
+        };
+        if let Some(prev) = prev {
             if prev.operation != c.operation {
                 return Err(ReceiverError::IdempotencyConflict {
                     key: key.clone(),
@@ -294,14 +301,14 @@ pub(crate) fn admit<T: Txn>(
         );
     }
     let tuple = Tuple {
-        signer: c.signer.clone(),
+        signer: scoped(c, &c.signer),
         message_id: c.message_id.clone(),
         idempotency_key: c.idempotency_key.clone(),
         operation: c.operation.clone(),
         digest: c.digest,
         accepted_at: now,
         keep_until,
-        peer: party(c).to_string(),
+        peer: scoped(c, party(c)),
         retain_until,
         payload_digest: c.idempotency_key.as_ref().map(|_| c.payload_digest),
         correlation_id: c.correlation_id.clone(),
@@ -312,10 +319,19 @@ pub(crate) fn admit<T: Txn>(
     // operation and payload, a later attempt.
     if c.kind == Kind::Request && c.payment == Some(crate::envelope::PaymentKind::Payload) {
         let corr = c.correlation_id.clone().unwrap_or_default();
-        let state = match corr.is_empty() {
-            true => None,
-            false => tx.payment_state(&c.peer, &corr).map_err(backend)?,
-        };
+        // The agent that asked for the payment is the one it pays (the sender records
+        // what it asked under its From: [`crate::Sender`]); else a flow recorded for
+        // no agent in particular (before agents were told apart, or by a caller of
+        // `record_payment_required` that named none).
+        let mut flow = scoped(c, &c.peer);
+        let mut state = None;
+        if !corr.is_empty() {
+            state = tx.payment_state(&flow, &corr).map_err(backend)?;
+            if state.is_none() && c.agent.is_some() {
+                flow = c.peer.clone();
+                state = tx.payment_state(&flow, &corr).map_err(backend)?;
+            }
+        }
         let Some(state) = state else {
             return Err(ReceiverError::UnsolicitedPayment {
                 peer: c.peer.clone(),
@@ -351,7 +367,7 @@ pub(crate) fn admit<T: Txn>(
                 "a payment comes with a retry (serviceParameters.retry 1 or more)",
             ));
         }
-        tx.put_payment_state(&c.peer, &corr, PAYLOAD_RECEIVED, now)
+        tx.put_payment_state(&flow, &corr, PAYLOAD_RECEIVED, now)
             .map_err(backend)?;
     }
     let admission = match (&c.kind, &c.correlation_id) {
@@ -362,16 +378,22 @@ pub(crate) fn admit<T: Txn>(
         (_, Some(corr)) => {
             let admission = match answered(tx, c, corr, now, p)? {
                 Answered::Request { attempt, request } => {
-                    stream_event(tx, c, &c.signer, corr, attempt, Some(request), now, p)?
+                    let signer = scoped(c, &c.signer);
+                    stream_event(tx, c, &signer, corr, attempt, Some(request), now, p)?
                 }
                 Answered::Unrecorded(attempt) => {
-                    let signer = format!("{UNRECORDED}{}", c.signer);
+                    let signer = scoped(c, &format!("{UNRECORDED}{}", c.signer));
                     stream_event(tx, c, &signer, corr, attempt, None, now, p)?
                 }
             };
             if c.payment == Some(crate::envelope::PaymentKind::Required) {
-                tx.put_payment_state(&received_from(party(c)), corr, REQUIRED_RECEIVED, now)
-                    .map_err(backend)?;
+                tx.put_payment_state(
+                    &received_from(&scoped(c, party(c))),
+                    corr,
+                    REQUIRED_RECEIVED,
+                    now,
+                )
+                .map_err(backend)?;
             }
             admission
         }
@@ -433,6 +455,45 @@ fn party(c: &Candidate) -> &str {
     }
 }
 
+/// Between an agent and the key it keeps apart: a line break, which no address of ours
+/// and no signer id holds.
+const AGENT_SEP: char = '\n';
+
+/// `key` (a signer, a peer) as the agent `c` is received for keeps it: prefixed with
+/// the agent, so that each agent's state is its own ([`Candidate::agent`]).
+fn scoped(c: &Candidate, key: &str) -> String {
+    agent_key(c.agent.as_deref(), key)
+}
+
+/// `key` as `agent` keeps it (the store's one state: `None`).
+pub(crate) fn agent_key(agent: Option<&str>, key: &str) -> String {
+    match agent {
+        Some(agent) => format!("{agent}{AGENT_SEP}{key}"),
+        None => key.to_string(),
+    }
+}
+
+/// The agent a stored key was kept for, and the key itself.
+pub(crate) fn split_agent(key: &str) -> (Option<&str>, &str) {
+    match key.split_once(AGENT_SEP) {
+        Some((agent, rest)) => (Some(agent), rest),
+        None => (None, key),
+    }
+}
+
+/// The replay tuple of `c`'s signer and `messageId`: its agent's, else (state written
+/// before agents were told apart, or by a receiver for none in particular) the
+/// store's one: what was accepted then stays accepted for every agent.
+fn tuple_of<T: Txn>(tx: &mut T, c: &Candidate) -> Result<Option<Tuple>, ReceiverError> {
+    let own = tx
+        .tuple(&scoped(c, &c.signer), &c.message_id)
+        .map_err(backend)?;
+    match (own, &c.agent) {
+        (None, Some(_)) => tx.tuple(&c.signer, &c.message_id).map_err(backend),
+        (own, _) => Ok(own),
+    }
+}
+
 /// Which of our requests the reply `c` answers, judged against our record: the
 /// attempt its stream belongs to. Refuses a reply to no request of ours, from an
 /// agent the request did not go to, after the request expired, or carrying a
@@ -444,7 +505,13 @@ fn answered<T: Txn>(
     now: i64,
     p: &ReceiverPolicy,
 ) -> Result<Answered, ReceiverError> {
-    let records = tx.sent_requests(corr).map_err(backend)?;
+    // The requests the agent it is received for sent (a record without an author
+    // predates authors and stands for every agent): Bob never takes an answer to
+    // Alice's request as answered.
+    let mut records = tx.sent_requests(corr).map_err(backend)?;
+    if let Some(agent) = &c.agent {
+        records.retain(|r| r.author.is_empty() || r.author.eq_ignore_ascii_case(agent));
+    }
     let named = c
         .in_reply_to
         .as_deref()
@@ -499,7 +566,7 @@ fn answered<T: Txn>(
     if c.payment == Some(crate::envelope::PaymentKind::Required)
         && !request.paid
         && tx
-            .payment_state(&received_from(party(c)), corr)
+            .payment_state(&received_from(&scoped(c, party(c))), corr)
             .map_err(backend)?
             .is_some()
     {
@@ -557,11 +624,16 @@ fn stream_event<T: Txn>(
     // exchange that went to two agents are answered each by its own. A stream that
     // does not say which request it answers (written before streams said) counts
     // for all of them. Unrecorded streams count only among themselves.
-    let unrecorded = signer.starts_with(UNRECORDED);
+    // Each agent's streams are its own: Alice's and Bob's copies of one answer are two
+    // streams of one signer, not two signers.
+    let (agent, bare) = split_agent(signer);
+    let unrecorded = bare.starts_with(UNRECORDED);
     if tx.streams(Some(corr)).map_err(backend)?.iter().any(|s| {
+        let (theirs, their_signer) = split_agent(&s.id.signer);
         s.id.attempt == attempt
-            && s.id.signer != signer
-            && s.id.signer.starts_with(UNRECORDED) == unrecorded
+            && theirs == agent
+            && their_signer != bare
+            && their_signer.starts_with(UNRECORDED) == unrecorded
             && match &request {
                 Some(r) => s.requests.is_empty() || s.requests.contains(r),
                 None => true,
@@ -664,7 +736,7 @@ fn stream_event<T: Txn>(
         // A held event's lifetime may have ended while it waited: it is not handed
         // over late (a fresh copy would be refused as expired too). It is dropped and
         // the stream stops there, incomplete, as for any gap: never joined around it.
-        if held_expired(tx, &c.signer, e, now)? {
+        if held_expired(tx, &scoped(c, &c.signer), e, now)? {
             tx.delete_pending(&id, e.seq).map_err(backend)?;
             expired = Some(e.seq);
             break;
@@ -730,13 +802,15 @@ pub(crate) fn streams<T: Txn>(
         };
         let held = seqs(PendingState::Held);
         let top = held.iter().copied().max().unwrap_or(s.next_seq);
+        let (agent, signer) = split_agent(&s.id.signer);
         out.push(StreamStatus {
+            agent: agent.map(str::to_string),
+            signer: signer.to_string(),
             complete: s.final_seq.is_some_and(|f| s.next_seq > f),
             missing: missing(s.next_seq, top, &pending),
             gap_since: s.gap_since.map(rfc3339),
             deliverable: seqs(PendingState::Deliverable),
             held,
-            signer: s.id.signer,
             correlation_id: s.id.correlation_id,
             attempt: s.id.attempt,
             operation: s.operation,
@@ -760,8 +834,10 @@ pub(crate) fn take_deliverable<T: Txn>(
                 continue;
             }
             tx.delete_pending(&s.id, e.seq).map_err(backend)?;
+            let (agent, signer) = split_agent(&s.id.signer);
             out.push(StreamEvent {
-                signer: s.id.signer.clone(),
+                agent: agent.map(str::to_string),
+                signer: signer.to_string(),
                 correlation_id: s.id.correlation_id.clone(),
                 sequence: e.seq,
                 message_id: e.message_id,

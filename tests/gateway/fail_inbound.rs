@@ -360,3 +360,71 @@ fn fail_relay_rcpt_for_a_domain_it_does_not_serve() {
         .iter()
         .all(|r| r.ends_with("@smime.example")));
 }
+
+/// Issue #57: a message for two of Bob's agents, replayed by the attacker to one of
+/// them first (or retried per recipient by an upstream MTA after a 4xx), is still
+/// delivered to the other when the genuine copy comes: each recipient is judged in
+/// its own replay state and gets its own spool entry. A third copy is a duplicate for
+/// both, and nothing is delivered twice.
+#[test]
+fn fail_replay_to_one_recipient_never_suppresses_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, b_store) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let b_in = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "b",
+        &b_store,
+        &[("in", b_in, "inbound", sink.addr.port(), "tls = \"none\"")],
+        "",
+    );
+    let b = Gateway::start(dir.path(), "b", &conf, &[b_in]);
+    let env = common::env(common::with(
+        common::request(),
+        serde_json::json!({"messageId": "urn:uuid:for-both", "idempotencyKey": "k-both"}),
+    ));
+    let plain = MailA2aMessage::new(
+        "alice@smime.example",
+        &["bob@smime.example", "bob@openpgp.example"],
+        env,
+    )
+    .to_rfc5322()
+    .unwrap();
+    // Signed only: bob@openpgp.example has no certificate to encrypt to.
+    let sealed = seal(&a_store, &plain, true);
+    let to = |rcpts: &[&str]| {
+        kit::submit(
+            ([127, 0, 0, 1], b_in).into(),
+            "alice@smime.example",
+            rcpts,
+            &sealed,
+        )
+    };
+    let r = to(&["bob@smime.example"]);
+    assert!(r.starts_with("250"), "{r}\n{}", b.log_text());
+    let first = sink.wait_for(1, Duration::from_secs(30));
+    assert_eq!(first[0].recipients, ["bob@smime.example"]);
+    let r = to(&["bob@smime.example", "bob@openpgp.example"]);
+    assert!(
+        r.starts_with("250") && r.contains("queued as"),
+        "{r}\n{}",
+        b.log_text()
+    );
+    let got = sink.wait_for(2, Duration::from_secs(30));
+    assert_eq!(
+        got[1].recipients,
+        ["bob@openpgp.example"],
+        "{}",
+        b.log_text()
+    );
+    assert_eq!(
+        kit::envelope_of(&got[1].data),
+        kit::envelope_of(&got[0].data),
+        "the same message"
+    );
+    let r = to(&["bob@openpgp.example", "bob@smime.example"]);
+    assert!(r.starts_with("250") && r.contains("duplicate"), "{r}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sink.messages().len(), 2, "{}", b.log_text());
+}

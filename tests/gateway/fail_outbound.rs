@@ -117,3 +117,53 @@ fn fail_client_outside_the_listeners_clients() {
         "{reply:?}"
     );
 }
+
+/// Issue #57: a Bcc recipient (an SMTP recipient the message does not name in To or
+/// Cc) would make the partner refuse the sealed message as forwarded, taking the named
+/// recipient down with it. It is left out: the named recipient gets the sealed
+/// message, the agent gets a delivery status notification naming the Bcc recipient
+/// and why, and a message that names none of its recipients is refused at once.
+#[test]
+fn fail_a_bcc_recipient_is_left_out_alone_and_reported() {
+    let (_d, g, addr, sink) = gateway("", "");
+    let to_bob = kit::plain("alice@smime.example", "bob@smime.example", "urn:uuid:bcc");
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["bob@smime.example", "eve@elsewhere.example"],
+        &to_bob,
+    );
+    assert!(r.starts_with("250"), "{r}\n{}", g.log_text());
+    let got = sink.wait_for(2, Duration::from_secs(30));
+    let sealed = got
+        .iter()
+        .find(|m| m.mail_from == "alice@smime.example")
+        .expect("the sealed message");
+    assert_eq!(sealed.recipients, ["bob@smime.example"]);
+    assert!(String::from_utf8_lossy(&sealed.data).contains("application/pkcs7-mime"));
+    let report = got.iter().find(|m| m.mail_from.is_empty()).expect("a DSN");
+    assert_eq!(report.recipients, ["alice@smime.example"]);
+    let text = String::from_utf8_lossy(&report.data);
+    assert!(
+        text.contains("eve@elsewhere.example") && text.contains("5.7.1") && text.contains("Bcc"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Final-Recipient: rfc822; eve@elsewhere.example"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("Final-Recipient: rfc822; bob@smime.example"),
+        "{text}"
+    );
+    // Nobody named: refused whole, before anything is sealed.
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["eve@elsewhere.example"],
+        &to_bob,
+    );
+    assert!(r.starts_with("550 5.7.1"), "{r}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sink.messages().len(), 2);
+}

@@ -15,6 +15,7 @@ mod fail_review_per_request;
 mod fail_unsolicited_answers;
 mod fail_unsolicited_cli;
 mod open_receiver;
+mod per_agent_state;
 mod pipeline_api;
 mod receiver_fuzz_seeds;
 mod receiver_rules;
