@@ -25,6 +25,10 @@ use crate::keystore::{KeyEntry, KeyStore, StoredJwk};
 /// Largest JWK text read (an RSA-8192 private JWK is about 6 KiB).
 pub const MAX_JWK_BYTES: usize = 16 * 1024;
 
+/// The longest JWK `kid` kept, bytes (RFC 7517 sets none; key IDs seen in use are
+/// names, dates, URLs and thumbprints).
+pub const MAX_KID_BYTES: usize = 256;
+
 /// A JWK read: its public key, the algorithm it signs with, and its private key as
 /// PKCS#8 (wiped on drop) when it carried one.
 pub struct Jwk {
@@ -36,6 +40,10 @@ pub struct Jwk {
     /// Whether the JWK declared `alg` (then only it verifies; else any algorithm of
     /// the key type does: RS256 or PS256 for RSA).
     declared: bool,
+    /// The JWK's own `kid`, as its publisher named the key: JOSE signers usually put
+    /// it in their signatures, so a signature whose `kid` is this, or the RFC 7638
+    /// thumbprint, names this key.
+    pub kid: Option<String>,
     pkcs8: Option<Zeroizing<Vec<u8>>>,
 }
 
@@ -94,10 +102,26 @@ impl Jwk {
             None => None,
             Some(_) => Some(private_pkcs8(m, &key)?),
         };
+        let kid = match m.get("kid") {
+            None => None,
+            Some(Value::String(k))
+                if !k.is_empty()
+                    && k.len() <= MAX_KID_BYTES
+                    && !k.chars().any(char::is_control) =>
+            {
+                Some(k.clone())
+            }
+            Some(_) => {
+                return Err(JwsError::Key(format!(
+                    "a JWK whose `kid` is not a string of 1 to {MAX_KID_BYTES} bytes without control characters"
+                )))
+            }
+        };
         Ok(Jwk {
             key,
             alg,
             declared: declared.is_some(),
+            kid,
             pkcs8,
         })
     }
@@ -123,10 +147,21 @@ impl Jwk {
     /// declared one, or we made it).
     pub fn public_value(&self) -> Value {
         let mut v = public_members(&self.key);
-        if let (Value::Object(m), true) = (&mut v, self.declared) {
-            m.insert("alg".into(), Value::String(self.alg.name().into()));
+        if let Value::Object(m) = &mut v {
+            if self.declared {
+                m.insert("alg".into(), Value::String(self.alg.name().into()));
+            }
+            if let Some(kid) = &self.kid {
+                m.insert("kid".into(), Value::String(kid.clone()));
+            }
         }
         v
+    }
+
+    /// Whether a signature's `kid` names this key: its RFC 7638 thumbprint, or the
+    /// JWK's own `kid`.
+    pub fn named_by(&self, kid: &str, thumbprint: &str) -> bool {
+        kid == thumbprint || self.kid.as_deref() == Some(kid)
     }
 
     /// RFC 7638 thumbprint (SHA-256, base64url): the `kid` of our signatures.
@@ -403,6 +438,7 @@ pub fn generate(
         key,
         alg,
         declared: true,
+        kid: None,
         pkcs8: Some(pkcs8),
     };
     bind(store, &jwk, &[email.to_string()], "generated")

@@ -330,7 +330,7 @@ impl<'a> Jws<'a> {
             };
             let (key, thumbprint) = &*entry;
             if let Some(kid) = &header.kid {
-                if kid != thumbprint {
+                if !key.named_by(kid, thumbprint) {
                     continue;
                 }
             }

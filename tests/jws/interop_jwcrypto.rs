@@ -135,3 +135,56 @@ fn we_open_what_jwcrypto_signs() {
         assert_eq!(header["kid"].as_str(), Some(thumbprint.as_str()), "{alg:?}");
     }
 }
+
+/// Issue #60: a JOSE signer that names its key by the JWK's own `kid` (the usual
+/// convention) rather than the RFC 7638 thumbprint is opened once that JWK is
+/// imported; the same `kid` on a key the store binds to another address, or a
+/// signature by another key under that `kid`, is refused.
+#[test]
+fn we_open_what_jwcrypto_signs_under_its_own_kid() {
+    let Some(py) = python() else { return };
+    for alg in kit::ALGORITHMS {
+        let dir = tempfile::tempdir().unwrap();
+        let (alice, _) = kit::alice_and_bob(dir.path(), alg);
+        let bob = kit::party(
+            dir.path(),
+            "bob-only",
+            "bob@jws.example",
+            mailseal::jws::JwsAlgorithm::EdDsa,
+        );
+        let sealed = kit::sealed_by(&alice.store, "alice@jws.example", "bob@jws.example", "m-1");
+        let (entity, _) = kit::split(&sealed);
+        let f = |n: &str| dir.path().join(n);
+        std::fs::write(f("entity"), &entity).unwrap();
+        let sign = |jwk_file: &str| {
+            let out = Command::new(&py)
+                .arg(peer())
+                .args(["sign-kid", alg.name()])
+                .args([f("entity"), f(jwk_file)])
+                .arg("signing-key-2026")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{alg:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        let jws = sign("theirs.jwk");
+        let open = |jws: &str| {
+            Receiver::builder(&bob.store)
+                .build()
+                .receive(&kit::with_jws(&sealed, jws))
+                .map(|i| i.outcome().word())
+        };
+        // Before the JWK is imported, the kid names nothing known.
+        let before = open(&jws).unwrap_err().to_string();
+        assert!(before.contains("unknown key") && before.contains("signing-key-2026"), "{alg:?}: {before}");
+        let theirs = std::fs::read(f("theirs.jwk")).unwrap();
+        assert!(String::from_utf8_lossy(&theirs).contains("signing-key-2026"));
+        kit::import(&bob.store, &theirs, "alice@jws.example");
+        assert_eq!(open(&jws).unwrap(), "deliver", "{alg:?}");
+        // Another key under the same kid (Mallory's, whose JWK is not imported) does
+        // not verify: the kid only chooses which keys are tried.
+        let mallory = sign("mallory.jwk");
+        let refused = open(&mallory).unwrap_err().to_string();
+        assert!(refused.contains("does not verify"), "{alg:?}: {refused}");
+    }
+}

@@ -6,6 +6,9 @@
   jose_peer.py sign ALG ENTITY OUTJWK  make a key for ALG, print a detached compact JWS
                                        over ENTITY with {"alg","cty","kid"}; write the
                                        public JWK to OUTJWK
+  jose_peer.py sign-kid ALG ENTITY OUTJWK KID
+                                       the same with the key's own `kid` KID (in the
+                                       JWK and the header), as JOSE signers usually do
 
 RFC 7515 appendix F: a detached payload is put back between the dots to verify, and
 taken out after signing.
@@ -36,14 +39,18 @@ def main():
         token.deserialize(".".join([h, base64url_encode(entity), s]))
         token.verify(key)  # raises on failure
         print("verified", json.loads(token.objects["protected"])["alg"])
-    elif cmd == "sign":
+    elif cmd in ("sign", "sign-kid"):
         alg, entity, out = sys.argv[2], open(sys.argv[3], "rb").read(), sys.argv[4]
-        key = jwk.JWK.generate(**KEYS[alg])
+        own = sys.argv[5] if cmd == "sign-kid" else None
+        params = dict(KEYS[alg])
+        if own:
+            params["kid"] = own
+        key = jwk.JWK.generate(**params)
         token = jws.JWS(entity)
         token.add_signature(
             key,
             None,
-            json.dumps({"alg": alg, "cty": "message/rfc822", "kid": key.thumbprint()}),
+            json.dumps({"alg": alg, "cty": "message/rfc822", "kid": own or key.thumbprint()}),
         )
         h, _, s = token.serialize(compact=True).split(".")
         print(h + ".." + s)
