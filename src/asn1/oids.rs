@@ -20,9 +20,11 @@ pub(crate) const SHA384_WITH_RSA: Oid = Oid::new_unwrap("1.2.840.113549.1.1.12")
 pub(crate) const SHA512_WITH_RSA: Oid = Oid::new_unwrap("1.2.840.113549.1.1.13");
 pub(crate) const ECDSA_WITH_SHA256: Oid = Oid::new_unwrap("1.2.840.10045.4.3.2");
 pub(crate) const ECDSA_WITH_SHA384: Oid = Oid::new_unwrap("1.2.840.10045.4.3.3");
+pub(crate) const ECDSA_WITH_SHA512: Oid = Oid::new_unwrap("1.2.840.10045.4.3.4");
 pub(crate) const ID_EC_PUBLIC_KEY: Oid = Oid::new_unwrap("1.2.840.10045.2.1");
 pub(crate) const SECP256R1: Oid = Oid::new_unwrap("1.2.840.10045.3.1.7");
 pub(crate) const SECP384R1: Oid = Oid::new_unwrap("1.3.132.0.34");
+pub(crate) const SECP521R1: Oid = Oid::new_unwrap("1.3.132.0.35");
 pub(crate) const ED25519: Oid = Oid::new_unwrap("1.3.101.112");
 
 pub(crate) const AES256_GCM: Oid = Oid::new_unwrap("2.16.840.1.101.3.4.1.46");

@@ -49,8 +49,8 @@ use der::{Decode, Encode, Tagged};
 use spki::AlgorithmIdentifierOwned;
 
 use crate::asn1::oids::{
-    ECDSA_WITH_SHA256, ECDSA_WITH_SHA384, ED25519, ID_EC_PUBLIC_KEY, MGF1, RSASSA_PSS,
-    RSA_ENCRYPTION, SECP256R1, SECP384R1, SHA256, SHA256_WITH_RSA, SHA384, SHA384_WITH_RSA, SHA512,
+    ECDSA_WITH_SHA256, ECDSA_WITH_SHA384, ECDSA_WITH_SHA512, ED25519, ID_EC_PUBLIC_KEY, MGF1, RSASSA_PSS,
+    RSA_ENCRYPTION, SECP256R1, SECP384R1, SECP521R1, SHA256, SHA256_WITH_RSA, SHA384, SHA384_WITH_RSA, SHA512,
     SHA512_WITH_RSA,
 };
 use time::OffsetDateTime;
@@ -640,6 +640,23 @@ pub(crate) fn verify_signature(
             }
             (ECDSA_WITH_SHA384, ID_EC_PUBLIC_KEY, _, Some(SECP384R1)) => {
                 (&signature::ECDSA_P384_SHA384_ASN1, "ecdsa-p384-sha384")
+            }
+            // RFC 5753/5758: every SHA-2 size with every curve (gpgsm and `openssl
+            // cms -md sha512` sign P-256 with SHA-512).
+            (ECDSA_WITH_SHA512, ID_EC_PUBLIC_KEY, _, Some(SECP256R1)) => {
+                (&signature::ECDSA_P256_SHA512_ASN1, "ecdsa-p256-sha512")
+            }
+            (ECDSA_WITH_SHA512, ID_EC_PUBLIC_KEY, _, Some(SECP384R1)) => {
+                (&signature::ECDSA_P384_SHA512_ASN1, "ecdsa-p384-sha512")
+            }
+            (ECDSA_WITH_SHA256, ID_EC_PUBLIC_KEY, _, Some(SECP521R1)) => {
+                (&signature::ECDSA_P521_SHA256_ASN1, "ecdsa-p521-sha256")
+            }
+            (ECDSA_WITH_SHA384, ID_EC_PUBLIC_KEY, _, Some(SECP521R1)) => {
+                (&signature::ECDSA_P521_SHA384_ASN1, "ecdsa-p521-sha384")
+            }
+            (ECDSA_WITH_SHA512, ID_EC_PUBLIC_KEY, _, Some(SECP521R1)) => {
+                (&signature::ECDSA_P521_SHA512_ASN1, "ecdsa-p521-sha512")
             }
             (SHA256_WITH_RSA, RSA_ENCRYPTION, _, _)
             | (RSA_ENCRYPTION, RSA_ENCRYPTION, SHA256, _) => {

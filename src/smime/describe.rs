@@ -22,6 +22,7 @@ fn oid_name(oid: der::asn1::ObjectIdentifier) -> String {
         SHA256_WITH_RSA => "sha256-with-rsa",
         ECDSA_WITH_SHA256 => "ecdsa-with-sha256",
         ECDSA_WITH_SHA384 => "ecdsa-with-sha384",
+        ECDSA_WITH_SHA512 => "ecdsa-with-sha512",
         ED25519 => "ed25519",
         AES256_GCM => "aes-256-gcm",
         AES128_GCM => "aes-128-gcm",

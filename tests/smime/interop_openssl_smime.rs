@@ -16,8 +16,13 @@ use mailseal::{Classify, Profile, Protection};
 /// A CA and an email-protection leaf for `email`, made by openssl: `kind` is
 /// `ec` (P-256) or `rsa`.
 fn pki(dir: &Path, kind: &str, email: &str) -> (PathBuf, PathBuf, PathBuf) {
-    let newkey: &[&str] = if kind == "ec" {
-        &["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
+    // "ec" (P-256), "ec:P-384", "ec:P-521", or RSA-2048.
+    let curve = format!(
+        "ec_paramgen_curve:{}",
+        kind.strip_prefix("ec:").unwrap_or("P-256")
+    );
+    let newkey: &[&str] = if kind.starts_with("ec") {
+        &["-newkey", "ec", "-pkeyopt", curve.leak()]
     } else {
         &["-newkey", "rsa:2048"]
     };
@@ -778,4 +783,88 @@ fn sealing_refuses_invalid_messages_and_missing_keys() {
         .unwrap_err();
     assert_eq!(err.kind(), mailseal::ErrorKind::NoUsableKey, "{err}");
     assert!(err.to_string().contains("bob@smime.example"), "{err}");
+}
+
+/// Issue #60: every signature pair RFC 8551 with RFC 5753/5754/5758 defines for the
+/// keys we read, made by `openssl cms -sign -md ...` with an OpenSSL-made identity,
+/// opens and is reported by its name: ECDSA on P-256, P-384 and P-521 with SHA-256,
+/// SHA-384 and SHA-512, and RSA PKCS#1 v1.5 and PSS with the same three. And what we
+/// write with a P-384 identity verifies in OpenSSL.
+#[test]
+fn every_rfc_8551_signature_pair_from_openssl_opens() {
+    let pairs: &[(&str, &[&str], &str)] = &[
+        ("ec", &[], "ecdsa-p256"),
+        ("ec:P-384", &[], "ecdsa-p384"),
+        ("ec:P-521", &[], "ecdsa-p521"),
+        ("rsa", &[], "rsa-pkcs1"),
+        ("rsa", &["-keyopt", "rsa_padding_mode:pss"], "rsa-pss"),
+    ];
+    for (kind, extra, name) in pairs {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, crt, key) = pki(dir.path(), kind, "agent@example.net");
+        let s = store(dir.path(), &[&crt, &key], &[&ca]);
+        let msg = plain(
+            "agent@example.net",
+            "peer@example.com",
+            Operation::MessageSend,
+        );
+        if *kind == "ec:P-384" {
+            let sealed = seal_cli(&s, &msg, dir.path());
+            verify_in_openssl(&sealed, &ca, dir.path());
+        }
+        std::fs::write(
+            dir.path().join("inner.eml"),
+            msg.to_inner_entity(false).unwrap(),
+        )
+        .unwrap();
+        for md in ["sha256", "sha384", "sha512"] {
+            let mut args = vec![
+                "cms",
+                "-sign",
+                "-md",
+                md,
+                "-in",
+                "inner.eml",
+                "-signer",
+                crt.to_str().unwrap(),
+                "-inkey",
+                key.to_str().unwrap(),
+                "-out",
+                "osigned.eml",
+            ];
+            args.extend_from_slice(extra);
+            openssl(&args, dir.path());
+            let raw = std::fs::read(dir.path().join("osigned.eml")).unwrap();
+            let report = dir.path().join("report.json");
+            let out = run(
+                &[
+                    "open",
+                    "--own-copy",
+                    "--store",
+                    s.to_str().unwrap(),
+                    "--report",
+                    report.to_str().unwrap(),
+                ],
+                &raw,
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{kind} {extra:?} {md}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let report: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
+            assert_eq!(report["algorithm"], format!("{name}-{md}"), "{kind} {md}");
+            assert_eq!(report["protection"], "signed");
+            // It was checked: the same signature over a changed entity is refused.
+            let text = String::from_utf8_lossy(&raw).replace("signed request", "signed requesT");
+            assert_ne!(text.as_bytes(), &raw[..]);
+            let out = run(
+                &["open", "--own-copy", "--store", s.to_str().unwrap()],
+                text.as_bytes(),
+            );
+            assert_ne!(out.status.code(), Some(0), "{kind} {md}: a changed entity opened");
+        }
+    }
 }
