@@ -30,6 +30,8 @@ pub(crate) struct Authenticated<'a> {
     pub algorithm: String,
     /// The time the signature states it was made, when it states one.
     pub signed_at: Option<time::OffsetDateTime>,
+    /// What the profile opened but warns of ([`Verdict::warnings`]).
+    pub warnings: Vec<String>,
     /// Our identities, asked only when the policy does not list our addresses: the
     /// recipient binding's default.
     pub our_identities: &'a dyn Fn() -> Vec<String>,
@@ -149,6 +151,7 @@ pub(crate) fn finish(mut a: Authenticated<'_>, policy: &OpenPolicy) -> Result<Op
             algorithm: Some(a.algorithm),
             signed_at: a.signed_at,
             dkim: Vec::new(),
+            warnings: a.warnings,
         },
     })
 }

@@ -132,6 +132,7 @@ impl<'a> Dispatcher<'a> {
                 algorithm: None,
                 signed_at: None,
                 dkim: Vec::new(),
+                warnings: Vec::new(),
             },
         })
     }

@@ -275,6 +275,11 @@ pub struct Verdict {
     /// domain's server handled the message. A transport signal only: it never raises
     /// `protection` and a failure never refuses a message the profile authenticated.
     pub dkim: Vec<crate::dkim::DkimSignal>,
+    /// What opened but deserves the reader's notice, one line each: legacy CBC content
+    /// (no integrity: only the signature protects it), a key agreed with the SHA-1
+    /// KDF, a `micalg` that names another digest than the signature's (RFC 8551
+    /// 3.5.3.2 asks receivers to be lenient; lenient is not silent).
+    pub warnings: Vec<String>,
 }
 
 /// An opened message: the inner message (envelope, its exact bytes and digest inside)

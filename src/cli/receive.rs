@@ -196,7 +196,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
             );
             return Ok(());
         };
-        dkim_line(&delivery.opened);
+        verdict_lines(&delivery.opened);
         if let Some(report) = &a.report {
             write_report(report, &delivery.opened, "not-checked")?;
         }
@@ -244,7 +244,7 @@ fn hand_over(
     report: Option<&Path>,
 ) -> CliResult {
     if let Some(d) = incoming.outcome().delivery() {
-        dkim_line(&d.opened);
+        verdict_lines(&d.opened);
         if let Some(report) = report {
             write_report(report, &d.opened, incoming.outcome().word())?;
         }
@@ -366,8 +366,12 @@ fn handshake_line(h: &Handshake) -> String {
     }
 }
 
-/// One stderr line on the outer DKIM signatures, when they were checked.
-fn dkim_line(opened: &Opened) {
+/// Stderr lines on what opened with a warning ([`crate::seal::Verdict::warnings`]),
+/// and on the outer DKIM signatures, when they were checked.
+fn verdict_lines(opened: &Opened) {
+    for w in &opened.verdict.warnings {
+        eprintln!("mailseal: warning: {w}");
+    }
     if opened.verdict.signer.is_some() && !opened.verdict.header_protection {
         eprintln!(
             "mailseal: no header protection (legacy sender): From bound to the signer; To, Date and Message-ID are unauthenticated"
@@ -464,6 +468,7 @@ fn write_report(path: &Path, opened: &Opened, delivery: &str) -> CliResult {
         "headerProtection": v.header_protection,
         "envelopeSha256": crate::keystore::hex(&opened.message.content_digest()),
         "dkim": v.dkim,
+        "warnings": v.warnings,
         "delivery": delivery,
     });
     write_output(

@@ -507,6 +507,7 @@ impl Opener for Jws<'_> {
                 signer_emails: record.emails,
                 algorithm: alg.name().to_string(),
                 signed_at: None,
+                warnings: Vec::new(),
                 our_identities: &|| crate::keystore::own_addresses(self.store),
             },
             policy,

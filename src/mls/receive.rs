@@ -790,6 +790,7 @@ impl Mls {
                         signer_emails: vec![sender.clone()],
                         algorithm: "MLS_128_DHKEMX25519_AES128GCM_SHA256_Ed25519".into(),
                         signed_at: None,
+                        warnings: Vec::new(),
                         our_identities: &|| vec![me.clone()],
                     },
                     policy,

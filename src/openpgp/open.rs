@@ -1008,6 +1008,7 @@ impl Opener for OpenPgp<'_> {
                 },
                 signer_emails: signer.emails,
                 signed_at: signer.created.map(time::OffsetDateTime::from),
+                warnings: Vec::new(),
                 algorithm: signer.algorithm,
                 our_identities: &|| crate::keystore::own_addresses(self.store),
             },

@@ -316,10 +316,7 @@ impl Incoming<'_> {
     /// rules failed on the store itself. Returns each agent's final decision (act on
     /// these, not on the previews); a refusal for one agent leaves the others'. For a
     /// message that is no application message, only the MLS state change.
-    pub fn commit_for(
-        self,
-        agents: &[String],
-    ) -> Result<Vec<AgentAdmission>, ReceiveError> {
+    pub fn commit_for(self, agents: &[String]) -> Result<Vec<AgentAdmission>, ReceiveError> {
         let Incoming {
             outcome,
             receipt,

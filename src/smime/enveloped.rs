@@ -698,15 +698,16 @@ fn decode_recipient_infos(set: &[u8]) -> Result<Vec<Info<'_>>, SmimeError> {
 }
 
 /// The content key from the recipient infos, with one of our certificate keys or
-/// pre-shared keys.
+/// pre-shared keys, and whether it was agreed with the SHA-1 X9.63 KDF (taken when
+/// `sha1_kdf`).
 fn content_key(
     loaded: &LoadedKeys,
     infos: &[Info<'_>],
     keys: &[(Certificate, SecretKey)],
     keks: &[Kek],
     cek_len: usize,
-    allow_legacy: bool,
-) -> Result<Zeroizing<Vec<u8>>, DecryptFailure> {
+    sha1_kdf: bool,
+) -> Result<(Zeroizing<Vec<u8>>, bool), DecryptFailure> {
     let ktris: Vec<&KeyTransRecipientInfo> = infos
         .iter()
         .filter_map(|ri| match ri {
@@ -735,17 +736,11 @@ fn content_key(
             _ => None,
         });
         if let Some((k, rek)) = kari {
-            return Ok(super::kari::unwrap(
-                loaded,
-                k,
-                &rek,
-                cert,
-                key,
-                allow_legacy,
-            )?);
+            let cek = super::kari::unwrap(loaded, k, &rek, cert, key, sha1_kdf)?;
+            return Ok((cek, k.sha1_kdf()));
         }
         if let Some(k) = ktris.iter().find(|k| matches_rid(cert, &k.rid)) {
-            return Ok(unwrap_cek(loaded, key, k, cek_len)?);
+            return Ok((unwrap_cek(loaded, key, k, cek_len)?, false));
         }
     }
     for kek in keks {
@@ -758,7 +753,7 @@ fn content_key(
             _ => None,
         });
         if let Some(k) = found {
-            return Ok(unwrap_kek(k, kek)?);
+            return Ok((unwrap_kek(k, kek)?, false));
         }
     }
     // Bounded (issue #17): a message with many recipient infos costs at most
@@ -900,7 +895,19 @@ pub(crate) fn decrypt_in_place(
         ContentCipher::Aead(a, ..) => a.key_len(),
         ContentCipher::Cbc(c, _) => c.key_len(),
     };
-    let mut cek = content_key(loaded, &infos, keys, keks, key_len, allow_legacy)?;
+    // The SHA-1 X9.63 KDF (RFC 5753's dhSinglePass-stdDH-sha1kdf, what `openssl cms
+    // -encrypt` uses for an EC recipient unless told otherwise) derives the key-wrap
+    // key: no collision use of SHA-1 (NIST SP 800-131A allows it in KDFs). It is
+    // taken with authenticated content, whose tag checks the whole agreement, and
+    // with CBC content only in legacy mode; the verdict names it. We never write it.
+    let (mut cek, sha1_kdf) = content_key(
+        loaded,
+        &infos,
+        keys,
+        keks,
+        key_len,
+        allow_legacy || layout.authenticated,
+    )?;
     if let Some(info) = &hkdf_info {
         cek = cek_hkdf(&cek, info)?;
     }
@@ -908,11 +915,14 @@ pub(crate) fn decrypt_in_place(
         return Err(SmimeError::Undecryptable.into());
     }
     let named = |name: &str| {
+        let mut n = name.to_string();
         if hkdf_info.is_some() {
-            format!("{name} (RFC 9709 HKDF)")
-        } else {
-            name.to_string()
+            n.push_str(" (RFC 9709 HKDF)");
         }
+        if sha1_kdf {
+            n.push_str(" (ECDH with the SHA-1 KDF)");
+        }
+        n
     };
     let std::ops::Range { start, end } = layout.ciphertext;
     // From here the buffer may hold plaintext, authenticated or not: wiped when dropped,

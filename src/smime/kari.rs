@@ -59,6 +59,13 @@ pub(crate) struct KariRef<'a> {
     recipient_enc_keys: AnyRef<'a>,
 }
 
+impl KariRef<'_> {
+    /// Whether its key is agreed with the SHA-1 X9.63 KDF.
+    pub(crate) fn sha1_kdf(&self) -> bool {
+        self.key_enc_alg.oid == DH_SHA1KDF
+    }
+}
+
 /// RecipientEncryptedKey, its identifier still encoded.
 #[derive(der::Sequence)]
 pub(crate) struct RecipientEncryptedKeyRef<'a> {
@@ -451,18 +458,18 @@ pub(crate) fn unwrap(
     rek: &RecipientEncryptedKeyRef<'_>,
     cert: &Certificate,
     key: &SecretKey,
-    allow_legacy: bool,
+    sha1_kdf: bool,
 ) -> Result<Zeroizing<Vec<u8>>, SmimeError> {
     if kari.version != CmsVersion::V3 {
         return Err(SmimeError::Malformed(
             "KeyAgreeRecipientInfo version is not 3".into(),
         ));
     }
-    // The SHA-1 X9.63 KDF (RFC 5753's dhSinglePass-stdDH-sha1kdf) only in legacy mode
-    // (issue #17), like CBC content encryption.
-    if kari.key_enc_alg.oid == DH_SHA1KDF && !allow_legacy {
+    // The SHA-1 X9.63 KDF (RFC 5753's dhSinglePass-stdDH-sha1kdf) only where the
+    // caller allows it: with authenticated content, or CBC content in legacy mode.
+    if kari.key_enc_alg.oid == DH_SHA1KDF && !sha1_kdf {
         return Err(SmimeError::UnsupportedAlgorithm(
-            "ECDH with the SHA-1 KDF (legacy; --allow-legacy-cbc reads it)".into(),
+            "ECDH with the SHA-1 KDF with unauthenticated (CBC) content (legacy; --allow-legacy-cbc reads it)".into(),
         ));
     }
     let curve = curve_of(cert)

@@ -799,6 +799,36 @@ pub(crate) fn signed_message(
     out
 }
 
+/// A warning when a `multipart/signed`'s `micalg` does not name the digest of the
+/// signature that verified (`algorithm`, as [`crate::identity::x509`] names it): RFC
+/// 8551 3.5.3.2 asks receivers to be lenient, so it opens, and says so.
+fn micalg_warning(micalg: Option<&str>, algorithm: &str) -> Option<String> {
+    let digest = if algorithm == "ed25519" {
+        "sha-512"
+    } else {
+        match algorithm.rsplit('-').next() {
+            Some("sha256") => "sha-256",
+            Some("sha384") => "sha-384",
+            Some("sha512") => "sha-512",
+            _ => return None,
+        }
+    };
+    let Some(micalg) = micalg else {
+        return Some(format!(
+            "multipart/signed without micalg (the signature's digest is {digest})"
+        ));
+    };
+    // `sha256` for `sha-256` is a spelling, not another digest.
+    let bare = |m: &str| m.trim().replace('-', "").to_ascii_lowercase();
+    if micalg.split(',').any(|m| bare(m) == bare(digest)) {
+        return None;
+    }
+    Some(format!(
+        "micalg {} does not name the signature's digest {digest}",
+        crate::error::quoted(micalg)
+    ))
+}
+
 /// RFC 8551 §3.5.3.2 micalg for the signer's digest.
 fn micalg(cert: &Certificate) -> &'static str {
     let spki = cert.tbs_certificate().subject_public_key_info();
@@ -835,6 +865,8 @@ struct Layers<'r> {
     encrypted: bool,
     /// Whether that encryption was authenticated (AuthEnvelopedData, not legacy CBC).
     authenticated_encryption: bool,
+    /// The content encryption, as decrypted (`AES-256-GCM (ECDH with the SHA-1 KDF)`).
+    encryption: Option<String>,
     /// The outermost message's headers (routing hints to compare).
     outer_headers: crate::message::Headers,
 }
@@ -965,7 +997,10 @@ impl Smime<'_> {
             // RFC 8551 3.1.1: the signature covers the canonical (CRLF) form; mail
             // stored with bare LF line ends is canonicalised before the digest.
             let entity = crate::message::canonical_crlf(content.entity);
-            let verified = signed_data::verify_detached(&self.loaded, &cms, &entity)?;
+            let mut verified = signed_data::verify_detached(&self.loaded, &cms, &entity)?;
+            if let Some(w) = micalg_warning(outer.param("micalg"), verified.algorithm) {
+                verified.warnings.push(w);
+            }
             Ok((entity, verified))
         } else if matches!(
             outer.media_type.as_str(),
@@ -1130,6 +1165,7 @@ impl Smime<'_> {
             signature: verified,
             encrypted: false,
             authenticated_encryption: false,
+            encryption: None,
             outer_headers: outer.headers,
         })
     }
@@ -1143,16 +1179,18 @@ impl Smime<'_> {
         policy: &OpenPolicy,
     ) -> Result<Layers<'static>, OpenError> {
         let authenticated_encryption;
+        let encryption;
         let (entity, range, verified) = {
             let keys = self.decryption_keys()?;
             let enveloped::InPlace {
                 mut buffer,
                 range: plain,
                 authenticated,
-                ..
+                algorithm,
             } = enveloped::decrypt_in_place(&self.loaded, cms, &keys, &[], policy.allow_legacy_cbc)
                 .map_err(decrypt_failure)?;
             authenticated_encryption = authenticated;
+            encryption = algorithm;
             // Legacy CBC has no integrity: an attacker who changes the ciphertext learns
             // from which check fails (padding, MIME, signature) something about the
             // plaintext. Every failure after its decryption is one error (issue #17).
@@ -1208,6 +1246,7 @@ impl Smime<'_> {
             signature: verified,
             encrypted: true,
             authenticated_encryption,
+            encryption: Some(encryption),
             outer_headers,
         })
     }
@@ -1220,8 +1259,21 @@ impl Smime<'_> {
             signature: verified,
             encrypted,
             authenticated_encryption,
+            encryption,
             outer_headers,
         } = layers;
+        let mut warnings = verified.warnings.clone();
+        if let Some(e) = &encryption {
+            if encrypted && !authenticated_encryption {
+                warnings.push(format!(
+                    "legacy content encryption {e}: no integrity, only the signature protects the content"
+                ));
+            } else if e.contains("SHA-1 KDF") {
+                warnings.push(format!(
+                    "the content key was agreed with the SHA-1 X9.63 KDF ({e}); the content is authenticated"
+                ));
+            }
+        }
         // Legacy CBC is confidentiality without integrity: only the signature counts.
         let protection = if encrypted && authenticated_encryption {
             Protection::SignedEncrypted
@@ -1248,6 +1300,7 @@ impl Smime<'_> {
                 signer_emails,
                 algorithm: verified.algorithm.to_string(),
                 signed_at: verified.signing_time,
+                warnings,
                 // Our S/MIME identities: the certificates whose keys the store holds
                 // (the store caches them for decryption anyway).
                 our_identities: &|| {

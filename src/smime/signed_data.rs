@@ -40,6 +40,8 @@ pub(crate) struct VerifiedSignature {
     pub signing_time: Option<OffsetDateTime>,
     /// The signature algorithm, for the verdict.
     pub algorithm: &'static str,
+    /// What verified but deserves notice ([`crate::seal::Verdict::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 fn alg(oid: ObjectIdentifier) -> AlgorithmIdentifierOwned {
@@ -828,6 +830,7 @@ fn verify_signed_data(
         carried,
         signing_time,
         algorithm,
+        warnings: Vec::new(),
     })
 }
 

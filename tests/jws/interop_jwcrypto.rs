@@ -164,7 +164,11 @@ fn we_open_what_jwcrypto_signs_under_its_own_kid() {
                 .arg("signing-key-2026")
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "{alg:?}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{alg:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8(out.stdout).unwrap().trim().to_string()
         };
         let jws = sign("theirs.jwk");
@@ -176,7 +180,10 @@ fn we_open_what_jwcrypto_signs_under_its_own_kid() {
         };
         // Before the JWK is imported, the kid names nothing known.
         let before = open(&jws).unwrap_err().to_string();
-        assert!(before.contains("unknown key") && before.contains("signing-key-2026"), "{alg:?}: {before}");
+        assert!(
+            before.contains("unknown key") && before.contains("signing-key-2026"),
+            "{alg:?}: {before}"
+        );
         let theirs = std::fs::read(f("theirs.jwk")).unwrap();
         assert!(String::from_utf8_lossy(&theirs).contains("signing-key-2026"));
         kit::import(&bob.store, &theirs, "alice@jws.example");

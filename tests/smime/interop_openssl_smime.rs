@@ -864,7 +864,87 @@ fn every_rfc_8551_signature_pair_from_openssl_opens() {
                 &["open", "--own-copy", "--store", s.to_str().unwrap()],
                 text.as_bytes(),
             );
-            assert_ne!(out.status.code(), Some(0), "{kind} {md}: a changed entity opened");
+            assert_ne!(
+                out.status.code(),
+                Some(0),
+                "{kind} {md}: a changed entity opened"
+            );
         }
     }
+}
+
+/// Issue #60: a `micalg` that does not name the signature's digest opens (RFC 8551
+/// 3.5.3.2: receivers are lenient), with a warning on stderr and in the report;
+/// OpenSSL's own and ours carry none.
+#[test]
+fn a_micalg_that_names_another_digest_opens_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, crt, key) = pki(dir.path(), "ec", "agent@example.net");
+    let s = store(dir.path(), &[&crt, &key], &[&ca]);
+    let msg = plain(
+        "agent@example.net",
+        "peer@example.com",
+        Operation::MessageSend,
+    );
+    std::fs::write(
+        dir.path().join("inner.eml"),
+        msg.to_inner_entity(false).unwrap(),
+    )
+    .unwrap();
+    openssl(
+        &[
+            "cms",
+            "-sign",
+            "-md",
+            "sha256",
+            "-in",
+            "inner.eml",
+            "-signer",
+            crt.to_str().unwrap(),
+            "-inkey",
+            key.to_str().unwrap(),
+            "-out",
+            "o.eml",
+        ],
+        dir.path(),
+    );
+    let theirs = std::fs::read(dir.path().join("o.eml")).unwrap();
+    let ours = seal_cli(&s, &msg, dir.path());
+    let open = |raw: &[u8]| {
+        let report = dir.path().join("r.json");
+        let out = run(
+            &[
+                "open",
+                "--own-copy",
+                "--store",
+                s.to_str().unwrap(),
+                "--report",
+                report.to_str().unwrap(),
+            ],
+            raw,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
+        (String::from_utf8_lossy(&out.stderr).to_string(), r)
+    };
+    for clean in [&theirs, &ours] {
+        let (stderr, r) = open(clean);
+        assert!(!stderr.contains("warning"), "{stderr}");
+        assert_eq!(r["warnings"], serde_json::json!([]));
+    }
+    let text = String::from_utf8_lossy(&theirs);
+    assert!(text.contains("micalg=\"sha-256\""), "{text}");
+    let relabelled = text.replace("micalg=\"sha-256\"", "micalg=\"sha-512\"");
+    let (stderr, r) = open(relabelled.as_bytes());
+    assert!(
+        stderr.contains("warning: micalg sha-512 does not name the signature's digest sha-256"),
+        "{stderr}"
+    );
+    assert_eq!(r["warnings"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["protection"], "signed");
 }

@@ -310,6 +310,19 @@ fn fail_legacy_cbc_and_gcm_relabelled_as_cbc_are_refused() {
     let verdict: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     assert_eq!(verdict["protection"], "signed", "{verdict}");
+    // Lenient is not silent (issue #60): stderr and the report say it had no integrity.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: legacy content encryption") && stderr.contains("no integrity"),
+        "{stderr}"
+    );
+    assert!(
+        verdict["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("no integrity"),
+        "{verdict}"
+    );
 
     // Our own GCM message with the content-encryption OID changed to AES-256-CBC.
     let sealed = seal(&s, &request(), dir.path());
@@ -575,8 +588,9 @@ fn ecdh_p256_recipient_both_ways_with_openssl() {
         Protection::SignedEncrypted
     );
     openssl_alice_signs(dir.path(), &msg, "osigned.eml", &[]);
-    // OpenSSL's default KDF for EC recipients is X9.63 with SHA-1: refused unless
-    // legacy mode is on (issue #17); with SHA-256 it opens by default.
+    // OpenSSL's default KDF for EC recipients is X9.63 with SHA-1: with authenticated
+    // (GCM) content it opens by default and the verdict says so (issue #60), as with
+    // SHA-256; with CBC content it is legacy (below).
     let legacy = {
         let mut p = policy.clone();
         p.allow_legacy_cbc = true;
@@ -584,10 +598,12 @@ fn ecdh_p256_recipient_both_ways_with_openssl() {
     };
     // `-keyid`: the recipient named by its subject key identifier (rKeyId).
     for (extra, default_opens) in [
-        (vec![], false),
+        (vec![], true),
+        (vec!["-keyid"], true),
         (vec!["-keyopt", "ecdh_kdf_md:sha256"], true),
         (vec!["-keyid", "-keyopt", "ecdh_kdf_md:sha256"], true),
     ] {
+        let sha1 = !extra.contains(&"ecdh_kdf_md:sha256");
         let mut args = vec![
             "cms",
             "-encrypt",
@@ -604,7 +620,14 @@ fn ecdh_p256_recipient_both_ways_with_openssl() {
         let raw = std::fs::read(dir.path().join("oenc.eml")).unwrap();
         match smime.open(&raw, &policy) {
             Ok(opened) if default_opens => {
-                assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes())
+                assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
+                assert_eq!(opened.verdict.protection, Protection::SignedEncrypted);
+                let w = &opened.verdict.warnings;
+                assert_eq!(
+                    w.iter().any(|w| w.contains("SHA-1 X9.63 KDF")),
+                    sha1,
+                    "{extra:?}: {w:?}"
+                );
             }
             Err(e) if !default_opens => assert!(e.to_string().contains("SHA-1 KDF"), "{e}"),
             other => panic!("{extra:?}: {:?}", other.map(|o| o.verdict)),
@@ -741,4 +764,56 @@ fn a_large_json_travels_binary_inside_and_openssl_decrypts_and_verifies_it() {
         .open(&seven_bit, &OpenPolicy::default())
         .unwrap();
     assert_eq!(opened.message.envelope_bytes(), msg.envelope_bytes());
+}
+
+/// Issue #60: the SHA-1 KDF with CBC content stays legacy: refused by default, and
+/// opened with `--allow-legacy-cbc` with a warning. We never write it (our own P-256
+/// sealing names the SHA-256 KDF at least).
+#[test]
+fn fail_sha1_kdf_with_cbc_content_is_legacy_and_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let (crt, key) = ec_recipient(dir.path());
+    let msg = to_peer();
+    openssl_alice_signs(dir.path(), &msg, "osigned.eml", &[]);
+    openssl(
+        &[
+            "cms",
+            "-encrypt",
+            "-aes-256-cbc",
+            "-in",
+            "osigned.eml",
+            "-recip",
+            crt.to_str().unwrap(),
+            "-out",
+            "ocbc.eml",
+        ],
+        dir.path(),
+    );
+    let raw = std::fs::read(dir.path().join("ocbc.eml")).unwrap();
+    let p = dir.path().join("peer-store");
+    import(&p, &[&crt, &key, &fixture("rfc9216/alice.sign.crt")]);
+    let store = DirectoryStore::open(&p).unwrap();
+    let mut policy = OpenPolicy::default();
+    policy.our_addresses = vec!["peer@example.com".into()];
+    let err = Smime::new(&store).open(&raw, &policy).unwrap_err();
+    assert_eq!(err.kind(), mailseal::ErrorKind::Authentication, "{err}");
+    policy.allow_legacy_cbc = true;
+    let opened = Smime::new(&store).open(&raw, &policy).unwrap();
+    assert_eq!(opened.verdict.protection, Protection::Signed);
+    assert!(
+        opened
+            .verdict
+            .warnings
+            .iter()
+            .any(|w| w.contains("no integrity") && w.contains("SHA-1 KDF")),
+        "{:?}",
+        opened.verdict.warnings
+    );
+    // Ours to the same P-256 recipient: never the SHA-1 KDF.
+    let a = alice_store(dir.path());
+    import(&a, &[&crt]);
+    let sealed = seal(&a, &msg, dir.path());
+    let sha1kdf_oid = [0x2b, 0x81, 0x05, 0x10, 0x86, 0x48, 0x3f, 0x00, 0x02];
+    let der = der_of(&sealed);
+    assert!(!der.windows(sha1kdf_oid.len()).any(|w| w == sha1kdf_oid));
 }
