@@ -136,9 +136,21 @@ fn refusal<E: Classify + std::fmt::Display>(e: &E) -> Decision {
 /// ([`ReceiveError::retry_later`]) is temporary (452 4.3.1, the mail system is full
 /// for now), so a flood nobody can authenticate yet delays the genuine mail behind it
 /// and never bounces it.
+///
+/// A refusal by the receiver rules names its code, not its text: the rules judge the
+/// decrypted envelope, and their text quotes its fields (a `messageId`, a correlation,
+/// an idempotency key), which whoever replays the ciphertext must not learn. The log
+/// keeps the text.
 fn receive_refusal(e: &ReceiveError) -> Decision {
     if e.retry_later() {
         Decision::refused(452, "4.3.1", e)
+    } else if let (ReceiveError::Rules(r), false) = (e, e.kind() == ErrorKind::Other) {
+        tracing::info!(code = r.code(), reason = %one_line(&r.to_string()), "refused by the receiver rules");
+        Decision::refused(
+            550,
+            "5.7.1",
+            format!("refused by the receiver rules ({})", r.code()),
+        )
     } else {
         refusal(e)
     }
@@ -411,6 +423,14 @@ impl Context<'_> {
                 "the message names none of its SMTP recipients in To or Cc: a partner refuses sealed mail that does not name its recipient (send each a message that names it)",
             );
         }
+        // Nobody to tell of those left out (a null reverse path): refused now instead.
+        if !unnamed.is_empty() && t.mail_from.is_empty() {
+            return Decision::refused(
+                550,
+                "5.7.1",
+                "the message does not name every SMTP recipient in To or Cc (a Bcc), and a null reverse path leaves nobody to report it to: send each a message that names it",
+            );
+        }
         let mut opts = SealOptions::new(profile);
         opts.sign_only = self.config.outbound.sign_only && profile != Profile::Mls;
         opts.group = group;
@@ -429,7 +449,7 @@ impl Context<'_> {
         match self.queue_to(t, &named, &t.data, sealed) {
             Ok(id) => {
                 if !unnamed.is_empty() {
-                    self.report_unnamed(t, &unnamed);
+                    self.report_unnamed(t, plain.headers.message_id.as_deref(), &unnamed);
                 }
                 Decision::accepted("sealed", Some(profile), Some(id))
             }
@@ -509,7 +529,16 @@ impl Context<'_> {
             ));
         };
         let to = self.recipients(delivery, t, released)?;
-        if to.is_empty() {
+        // One agent, however many spellings of its address the client gave (RCPT
+        // `bob@`, `BOB@`, `Bob@`): judged once, delivered once, to the first spelling.
+        let mut agents: Vec<(String, String)> = Vec::with_capacity(to.len());
+        for r in &to {
+            let agent = crate::message::Mailbox::new(r).normalized();
+            if !agents.iter().any(|(a, _)| *a == agent) {
+                agents.push((agent, r.clone()));
+            }
+        }
+        if agents.is_empty() {
             // Only its author was asked for (see `recipients`): nothing is delivered
             // and nothing recorded, so the copies for the agents it names are not
             // taken for duplicates of this one.
@@ -519,10 +548,11 @@ impl Context<'_> {
         // crash between leaves it queued and unrecorded, and the client's retry puts
         // the same entries (no-ops) and records it.
         let key = message_key(delivery);
-        let mut rendered = None;
+        let rendered = render(delivery)?;
         let mut ids = Vec::new();
-        for r in &to {
-            match incoming.preview_for(r) {
+        let mut queued_for = Vec::new();
+        for (agent, rcpt) in &agents {
+            match incoming.preview_for(agent) {
                 Ok(Some(Admission::Deliver { .. })) => {}
                 Ok(_) => continue,
                 // A failure of ours, or a bound on what waits: the client retries.
@@ -532,15 +562,17 @@ impl Context<'_> {
                 // Refused for this agent: judged again on commit.
                 Err(_) => continue,
             }
-            let data = match &rendered {
-                Some(d) => d,
-                None => rendered.insert(render(delivery)?),
-            };
-            ids.push(self.queue_for(t, r, &key, data.clone())?);
+            ids.push(self.queue_for(t, agent, rcpt, &key, rendered.clone())?);
+            queued_for.push(agent.clone());
         }
         let profile = delivery.opened.verdict.profile;
         let stream = StreamRelease::of(delivery);
-        let results = incoming.commit_for(&to).map_err(|e| receive_refusal(&e))?;
+        let author = delivery.opened.message.sender().unwrap_or_default();
+        let mail_id = delivery.opened.message.headers.message_id.clone();
+        let names: Vec<String> = agents.iter().map(|(a, _)| a.clone()).collect();
+        let results = incoming
+            .commit_for(&names)
+            .map_err(|e| receive_refusal(&e))?;
         let mut delivered = 0;
         let mut held = 0;
         let mut releases = false;
@@ -550,6 +582,21 @@ impl Context<'_> {
                 Ok(Admission::Deliver { released, .. }) => {
                     delivered += 1;
                     releases |= released > 0;
+                    // Held when previewed, delivered when committed (another worker
+                    // filled the gap between): queued now, or it would be recorded
+                    // as delivered and never handed over.
+                    if !queued_for.contains(&agent) {
+                        let rcpt = agents
+                            .iter()
+                            .find(|(a, _)| *a == agent)
+                            .map_or(agent.clone(), |(_, r)| r.clone());
+                        match self.queue_for(t, &agent, &rcpt, &key, rendered.clone()) {
+                            Ok(id) => ids.push(id),
+                            Err(d) => {
+                                tracing::error!(to = %crate::error::quoted(&agent), reason = %d.text, "an opened message was recorded and not queued")
+                            }
+                        }
+                    }
                 }
                 Ok(Admission::Held { .. }) => held += 1,
                 Ok(_) => {}
@@ -560,7 +607,7 @@ impl Context<'_> {
             }
         }
         let queued = (!ids.is_empty()).then(|| ids.join(","));
-        if refused.len() == to.len() {
+        if refused.len() == agents.len() {
             // Refused for every recipient: the client hears why.
             return Err(receive_refusal(&refused[0].1));
         }
@@ -568,7 +615,7 @@ impl Context<'_> {
             // Taken for the others (250): those it was refused for are reported to
             // the sender, as for any recipient the gateway accepted and could not
             // deliver to (RFC 5321 6.1).
-            self.report_refused(t, &refused);
+            self.report_refused(t, &author, mail_id.as_deref(), &key, &refused);
         }
         let decision = if delivered > 0 {
             Decision::accepted("opened", profile, queued)
@@ -586,13 +633,14 @@ impl Context<'_> {
     fn queue_for(
         &self,
         t: &Transaction,
-        recipient: &str,
+        agent: &str,
+        rcpt: &str,
         key: &[u8],
         data: Vec<u8>,
     ) -> Result<String, Decision> {
-        let to = [recipient.to_string()];
+        let to = [rcpt.to_string()];
         let mut entry = Entry::keyed(self.listener, &t.mail_from, &to, key, data, now());
-        entry.id = super::spool::entry_id(self.listener, "", &to, key);
+        entry.id = super::spool::entry_id(self.listener, "", &[agent.to_string()], key);
         self.spool
             .put(&entry)
             .map(|_| entry.id)
@@ -601,10 +649,7 @@ impl Context<'_> {
 
     /// A delivery status notification to the agent that submitted `t` for the SMTP
     /// recipients its message does not name, which were left out.
-    fn report_unnamed(&self, t: &Transaction, unnamed: &[String]) {
-        if t.mail_from.is_empty() {
-            return;
-        }
+    fn report_unnamed(&self, t: &Transaction, mail_id: Option<&str>, unnamed: &[String]) {
         let failures: Vec<super::dsn::Failure> = unnamed
             .iter()
             .map(|r| super::dsn::Failure {
@@ -617,35 +662,56 @@ impl Context<'_> {
             recipients = unnamed.len(),
             "recipients the message does not name were left out"
         );
-        self.queue_report(t, &failures);
+        self.queue_report_to(&t.mail_from, mail_id, &t.data, &failures);
     }
 
-    /// Queues a delivery status notification about `t` to its sender.
-    fn queue_report(&self, t: &Transaction, failures: &[super::dsn::Failure]) {
+    /// Queues a delivery status notification to `to` about the message whose
+    /// Message-ID is `mail_id`, named by `name` (the same notice is queued once). It
+    /// carries no header of the message but that Message-ID: the message's own may
+    /// be protected, or the unauthenticated outer ones of whoever sent it.
+    fn queue_report_to(
+        &self,
+        to: &str,
+        mail_id: Option<&str>,
+        name: &[u8],
+        failures: &[super::dsn::Failure],
+    ) {
+        let header = match mail_id {
+            Some(m) => format!("Message-ID: <{}>\r\n\r\n", one_line(m)),
+            None => "\r\n".to_string(),
+        };
         let report = super::dsn::compose(
             &self.config.hostname,
-            &t.mail_from,
-            &t.data,
+            to,
+            header.as_bytes(),
             now(),
             failures,
         );
-        let bounce = Entry::new(
-            self.listener,
-            "",
-            std::slice::from_ref(&t.mail_from),
-            report,
-            now(),
-        );
+        let to = [to.to_string()];
+        let mut bounce = Entry::new(self.listener, "", &to, report, now());
+        bounce.id = super::spool::entry_id(self.listener, "", &to, name);
         if let Err(e) = self.spool.put(&bounce) {
             tracing::error!(error = %e, "spool: a delivery status notification was not queued");
         }
     }
 
-    /// A delivery status notification to `t`'s sender for the recipients the rules
-    /// refused the message for while it was taken for others. It carries the sealed
-    /// message's header block only ([`super::dsn::compose`]), never what it protects.
-    fn report_refused(&self, t: &Transaction, refused: &[(String, ReceiveError)]) {
-        if t.mail_from.is_empty() {
+    /// A delivery status notification for the recipients the rules refused the
+    /// message for while it was taken for others. It goes to the message's
+    /// authenticated sender (its protected From, which the signature bound), never to
+    /// the unauthenticated MAIL FROM, and names the refusal by its code alone (the
+    /// error's text may quote protected fields); it carries no header of the message
+    /// but its Message-ID. One per message and set of refused agents: a replay of the
+    /// message makes no second one. Not for a message with a null reverse path (a
+    /// notification itself).
+    fn report_refused(
+        &self,
+        t: &Transaction,
+        author: &str,
+        mail_id: Option<&str>,
+        key: &[u8],
+        refused: &[(String, ReceiveError)],
+    ) {
+        if t.mail_from.is_empty() || author.is_empty() {
             return;
         }
         let failures: Vec<super::dsn::Failure> = refused
@@ -653,10 +719,15 @@ impl Context<'_> {
             .map(|(agent, e)| super::dsn::Failure {
                 recipient: agent.clone(),
                 status: receive_refusal(e).status.to_string(),
-                diagnostic: one_line(&format!("{} ({})", e, e.code())),
+                diagnostic: format!("refused by the receiver rules ({})", e.code()),
             })
             .collect();
-        self.queue_report(t, &failures);
+        let mut name = key.to_vec();
+        for (agent, _) in refused {
+            name.extend_from_slice(b"\0");
+            name.extend_from_slice(agent.as_bytes());
+        }
+        self.queue_report_to(author, mail_id, &name, &failures);
     }
 
     /// Who an opened message goes to. Every SMTP recipient must be one the sealed

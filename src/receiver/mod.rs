@@ -274,11 +274,7 @@ impl<'r> Incoming<'r> {
         } = self;
         let outcome = match outcome.into_delivery() {
             Ok(delivery) => {
-                let admission = receiver.replay.admit(
-                    &delivery.candidate,
-                    receiver.clock.now(),
-                    &receiver.rules,
-                )?;
+                let admission = receiver.judge(&delivery, false)?;
                 Outcome::from_admission(delivery, admission)
             }
             Err(other) => other,
@@ -491,23 +487,82 @@ impl<'a> Receiver<'a> {
     /// better names it with [`Incoming::commit_for`]).
     fn delivery(&self, opened: Opened) -> Result<Delivery, crate::replay::ReceiverError> {
         let mut d = Delivery::new(opened)?;
-        let mut ours = d
-            .named_recipients()
-            .into_iter()
-            .filter(|a| self.agents.binary_search(a).is_ok());
-        d.candidate.agent = match (ours.next(), ours.next()) {
-            (Some(one), None) => Some(one),
-            _ => None,
-        };
+        if let [one] = self.named_agents(&d).as_slice() {
+            d.candidate.agent = Some(one.clone());
+        }
         Ok(d)
     }
 
     /// What the rules would decide for `delivery` now, recording nothing.
     fn preview(&self, delivery: Delivery) -> Result<Outcome, ReceiveError> {
-        let admission = self
-            .replay
-            .preview(&delivery.candidate, self.clock.now(), &self.rules)?;
+        let admission = self.judge(&delivery, true)?;
         Ok(Outcome::from_admission(Box::new(delivery), admission))
+    }
+
+    /// The rules' decision on `delivery` (recording it unless `dry`), for the agent it
+    /// was received for; for a message that names several agents of ours and was
+    /// received for none in particular, for each of them, as one decision: delivered
+    /// when any of them takes it, else held, else a duplicate when one had it already,
+    /// else refused. So every agent's state knows it, whoever receives it next (a
+    /// gateway judging per recipient, or this receiver again).
+    fn judge(
+        &self,
+        delivery: &Delivery,
+        dry: bool,
+    ) -> Result<crate::replay::Admission, ReceiveError> {
+        use crate::replay::Admission;
+        let now = self.clock.now();
+        let run = |c: &crate::replay::Candidate| match dry {
+            true => self.replay.preview(c, now, &self.rules),
+            false => self.replay.admit(c, now, &self.rules),
+        };
+        let agents = match &delivery.candidate.agent {
+            Some(_) => Vec::new(),
+            None => self.named_agents(delivery),
+        };
+        if agents.len() < 2 {
+            return Ok(run(&delivery.candidate)?);
+        }
+        let (mut deliver, mut held, mut refused, mut duplicate) = (None, None, None, None);
+        for agent in &agents {
+            match run(&for_agent(&delivery.candidate, agent)) {
+                Ok(Admission::Deliver { retry_of, released }) => {
+                    let (r, n) = deliver.get_or_insert((None, 0));
+                    if r.is_none() {
+                        *r = retry_of;
+                    }
+                    *n += released;
+                }
+                Ok(h @ Admission::Held { .. }) => held = held.or(Some(h)),
+                Ok(d) => duplicate = duplicate.or(Some(d)),
+                // The state itself failed: the message is not taken.
+                Err(e) if crate::error::Classify::kind(&e) == crate::error::ErrorKind::Other => {
+                    return Err(e.into())
+                }
+                Err(e) => refused = refused.or(Some(e)),
+            }
+        }
+        if let Some((retry_of, released)) = deliver {
+            return Ok(Admission::Deliver { retry_of, released });
+        }
+        match (held, duplicate, refused) {
+            (Some(h), _, _) => Ok(h),
+            (None, Some(d), _) => Ok(d),
+            (None, None, Some(e)) => Err(e.into()),
+            (None, None, None) => Ok(run(&delivery.candidate)?),
+        }
+    }
+
+    /// The agents of ours `delivery` names (its protected To and Cc), each once.
+    fn named_agents(&self, delivery: &Delivery) -> Vec<String> {
+        let mut ours: Vec<String> = delivery
+            .named_recipients()
+            .into_iter()
+            .filter(|a| self.agents.binary_search(a).is_ok())
+            .collect();
+        ours.sort();
+        ours.dedup();
+        ours
     }
 
     fn after_mls<'r>(&'r self, receipt: Receipt<'r>) -> Result<Incoming<'r>, ReceiveError> {

@@ -468,7 +468,11 @@ fn scoped(c: &Candidate, key: &str) -> String {
 /// `key` as `agent` keeps it (the store's one state: `None`).
 pub(crate) fn agent_key(agent: Option<&str>, key: &str) -> String {
     match agent {
-        Some(agent) => format!("{agent}{AGENT_SEP}{key}"),
+        // An address, however it was spelled: `Bob@Example.org` is bob@example.org.
+        Some(agent) => format!(
+            "{}{AGENT_SEP}{key}",
+            crate::message::Mailbox::new(agent).normalized()
+        ),
         None => key.to_string(),
     }
 }

@@ -9,6 +9,7 @@ mod crash_kill;
 mod end_to_end;
 mod fail_inbound;
 mod fail_outbound;
+mod fail_per_agent;
 mod fail_smtp_input;
 mod fail_submission;
 mod operations;

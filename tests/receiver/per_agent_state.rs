@@ -87,7 +87,7 @@ fn a_copy_one_agent_received_is_still_delivered_to_another() {
         // The agent's address is compared as an address: its case does not make a
         // new agent.
         assert!(
-            is_duplicate(&admit(s, &for_agent(&m, Some("bob@ours.example")))),
+            is_duplicate(&admit(s, &for_agent(&m, Some("Bob@OURS.example")))),
             "{name}"
         );
     }
