@@ -127,17 +127,18 @@ fn location(a: &QueueArgs) -> Result<String, Failure> {
     if let Some(s) = &a.spool {
         return Ok(s.clone());
     }
-    let path =
-        match &a.config {
-            Some(p) => p.clone(),
-            None if std::path::Path::new(DEFAULT_CONFIG).exists() => PathBuf::from(DEFAULT_CONFIG),
-            None => return Err(Failure::new(
+    let path = match &a.config {
+        Some(p) => p.clone(),
+        None if std::path::Path::new(DEFAULT_CONFIG).exists() => PathBuf::from(DEFAULT_CONFIG),
+        None => {
+            return Err(Failure::new(
                 ExitCode::Usage,
                 format!(
                     "queue: --config FILE or --spool LOCATION ({DEFAULT_CONFIG} does not exist)"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     crate::gateway::Config::load(&path)
         .map(|c| c.spool)
         .map_err(|e| Failure::new(ExitCode::Usage, format!("queue: {e}")))
@@ -275,7 +276,15 @@ fn list(
         return Ok(());
     }
     if entries.is_empty() {
-        println!("the queue is empty");
+        let filtered = route.is_some() || state.is_some();
+        println!(
+            "{}",
+            if filtered {
+                "no queued entry matches"
+            } else {
+                "the queue is empty"
+            }
+        );
         return Ok(());
     }
     let routes: Vec<String> = entries
