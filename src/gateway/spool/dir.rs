@@ -107,7 +107,8 @@ impl Layout {
     /// time after `now` and a process that exists (a lease left by a killed gateway
     /// is not one).
     pub(super) fn lease(&self, id: &str, now: i64) -> Option<i64> {
-        let text = fs::read_to_string(self.file(id, "lease")).ok()?;
+        let bytes = read_regular(&self.file(id, "lease")).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
         let (pid, until) = text.trim().split_once(' ')?;
         let until: i64 = until.parse().ok()?;
         let proc = Path::new("/proc");
@@ -158,6 +159,8 @@ pub(super) fn remove(path: &Path) -> Result<(), SpoolError> {
 
 /// Writes a new file (owner-only), synced when `sync`; given to `owner` (uid, gid)
 /// when it is not theirs already (a tool run as root writes for the gateway's user).
+/// The file must not exist: created exclusively, a link planted in its place is never
+/// followed (the tools may run as root in a directory the gateway's user owns).
 pub(super) fn write_file(
     path: &Path,
     bytes: &[u8],
@@ -165,7 +168,7 @@ pub(super) fn write_file(
     owner: Option<(u32, u32)>,
 ) -> Result<(), SpoolError> {
     let mut options = File::options();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -178,6 +181,45 @@ pub(super) fn write_file(
         f.sync_all().map_err(io(path))?;
     }
     Ok(())
+}
+
+/// [`write_file`], where a file already there is the mark wanted (a hold, a note, a
+/// done id): left as it is.
+pub(super) fn mark(
+    path: &Path,
+    bytes: &[u8],
+    sync: bool,
+    owner: Option<(u32, u32)>,
+) -> Result<(), SpoolError> {
+    match write_file(path, bytes, sync, owner) {
+        Err(SpoolError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists
+                && fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// The bytes of the regular file at `path`, never through a link or from a file linked
+/// twice (the tools may run as root in a directory the gateway's user owns: `show`
+/// must not print what a planted link points to).
+pub(super) fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let mut f = File::open(path)?;
+    let opened = f.metadata()?;
+    let here = fs::symlink_metadata(path)?;
+    if !here.file_type().is_file()
+        || here.ino() != opened.ino()
+        || here.dev() != opened.dev()
+        || opened.nlink() != 1
+    {
+        return Err(std::io::Error::other("not a regular file of the spool"));
+    }
+    let mut bytes = Vec::with_capacity(opened.len() as usize);
+    f.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Gives `f` to `owner` unless it is theirs.
@@ -219,14 +261,14 @@ pub(super) fn write_envelope(
 }
 
 pub(super) fn read_envelope(path: &Path) -> Result<Entry, SpoolError> {
-    let bytes = fs::read(path).map_err(io(path))?;
+    let bytes = read_regular(path).map_err(io(path))?;
     serde_json::from_slice(&bytes).map_err(|_| SpoolError::Damaged(path.display().to_string()))
 }
 
 /// An entry's envelope, or `None` when it has none (it is gone).
 pub(super) fn envelope_if_any(layout: &Layout, id: &str) -> Result<Option<Entry>, SpoolError> {
     let path = layout.file(id, "json");
-    match fs::read(&path) {
+    match read_regular(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|_| SpoolError::Damaged(path.display().to_string())),
@@ -423,6 +465,8 @@ impl DirSpool {
             return Ok(None);
         }
         let lease = self.layout.file(id, "lease");
+        // One left by an attempt whose lease ran out.
+        remove(&lease)?;
         write_file(
             &lease,
             format!("{} {until}\n", std::process::id()).as_bytes(),

@@ -20,8 +20,8 @@ use std::path::Path;
 
 use super::admin::{Applied, QueueAdmin, Queued};
 use super::dir::{
-    envelope_if_any, give, io, lock_entry, remove, remove_entry, sync_dir, valid_id,
-    write_envelope, write_file, EntryLock, Layout,
+    envelope_if_any, give, io, lock_entry, mark, read_regular, remove, remove_entry, sync_dir,
+    valid_id, write_envelope, EntryLock, Layout,
 };
 use super::{Entry, SpoolError};
 
@@ -81,7 +81,7 @@ impl DirQueue {
         };
         let held = self.layout.file(id, "hold").exists();
         let leased_until = self.layout.lease(id, now);
-        let size = fs::metadata(self.layout.file(id, "eml")).map_or(0, |m| m.len());
+        let size = fs::symlink_metadata(self.layout.file(id, "eml")).map_or(0, |m| m.len());
         Ok(Some(Queued {
             state: Queued::state_of(held, leased_until, now),
             entry,
@@ -93,7 +93,7 @@ impl DirQueue {
 
     /// Tells the running gateway to read the entry again.
     fn note(&self, id: &str) -> Result<(), SpoolError> {
-        write_file(&self.layout.changed().join(id), b"", false, self.owner)
+        mark(&self.layout.changed().join(id), b"", false, self.owner)
     }
 
     /// Runs `change` on entry `id` under its lock (the entry as it is then); notes the
@@ -165,7 +165,7 @@ impl QueueAdmin for DirQueue {
         }
         let q = self.describe(id, now)?.ok_or_else(gone)?;
         let eml = self.layout.file(id, "eml");
-        let data = match fs::read(&eml) {
+        let data = match read_regular(&eml) {
             Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(gone()),
             Err(e) => return Err(io(&eml)(e)),
@@ -189,7 +189,7 @@ impl QueueAdmin for DirQueue {
             if q.held {
                 return Ok(Applied::Already);
             }
-            write_file(&self.layout.file(id, "hold"), b"", true, self.owner)?;
+            mark(&self.layout.file(id, "hold"), b"", true, self.owner)?;
             sync_dir(&self.layout.queue())?;
             Ok(if q.leased_until.is_some() {
                 Applied::ChangedWhileDelivering
@@ -215,7 +215,7 @@ impl QueueAdmin for DirQueue {
             // Done first: from here a put of it is a no-op and a retry does not
             // write it back.
             let marker = self.layout.done_marker(id);
-            write_file(
+            mark(
                 &marker,
                 format!("deleted with the queue tool at {now}\n").as_bytes(),
                 true,
@@ -398,6 +398,30 @@ mod tests {
         let listed = tools.list(1_000).unwrap();
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].state, super::super::EntryState::Held);
+    }
+
+    /// The tools may run as root in a directory the gateway's user owns: a link planted
+    /// there is neither written through nor read.
+    #[test]
+    fn fail_links_planted_in_the_spool_are_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = DirSpool::open(tmp.path()).unwrap();
+        let tools = DirQueue::open(tmp.path()).unwrap();
+        let a = entry(1);
+        s.put(&a).unwrap();
+        let secret = tmp.path().join("secret");
+        fs::write(&secret, "secret\n").unwrap();
+        let queue = tmp.path().join("queue");
+        let note = tmp.path().join("changed").join(&a.id);
+        std::os::unix::fs::symlink(&secret, &note).unwrap();
+        assert!(tools.hold(&a.id, 100).is_err());
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "secret\n");
+        fs::remove_file(&note).unwrap();
+        let eml = queue.join(format!("{}.eml", a.id));
+        fs::remove_file(&eml).unwrap();
+        std::os::unix::fs::symlink(&secret, &eml).unwrap();
+        let e = tools.show(&a.id, 100).err().unwrap();
+        assert!(!e.to_string().contains("secret\n"), "{e}");
     }
 
     #[test]
