@@ -153,6 +153,9 @@ const MIGRATIONS: &[&str] = &[
     // 10: which gateway instance holds a spool row's lease, so that instance, restarted,
     // takes its own leases back at once rather than after they run out.
     "ALTER TABLE mailseal_spool ADD COLUMN leased_by TEXT;",
+    // 11: a spool row held with the queue tools (`mailseal queue hold`) is never
+    // claimed until released.
+    "ALTER TABLE mailseal_spool ADD COLUMN held BOOLEAN NOT NULL DEFAULT FALSE;",
 ];
 
 /// Why the database did not open.
@@ -171,6 +174,9 @@ pub(crate) enum PgDbError {
     /// The connection is lost and was tried again less than a second ago.
     #[error("the database is unreachable (trying again)")]
     Down,
+    /// [`connect_existing`]: the database holds no mailseal schema of that version.
+    #[error("the database holds no mailseal schema (version {0} or later)")]
+    NoSchema(i64),
 }
 
 /// A connection that comes back: when the server went away (a restart, a network
@@ -380,6 +386,19 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
 /// `?sslmode=verify-full&sslrootcert=CA.pem`; see [`crate::postgres_tls`]) and brings
 /// the schema up to date.
 pub(crate) fn connect(url: &str) -> Result<Client, PgDbError> {
+    connect_schema(url, None)
+}
+
+/// [`connect`] to a database that holds mailseal's schema at version `at_least` or
+/// later already (brought up to date then): [`PgDbError::NoSchema`] otherwise, and
+/// nothing is created. For a tool pointed at a database by hand (`mailseal queue`),
+/// where a wrong one must not get mailseal's tables.
+#[cfg_attr(not(feature = "gateway"), allow(dead_code))]
+pub(crate) fn connect_existing(url: &str, at_least: i64) -> Result<Client, PgDbError> {
+    connect_schema(url, Some(at_least))
+}
+
+fn connect_schema(url: &str, must_have: Option<i64>) -> Result<Client, PgDbError> {
     #[cfg(feature = "tls")]
     let mut client = match crate::postgres_tls::mode(url).map_err(PgDbError::Tls)? {
         crate::postgres_tls::Mode::Plain(url) => with_passfile(url.parse()?).connect(NoTls)?,
@@ -401,6 +420,20 @@ pub(crate) fn connect(url: &str) -> Result<Client, PgDbError> {
     let mut tx = client.transaction()?;
     // One migrating process at a time, whichever table exists yet.
     tx.execute("SELECT pg_advisory_xact_lock(7391770301)", &[])?;
+    if let Some(at_least) = must_have {
+        let exists: bool = tx
+            .query_one("SELECT to_regclass('mailseal_schema') IS NOT NULL", &[])?
+            .get(0);
+        let version: Option<i64> = if exists {
+            tx.query_opt("SELECT version FROM mailseal_schema", &[])?
+                .map(|r| r.get(0))
+        } else {
+            None
+        };
+        if version.is_none_or(|v| v < at_least) {
+            return Err(PgDbError::NoSchema(at_least));
+        }
+    }
     tx.batch_execute("CREATE TABLE IF NOT EXISTS mailseal_schema (version BIGINT NOT NULL)")?;
     let found: i64 = match tx.query_opt("SELECT version FROM mailseal_schema", &[])? {
         Some(r) => r.get(0),

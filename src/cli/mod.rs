@@ -16,6 +16,8 @@ mod inspect;
 mod key;
 mod mls;
 mod offline;
+#[cfg(feature = "gateway")]
+mod queue;
 mod receive;
 mod seal;
 mod sop;
@@ -127,6 +129,10 @@ enum Command {
     /// The SMTP gateway: seal what internal agents send, open what arrives.
     #[cfg(feature = "gateway")]
     Gateway(gateway::GatewayArgs),
+    /// The gateway's queue, while it runs: list, show, flush, hold, release, delete,
+    /// requeue.
+    #[cfg(feature = "gateway")]
+    Queue(queue::QueueArgs),
     /// The Stateless OpenPGP interface (`mailseal sop --help`), with SOP's exit codes.
     #[command(disable_help_flag = true)]
     Sop {
@@ -177,9 +183,9 @@ pub fn main() -> ProcessExit {
         }
     };
     // A command logs only errors unless MAILSEAL_LOG says otherwise; the gateway, a
-    // server, logs a line per message by default.
+    // server, logs a line per message by default, and the queue tools each change.
     #[cfg(feature = "gateway")]
-    let server = matches!(cli.command, Command::Gateway(_));
+    let server = matches!(cli.command, Command::Gateway(_) | Command::Queue(_));
     #[cfg(not(feature = "gateway"))]
     let server = false;
     let filter = tracing_subscriber::EnvFilter::try_from_env("MAILSEAL_LOG").unwrap_or_else(|_| {
@@ -257,6 +263,8 @@ fn run(cli: Cli) -> CliResult {
         Command::Demo => demo::run(),
         #[cfg(feature = "gateway")]
         Command::Gateway(args) => gateway::gateway(args),
+        #[cfg(feature = "gateway")]
+        Command::Queue(args) => queue::queue(args),
         Command::Sop { .. } => Err(Failure::new(
             ExitCode::Usage,
             "sop must be the first argument: mailseal sop SUBCOMMAND",

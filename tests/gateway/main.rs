@@ -16,4 +16,5 @@ mod operations;
 mod postfix;
 mod postgres_instances;
 mod postgres_recovery;
+mod queue_tools;
 mod smtp_session_seeds;

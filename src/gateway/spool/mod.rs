@@ -13,12 +13,22 @@
 //! (the spool keeps what it delivered for [`DONE_RETENTION_SECS`]). This is what makes
 //! the gateway's at-least-once SMTP exchanges deliver once: a client that retries a
 //! message whose 250 it never saw is put on the same entry.
+//!
+//! The queue tools (`mailseal queue`, [`QueueAdmin`] in [`admin`]) list, show, hold,
+//! release, flush, requeue and delete entries of either backend while the gateway
+//! runs: each change is atomic against the gateway's own claim, retry and done.
 
+pub mod admin;
 mod dir;
+mod dir_admin;
 mod postgres;
+mod postgres_admin;
 
+pub use admin::{Action, Applied, EntryState, QueueAdmin, Queued};
 pub use dir::DirSpool;
+pub use dir_admin::DirQueue;
 pub use postgres::PostgresSpool;
+pub use postgres_admin::PostgresQueue;
 
 use sha2::{Digest, Sha256};
 
@@ -129,6 +139,40 @@ pub enum SpoolError {
     /// A spooled entry is unreadable.
     #[error("spool entry {0} is damaged")]
     Damaged(String),
+    /// No queued entry has this id, or begins with it (the queue tools).
+    #[error("no queued entry {}", crate::error::quoted(.0))]
+    UnknownId(String),
+    /// More than one queued entry begins with this id prefix (the queue tools).
+    #[error("{} names {count} queued entries: give more of the id", crate::error::quoted(.prefix))]
+    Ambiguous {
+        /// The prefix given.
+        prefix: String,
+        /// How many entries begin with it.
+        count: usize,
+    },
+    /// The location holds no spool (the queue tools create none).
+    #[error("{location} is not a gateway spool: {why}")]
+    NotASpool {
+        /// The directory (a database's URL is never repeated: it may hold a password).
+        location: String,
+        /// What is missing.
+        why: String,
+    },
+}
+
+impl crate::error::Classify for SpoolError {
+    fn a2a_error(&self) -> crate::error::A2aErrorType {
+        crate::error::A2aErrorType::InternalError
+    }
+    /// What the operator named wrong is an invalid argument; the rest is "other".
+    fn kind(&self) -> crate::error::ErrorKind {
+        match self {
+            Self::UnknownId(_) | Self::Ambiguous { .. } | Self::NotASpool { .. } => {
+                crate::error::ErrorKind::InvalidArgument
+            }
+            _ => crate::error::ErrorKind::Other,
+        }
+    }
 }
 
 /// What [`Spool::put`] did.
@@ -184,6 +228,22 @@ pub fn instance_id(listeners: &[std::net::SocketAddr]) -> String {
     crate::hex::hex(&h.finalize()[..12])
 }
 
+/// Whether `location` names a database spool rather than a directory.
+pub fn is_database(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// The queue tools on the spool `location` names, beside a gateway that may be running
+/// on it: a directory is not locked (see [`DirQueue`]), and neither a directory nor a
+/// database is created when there is no spool there ([`SpoolError::NotASpool`]).
+pub fn open_admin(location: &str) -> Result<Box<dyn QueueAdmin>, SpoolError> {
+    if is_database(location) {
+        Ok(Box::new(PostgresQueue::connect(location)?))
+    } else {
+        Ok(Box::new(DirQueue::open(std::path::Path::new(location))?))
+    }
+}
+
 /// Opens the spool `location` names: `postgres://...` or a directory.
 pub fn open(location: &str) -> Result<Box<dyn Spool>, SpoolError> {
     open_as(location, "")
@@ -192,7 +252,7 @@ pub fn open(location: &str) -> Result<Box<dyn Spool>, SpoolError> {
 /// [`open`] for the gateway instance `instance` ([`instance_id`]), whose leases a
 /// database spool names (see [`Spool::reclaim_own`]).
 pub fn open_as(location: &str, instance: &str) -> Result<Box<dyn Spool>, SpoolError> {
-    if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+    if is_database(location) {
         Ok(Box::new(PostgresSpool::connect_as(location, instance)?))
     } else {
         Ok(Box::new(DirSpool::open(std::path::Path::new(location))?))

@@ -7,6 +7,8 @@
 //! dropped and `done_at` set, until it expires: a put of the same id is then a
 //! conflict on the key, decided by the database alone (a check before the insert
 //! could race with the delivery that marks it done).
+//!
+//! A row the queue tools hold (`held`, [`super::PostgresQueue`]) is never claimed.
 
 use crate::postgres_db::Reconnecting;
 
@@ -85,6 +87,7 @@ impl Spool for PostgresSpool {
                  WHERE id IN (
                    SELECT id FROM mailseal_spool
                    WHERE done_at IS NULL AND next_attempt <= $1 AND leased_until <= $1
+                     AND NOT held
                    ORDER BY next_attempt
                    LIMIT $3
                    FOR UPDATE SKIP LOCKED)
