@@ -156,6 +156,10 @@ const MIGRATIONS: &[&str] = &[
     // 11: a spool row held with the queue tools (`mailseal queue hold`) is never
     // claimed until released.
     "ALTER TABLE mailseal_spool ADD COLUMN held BOOLEAN NOT NULL DEFAULT FALSE;",
+    // 12: each gateway instance's last sign of life (the database's clock), so the
+    // leases of an instance that stopped beating are taken by the others at once
+    // rather than when they run out.
+    "CREATE TABLE mailseal_spool_instance (id TEXT PRIMARY KEY, seen_at BIGINT NOT NULL);",
 ];
 
 /// Why the database did not open.

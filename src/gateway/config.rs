@@ -479,6 +479,10 @@ pub struct DeliveryPolicy {
     pub concurrency: usize,
     /// Seconds a claimed entry is ours before another instance may take it.
     pub lease_secs: u64,
+    /// A PostgreSQL spool: an instance that has given no sign of life for this many
+    /// seconds (it beats every sixth of it, whatever it is doing) is dead, and the
+    /// others take its leased entries at once instead of after `lease_secs`.
+    pub instance_dead_secs: u64,
     /// How often the queue is polled for due entries, milliseconds.
     pub poll_ms: u64,
     /// How long the spool's database may be unreachable before the gateway exits
@@ -496,6 +500,7 @@ impl Default for DeliveryPolicy {
             timeout_secs: 60,
             concurrency: 16,
             lease_secs: 600,
+            instance_dead_secs: 30,
             poll_ms: 500,
             database_down_secs: 120,
         }
@@ -700,6 +705,12 @@ impl Config {
         if d.concurrency == 0 || d.retry_initial_secs == 0 || d.lease_secs == 0 || d.poll_ms == 0 {
             return invalid(
                 "delivery: concurrency, retry_initial_secs, lease_secs and poll_ms are at least 1"
+                    .into(),
+            );
+        }
+        if d.instance_dead_secs < 3 {
+            return invalid(
+                "delivery.instance_dead_secs: at least 3 (an instance beats every sixth of it)"
                     .into(),
             );
         }

@@ -440,6 +440,20 @@ impl Deliverer {
         let give_up = self.config.delivery.database_down_secs;
         let poll = Duration::from_millis(self.config.delivery.poll_ms);
         let mut last_expire = Instant::now();
+        // A sign of life every sixth of `instance_dead_secs`, from a task of its own:
+        // deliveries that take long (a hop that hangs) never keep it from beating.
+        let beat = Duration::from_secs((self.config.delivery.instance_dead_secs / 6).max(1));
+        let heart = {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(beat);
+                loop {
+                    tick.tick().await;
+                    let me = me.clone();
+                    let _ = tokio::task::spawn_blocking(move || me.spool.heartbeat()).await;
+                }
+            })
+        };
         loop {
             if *shutdown.borrow() {
                 break;
@@ -472,6 +486,7 @@ impl Deliverer {
             if let Some(down) = self.spool.down_for() {
                 if give_up > 0 && down > Duration::from_secs(give_up) {
                     while inflight.join_next().await.is_some() {}
+                    heart.abort();
                     return Err(format!(
                         "the spool's database has been unreachable for {} s (delivery.database_down_secs): exiting so the service manager starts the gateway again",
                         down.as_secs()
@@ -496,6 +511,7 @@ impl Deliverer {
             }
         }
         while inflight.join_next().await.is_some() {}
+        heart.abort();
         Ok(())
     }
 

@@ -238,11 +238,16 @@ impl Gateway {
                 .map(|l| l.address)
                 .collect::<Vec<_>>(),
         );
-        let spool: Arc<dyn spool::Spool> =
-            tokio::task::spawn_blocking(move || spool::open_as(&location, &instance))
-                .await
-                .map_err(|e| GatewayError::Runtime(std::io::Error::other(e)))??
-                .into();
+        let dead = config.delivery.instance_dead_secs as i64;
+        let spool: Arc<dyn spool::Spool> = tokio::task::spawn_blocking(move || {
+            spool::open_as(&location, &instance).map(|mut s| {
+                s.claim_from_dead(dead);
+                s
+            })
+        })
+        .await
+        .map_err(|e| GatewayError::Runtime(std::io::Error::other(e)))??
+        .into();
         let tls: server::TlsSlot = Arc::new(RwLock::new(match &config.tls {
             Some(files) => Some(server::load_tls(files).map_err(GatewayError::Tls)?),
             None => None,

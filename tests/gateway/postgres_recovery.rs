@@ -330,3 +330,65 @@ fn a_database_gone_too_long_makes_the_gateway_exit_non_zero() {
     assert!(!status.success(), "{status}");
     assert!(g.log_text().contains("unreachable for"), "{}", g.log_text());
 }
+
+/// Issue #57: an instance that dies with mail leased to a next hop that hung is not
+/// waited for until its leases run out (600 s here): the other instance sharing the
+/// database takes them once the dead one has been silent `delivery.instance_dead_secs`
+/// (3 s here). While the first one lives (and beats, its deliveries hanging), its
+/// leases are left alone.
+#[test]
+fn a_dead_instances_leases_are_taken_by_the_other_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pg) = Server::start(&dir.path().join("pg")) else {
+        return;
+    };
+    let (a_store, _) = kit::two_sides(dir.path());
+    let hung = kit::tarpit();
+    let sink = Sink::start();
+    let conf = |name: &str, port: u16, hop: u16| {
+        kit::config(
+            dir.path(),
+            name,
+            &a_store,
+            &[("out", port, "relay", hop, "tls = \"none\"")],
+            "",
+        )
+        .replace(
+            &format!(
+                "spool = \"{}\"",
+                dir.path().join(format!("{name}-spool")).display()
+            ),
+            &format!("spool = \"{}\"\nstate = \"{}\"", pg.url(), pg.url()),
+        )
+        .replace(
+            "lease_secs = 60\n",
+            "lease_secs = 600\ninstance_dead_secs = 3\n",
+        )
+    };
+    let (pa, pb) = (kit::free_port(), kit::free_port());
+    let ca = conf("a", pa, hung.port());
+    assert!(ca.contains("instance_dead_secs = 3"), "{ca}");
+    let mut a = Gateway::start(dir.path(), "a", &ca, &[pa]);
+    for i in 0..3 {
+        let r = submit_until_taken(
+            ([127, 0, 0, 1], pa).into(),
+            &format!("urn:uuid:restart-{i:02}"),
+        );
+        assert!(r.starts_with("250"), "{r}");
+    }
+    // Claimed by A and stuck at the hop that hangs; B starts beside it.
+    std::thread::sleep(Duration::from_secs(2));
+    let b = Gateway::start(dir.path(), "b", &conf("b", pb, sink.addr.port()), &[pb]);
+    // A lives and beats: twice its dead time later, B has taken nothing.
+    std::thread::sleep(Duration::from_secs(7));
+    assert!(
+        sink.messages().is_empty(),
+        "B took a live instance's leases\n{}",
+        b.log_text()
+    );
+    a.kill();
+    // Dead: B delivers all three long before the 600 s leases would run out.
+    let got = sink.wait_for(3, Duration::from_secs(90));
+    assert_eq!(got.len(), 3, "{}", b.log_text());
+    assert_eq!(delivered_ids(&sink), ["00", "01", "02"]);
+}

@@ -207,6 +207,14 @@ pub trait Spool: Send + Sync {
     /// Takes back the leases this instance's last run left (a database spool): call
     /// once the listeners are bound, which proves no other instance of this name runs.
     fn reclaim_own(&self) {}
+    /// Says this instance is alive (a database spool shared by several): the others
+    /// take the leases of an instance silent for `dead_secs` (see
+    /// [`Spool::claim_from_dead`]). Call every sixth of `dead_secs`, whatever else the
+    /// instance is doing.
+    fn heartbeat(&self) {}
+    /// Sets after how many seconds of silence an instance is dead: its leased
+    /// entries are claimed as if their leases had run out (a database spool).
+    fn claim_from_dead(&mut self, _dead_secs: i64) {}
 }
 
 /// This gateway instance's name on the leases it takes: the same for the same machine

@@ -19,6 +19,9 @@ pub struct PostgresSpool {
     db: Reconnecting,
     /// This gateway instance, named on the leases it takes.
     instance: String,
+    /// Seconds of silence after which another instance is dead and its leases are
+    /// claimed (0: never; leases then run out as they are).
+    dead_secs: i64,
 }
 
 fn db(e: impl std::fmt::Display) -> SpoolError {
@@ -38,6 +41,7 @@ impl PostgresSpool {
         Ok(PostgresSpool {
             db: Reconnecting::connect_with(url, SPOOL_STATEMENT_TIMEOUT_MS).map_err(db)?,
             instance: instance.to_string(),
+            dead_secs: 0,
         })
     }
 }
@@ -83,17 +87,29 @@ impl Spool for PostgresSpool {
             .db
             .with(|c| {
                 c.query(
+                    // A lease runs out, or its instance stopped beating: silent for
+                    // `dead_secs` by the database's own clock (the instances' clocks
+                    // may differ), and never this instance.
                     "UPDATE mailseal_spool SET leased_until = $2, leased_by = $4
                  WHERE id IN (
                    SELECT id FROM mailseal_spool
-                   WHERE done_at IS NULL AND next_attempt <= $1 AND leased_until <= $1
-                     AND NOT held
+                   WHERE done_at IS NULL AND next_attempt <= $1 AND NOT held
+                     AND (leased_until <= $1
+                          OR ($5::BIGINT > 0 AND leased_by <> $4 AND leased_by IN (
+                                SELECT id FROM mailseal_spool_instance
+                                WHERE seen_at < extract(epoch from now())::bigint - $5::BIGINT)))
                    ORDER BY next_attempt
                    LIMIT $3
                    FOR UPDATE SKIP LOCKED)
                  RETURNING id, route, mail_from, recipients, created, attempts,
                            next_attempt, last_error, data",
-                    &[&now, &(now + lease_secs), &(max as i64), &self.instance],
+                    &[
+                        &now,
+                        &(now + lease_secs),
+                        &(max as i64),
+                        &self.instance,
+                        &self.dead_secs,
+                    ],
                 )
             })
             .map_err(db)?;
@@ -182,6 +198,26 @@ impl Spool for PostgresSpool {
     /// The leases of this instance's last run (it was killed) are taken back at once,
     /// rather than when they run out (`lease_secs`, ten minutes by default, during
     /// which that mail waited).
+    fn heartbeat(&self) {
+        if self.instance.is_empty() {
+            return;
+        }
+        if let Err(e) = self.db.with(|c| {
+            c.execute(
+                "INSERT INTO mailseal_spool_instance (id, seen_at)
+                 VALUES ($1, extract(epoch from now())::bigint)
+                 ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at",
+                &[&self.instance],
+            )
+        }) {
+            tracing::debug!(error = %e, "spool: heartbeat not recorded");
+        }
+    }
+
+    fn claim_from_dead(&mut self, dead_secs: i64) {
+        self.dead_secs = dead_secs.max(0);
+    }
+
     fn reclaim_own(&self) {
         if self.instance.is_empty() {
             return;
