@@ -733,6 +733,23 @@ impl Config {
     pub fn listener(&self, name: &str) -> Option<&Listener> {
         self.listeners.iter().find(|l| l.name == name)
     }
+
+    /// The route a delivery status notification about mail on `route` takes back to
+    /// that mail's sender: the other direction's listener, whose next hop reaches the
+    /// sender (a bounce of inbound mail goes out to the world, one of outbound mail in
+    /// to the agent; an inbound next hop may be an agent's LMTP mailbox that reaches
+    /// nobody outside), else `route` itself.
+    pub fn return_route<'a>(&'a self, route: &'a str) -> &'a str {
+        let back = match self.listener(route).map(|l| l.mode) {
+            Some(Mode::Inbound) => Mode::Outbound,
+            Some(Mode::Outbound) => Mode::Inbound,
+            _ => return route,
+        };
+        self.listeners
+            .iter()
+            .find(|l| l.mode == back)
+            .map_or(route, |l| l.name.as_str())
+    }
 }
 
 #[cfg(test)]
@@ -883,6 +900,28 @@ next_hop = { address = "127.0.0.1:2526" }
         }
         assert!(include_str!("../../dist/postfix/master.cf.append")
             .contains("127.0.0.1:10026 inet  n       -       n       -       -       smtpd\n    -o content_filter=\n"));
+    }
+
+    /// A notice about inbound mail goes back out through the outbound listener's hop,
+    /// one about outbound mail in through the inbound one's; a relay keeps its own.
+    #[test]
+    fn notices_return_through_the_other_direction() {
+        let c = Config::parse(include_str!("../../dist/gateway.toml")).unwrap();
+        let name = |m: Mode| {
+            c.listeners
+                .iter()
+                .find(|l| l.mode == m)
+                .unwrap()
+                .name
+                .clone()
+        };
+        let (inbound, outbound) = (name(Mode::Inbound), name(Mode::Outbound));
+        assert_eq!(c.return_route(&inbound), outbound);
+        assert_eq!(c.return_route(&outbound), inbound);
+        assert_eq!(c.return_route("no-such-listener"), "no-such-listener");
+        let one = Config::parse(MINIMAL).unwrap();
+        let only = one.listeners[0].name.clone();
+        assert_eq!(one.return_route(&only), only);
     }
 
     #[test]

@@ -614,7 +614,7 @@ impl Deliverer {
             failures,
         );
         let bounce = Entry::new(
-            &entry.route,
+            self.config.return_route(&entry.route),
             "",
             std::slice::from_ref(&entry.mail_from),
             report,

@@ -688,8 +688,9 @@ impl Context<'_> {
             failures,
         );
         let to = [to.to_string()];
-        let mut bounce = Entry::new(self.listener, "", &to, report, now());
-        bounce.id = super::spool::entry_id(self.listener, "", &to, name);
+        let route = self.config.return_route(self.listener);
+        let mut bounce = Entry::new(route, "", &to, report, now());
+        bounce.id = super::spool::entry_id(route, "", &to, name);
         if let Err(e) = self.spool.put(&bounce) {
             tracing::error!(error = %e, "spool: a delivery status notification was not queued");
         }
