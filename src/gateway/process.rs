@@ -295,7 +295,12 @@ impl Context<'_> {
         key: &[u8],
         data: Vec<u8>,
     ) -> Result<String, Decision> {
-        let entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, now());
+        let at = now();
+        let mut entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, at);
+        // The trace field of this hop, on top of what is queued (named by `key`, not
+        // by these bytes: a client's retry is still the same entry).
+        let received = super::trace::received(t, &self.config.hostname, &entry.id, recipients, at);
+        entry.data.splice(0..0, received.into_bytes());
         self.spool
             .put(&entry)
             .map(|_| entry.id)

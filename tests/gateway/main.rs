@@ -16,3 +16,4 @@ mod postfix;
 mod postgres_instances;
 mod postgres_recovery;
 mod smtp_session_seeds;
+mod trace;
