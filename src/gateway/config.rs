@@ -187,6 +187,13 @@ pub struct Listener {
     /// anyone for the others.
     #[serde(default)]
     pub clients: Option<Vec<String>>,
+    /// Takes XFORWARD (Postfix's `smtp_send_xforward_command`, and its before-queue
+    /// proxy): the client it names goes into the `Received:` field and the log lines
+    /// instead of the MTA's own address. Whoever may send it writes the trace of the
+    /// mail it hands over, so it needs `clients` naming only the MTAs in front
+    /// (loopback, or single addresses); default: off (550 5.7.0 to XFORWARD).
+    #[serde(default)]
+    pub xforward: bool,
     /// Where accepted mail goes.
     pub next_hop: NextHop,
 }
@@ -593,6 +600,28 @@ impl Config {
                     l.name
                 ));
             }
+            if l.xforward {
+                // Loopback (an outbound listener serves only it by default), or a list
+                // of loopback nets and single hosts: never a network of clients.
+                let named = match &l.clients {
+                    None => l.mode == Mode::Outbound,
+                    Some(nets) => {
+                        !nets.is_empty()
+                            && nets.iter().all(|n| {
+                                parse_net(n).is_some_and(|(ip, bits)| {
+                                    let host = if ip.is_ipv4() { 32 } else { 128 };
+                                    bits == host || (ip.is_loopback() && bits >= 8)
+                                })
+                            })
+                    }
+                };
+                if !named {
+                    return invalid(format!(
+                        "listener {}: xforward = true lets its clients write the Received field and log lines of the mail they hand over: it needs clients = [...] naming only the MTAs in front (loopback, or single addresses such as \"192.0.2.25\"), not a network or anyone",
+                        l.name
+                    ));
+                }
+            }
             match (l.mode, l.submission) {
                 (Mode::Outbound, None) => {
                     return invalid(format!(
@@ -843,6 +872,53 @@ next_hop = { address = "127.0.0.1:2526" }
         assert!(err(&inbound).contains("which domains"), "{}", err(&inbound));
     }
 
+    /// Issue #57: XFORWARD lets a client write the trace of what it hands over, so a
+    /// listener takes it only from named MTAs: loopback or single addresses.
+    #[test]
+    fn fail_config_xforward_only_from_named_clients() {
+        let with = |mode: &str, clients: &str| {
+            let extra = match mode {
+                "inbound" => "local_domains = [\"*\"]",
+                "outbound" => "submission = \"open\"",
+                _ => "",
+            };
+            MINIMAL
+                .replace(
+                    "mode = \"outbound\"",
+                    &format!("mode = \"{mode}\"\nxforward = true\n{clients}"),
+                )
+                .replace("submission = \"open\"", extra)
+        };
+        for (mode, clients) in [
+            ("outbound", ""),
+            ("inbound", "clients = [\"127.0.0.1\"]"),
+            ("inbound", "clients = [\"127.0.0.0/8\", \"::1\"]"),
+            ("relay", "clients = [\"192.0.2.25\", \"2001:db8::25/128\"]"),
+        ] {
+            let c = Config::parse(&with(mode, clients));
+            assert!(
+                c.as_ref().is_ok_and(|c| c.listeners[0].xforward),
+                "{mode} {clients}: {:?}",
+                c.err()
+            );
+        }
+        for (mode, clients) in [
+            ("inbound", ""),
+            ("relay", ""),
+            ("inbound", "clients = []"),
+            ("inbound", "clients = [\"192.0.2.0/24\"]"),
+            ("outbound", "clients = [\"127.0.0.1\", \"0.0.0.0/0\"]"),
+            ("inbound", "clients = [\"::/0\"]"),
+        ] {
+            let e = Config::parse(&with(mode, clients)).unwrap_err().to_string();
+            assert!(e.contains("xforward = true"), "{mode} {clients}: {e}");
+        }
+        assert!(
+            !Config::parse(MINIMAL).unwrap().listeners[0].xforward,
+            "off by default"
+        );
+    }
+
     #[test]
     fn minimal_config_takes_defaults() {
         let c = Config::parse(MINIMAL).unwrap();
@@ -897,7 +973,12 @@ next_hop = { address = "127.0.0.1:2526" }
         for l in &c.listeners {
             assert!(l.next_hop.address.ends_with(":10026"), "{}", l.name);
             assert_eq!(l.next_hop.login.as_deref(), Some("gateway"), "{}", l.name);
+            // Postfix forwards its client (smtp_send_xforward_command, and its
+            // before-queue proxy): every listener it talks to reads it.
+            assert!(l.xforward, "{}", l.name);
         }
+        assert!(include_str!("../../dist/postfix/master.cf.append")
+            .contains("-o smtp_send_xforward_command=yes\n"));
         assert!(include_str!("../../dist/postfix/master.cf.append")
             .contains("127.0.0.1:10026 inet  n       -       n       -       -       smtpd\n    -o content_filter=\n"));
     }
@@ -922,6 +1003,40 @@ next_hop = { address = "127.0.0.1:2526" }
         let one = Config::parse(MINIMAL).unwrap();
         let only = one.listeners[0].name.clone();
         assert_eq!(one.return_route(&only), only);
+    }
+
+    /// The before-queue Postfix files are the after-queue ones but for the MX path:
+    /// the submission service, the filter client and the re-injection port are the
+    /// same lines in both, so the two cannot drift apart.
+    #[test]
+    fn the_postfix_files_differ_only_in_the_mx_path() {
+        let after = include_str!("../../dist/postfix/master.cf.append");
+        let before = include_str!("../../dist/postfix/master.cf.before-queue.append");
+        // A service: its line and the `-o` lines under it.
+        let service = |text: &str, name: &str| -> String {
+            let start = text.find(name).unwrap_or_else(|| panic!("{name}"));
+            text[start..]
+                .lines()
+                .enumerate()
+                .take_while(|(i, l)| *i == 0 || l.starts_with("    -o "))
+                .map(|(_, l)| format!("{l}\n"))
+                .collect()
+        };
+        for name in [
+            "127.0.0.1:10587 inet",
+            "mailseal  unix",
+            "127.0.0.1:10026 inet",
+        ] {
+            assert_eq!(service(after, name), service(before, name), "{name}");
+        }
+        let mx = service(before, "127.0.0.1:10024 inet");
+        assert!(
+            mx.contains("-o smtpd_proxy_filter=127.0.0.1:10027\n"),
+            "{mx}"
+        );
+        assert!(!mx.contains("content_filter"), "{mx}");
+        assert!(service(after, "127.0.0.1:10024 inet")
+            .contains("content_filter=mailseal:[127.0.0.1]:10027"));
     }
 
     #[test]

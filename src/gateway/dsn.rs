@@ -99,7 +99,7 @@ pub fn compose(
     builder.write_to_vec().unwrap_or_default()
 }
 
-fn rfc2822(t: i64) -> String {
+pub(crate) fn rfc2822(t: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(t)
         .ok()
         .and_then(|d| {

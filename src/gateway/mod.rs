@@ -9,10 +9,12 @@
 //!  world  ─SMTP─▶ [inbound listener]  ─open─▶ spool ─SMTP/LMTP─▶ internal hop
 //! ```
 //!
-//! - [`session`]: the SMTP server session as a state machine (no I/O; fuzzed).
+//! - [`session`]: the SMTP server session as a state machine (no I/O; fuzzed);
+//!   [`xforward`]: what a trusted MTA in front says of its client.
 //! - [`submission`]: who may have the outbound listener sign as which agent.
 //! - [`server`]: listeners, TLS (rustls; reloaded on SIGHUP), caps and timeouts.
 //! - [`process`]: the worker threads that run the library's pipeline.
+//! - [`trace`]: the `Received:` field put on every message queued.
 //! - [`spool`]: the durable queue (a directory, or PostgreSQL for several instances).
 //! - `delivery`: the SMTP/LMTP client side, retries and bounces ([`dsn`]).
 //! - [`metrics`]: Prometheus counters.
@@ -33,6 +35,8 @@ pub mod server;
 pub mod session;
 pub mod spool;
 pub mod submission;
+pub mod trace;
+pub mod xforward;
 
 use std::sync::{Arc, Mutex, RwLock};
 

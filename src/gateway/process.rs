@@ -308,7 +308,12 @@ impl Context<'_> {
         key: &[u8],
         data: Vec<u8>,
     ) -> Result<String, Decision> {
-        let entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, now());
+        let at = now();
+        let mut entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, at);
+        // The trace field of this hop, on top of what is queued (named by `key`, not
+        // by these bytes: a client's retry is still the same entry).
+        let received = super::trace::received(t, &self.config.hostname, &entry.id, recipients, at);
+        entry.data.splice(0..0, received.into_bytes());
         self.spool
             .put(&entry)
             .map(|_| entry.id)
@@ -639,8 +644,12 @@ impl Context<'_> {
         data: Vec<u8>,
     ) -> Result<String, Decision> {
         let to = [rcpt.to_string()];
-        let mut entry = Entry::keyed(self.listener, &t.mail_from, &to, key, data, now());
+        let at = now();
+        let mut entry = Entry::keyed(self.listener, &t.mail_from, &to, key, data, at);
         entry.id = super::spool::entry_id(self.listener, "", &[agent.to_string()], key);
+        // The trace field of this hop on top, as [`Context::queue_to`] adds it.
+        let received = super::trace::received(t, &self.config.hostname, &entry.id, &to, at);
+        entry.data.splice(0..0, received.into_bytes());
         self.spool
             .put(&entry)
             .map(|_| entry.id)

@@ -257,8 +257,12 @@ async fn connection(stream: TcpStream, peer: SocketAddr, listener: &Listener, sh
 }
 
 /// What a listener asks of its sessions: SMTP AUTH (taken in clear only by a listener
-/// without TLS, from loopback), the domains RCPT may name.
+/// without TLS, from loopback), the domains RCPT may name, XFORWARD from its clients.
 fn configure(session: &mut Session, listener: &Listener, peer: SocketAddr) {
+    session.set_peer(peer.ip());
+    if listener.xforward {
+        session.allow_xforward();
+    }
     if listener.submission == Some(Submission::Auth) {
         session.require_auth();
         // In clear only where the listener has no TLS to offer, and only from loopback
@@ -401,6 +405,9 @@ async fn process(
     let (done, decided) = oneshot::channel();
     let size = transaction.data.len();
     let rcpts = transaction.recipients.len();
+    // The client XFORWARD named on a trusted listener, else the peer (as the trace).
+    let client = transaction.client.describe();
+    let upstream = transaction.client.upstream_id();
     shared
         .workers
         .submit(Job {
@@ -424,6 +431,8 @@ async fn process(
         size,
         recipients = rcpts,
         peer = %peer,
+        client = client.as_str(),
+        upstream_id = upstream.as_deref().unwrap_or("-"),
         delay_ms = started.elapsed().as_millis() as u64,
         reason = if decision.code >= 400 { decision.text.as_str() } else { "" },
         "message"

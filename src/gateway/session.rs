@@ -9,10 +9,9 @@
 //! The limits are the gateway's defence against bad input, each answered with a clear
 //! reply and never a crash: command lines over 4,096 bytes (`smtp-proto`'s bound), a
 //! message over SIZE (the rest of the DATA is read and dropped, then 552), more
-//! recipients than allowed (452 for each one over), bare CR or LF and NUL in the
-//! message (refused: a bare line end is how SMTP smuggling hides a second message
-//! from one hop and not the next), and repeated errors (the session is closed after
-//! [`SessionLimits::max_errors`]). Timeouts and connection caps are the loop's.
+//! recipients than allowed (452 for each one over), NUL in the message (550), and
+//! repeated errors (the session is closed after [`SessionLimits::max_errors`]).
+//! Timeouts and connection caps are the loop's.
 //!
 //! The end of DATA is read here, not by `smtp-proto`: its reader also ends a message at
 //! `<CRLF>.<CR><CR><LF>` (a dot line with extra CRs), which Postfix and RFC 5321 do not,
@@ -20,13 +19,35 @@
 //! smuggled one. Only `<CRLF>.<CRLF>` ends it ([`DataReader`]; the `smtp_session` fuzz
 //! target holds it to the same messages however the bytes are cut).
 //!
+//! Only CRLF ends a line, in commands and in DATA: a bare LF or a bare CR (one not
+//! part of CRLF) anywhere is answered `521 5.5.2 HOSTNAME Error: bare <LF> received`
+//! (or `<CR>`) and the connection is closed at once, as Postfix does with
+//! `smtpd_forbid_bare_newline = reject` and `smtpd_forbid_bare_newline_reject_code =
+//! 521`. A bare line end is how SMTP smuggling hides a second message from one hop
+//! and not the next; closing rather than reading on leaves nothing after it to be
+//! read as commands or as another message. No listener option relaxes this: the
+//! gateway's clients are MTAs (Postfix sends CRLF, and its own
+//! `smtpd_forbid_bare_newline = normalize` is the place to take a broken client's bare
+//! LFs, before the gateway) and agents' SMTP libraries, and the messages it seals or
+//! opens are signed in CRLF form. BDAT is not offered (no CHUNKING), so no message
+//! content arrives any other way than DATA.
+//!
+//! XFORWARD ([`super::xforward`]) is advertised and taken only when the listener trusts
+//! its clients with it ([`Session::allow_xforward`]), before MAIL, as Postfix sends it;
+//! others are told 550 5.7.0. What it forwards lasts for one transaction.
+//!
 //! After STARTTLS, whatever the client pipelined behind the command in clear is
 //! dropped (the STARTTLS command injection of CVE-2011-0411), and the session starts
 //! over: a new EHLO, no transaction.
 
+use std::net::IpAddr;
+
 use base64::Engine as _;
 use smtp_proto::{EhloResponse, Error as ParseError, Request};
 use zeroize::Zeroizing;
+
+use super::trace::Client;
+use super::xforward::Forwarded;
 
 /// The longest command line (`smtp-proto`'s own bound for its line receiver).
 const MAX_LINE: usize = smtp_proto::request::receiver::MAX_LINE_LENGTH;
@@ -65,6 +86,8 @@ pub struct Transaction {
     pub tls: bool,
     /// The SMTP AUTH login the client proved, if any.
     pub login: Option<String>,
+    /// Who handed it over (for the trace field and the log line).
+    pub client: Client,
 }
 
 /// What a client gave to authenticate: checked by the connection loop
@@ -144,6 +167,16 @@ pub struct Session {
     login: Option<String>,
     /// The domains RCPT may name (`None`: any).
     local_domains: Option<Vec<String>>,
+    /// The TCP peer's address.
+    peer: Option<IpAddr>,
+    /// What the client said in EHLO/HELO.
+    helo: String,
+    /// EHLO rather than HELO.
+    esmtp: bool,
+    /// XFORWARD is advertised and taken.
+    xforward: bool,
+    /// What XFORWARD said, for the transaction under way.
+    forwarded: Option<Forwarded>,
 }
 
 fn reply(code: u16, status: &str, text: &str) -> Vec<u8> {
@@ -178,7 +211,24 @@ impl Session {
             auth_in_clear: false,
             login: None,
             local_domains: None,
+            peer: None,
+            helo: String::new(),
+            esmtp: false,
+            xforward: false,
+            forwarded: None,
         }
+    }
+
+    /// The TCP peer's address (for the trace field).
+    pub fn set_peer(&mut self, peer: IpAddr) {
+        self.peer = Some(peer);
+    }
+
+    /// Advertises and takes XFORWARD: for a listener whose clients are the MTAs in
+    /// front (`xforward = true`, which the configuration allows only with `clients`
+    /// naming loopback or single addresses).
+    pub fn allow_xforward(&mut self) {
+        self.xforward = true;
     }
 
     /// Takes RCPT only for addresses in these domains (`example.org`, `*.example.org`
@@ -270,6 +320,22 @@ impl Session {
         self.mail_from.clear();
         self.recipients.clear();
         self.data = Vec::new();
+        // XFORWARD attributes last for one transaction (XFORWARD_README).
+        self.forwarded = None;
+    }
+
+    /// A bare LF or CR (`what`): 521, and the connection closed, as Postfix's
+    /// `smtpd_forbid_bare_newline = reject` with reject code 521.
+    fn bare(&mut self, what: &str) -> Action {
+        self.reset();
+        self.state = State::Closed;
+        Action::Close(
+            format!(
+                "521 5.5.2 {} Error: bare <{what}> received\r\n",
+                self.hostname
+            )
+            .into_bytes(),
+        )
     }
 
     fn error(&mut self, bytes: Vec<u8>) -> Action {
@@ -296,14 +362,19 @@ impl Session {
     fn step_data(&mut self) -> Option<Action> {
         let max = self.limits.max_message_bytes;
         let rest = &self.input[self.pos..];
-        let (used, done) = match &mut self.state {
+        let (used, read) = match &mut self.state {
             State::Data(rx) => rx.read(rest, Some(&mut self.data)),
             State::Discard(rx) => rx.read(rest, None),
             _ => return None,
         };
         self.pos += used;
+        match read {
+            DataRead::BareLf => return Some(self.bare("LF")),
+            DataRead::BareCr => return Some(self.bare("CR")),
+            DataRead::More | DataRead::End => {}
+        }
         let over = matches!(self.state, State::Discard(_)) || self.data.len() > max;
-        if !done {
+        if read == DataRead::More {
             // Over the limit, the rest is read into nothing.
             if over {
                 self.data = Vec::new();
@@ -335,6 +406,12 @@ impl Session {
             data: std::mem::take(&mut self.data),
             tls: self.tls_active,
             login: self.login.clone(),
+            client: Client {
+                peer: self.peer,
+                helo: self.helo.clone(),
+                esmtp: self.esmtp,
+                forwarded: self.forwarded.take().map(Box::new),
+            },
         }))
     }
 
@@ -362,13 +439,17 @@ impl Session {
             if lf > MAX_LINE {
                 return Some(self.error(reply(500, "5.5.2", "line too long")));
             }
-            // CR only as part of the line end, no NUL: the parser would skip a CR
-            // inside a word ("STARTT\rLS" read as STARTTLS, found by the fuzz target).
-            let body = self.input[start..end - 1]
-                .strip_suffix(b"\r")
-                .unwrap_or(&self.input[start..end - 1]);
-            if body.iter().any(|&b| b == b'\r' || b == 0) {
-                return Some(self.error(reply(500, "5.5.2", "bare CR or NUL in a command")));
+            // Only CRLF ends a line; a CR only as part of it (the parser would skip a
+            // CR inside a word: "STARTT\rLS" read as STARTTLS, found by the fuzz
+            // target); no NUL.
+            let Some(body) = self.input[start..end - 1].strip_suffix(b"\r") else {
+                return Some(self.bare("LF"));
+            };
+            if body.contains(&b'\r') {
+                return Some(self.bare("CR"));
+            }
+            if body.contains(&0) {
+                return Some(self.error(reply(500, "5.5.2", "NUL in a command")));
             }
             if matches!(
                 self.state,
@@ -377,6 +458,15 @@ impl Session {
                 // An AUTH response: base64, never a command.
                 let line = Zeroizing::new(body.to_vec());
                 return Some(self.auth_response(&line));
+            }
+            if let Some(args) = xforward_args(body) {
+                return Some(match std::str::from_utf8(args) {
+                    Ok(args) => {
+                        let args = args.to_string();
+                        self.xforward(&args)
+                    }
+                    Err(_) => self.error(reply(501, "5.5.4", "XFORWARD: not ASCII")),
+                });
             }
             // A whole line: the parser never sees more or less than one, so what it
             // makes of the bytes does not depend on how they were cut into reads.
@@ -394,9 +484,11 @@ impl Session {
 
     fn command(&mut self, request: Request<String>) -> Action {
         match request {
-            Request::Ehlo { .. } => {
+            Request::Ehlo { host } => {
                 self.reset();
                 self.state = State::Ready;
+                self.helo = host;
+                self.esmtp = true;
                 let mut ehlo = EhloResponse::new(self.hostname.as_str());
                 ehlo.capabilities = smtp_proto::EXT_SIZE
                     | smtp_proto::EXT_PIPELINING
@@ -414,11 +506,20 @@ impl Session {
                 let mut out = Vec::new();
                 // Writing into a Vec cannot fail.
                 let _ = ehlo.write(&mut out);
+                if self.xforward {
+                    // smtp-proto knows no XFORWARD: its line goes after the first.
+                    let at = memchr::memchr(b'\n', &out).map_or(out.len(), |i| i + 1);
+                    let line =
+                        format!("250-XFORWARD {}\r\n", super::xforward::ATTRIBUTES.join(" "));
+                    out.splice(at..at, line.into_bytes());
+                }
                 Action::Send(out)
             }
-            Request::Helo { .. } => {
+            Request::Helo { host } => {
                 self.reset();
                 self.state = State::Ready;
+                self.helo = host;
+                self.esmtp = false;
                 Action::Send(format!("250 {}\r\n", self.hostname).into_bytes())
             }
             Request::Lhlo { .. } => self.error(reply(500, "5.5.1", "this is SMTP, not LMTP")),
@@ -517,6 +618,28 @@ impl Session {
 }
 
 impl Session {
+    /// `XFORWARD attribute=value...`: 550 unless the listener trusts its clients with
+    /// it (Postfix's answer to a client not in `smtpd_authorized_xforward_hosts`), 503
+    /// inside a transaction, 501 for a bad attribute (none taken).
+    fn xforward(&mut self, args: &str) -> Action {
+        if !self.xforward {
+            return self.error(reply(550, "5.7.0", "insufficient authorization"));
+        }
+        match self.state {
+            State::Ready => {}
+            State::Mail => return self.error(reply(503, "5.5.1", "MAIL transaction in progress")),
+            _ => return self.error(reply(503, "5.5.1", "send EHLO first")),
+        }
+        let mut forwarded = self.forwarded.clone().unwrap_or_default();
+        match forwarded.apply(args) {
+            Ok(()) => {
+                self.forwarded = Some(forwarded);
+                Action::Send(reply(250, "2.0.0", "ok"))
+            }
+            Err(e) => self.error(reply(501, "5.5.4", &e.to_string())),
+        }
+    }
+
     /// `AUTH MECHANISM [initial-response]` (RFC 4954).
     fn auth(&mut self, mechanism: u64, initial: &str) -> Action {
         if !self.auth_required {
@@ -633,6 +756,22 @@ impl Session {
     }
 }
 
+/// What follows `XFORWARD` on a command line (case-insensitive), or `None` for
+/// another command (`smtp-proto` does not know this one).
+fn xforward_args(line: &[u8]) -> Option<&[u8]> {
+    const VERB: &[u8] = b"XFORWARD";
+    let head = line.get(..VERB.len())?;
+    if !head.eq_ignore_ascii_case(VERB) {
+        return None;
+    }
+    let rest = &line[VERB.len()..];
+    match rest.first() {
+        None => Some(rest),
+        Some(b' ' | b'\t') => Some(&rest[1..]),
+        Some(_) => None,
+    }
+}
+
 /// An address the gateway passes on as it was given: `local@domain`, a dot-atom local
 /// part without `%` or `!` (old routing syntax a next hop may still follow), a host
 /// name domain (UTF-8 allowed for SMTPUTF8). `smtp-proto` hands over a quoted local
@@ -699,18 +838,36 @@ enum DataAt {
     DotCr,
 }
 
+/// How far [`DataReader::read`] got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DataRead {
+    /// The bytes are taken; the message goes on.
+    More,
+    /// `<CRLF>.<CRLF>`: the message ended.
+    End,
+    /// A LF not after a CR.
+    BareLf,
+    /// A CR not before a LF.
+    BareCr,
+}
+
 /// The message after DATA: ends only at `<CRLF>.<CRLF>` (RFC 5321 4.1.1.4), and a dot
-/// that begins a line is removed (4.5.2). Everything else is kept as it came, bare CR
-/// and LF included, for [`bad_bytes`] to refuse; none of them ends the message.
+/// that begins a line is removed (4.5.2). A bare LF or CR stops the reading at the
+/// byte that shows it (the LF; the byte after the CR); the session closes there.
 #[derive(Debug, Default)]
 pub(crate) struct DataReader {
     at: DataAt,
 }
 
 impl DataReader {
-    /// Reads from `bytes` into `out` (or nowhere): how many bytes it took, and whether
-    /// the message ended (the terminator taken, not kept).
-    pub(crate) fn read(&mut self, bytes: &[u8], mut out: Option<&mut Vec<u8>>) -> (usize, bool) {
+    /// Reads from `bytes` into `out` (or nowhere): how many bytes it took, and where
+    /// that left the message (on [`DataRead::End`] the terminator is taken, not
+    /// kept).
+    pub(crate) fn read(
+        &mut self,
+        bytes: &[u8],
+        mut out: Option<&mut Vec<u8>>,
+    ) -> (usize, DataRead) {
         let mut push = |b: &[u8]| {
             if let Some(o) = out.as_deref_mut() {
                 o.extend_from_slice(b);
@@ -721,55 +878,44 @@ impl DataReader {
             let b = bytes[i];
             match (self.at, b) {
                 (DataAt::LineStart, b'.') => self.at = DataAt::Dot,
+                (DataAt::LineStart | DataAt::Line | DataAt::Dot, b'\n') => {
+                    return (i + 1, DataRead::BareLf)
+                }
                 (DataAt::LineStart | DataAt::Line, b'\r') => {
                     push(b"\r");
                     self.at = DataAt::LineCr;
                 }
                 (DataAt::LineStart | DataAt::Line, _) => {
-                    // Most bytes: the run up to the next CR, copied at once.
-                    let run = memchr::memchr(b'\r', &bytes[i..]).unwrap_or(bytes.len() - i);
+                    // Most bytes: the run up to the next CR or LF, copied at once.
+                    let run = memchr::memchr2(b'\r', b'\n', &bytes[i..]).unwrap_or(bytes.len() - i);
                     push(&bytes[i..i + run]);
                     i += run;
                     self.at = DataAt::Line;
                     continue;
                 }
-                (DataAt::LineCr, _) => {
-                    push(&[b]);
-                    self.at = match b {
-                        b'\n' => DataAt::LineStart,
-                        b'\r' => DataAt::LineCr,
-                        _ => DataAt::Line,
-                    };
+                (DataAt::LineCr, b'\n') => {
+                    push(b"\n");
+                    self.at = DataAt::LineStart;
                 }
+                (DataAt::Dot, b'\r') => self.at = DataAt::DotCr,
                 (DataAt::Dot, _) => {
-                    if b == b'\r' {
-                        self.at = DataAt::DotCr;
-                    } else {
-                        push(&[b]);
-                        self.at = DataAt::Line;
-                    }
-                }
-                (DataAt::DotCr, _) => {
-                    if b == b'\n' {
-                        *self = DataReader::default();
-                        return (i + 1, true);
-                    }
-                    // ".\r" and more: a line of its own (the dot removed), its CR kept.
-                    push(b"\r");
                     push(&[b]);
-                    self.at = match b {
-                        b'\r' => DataAt::LineCr,
-                        _ => DataAt::Line,
-                    };
+                    self.at = DataAt::Line;
                 }
+                (DataAt::DotCr, b'\n') => {
+                    *self = DataReader::default();
+                    return (i + 1, DataRead::End);
+                }
+                (DataAt::LineCr | DataAt::DotCr, _) => return (i + 1, DataRead::BareCr),
             }
             i += 1;
         }
-        (i, false)
+        (i, DataRead::More)
     }
 }
 
-/// Why a message's bytes are refused: NUL, or a CR or LF that is not part of CRLF.
+/// Why a message's bytes are refused: NUL, or a CR or LF that is not part of CRLF
+/// (which [`DataReader`] never lets through; the fuzz target checks it).
 fn bad_bytes(data: &[u8]) -> Option<&'static str> {
     if memchr::memchr(0, data).is_some() {
         return Some("NUL in the message");
@@ -809,8 +955,10 @@ fn parse_error_reply(e: &ParseError) -> Vec<u8> {
 /// regression tests (`tests/gateway/smtp_session_seeds.rs`) with the same code. The
 /// first byte of `data` picks how the rest is cut into reads. Panics on a broken
 /// invariant: replies are whole lines of a three-digit code; a message handed out has
-/// one to `max_recipients` recipients, fits the size limit, and has no NUL, bare CR or
-/// bare LF; nothing happens after a close; and, for inputs that do not reach STARTTLS
+/// one to `max_recipients` recipients, fits the size limit, has no NUL, bare CR or
+/// bare LF, and makes one well-formed `Received:` field whatever its HELO and XFORWARD
+/// said ([`super::trace::check_field`]); nothing happens after a close; and, for
+/// inputs that do not reach STARTTLS
 /// and have no overlong line (where the reads legitimately matter), the messages
 /// handed out do not depend on how the bytes were cut.
 #[doc(hidden)]
@@ -824,8 +972,10 @@ pub fn check_segmentation(data: &[u8]) {
         max_errors: 1000,
     };
     let auth = cut & 0x80 != 0;
-    let whole = drive_all(input, input.len(), &limits, auth);
-    let cut_up = drive_all(input, cut as usize % 17 + 1, &limits, auth);
+    // Bit 6: the listener trusts its client with XFORWARD.
+    let xforward = cut & 0x40 != 0;
+    let whole = drive_all(input, input.len(), &limits, auth, xforward);
+    let cut_up = drive_all(input, cut as usize % 17 + 1, &limits, auth, xforward);
     let lower = input.to_ascii_lowercase();
     let starttls = lower.windows(8).any(|w| w == b"starttls");
     let long_line = input.split(|&b| b == b'\n').any(|l| l.len() > 4000);
@@ -839,16 +989,21 @@ pub fn check_segmentation(data: &[u8]) {
 
 /// The messages handed out, and whether STARTTLS was done. With `auth`, the session is
 /// over TLS from the start and requires SMTP AUTH; the login `agent` with the password
-/// `pw` is the one that verifies.
+/// `pw` is the one that verifies. With `xforward`, XFORWARD is taken.
 fn drive_all(
     input: &[u8],
     cut: usize,
     limits: &SessionLimits,
     auth: bool,
+    xforward: bool,
 ) -> (Vec<Transaction>, bool) {
     let mut s = Session::new("fuzz.test", limits.clone(), !auth, auth, false);
+    s.set_peer(IpAddr::from([127, 0, 0, 1]));
     if auth {
         s.require_auth();
+    }
+    if xforward {
+        s.allow_xforward();
     }
     let mut messages = Vec::new();
     let mut tls = false;
@@ -909,6 +1064,13 @@ fn check_message(t: &Transaction, limits: &SessionLimits) {
         bad_bytes(&t.data).is_none(),
         "NUL, bare CR or bare LF handed out"
     );
+    super::trace::check_field(&super::trace::received(
+        t,
+        "fuzz.test",
+        "0123abcd",
+        &t.recipients,
+        0,
+    ));
 }
 
 #[cfg(test)]
@@ -950,11 +1112,18 @@ mod tests {
 
     /// Issue #57 (SMTP smuggling): only `<CRLF>.<CRLF>` ends DATA. A dot line with an
     /// extra CR (which smtp-proto's reader took for the end) or bare LFs around a dot
-    /// leave the message open, so what follows is its text, never a second message;
-    /// the message itself is then refused for its bare CR or LF.
+    /// never end the message: the bare line end closes the session (521, as Postfix's
+    /// `smtpd_forbid_bare_newline = reject`), so what follows is never read, as a
+    /// second message or as commands.
     #[test]
     fn fail_smuggling_only_crlf_dot_crlf_ends_data() {
-        for end in [".\r\r\n", "\n.\n", ".\n", "\n.\r\n"] {
+        for (end, what) in [
+            (".\r\r\n", "CR"),
+            ("\n.\n", "LF"),
+            (".\n", "LF"),
+            ("\n.\r\n", "LF"),
+            (".\rX\r\n.\r\n", "CR"),
+        ] {
             let mut s = session();
             let input = format!(
                 "EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nSubject: one\r\n\r\nA\r\n{end}\
@@ -964,37 +1133,32 @@ mod tests {
             let out = String::from_utf8(out).unwrap();
             assert!(msgs.is_empty(), "{end:?}: {msgs:?}");
             assert!(
-                out.ends_with("550 5.6.0 bare CR in the message (line ends must be CRLF)\r\n")
-                    || out
-                        .ends_with("550 5.6.0 bare LF in the message (line ends must be CRLF)\r\n"),
+                out.ends_with(&format!("354 end data with <CR><LF>.<CR><LF>\r\n521 5.5.2 gw.test Error: bare <{what}> received\r\n")),
                 "{end:?}: {out}"
             );
-            assert_eq!(
-                out.matches("354").count(),
-                1,
-                "{end:?}: one DATA only: {out}"
-            );
+            assert!(s.is_closed(), "{end:?}");
+            assert_eq!(s.step(), None, "nothing after the close");
         }
     }
 
     /// Dot-unstuffing and the terminator, the same however the bytes are cut.
     #[test]
     fn data_reader_unstuffs_and_ends_at_crlf_dot_crlf_in_any_cut() {
-        let text = b"..first\r\n.\r\r\nx\r\n...\r\nplain.\r\n.\r\nAFTER";
-        let want: &[u8] = b".first\r\n\r\r\nx\r\n..\r\nplain.\r\n";
+        let text = b"..first\r\n.x\r\n...\r\nplain.\r\n.\r\nAFTER";
+        let want: &[u8] = b".first\r\nx\r\n..\r\nplain.\r\n";
         for cut in 1..text.len() {
             let mut r = DataReader::default();
             let mut out = Vec::new();
             let mut taken = 0;
             let mut ended = false;
             for chunk in text.chunks(cut) {
-                let (used, done) = r.read(chunk, Some(&mut out));
+                let (used, read) = r.read(chunk, Some(&mut out));
                 taken += used;
-                if done {
+                if read == DataRead::End {
                     ended = true;
                     break;
                 }
-                assert_eq!(used, chunk.len());
+                assert_eq!((used, read), (chunk.len(), DataRead::More));
             }
             assert!(ended, "cut {cut}");
             assert_eq!(out, want, "cut {cut}");
@@ -1005,8 +1169,182 @@ mod tests {
             );
         }
         // An empty message.
-        let (used, done) = DataReader::default().read(b".\r\nQUIT", Some(&mut Vec::new()));
-        assert_eq!((used, done), (3, true));
+        let (used, read) = DataReader::default().read(b".\r\nQUIT", Some(&mut Vec::new()));
+        assert_eq!((used, read), (3, DataRead::End));
+    }
+
+    /// A bare LF or CR is found at the same byte however the bytes are cut: the LF
+    /// itself, the byte after a bare CR (a CR last in a read waits for the next).
+    #[test]
+    fn fail_data_reader_stops_at_a_bare_line_end_in_any_cut() {
+        for (text, at, want) in [
+            (&b"ok\r\nbare\nmore\r\n.\r\n"[..], 9, DataRead::BareLf),
+            (b"\n", 1, DataRead::BareLf),
+            (b".\n", 2, DataRead::BareLf),
+            (b"ok\r\ncr\rx\r\n.\r\n", 8, DataRead::BareCr),
+            (b"ok\r\r\n.\r\n", 4, DataRead::BareCr),
+            (b".\r.\r\n", 3, DataRead::BareCr),
+            (b"x\r\n.\r\r\n", 6, DataRead::BareCr),
+        ] {
+            for cut in 1..=text.len() {
+                let mut r = DataReader::default();
+                let mut taken = 0;
+                let mut got = DataRead::More;
+                for chunk in text.chunks(cut) {
+                    let (used, read) = r.read(chunk, None);
+                    taken += used;
+                    if read != DataRead::More {
+                        got = read;
+                        break;
+                    }
+                }
+                assert_eq!((taken, got), (at, want), "{text:?} cut {cut}");
+            }
+        }
+    }
+
+    /// Issue #57: a command line ended by a bare LF, or with a CR inside, closes the
+    /// session as in DATA; NUL in a command is an error the session survives.
+    #[test]
+    fn fail_bare_lf_or_cr_in_a_command_closes() {
+        for (input, what) in [
+            (&b"EHLO c\r\nNOOP\nNOOP\r\n"[..], "LF"),
+            (b"EHLO c\n", "LF"),
+            (b"EHLO c\r\nMAIL FROM:<a@x>\r\r\nNOOP\r\n", "CR"),
+        ] {
+            let mut s = session();
+            let (out, _) = run(&mut s, input);
+            let out = String::from_utf8(out).unwrap();
+            assert!(
+                out.ends_with(&format!(
+                    "521 5.5.2 gw.test Error: bare <{what}> received\r\n"
+                )),
+                "{input:?}: {out}"
+            );
+            assert!(!out.contains("250 2.0.0 ok"), "nothing after: {out}");
+            assert!(s.is_closed());
+        }
+        let mut s = session();
+        let (out, _) = run(&mut s, b"EHLO c\r\nNO\0OP\r\nNOOP\r\n");
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.ends_with("500 5.5.2 NUL in a command\r\n250 2.0.0 ok\r\n"),
+            "{out}"
+        );
+    }
+
+    /// A session whose listener trusts its client with XFORWARD.
+    fn xforward_session() -> Session {
+        let mut s = session();
+        s.set_peer(IpAddr::from([127, 0, 0, 1]));
+        s.allow_xforward();
+        s
+    }
+
+    const MAIL: &str = "MAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nSubject: x\r\n\r\nhi\r\n.\r\n";
+
+    /// Issue #57: on a trusted listener, XFORWARD (advertised after EHLO) names the
+    /// client the message carries, for one transaction; what the session itself saw
+    /// (HELO, peer, EHLO) is kept beside it.
+    #[test]
+    fn xforward_on_a_trusted_listener_names_the_client_for_one_transaction() {
+        let mut s = xforward_session();
+        let input = format!(
+            "EHLO postfix.example\r\n\
+             XFORWARD NAME=mail.client.example ADDR=192.0.2.7 PORT=40000\r\n\
+             xforward PROTO=ESMTP HELO=client+2Eexample IDENT=4Q SOURCE=REMOTE\r\n{MAIL}{MAIL}"
+        );
+        let (out, msgs) = run(&mut s, input.as_bytes());
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.contains("250-XFORWARD NAME ADDR PORT PROTO HELO IDENT SOURCE\r\n"),
+            "{out}"
+        );
+        assert_eq!(out.matches("250 2.0.0 ok\r\n").count(), 2, "{out}");
+        assert_eq!(msgs.len(), 2);
+        let c = &msgs[0].client;
+        assert_eq!(c.helo, "postfix.example");
+        assert!(c.esmtp);
+        assert_eq!(c.peer, Some(IpAddr::from([127, 0, 0, 1])));
+        let f = c.forwarded.as_ref().unwrap();
+        assert_eq!(f.addr, Some(IpAddr::from([192, 0, 2, 7])));
+        assert_eq!(f.helo.as_deref(), Some("client.example"));
+        assert_eq!(c.describe(), "client.example [192.0.2.7]");
+        assert_eq!(
+            msgs[1].client.forwarded, None,
+            "the next transaction has its own XFORWARD or none"
+        );
+        assert_eq!(msgs[1].client.describe(), "postfix.example [127.0.0.1]");
+        // RSET forgets it too.
+        let mut s = xforward_session();
+        let (_, msgs) = run(
+            &mut s,
+            format!("EHLO p\r\nXFORWARD ADDR=192.0.2.7\r\nRSET\r\n{MAIL}").as_bytes(),
+        );
+        assert_eq!(msgs[0].client.forwarded, None);
+    }
+
+    /// Issue #57: XFORWARD from a client the listener does not trust is refused as
+    /// Postfix refuses it (550 5.7.0) and changes nothing; on a trusted one, only
+    /// after EHLO and before MAIL, and a bad attribute (501) takes none of the others.
+    #[test]
+    fn fail_xforward_untrusted_in_a_transaction_or_malformed() {
+        let mut s = session();
+        s.set_peer(IpAddr::from([127, 0, 0, 1]));
+        let (out, msgs) = run(
+            &mut s,
+            format!("EHLO c\r\nXFORWARD ADDR=192.0.2.7 HELO=forged.example\r\n{MAIL}").as_bytes(),
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert!(!out.contains("XFORWARD"), "not advertised: {out}");
+        assert!(
+            out.contains("550 5.7.0 insufficient authorization\r\n"),
+            "{out}"
+        );
+        assert_eq!(msgs[0].client.forwarded, None);
+        assert_eq!(msgs[0].client.describe(), "c [127.0.0.1]");
+
+        let long = "a".repeat(256);
+        for (cmd, reply) in [
+            ("XFORWARD ADDR=192.0.2.7\r\n", "503 5.5.1 send EHLO first"),
+            (
+                "EHLO c\r\nMAIL FROM:<a@x>\r\nXFORWARD ADDR=192.0.2.7\r\n",
+                "503 5.5.1 MAIL transaction in progress",
+            ),
+            (
+                "EHLO c\r\nXFORWARD\r\n",
+                "501 5.5.4 syntax: XFORWARD attribute=value...",
+            ),
+            (
+                "EHLO c\r\nXFORWARD ADDR=192.0.2.7 LOGIN=root\r\n",
+                "501 5.5.4 unknown XFORWARD attribute",
+            ),
+            (
+                &format!("EHLO c\r\nXFORWARD ADDR=192.0.2.7 HELO={long}\r\n"),
+                "501 5.5.4 attribute value too long",
+            ),
+            (
+                "EHLO c\r\nXFORWARD ADDR=192.0.2.7 HELO=a+0D+0\r\n",
+                "501 5.5.4 bad xtext in HELO",
+            ),
+            (
+                "EHLO c\r\nXFORWARD ADDR=192.0.2.7 PORT=99999\r\n",
+                "501 5.5.4 bad PORT syntax",
+            ),
+        ] {
+            let mut s = xforward_session();
+            let (out, _) = run(&mut s, cmd.as_bytes());
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.ends_with(&format!("{reply}\r\n")), "{cmd:?}: {out}");
+            let (_, msgs) = run(&mut s, format!("RSET\r\nEHLO c\r\n{MAIL}").as_bytes());
+            assert_eq!(msgs[0].client.forwarded, None, "{cmd:?}: none taken");
+        }
+        // `XFORWARDX` is another (unknown) command, not XFORWARD.
+        let mut s = xforward_session();
+        let (out, _) = run(&mut s, b"EHLO c\r\nXFORWARDX ADDR=1.2.3.4\r\n");
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .ends_with("500 5.5.1 unknown command\r\n"));
     }
 
     /// Issue #57: an inbound listener exposed on port 25 is no relay: RCPT for a
@@ -1216,17 +1554,41 @@ mod tests {
         );
     }
 
+    /// Issue #57: a bare LF or CR in a message closes the session with 521 (Postfix's
+    /// `smtpd_forbid_bare_newline = reject`, code 521); NUL is refused (550) and the
+    /// session goes on; `<CRLF>.<CRLF>` after CRLF lines is a message.
     #[test]
-    fn fail_bare_lf_and_nul() {
-        for body in [&b"a\nb\r\n"[..], b"a\0b\r\n", b"a\rb\r\n"] {
+    fn fail_bare_lf_bare_cr_and_nul_in_data() {
+        for (body, end) in [
+            (
+                &b"a\nb\r\n"[..],
+                "521 5.5.2 gw.test Error: bare <LF> received\r\n",
+            ),
+            (
+                b"a\rb\r\n",
+                "521 5.5.2 gw.test Error: bare <CR> received\r\n",
+            ),
+            (b"a\r", "521 5.5.2 gw.test Error: bare <CR> received\r\n"),
+            (
+                b"a\0b\r\n",
+                "550 5.6.0 NUL in the message\r\n250 2.0.0 ok\r\n",
+            ),
+        ] {
             let mut s = session();
             let mut input = b"EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\n".to_vec();
             input.extend_from_slice(body);
-            input.extend_from_slice(b".\r\n");
+            input.extend_from_slice(b".\r\nNOOP\r\n");
             let (out, msgs) = run(&mut s, &input);
             assert!(msgs.is_empty());
-            assert!(String::from_utf8_lossy(&out).contains("550 5.6.0"));
+            let out = String::from_utf8(out).unwrap();
+            assert!(out.ends_with(end), "{body:?}: {out}");
         }
+        let mut s = session();
+        let (_, msgs) = run(
+            &mut s,
+            b"EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nA\r\n\r\nB\r\n.\r\n",
+        );
+        assert_eq!(msgs[0].data, b"A\r\n\r\nB\r\n");
     }
 
     #[test]
@@ -1267,7 +1629,7 @@ mod tests {
         let (out, _) = run(&mut s, b"EHLO c\r\nSTARTT\rLS\r\nNOOP\r\n");
         let out = String::from_utf8_lossy(&out);
         assert!(
-            out.contains("500 5.5.2 bare CR or NUL in a command\r\n"),
+            out.ends_with("521 5.5.2 gw.test Error: bare <CR> received\r\n"),
             "{out}"
         );
         assert!(!out.contains("220 2.0.0"), "not taken for STARTTLS: {out}");

@@ -105,7 +105,18 @@ fn both_directions(profile: &str, domain: &str, tls: bool) {
     let m = &got[0];
     assert_eq!(m.recipients, std::slice::from_ref(&bob));
     assert_eq!(m.mail_from, alice);
-    let text = String::from_utf8_lossy(&m.data);
+    // B's trace field on top (A's was on the sealed message it opened), then its
+    // verdict: the field A put above the signature did not disturb it.
+    let (trace, inner) = kit::trace_fields(&m.data);
+    let with = if tls { "ESMTPS" } else { "ESMTP" };
+    assert_eq!(trace.len(), 1, "{trace:?}");
+    assert!(
+        trace[0].starts_with(&format!(
+            "Received: from a.test ([127.0.0.1]) by b.test (mailseal) with {with} id "
+        )) && trace[0].contains(&format!(" for <{bob}>; ")),
+        "{trace:?}"
+    );
+    let text = String::from_utf8_lossy(inner);
     assert!(
         text.starts_with(&format!("Mailseal-Verdict: pass; profile={profile}; protection={}; header-protection=yes; from={alice}",
             if profile == "jws" { "signed" } else { "signed-encrypted" })),
@@ -204,7 +215,8 @@ fn mls_both_directions_and_a_commit_applied_not_delivered() {
     let r = kit::submit(addr(a_out), &one.email, &[&two.email], &m1);
     assert!(r.starts_with("250"), "{r}\n{}", a.log_text());
     let got = sink_b.wait_for(1, Duration::from_secs(60));
-    let text = String::from_utf8_lossy(&got[0].data);
+    kit::received_by(&got[0].data, "b.test");
+    let text = String::from_utf8_lossy(kit::trace_fields(&got[0].data).1);
     assert!(
         text.starts_with("Mailseal-Verdict: pass; profile=mls; protection=signed-encrypted"),
         "{text}\n{}",

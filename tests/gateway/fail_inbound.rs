@@ -142,7 +142,7 @@ fn forgeries_are_refused_at_smtp_time_and_replays_dropped() {
         .iter()
         .find(|m| m.mail_from == "someone@else.example")
         .unwrap();
-    let text = String::from_utf8_lossy(&plain_copy.data);
+    let text = String::from_utf8_lossy(kit::trace_fields(&plain_copy.data).1);
     assert_eq!(text.matches("Mailseal-Verdict").count(), 1, "{text}");
     assert!(
         text.starts_with("Mailseal-Verdict: none; not MailA2A\r\n"),

@@ -54,14 +54,13 @@ fn fail_bad_commands_and_data() {
     assert!(c.cmd("RCPT TO:<b@y.test>").starts_with("503"));
     c.send(b"MA\0IL FROM:<a@x>\r\n");
     assert!(c.reply().starts_with('5'));
-    // Bare LF and NUL inside a message.
-    for body in [
-        &b"Subject: x\nbare\r\n"[..],
+    // NUL inside a message (a bare line end closes the session: below).
+    let r = c.submit(
+        "a@x.test",
+        &["b@y.test"],
         b"Subject: x\r\n\r\nnul\0here\r\n",
-    ] {
-        let r = c.submit("a@x.test", &["b@y.test"], body);
-        assert!(r.starts_with("550 5.6.0"), "{r}");
-    }
+    );
+    assert!(r.starts_with("550 5.6.0"), "{r}");
     // Over SIZE: announced, and sent anyway.
     assert!(c.cmd("MAIL FROM:<a@x.test> SIZE=20000").starts_with("552"));
     let big = vec![b'x'; 30_000];
@@ -166,4 +165,75 @@ fn fail_stalled_tls_handshake_and_connection_flood() {
         "{reply:?}"
     );
     drop(held);
+}
+
+/// Issue #57: a bare LF or CR, in a message or a command, is answered 521 and the
+/// connection closed, as Postfix's `smtpd_forbid_bare_newline = reject` does; a
+/// second message smuggled behind `<LF>.<LF>` is never read, and the gateway serves
+/// the next client.
+#[test]
+fn fail_bare_line_ends_close_the_session() {
+    let (_dir, g, addr, sink) = gateway("", false);
+    for (input, what) in [
+        (
+            &b"EHLO x\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<b@y.test>\r\nDATA\r\nSubject: x\nbare\r\n.\r\n"[..],
+            "LF",
+        ),
+        (
+            b"EHLO x\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<b@y.test>\r\nDATA\r\nSubject: x\r\n\r\nbare\rcr\r\n.\r\n",
+            "CR",
+        ),
+        (
+            b"EHLO x\r\nMAIL FROM:<a@x.test>\r\nRCPT TO:<b@y.test>\r\nDATA\r\nSubject: one\r\n\r\nA\r\n\n.\n\
+              MAIL FROM:<evil@x.test>\r\nRCPT TO:<b@y.test>\r\nDATA\r\nSubject: smuggled\r\n\r\nB\r\n.\r\n",
+            "LF",
+        ),
+        (b"EHLO x\nMAIL FROM:<a@x.test>\r\n", "LF"),
+    ] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        // The server may close before reading all of it.
+        let _ = s.write_all(input);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let out = String::from_utf8_lossy(&out);
+        assert!(
+            out.ends_with(&format!("521 5.5.2 g.test Error: bare <{what}> received\r\n")),
+            "{input:?}: {out}"
+        );
+        assert!(out.matches("354").count() <= 1, "{out}");
+    }
+    still_serves(addr);
+    let got = sink.wait_for(1, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sink.messages().len(), 1, "only the good one: {got:?}");
+    assert!(!g.log_text().contains("smuggled"));
+}
+
+/// Issue #57: XFORWARD from a client the listener does not trust (no `xforward`) is
+/// neither advertised nor taken (550 5.7.0, as Postfix answers a client not in
+/// `smtpd_authorized_xforward_hosts`): the trace field and log line name the real
+/// peer and its HELO, not the address it claimed.
+#[test]
+fn fail_xforward_from_an_untrusted_client_is_refused() {
+    let (_dir, g, addr, sink) = gateway("", false);
+    let mut c = Client::connect(addr);
+    let ehlo = c.cmd("EHLO honest.test");
+    assert!(!ehlo.contains("XFORWARD"), "{ehlo}");
+    let r = c.cmd("XFORWARD NAME=trusted.example ADDR=192.0.2.99 HELO=trusted.example");
+    assert_eq!(r, "550 5.7.0 insufficient authorization\r\n");
+    let r = c.submit("a@x.test", &["b@y.test"], b"Subject: x\r\n\r\nhi\r\n");
+    assert!(r.starts_with("250"), "{r}");
+    let got = sink.wait_for(1, Duration::from_secs(30));
+    let received = kit::received_by(&got[0].data, "g.test");
+    assert!(
+        received.starts_with(
+            "Received: from honest.test ([127.0.0.1]) by g.test (mailseal) with ESMTP id "
+        ),
+        "{received}"
+    );
+    assert!(!received.contains("192.0.2.99") && !received.contains("trusted.example"));
+    let log = g.log_text();
+    assert!(log.contains("client=\"honest.test [127.0.0.1]\""), "{log}");
+    assert!(!log.contains("192.0.2.99"), "{log}");
 }

@@ -601,6 +601,47 @@ pub fn plain(from: &str, to: &str, id: &str) -> Vec<u8> {
         .unwrap()
 }
 
+/// The `Received:` fields on top of a delivered message, each unfolded onto one line,
+/// and the rest of the message.
+pub fn trace_fields(data: &[u8]) -> (Vec<String>, &[u8]) {
+    let mut fields = Vec::new();
+    let mut rest = data;
+    while rest.len() >= 9 && rest[..9].eq_ignore_ascii_case(b"Received:") {
+        // The field runs to the first line end not followed by a folded line.
+        let mut end = 0;
+        loop {
+            end = rest[end..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(rest.len(), |i| end + i + 1);
+            if end >= rest.len() || !matches!(rest[end], b' ' | b'\t') {
+                break;
+            }
+        }
+        let field = String::from_utf8_lossy(&rest[..end])
+            .replace("\r\n\t", " ")
+            .replace("\r\n ", " ");
+        fields.push(field.trim_end().to_string());
+        rest = &rest[end..];
+    }
+    (fields, rest)
+}
+
+/// The one `Received:` field the gateway `host` added on top of `data` (there must be
+/// exactly one), unfolded.
+pub fn received_by(data: &[u8], host: &str) -> String {
+    let by = format!(" by {host} (mailseal) ");
+    let (fields, _) = trace_fields(data);
+    let ours: Vec<String> = fields.into_iter().filter(|f| f.contains(&by)).collect();
+    assert_eq!(
+        ours.len(),
+        1,
+        "one Received field by {host}: {}",
+        String::from_utf8_lossy(data)
+    );
+    ours[0].clone()
+}
+
 /// The envelope JSON of a delivered message.
 pub fn envelope_of(data: &[u8]) -> Vec<u8> {
     mailseal::MailA2aMessage::parse(data, &mailseal::Limits::default())
@@ -609,8 +650,10 @@ pub fn envelope_of(data: &[u8]) -> Vec<u8> {
         .to_vec()
 }
 
-/// The README's Postfix services for the gateway.
+/// The README's Postfix services for the gateway, after the queue...
 const SNIPPET: &str = include_str!("../../dist/postfix/master.cf.append");
+/// ...and with the MX path before it (the recommended set-up).
+const BEFORE_QUEUE: &str = include_str!("../../dist/postfix/master.cf.before-queue.append");
 
 /// A Postfix instance of its own in `dir`, stopped when dropped.
 pub struct Postfix {
@@ -668,6 +711,29 @@ pub fn postfix(
     transports: &[(String, u16)],
     logins: &[Login<'_>],
 ) -> Postfix {
+    start_postfix(dir, filter.then_some(SNIPPET), ports, transports, logins)
+}
+
+/// As [`postfix`] with the filter, from the before-queue files
+/// (`dist/postfix/master.cf.before-queue.append`): the MX path through the gateway's
+/// inbound listener before Postfix queues anything.
+pub fn postfix_before_queue(
+    dir: &Path,
+    ports: &[(u16, u16)],
+    transports: &[(String, u16)],
+    logins: &[Login<'_>],
+) -> Postfix {
+    start_postfix(dir, Some(BEFORE_QUEUE), ports, transports, logins)
+}
+
+fn start_postfix(
+    dir: &Path,
+    services: Option<&str>,
+    ports: &[(u16, u16)],
+    transports: &[(String, u16)],
+    logins: &[Login<'_>],
+) -> Postfix {
+    let filter = services.is_some();
     let etc = dir.join("etc");
     let (queue, data) = (dir.join("queue"), dir.join("data"));
     for d in [&etc, &queue, &data] {
@@ -717,10 +783,9 @@ pub fn postfix(
         .filter(|l| !l.starts_with("smtp      inet") && !l.starts_with("smtp inet"))
         .map(|l| format!("{l}\n"))
         .collect();
-    let mut snippet = if filter {
-        SNIPPET.to_string()
-    } else {
-        format!("127.0.0.1:{} inet n - n - - smtpd\n", ports[0].1)
+    let mut snippet = match services {
+        Some(s) => s.to_string(),
+        None => format!("127.0.0.1:{} inet n - n - - smtpd\n", ports[0].1),
     };
     for (from, to) in ports.iter().filter(|_| filter) {
         // `127.0.0.1:PORT` and `[127.0.0.1]:PORT`: the snippet's ports are distinct.

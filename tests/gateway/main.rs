@@ -18,3 +18,4 @@ mod postgres_instances;
 mod postgres_recovery;
 mod queue_tools;
 mod smtp_session_seeds;
+mod trace;

@@ -3,14 +3,21 @@
 //! ones): an agent's message submitted with `swaks` goes Postfix → Alice's gateway
 //! (sealed) → Postfix → Bob's gateway (opened) → Bob's sink; Bob's reply comes back
 //! through Postfix's MX path → Alice's gateway (opened) → Postfix → Alice's sink. Under
-//! S/MIME, OpenPGP and MLS (the agents name their group in `Mailseal-Group`). Needs root (Postfix's master runs as root) and Postfix and
-//! swaks (`.ci/run` installs them); skips without, unless MAILSEAL_REQUIRE_PEERS=1.
+//! S/MIME, OpenPGP and MLS (the agents name their group in `Mailseal-Group`). Alice's
+//! gateway reads Postfix's XFORWARD, so its trace field and log name Postfix's client.
+//! The recommended before-queue set-up (`dist/postfix/master.cf.before-queue.append`)
+//! delivers too, and its refusals reach the sending client with no bounce. Needs root
+//! (Postfix's master runs as root) and Postfix and swaks (`.ci/run` installs them);
+//! skips without, unless MAILSEAL_REQUIRE_PEERS=1.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use crate::kit::{self, Gateway, Sink};
+
+/// What swaks says in EHLO: the client Postfix forwards to the gateway (XFORWARD).
+const SWAKS_HELO: &str = "agent.mailseal.test";
 
 /// The agent's login at Postfix.
 const ALICE_LOGIN: (&str, &str) = ("alice-agent", "alice's password");
@@ -33,6 +40,8 @@ fn try_swaks(
         "127.0.0.1",
         "--port",
         &port.to_string(),
+        "--helo",
+        SWAKS_HELO,
         "--from",
         from,
         "--to",
@@ -131,7 +140,7 @@ fn run(
                 "outbound",
                 reinject,
                 &format!(
-                    "tls = \"none\"\nsubmission = \"auth\"{}",
+                    "tls = \"none\"\nsubmission = \"auth\"\nxforward = true{}",
                     kit::reinject_login(dir.path())
                 ),
             ),
@@ -140,7 +149,10 @@ fn run(
                 a_in,
                 "inbound",
                 reinject,
-                &format!("tls = \"none\"{}", kit::reinject_login(dir.path())),
+                &format!(
+                    "tls = \"none\"\nclients = [\"127.0.0.1\"]\nxforward = true{}",
+                    kit::reinject_login(dir.path())
+                ),
             ),
         ],
         &a_tail,
@@ -178,7 +190,15 @@ fn run(
                 b.log_text()
             )
         });
-    let text = String::from_utf8_lossy(&got[0].data);
+    // Bob's gateway took it from Postfix (no XFORWARD there): its field names Postfix.
+    let received = kit::received_by(&got[0].data, "b.test");
+    assert!(
+        received.starts_with(
+            "Received: from postfix.test ([127.0.0.1]) by b.test (mailseal) with ESMTP id "
+        ),
+        "{received}"
+    );
+    let text = String::from_utf8_lossy(kit::trace_fields(&got[0].data).1);
     assert!(
         text.starts_with(&format!(
             "Mailseal-Verdict: pass; profile={profile}; protection=signed-encrypted"
@@ -191,6 +211,13 @@ fn run(
         assert_eq!(kit::envelope_of(&got[0].data), kit::envelope_of(&request));
     }
     assert!(a.log_text().contains("verdict=\"sealed\""));
+    // Postfix forwarded its client (swaks) to Alice's outbound listener.
+    assert!(
+        a.log_text()
+            .contains(&format!("client=\"{SWAKS_HELO} [127.0.0.1]\"")),
+        "{}",
+        a.log_text()
+    );
 
     let answer = mail(&bob, &alice, &format!("urn:uuid:postfix-{profile}-2"));
     let r = kit::submit(([127, 0, 0, 1], b_out).into(), &bob, &[&alice], &answer);
@@ -205,9 +232,17 @@ fn run(
             )
         });
     assert_eq!(written(&got[0].data), written(&answer));
-    // Postfix puts its Received field on top when the gateway hands the message back.
+    // Postfix puts its Received field on top when the gateway hands the message back;
+    // under it, Alice's gateway's names the client Postfix forwarded (Bob's gateway,
+    // which says EHLO b.test), not Postfix itself.
     let text = String::from_utf8_lossy(&got[0].data);
     assert!(text.starts_with("Received: "), "{text}");
+    let received = kit::received_by(&got[0].data, "a.test");
+    assert!(
+        received.starts_with("Received: from b.test (")
+            && received.contains("[127.0.0.1]) by a.test (mailseal) with ESMTP id "),
+        "{received}"
+    );
     assert_eq!(
         text.matches("\r\nMailseal-Verdict: pass; profile=").count(),
         1,
@@ -355,4 +390,140 @@ fn fail_postfix_submission_unauthenticated_or_as_another_agent() {
     let text = String::from_utf8_lossy(&got[0].data);
     assert!(text.contains("application/pkcs7-mime"), "sealed: {text}");
     assert!(!text.contains("postfix-forged"));
+}
+
+/// Issue #57, the recommended set-up (`dist/postfix/master.cf.before-queue.append`):
+/// Postfix's MX service hands each message to the gateway's inbound listener before it
+/// queues anything. A sealed message from Alice's gateway is opened and delivered, the
+/// gateway's trace field naming the client Postfix forwarded (XFORWARD) rather than
+/// Postfix. A forged one (unsigned, from a sender anyone could name) is refused to the
+/// client that sent it, in its SMTP session: Postfix queues nothing and bounces
+/// nothing, so the forged sender (whose mail would go to `victim`) gets no backscatter.
+#[test]
+fn postfix_before_queue_refuses_to_the_client_without_a_bounce() {
+    if !kit::postfix_usable() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, b_store) = kit::two_sides(dir.path());
+    let (bob, alice, forged) = (
+        "bob@smime.example",
+        "alice@smime.example",
+        "forger@victim.example",
+    );
+    let (sink_b, victim) = (Sink::start(), Sink::start());
+    let [submission, mx, reinject, b_out, b_in, a_out] = [(); 6].map(|_| kit::free_port());
+    let pf_dir = dir.path().join("postfix");
+    let _pf = kit::postfix_before_queue(
+        &pf_dir,
+        &[
+            (10587, submission),
+            (10024, mx),
+            (10026, reinject),
+            (10025, b_out),
+            (10027, b_in),
+        ],
+        &[
+            (bob.to_string(), sink_b.addr.port()),
+            (forged.to_string(), victim.addr.port()),
+        ],
+        &[],
+    );
+    // Bob's gateway behind Postfix, as dist/gateway.toml has it; Alice's sends to
+    // Postfix's MX port.
+    let b_conf = kit::config(
+        dir.path(),
+        "b",
+        &b_store,
+        &[(
+            "inbound",
+            b_in,
+            "inbound",
+            reinject,
+            &format!(
+                "tls = \"none\"\nlocal_domains = [\"smime.example\"]\nclients = [\"127.0.0.1\"]\nxforward = true{}",
+                kit::reinject_login(dir.path())
+            ),
+        )],
+        "",
+    );
+    let a_conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[("out", a_out, "outbound", mx, "tls = \"none\"")],
+        "",
+    );
+    let b = Gateway::start(dir.path(), "b", &b_conf, &[b_in]);
+    let a = Gateway::start(dir.path(), "a", &a_conf, &[a_out]);
+    let maillog = || std::fs::read_to_string(pf_dir.join("maillog")).unwrap_or_default();
+
+    let request = kit::plain(alice, bob, "urn:uuid:before-queue-1");
+    let r = kit::submit(([127, 0, 0, 1], a_out).into(), alice, &[bob], &request);
+    assert!(r.starts_with("250"), "{r}");
+    let got = std::panic::catch_unwind(|| sink_b.wait_for(1, Duration::from_secs(90)))
+        .unwrap_or_else(|_| {
+            panic!(
+                "not delivered\nmaillog:\n{}\nA:\n{}\nB:\n{}",
+                maillog(),
+                a.log_text(),
+                b.log_text()
+            )
+        });
+    assert_eq!(kit::envelope_of(&got[0].data), kit::envelope_of(&request));
+    let received = kit::received_by(&got[0].data, "b.test");
+    assert!(
+        received.starts_with("Received: from a.test (")
+            && received.contains("[127.0.0.1]) by b.test (mailseal) with ESMTP id ")
+            && received.contains(&format!(" for <{bob}>; ")),
+        "the client Postfix forwarded, not Postfix: {received}"
+    );
+
+    // The forgery: refused to swaks itself, at the end of its DATA.
+    let forgery = kit::plain(forged, bob, "urn:uuid:before-queue-forged");
+    let (ok, out) = try_swaks(mx, None, forged, bob, &forgery, dir.path());
+    assert!(!ok, "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("<** 5")),
+        "the gateway's refusal, in swaks's session: {out}\nB:\n{}",
+        b.log_text()
+    );
+    let log = maillog();
+    assert!(
+        log.contains("proxy-reject: END-OF-MESSAGE"),
+        "Postfix passed the refusal on: {log}"
+    );
+    assert!(
+        b.log_text().contains("verdict=\"refused\" code=5")
+            && b.log_text()
+                .contains(&format!("client=\"{SWAKS_HELO} [127.0.0.1]\"")),
+        "{}",
+        b.log_text()
+    );
+    // Nothing queued, nothing bounced: Postfix's queue empties once Bob's message is
+    // out (removed just after the sink's 250), and no notification went to the forged
+    // sender.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let queue = Command::new("postqueue")
+            .arg("-c")
+            .arg(pf_dir.join("etc"))
+            .arg("-p")
+            .output()
+            .unwrap();
+        let queue = String::from_utf8_lossy(&queue.stdout).to_string();
+        if queue.contains("Mail queue is empty") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{queue}\n{}",
+            maillog()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let log = maillog();
+    assert!(!log.contains("sender non-delivery notification"), "{log}");
+    assert!(victim.messages().is_empty(), "{:?}", victim.messages());
+    assert_eq!(sink_b.messages().len(), 1);
 }

@@ -5,7 +5,9 @@
 //! in one read, and not when they came in two. `crash-starttls-split-by-cr.seed`, the
 //! second: "STARTT\rLS" was read as STARTTLS (the parser skips a CR inside a word);
 //! a bare CR in a command is now refused, and the check itself no longer guesses
-//! STARTTLS from the text.
+//! STARTTLS from the text. `xforward.seed` (first byte with bit 6: XFORWARD trusted)
+//! forwards a hostile HELO, and `bare-cr.seed` hides a second message behind a dot line
+//! with an extra CR (issue #57).
 
 #[test]
 fn seeds_and_reproducers_hold_the_invariants() {
