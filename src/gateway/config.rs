@@ -983,6 +983,73 @@ next_hop = { address = "127.0.0.1:2526" }
             .contains("127.0.0.1:10026 inet  n       -       n       -       -       smtpd\n    -o content_filter=\n"));
     }
 
+    /// Every setting the shipped file shows commented out (a default or an example)
+    /// is one the gateway reads, spelled as it reads it: uncommented, the file still
+    /// parses (the agent submitter's example aside: its hash is a placeholder).
+    #[test]
+    fn the_shipped_example_documents_only_real_settings() {
+        let shipped = include_str!("../../dist/gateway.toml");
+        let mut out = String::new();
+        let mut set: Vec<String> = Vec::new();
+        let mut skipping = false;
+        let mut uncommented = 0;
+        for line in shipped.lines() {
+            let header = |l: &str| l.starts_with('[');
+            if header(line) {
+                set.clear();
+                skipping = false;
+            }
+            if let Some(rest) = line.strip_prefix("# ") {
+                if rest == "[[submitter]]" {
+                    skipping = true;
+                }
+                let key = rest.split_once(" = ").map(|(k, _)| k);
+                if rest == "[tls]" {
+                    set.clear();
+                    out.push_str(rest);
+                    out.push('\n');
+                    uncommented += 1;
+                    continue;
+                }
+                if let Some(k) =
+                    key.filter(|k| k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+                {
+                    if !skipping && !set.iter().any(|s| s == k) {
+                        set.push(k.to_string());
+                        out.push_str(rest);
+                        out.push('\n');
+                        uncommented += 1;
+                        continue;
+                    }
+                }
+            } else if let Some((k, _)) = line.split_once(" = ") {
+                set.push(k.to_string());
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+        assert!(uncommented >= 12, "{uncommented}");
+        let c = Config::parse(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+        assert!(c.tls.is_some());
+        assert_eq!(c.workers, Some(4));
+        assert_eq!(c.inbound.also_addressed_to, ["team@example.org"]);
+        // And the values written as defaults are the defaults.
+        let d = DeliveryPolicy::default();
+        assert_eq!(
+            (
+                c.delivery.lease_secs,
+                c.delivery.instance_dead_secs,
+                c.delivery.max_age_secs
+            ),
+            (d.lease_secs, d.instance_dead_secs, d.max_age_secs)
+        );
+        let l = Limits::default();
+        assert_eq!(
+            (c.limits.max_message_bytes, c.limits.max_connections_per_ip),
+            (l.max_message_bytes, l.max_connections_per_ip)
+        );
+    }
+
     /// A notice about inbound mail goes back out through the outbound listener's hop,
     /// one about outbound mail in through the inbound one's; a relay keeps its own.
     #[test]
