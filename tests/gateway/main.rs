@@ -17,5 +17,6 @@ mod postfix;
 mod postgres_instances;
 mod postgres_recovery;
 mod queue_tools;
+mod readme_walk;
 mod smtp_session_seeds;
 mod trace;
