@@ -111,6 +111,14 @@ impl A2aErrorType {
         Self::ALL.into_iter().find(|t| t.name() == name)
     }
 
+    /// Looks a type up by its JSON-RPC `code` (A2A v1.0 section 10): what an error
+    /// object without `type` (the SDKs' standard `{code, message, data}`) is.
+    pub fn from_code(code: i64) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.code().map(i64::from) == Some(code))
+    }
+
     /// The error object of DESIGN decision 3: `{"type", "code", "message"}`.
     pub fn to_error_object(self, message: &str) -> serde_json::Value {
         let mut obj = serde_json::Map::new();

@@ -619,14 +619,24 @@ fn check_error(
                         None
                     }
                 },
-                None => {
-                    out.push(Violation::new(
-                        "/error/type",
-                        Code::Required,
-                        "error.type is required",
-                    ));
-                    None
-                }
+                // The SDKs' standard error object `{code, message, data}` names its
+                // type by its A2A code alone (A2A v1.0 section 10 asks for "an A2A error
+                // object"); the payment error, which has no code, must name its type.
+                None => match obj
+                    .get("code")
+                    .and_then(|c| c.as_i64())
+                    .and_then(A2aErrorType::from_code)
+                {
+                    Some(t) => Some(t),
+                    None => {
+                        out.push(Violation::new(
+                            "/error/type",
+                            Code::Required,
+                            "error.type is required unless error.code is an A2A error code",
+                        ));
+                        None
+                    }
+                },
                 Some(_) => {
                     out.push(Violation::new(
                         "/error/type",

@@ -133,8 +133,8 @@ pub(crate) fn check_headers(h: &Headers, env: &Envelope) -> Vec<Violation> {
     out
 }
 
-/// Calls `found` with every A2A Part in the payload whose `url` is a `cid:` URI and the
-/// JSON pointer to it (a member named only when its name is public:
+/// Calls `found` with every A2A Part of this message in the payload whose `url` is a
+/// `cid:` URI (outside `history`, `data` and `metadata`) and the JSON pointer to it (a member named only when its name is public:
 /// `envelope::member_token`). The pointer is lent, never copied here: a reference
 /// nested deep under long names would otherwise cost its whole pointer each (issue
 /// #58: 16 bytes of reference, 3.5 KB of pointer).
@@ -148,6 +148,12 @@ fn cid_parts<'v>(v: Value<'v>, pointer: &mut String, found: &mut dyn FnMut(&str,
                 found(pointer, v);
             }
             for (position, (k, child)) in map.iter().enumerate() {
+                // Not this message's parts: a task's `history` repeats earlier
+                // messages (whose parts went with them), and a DataPart's `data` and
+                // any `metadata` are opaque JSON that may hold a `url` of their own.
+                if matches!(k, "history" | "data" | "metadata") {
+                    continue;
+                }
                 let len = pointer.len();
                 pointer.push('/');
                 pointer.push_str(&crate::envelope::member_token(k, position + 1));

@@ -304,11 +304,12 @@ fn fail_display_errors_name_a_messages_own_members_by_place_not_name() {
             "/payload/message/metadata/#2",
         ),
         (
-            "a cid: reference under a member of the message's own",
+            // (In `metadata` a `url` is opaque JSON, not checked: issue #60.)
+            "a cid: reference in a part beside a secret",
             request(&format!(
-                r#"{{"message":{{"messageId":"a","role":"ROLE_USER","parts":[{{"text":"x"}}],"metadata":{{"{secret}":{{"url":"cid:nothing@x"}}}}}}}}"#
+                r#"{{"message":{{"messageId":"a","role":"ROLE_USER","parts":[{{"text":"x"}},{{"url":"cid:nothing@x","filename":"{secret}"}}]}}}}"#
             )),
-            "/payload/message/metadata/#1/url",
+            "/payload/message/parts/1/url",
         ),
     ] {
         let mail = format!(

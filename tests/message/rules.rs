@@ -35,6 +35,13 @@ fn error_reply() -> Value {
     )
 }
 
+/// An error reply whose error object is the SDKs' `{code, message}` without `type`.
+fn untyped_error_reply() -> Value {
+    let mut v = error_reply();
+    v["error"] = json!({"code": -32001, "message": "no such task"});
+    v
+}
+
 fn tasks_get() -> Value {
     with(
         request(),
@@ -416,6 +423,22 @@ fn cases() -> Vec<Case> {
             A::InvalidRequestError,
         ),
         case(
+            "an error object with neither type nor code",
+            untyped_error_reply,
+            json!({"error": {"code": null}}),
+            Required,
+            "/error/type",
+            A::InvalidRequestError,
+        ),
+        case(
+            "an error object without type whose code is no A2A code",
+            untyped_error_reply,
+            json!({"error": {"code": -32099}}),
+            Required,
+            "/error/type",
+            A::InvalidRequestError,
+        ),
+        case(
             "error code of another type",
             error_reply,
             json!({"error": {"type": "TaskNotFoundError", "code": -32002}}),
@@ -591,7 +614,13 @@ fn every_negative_case_gives_exactly_its_violation() {
 
 #[test]
 fn the_bases_are_valid() {
-    for base in [request, response, error_reply, tasks_get] {
+    for base in [
+        request,
+        response,
+        error_reply,
+        untyped_error_reply,
+        tasks_get,
+    ] {
         assert_eq!(
             validate(&common::env(base()), &ValidationContext::default()),
             vec![]
@@ -624,4 +653,62 @@ fn every_a2a_error_code_is_the_v1_table() {
         A::TaskNotFoundError.to_error_object("gone"),
         json!({"type": "TaskNotFoundError", "code": -32001, "message": "gone"})
     );
+}
+
+/// Issue #60: the A2A SDKs' standard JSON-RPC error object `{code, message, data}`
+/// names its type by its A2A code alone: valid for every coded type (A2A v1.0 section
+/// 10 asks for "an A2A error object"); the payment error, which has no code, still
+/// names its type.
+#[test]
+fn an_sdk_error_object_without_type_is_its_codes_type() {
+    for t in A::ALL {
+        let Some(code) = t.code() else { continue };
+        let mut doc = error_reply();
+        doc["error"] =
+            json!({"code": code, "message": "from the SDK", "data": {"detail": [1, 2, 3]}});
+        assert_eq!(
+            validate(&common::env(doc), &ValidationContext::default()),
+            vec![],
+            "{t}"
+        );
+        assert_eq!(A::from_code(i64::from(code)), Some(t));
+    }
+    assert_eq!(A::from_code(-32099), None);
+}
+
+/// Issue #60: a Task's `history` repeats earlier messages, whose `cid:` parts went
+/// with them, and a DataPart's `data` (and any `metadata`) is opaque JSON: `cid:`
+/// references there are not this message's parts and are not checked. One in this
+/// message's own parts still must name a part.
+#[test]
+fn cid_references_are_checked_only_in_this_messages_own_parts() {
+    use mailseal::message::MailA2aMessage;
+    let task = json!({"id": "t-1", "contextId": "c-1",
+        "status": {"state": "TASK_STATE_COMPLETED"},
+        "history": [{"messageId": "m-0", "role": "ROLE_USER",
+            "parts": [{"url": "cid:earlier@x", "mediaType": "text/csv"}]}],
+        "artifacts": [{"artifactId": "a-1", "parts": [
+            {"data": {"url": "cid:not-a-part@x"}, "metadata": {"url": "cid:nor-this@x"}}]}]});
+    let doc = with(
+        request(),
+        json!({"kind": "response", "operation": "tasks/get", "sequence": 1, "final": true,
+               "idempotencyKey": null, "payload": task}),
+    );
+    let message = |doc: Value| {
+        let mut m = MailA2aMessage::new("a@x.example", &["b@y.example"], common::env(doc));
+        m.headers.in_reply_to = Some("request@x.example".into());
+        m
+    };
+    let m = message(doc.clone());
+    let parsed = MailA2aMessage::parse(&m.to_rfc5322().unwrap(), &Default::default()).unwrap();
+    assert_eq!(parsed.check(&ValidationContext::default()), vec![]);
+    // The same reference in an artifact part of this message is checked.
+    let mut own = doc;
+    own["payload"]["artifacts"][0]["parts"][0] =
+        json!({"url": "cid:not-a-part@x", "mediaType": "text/csv"});
+    let m = message(own);
+    let parsed = MailA2aMessage::parse(&m.to_rfc5322().unwrap(), &Default::default()).unwrap();
+    let v = parsed.check(&ValidationContext::default());
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].code, Code::InvalidContentId);
 }
