@@ -153,6 +153,9 @@ const MIGRATIONS: &[&str] = &[
     // 10: which gateway instance holds a spool row's lease, so that instance, restarted,
     // takes its own leases back at once rather than after they run out.
     "ALTER TABLE mailseal_spool ADD COLUMN leased_by TEXT;",
+    // 11: when a spool row was accepted to the millisecond (`Entry::created_ms`), for
+    // the delivery latency; 0 in rows queued before, which count from `created`.
+    "ALTER TABLE mailseal_spool ADD COLUMN created_ms BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// Why the database did not open.

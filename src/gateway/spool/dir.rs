@@ -29,8 +29,9 @@ pub struct DirSpool {
 
 #[derive(Default)]
 struct Index {
-    /// id -> (next attempt, leased until).
-    queued: HashMap<String, (i64, i64)>,
+    /// id -> (next attempt, leased until, accepted): the last for
+    /// [`Spool::oldest`], which reads no file.
+    queued: HashMap<String, (i64, i64, i64)>,
     done: HashSet<String>,
     /// Ids being put now: a second put of one waits for the first, then finds it
     /// queued (or done). Without this, a put that started before the first one's
@@ -107,7 +108,9 @@ impl DirSpool {
             match name.rsplit_once('.') {
                 Some((id, "json")) if valid_id(id) => {
                     let entry = read_envelope(&path)?;
-                    index.queued.insert(id.to_string(), (entry.next_attempt, 0));
+                    index
+                        .queued
+                        .insert(id.to_string(), (entry.next_attempt, 0, entry.created));
                     envelopes.insert(id.to_string());
                 }
                 Some((id, "eml")) if valid_id(id) => messages.push(id.to_string()),
@@ -210,7 +213,7 @@ impl Spool for DirSpool {
         if written.is_ok() {
             index
                 .queued
-                .insert(entry.id.clone(), (entry.next_attempt, 0));
+                .insert(entry.id.clone(), (entry.next_attempt, 0, entry.created));
         }
         self.put_ended.notify_all();
         written.map(|()| Put::Queued)
@@ -222,8 +225,8 @@ impl Spool for DirSpool {
             let mut due: Vec<(i64, String)> = index
                 .queued
                 .iter()
-                .filter(|(_, (next, lease))| *next <= now && *lease <= now)
-                .map(|(id, (next, _))| (*next, id.clone()))
+                .filter(|(_, (next, lease, _))| *next <= now && *lease <= now)
+                .map(|(id, (next, _, _))| (*next, id.clone()))
                 .collect();
             due.sort();
             due.truncate(max);
@@ -275,12 +278,16 @@ impl Spool for DirSpool {
         let mut index = self.lock();
         index
             .queued
-            .insert(entry.id.clone(), (entry.next_attempt, 0));
+            .insert(entry.id.clone(), (entry.next_attempt, 0, entry.created));
         Ok(())
     }
 
     fn depth(&self) -> Result<u64, SpoolError> {
         Ok(self.lock().queued.len() as u64)
+    }
+
+    fn oldest(&self) -> Result<Option<i64>, SpoolError> {
+        Ok(self.lock().queued.values().map(|(_, _, c)| *c).min())
     }
 
     fn expire(&self, now: i64) -> Result<(), SpoolError> {
@@ -342,17 +349,59 @@ mod tests {
         // A restart resumes it (the lease is gone with the process).
         let s = DirSpool::open(tmp.path()).unwrap();
         assert_eq!(s.depth().unwrap(), 1);
+        assert_eq!(
+            s.oldest().unwrap(),
+            Some(100),
+            "read back from its envelope"
+        );
         let got = s.claim(200, 10, 60).unwrap();
         assert_eq!(got[0].attempts, 1);
         s.done(&got[0].id, 200).unwrap();
         drop(s);
         let s = DirSpool::open(tmp.path()).unwrap();
         assert_eq!(s.depth().unwrap(), 0);
+        assert_eq!(s.oldest().unwrap(), None);
         assert_eq!(
             s.put(&e).unwrap(),
             Put::Known,
             "a delivered id is remembered"
         );
+    }
+
+    /// The oldest queued entry is known without reading a file, also after a restart;
+    /// the acceptance's milliseconds are kept, and an envelope written before they were
+    /// (no `created_ms`) still reads, to its second.
+    #[test]
+    fn oldest_and_milliseconds_survive_reopen_and_old_envelopes_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rcpts = vec!["b@y".to_string()];
+        let newer = Entry::new("out", "a@x", &rcpts, b"1\r\n".to_vec(), 0).accepted_at(100_250);
+        let older = Entry::new("out", "a@x", &rcpts, b"2\r\n".to_vec(), 0).accepted_at(90_999);
+        {
+            let s = DirSpool::open(tmp.path()).unwrap();
+            assert_eq!(s.oldest().unwrap(), None);
+            s.put(&newer).unwrap();
+            s.put(&older).unwrap();
+            assert_eq!(s.oldest().unwrap(), Some(90));
+        }
+        // An envelope as a version without milliseconds wrote it.
+        let mut old_format =
+            serde_json::to_value(Entry::new("out", "a@x", &rcpts, Vec::new(), 80)).unwrap();
+        old_format.as_object_mut().unwrap().remove("created_ms");
+        let id = old_format["id"].as_str().unwrap().to_string();
+        let q = tmp.path().join("queue");
+        std::fs::write(q.join(format!("{id}.eml")), b"3\r\n").unwrap();
+        std::fs::write(q.join(format!("{id}.json")), old_format.to_string()).unwrap();
+        let s = DirSpool::open(tmp.path()).unwrap();
+        assert_eq!(s.oldest().unwrap(), Some(80));
+        let got = s.claim(200, 10, 60).unwrap();
+        let accepted = |id: &str| got.iter().find(|e| e.id == id).unwrap().accepted_ms();
+        assert_eq!(accepted(&newer.id), 100_250);
+        assert_eq!(accepted(&older.id), 90_999);
+        assert_eq!(accepted(&id), 80_000);
+        s.done(&id, 200).unwrap();
+        s.done(&older.id, 200).unwrap();
+        assert_eq!(s.oldest().unwrap(), Some(100));
     }
 
     #[test]
