@@ -164,6 +164,17 @@ pub enum Mode {
     Relay,
 }
 
+impl Mode {
+    /// Its name, as written in the configuration (and as the log and metrics say it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Outbound => "outbound",
+            Mode::Inbound => "inbound",
+            Mode::Relay => "relay",
+        }
+    }
+}
+
 /// TLS on a listener.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

@@ -67,6 +67,20 @@ pub struct Decision {
     pub profile: Option<Profile>,
     /// The spool entry, when one was queued.
     pub id: Option<String>,
+    /// What its log line says of the message, filled in once it is decided.
+    pub logged: Option<Box<Logged>>,
+}
+
+/// What the log line of a [`Decision`] says of its message besides the decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Logged {
+    /// When nothing was queued, what the line calls the message instead: the name it
+    /// was received under (see `logline::describe`).
+    pub name: Option<String>,
+    /// The From address, bounded and escaped for a log line.
+    pub from: String,
+    /// The Message-ID, bounded and escaped for a log line.
+    pub message_id: String,
 }
 
 impl Decision {
@@ -82,6 +96,7 @@ impl Decision {
             verdict,
             profile,
             id,
+            logged: None,
         }
     }
 
@@ -93,6 +108,7 @@ impl Decision {
             verdict: if code >= 500 { "refused" } else { "deferred" },
             profile: None,
             id: None,
+            logged: None,
         }
     }
 
@@ -245,7 +261,7 @@ fn worker(
                 pipeline = Some(p);
             }
         }
-        let decision = match pipeline.as_mut() {
+        let mut decision = match pipeline.as_mut() {
             None => Decision::local_error("the gateway cannot open its key store"),
             Some(p) => {
                 let ctx = Context {
@@ -263,6 +279,12 @@ fn worker(
             }
         };
         failed = decision.status == "4.3.0";
+        super::logline::describe(
+            &mut decision,
+            &job.listener,
+            &job.transaction,
+            config.limits.max_message_bytes,
+        );
         let _ = job.done.send(decision);
     }
 }
@@ -295,7 +317,8 @@ impl Context<'_> {
         key: &[u8],
         data: Vec<u8>,
     ) -> Result<String, Decision> {
-        let entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, now());
+        let entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, now())
+            .accepted_at(super::spool::now_ms());
         self.spool
             .put(&entry)
             .map(|_| entry.id)

@@ -15,4 +15,5 @@ mod operations;
 mod postfix;
 mod postgres_instances;
 mod postgres_recovery;
+mod signals;
 mod smtp_session_seeds;
