@@ -160,6 +160,9 @@ const MIGRATIONS: &[&str] = &[
     // leases of an instance that stopped beating are taken by the others at once
     // rather than when they run out.
     "CREATE TABLE mailseal_spool_instance (id TEXT PRIMARY KEY, seen_at BIGINT NOT NULL);",
+    // 13: when a spool row was accepted to the millisecond (`Entry::created_ms`), for
+    // the delivery latency; 0 in rows queued before, which count from `created`.
+    "ALTER TABLE mailseal_spool ADD COLUMN created_ms BIGINT NOT NULL DEFAULT 0;",
 ];
 
 /// Why the database did not open.

@@ -13,6 +13,7 @@ use clap::{Args, Subcommand};
 use super::exit::ExitCode;
 use super::home::Home;
 use super::{CliResult, Failure};
+use crate::gateway::config::LogFormat;
 use crate::gateway::{Config, Gateway, Pipeline};
 use crate::keystore::KeyStore;
 use crate::{Receiver, Sender};
@@ -84,6 +85,7 @@ fn factory(config: &Config) -> Arc<crate::gateway::PipelineFactory> {
 pub(super) fn gateway(a: GatewayArgs) -> CliResult {
     match (a.command, a.config) {
         (Some(GatewayCommand::CheckConfig { file }), _) => {
+            super::init_log(true, false)?;
             let config = load(&file)?;
             let listeners = config.listeners.len();
             let report = Gateway::new(config.clone(), factory(&config))
@@ -100,6 +102,7 @@ pub(super) fn gateway(a: GatewayArgs) -> CliResult {
             Ok(())
         }
         (Some(GatewayCommand::HashPassword { password_file }), _) => {
+            super::init_log(true, false)?;
             let text = zeroize::Zeroizing::new(match &password_file {
                 Some(f) => std::fs::read_to_string(f).map_err(|e| {
                     Failure::new(ExitCode::Usage, format!("gateway: {}: {e}", f.display()))
@@ -126,6 +129,8 @@ pub(super) fn gateway(a: GatewayArgs) -> CliResult {
         }
         (None, Some(file)) => {
             let config = load(&file)?;
+            // Its lines as the configuration asks, from the first.
+            super::init_log(true, config.log.format == LogFormat::Json)?;
             Gateway::new(config.clone(), factory(&config))
                 .run()
                 .map_err(|e| Failure::new(ExitCode::Other, format!("gateway: {e}")))

@@ -182,19 +182,22 @@ pub fn main() -> ProcessExit {
             };
         }
     };
-    // A command logs only errors unless MAILSEAL_LOG says otherwise; the gateway, a
-    // server, logs a line per message by default, and the queue tools each change.
+    // The gateway starts its log once it has read its configuration, which may ask
+    // for JSON lines (`gateway::gateway`); every other command now: only errors
+    // unless MAILSEAL_LOG says otherwise, and for the queue tools each change they make.
     #[cfg(feature = "gateway")]
-    let server = matches!(cli.command, Command::Gateway(_) | Command::Queue(_));
+    let (gateway, queue) = (
+        matches!(cli.command, Command::Gateway(_)),
+        matches!(cli.command, Command::Queue(_)),
+    );
     #[cfg(not(feature = "gateway"))]
-    let server = false;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MAILSEAL_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(if server { "info" } else { "error" })
-    });
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(filter)
-        .try_init();
+    let (gateway, queue) = (false, false);
+    if !gateway {
+        if let Err(f) = init_log(queue, false) {
+            eprintln!("mailseal: {}", f.line);
+            return ProcessExit::from(f.code.as_u8());
+        }
+    }
     match run(cli) {
         Ok(()) => ProcessExit::SUCCESS,
         Err(f) => {
@@ -207,6 +210,46 @@ pub fn main() -> ProcessExit {
             ProcessExit::from(f.code.as_u8())
         }
     }
+}
+
+/// Starts the log on standard error. A command logs only errors unless `MAILSEAL_LOG`
+/// says otherwise; a `server` (the gateway) logs a line per message by default. Lines
+/// are text, or JSON objects (one a line, their fields at the top level) when
+/// `MAILSEAL_LOG_FORMAT=json`, or else when `json` (the gateway's `[log] format`) says.
+pub(crate) fn init_log(server: bool, json: bool) -> Result<(), Failure> {
+    let json = match std::env::var("MAILSEAL_LOG_FORMAT") {
+        Ok(v) if !v.is_empty() => match v.trim().to_ascii_lowercase().as_str() {
+            "json" => true,
+            "text" => false,
+            _ => {
+                return Err(Failure::new(
+                    ExitCode::Usage,
+                    format!(
+                        "MAILSEAL_LOG_FORMAT: {}: text or json",
+                        crate::error::quoted(&v)
+                    ),
+                ))
+            }
+        },
+        _ => json,
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MAILSEAL_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(if server { "info" } else { "error" })
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    let _ = if json {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .try_init()
+    } else {
+        builder.try_init()
+    };
+    Ok(())
 }
 
 /// The most characters of an error line the command line prints.

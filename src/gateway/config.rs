@@ -116,6 +116,29 @@ pub struct Config {
     /// Prometheus metrics on this address (`GET /metrics`), loopback recommended.
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+    /// How log lines are written.
+    #[serde(default)]
+    pub log: LogSettings,
+}
+
+/// How the gateway writes its log lines (on standard error, which journald takes).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// `text` (the default) or `json`; the environment's `MAILSEAL_LOG_FORMAT`, when
+    /// set, says instead.
+    pub format: LogFormat,
+}
+
+/// How a log line is written.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// `key=value` pairs after the time, level and message: for people.
+    #[default]
+    Text,
+    /// One JSON object a line, its fields at the top level: for log collectors.
+    Json,
 }
 
 /// The TLS certificate chain and key, PEM files (reloaded on SIGHUP).
@@ -139,6 +162,17 @@ pub enum Mode {
     /// Passed through untouched (the SMTP and spool floor, for measurements and
     /// re-injection).
     Relay,
+}
+
+impl Mode {
+    /// Its name, as written in the configuration (and as the log and metrics say it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Outbound => "outbound",
+            Mode::Inbound => "inbound",
+            Mode::Relay => "relay",
+        }
+    }
 }
 
 /// TLS on a listener.
@@ -798,6 +832,20 @@ tls = "none"
 submission = "open"
 next_hop = { address = "127.0.0.1:2526" }
 "#;
+
+    #[test]
+    fn log_format_is_text_unless_json_is_asked_for() {
+        assert_eq!(Config::parse(MINIMAL).unwrap().log.format, LogFormat::Text);
+        let json = format!("{MINIMAL}\n[log]\nformat = \"json\"\n");
+        assert_eq!(Config::parse(&json).unwrap().log.format, LogFormat::Json);
+        let bad = format!("{MINIMAL}\n[log]\nformat = \"xml\"\n");
+        assert!(Config::parse(&bad).is_err());
+        let unknown = format!("{MINIMAL}\n[log]\nfile = \"/var/log/x\"\n");
+        assert!(Config::parse(&unknown)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown field `file`"));
+    }
 
     /// Issue #57: an outbound listener signs as our agents, so the operator says who
     /// may submit; passwords only under TLS; submitters well formed.

@@ -28,8 +28,9 @@ use tokio_rustls::TlsConnector;
 
 use super::config::{Config, HopTls, NextHop, Protocol};
 use super::dsn;
-use super::metrics::Metrics;
-use super::spool::{Entry, Spool};
+use super::logline::{self, Seen};
+use super::metrics::{self, Metrics};
+use super::spool::{now_ms, Entry, Spool};
 
 /// A next hop, ready to connect to.
 pub(crate) struct Hop {
@@ -153,11 +154,19 @@ fn connector(roots: Option<&std::path::Path>) -> Result<TlsConnector, String> {
 /// What a recipient's delivery came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum RcptResult {
-    Delivered,
+    /// Accepted, with the hop's reply (its queue id, as `250 2.0.0 Ok: queued as
+    /// 4Xyz`: where to look for it next).
+    Delivered(String),
     /// 4xx, or no answer: try again later.
     Temporary(String),
     /// 5xx: bounce.
     Permanent(String),
+}
+
+impl RcptResult {
+    fn delivered(&self) -> bool {
+        matches!(self, RcptResult::Delivered(_))
+    }
 }
 
 fn reply_text(r: &Response<String>) -> String {
@@ -167,7 +176,7 @@ fn reply_text(r: &Response<String>) -> String {
 
 fn classify(r: &Response<String>) -> RcptResult {
     match r.code {
-        200..=299 => RcptResult::Delivered,
+        200..=299 => RcptResult::Delivered(reply_text(r)),
         500..=599 => RcptResult::Permanent(reply_text(r)),
         _ => RcptResult::Temporary(reply_text(r)),
     }
@@ -300,7 +309,7 @@ async fn greeting<T: AsyncRead + AsyncWrite + Unpin>(
         .map_err(|_| RcptResult::Temporary("no greeting".into()))?
         .map_err(client_error)?;
     match classify(&r) {
-        RcptResult::Delivered => Ok(()),
+        RcptResult::Delivered(_) => Ok(()),
         other => Err(other),
     }
 }
@@ -338,10 +347,7 @@ async fn transaction<T: AsyncRead + AsyncWrite + Unpin>(
             .map_err(client_error)?;
         results.push(classify(&r));
     }
-    let accepted = results
-        .iter()
-        .filter(|r| **r == RcptResult::Delivered)
-        .count();
+    let accepted = results.iter().filter(|r| r.delivered()).count();
     if accepted == 0 {
         let _ = client.rset().await;
         return Ok(results);
@@ -351,13 +357,7 @@ async fn transaction<T: AsyncRead + AsyncWrite + Unpin>(
         let e = classify(&r);
         return Ok(results
             .into_iter()
-            .map(|x| {
-                if x == RcptResult::Delivered {
-                    e.clone()
-                } else {
-                    x
-                }
-            })
+            .map(|x| if x.delivered() { e.clone() } else { x })
             .collect());
     }
     tokio::time::timeout(client.timeout, write_data(&mut client.stream, &entry.data))
@@ -372,7 +372,7 @@ async fn transaction<T: AsyncRead + AsyncWrite + Unpin>(
     };
     let mut replies = replies.iter();
     let mut last = None;
-    for r in results.iter_mut().filter(|r| **r == RcptResult::Delivered) {
+    for r in results.iter_mut().filter(|r| r.delivered()) {
         let reply = if lmtp {
             replies.next()
         } else {
@@ -426,6 +426,9 @@ fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
+/// How often the queue's depth and oldest entry are read for the metrics.
+const QUEUE_READ_EVERY: Duration = Duration::from_secs(1);
+
 impl Deliverer {
     /// Claims due entries and delivers them, at most `concurrency` at once, until
     /// `shutdown` turns true; then lets the deliveries in flight finish.
@@ -454,6 +457,7 @@ impl Deliverer {
                 }
             })
         };
+        let mut last_queue_read: Option<Instant> = None;
         loop {
             if *shutdown.borrow() {
                 break;
@@ -498,11 +502,19 @@ impl Deliverer {
                 let me = self.clone();
                 let _ = tokio::task::spawn_blocking(move || me.spool.expire(now())).await;
             }
-            if let Ok(Ok(depth)) = {
+            self.metrics.set_database_down(self.spool.down_for());
+            // The queue's depth and oldest entry, for the metrics: once a second at
+            // most (a database spool counts its queued rows for each).
+            if last_queue_read.is_none_or(|t| t.elapsed() >= QUEUE_READ_EVERY) {
+                last_queue_read = Some(Instant::now());
                 let me = self.clone();
-                tokio::task::spawn_blocking(move || me.spool.depth()).await
-            } {
-                self.metrics.set_queue_depth(depth);
+                if let Ok((depth, oldest)) = tokio::task::spawn_blocking(move || {
+                    (me.spool.depth().ok(), me.spool.oldest().ok())
+                })
+                .await
+                {
+                    self.metrics.set_queue(depth, oldest);
+                }
             }
             tokio::select! {
                 _ = tokio::time::sleep(poll) => {}
@@ -516,7 +528,6 @@ impl Deliverer {
     }
 
     async fn deliver(&self, mut entry: Entry) {
-        let started = Instant::now();
         let Some(hop) = self.hops.get(&entry.route) else {
             tracing::error!(id = %entry.id, route = %entry.route, "no listener of this name: the message waits");
             entry.next_attempt = now() + self.config.delivery.retry_max_secs as i64;
@@ -526,25 +537,60 @@ impl Deliverer {
         };
         let timeout = Duration::from_secs(self.config.delivery.timeout_secs);
         let results = attempt(&entry, hop, &self.config.hostname, timeout).await;
+        // Each line says what the message claimed to be, as its message line did.
+        let seen = Seen::of(&entry.data, self.config.limits.max_message_bytes);
+        let (id, listener) = (entry.id.as_str(), entry.route.as_str());
+        let (from, message_id) = (seen.from.as_str(), seen.message_id.as_str());
+        let attempts = entry.attempts + 1;
         let mut waiting = Vec::new();
         let mut failures = Vec::new();
         let mut last_error = String::new();
         for (rcpt, result) in entry.recipients.iter().zip(results) {
+            let to = logline::recipients(std::slice::from_ref(rcpt));
+            let to = to.as_str();
             match result {
-                RcptResult::Delivered => {
-                    self.metrics.delivered(started.elapsed(), entry.created);
-                    tracing::info!(id = %entry.id, to = %rcpt, hop = %hop.config.address, status = "delivered", attempts = entry.attempts + 1, "delivery");
+                RcptResult::Delivered(reply) => {
+                    let latency = now_ms().saturating_sub(entry.accepted_ms()).max(0);
+                    self.metrics
+                        .delivered(Duration::from_millis(latency.unsigned_abs()));
+                    tracing::info!(
+                        id, listener, from, message_id, to,
+                        hop = %hop.config.address,
+                        status = "delivered",
+                        dsn = status_of(&reply, "2.0.0").as_str(),
+                        reply = logline::reply(&reply).as_str(),
+                        attempts,
+                        delay_ms = latency,
+                        "delivery"
+                    );
                 }
                 RcptResult::Permanent(why) => {
-                    tracing::warn!(id = %entry.id, to = %rcpt, status = "bounced", reason = %why, "delivery");
+                    let status = status_of(&why, "5.0.0");
+                    tracing::warn!(
+                        id, listener, from, message_id, to,
+                        hop = %hop.config.address,
+                        status = "bounced",
+                        dsn = status.as_str(),
+                        reply = logline::reply(&why).as_str(),
+                        attempts,
+                        "delivery"
+                    );
                     failures.push(dsn::Failure {
                         recipient: rcpt.clone(),
-                        status: status_of(&why, "5.0.0"),
+                        status,
                         diagnostic: why,
                     });
                 }
                 RcptResult::Temporary(why) => {
-                    tracing::info!(id = %entry.id, to = %rcpt, status = "deferred", reason = %why, "delivery");
+                    tracing::info!(
+                        id, listener, from, message_id, to,
+                        hop = %hop.config.address,
+                        status = "deferred",
+                        dsn = status_of(&why, "4.0.0").as_str(),
+                        reply = logline::reply(&why).as_str(),
+                        attempts,
+                        "delivery"
+                    );
                     last_error = why.clone();
                     waiting.push((rcpt.clone(), why));
                 }
@@ -553,12 +599,29 @@ impl Deliverer {
         let expired = now() - entry.created > self.config.delivery.max_age_secs as i64;
         if expired {
             for (rcpt, why) in waiting.drain(..) {
+                let diagnostic = format!("gave up after {attempts} attempts: {why}");
+                tracing::warn!(
+                    id,
+                    listener,
+                    from,
+                    message_id,
+                    to = logline::recipients(std::slice::from_ref(&rcpt)).as_str(),
+                    status = "bounced",
+                    dsn = "4.4.7",
+                    reply = logline::reply(&diagnostic).as_str(),
+                    attempts,
+                    "delivery"
+                );
                 failures.push(dsn::Failure {
                     recipient: rcpt,
                     status: "4.4.7".into(),
-                    diagnostic: format!("gave up after {} attempts: {why}", entry.attempts + 1),
+                    diagnostic,
                 });
             }
+        }
+        // A deferral given up on counts as a bounce only.
+        for (_, why) in &waiting {
+            self.metrics.deferred(metrics::reason_class(why));
         }
         if !failures.is_empty() {
             self.bounce(&entry, &failures).await;
@@ -601,7 +664,12 @@ impl Deliverer {
 
     /// A DSN to the sender (never for a bounce), and the message into quarantine.
     async fn bounce(&self, entry: &Entry, failures: &[dsn::Failure]) {
-        self.metrics.bounced(failures.len() as u64);
+        for f in failures {
+            self.metrics.bounced(
+                metrics::status_class(&f.status)
+                    .unwrap_or_else(|| metrics::reason_class(&f.diagnostic)),
+            );
+        }
         self.quarantine(&entry.id, &entry.data);
         if entry.mail_from.is_empty() {
             return;
@@ -619,10 +687,14 @@ impl Deliverer {
             std::slice::from_ref(&entry.mail_from),
             report,
             now(),
-        );
+        )
+        .accepted_at(now_ms());
+        let dsn_id = bounce.id.clone();
         let spool = self.spool.clone();
         match tokio::task::spawn_blocking(move || spool.put(&bounce)).await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => {
+                tracing::info!(id = %entry.id, dsn_id = %dsn_id, "delivery status notification queued")
+            }
             _ => tracing::error!(id = %entry.id, "spool: the DSN was not queued"),
         }
     }

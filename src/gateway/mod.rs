@@ -17,6 +17,7 @@
 //! - [`trace`]: the `Received:` field put on every message queued.
 //! - [`spool`]: the durable queue (a directory, or PostgreSQL for several instances).
 //! - `delivery`: the SMTP/LMTP client side, retries and bounces ([`dsn`]).
+//! - `logline`: what a log line says of a message (From, Message-ID, replies: escaped).
 //! - [`metrics`]: Prometheus counters.
 //!
 //! A 250 is sent only once the message is in the spool (synced, or committed); a
@@ -28,6 +29,7 @@
 pub mod config;
 mod delivery;
 pub mod dsn;
+mod logline;
 pub mod metrics;
 mod notify;
 pub mod process;
@@ -41,7 +43,7 @@ pub mod xforward;
 use std::sync::{Arc, Mutex, RwLock};
 
 pub use config::{Config, ConfigError};
-pub use process::{Decision, Pipeline, PipelineFactory, GROUP_HEADER, VERDICT_HEADER};
+pub use process::{Decision, Logged, Pipeline, PipelineFactory, GROUP_HEADER, VERDICT_HEADER};
 
 /// Why the gateway did not start (or stopped).
 #[derive(Debug, thiserror::Error)]

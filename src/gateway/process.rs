@@ -68,6 +68,20 @@ pub struct Decision {
     pub profile: Option<Profile>,
     /// The spool entry, when one was queued.
     pub id: Option<String>,
+    /// What its log line says of the message, filled in once it is decided.
+    pub logged: Option<Box<Logged>>,
+}
+
+/// What the log line of a [`Decision`] says of its message besides the decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Logged {
+    /// When nothing was queued, what the line calls the message instead: the name it
+    /// was received under (see `logline::describe`).
+    pub name: Option<String>,
+    /// The From address, bounded and escaped for a log line.
+    pub from: String,
+    /// The Message-ID, bounded and escaped for a log line.
+    pub message_id: String,
 }
 
 impl Decision {
@@ -83,6 +97,7 @@ impl Decision {
             verdict,
             profile,
             id,
+            logged: None,
         }
     }
 
@@ -94,6 +109,7 @@ impl Decision {
             verdict: if code >= 500 { "refused" } else { "deferred" },
             profile: None,
             id: None,
+            logged: None,
         }
     }
 
@@ -258,7 +274,7 @@ fn worker(
                 pipeline = Some(p);
             }
         }
-        let decision = match pipeline.as_mut() {
+        let mut decision = match pipeline.as_mut() {
             None => Decision::local_error("the gateway cannot open its key store"),
             Some(p) => {
                 let ctx = Context {
@@ -276,6 +292,12 @@ fn worker(
             }
         };
         failed = decision.status == "4.3.0";
+        super::logline::describe(
+            &mut decision,
+            &job.listener,
+            &job.transaction,
+            config.limits.max_message_bytes,
+        );
         let _ = job.done.send(decision);
     }
 }
@@ -309,7 +331,8 @@ impl Context<'_> {
         data: Vec<u8>,
     ) -> Result<String, Decision> {
         let at = now();
-        let mut entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, at);
+        let mut entry = Entry::keyed(self.listener, &t.mail_from, recipients, key, data, at)
+            .accepted_at(super::spool::now_ms());
         // The trace field of this hop, on top of what is queued (named by `key`, not
         // by these bytes: a client's retry is still the same entry).
         let received = super::trace::received(t, &self.config.hostname, &entry.id, recipients, at);
@@ -645,7 +668,8 @@ impl Context<'_> {
     ) -> Result<String, Decision> {
         let to = [rcpt.to_string()];
         let at = now();
-        let mut entry = Entry::keyed(self.listener, &t.mail_from, &to, key, data, at);
+        let mut entry = Entry::keyed(self.listener, &t.mail_from, &to, key, data, at)
+            .accepted_at(super::spool::now_ms());
         entry.id = super::spool::entry_id(self.listener, "", &[agent.to_string()], key);
         // The trace field of this hop on top, as [`Context::queue_to`] adds it.
         let received = super::trace::received(t, &self.config.hostname, &entry.id, &to, at);

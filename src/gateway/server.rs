@@ -404,10 +404,11 @@ async fn process(
     let started = Instant::now();
     let (done, decided) = oneshot::channel();
     let size = transaction.data.len();
-    let rcpts = transaction.recipients.len();
     // The client XFORWARD named on a trusted listener, else the peer (as the trace).
     let client = transaction.client.describe();
     let upstream = transaction.client.upstream_id();
+    let nrcpt = transaction.recipients.len();
+    let recipients = super::logline::recipients(&transaction.recipients);
     shared
         .workers
         .submit(Job {
@@ -420,16 +421,33 @@ async fn process(
     let decision = decided
         .await
         .unwrap_or_else(|_| Decision::local_error("the worker stopped"));
-    let direction = format!("{:?}", listener.mode).to_ascii_lowercase();
-    shared.metrics.message(&direction, decision.verdict);
+    let direction = listener.mode.as_str();
+    shared.metrics.message(direction, decision.verdict);
+    if decision.code >= 400 {
+        shared.metrics.refused(direction, decision.status);
+    }
+    let none = super::logline::NONE;
+    let logged = decision.logged.as_deref();
+    // One line per message, whatever became of it: the queue id (or, when nothing
+    // was queued, the name it was received under), and what it claimed to be. Values
+    // a client wrote are strings (quoted in text lines), escaped by `logline`.
     tracing::info!(
-        id = decision.id.as_deref().unwrap_or("-"),
-        direction = %direction,
-        profile = decision.profile.map_or("-", |p| p.token()),
+        id = decision
+            .id
+            .as_deref()
+            .or(logged.and_then(|l| l.name.as_deref()))
+            .unwrap_or(none),
+        listener = listener.name.as_str(),
+        direction,
+        from = logged.map_or(none, |l| l.from.as_str()),
+        message_id = logged.map_or(none, |l| l.message_id.as_str()),
+        recipients = recipients.as_str(),
+        nrcpt,
+        profile = decision.profile.map_or(none, |p| p.token()),
         verdict = decision.verdict,
         code = decision.code,
+        dsn = decision.status,
         size,
-        recipients = rcpts,
         peer = %peer,
         client = client.as_str(),
         upstream_id = upstream.as_deref().unwrap_or("-"),

@@ -24,7 +24,9 @@ pub struct Received {
 }
 
 /// An SMTP (or LMTP) server on loopback that accepts everything, except recipients
-/// whose local part starts with `reject`, and records it.
+/// whose local part starts with `reject` (550 5.1.1) or `defer` (450 4.2.1), and
+/// records it. It answers a message as Postfix does, with its queue id: `250 2.0.0
+/// Ok: queued as SINKn`, n counting from 0.
 pub struct Sink {
     pub addr: SocketAddr,
     messages: Arc<Mutex<Vec<Received>>>,
@@ -145,6 +147,8 @@ fn sink_session(
             let to = arg("RCPT TO:");
             if to.starts_with("reject") {
                 w.write_all(b"550 5.1.1 no such user\r\n")?;
+            } else if to.starts_with("defer") {
+                w.write_all(b"450 4.2.1 mailbox busy, try later\r\n")?;
             } else {
                 rcpts.push(to);
                 w.write_all(b"250 2.1.5 ok\r\n")?;
@@ -167,14 +171,18 @@ fn sink_session(
                 };
                 data.extend_from_slice(l);
             }
-            messages.lock().unwrap().push(Received {
-                mail_from: from.clone(),
-                recipients: rcpts.clone(),
-                data,
-            });
+            let queued = {
+                let mut m = messages.lock().unwrap();
+                m.push(Received {
+                    mail_from: from.clone(),
+                    recipients: rcpts.clone(),
+                    data,
+                });
+                m.len() - 1
+            };
             let replies = if lmtp { rcpts.len() } else { 1 };
             for _ in 0..replies {
-                w.write_all(b"250 2.0.0 stored\r\n")?;
+                w.write_all(format!("250 2.0.0 Ok: queued as SINK{queued}\r\n").as_bytes())?;
             }
             if closing {
                 return Ok(());
@@ -481,6 +489,17 @@ impl Gateway {
     }
 
     pub fn start_file(dir: &Path, name: &str, path: &Path, ports: &[u16]) -> Gateway {
+        Gateway::start_file_env(dir, name, path, ports, &[])
+    }
+
+    /// [`Gateway::start_file`] with these environment variables set.
+    pub fn start_file_env(
+        dir: &Path,
+        name: &str,
+        path: &Path,
+        ports: &[u16],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let log = dir.join(format!("{name}.log"));
         let logfile = std::fs::File::options()
             .create(true)
@@ -492,6 +511,8 @@ impl Gateway {
             .arg(path)
             .env("MAILSEAL_LOG", "info")
             .env_remove("MAILSEAL_STATE")
+            .env_remove("MAILSEAL_LOG_FORMAT")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(logfile)

@@ -18,5 +18,6 @@ mod postgres_instances;
 mod postgres_recovery;
 mod queue_tools;
 mod readme_walk;
+mod signals;
 mod smtp_session_seeds;
 mod trace;

@@ -81,7 +81,10 @@ fn lmtp_delivery_bounces_a_refused_recipient_and_counts() {
         m.contains("mailseal_messages_total{direction=\"relay\",verdict=\"passed\"} 1"),
         "{m}"
     );
-    assert!(m.contains("mailseal_bounced_total 1"), "{m}");
+    assert!(
+        m.contains("mailseal_bounced_total{reason=\"5.1\"} 1"),
+        "{m}"
+    );
     assert!(m.contains("mailseal_delivery_seconds_count 2"), "{m}");
     drop(g);
 }

@@ -218,6 +218,24 @@ fn run(
         "{}",
         a.log_text()
     );
+    // The gateway's delivery line carries Postfix's reply and so its queue id: the
+    // message is followed from the gateway's log into Postfix's.
+    let line = a
+        .log_text()
+        .lines()
+        .find(|l| l.contains("status=\"delivered\""))
+        .map(str::to_string)
+        .unwrap_or_default();
+    let queue_id = line
+        .split("reply=\"250 2.0.0 Ok: queued as ")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("no Postfix queue id in: {line}"));
+    assert!(
+        maillog().contains(&format!(" {queue_id}: ")),
+        "{queue_id} not in\n{}",
+        maillog()
+    );
 
     let answer = mail(&bob, &alice, &format!("urn:uuid:postfix-{profile}-2"));
     let r = kit::submit(([127, 0, 0, 1], b_out).into(), &bob, &[&alice], &answer);

@@ -51,6 +51,8 @@ struct Slot {
     lease: i64,
     /// Held with the queue tools.
     held: bool,
+    /// When it was accepted (Unix s): [`Spool::oldest`] reads no file.
+    created: i64,
 }
 
 #[derive(Default)]
@@ -382,6 +384,7 @@ impl DirSpool {
                     next: entry.next_attempt,
                     lease: 0,
                     held: holds.contains(&id),
+                    created: entry.created,
                 },
             );
             queued.insert(id);
@@ -521,6 +524,7 @@ impl DirSpool {
                 slot.next = entry.next_attempt;
             }
             slot.held = held;
+            slot.created = entry.created;
             tracing::info!(id = %id, held, next_attempt = entry.next_attempt, attempts = entry.attempts, "spool: entry changed with the queue tool");
             drop(index);
             drop(lock);
@@ -560,6 +564,7 @@ impl Spool for DirSpool {
                 entry.id.clone(),
                 Slot {
                     next: entry.next_attempt,
+                    created: entry.created,
                     ..Slot::default()
                 },
             );
@@ -654,6 +659,7 @@ impl Spool for DirSpool {
                 next: entry.next_attempt,
                 lease: 0,
                 held,
+                created: entry.created,
             },
         );
         Ok(())
@@ -661,6 +667,10 @@ impl Spool for DirSpool {
 
     fn depth(&self) -> Result<u64, SpoolError> {
         Ok(self.lock().queued.len() as u64)
+    }
+
+    fn oldest(&self) -> Result<Option<i64>, SpoolError> {
+        Ok(self.lock().queued.values().map(|s| s.created).min())
     }
 
     fn expire(&self, now: i64) -> Result<(), SpoolError> {
@@ -722,17 +732,59 @@ mod tests {
         // A restart resumes it (the lease is gone with the process).
         let s = DirSpool::open(tmp.path()).unwrap();
         assert_eq!(s.depth().unwrap(), 1);
+        assert_eq!(
+            s.oldest().unwrap(),
+            Some(100),
+            "read back from its envelope"
+        );
         let got = s.claim(200, 10, 60).unwrap();
         assert_eq!(got[0].attempts, 1);
         s.done(&got[0].id, 200).unwrap();
         drop(s);
         let s = DirSpool::open(tmp.path()).unwrap();
         assert_eq!(s.depth().unwrap(), 0);
+        assert_eq!(s.oldest().unwrap(), None);
         assert_eq!(
             s.put(&e).unwrap(),
             Put::Known,
             "a delivered id is remembered"
         );
+    }
+
+    /// The oldest queued entry is known without reading a file, also after a restart;
+    /// the acceptance's milliseconds are kept, and an envelope written before they were
+    /// (no `created_ms`) still reads, to its second.
+    #[test]
+    fn oldest_and_milliseconds_survive_reopen_and_old_envelopes_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let rcpts = vec!["b@y".to_string()];
+        let newer = Entry::new("out", "a@x", &rcpts, b"1\r\n".to_vec(), 0).accepted_at(100_250);
+        let older = Entry::new("out", "a@x", &rcpts, b"2\r\n".to_vec(), 0).accepted_at(90_999);
+        {
+            let s = DirSpool::open(tmp.path()).unwrap();
+            assert_eq!(s.oldest().unwrap(), None);
+            s.put(&newer).unwrap();
+            s.put(&older).unwrap();
+            assert_eq!(s.oldest().unwrap(), Some(90));
+        }
+        // An envelope as a version without milliseconds wrote it.
+        let mut old_format =
+            serde_json::to_value(Entry::new("out", "a@x", &rcpts, Vec::new(), 80)).unwrap();
+        old_format.as_object_mut().unwrap().remove("created_ms");
+        let id = old_format["id"].as_str().unwrap().to_string();
+        let q = tmp.path().join("queue");
+        std::fs::write(q.join(format!("{id}.eml")), b"3\r\n").unwrap();
+        std::fs::write(q.join(format!("{id}.json")), old_format.to_string()).unwrap();
+        let s = DirSpool::open(tmp.path()).unwrap();
+        assert_eq!(s.oldest().unwrap(), Some(80));
+        let got = s.claim(200, 10, 60).unwrap();
+        let accepted = |id: &str| got.iter().find(|e| e.id == id).unwrap().accepted_ms();
+        assert_eq!(accepted(&newer.id), 100_250);
+        assert_eq!(accepted(&older.id), 90_999);
+        assert_eq!(accepted(&id), 80_000);
+        s.done(&id, 200).unwrap();
+        s.done(&older.id, 200).unwrap();
+        assert_eq!(s.oldest().unwrap(), Some(100));
     }
 
     #[test]

@@ -239,6 +239,7 @@ impl QueueAdmin for DirQueue {
             entry.last_error.clear();
             entry.next_attempt = now;
             entry.created = now;
+            entry.created_ms = now.saturating_mul(1000);
             self.reschedule(q, entry)
         })
     }

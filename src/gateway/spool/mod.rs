@@ -49,6 +49,12 @@ pub struct Entry {
     pub recipients: Vec<String>,
     /// When it was accepted, Unix seconds.
     pub created: i64,
+    /// When it was accepted, Unix milliseconds: the delivery latency it gives is most
+    /// often under a second, which whole seconds round to 0. 0 for an entry an older
+    /// version queued (both spools' formats gained it): [`Entry::accepted_ms`] then
+    /// takes [`Entry::created`]'s second.
+    #[serde(default)]
+    pub created_ms: i64,
     /// Delivery attempts so far.
     pub attempts: u32,
     /// Not before this time, Unix seconds.
@@ -93,12 +99,36 @@ impl Entry {
             mail_from: mail_from.to_string(),
             recipients: recipients.to_vec(),
             created: now,
+            created_ms: now.saturating_mul(1000),
             attempts: 0,
             next_attempt: now,
             last_error: String::new(),
             data,
         }
     }
+
+    /// The same entry, accepted at `ms` (Unix milliseconds): [`Entry::created`] is its
+    /// second.
+    pub fn accepted_at(mut self, ms: i64) -> Self {
+        self.created = ms.div_euclid(1000);
+        self.created_ms = ms;
+        self
+    }
+
+    /// When it was accepted, Unix milliseconds (to the second for an entry queued
+    /// before milliseconds were kept).
+    pub fn accepted_ms(&self) -> i64 {
+        if self.created_ms > 0 {
+            self.created_ms
+        } else {
+            self.created.saturating_mul(1000)
+        }
+    }
+}
+
+/// The current time, Unix milliseconds.
+pub fn now_ms() -> i64 {
+    (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64
 }
 
 /// The name of a message on a route: a digest of everything that makes it that
@@ -198,6 +228,10 @@ pub trait Spool: Send + Sync {
     fn retry(&self, entry: &Entry) -> Result<(), SpoolError>;
     /// Entries queued (not done).
     fn depth(&self) -> Result<u64, SpoolError>;
+    /// When the oldest entry still queued was accepted ([`Entry::created`], Unix
+    /// seconds); `None` when none is. For the metrics, read as often as the depth:
+    /// from memory (a directory) or one aggregate over the queued rows (PostgreSQL).
+    fn oldest(&self) -> Result<Option<i64>, SpoolError>;
     /// Forgets done ids older than [`DONE_RETENTION_SECS`].
     fn expire(&self, now: i64) -> Result<(), SpoolError>;
     /// How long the spool has been unreachable, if it is (a database spool).

@@ -62,8 +62,8 @@ impl Spool for PostgresSpool {
                 c.execute(
                     "INSERT INTO mailseal_spool
                    (id, route, mail_from, recipients, created, attempts, next_attempt,
-                    last_error, data)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                    last_error, data, created_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                  ON CONFLICT (id) DO NOTHING",
                     &[
                         &entry.id,
@@ -75,6 +75,7 @@ impl Spool for PostgresSpool {
                         &entry.next_attempt,
                         &entry.last_error,
                         &entry.data,
+                        &entry.created_ms,
                     ],
                 )
             })
@@ -102,7 +103,7 @@ impl Spool for PostgresSpool {
                    LIMIT $3
                    FOR UPDATE SKIP LOCKED)
                  RETURNING id, route, mail_from, recipients, created, attempts,
-                           next_attempt, last_error, data",
+                           next_attempt, last_error, data, created_ms",
                     &[
                         &now,
                         &(now + lease_secs),
@@ -123,6 +124,7 @@ impl Spool for PostgresSpool {
                     recipients: serde_json::from_str(&recipients)
                         .map_err(|_| SpoolError::Damaged(r.get(0)))?,
                     created: r.get(4),
+                    created_ms: r.get(9),
                     attempts: r.get::<_, i32>(5).max(0) as u32,
                     next_attempt: r.get(6),
                     last_error: r.get(7),
@@ -177,6 +179,19 @@ impl Spool for PostgresSpool {
             })
             .map_err(db)?;
         Ok(row.get::<_, i64>(0).max(0) as u64)
+    }
+
+    fn oldest(&self) -> Result<Option<i64>, SpoolError> {
+        let row = self
+            .db
+            .with(|c| {
+                c.query_one(
+                    "SELECT min(created) FROM mailseal_spool WHERE done_at IS NULL",
+                    &[],
+                )
+            })
+            .map_err(db)?;
+        Ok(row.get::<_, Option<i64>>(0))
     }
 
     fn expire(&self, now: i64) -> Result<(), SpoolError> {

@@ -25,7 +25,7 @@ fn db(e: impl std::fmt::Display) -> SpoolError {
 
 /// The columns [`queued`] reads, in its order.
 const COLUMNS: &str = "id, route, mail_from, recipients, created, attempts, next_attempt,
-     last_error, leased_until, held, octet_length(data)::BIGINT";
+     last_error, leased_until, held, octet_length(data)::BIGINT, created_ms";
 
 fn queued(r: &postgres::Row, now: i64) -> Result<Queued, SpoolError> {
     let id: String = r.get(0);
@@ -44,6 +44,7 @@ fn queued(r: &postgres::Row, now: i64) -> Result<Queued, SpoolError> {
             next_attempt: r.get(6),
             last_error: r.get(7),
             data: Vec::new(),
+            created_ms: r.get(11),
             id,
         },
         state: Queued::state_of(held, leased_until, now),
@@ -155,7 +156,7 @@ impl QueueAdmin for PostgresQueue {
             )
             .map_err(db)?
             .ok_or_else(|| SpoolError::UnknownId(id.to_string()))?;
-        Ok((queued(&row, now)?, row.get(11)))
+        Ok((queued(&row, now)?, row.get(12)))
     }
 
     fn flush(&self, id: &str, now: i64) -> Result<Applied, SpoolError> {
@@ -223,7 +224,8 @@ impl QueueAdmin for PostgresQueue {
             due(
                 q,
                 "UPDATE mailseal_spool
-                 SET attempts = 0, last_error = '', next_attempt = $2, created = $2
+                 SET attempts = 0, last_error = '', next_attempt = $2, created = $2,
+                     created_ms = $2::BIGINT * 1000
                  WHERE id = $1",
             )
         })
