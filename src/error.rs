@@ -247,18 +247,27 @@ pub fn shown(text: &str, max_chars: usize) -> String {
             out.push_str(&format!("... ({rest} more characters)"));
             return out;
         }
-        let hidden = c.is_control()
-            || matches!(c,
-                '\u{00ad}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{180e}'
-                | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
-                | '\u{3164}' | '\u{feff}' | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}');
-        if hidden {
+        if is_hidden(c) {
             out.push_str(&format!("\\u{{{:04x}}}", c as u32));
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Whether `c` is a character that does not show, or changes how what follows shows:
+/// controls (C0, DEL, C1), line and paragraph separators, bidi controls, zero-width
+/// and invisible format characters, fillers, variation selectors, the combining
+/// grapheme joiner and the tag characters.
+pub fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}'
+            | '\u{17b5}' | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}' | '\u{fff0}'..='\u{fffb}'
+            | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e0fff}')
 }
 
 #[cfg(test)]
@@ -274,6 +283,12 @@ mod shown_tests {
         assert_eq!(
             shown("x\u{202e}gpj.exe\u{200b}", 100),
             "x\\u{202e}gpj.exe\\u{200b}"
+        );
+        // Tag characters (invisible text after an address), variation selectors and
+        // the combining grapheme joiner.
+        assert_eq!(
+            shown("ceo@corp.example\u{e0020}\u{e0065}x\u{fe0f}\u{34f}", 100),
+            "ceo@corp.example\\u{e0020}\\u{e0065}x\\u{fe0f}\\u{034f}"
         );
         assert_eq!(shown("é😀 plain", 100), "é😀 plain");
         let long = "A".repeat(10_000_000);

@@ -522,7 +522,11 @@ pub struct DeliveryPolicy {
     pub lease_secs: u64,
     /// A PostgreSQL spool: an instance that has given no sign of life for this many
     /// seconds (it beats every sixth of it, whatever it is doing) is dead, and the
-    /// others take its leased entries at once instead of after `lease_secs`.
+    /// others take its leased entries at once instead of after `lease_secs`. More
+    /// than three exchanges (`3 x timeout_secs`), so that a delivery under way when its
+    /// instance lost the database has ended first (a copy it delivered and could not
+    /// mark done is delivered again, as after a lease runs out: the receiver's replay
+    /// state drops it).
     pub instance_dead_secs: u64,
     /// How often the queue is polled for due entries, milliseconds.
     pub poll_ms: u64,
@@ -541,7 +545,7 @@ impl Default for DeliveryPolicy {
             timeout_secs: 60,
             concurrency: 16,
             lease_secs: 600,
-            instance_dead_secs: 30,
+            instance_dead_secs: 240,
             poll_ms: 500,
             database_down_secs: 120,
         }
@@ -771,11 +775,8 @@ impl Config {
                     .into(),
             );
         }
-        if d.instance_dead_secs < 3 {
-            return invalid(
-                "delivery.instance_dead_secs: at least 3 (an instance beats every sixth of it)"
-                    .into(),
-            );
+        if d.instance_dead_secs <= d.timeout_secs * 3 {
+            return invalid("delivery.instance_dead_secs must exceed three exchanges (3 x timeout_secs): a delivery under way when its instance lost the database must end before another instance takes it".into());
         }
         if d.lease_secs <= d.timeout_secs * 3 {
             return invalid("delivery.lease_secs must exceed three exchanges (3 x timeout_secs): a delivery in progress must not be taken by another instance".into());

@@ -674,10 +674,16 @@ impl Deliverer {
         if entry.mail_from.is_empty() {
             return;
         }
+        // An inbound entry is the opened message: its header fields were protected
+        // (sealed), and MAIL FROM, whom the notice goes to, is anyone's to write. The
+        // notice carries none of them.
+        let inbound = self.config.listener(&entry.route).map(|l| l.mode)
+            == Some(super::config::Mode::Inbound);
+        let quoted: &[u8] = if inbound { b"\r\n" } else { &entry.data };
         let report = dsn::compose(
             &self.config.hostname,
             &entry.mail_from,
-            &entry.data,
+            quoted,
             entry.created,
             failures,
         );

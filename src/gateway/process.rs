@@ -161,7 +161,7 @@ fn receive_refusal(e: &ReceiveError) -> Decision {
     if e.retry_later() {
         Decision::refused(452, "4.3.1", e)
     } else if let (ReceiveError::Rules(r), false) = (e, e.kind() == ErrorKind::Other) {
-        tracing::info!(code = r.code(), reason = %one_line(&r.to_string()), "refused by the receiver rules");
+        tracing::info!(code = r.code(), reason = %crate::error::quoted(r.to_string()), "refused by the receiver rules");
         Decision::refused(
             550,
             "5.7.1",
@@ -285,6 +285,16 @@ fn worker(
                     default_profile: profile,
                 };
                 match job.mode {
+                    // A first line that continues a header field would continue the
+                    // field the gateway puts on top (Received:, Mailseal-Verdict:): a
+                    // message begins with a field, never with its continuation.
+                    _ if matches!(job.transaction.data.first(), Some(b' ' | b'\t')) => {
+                        Decision::refused(
+                            554,
+                            "5.6.0",
+                            "the message begins with a folded line (a continuation of no header field)",
+                        )
+                    }
                     Mode::Outbound => ctx.outbound(&p.sender, &job.transaction),
                     Mode::Inbound => ctx.inbound(&mut p.receiver, &job.transaction),
                     Mode::Relay => ctx.relay(&job.transaction),

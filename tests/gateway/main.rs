@@ -7,9 +7,12 @@ mod kit;
 
 mod crash_kill;
 mod end_to_end;
+mod fail_bounce_content;
+mod fail_folded_top;
 mod fail_inbound;
 mod fail_outbound;
 mod fail_per_agent;
+mod fail_queue_tools_owner;
 mod fail_smtp_input;
 mod fail_submission;
 mod operations;

@@ -334,8 +334,9 @@ fn a_database_gone_too_long_makes_the_gateway_exit_non_zero() {
 /// Issue #57: an instance that dies with mail leased to a next hop that hung is not
 /// waited for until its leases run out (600 s here): the other instance sharing the
 /// database takes them once the dead one has been silent `delivery.instance_dead_secs`
-/// (3 s here). While the first one lives (and beats, its deliveries hanging), its
-/// leases are left alone.
+/// (61 s here: more than three 20 s exchanges, so that a delivery under way has ended
+/// first). While the first one lives (and beats, its deliveries hanging), its leases
+/// are left alone.
 #[test]
 fn a_dead_instances_leases_are_taken_by_the_other_promptly() {
     let dir = tempfile::tempdir().unwrap();
@@ -361,13 +362,13 @@ fn a_dead_instances_leases_are_taken_by_the_other_promptly() {
             &format!("spool = \"{}\"\nstate = \"{}\"", pg.url(), pg.url()),
         )
         .replace(
-            "lease_secs = 60\n",
-            "lease_secs = 600\ninstance_dead_secs = 3\n",
+            "timeout_secs = 10\nlease_secs = 60\n",
+            "timeout_secs = 20\nlease_secs = 600\ninstance_dead_secs = 61\n",
         )
     };
     let (pa, pb) = (kit::free_port(), kit::free_port());
     let ca = conf("a", pa, hung.port());
-    assert!(ca.contains("instance_dead_secs = 3"), "{ca}");
+    assert!(ca.contains("instance_dead_secs = 61"), "{ca}");
     let mut a = Gateway::start(dir.path(), "a", &ca, &[pa]);
     for i in 0..3 {
         let r = submit_until_taken(
@@ -379,8 +380,8 @@ fn a_dead_instances_leases_are_taken_by_the_other_promptly() {
     // Claimed by A and stuck at the hop that hangs; B starts beside it.
     std::thread::sleep(Duration::from_secs(2));
     let b = Gateway::start(dir.path(), "b", &conf("b", pb, sink.addr.port()), &[pb]);
-    // A lives and beats: twice its dead time later, B has taken nothing.
-    std::thread::sleep(Duration::from_secs(7));
+    // A lives and beats: B takes nothing meanwhile.
+    std::thread::sleep(Duration::from_secs(5));
     assert!(
         sink.messages().is_empty(),
         "B took a live instance's leases\n{}",
@@ -388,7 +389,7 @@ fn a_dead_instances_leases_are_taken_by_the_other_promptly() {
     );
     a.kill();
     // Dead: B delivers all three long before the 600 s leases would run out.
-    let got = sink.wait_for(3, Duration::from_secs(90));
+    let got = sink.wait_for(3, Duration::from_secs(200));
     assert_eq!(got.len(), 3, "{}", b.log_text());
     assert_eq!(delivered_ids(&sink), ["00", "01", "02"]);
 }

@@ -57,6 +57,19 @@ impl DirQueue {
             ));
         }
         use std::os::unix::fs::MetadataExt;
+        // Only the spool's owner works in it. Another user (root, say) would follow
+        // links its owner planted there (a directory of the spool swapped for a link
+        // makes root write elsewhere, a file it then gives the owner), open FIFOs and
+        // the like; as the owner, the tools can do nothing the owner could not.
+        // (/proc/self belongs to the process's effective user.)
+        if let Ok(me) = fs::metadata("/proc/self").map(|m| m.uid()) {
+            if me != meta.uid() {
+                return Err(not(&format!(
+                    "it belongs to user {} and this is user {me}: run the queue tools as the spool's owner (sudo -u mailseal mailseal queue ...)",
+                    meta.uid()
+                )));
+            }
+        }
         let owner = Some((meta.uid(), meta.gid()));
         // A spool a gateway of an earlier version made has no notes directory yet.
         let changed = layout.changed();
@@ -76,9 +89,12 @@ impl DirQueue {
 
     /// The entry as listed, or `None` when it is gone.
     fn describe(&self, id: &str, now: i64) -> Result<Option<Queued>, SpoolError> {
-        let Some(entry) = envelope_if_any(&self.layout, id)? else {
+        let Some(mut entry) = envelope_if_any(&self.layout, id)? else {
             return Ok(None);
         };
+        // The entry is its file's name (hex), whatever id its envelope states: a
+        // planted envelope cannot put its own text where the tools print the id.
+        entry.id = id.to_string();
         let held = self.layout.file(id, "hold").exists();
         let leased_until = self.layout.lease(id, now);
         let size = fs::symlink_metadata(self.layout.file(id, "eml")).map_or(0, |m| m.len());
