@@ -8,12 +8,18 @@
 //! 3. a second gateway sealing with P-256 identities (made by `smime::generate`), the
 //!    keys a new deployment would choose: an RSA-2048 signature alone is about half
 //!    a millisecond of CPU, a P-256 one a few tens of microseconds;
-//! 4. Debian's Postfix relaying the same load to the same sink (when it can run here:
+//! 4. with `MAILSEAL_TEST_POSTGRES` (a fresh database for each set-up, made as the
+//!    tests make theirs, dropped at the end): one gateway whose spool is PostgreSQL,
+//!    as a relay and sealing with the P-256 identities; then two instances sharing
+//!    one PostgreSQL spool (each its own listener ports, the 8 clients split between
+//!    them, both delivering to the same sink), the same two ways. Without the
+//!    variable these rows are not run and the run says why;
+//! 5. Debian's Postfix relaying the same load to the same sink (when it can run here:
 //!    root and the package; otherwise its row says why).
 //!
 //! For each: messages accepted per second (the clients' view), p50 and p99 of the time
 //! from the end of DATA to the 250, and the time until the sink has them all (what
-//! the spool and delivery sustain). The gateway has its default workers (twice the
+//! the spool and delivery sustain). Each gateway has its default workers (twice the
 //! cores). Then the ratios. Run:
 //! `cargo bench --bench gateway_load` (release build; figures in BENCHMARKS.md).
 
@@ -104,12 +110,14 @@ fn message(pair: Pair, i: usize) -> Vec<u8> {
         .unwrap()
 }
 
-/// Runs the load against `addr`; the sink must end with `MESSAGES` more.
-fn load(name: &'static str, pair: Pair, addr: SocketAddr, sink: &kit::Sink) -> Row {
+/// Runs the load against `addrs` (client `c` connects to `addrs[c % len]`); the sink
+/// must end with `MESSAGES` more.
+fn load(name: &'static str, pair: Pair, addrs: &[SocketAddr], sink: &kit::Sink) -> Row {
     let before = sink.messages().len();
     let start = Instant::now();
     let clients: Vec<_> = (0..CLIENTS)
         .map(|c| {
+            let addr = addrs[c % addrs.len()];
             std::thread::spawn(move || {
                 let mut latencies = Vec::new();
                 let mut client = kit::Client::connect(addr);
@@ -147,6 +155,129 @@ fn load(name: &'static str, pair: Pair, addr: SocketAddr, sink: &kit::Sink) -> R
     }
 }
 
+impl Row {
+    fn delivered_per_sec(&self) -> f64 {
+        MESSAGES as f64 / self.delivered_secs
+    }
+}
+
+fn addr(port: u16) -> SocketAddr {
+    ([127, 0, 0, 1], port).into()
+}
+
+/// A gateway `name` with a sealing (`seal`) and a relaying (`relay`) listener on
+/// `ports`, both delivering to `sink`; its spool `spool` when given (a database), a
+/// directory of its own otherwise. Delivery polls every 10 ms; default workers.
+fn gateway_config(
+    dir: &std::path::Path,
+    name: &str,
+    store: &std::path::Path,
+    ports: [u16; 2],
+    sink: &kit::Sink,
+    spool: Option<&str>,
+) -> String {
+    let conf = kit::config(
+        dir,
+        name,
+        store,
+        &[
+            (
+                "seal",
+                ports[0],
+                "outbound",
+                sink.addr.port(),
+                "tls = \"none\"",
+            ),
+            (
+                "relay",
+                ports[1],
+                "relay",
+                sink.addr.port(),
+                "tls = \"none\"",
+            ),
+        ],
+        "",
+    )
+    .replace("poll_ms = 50", "poll_ms = 10")
+    .replace("workers = 2\n", "");
+    match spool {
+        Some(url) => conf.replace(
+            &format!(
+                "spool = \"{}\"",
+                dir.join(format!("{name}-spool")).display()
+            ),
+            &format!("spool = \"{url}\""),
+        ),
+        None => conf,
+    }
+}
+
+/// The PostgreSQL rows: one gateway on a spool in a fresh database, then two on
+/// another, each as a relay and sealing with P-256. Empty (and says why) without
+/// `MAILSEAL_TEST_POSTGRES`.
+fn postgres_rows(dir: &std::path::Path, store: &std::path::Path, sink: &kit::Sink) -> Vec<Row> {
+    let Some(one) = common::postgres_database() else {
+        println!("PostgreSQL spool: not run (MAILSEAL_TEST_POSTGRES is not set; .ci/postgres-up starts a server)");
+        return Vec::new();
+    };
+    let two = common::postgres_database().expect("the same server again");
+    let mut rows = Vec::new();
+    let ports = [(); 2].map(|_| kit::free_port());
+    let conf = gateway_config(dir, "load-pg", store, ports, sink, Some(&one));
+    let gateway = kit::Gateway::start(dir, "load-pg", &conf, &ports);
+    rows.push(load(
+        "gateway, PostgreSQL spool, pass-through",
+        RSA,
+        &[addr(ports[1])],
+        sink,
+    ));
+    rows.push(load(
+        "gateway, PostgreSQL spool, S/MIME sign+encrypt (P-256)",
+        P256,
+        &[addr(ports[0])],
+        sink,
+    ));
+    drop(gateway);
+    let (a, b) = (
+        [(); 2].map(|_| kit::free_port()),
+        [(); 2].map(|_| kit::free_port()),
+    );
+    let conf_a = gateway_config(dir, "load-pg-a", store, a, sink, Some(&two));
+    let conf_b = gateway_config(dir, "load-pg-b", store, b, sink, Some(&two));
+    let ga = kit::Gateway::start(dir, "load-pg-a", &conf_a, &a);
+    let gb = kit::Gateway::start(dir, "load-pg-b", &conf_b, &b);
+    rows.push(load(
+        "two gateways, one PostgreSQL spool, pass-through",
+        RSA,
+        &[addr(a[1]), addr(b[1])],
+        sink,
+    ));
+    rows.push(load(
+        "two gateways, one PostgreSQL spool, S/MIME sign+encrypt (P-256)",
+        P256,
+        &[addr(a[0]), addr(b[0])],
+        sink,
+    ));
+    drop((ga, gb));
+    drop_databases(&[&one, &two]);
+    rows
+}
+
+/// Drops the bench's databases (their gateways have exited).
+fn drop_databases(urls: &[&str]) {
+    let Ok(admin) = std::env::var("MAILSEAL_TEST_POSTGRES") else {
+        return;
+    };
+    let Ok(mut client) = postgres::Client::connect(&admin, postgres::NoTls) else {
+        return;
+    };
+    for url in urls {
+        if let Some((_, name)) = url.rsplit_once('/') {
+            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        }
+    }
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` would pass nothing: run only
     // when benchmarking.
@@ -160,75 +291,38 @@ fn main() {
     // two-second window for trusting cached reads.
     std::thread::sleep(Duration::from_secs(3));
     let sink = kit::Sink::start();
-    let [seal_port, relay_port, p256_port] = [(); 3].map(|_| kit::free_port());
-    let conf = kit::config(
-        dir.path(),
-        "load",
-        &a_store,
-        &[
-            (
-                "seal",
-                seal_port,
-                "outbound",
-                sink.addr.port(),
-                "tls = \"none\"",
-            ),
-            (
-                "relay",
-                relay_port,
-                "relay",
-                sink.addr.port(),
-                "tls = \"none\"",
-            ),
-        ],
-        "",
-    )
-    .replace("poll_ms = 50", "poll_ms = 10")
-    .replace("workers = 2\n", "");
-    let gateway = kit::Gateway::start(dir.path(), "load", &conf, &[seal_port, relay_port]);
-    let addr = |p: u16| -> SocketAddr { ([127, 0, 0, 1], p).into() };
+    let ports = [(); 2].map(|_| kit::free_port());
+    let conf = gateway_config(dir.path(), "load", &a_store, ports, &sink, None);
+    let gateway = kit::Gateway::start(dir.path(), "load", &conf, &ports);
 
-    // A short warm-up of each path (caches, connections), then the runs.
     let mut rows = vec![
         load(
             "gateway, S/MIME sign+encrypt (RSA-2048)",
             RSA,
-            addr(seal_port),
+            &[addr(ports[0])],
             &sink,
         ),
         load(
             "gateway, pass-through (floor)",
             RSA,
-            addr(relay_port),
+            &[addr(ports[1])],
             &sink,
         ),
     ];
     drop(gateway);
-    let conf = kit::config(
-        dir.path(),
-        "load-p256",
-        &p_store,
-        &[(
-            "seal",
-            p256_port,
-            "outbound",
-            sink.addr.port(),
-            "tls = \"none\"",
-        )],
-        "",
-    )
-    .replace("poll_ms = 50", "poll_ms = 10")
-    .replace("workers = 2\n", "");
-    let gateway = kit::Gateway::start(dir.path(), "load-p256", &conf, &[p256_port]);
+    let ports = [(); 2].map(|_| kit::free_port());
+    let conf = gateway_config(dir.path(), "load-p256", &p_store, ports, &sink, None);
+    let gateway = kit::Gateway::start(dir.path(), "load-p256", &conf, &ports);
     rows.push(load(
         "gateway, S/MIME sign+encrypt (P-256)",
         P256,
-        addr(p256_port),
+        &[addr(ports[0])],
         &sink,
     ));
     drop(gateway);
+    let pg = postgres_rows(dir.path(), &p_store, &sink);
     let pf_port = kit::free_port();
-    if kit::postfix_usable() {
+    let postfix = if kit::postfix_usable() {
         let _pf = kit::postfix(
             &dir.path().join("postfix"),
             false,
@@ -242,10 +336,11 @@ fn main() {
         {
             std::thread::sleep(Duration::from_millis(50));
         }
-        rows.push(load("Postfix 3.7 relay", RSA, addr(pf_port), &sink));
+        Some(load("Postfix 3.7 relay", RSA, &[addr(pf_port)], &sink))
     } else {
         println!("Postfix: not run (needs root and the postfix package)");
-    }
+        None
+    };
     println!(
         "\n{CLIENTS} clients, {MESSAGES} messages of {} bytes, loopback",
         message(RSA, 0).len()
@@ -254,7 +349,7 @@ fn main() {
         "| path | accepted msg/s | p50 ms | p99 ms | all delivered after s | delivered msg/s |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
-    for r in &rows {
+    for r in rows.iter().chain(&pg).chain(&postfix) {
         println!(
             "| {} | {:.0} | {:.1} | {:.1} | {:.2} | {:.0} |",
             r.name,
@@ -262,7 +357,7 @@ fn main() {
             r.p50_ms,
             r.p99_ms,
             r.delivered_secs,
-            MESSAGES as f64 / r.delivered_secs
+            r.delivered_per_sec()
         );
     }
     let floor = &rows[1];
@@ -273,13 +368,27 @@ fn main() {
             floor.accepted_per_sec / seal.accepted_per_sec,
             seal.delivered_secs / floor.delivered_secs
         );
-        if let Some(pf) = rows.get(3) {
-            println!(
-                "{} / Postfix: {:.2}x Postfix's accepted rate, {:.2}x its delivery rate",
-                seal.name,
-                seal.accepted_per_sec / pf.accepted_per_sec,
-                pf.delivered_secs / seal.delivered_secs
-            );
+    }
+    let against = |row: &Row, base: &Row| {
+        println!(
+            "{} / {}: {:.2}x the accepted rate, {:.2}x the delivered rate",
+            row.name,
+            base.name,
+            row.accepted_per_sec / base.accepted_per_sec,
+            row.delivered_per_sec() / base.delivered_per_sec()
+        );
+    };
+    if let Some(pf) = &postfix {
+        for row in rows
+            .iter()
+            .chain(&pg)
+            .filter(|r| !r.name.starts_with("two"))
+        {
+            against(row, pf);
         }
+    }
+    if let [one_relay, one_seal, two_relay, two_seal] = &pg[..] {
+        against(two_relay, one_relay);
+        against(two_seal, one_seal);
     }
 }

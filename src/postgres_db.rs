@@ -203,6 +203,15 @@ struct Link {
     down_since: Option<std::time::Instant>,
 }
 
+/// Whether the server ended the session with this error (FATAL or PANIC: terminated,
+/// shutting down), which may come before the connection's close is read.
+fn session_ended(e: &postgres::Error) -> bool {
+    use postgres::error::Severity;
+    e.as_db_error()
+        .and_then(|d| d.parsed_severity())
+        .is_some_and(|s| matches!(s, Severity::Fatal | Severity::Panic))
+}
+
 /// How often a connection that is down is tried again.
 const RECONNECT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -256,11 +265,14 @@ impl Reconnecting {
         let r = f(client);
         match &r {
             Ok(_) => link.down_since = None,
-            Err(_) if client.is_closed() => {
+            Err(e) if client.is_closed() || session_ended(e) => {
                 if link.down_since.is_none() {
                     tracing::warn!("database: connection lost; connecting again");
                 }
                 link.down_since.get_or_insert(now);
+                // Ended by the server, whether or not the client has read the close
+                // yet: the next use connects again.
+                link.client = None;
             }
             Err(_) => {}
         }
@@ -273,6 +285,28 @@ impl Reconnecting {
             client.batch_execute(&format!("SET statement_timeout = {statement_timeout_ms}"))?;
         }
         Ok(client)
+    }
+
+    /// Drops the connection (another to the same server found it gone): the next use
+    /// connects again at once rather than first failing a statement on a connection
+    /// the server has closed. Closed on a thread of its own: closing waits for the
+    /// server's end, which a server cut off without a word never sends.
+    pub(crate) fn forget(&self) {
+        let client = self
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .client
+            .take();
+        if let Some(client) = client {
+            if let Err(e) = std::thread::Builder::new()
+                .name("mailseal-pg-close".into())
+                .spawn(move || drop(client))
+            {
+                // The closure, and the connection with it, was dropped here.
+                tracing::debug!(error = %e, "database: a connection closed in place");
+            }
+        }
     }
 
     /// How long the database has been unreachable, if it is.

@@ -462,6 +462,10 @@ impl Deliverer {
             if *shutdown.borrow() {
                 break;
             }
+            // Every delivery that has finished frees its place, not only the one that
+            // woke the loop: the claim below then takes them all in one statement
+            // rather than one a statement.
+            while inflight.try_join_next().is_some() {}
             let free = self
                 .config
                 .delivery

@@ -23,6 +23,7 @@ mod dir;
 mod dir_admin;
 mod postgres;
 mod postgres_admin;
+mod postgres_pool;
 
 pub use admin::{Action, Applied, EntryState, QueueAdmin, Queued};
 pub use dir::DirSpool;

@@ -9,14 +9,22 @@
 //! could race with the delivery that marks it done).
 //!
 //! A row the queue tools hold (`held`, [`super::PostgresQueue`]) is never claimed.
+//!
+//! Each statement is one round trip: its parameters' types are given
+//! (`execute_typed`), so it is parsed, bound and run in one exchange rather than
+//! prepared first and run after (two). The gateway's workers and its deliveries use
+//! several connections (a pool): a worker's put does not wait behind a delivery's
+//! claim or done on one connection, and commits made side by side share the server's
+//! WAL flushes. Every put is still its own transaction, committed before it returns.
 
-use crate::postgres_db::Reconnecting;
+use postgres::types::{ToSql, Type};
 
+use super::postgres_pool::Pool;
 use super::{Entry, Put, Spool, SpoolError, DONE_RETENTION_SECS};
 
 /// A PostgreSQL spool.
 pub struct PostgresSpool {
-    db: Reconnecting,
+    db: Pool,
     /// This gateway instance, named on the leases it takes.
     instance: String,
     /// Seconds of silence after which another instance is dead and its leases are
@@ -30,16 +38,22 @@ fn db(e: impl std::fmt::Display) -> SpoolError {
 
 impl PostgresSpool {
     /// Connects (see [`crate::replay::PostgresReplayStore::connect`] for the URL and its
-    /// TLS) and brings the schema up to date.
+    /// TLS) and brings the schema up to date. One connection: a spool for one caller
+    /// at a time (a check, a tool); a gateway's is [`PostgresSpool::connect_as`]'s.
     pub fn connect(url: &str) -> Result<Self, SpoolError> {
-        Self::connect_as(url, "")
+        Self::open(url, "", 1)
     }
 
     /// [`PostgresSpool::connect`] for the gateway instance `instance` (see
-    /// [`super::instance_id`]), named on the leases it takes.
+    /// [`super::instance_id`]), named on the leases it takes, with eight connections
+    /// for its workers and deliveries.
     pub fn connect_as(url: &str, instance: &str) -> Result<Self, SpoolError> {
+        Self::open(url, instance, SPOOL_CONNECTIONS)
+    }
+
+    fn open(url: &str, instance: &str, connections: usize) -> Result<Self, SpoolError> {
         Ok(PostgresSpool {
-            db: Reconnecting::connect_with(url, SPOOL_STATEMENT_TIMEOUT_MS).map_err(db)?,
+            db: Pool::connect(url, connections, SPOOL_STATEMENT_TIMEOUT_MS).map_err(db)?,
             instance: instance.to_string(),
             dead_secs: 0,
         })
@@ -50,6 +64,23 @@ impl PostgresSpool {
 /// so a database that hangs is seen as down, as one that refuses is.
 const SPOOL_STATEMENT_TIMEOUT_MS: u32 = 30_000;
 
+/// Connections a gateway's spool holds, for the workers' puts (twice the cores by
+/// default), the deliverer's claims and the deliveries' dones side by side. Each is a
+/// server process. On two cores one gateway with eight accepted and delivered about
+/// a quarter more than with four (BENCHMARKS.md, the gateway under load with a
+/// PostgreSQL spool).
+const SPOOL_CONNECTIONS: usize = 8;
+
+/// A TEXT parameter.
+fn text(s: &(impl ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
+    (s, Type::TEXT)
+}
+
+/// A BIGINT parameter.
+fn int8(n: &i64) -> (&(dyn ToSql + Sync), Type) {
+    (n, Type::INT8)
+}
+
 fn recipients_text(r: &[String]) -> String {
     serde_json::to_string(r).unwrap_or_else(|_| "[]".into())
 }
@@ -59,23 +90,23 @@ impl Spool for PostgresSpool {
         let n = self
             .db
             .with(|c| {
-                c.execute(
+                c.execute_typed(
                     "INSERT INTO mailseal_spool
                    (id, route, mail_from, recipients, created, attempts, next_attempt,
                     last_error, data, created_ms)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                  ON CONFLICT (id) DO NOTHING",
                     &[
-                        &entry.id,
-                        &entry.route,
-                        &entry.mail_from,
-                        &recipients_text(&entry.recipients),
-                        &entry.created,
-                        &(entry.attempts as i32),
-                        &entry.next_attempt,
-                        &entry.last_error,
-                        &entry.data,
-                        &entry.created_ms,
+                        text(&entry.id),
+                        text(&entry.route),
+                        text(&entry.mail_from),
+                        (&recipients_text(&entry.recipients), Type::TEXT),
+                        int8(&entry.created),
+                        (&(entry.attempts as i32), Type::INT4),
+                        int8(&entry.next_attempt),
+                        text(&entry.last_error),
+                        (&entry.data, Type::BYTEA),
+                        int8(&entry.created_ms),
                     ],
                 )
             })
@@ -87,7 +118,7 @@ impl Spool for PostgresSpool {
         let rows = self
             .db
             .with(|c| {
-                c.query(
+                c.query_typed(
                     // A lease runs out, or its instance stopped beating: silent for
                     // `dead_secs` by the database's own clock (the instances' clocks
                     // may differ), and never this instance.
@@ -105,11 +136,11 @@ impl Spool for PostgresSpool {
                  RETURNING id, route, mail_from, recipients, created, attempts,
                            next_attempt, last_error, data, created_ms",
                     &[
-                        &now,
-                        &(now + lease_secs),
-                        &(max as i64),
-                        &self.instance,
-                        &self.dead_secs,
+                        int8(&now),
+                        int8(&(now + lease_secs)),
+                        int8(&(max as i64)),
+                        text(&self.instance),
+                        int8(&self.dead_secs),
                     ],
                 )
             })
@@ -137,10 +168,10 @@ impl Spool for PostgresSpool {
     fn done(&self, id: &str, now: i64) -> Result<(), SpoolError> {
         self.db
             .with(|c| {
-                c.execute(
+                c.execute_typed(
                     "UPDATE mailseal_spool SET done_at = $2, data = ''::bytea, leased_until = 0
                  WHERE id = $1",
-                    &[&id, &now],
+                    &[text(&id), int8(&now)],
                 )
             })
             .map(|_| ())
@@ -150,17 +181,17 @@ impl Spool for PostgresSpool {
     fn retry(&self, entry: &Entry) -> Result<(), SpoolError> {
         self.db
             .with(|c| {
-                c.execute(
+                c.execute_typed(
                     "UPDATE mailseal_spool
                  SET recipients = $2, attempts = $3, next_attempt = $4, last_error = $5,
                      leased_until = 0
                  WHERE id = $1 AND done_at IS NULL",
                     &[
-                        &entry.id,
-                        &recipients_text(&entry.recipients),
-                        &(entry.attempts as i32),
-                        &entry.next_attempt,
-                        &entry.last_error,
+                        text(&entry.id),
+                        (&recipients_text(&entry.recipients), Type::TEXT),
+                        (&(entry.attempts as i32), Type::INT4),
+                        int8(&entry.next_attempt),
+                        text(&entry.last_error),
                     ],
                 )
             })
@@ -172,7 +203,7 @@ impl Spool for PostgresSpool {
         let row = self
             .db
             .with(|c| {
-                c.query_one(
+                c.query_typed_one(
                     "SELECT count(*) FROM mailseal_spool WHERE done_at IS NULL",
                     &[],
                 )
@@ -197,9 +228,9 @@ impl Spool for PostgresSpool {
     fn expire(&self, now: i64) -> Result<(), SpoolError> {
         self.db
             .with(|c| {
-                c.execute(
+                c.execute_typed(
                     "DELETE FROM mailseal_spool WHERE done_at < $1",
-                    &[&(now - DONE_RETENTION_SECS)],
+                    &[int8(&(now - DONE_RETENTION_SECS))],
                 )
             })
             .map(|_| ())
@@ -218,11 +249,11 @@ impl Spool for PostgresSpool {
             return;
         }
         if let Err(e) = self.db.with(|c| {
-            c.execute(
+            c.execute_typed(
                 "INSERT INTO mailseal_spool_instance (id, seen_at)
                  VALUES ($1, extract(epoch from now())::bigint)
                  ON CONFLICT (id) DO UPDATE SET seen_at = EXCLUDED.seen_at",
-                &[&self.instance],
+                &[text(&self.instance)],
             )
         }) {
             tracing::debug!(error = %e, "spool: heartbeat not recorded");
@@ -238,10 +269,10 @@ impl Spool for PostgresSpool {
             return;
         }
         match self.db.with(|c| {
-            c.execute(
+            c.execute_typed(
                 "UPDATE mailseal_spool SET leased_until = 0
                  WHERE leased_by = $1 AND done_at IS NULL AND leased_until > 0",
-                &[&self.instance],
+                &[text(&self.instance)],
             )
         }) {
             Ok(0) => {}
@@ -251,5 +282,173 @@ impl Spool for PostgresSpool {
             ),
             Err(e) => tracing::warn!(error = %e, "spool: cannot take back this instance's leases"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Entry, Put, Spool};
+    use super::PostgresSpool;
+
+    /// A new empty database on the server `MAILSEAL_TEST_POSTGRES` names, or `None`
+    /// (said why; a failure under `MAILSEAL_REQUIRE_PEERS=1`).
+    fn database() -> Option<String> {
+        let Some(admin) = std::env::var("MAILSEAL_TEST_POSTGRES")
+            .ok()
+            .filter(|s| !s.is_empty())
+        else {
+            assert!(
+                std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
+                "PostgreSQL is required (MAILSEAL_REQUIRE_PEERS=1): set MAILSEAL_TEST_POSTGRES"
+            );
+            eprintln!(
+                "skipping: MAILSEAL_TEST_POSTGRES is not set (.ci/postgres-up starts a server)"
+            );
+            return None;
+        };
+        let name = format!("mailseal_spool_{}", uuid::Uuid::new_v4().simple());
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let cut = admin.rfind('/').unwrap();
+        Some(format!("{}/{name}", &admin[..cut]))
+    }
+
+    fn entry(n: usize) -> Entry {
+        Entry::new(
+            "out",
+            "a@x",
+            &["b@y".to_string()],
+            format!("Subject: {n}\r\n\r\nbody {n}\r\n").into_bytes(),
+            100,
+        )
+    }
+
+    /// Workers putting at once over the spool's connections: each message queued
+    /// once (the same one put by all of them too), and deliveries claiming at once
+    /// take each exactly once.
+    #[test]
+    fn puts_and_claims_side_by_side_take_each_message_once() {
+        let Some(url) = database() else { return };
+        let s = PostgresSpool::connect_as(&url, "side-by-side").unwrap();
+        let queued: Vec<Vec<Put>> = std::thread::scope(|t| {
+            let puts: Vec<_> = (0..12)
+                .map(|w| {
+                    let s = &s;
+                    t.spawn(move || {
+                        let mut got = vec![s.put(&entry(10_000)).unwrap()];
+                        got.extend((0..20).map(|i| s.put(&entry(w * 100 + i)).unwrap()));
+                        got
+                    })
+                })
+                .collect();
+            puts.into_iter().map(|p| p.join().unwrap()).collect()
+        });
+        let shared: Vec<Put> = queued.iter().map(|q| q[0]).collect();
+        assert_eq!(
+            shared.iter().filter(|p| **p == Put::Queued).count(),
+            1,
+            "{shared:?}"
+        );
+        assert!(queued
+            .iter()
+            .all(|q| q[1..].iter().all(|p| *p == Put::Queued)));
+        assert_eq!(s.depth().unwrap(), 12 * 20 + 1);
+
+        let claimed: Vec<String> = std::thread::scope(|t| {
+            let claims: Vec<_> = (0..6)
+                .map(|_| {
+                    let s = &s;
+                    t.spawn(move || {
+                        let mut ids = Vec::new();
+                        loop {
+                            let got = s.claim(200, 7, 60).unwrap();
+                            if got.is_empty() {
+                                return ids;
+                            }
+                            for e in got {
+                                s.done(&e.id, 200).unwrap();
+                                ids.push(e.id);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            claims.into_iter().flat_map(|c| c.join().unwrap()).collect()
+        });
+        let mut unique = claimed.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(claimed.len(), 12 * 20 + 1, "each claimed once");
+        assert_eq!(unique.len(), claimed.len());
+        assert_eq!(s.depth().unwrap(), 0);
+        assert_eq!(s.put(&entry(10_000)).unwrap(), Put::Known);
+    }
+
+    /// The server drops every connection (a restart, a fail-over): the statement that
+    /// meets a dropped one fails and says the database is down; the next, whichever
+    /// connection carries it, connects again and the spool is up.
+    #[test]
+    fn fail_dropped_connections_fail_one_statement_then_connect_again() {
+        let Some(url) = database() else { return };
+        let s = PostgresSpool::connect_as(&url, "dropped").unwrap();
+        assert_eq!(s.put(&entry(1)).unwrap(), Put::Queued);
+        assert_eq!(s.down_for(), None);
+        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let killed: i64 = admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(killed, 8, "the spool's connections");
+        assert!(s.put(&entry(2)).is_err());
+        assert!(s.down_for().is_some());
+        // Eight puts held at once behind a lock on the table, so that each has a
+        // connection of its own: none fails on a connection the server dropped.
+        let mut lock = admin.transaction().unwrap();
+        lock.batch_execute("LOCK TABLE mailseal_spool IN EXCLUSIVE MODE")
+            .unwrap();
+        let puts: Vec<Put> = std::thread::scope(|t| {
+            let puts: Vec<_> = (2..10)
+                .map(|n| {
+                    let s = &s;
+                    t.spawn(move || s.put(&entry(n)))
+                })
+                .collect();
+            let mut watch = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            let mut waiting = || -> i64 {
+                watch
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity
+                         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                        &[],
+                    )
+                    .unwrap()
+                    .get(0)
+            };
+            // Until all eight wait, or one has returned (failed: it met a dropped
+            // connection), or a minute has gone.
+            let mut n = waiting();
+            for _ in 0..1200 {
+                if n == 8 || puts.iter().any(|p| p.is_finished()) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                n = waiting();
+            }
+            assert_eq!(
+                n, 8,
+                "every put waits on the lock with a connection of its own"
+            );
+            lock.commit().unwrap();
+            puts.into_iter()
+                .map(|p| p.join().unwrap().unwrap())
+                .collect()
+        });
+        assert!(puts.iter().all(|p| *p == Put::Queued), "{puts:?}");
+        assert_eq!(s.down_for(), None);
+        assert_eq!(s.depth().unwrap(), 9);
     }
 }
