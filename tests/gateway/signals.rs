@@ -505,9 +505,12 @@ fn postgres_spool_age_and_database_up_down() {
     assert!(r.starts_with("250"), "{r}");
     // Its attempt made, it waits (the age is in whole seconds: it may show 1 before
     // the attempt).
-    let m = scrape_until(mport, "the deferral and the message's age", |m| {
+    // (Depth and age are read together, at most once a second: a read made just
+    // before the put says 0 until the next.)
+    let m = scrape_until(mport, "the deferral, the message's age and depth", |m| {
         !series_of(m, "mailseal_deferred_total").is_empty()
             && sample(m, "mailseal_queue_oldest_age_seconds").is_some_and(|a| a > 0.0)
+            && sample(m, "mailseal_queue_depth") == Some(1.0)
     });
     assert_eq!(sample(&m, "mailseal_queue_depth"), Some(1.0), "{m}");
     assert_eq!(sample(&m, "mailseal_database_up"), Some(1.0), "{m}");
