@@ -301,3 +301,26 @@ pub fn open_as(location: &str, instance: &str) -> Result<Box<dyn Spool>, SpoolEr
         Ok(Box::new(DirSpool::open(std::path::Path::new(location))?))
     }
 }
+
+/// A new empty database named `prefix_...` on the server `MAILSEAL_TEST_POSTGRES`
+/// names, for the PostgreSQL spool's unit tests, or `None` (said why; a failure under
+/// `MAILSEAL_REQUIRE_PEERS=1`).
+#[cfg(test)]
+pub(crate) fn test_database(prefix: &str) -> Option<String> {
+    let Some(admin) = std::env::var("MAILSEAL_TEST_POSTGRES")
+        .ok()
+        .filter(|s| !s.is_empty())
+    else {
+        assert!(
+            std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
+            "PostgreSQL is required (MAILSEAL_REQUIRE_PEERS=1): set MAILSEAL_TEST_POSTGRES"
+        );
+        eprintln!("skipping: MAILSEAL_TEST_POSTGRES is not set (.ci/postgres-up starts a server)");
+        return None;
+    };
+    let name = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+    let mut c = ::postgres::Client::connect(&admin, ::postgres::NoTls).unwrap();
+    c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    let cut = admin.rfind('/').unwrap();
+    Some(format!("{}/{name}", &admin[..cut]))
+}

@@ -237,27 +237,8 @@ mod tests {
     use super::super::{EntryState, PostgresSpool, Put, Spool};
     use super::*;
 
-    /// A new empty database on the server `MAILSEAL_TEST_POSTGRES` names, or `None`
-    /// (said why; a failure under `MAILSEAL_REQUIRE_PEERS=1`).
     fn database() -> Option<String> {
-        let Some(admin) = std::env::var("MAILSEAL_TEST_POSTGRES")
-            .ok()
-            .filter(|s| !s.is_empty())
-        else {
-            assert!(
-                std::env::var("MAILSEAL_REQUIRE_PEERS").as_deref() != Ok("1"),
-                "PostgreSQL is required (MAILSEAL_REQUIRE_PEERS=1): set MAILSEAL_TEST_POSTGRES"
-            );
-            eprintln!(
-                "skipping: MAILSEAL_TEST_POSTGRES is not set (.ci/postgres-up starts a server)"
-            );
-            return None;
-        };
-        let name = format!("mailseal_queue_{}", uuid::Uuid::new_v4().simple());
-        let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
-        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        let cut = admin.rfind('/').unwrap();
-        Some(format!("{}/{name}", &admin[..cut]))
+        super::super::test_database("mailseal_queue")
     }
 
     fn entry(n: u8) -> Entry {
