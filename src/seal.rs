@@ -44,6 +44,13 @@ pub struct SealOptions {
     /// Among the others, and when none is given, the newest usable key is chosen
     /// (issue #17), never the store's order.
     pub preferred_keys: Vec<String>,
+    /// Encrypt to these of the message's To and Cc addresses only (and the sender's
+    /// own copy), not to all of them: the message still names every recipient, and
+    /// its signature covers that, but only these can read it. `None`: all of them.
+    /// For a gateway that delivers per recipient ([`crate::Sender::seal_for_keyed`]):
+    /// one recipient without a key must not keep the message from the others. Each
+    /// address must be one the message names; MLS encrypts to its group and refuses it.
+    pub encrypt_to: Option<Vec<String>>,
 }
 
 impl SealOptions {
@@ -58,6 +65,7 @@ impl SealOptions {
             binary_inside: true,
             signing_time: None,
             preferred_keys: Vec::new(),
+            encrypt_to: None,
         }
     }
 }
@@ -377,6 +385,18 @@ pub enum SealError {
         /// The recipient.
         address: String,
     },
+    /// Every certificate of a recipient is refused for encryption (expired, revoked,
+    /// not for encryption, from no trusted issuer).
+    #[error("no usable certificate of {address} to encrypt to: {reason}")]
+    RecipientKeyRefused {
+        /// The recipient.
+        address: String,
+        /// Why the last certificate was refused.
+        reason: String,
+    },
+    /// [`SealOptions::encrypt_to`] cannot be honoured.
+    #[error("encrypt_to {0}")]
+    EncryptTo(String),
     /// The profile's own layer failed (S/MIME, OpenPGP, MLS): its error whole, with its
     /// kind and its source chain (a PKCS#11 token without the mechanism, a removed MLS
     /// member, a key that cannot sign).
@@ -443,10 +463,13 @@ impl Classify for SealError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Invalid(_) => ErrorKind::Malformed,
-            Self::NoSigningKey { .. } | Self::NoRecipientKey { .. } => ErrorKind::NoUsableKey,
-            Self::ProfileUnavailable(_) | Self::NoGroup | Self::MlsAlwaysEncrypted => {
-                ErrorKind::InvalidArgument
-            }
+            Self::NoSigningKey { .. }
+            | Self::NoRecipientKey { .. }
+            | Self::RecipientKeyRefused { .. } => ErrorKind::NoUsableKey,
+            Self::ProfileUnavailable(_)
+            | Self::NoGroup
+            | Self::MlsAlwaysEncrypted
+            | Self::EncryptTo(_) => ErrorKind::InvalidArgument,
             Self::Profile { kind, .. } => *kind,
             Self::NoRandomness | Self::Output(_) => ErrorKind::Other,
             Self::BoundaryInContent => ErrorKind::Malformed,
@@ -577,6 +600,20 @@ impl Classify for OpenError {
     }
 }
 
+impl SealError {
+    /// The recipient this error is about when it is that recipient's key alone that
+    /// is missing or refused: the message could still be sealed for the others
+    /// ([`crate::Sender::seal_for_keyed`]).
+    pub fn recipient_without_key(&self) -> Option<&str> {
+        match self {
+            Self::NoRecipientKey { address } | Self::RecipientKeyRefused { address, .. } => {
+                Some(address)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// A rewrite of a signature's structure after signing (a CMS SignedData, OpenPGP
 /// packets), below its cryptography: only the conformance corpus's `--layer packets`
 /// passes one to a sealer.
@@ -604,15 +641,53 @@ pub(crate) fn sealing_addresses(
         .as_ref()
         .map(|m| m.address.clone())
         .unwrap_or_default();
-    let mut recipients: Vec<String> = plain
+    let named = plain.headers.to.iter().chain(&plain.headers.cc);
+    let mut recipients: Vec<String> = match &opts.encrypt_to {
+        None => named.map(|m| m.address.clone()).collect(),
+        Some(only) => {
+            let only = encrypt_to_subset(plain, only)?;
+            named
+                .filter(|m| only.contains(&m.normalized()))
+                .map(|m| m.address.clone())
+                .collect()
+        }
+    };
+    recipients.push(from.clone());
+    Ok((from, recipients))
+}
+
+/// The addresses of [`SealOptions::encrypt_to`], normalised, each checked to be one
+/// `plain` names in To or Cc: encrypting to an address the message does not name
+/// would hand it to someone its signature does not address.
+pub(crate) fn encrypt_to_subset(
+    plain: &MailA2aMessage,
+    only: &[String],
+) -> Result<Vec<String>, SealError> {
+    let named: Vec<String> = plain
         .headers
         .to
         .iter()
         .chain(&plain.headers.cc)
-        .map(|m| m.address.clone())
+        .map(|m| m.normalized())
         .collect();
-    recipients.push(from.clone());
-    Ok((from, recipients))
+    if only.is_empty() {
+        return Err(SealError::EncryptTo(
+            "names no recipient (leave it unset to encrypt to every recipient)".into(),
+        ));
+    }
+    only.iter()
+        .map(|a| {
+            let a = crate::message::Mailbox::new(a).normalized();
+            if named.contains(&a) {
+                Ok(a)
+            } else {
+                Err(SealError::EncryptTo(format!(
+                    "{} is not a recipient the message names in To or Cc",
+                    crate::error::quoted(&a)
+                )))
+            }
+        })
+        .collect()
 }
 
 /// Wraps a plain MailA2A message into a protected one.

@@ -77,6 +77,17 @@ pub enum SendError {
     },
 }
 
+impl SendError {
+    /// The recipient this error is about when it is that recipient's key alone that
+    /// is missing or refused ([`SealError::recipient_without_key`]).
+    pub fn recipient_without_key(&self) -> Option<&str> {
+        match self {
+            Self::Seal(e) => e.recipient_without_key(),
+            _ => None,
+        }
+    }
+}
+
 impl Classify for SendError {
     fn a2a_error(&self) -> A2aErrorType {
         match self {
@@ -269,7 +280,16 @@ impl<'a> Sender<'a> {
         opts: &SealOptions,
         out: &mut dyn std::io::Write,
     ) -> Result<(), SendError> {
-        let recipients = Self::recipients_of(plain);
+        let recipients = match &opts.encrypt_to {
+            None => Self::recipients_of(plain),
+            Some(_) if opts.profile == Profile::Mls => {
+                return Err(SealError::EncryptTo(
+                    "does not apply to MLS: a group message is encrypted to the group".into(),
+                )
+                .into())
+            }
+            Some(only) => crate::seal::encrypt_to_subset(plain, only)?,
+        };
         if opts.profile == Profile::Mls && opts.sign_only {
             return Err(SealError::MlsAlwaysEncrypted.into());
         }
@@ -357,6 +377,44 @@ impl<'a> Sender<'a> {
             // discard what was written.
             Ok(()) => self.record_request(plain, None),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`Sender::seal`] for those of `plain`'s recipients that have a usable key: each
+    /// one whose key is missing or refused is left out of the encryption
+    /// ([`SealOptions::encrypt_to`]) and returned with why; the message still names
+    /// it. For a gateway that delivers per recipient, where one partner without a key
+    /// must not keep the message from the others. Refused as [`Sender::seal`] refuses
+    /// when no recipient has a key, for anything but a recipient's key, and for MLS or
+    /// a message only signed (which need no recipient key).
+    pub fn seal_for_keyed(
+        &self,
+        plain: &MailA2aMessage,
+        opts: &SealOptions,
+    ) -> Result<(Vec<u8>, Vec<(String, SendError)>), SendError> {
+        let mut left_out: Vec<(String, SendError)> = Vec::new();
+        let mut opts = opts.clone();
+        loop {
+            match self.seal(plain, &opts) {
+                Ok(sealed) => return Ok((sealed, left_out)),
+                Err(e) => {
+                    let Some(address) = e.recipient_without_key().map(str::to_string) else {
+                        return Err(e);
+                    };
+                    let remaining: Vec<String> = match &opts.encrypt_to {
+                        Some(r) => r.clone(),
+                        None => Self::recipients_of(plain),
+                    };
+                    let address = crate::message::Mailbox::new(&address).normalized();
+                    // Our own copy's key, or the last recipient: nothing to split.
+                    if remaining.len() < 2 || !remaining.contains(&address) {
+                        return Err(e);
+                    }
+                    opts.encrypt_to =
+                        Some(remaining.into_iter().filter(|r| *r != address).collect());
+                    left_out.push((address, e));
+                }
+            }
         }
     }
 

@@ -87,8 +87,7 @@ pub struct Config {
     pub spool: String,
     /// Where refused messages that were already accepted are copied.
     pub quarantine: PathBuf,
-    /// Threads that seal and open (default: twice the machine's cores, since each
-    /// waits on the spool's fsync about as long as it computes).
+    /// Threads that seal and open (default: [`default_workers`]).
     #[serde(default)]
     pub workers: Option<usize>,
     /// The TLS certificate chain and key (PEM), for STARTTLS and implicit TLS.
@@ -172,6 +171,22 @@ impl Mode {
             Mode::Inbound => "inbound",
             Mode::Relay => "relay",
         }
+    }
+}
+
+/// The workers a gateway runs when the configuration does not say: twice the
+/// machine's `cores` with a directory spool, since a worker waits on the spool's
+/// fsync about as long as it computes; four times, and at least 8, with a database
+/// spool, whose every put waits on a round trip to the server and its commit (with
+/// twice the cores, a PostgreSQL spool accepted 0.73x what Postfix did on two cores;
+/// with 8 workers, as much: BENCHMARKS.md). Each worker holds its own pipeline, so
+/// with the replay state in PostgreSQL each is one more connection beside the
+/// spool's pool of 8: size `max_connections` for instances x (workers + 8).
+pub fn default_workers(spool: &str, cores: usize) -> usize {
+    if super::spool::is_database(spool) {
+        (4 * cores).max(8)
+    } else {
+        2 * cores
     }
 }
 
@@ -344,11 +359,18 @@ impl NextHop {
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum NoKey {
-    /// 550: the sender learns at once.
-    #[default]
+    /// 550 for the whole message: the agent learns at once.
     Refuse,
-    /// 451: the sending MTA retries (a key may be imported meanwhile).
+    /// 451 for the whole message: the sending MTA retries (a key may be imported
+    /// meanwhile).
     Defer,
+    /// Sealed for the recipients that have a usable key and sent to them; each one
+    /// without is left out and the agent gets a delivery status notification naming
+    /// it (refused whole, 550, when none of the message's SMTP recipients has a key,
+    /// or when the reverse path is null and nobody could be told). The default: one
+    /// partner without a key does not keep a message from the others.
+    #[default]
+    Split,
 }
 
 /// What to do with mail that is not MailA2A.
@@ -389,7 +411,7 @@ impl Default for OutboundPolicy {
         OutboundPolicy {
             default_profile: default_profile(),
             sign_only: false,
-            no_key: NoKey::Refuse,
+            no_key: NoKey::Split,
             non_maila2a: Plain::Pass,
         }
     }
@@ -1081,6 +1103,10 @@ next_hop = { address = "127.0.0.1:2526" }
         let c = Config::parse(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
         assert!(c.tls.is_some());
         assert_eq!(c.workers, Some(4));
+        assert_eq!(default_workers("/var/spool/mailseal", 2), 4);
+        assert_eq!(default_workers("postgres://gw@db/mailseal", 2), 8);
+        assert_eq!(default_workers("postgresql://gw@db/mailseal", 1), 8);
+        assert_eq!(default_workers("postgres://gw@db/mailseal", 4), 16);
         assert_eq!(c.inbound.also_addressed_to, ["team@example.org"]);
         // And the values written as defaults are the defaults.
         let d = DeliveryPolicy::default();

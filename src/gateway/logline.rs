@@ -78,7 +78,7 @@ fn written(head: &[u8], name: &str) -> Option<String> {
 }
 
 /// `value` bounded and escaped for a line, or [`NONE`].
-fn shown(value: Option<&str>) -> String {
+pub(crate) fn shown(value: Option<&str>) -> String {
     match value.map(str::trim) {
         Some(v) if !v.is_empty() => crate::error::shown(v, FIELD_CHARS),
         _ => NONE.to_string(),

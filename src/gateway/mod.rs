@@ -267,10 +267,12 @@ impl Gateway {
             hops.insert(l.name.clone(), hop);
         }
         let metrics = Arc::new(metrics::Metrics::default());
-        // Twice the cores: a worker waits on the spool's fsync as often as it computes.
-        let workers = config
-            .workers
-            .unwrap_or_else(|| 2 * std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let workers = config.workers.unwrap_or_else(|| {
+            config::default_workers(
+                &config.spool,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            )
+        });
         // Checked when the configuration was read.
         let submitters =
             Arc::new(submission::Submitters::new(&config.submitters).unwrap_or_default());

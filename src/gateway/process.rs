@@ -472,22 +472,50 @@ impl Context<'_> {
         let mut opts = SealOptions::new(profile);
         opts.sign_only = self.config.outbound.sign_only && profile != Profile::Mls;
         opts.group = group;
-        let sealed = match sender.seal(&plain, &opts) {
+        let no_key = self.config.outbound.no_key;
+        // Split: sealed for the recipients that have a key, each other one left out
+        // and reported (MLS goes to its group; a signed-only message needs no key).
+        let split = no_key == NoKey::Split && profile != Profile::Mls && !opts.sign_only;
+        let sealed = if split {
+            sender.seal_for_keyed(&plain, &opts)
+        } else {
+            sender.seal(&plain, &opts).map(|s| (s, Vec::new()))
+        };
+        let no_usable_key = |e: &dyn std::fmt::Display| match no_key {
+            NoKey::Refuse | NoKey::Split => Decision::refused(550, "5.7.1", format!("{e}")),
+            NoKey::Defer => Decision::refused(451, "4.7.1", format!("{e}")),
+        };
+        let (sealed, keyless) = match sealed {
             Ok(s) => s,
-            Err(e) if e.kind() == ErrorKind::NoUsableKey => {
-                return match self.config.outbound.no_key {
-                    NoKey::Refuse => Decision::refused(550, "5.7.1", format!("{e}")),
-                    NoKey::Defer => Decision::refused(451, "4.7.1", format!("{e}")),
-                }
-            }
+            Err(e) if e.kind() == ErrorKind::NoUsableKey => return no_usable_key(&e),
             Err(e) => return refusal(&e),
         };
+        let (named, keyless) = split_keyless(named, keyless);
+        if let Some((_, e)) = keyless.first() {
+            // None of this transaction's recipients can read it, or nobody to tell
+            // (a null reverse path): refused whole.
+            if named.is_empty() {
+                return no_usable_key(e);
+            }
+            if t.mail_from.is_empty() {
+                return Decision::refused(
+                    550,
+                    "5.7.1",
+                    format!("{e}; and a null reverse path leaves nobody to report it to"),
+                );
+            }
+        }
         // Named by what the agent sent: its retry is the same entry, though sealing
         // it again would give other bytes.
         match self.queue_to(t, &named, &t.data, sealed) {
             Ok(id) => {
-                if !unnamed.is_empty() {
-                    self.report_unnamed(t, plain.headers.message_id.as_deref(), &unnamed);
+                if !unnamed.is_empty() || !keyless.is_empty() {
+                    self.report_left_out(
+                        t,
+                        plain.headers.message_id.as_deref(),
+                        &unnamed,
+                        &keyless,
+                    );
                 }
                 Decision::accepted("sealed", Some(profile), Some(id))
             }
@@ -690,10 +718,17 @@ impl Context<'_> {
             .map_err(Decision::local_error)
     }
 
-    /// A delivery status notification to the agent that submitted `t` for the SMTP
-    /// recipients its message does not name, which were left out.
-    fn report_unnamed(&self, t: &Transaction, mail_id: Option<&str>, unnamed: &[String]) {
-        let failures: Vec<super::dsn::Failure> = unnamed
+    /// One notice to the agent that submitted `t` for the SMTP recipients its message
+    /// was not sent to: those it does not name (a Bcc), and those without a usable key
+    /// (`no_key = "split"`), each with why.
+    fn report_left_out(
+        &self,
+        t: &Transaction,
+        mail_id: Option<&str>,
+        unnamed: &[String],
+        keyless: &[(String, crate::sender::SendError)],
+    ) {
+        let mut failures: Vec<super::dsn::Failure> = unnamed
             .iter()
             .map(|r| super::dsn::Failure {
                 recipient: r.clone(),
@@ -701,9 +736,19 @@ impl Context<'_> {
                 diagnostic: "the message does not name this recipient in To or Cc (a Bcc): a partner refuses sealed mail that does not name its recipient, so it was not sent to it; send it a message that names it".into(),
             })
             .collect();
+        failures.extend(keyless.iter().map(|(r, e)| super::dsn::Failure {
+            recipient: r.clone(),
+            status: "5.7.1".into(),
+            diagnostic: format!(
+                "no usable key for this recipient ({}): the message was sealed for the other recipients and not sent to this one; import its certificate or Agent Card and send it again",
+                one_line(&e.to_string())
+            ),
+        }));
+        let keyless_list: Vec<String> = keyless.iter().map(|(r, _)| r.clone()).collect();
         tracing::info!(
-            recipients = unnamed.len(),
-            "recipients the message does not name were left out"
+            unnamed = super::logline::recipients(unnamed).as_str(),
+            keyless = super::logline::recipients(&keyless_list).as_str(),
+            "recipients left out and reported to the sender"
         );
         self.queue_report_to(&t.mail_from, mail_id, &t.data, &failures);
     }
@@ -860,18 +905,33 @@ impl Context<'_> {
         };
         let crate::receiver::Released { name, result } = released;
         Some(match result {
-            Ok(incoming) => match self.settle(incoming, t, Some(&ours)) {
-                Ok((d, stream)) => {
-                    tracing::info!(held = %name, verdict = d.verdict, "released");
-                    stream
+            Ok(incoming) => {
+                // Its own From and Message-ID (authenticated now), as a message line
+                // says them, so one grep finds it held and then released.
+                let (from, message_id) = incoming
+                    .outcome()
+                    .delivery()
+                    .map(|d| {
+                        let h = &d.opened.message.headers;
+                        (
+                            super::logline::shown(h.from.as_ref().map(|f| f.address.as_str())),
+                            super::logline::shown(h.message_id.as_deref()),
+                        )
+                    })
+                    .unwrap_or_else(|| (super::logline::NONE.into(), super::logline::NONE.into()));
+                match self.settle(incoming, t, Some(&ours)) {
+                    Ok((d, stream)) => {
+                        tracing::info!(held = %name, id = d.id.as_deref().unwrap_or(super::logline::NONE), from = from.as_str(), message_id = message_id.as_str(), verdict = d.verdict, "released");
+                        stream
+                    }
+                    Err(d) => {
+                        // It stays held (nothing was committed): stop here rather than
+                        // take it again at once, and try at the next Commit.
+                        tracing::warn!(held = %name, from = from.as_str(), message_id = message_id.as_str(), reason = %d.text, "released message not delivered; it stays held");
+                        return None;
+                    }
                 }
-                Err(d) => {
-                    // It stays held (nothing was committed): stop here rather than
-                    // take it again at once, and try at the next Commit.
-                    tracing::warn!(held = %name, reason = %d.text, "released message not delivered; it stays held");
-                    return None;
-                }
-            },
+            }
             Err(e) => {
                 tracing::info!(held = %name, error = %e, "held message refused");
                 None
@@ -935,6 +995,32 @@ impl Context<'_> {
             }
         }
     }
+}
+
+/// The SMTP recipients `named` split into those the message was sealed for and those
+/// left out for want of a key (`keyless`, normalised header addresses, each with its
+/// error): an SMTP recipient is left out when it is one of them, under any spelling.
+fn split_keyless(
+    named: Vec<String>,
+    keyless: Vec<(String, crate::sender::SendError)>,
+) -> (Vec<String>, Vec<(String, crate::sender::SendError)>) {
+    if keyless.is_empty() {
+        return (named, keyless);
+    }
+    let mut keyed = Vec::with_capacity(named.len());
+    let mut left: Vec<(String, crate::sender::SendError)> = Vec::new();
+    let mut errors = keyless;
+    for r in named {
+        let n = crate::message::Mailbox::new(&r).normalized();
+        match errors.iter().position(|(a, _)| *a == n) {
+            Some(i) => left.push((r, errors.swap_remove(i).1)),
+            None if left
+                .iter()
+                .any(|(l, _)| crate::message::Mailbox::new(l).normalized() == n) => {}
+            None => keyed.push(r),
+        }
+    }
+    (keyed, left)
 }
 
 /// `recipients` split into those `plain` names in its To or Cc and those it does not.

@@ -296,6 +296,7 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
     let mut deadline = Instant::now() + Duration::from_secs(limits.command_timeout_secs);
     loop {
         while let Some(action) = session.step() {
+            note_refusals(session, listener, shared, peer);
             match action {
                 Action::Send(b) => out.extend_from_slice(&b),
                 Action::Close(b) => {
@@ -314,7 +315,9 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
                     let verdict = shared.verifier.verify(credentials).await;
                     let Some(ok) = verdict else {
                         tracing::warn!(peer = %peer, listener = %listener.name, "password checks all busy");
-                        match session.auth_unavailable() {
+                        let action = session.auth_unavailable();
+                        note_refusals(session, listener, shared, peer);
+                        match action {
                             Action::Send(b) => out.extend_from_slice(&b),
                             Action::Close(b) => {
                                 out.extend_from_slice(&b);
@@ -335,7 +338,9 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
                     } else {
                         tracing::warn!(peer = %peer, listener = %listener.name, login = %crate::error::quoted(&login), "authentication failed");
                     }
-                    match session.authenticated(ok.then_some(login)) {
+                    let action = session.authenticated(ok.then_some(login));
+                    note_refusals(session, listener, shared, peer);
+                    match action {
                         Action::Send(b) => out.extend_from_slice(&b),
                         Action::Close(b) => {
                             out.extend_from_slice(&b);
@@ -373,6 +378,39 @@ async fn drive<S: AsyncRead + AsyncWrite + Unpin>(
                 return Ok(None);
             }
         }
+    }
+}
+
+/// One line and one count for each refusal the session made itself (see
+/// [`super::session::Refusal`]): with the MAIL FROM and recipients it concerned, so a
+/// grep for an address finds a RCPT refused for relaying as it finds a refused
+/// message. The client's text is escaped and bounded ([`super::logline`]).
+fn note_refusals(session: &mut Session, listener: &Listener, shared: &Shared, peer: SocketAddr) {
+    let direction = listener.mode.as_str();
+    for r in session.take_refusals() {
+        shared.metrics.refused(direction, r.status);
+        let from = r
+            .mail_from
+            .as_deref()
+            .map(|f| if f.is_empty() { "<>" } else { f });
+        tracing::info!(
+            id = super::logline::NONE,
+            listener = listener.name.as_str(),
+            direction,
+            mail_from = super::logline::shown(from).as_str(),
+            recipients = if r.recipients.is_empty() {
+                super::logline::NONE.to_string()
+            } else {
+                super::logline::recipients(&r.recipients)
+            }
+            .as_str(),
+            code = r.code,
+            dsn = r.status,
+            peer = %peer,
+            closed = r.closed,
+            reason = super::logline::reply(&r.text).as_str(),
+            "refused in the session"
+        );
     }
 }
 

@@ -101,6 +101,37 @@ pub struct Credentials {
     pub password: Zeroizing<String>,
 }
 
+/// A command or message the session refused itself, before anything reached the
+/// pipeline: a MAIL without TLS or a login, a RCPT outside the local domains, a message
+/// over the size limit or with bad bytes, a failed AUTH exchange, a bad command. The
+/// connection loop logs each ([`Session::take_refusals`]) and counts it, so the operator
+/// sees what was turned away and why, as for the messages the pipeline refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The reply code.
+    pub code: u16,
+    /// The enhanced status code: one of [`STATUSES`], else `"other"` (a bounded label
+    /// for the metrics).
+    pub status: &'static str,
+    /// The reply's text (it may quote what the client sent: escape it to show it).
+    pub text: String,
+    /// The transaction's reverse path, when MAIL had been taken (empty: the null
+    /// sender).
+    pub mail_from: Option<String>,
+    /// The recipient a RCPT named, or the transaction's recipients for a refusal
+    /// later in it.
+    pub recipients: Vec<String>,
+    /// The session closes with this reply.
+    pub closed: bool,
+}
+
+/// Every enhanced status code the session refuses with (a test reads this file and
+/// checks that none is missing).
+pub const STATUSES: &[&str] = &[
+    "4.5.3", "4.7.0", "5.0.0", "5.1.3", "5.1.7", "5.3.4", "5.5.1", "5.5.2", "5.5.4", "5.6.0",
+    "5.7.0", "5.7.1", "5.7.8", "5.7.11",
+];
+
 /// What the connection loop does next.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Action {
@@ -177,6 +208,10 @@ pub struct Session {
     xforward: bool,
     /// What XFORWARD said, for the transaction under way.
     forwarded: Option<Forwarded>,
+    /// The address of the RCPT being judged (for its refusal).
+    rcpt: Option<String>,
+    /// Refusals not yet taken by the connection loop.
+    refusals: Vec<Refusal>,
 }
 
 fn reply(code: u16, status: &str, text: &str) -> Vec<u8> {
@@ -216,7 +251,15 @@ impl Session {
             esmtp: false,
             xforward: false,
             forwarded: None,
+            rcpt: None,
+            refusals: Vec::new(),
         }
+    }
+
+    /// The refusals made since the last call, oldest first (at most `max_errors` and a
+    /// closing one between two calls: each counts as an error).
+    pub fn take_refusals(&mut self) -> Vec<Refusal> {
+        std::mem::take(&mut self.refusals)
     }
 
     /// The TCP peer's address (for the trace field).
@@ -327,19 +370,59 @@ impl Session {
     /// A bare LF or CR (`what`): 521, and the connection closed, as Postfix's
     /// `smtpd_forbid_bare_newline = reject` with reject code 521.
     fn bare(&mut self, what: &str) -> Action {
+        let bytes = format!(
+            "521 5.5.2 {} Error: bare <{what}> received\r\n",
+            self.hostname
+        )
+        .into_bytes();
+        self.record(&bytes, true);
         self.reset();
         self.state = State::Closed;
-        Action::Close(
-            format!(
-                "521 5.5.2 {} Error: bare <{what}> received\r\n",
-                self.hostname
-            )
-            .into_bytes(),
-        )
+        Action::Close(bytes)
+    }
+
+    /// Notes the refusal `bytes` (one reply line) with the transaction it ends or
+    /// belongs to.
+    fn record(&mut self, bytes: &[u8], closed: bool) {
+        let line = String::from_utf8_lossy(bytes);
+        let line = line.trim_end_matches(['\r', '\n']);
+        let mut words = line.splitn(3, ' ');
+        let code = words.next().and_then(|c| c.parse().ok()).unwrap_or(0);
+        let status = words
+            .next()
+            .and_then(|s| STATUSES.iter().find(|k| **k == s).copied())
+            .unwrap_or("other");
+        let in_transaction = matches!(
+            self.state,
+            State::Mail | State::Data(_) | State::Discard(_) | State::Waiting
+        );
+        let recipients = match self.rcpt.take() {
+            Some(r) => vec![r],
+            None => self.recipients.clone(),
+        };
+        self.refusals.push(Refusal {
+            code,
+            status,
+            text: words.next().unwrap_or("").to_string(),
+            mail_from: in_transaction.then(|| self.mail_from.clone()),
+            recipients,
+            closed,
+        });
+    }
+
+    /// A message refused at the end of DATA: noted with its transaction, which ends.
+    fn refuse_message(&mut self, bytes: Vec<u8>) -> Action {
+        let action = self.error(bytes);
+        self.reset();
+        if !matches!(self.state, State::Closed) {
+            self.state = State::Ready;
+        }
+        action
     }
 
     fn error(&mut self, bytes: Vec<u8>) -> Action {
         self.errors += 1;
+        self.record(&bytes, self.errors >= self.limits.max_errors);
         if self.errors >= self.limits.max_errors {
             self.state = State::Closed;
             let mut b = bytes;
@@ -386,18 +469,14 @@ impl Session {
             return None;
         }
         if over {
-            self.reset();
-            self.state = State::Ready;
-            return Some(self.error(reply(
+            return Some(self.refuse_message(reply(
                 552,
                 "5.3.4",
                 &format!("message exceeds the fixed size limit of {max} bytes"),
             )));
         }
         if let Some(why) = bad_bytes(&self.data) {
-            self.reset();
-            self.state = State::Ready;
-            return Some(self.error(reply(550, "5.6.0", why)));
+            return Some(self.refuse_message(reply(550, "5.6.0", why)));
         }
         self.state = State::Waiting;
         Some(Action::Message(Transaction {
@@ -560,6 +639,7 @@ impl Session {
                 if !matches!(self.state, State::Mail) {
                     return self.error(reply(503, "5.5.1", "need MAIL before RCPT"));
                 }
+                self.rcpt = Some(to.address.clone());
                 if !plain_address(&to.address) {
                     return self.error(reply(553, "5.1.3", "bad recipient address"));
                 }
@@ -575,6 +655,7 @@ impl Session {
                 if self.recipients.len() >= self.limits.max_recipients {
                     return self.error(reply(452, "4.5.3", "too many recipients"));
                 }
+                self.rcpt = None;
                 self.recipients.push(to.address);
                 Action::Send(reply(250, "2.1.5", "recipient ok"))
             }
@@ -982,12 +1063,13 @@ pub fn check_segmentation(data: &[u8]) {
     if !starttls && !long_line {
         assert_eq!(
             whole, cut_up,
-            "message boundaries depend on the segmentation"
+            "message boundaries or refusals depend on the segmentation"
         );
     }
 }
 
-/// The messages handed out, and whether STARTTLS was done. With `auth`, the session is
+/// The messages handed out, whether STARTTLS was done, and the refusals noted (each
+/// a 4xx or 5xx with a known status; the same however the bytes are cut). With `auth`, the session is
 /// over TLS from the start and requires SMTP AUTH; the login `agent` with the password
 /// `pw` is the one that verifies. With `xforward`, XFORWARD is taken.
 fn drive_all(
@@ -996,7 +1078,7 @@ fn drive_all(
     limits: &SessionLimits,
     auth: bool,
     xforward: bool,
-) -> (Vec<Transaction>, bool) {
+) -> (Vec<Transaction>, bool, Vec<(u16, &'static str)>) {
     let mut s = Session::new("fuzz.test", limits.clone(), !auth, auth, false);
     s.set_peer(IpAddr::from([127, 0, 0, 1]));
     if auth {
@@ -1007,9 +1089,24 @@ fn drive_all(
     }
     let mut messages = Vec::new();
     let mut tls = false;
+    let mut refusals = Vec::new();
+    let mut note = |s: &mut Session| {
+        for r in s.take_refusals() {
+            assert!(
+                (400..600).contains(&r.code),
+                "a refusal is 4xx or 5xx: {r:?}"
+            );
+            assert_ne!(
+                r.status, "other",
+                "a refusal's status is a known label: {r:?}"
+            );
+            refusals.push((r.code, r.status));
+        }
+    };
     for chunk in input.chunks(cut.max(1)) {
         s.push(chunk);
         while let Some(action) = s.step() {
+            note(&mut s);
             match action {
                 Action::Send(b) => check_replies(&b),
                 Action::StartTls(b) => {
@@ -1020,7 +1117,7 @@ fn drive_all(
                 Action::Close(b) => {
                     check_replies(&b);
                     assert!(s.step().is_none(), "nothing after a close");
-                    return (messages, tls);
+                    return (messages, tls, refusals);
                 }
                 Action::Message(t) => {
                     check_message(&t, limits);
@@ -1039,11 +1136,12 @@ fn drive_all(
                         Action::Send(b) | Action::Close(b) => check_replies(&b),
                         other => panic!("{other:?} after an AUTH verdict"),
                     }
+                    note(&mut s);
                 }
             }
         }
     }
-    (messages, tls)
+    (messages, tls, refusals)
 }
 
 fn check_replies(b: &[u8]) {
@@ -1345,6 +1443,109 @@ mod tests {
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("500 5.5.1 unknown command\r\n"));
+    }
+
+    /// Issue #57, signals: what the session refuses itself is handed to the loop to
+    /// log, with the transaction it concerned: a RCPT refused for relaying names its
+    /// address and the MAIL FROM, a message over the limit its recipients, a MAIL
+    /// without a login none; the closing reply says so.
+    #[test]
+    fn fail_refusals_in_the_session_are_noted_with_their_transaction() {
+        let mut s = session();
+        s.accept_domains(vec!["example.org".into()]);
+        let big = "x".repeat(2000);
+        let (_, msgs) = run(
+            &mut s,
+            format!(
+                "EHLO c\r\nMAIL FROM:<>\r\nRCPT TO:<v@victim.example>\r\nRCPT TO:<b@example.org>\r\n\
+                 DATA\r\nSubject: x\r\n\r\n{big}\r\n.\r\nFROB\r\n"
+            )
+            .as_bytes(),
+        );
+        assert!(msgs.is_empty());
+        let r = s.take_refusals();
+        assert_eq!(r.len(), 3, "{r:?}");
+        assert_eq!(
+            (
+                r[0].code,
+                r[0].status,
+                r[0].mail_from.as_deref(),
+                &r[0].recipients[..]
+            ),
+            (
+                550,
+                "5.7.1",
+                Some(""),
+                &["v@victim.example".to_string()][..]
+            )
+        );
+        assert_eq!(
+            (
+                r[1].code,
+                r[1].status,
+                r[1].mail_from.as_deref(),
+                &r[1].recipients[..]
+            ),
+            (552, "5.3.4", Some(""), &["b@example.org".to_string()][..])
+        );
+        assert_eq!(
+            (r[2].code, r[2].mail_from.as_deref(), r[2].recipients.len()),
+            (500, None, 0)
+        );
+        assert!(r.iter().all(|r| !r.closed));
+        assert!(s.take_refusals().is_empty(), "each is taken once");
+
+        let mut s = auth_session();
+        let _ = run(&mut s, b"EHLO c\r\nMAIL FROM:<a@x>\r\n");
+        let r = s.take_refusals();
+        assert_eq!(
+            (r[0].code, r[0].status, r[0].mail_from.as_deref()),
+            (530, "5.7.0", None)
+        );
+        assert_eq!(r[0].text, "authentication required");
+
+        let mut s = session();
+        let _ = run(
+            &mut s,
+            b"EHLO c\r\nMAIL FROM:<a@x>\r\nRCPT TO:<b@y>\r\nDATA\r\nx\ny\r\n",
+        );
+        let r = s.take_refusals();
+        assert_eq!(
+            (r[0].code, r[0].closed, r[0].mail_from.as_deref()),
+            (521, true, Some("a@x"))
+        );
+    }
+
+    /// Every enhanced status code the session refuses with is one the metrics label
+    /// by name ([`STATUSES`]), not `other`: read off this file's replies.
+    #[test]
+    fn every_refusal_status_is_a_known_label() {
+        let source = include_str!("session.rs");
+        let mut found = 0;
+        for (i, _) in source.match_indices("reply(") {
+            let rest = source[i + 6..].trim_start();
+            let Some((code, rest)) = rest.split_once(',') else {
+                continue;
+            };
+            let Ok(code) = code.trim().parse::<u16>() else {
+                continue;
+            };
+            let Some(status) = rest
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|r| r.split('"').next())
+            else {
+                continue;
+            };
+            if code >= 400 {
+                found += 1;
+                assert!(
+                    STATUSES.contains(&status),
+                    "{code} {status} is not in STATUSES"
+                );
+            }
+        }
+        assert!(found > 30, "only {found} replies read");
     }
 
     /// Issue #57: an inbound listener exposed on port 25 is no relay: RCPT for a

@@ -357,10 +357,10 @@ impl Smime<'_> {
                 Some(_) => {}
                 None => {
                     if let Some(reason) = refused {
-                        return Err(SmimeError::Certificate(format!(
-                            "no usable certificate of {address} to encrypt to: {reason}"
-                        ))
-                        .into());
+                        return Err(SealError::RecipientKeyRefused {
+                            address: address.clone(),
+                            reason,
+                        });
                     }
                     return Err(SealError::NoRecipientKey {
                         address: address.clone(),

@@ -169,3 +169,114 @@ fn fail_a_bcc_recipient_is_left_out_alone_and_reported() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(sink.messages().len(), 2);
 }
+
+/// Issue #57: one recipient without a key does not keep the message from the others.
+/// By default (`no_key = "split"`) it is sealed for those with a key and sent to
+/// them, and the agent hears of the one left out in a notice that names it; the
+/// message still names every recipient, and the one with a key opens it. With no
+/// recipient that has a key, or a null reverse path that leaves nobody to tell, it is
+/// refused whole; `no_key = "refuse"` refuses whole as before.
+#[test]
+fn fail_a_recipient_without_a_key_is_left_out_alone_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, b_store) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[("out", port, "outbound", sink.addr.port(), "tls = \"none\"")],
+        "",
+    );
+    let g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    let addr = ([127, 0, 0, 1], port).into();
+    let env = crate::common::env(crate::common::with(
+        crate::common::request(),
+        serde_json::json!({"messageId": "urn:uuid:split", "idempotencyKey": "k-split"}),
+    ));
+    let both = mailseal::MailA2aMessage::new(
+        "alice@smime.example",
+        &["bob@smime.example", "carol@nowhere.example"],
+        env,
+    )
+    .to_rfc5322()
+    .unwrap();
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["bob@smime.example", "Carol@nowhere.example"],
+        &both,
+    );
+    assert!(r.starts_with("250"), "{r}\n{}", g.log_text());
+    let got = sink.wait_for(2, Duration::from_secs(30));
+    let sealed = got
+        .iter()
+        .find(|m| m.mail_from == "alice@smime.example")
+        .expect("the sealed message");
+    assert_eq!(sealed.recipients, ["bob@smime.example"]);
+    let text = String::from_utf8_lossy(&sealed.data);
+    assert!(text.contains("application/pkcs7-mime"), "{text}");
+    assert!(!text.contains("urn:uuid:split"), "nothing in clear");
+    // Bob opens it, and it names Carol still.
+    let (_, rest) = kit::trace_fields(&sealed.data);
+    let store = b_store.to_str().unwrap();
+    let opened = crate::common::run(&["open", "--eml", "--store", store], rest);
+    let out = String::from_utf8_lossy(&opened.stdout);
+    assert!(
+        opened.status.success(),
+        "{}",
+        String::from_utf8_lossy(&opened.stderr)
+    );
+    assert!(out.contains("carol@nowhere.example"), "{out}");
+    let report = got.iter().find(|m| m.mail_from.is_empty()).expect("a DSN");
+    assert_eq!(report.recipients, ["alice@smime.example"]);
+    let dsn = String::from_utf8_lossy(&report.data);
+    assert!(
+        dsn.contains("Final-Recipient: rfc822; Carol@nowhere.example")
+            && dsn.contains("5.7.1")
+            && dsn.contains("no usable key"),
+        "{dsn}"
+    );
+    assert!(!dsn.contains("Final-Recipient: rfc822; bob@"), "{dsn}");
+    assert!(
+        !dsn.contains("urn:uuid:split"),
+        "no content in the notice: {dsn}"
+    );
+    let line = g.log_text();
+    assert!(line.contains("keyless=\"Carol@nowhere.example\""), "{line}");
+
+    // Only the keyless one asked for: refused whole; a null reverse path: refused.
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["carol@nowhere.example"],
+        &both,
+    );
+    assert!(r.starts_with("550 5.7.1"), "{r}");
+    let r = kit::submit(
+        addr,
+        "",
+        &["bob@smime.example", "carol@nowhere.example"],
+        &both,
+    );
+    assert!(
+        r.starts_with("550 5.7.1") && r.contains("nobody to report"),
+        "{r}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sink.messages().len(), 2, "nothing more went out");
+
+    // refuse: the whole message, as before.
+    drop(g);
+    let (_d, _g, addr, sink) = gateway("no_key = \"refuse\"", "");
+    let r = kit::submit(
+        addr,
+        "alice@smime.example",
+        &["bob@smime.example", "carol@nowhere.example"],
+        &both,
+    );
+    assert!(r.starts_with("550 5.7.1"), "{r}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(sink.messages().is_empty());
+}

@@ -219,7 +219,18 @@ fn mls_two_instances_act_as_one_member() {
     let env: serde_json::Value = serde_json::from_slice(&kit::envelope_of(&got[3].data)).unwrap();
     assert_eq!(env["group"]["epoch"], 3, "{}", b1.log_text());
     assert_eq!(got[3].recipients, vec![two.email.clone()]);
-    assert!(b1.log_text().contains("released"), "{}", b1.log_text());
+    // The release line names the message as its held line did: From and Message-ID.
+    let log = b1.log_text();
+    let released = log
+        .lines()
+        .find(|l| l.contains("released") && l.contains("held="))
+        .unwrap_or_else(|| panic!("no released line:\n{log}"));
+    assert!(
+        released.contains(&format!("from=\"{}\"", one.email))
+            && released.contains("message_id=\"")
+            && !released.contains("message_id=\"-\""),
+        "{released}"
+    );
 
     // Agent two sends through both instances: one sender ratchet between them.
     for i in 0..6 {

@@ -49,7 +49,7 @@ fn listed(spool: &[&str]) -> Vec<serde_json::Value> {
 }
 
 fn message(name: &str) -> Vec<u8> {
-    format!("From: alice@a.test\r\nTo: bob@b.test\r\nSubject: {name}\r\n\r\nbody of {name}\r\n")
+    format!("From: alice@a.test\r\nTo: bob@b.test\r\nMessage-ID: <{name}@a.test>\r\nSubject: {name}\r\n\r\nbody of {name}\r\n")
         .into_bytes()
 }
 
@@ -277,9 +277,13 @@ fn tools_beside_a_running_gateway(dir: &Path, db: Option<&str>) {
         "{}",
         text(&o)
     );
-    // Each change is logged.
+    // Each change is logged, with the message's own From and Message-ID.
+    let line = String::from_utf8_lossy(&o.stderr);
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("requeued by the operator"),
+        line.contains("requeued by the operator")
+            && line.contains("from=\"alice@a.test\"")
+            && line.contains("message_id=\"")
+            && !line.contains("message_id=\"-\""),
         "{}",
         text(&o)
     );

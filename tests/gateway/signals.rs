@@ -539,3 +539,98 @@ fn postgres_spool_age_and_database_up_down() {
     assert_eq!(sample(&m, "mailseal_queue_depth"), Some(1.0), "{m}");
     drop(g);
 }
+
+/// Issue #57: what the session refuses itself, before any message reaches the
+/// pipeline, has its line and its count too: a RCPT for a domain the inbound listener
+/// does not serve names the address and the MAIL FROM; a MAIL before a login on a
+/// submission listener says so; the client's text in either is escaped.
+#[test]
+fn fail_refusals_in_the_session_have_a_line_and_a_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Sink::start();
+    let (_, b_store) = kit::two_sides(dir.path());
+    let [inbound, outbound, mport] = [(); 3].map(|_| kit::free_port());
+    let hop = sink.addr.port();
+    let conf = format!("metrics = \"127.0.0.1:{mport}\"\n")
+        + &kit::config(
+            dir.path(),
+            "g",
+            &b_store,
+            &[
+                (
+                    "in",
+                    inbound,
+                    "inbound",
+                    hop,
+                    "tls = \"none\"\nlocal_domains = [\"smime.example\"]",
+                ),
+                (
+                    "out",
+                    outbound,
+                    "outbound",
+                    hop,
+                    "tls = \"none\"\nsubmission = \"auth\"",
+                ),
+            ],
+            &kit::relay_submitter(),
+        );
+    let g = Gateway::start(dir.path(), "g", &conf, &[inbound, outbound, mport]);
+
+    let mut c = kit::Client::connect(addr(inbound));
+    c.cmd("EHLO spammer.example");
+    assert!(c.cmd("MAIL FROM:<spammer@x.example>").starts_with("250"));
+    let r = c.cmd("RCPT TO:<victim\u{1b}[2J@elsewhere.example>");
+    assert!(r.starts_with('5'), "{r}");
+    let r = c.cmd("RCPT TO:<victim@elsewhere.example>");
+    assert!(r.starts_with("550 5.7.1"), "{r}");
+    let relay = log_line(
+        &g,
+        &[
+            "refused in the session",
+            "recipients=\"victim@elsewhere.example\"",
+        ],
+    );
+    for part in [
+        "listener=\"in\"",
+        "direction=\"inbound\"",
+        "mail_from=\"spammer@x.example\"",
+        "code=550",
+        "dsn=\"5.7.1\"",
+        "relay access denied",
+    ] {
+        assert!(relay.contains(part), "{part}: {relay}");
+    }
+    let log = g.log_text();
+    assert!(
+        !log.contains('\u{1b}'),
+        "the escape reached the log:\n{log}"
+    );
+
+    let mut c = kit::Client::connect(addr(outbound));
+    c.cmd("EHLO agent");
+    let r = c.cmd("MAIL FROM:<treasury@smime.example>");
+    assert!(r.starts_with("530 5.7.0"), "{r}");
+    let unauthenticated = log_line(&g, &["refused in the session", "listener=\"out\""]);
+    for part in ["code=530", "dsn=\"5.7.0\"", "authentication required"] {
+        assert!(unauthenticated.contains(part), "{part}: {unauthenticated}");
+    }
+
+    let m = scrape_until(mport, "the session's refusals counted", |m| {
+        sample(
+            m,
+            "mailseal_refused_total{direction=\"inbound\",status=\"5.7.1\"}",
+        ) == Some(1.0)
+            && sample(
+                m,
+                "mailseal_refused_total{direction=\"outbound\",status=\"5.7.0\"}",
+            ) == Some(1.0)
+    });
+    assert!(
+        sample(
+            &m,
+            "mailseal_messages_total{direction=\"inbound\",verdict=\"refused\"}"
+        )
+        .is_none(),
+        "no message was refused, only commands: {m}"
+    );
+}

@@ -10,6 +10,7 @@ mod common;
 
 mod crash_exactly_once;
 mod fail_forwarded;
+mod fail_keyless_recipient;
 mod fail_output_edges;
 mod fail_review_per_request;
 mod fail_unsolicited_answers;

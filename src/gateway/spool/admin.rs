@@ -199,6 +199,13 @@ pub fn apply(
     let mut out = Vec::with_capacity(chosen.len());
     for q in chosen {
         let id = &q.entry.id;
+        // The message's own From and Message-ID, for the line below as on the
+        // gateway's lines, so one grep finds what the operator did to it (read before:
+        // a deleted entry is gone).
+        let seen = admin
+            .show(id, now)
+            .ok()
+            .map(|(_, m)| crate::gateway::logline::Seen::of(&m, m.len()));
         let applied = match action {
             Action::Flush => admin.flush(id, now),
             Action::Hold => admin.hold(id, now),
@@ -213,11 +220,14 @@ pub fn apply(
                 .iter()
                 .map(crate::error::quoted)
                 .collect();
+            let none = crate::gateway::logline::NONE;
             tracing::info!(
                 id = %id,
                 route = %crate::error::quoted(&q.entry.route),
-                from = %crate::error::quoted(&q.entry.mail_from),
+                mail_from = %crate::error::quoted(&q.entry.mail_from),
                 to = %to.join(","),
+                from = seen.as_ref().map_or(none, |s| s.from.as_str()),
+                message_id = seen.as_ref().map_or(none, |s| s.message_id.as_str()),
                 action = action.as_str(),
                 result = ?applied,
                 "queue: {}",
