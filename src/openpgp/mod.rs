@@ -21,6 +21,7 @@ mod seal;
 mod seeded;
 pub(crate) use seal::{Packets, Recipients};
 pub mod sop;
+mod unhashed;
 
 use sequoia_openpgp as openpgp;
 

@@ -543,8 +543,19 @@ fn micalg(hash: HashAlgorithm) -> String {
 }
 
 fn checked_certs(inputs: &[Vec<u8>]) -> Result<Vec<Cert>, SopError> {
-    let certs = load(inputs, &[])?;
+    let inputs: Vec<Vec<u8>> = inputs.iter().map(|i| lenient(i)).collect();
+    let certs = load(&inputs, &[])?;
     Ok(certs)
+}
+
+/// `data` (armored or binary) with the malformed Issuer Fingerprints that nothing
+/// signed dropped from its top-level signatures (see `super::unhashed`), binary; as it
+/// is when it has none or does not dearmor.
+fn lenient(data: &[u8]) -> Vec<u8> {
+    dearmor(data)
+        .ok()
+        .and_then(|b| super::unhashed::drop_malformed_issuer_fingerprints(&b))
+        .unwrap_or_else(|| data.to_vec())
 }
 
 /// `sop verify`: the good signatures in `signatures` over `data` by `certs`.
@@ -560,6 +571,7 @@ pub fn verify(
     let certs = checked_certs(certs)?;
     let store = store_of(&certs)?;
     let pgp = OpenPgp::new(&store);
+    let signatures = &lenient(signatures);
     let outcome = pgp
         .verify_detached_with(
             signatures,

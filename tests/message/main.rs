@@ -20,6 +20,7 @@ mod fail_card_openpgp_time;
 mod fail_card_signer;
 mod fail_cost;
 mod first_hour;
+mod interop_a2a_sdk;
 mod layering;
 mod open_plain;
 mod readme;

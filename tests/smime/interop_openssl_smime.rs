@@ -15,7 +15,7 @@ use mailseal::{Classify, Profile, Protection};
 
 /// A CA and an email-protection leaf for `email`, made by openssl: `kind` is
 /// `ec` (P-256) or `rsa`.
-fn pki(dir: &Path, kind: &str, email: &str) -> (PathBuf, PathBuf, PathBuf) {
+pub(crate) fn pki(dir: &Path, kind: &str, email: &str) -> (PathBuf, PathBuf, PathBuf) {
     // "ec" (P-256), "ec:P-384", "ec:P-521", or RSA-2048.
     let curve = format!(
         "ec_paramgen_curve:{}",
@@ -25,6 +25,13 @@ fn pki(dir: &Path, kind: &str, email: &str) -> (PathBuf, PathBuf, PathBuf) {
         &["-newkey", "ec", "-pkeyopt", curve.leak()]
     } else {
         &["-newkey", "rsa:2048"]
+    };
+    // The CA signs with the digest of its curve's size (RFC 5758 3.2), which gpgsm
+    // requires of a P-384 or P-521 certificate.
+    let md = match kind {
+        "ec:P-384" => "-sha384",
+        "ec:P-521" => "-sha512",
+        _ => "-sha256",
     };
     let mut ca = vec![
         "req",
@@ -44,6 +51,7 @@ fn pki(dir: &Path, kind: &str, email: &str) -> (PathBuf, PathBuf, PathBuf) {
         "keyUsage=critical,keyCertSign",
     ];
     ca.extend_from_slice(newkey);
+    ca.push(md);
     openssl(&ca, dir);
     let mut csr = vec![
         "req",
@@ -80,6 +88,7 @@ fn pki(dir: &Path, kind: &str, email: &str) -> (PathBuf, PathBuf, PathBuf) {
             "365",
             "-extfile",
             "leaf.ext",
+            md,
         ],
         dir,
     );
@@ -90,7 +99,7 @@ fn pki(dir: &Path, kind: &str, email: &str) -> (PathBuf, PathBuf, PathBuf) {
     )
 }
 
-fn store(dir: &Path, files: &[&Path], anchors: &[&Path]) -> PathBuf {
+pub(crate) fn store(dir: &Path, files: &[&Path], anchors: &[&Path]) -> PathBuf {
     let s = dir.join("store");
     for (list, trusted) in [(files, false), (anchors, true)] {
         if list.is_empty() {
@@ -118,7 +127,7 @@ fn store(dir: &Path, files: &[&Path], anchors: &[&Path]) -> PathBuf {
     s
 }
 
-fn plain(from: &str, to: &str, op: Operation) -> MailA2aMessage {
+pub(crate) fn plain(from: &str, to: &str, op: Operation) -> MailA2aMessage {
     let mut env = Envelope::new(Kind::Request, op, "smime-req-1");
     env.set("correlationId", "smime-ex-1");
     if op.is_effectful() {
@@ -132,7 +141,7 @@ fn plain(from: &str, to: &str, op: Operation) -> MailA2aMessage {
     m
 }
 
-fn seal_cli(store: &Path, msg: &MailA2aMessage, dir: &Path) -> Vec<u8> {
+pub(crate) fn seal_cli(store: &Path, msg: &MailA2aMessage, dir: &Path) -> Vec<u8> {
     common::seal_smime_cli(store, msg, dir, true)
 }
 
@@ -149,7 +158,7 @@ fn alice_store(dir: &Path) -> PathBuf {
 }
 
 /// The first part of a multipart/signed message: exactly the signed bytes.
-fn first_part(sealed: &[u8]) -> Vec<u8> {
+pub(crate) fn first_part(sealed: &[u8]) -> Vec<u8> {
     let text = String::from_utf8_lossy(sealed);
     let b = text
         .split("boundary=\"")
@@ -477,7 +486,7 @@ fn with_signature(sealed: &[u8], der: &[u8]) -> Vec<u8> {
     .concat()
 }
 
-fn signature_der(sealed: &[u8]) -> Vec<u8> {
+pub(crate) fn signature_der(sealed: &[u8]) -> Vec<u8> {
     let (start, end) = signature_span(sealed);
     common::unbase64(&sealed[start..end])
 }

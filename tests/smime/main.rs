@@ -17,6 +17,7 @@ mod fail_review_wrong_audience;
 mod fail_trimmed_evidence;
 mod fail_unread_forms;
 mod header_protection_smime;
+mod interop_gpgsm;
 mod interop_openssl_smime;
 mod interop_openssl_smime_encrypt;
 mod key_choice;
