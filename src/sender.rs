@@ -77,6 +77,10 @@ pub enum SendError {
     },
 }
 
+/// The recipients [`Sender::seal_for_keyed`] left out of the encryption: each
+/// address (normalised) with the error that says why.
+pub type LeftOut = Vec<(String, SendError)>;
+
 impl SendError {
     /// The recipient this error is about when it is that recipient's key alone that
     /// is missing or refused ([`SealError::recipient_without_key`]).
@@ -391,8 +395,8 @@ impl<'a> Sender<'a> {
         &self,
         plain: &MailA2aMessage,
         opts: &SealOptions,
-    ) -> Result<(Vec<u8>, Vec<(String, SendError)>), SendError> {
-        let mut left_out: Vec<(String, SendError)> = Vec::new();
+    ) -> Result<(Vec<u8>, LeftOut), SendError> {
+        let mut left_out: LeftOut = Vec::new();
         let mut opts = opts.clone();
         loop {
             match self.seal(plain, &opts) {
