@@ -420,6 +420,9 @@ pub(crate) struct Deliverer {
     pub(crate) config: Arc<Config>,
     pub(crate) hops: HashMap<String, Hop>,
     pub(crate) metrics: Arc<Metrics>,
+    /// Set when the deliverer stops (shutdown, or the database gone too long): a done
+    /// the spool refuses is then not waited for (see [`Deliverer::mark_done`]).
+    pub(crate) stopping: std::sync::atomic::AtomicBool,
 }
 
 fn now() -> i64 {
@@ -493,6 +496,8 @@ impl Deliverer {
             }
             if let Some(down) = self.spool.down_for() {
                 if give_up > 0 && down > Duration::from_secs(give_up) {
+                    self.stopping
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
                     while inflight.join_next().await.is_some() {}
                     heart.abort();
                     return Err(format!(
@@ -526,6 +531,8 @@ impl Deliverer {
                 _ = shutdown.changed() => {}
             }
         }
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         while inflight.join_next().await.is_some() {}
         heart.abort();
         Ok(())
@@ -631,15 +638,7 @@ impl Deliverer {
             self.bounce(&entry, &failures).await;
         }
         if waiting.is_empty() {
-            let spool = self.spool.clone();
-            let id = entry.id.clone();
-            match tokio::task::spawn_blocking(move || spool.done(&id, now())).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    tracing::error!(id = %entry.id, error = %e, "spool: delivered but not marked done (it will be delivered again)")
-                }
-                Err(e) => tracing::error!(id = %entry.id, error = %e, "spool: done failed"),
-            }
+            self.mark_done(&entry.id).await;
             return;
         }
         entry.attempts += 1;
@@ -653,6 +652,60 @@ impl Deliverer {
         entry.next_attempt = now() + backoff as i64;
         entry.last_error = last_error;
         self.put_back(entry).await;
+    }
+
+    /// Marks a delivered entry done. A delivered entry left unmarked is delivered
+    /// again by whoever takes it once its lease runs out, so a done the spool refuses
+    /// (its database away for a moment) is tried again, a quarter second later, then
+    /// doubling to 5 s, for as long as half the lease: the database back within that,
+    /// the copy is saved. Past it, another instance may be taking the entry, and the
+    /// receiver's replay state is what drops the second copy. Never longer than
+    /// `database_down_secs` (after which the gateway exits), nor once it is stopping
+    /// (systemd waits 60 s for it to stop).
+    async fn mark_done(&self, id: &str) {
+        let d = &self.config.delivery;
+        let mut patience = Duration::from_secs(d.lease_secs / 2);
+        if d.database_down_secs > 0 {
+            patience = patience.min(Duration::from_secs(d.database_down_secs));
+        }
+        let started = Instant::now();
+        let mut wait = Duration::from_millis(250);
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let spool = self.spool.clone();
+            let owned = id.to_string();
+            match tokio::task::spawn_blocking(move || spool.done(&owned, now())).await {
+                Ok(Ok(())) => {
+                    if tries > 1 {
+                        tracing::info!(
+                            id,
+                            tries,
+                            "spool: delivered entry marked done once the spool answered again"
+                        );
+                    }
+                    return;
+                }
+                Ok(Err(e))
+                    if started.elapsed() + wait < patience
+                        && !self.stopping.load(std::sync::atomic::Ordering::SeqCst) =>
+                {
+                    if tries == 1 {
+                        tracing::warn!(id, error = %e, "spool: delivered but not yet marked done; trying again");
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(id, tries, error = %e, "spool: delivered but not marked done (it will be delivered again)");
+                    return;
+                }
+                Err(e) => {
+                    tracing::error!(id, error = %e, "spool: done failed");
+                    return;
+                }
+            }
+        }
     }
 
     async fn put_back(&self, entry: Entry) {

@@ -360,6 +360,7 @@ impl Gateway {
             config: config.clone(),
             hops,
             metrics,
+            stopping: Default::default(),
         });
         // Every listener is bound: no other instance with these addresses runs on this
         // machine, so the leases under this instance's name are its last run's.

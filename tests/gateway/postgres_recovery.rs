@@ -393,3 +393,113 @@ fn a_dead_instances_leases_are_taken_by_the_other_promptly() {
     assert_eq!(got.len(), 3, "{}", b.log_text());
     assert_eq!(delivered_ids(&sink), ["00", "01", "02"]);
 }
+
+/// A next hop that holds its reply to each message until told: it counts each
+/// message whose DATA has ended and says so (`arrived`), then answers 250 once `go`
+/// says so.
+fn held_reply_sink() -> (
+    u16,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::Sender<()>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (arrived_tx, arrived) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let delivered = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut w = stream.try_clone().unwrap();
+            let mut r = BufReader::new(stream);
+            let _ = w.write_all(b"220 held ESMTP\r\n");
+            let mut line = String::new();
+            let mut in_data = false;
+            loop {
+                line.clear();
+                if r.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let reply: &[u8] = if in_data {
+                    if line != ".\r\n" {
+                        continue;
+                    }
+                    in_data = false;
+                    delivered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let _ = arrived_tx.send(());
+                    let _ = go_rx.recv();
+                    b"250 2.0.0 Ok: queued as HELD\r\n"
+                } else {
+                    match line.get(..4).map(str::to_ascii_uppercase).as_deref() {
+                        Some("EHLO") => b"250-held\r\n250 PIPELINING\r\n",
+                        Some("DATA") => {
+                            in_data = true;
+                            b"354 go on\r\n"
+                        }
+                        Some("QUIT") => {
+                            let _ = w.write_all(b"221 bye\r\n");
+                            break;
+                        }
+                        _ => b"250 2.0.0 ok\r\n",
+                    }
+                };
+                if w.write_all(reply).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    (port, arrived, go, count)
+}
+
+/// A delivery that completes while the database is away is marked done when it comes
+/// back, not left for whoever takes the entry once its lease runs out to deliver
+/// again: the next hop gets the message once and the spool knows it was delivered.
+#[test]
+fn a_done_refused_while_the_database_is_away_is_made_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = Server::start(&dir.path().join("pg")) else {
+        return;
+    };
+    let (a_store, _) = kit::two_sides(dir.path());
+    let (hop, arrived, go, delivered) = held_reply_sink();
+    let port = kit::free_port();
+    let conf = on_database(dir.path(), &a_store, port, "relay", hop, &server.url());
+    let g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let r = submit_until_taken(addr, "0");
+    assert!(r.starts_with("250"), "{r}\n{}", g.log_text());
+    // The message is with the next hop: the database goes, then the hop says 250.
+    arrived.recv_timeout(Duration::from_secs(30)).unwrap();
+    server.pg_ctl("stop");
+    go.send(()).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    server.pg_ctl("start");
+    // Marked done once the database answers (within half the 60 s lease).
+    let start = Instant::now();
+    let done = loop {
+        let log = g.log_text();
+        if log.contains("marked done once the spool answered again") {
+            break log;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "not marked done:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(!done.contains("it will be delivered again"), "{done}");
+    let mut db = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    let open: i64 = db
+        .query_one(
+            "SELECT count(*) FROM mailseal_spool WHERE done_at IS NULL",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(open, 0, "the delivered entry is done");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(delivered.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
