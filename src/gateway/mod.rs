@@ -210,14 +210,14 @@ impl Gateway {
             .build()?;
         runtime.block_on(async move {
             let (stop, stopped) = tokio::sync::watch::channel(false);
+            // The handlers are in place before anything is served (and systemd told
+            // READY=1): a SIGTERM right after is a shutdown, not the default death.
+            use tokio::signal::unix::{signal, SignalKind};
+            let (mut term, mut int) = (
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+            );
             let signals = tokio::spawn(async move {
-                use tokio::signal::unix::{signal, SignalKind};
-                let (Ok(mut term), Ok(mut int)) = (
-                    signal(SignalKind::terminate()),
-                    signal(SignalKind::interrupt()),
-                ) else {
-                    return;
-                };
                 tokio::select! {
                     _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
                     _ = int.recv() => tracing::info!("SIGINT: shutting down"),

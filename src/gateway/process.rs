@@ -614,7 +614,14 @@ impl Context<'_> {
         // crash between leaves it queued and unrecorded, and the client's retry puts
         // the same entries (no-ops) and records it.
         let key = message_key(delivery);
-        let rendered = render(delivery)?;
+        // The hops before this one stay on top of what is delivered, under this hop's
+        // own field (RFC 5321 4.4: no relay deletes a trace field). Not for a held
+        // message a Commit released: its hops are not this transaction's.
+        let mut rendered = match released {
+            None => trace_of(&t.data),
+            Some(_) => Vec::new(),
+        };
+        rendered.extend_from_slice(&render(delivery)?);
         let mut ids = Vec::new();
         let mut queued_for = Vec::new();
         for (agent, rcpt) in &agents {
@@ -1154,6 +1161,33 @@ pub fn take_header(message: &[u8], name: &str) -> (Vec<u8>, Vec<String>) {
     (out, values)
 }
 
+/// The `Received:` fields of `message`'s header section as written, folded lines and
+/// all, in their order: the trace of the hops it came through. Only whole fields are
+/// taken (a field begins at a line that does not start with a space or tab), so
+/// nothing a client wrote can begin another field in what is delivered.
+fn trace_of(message: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut taking = false;
+    for line in message.split_inclusive(|&b| b == b'\n') {
+        if line == b"\r\n" || line == b"\n" || !line.ends_with(b"\r\n") {
+            break;
+        }
+        if !matches!(line.first(), Some(b' ' | b'\t')) {
+            let name = b"Received";
+            taking = line.len() > name.len()
+                && line[..name.len()].eq_ignore_ascii_case(name)
+                && line[name.len()..]
+                    .iter()
+                    .find(|b| !matches!(b, b' ' | b'\t'))
+                    == Some(&b':');
+        }
+        if taking {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}
+
 /// Whether `raw` is MailA2A mail: a `Mail-A2A-*` header field or an
 /// `application/a2a+json` part anywhere. Deliberately broad: what claims to be
 /// MailA2A is sealed or refused outbound, never passed in clear.
@@ -1187,6 +1221,16 @@ mod tests {
             out,
             b"Mailseal-Verdict: none\r\nFrom: a@x\r\nTo: b@y\r\n\r\nMailseal-Verdict: in body\r\n"
         );
+    }
+
+    #[test]
+    fn trace_of_takes_whole_received_fields_only() {
+        let m = b"Received: from a\r\n by b; Sun, 6 Dec 2026 09:00:00 +0000\r\nX-Other: 1\r\nreceived :c\r\nReceivedX: no\r\n\r\nReceived: body\r\n";
+        assert_eq!(
+            trace_of(m),
+            b"Received: from a\r\n by b; Sun, 6 Dec 2026 09:00:00 +0000\r\nreceived :c\r\n"
+        );
+        assert!(trace_of(b"Subject: x\r\n\r\n").is_empty());
     }
 
     #[test]

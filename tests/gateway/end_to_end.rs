@@ -105,11 +105,15 @@ fn both_directions(profile: &str, domain: &str, tls: bool) {
     let m = &got[0];
     assert_eq!(m.recipients, std::slice::from_ref(&bob));
     assert_eq!(m.mail_from, alice);
-    // B's trace field on top (A's was on the sealed message it opened), then its
-    // verdict: the field A put above the signature did not disturb it.
+    // B's trace field on top, then A's (on the sealed message it opened, kept), then
+    // its verdict: the field A put above the signature did not disturb it.
     let (trace, inner) = kit::trace_fields(&m.data);
     let with = if tls { "ESMTPS" } else { "ESMTP" };
-    assert_eq!(trace.len(), 1, "{trace:?}");
+    assert_eq!(trace.len(), 2, "{trace:?}");
+    assert!(
+        trace[1].contains(" by a.test (mailseal) with "),
+        "{trace:?}"
+    );
     assert!(
         trace[0].starts_with(&format!(
             "Received: from a.test ([127.0.0.1]) by b.test (mailseal) with {with} id "

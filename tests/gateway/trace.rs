@@ -74,17 +74,22 @@ fn sealed_with_the_trace_on_top_still_opens_at_the_partner() {
         let r = kit::submit(([127, 0, 0, 1], b_in).into(), &alice, &[&bob], &out[0].data);
         assert!(r.starts_with("250"), "{profile}: {r}\n{}", b.log_text());
         let got = opened.wait_for(1, Duration::from_secs(60));
+        let (before, _) = kit::trace_fields(&out[0].data);
         let (trace, inner) = kit::trace_fields(&got[0].data);
         assert_eq!(
             trace.len(),
-            1,
-            "{profile}: only the inbound hop's: {trace:?}"
+            2,
+            "{profile}: the inbound hop's, then the hops before it (RFC 5321 4.4): {trace:?}"
         );
         assert!(
             trace[0].starts_with(&format!(
                 "Received: from client.test ([127.0.0.1]) by b-{profile}.test (mailseal) with ESMTP id "
             )),
             "{profile}: {trace:?}"
+        );
+        assert_eq!(
+            trace[1], before[0],
+            "{profile}: the outbound hop's, as it was"
         );
         assert!(
             String::from_utf8_lossy(inner)
