@@ -756,7 +756,12 @@ impl Context<'_> {
             keyless = super::logline::recipients(&keyless_list).as_str(),
             "recipients left out and reported to the sender"
         );
-        self.queue_report_to(&t.mail_from, mail_id, &t.data, &failures);
+        // Named by the message and the recipients it reports: a retry of the
+        // transaction makes no second notice, while another transaction of the same
+        // message (the rest of its recipients, after a 452) makes its own.
+        let left: Vec<String> = failures.iter().map(|f| f.recipient.clone()).collect();
+        let name = super::spool::entry_id("left out", &t.mail_from, &left, &t.data);
+        self.queue_report_to(&t.mail_from, mail_id, name.as_bytes(), &failures);
     }
 
     /// Queues a delivery status notification to `to` about the message whose

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::kit::{self, Gateway, Sink};
+use crate::kit::{self, Client, Gateway, Sink};
 use mailseal::error::Classify;
 use mailseal::keystore::{
     DirectoryStore, KeyEntry, KeyStore, KeyStoreError, SecretKey, StoredCertificate, StoredJwk,
@@ -17,6 +17,7 @@ use mailseal::{ErrorKind, MailA2aMessage, Profile, SealOptions, Sender};
 
 const ALICE: &str = "alice@smime.example";
 const BOB: &str = "bob@smime.example";
+const CARLOS: &str = "carlos@smime.example";
 
 /// Alice's store (her keys; Bob's and Carlos's certificates), and Bob's (his keys,
 /// Alice's certificates).
@@ -145,6 +146,86 @@ fn unsolicited_answers_a_request_the_split_refused_records_nothing() {
             .any(|m| m.recipients == [ALICE] && !m.mail_from.is_empty()),
         "Bob's answer delivered to Alice"
     );
+}
+
+/// THREATS "Shared state": one message whose recipients the client sends in two
+/// transactions (the gateway took two recipients, `452 4.5.3` for the third, as RFC
+/// 5321 lets a client go on with the rest): each transaction's left-out recipient is
+/// reported. A notice named by the message alone would make the second notice the
+/// first one's duplicate, and Dave's would be lost.
+#[test]
+fn shared_state_each_transaction_reports_its_own_left_out_recipients() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, _) = sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[("out", port, "outbound", sink.addr.port(), "tls = \"none\"")],
+        "\n[limits]\nmax_recipients = 2\n",
+    );
+    let g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    let (carol, dave) = ("carol@nowhere.example", "dave@nowhere.example");
+    let data = request("split-twice", &[BOB, CARLOS, carol, dave]);
+    let mut c = Client::connect(([127, 0, 0, 1], port).into());
+    c.cmd("EHLO client.test");
+    assert!(c.cmd(&format!("MAIL FROM:<{ALICE}>")).starts_with("250"));
+    assert!(c.cmd(&format!("RCPT TO:<{BOB}>")).starts_with("250"));
+    assert!(c.cmd(&format!("RCPT TO:<{carol}>")).starts_with("250"));
+    let r = c.cmd(&format!("RCPT TO:<{CARLOS}>"));
+    assert!(r.starts_with("452 4.5.3"), "{r}");
+    assert!(c.cmd("DATA").starts_with("354"));
+    let mut body = Vec::new();
+    for line in data.split_inclusive(|&b| b == b'\n') {
+        if line.starts_with(b".") {
+            body.push(b'.');
+        }
+        body.extend_from_slice(line);
+    }
+    if !body.ends_with(b"\r\n") {
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(b".\r\n");
+    c.send(&body);
+    let r = c.reply();
+    assert!(r.starts_with("250"), "{r}\n{}", g.log_text());
+    // The rest of the recipients, in a second transaction.
+    let r = c.submit(ALICE, &[CARLOS, dave], &data);
+    assert!(r.starts_with("250"), "{r}\n{}", g.log_text());
+    // Two sealed messages and a notice at least; the second notice, if it comes,
+    // within the same time.
+    let mut got = sink.wait_for(3, Duration::from_secs(30));
+    for _ in 0..100 {
+        if got.len() >= 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        got = sink.messages();
+    }
+    let notices: Vec<String> = got
+        .iter()
+        .filter(|m| m.mail_from.is_empty())
+        .map(|m| String::from_utf8_lossy(&m.data).into_owned())
+        .collect();
+    for who in [carol, dave] {
+        assert!(
+            notices
+                .iter()
+                .any(|n| n.contains(&format!("Final-Recipient: rfc822; {who}"))),
+            "{who} left out and never reported: {notices:?}\n{}",
+            g.log_text()
+        );
+    }
+    let sealed: Vec<&Vec<String>> = got
+        .iter()
+        .filter(|m| !m.mail_from.is_empty())
+        .map(|m| &m.recipients)
+        .collect();
+    assert_eq!(sealed.len(), 2, "{sealed:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sink.messages().len(), 4, "one notice each, nothing more");
 }
 
 /// A key store that counts the lookups made of it: each seal looks up its signer's
