@@ -364,3 +364,101 @@ fn cost_the_split_seals_once_and_looks_up_each_address_a_bounded_number_of_times
     assert_eq!(e.kind(), ErrorKind::NoUsableKey, "{e}");
     assert_eq!(e.recipient_without_key(), Some("carol@nowhere.example"));
 }
+
+/// THREATS "Chosen time" and "Respelled keys": a recipient whose only certificate the
+/// store's CRL revokes (Eve) or whose certificate has expired (Frank) is left out and
+/// reported, whatever the case of its RCPT; the message is sealed for Bob alone,
+/// and Eve's own key cannot open it.
+#[test]
+fn chosen_time_a_revoked_or_expired_recipient_is_left_out_and_cannot_read() {
+    use crate::common::pki::{Pki, NOW_END, NOW_START};
+    let dir = tempfile::tempdir().unwrap();
+    let (a_store, _) = sides(dir.path());
+    let pki_dir = dir.path().join("pki");
+    std::fs::create_dir(&pki_dir).unwrap();
+    let pki = Pki::new(&pki_dir);
+    let root = pki.root("", NOW_START, NOW_END);
+    let encryption = |email: &str| {
+        format!(
+            "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,keyAgreement\n\
+             extendedKeyUsage=emailProtection\nsubjectAltName=email:{email}\n"
+        )
+    };
+    let (eve, frank) = ("eve@pki.example", "frank@pki.example");
+    let eve_crt = pki.issue("eve", Some("root"), &encryption(eve), NOW_START, NOW_END);
+    let frank_crt = pki.issue(
+        "frank",
+        Some("root"),
+        &encryption(frank),
+        "20200101000000Z",
+        "20210101000000Z",
+    );
+    let store = DirectoryStore::open(&a_store).unwrap();
+    let import = |path: &std::path::Path, trusted: bool| {
+        store
+            .import(&std::fs::read(path).unwrap(), "pki", trusted)
+            .unwrap();
+    };
+    import(&root, true);
+    import(&eve_crt, false);
+    import(&frank_crt, false);
+    pki.revoke("eve", "root");
+    import(&pki.crl("root"), false);
+
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "a",
+        &a_store,
+        &[("out", port, "outbound", sink.addr.port(), "tls = \"none\"")],
+        "",
+    );
+    let g = Gateway::start(dir.path(), "a", &conf, &[port]);
+    let data = request("split-time", &[BOB, eve, frank]);
+    let r = kit::submit(
+        ([127, 0, 0, 1], port).into(),
+        ALICE,
+        &[BOB, "EVE@pki.example", "Frank@PKI.example"],
+        &data,
+    );
+    assert!(r.starts_with("250"), "{r}\n{}", g.log_text());
+    let got = sink.wait_for(2, Duration::from_secs(30));
+    let sealed = got
+        .iter()
+        .find(|m| !m.mail_from.is_empty())
+        .expect("the sealed message");
+    assert_eq!(sealed.recipients, [BOB]);
+    let notice = got
+        .iter()
+        .find(|m| m.mail_from.is_empty())
+        .map(|m| String::from_utf8_lossy(&m.data).into_owned())
+        .expect("a notice");
+    for who in ["EVE@pki.example", "Frank@PKI.example"] {
+        assert!(
+            notice.contains(&format!("Final-Recipient: rfc822; {who}")),
+            "{who}: {notice}"
+        );
+    }
+    assert!(notice.contains("revoked"), "{notice}");
+    // Eve, with her own key and Alice's certificates, cannot open it.
+    let eve_store = dir.path().join("eve-store");
+    let s = DirectoryStore::open(&eve_store).unwrap();
+    for f in [eve_crt, pki_dir.join("eve.key")] {
+        s.import(&std::fs::read(&f).unwrap(), "eve", false).unwrap();
+    }
+    for f in ["ca.rsa.crt", "alice.sign.crt", "alice.encrypt.crt"] {
+        s.import(&kit::fixture(&format!("rfc9216/{f}")), f, f == "ca.rsa.crt")
+            .unwrap();
+    }
+    let (_, rest) = kit::trace_fields(&sealed.data);
+    let opened = crate::common::run(&["open", "--store", eve_store.to_str().unwrap()], rest);
+    let err = String::from_utf8_lossy(&opened.stderr);
+    assert!(!opened.status.success(), "Eve opened it");
+    assert!(err.contains("no key of ours is a recipient"), "{err}");
+    assert!(
+        !String::from_utf8_lossy(&opened.stdout).contains("split-time"),
+        "{err}"
+    );
+    assert_eq!(sink.messages().len(), 2, "nothing more went out");
+}
