@@ -77,6 +77,10 @@ pub enum SendError {
     },
 }
 
+/// The recipients [`Sender::seal_for_keyed`] left out of the encryption, each
+/// (normalised) with why: its key is missing or refused.
+pub type LeftOut = Vec<(String, SendError)>;
+
 impl SendError {
     /// The recipient this error is about when it is that recipient's key alone that
     /// is missing or refused ([`SealError::recipient_without_key`]).
@@ -393,7 +397,7 @@ impl<'a> Sender<'a> {
         &self,
         plain: &MailA2aMessage,
         opts: &SealOptions,
-    ) -> Result<(Vec<u8>, Vec<(String, SendError)>), SendError> {
+    ) -> Result<(Vec<u8>, LeftOut), SendError> {
         let (opts, left_out) = self.keyed_options(plain, opts)?;
         Ok((self.seal(plain, &opts)?, left_out))
     }
@@ -412,7 +416,7 @@ impl<'a> Sender<'a> {
         &self,
         plain: &MailA2aMessage,
         opts: &SealOptions,
-    ) -> Result<(SealOptions, Vec<(String, SendError)>), SendError> {
+    ) -> Result<(SealOptions, LeftOut), SendError> {
         if opts.sign_only || opts.profile == Profile::Mls {
             return Ok((opts.clone(), Vec::new()));
         }
