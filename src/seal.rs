@@ -641,17 +641,25 @@ pub(crate) fn sealing_addresses(
         .as_ref()
         .map(|m| m.address.clone())
         .unwrap_or_default();
-    let named = plain.headers.to.iter().chain(&plain.headers.cc);
-    let mut recipients: Vec<String> = match &opts.encrypt_to {
-        None => named.map(|m| m.address.clone()).collect(),
-        Some(only) => {
-            let only = encrypt_to_subset(plain, only)?;
-            named
-                .filter(|m| only.contains(&m.normalized()))
-                .map(|m| m.address.clone())
-                .collect()
-        }
+    // Each address once, as first written (a message may name one many times, under
+    // several spellings: each would be looked up and judged again), in a set: the
+    // work grows with the addresses, not with their square.
+    let only: Option<std::collections::HashSet<String>> = match &opts.encrypt_to {
+        None => None,
+        Some(only) => Some(encrypt_to_subset(plain, only)?.into_iter().collect()),
     };
+    let mut seen = std::collections::HashSet::new();
+    let mut recipients: Vec<String> = plain
+        .headers
+        .to
+        .iter()
+        .chain(&plain.headers.cc)
+        .filter(|m| {
+            let n = m.normalized();
+            only.as_ref().is_none_or(|o| o.contains(&n)) && seen.insert(n)
+        })
+        .map(|m| m.address.clone())
+        .collect();
     recipients.push(from.clone());
     Ok((from, recipients))
 }
@@ -663,7 +671,7 @@ pub(crate) fn encrypt_to_subset(
     plain: &MailA2aMessage,
     only: &[String],
 ) -> Result<Vec<String>, SealError> {
-    let named: Vec<String> = plain
+    let named: std::collections::HashSet<String> = plain
         .headers
         .to
         .iter()
@@ -675,19 +683,21 @@ pub(crate) fn encrypt_to_subset(
             "names no recipient (leave it unset to encrypt to every recipient)".into(),
         ));
     }
-    only.iter()
-        .map(|a| {
-            let a = crate::message::Mailbox::new(a).normalized();
-            if named.contains(&a) {
-                Ok(a)
-            } else {
-                Err(SealError::EncryptTo(format!(
-                    "{} is not a recipient the message names in To or Cc",
-                    crate::error::quoted(&a)
-                )))
-            }
-        })
-        .collect()
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(only.len());
+    for a in only {
+        let a = crate::message::Mailbox::new(a).normalized();
+        if !named.contains(&a) {
+            return Err(SealError::EncryptTo(format!(
+                "{} is not a recipient the message names in To or Cc",
+                crate::error::quoted(&a)
+            )));
+        }
+        if seen.insert(a.clone()) {
+            out.push(a);
+        }
+    }
+    Ok(out)
 }
 
 /// Wraps a plain MailA2A message into a protected one.
@@ -706,6 +716,22 @@ pub trait Sealer {
     ) -> Result<(), SealError> {
         let sealed = self.seal(plain, opts)?;
         out.write_all(&sealed).map_err(SealError::Output)
+    }
+
+    /// Those of `addresses` (normalised) without a key [`Sealer::seal`] would encrypt
+    /// to, each with the error sealing would stop at ([`SealError::recipient_without_key`]),
+    /// judged as sealing judges them (`preferred`: the keys taken first), and without
+    /// sealing: [`crate::Sender::seal_for_keyed`] asks once for all the recipients,
+    /// then seals once, rather than sealing again for each one left out. An error
+    /// that is no recipient's (the store's) is returned as it is. A sealer that
+    /// encrypts to no recipient key has none to miss.
+    fn without_key(
+        &self,
+        addresses: &[String],
+        preferred: &[String],
+    ) -> Result<Vec<(String, SealError)>, SealError> {
+        let _ = (addresses, preferred);
+        Ok(Vec::new())
     }
 }
 

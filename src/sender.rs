@@ -77,8 +77,8 @@ pub enum SendError {
     },
 }
 
-/// The recipients [`Sender::seal_for_keyed`] left out of the encryption: each
-/// address (normalised) with the error that says why.
+/// The recipients [`Sender::seal_for_keyed`] left out of the encryption, each
+/// (normalised) with why: its key is missing or refused.
 pub type LeftOut = Vec<(String, SendError)>;
 
 impl SendError {
@@ -390,36 +390,84 @@ impl<'a> Sender<'a> {
     /// it. For a gateway that delivers per recipient, where one partner without a key
     /// must not keep the message from the others. Refused as [`Sender::seal`] refuses
     /// when no recipient has a key, for anything but a recipient's key, and for MLS or
-    /// a message only signed (which need no recipient key).
+    /// a message only signed (which need no recipient key). [`Sender::keyed_options`]
+    /// then one seal: each recipient is judged once, and the message sealed once,
+    /// however many are left out.
     pub fn seal_for_keyed(
         &self,
         plain: &MailA2aMessage,
         opts: &SealOptions,
     ) -> Result<(Vec<u8>, LeftOut), SendError> {
-        let mut left_out: LeftOut = Vec::new();
-        let mut opts = opts.clone();
-        loop {
-            match self.seal(plain, &opts) {
-                Ok(sealed) => return Ok((sealed, left_out)),
-                Err(e) => {
-                    let Some(address) = e.recipient_without_key().map(str::to_string) else {
-                        return Err(e);
-                    };
-                    let remaining: Vec<String> = match &opts.encrypt_to {
-                        Some(r) => r.clone(),
-                        None => Self::recipients_of(plain),
-                    };
-                    let address = crate::message::Mailbox::new(&address).normalized();
-                    // Our own copy's key, or the last recipient: nothing to split.
-                    if remaining.len() < 2 || !remaining.contains(&address) {
-                        return Err(e);
-                    }
-                    opts.encrypt_to =
-                        Some(remaining.into_iter().filter(|r| *r != address).collect());
-                    left_out.push((address, e));
-                }
-            }
+        let (opts, left_out) = self.keyed_options(plain, opts)?;
+        Ok((self.seal(plain, &opts)?, left_out))
+    }
+
+    /// What [`Sender::seal_for_keyed`] seals with, found without sealing or recording
+    /// anything: `opts` narrowed ([`SealOptions::encrypt_to`]) to those of `plain`'s
+    /// recipients (normalised) that have a usable key, and each one without, with the
+    /// error sealing would stop at (`opts` as it is, and nobody, when every one has
+    /// one, for MLS and for a message only signed). Each recipient is judged once, as
+    /// sealing judges it, so the work grows with the recipients and not with their
+    /// square. A caller that may still refuse the message once it knows who is left
+    /// out (a gateway none of whose SMTP recipients has a key) decides before a
+    /// request is recorded, then seals with these options. Refused when no recipient
+    /// has a key, and when our own copy's key is the one missing (nothing to split).
+    pub fn keyed_options(
+        &self,
+        plain: &MailA2aMessage,
+        opts: &SealOptions,
+    ) -> Result<(SealOptions, LeftOut), SendError> {
+        if opts.sign_only || opts.profile == Profile::Mls {
+            return Ok((opts.clone(), Vec::new()));
         }
+        let mut recipients = match &opts.encrypt_to {
+            None => Self::recipients_of(plain),
+            Some(only) => crate::seal::encrypt_to_subset(plain, only)?,
+        };
+        let mut seen = std::collections::HashSet::new();
+        recipients.retain(|r| seen.insert(r.clone()));
+        let mut preferred = opts.preferred_keys.clone();
+        preferred.extend(self.peers.published_keys(&recipients));
+        let mut without = match opts.profile {
+            Profile::Smime => {
+                crate::smime::Smime::with_cache(self.keys.as_ref(), &self.caches.smime)
+                    .without_key(&recipients, &preferred)
+            }
+            Profile::OpenPgp => {
+                crate::openpgp::OpenPgp::with_cache(self.keys.as_ref(), &self.caches.openpgp)
+                    .without_key(&recipients, &preferred)
+            }
+            Profile::Jws => crate::jws::Jws::with_cache(self.keys.as_ref(), &self.caches.jws)
+                .without_key(&recipients, &preferred),
+            Profile::Mls => Ok(Vec::new()),
+        }?;
+        if without.is_empty() {
+            return Ok((opts.clone(), Vec::new()));
+        }
+        // Our own copy's key: nothing to split.
+        let own = plain.sender();
+        if let Some(i) = without
+            .iter()
+            .position(|(a, _)| own.as_deref() == Some(a.as_str()))
+        {
+            return Err(without.swap_remove(i).1.into());
+        }
+        let left: std::collections::HashSet<&str> =
+            without.iter().map(|(a, _)| a.as_str()).collect();
+        let keyed: Vec<String> = recipients
+            .iter()
+            .filter(|r| !left.contains(r.as_str()))
+            .cloned()
+            .collect();
+        if keyed.is_empty() {
+            return Err(without.swap_remove(0).1.into());
+        }
+        let mut narrowed = opts.clone();
+        narrowed.encrypt_to = Some(keyed);
+        Ok((
+            narrowed,
+            without.into_iter().map(|(a, e)| (a, e.into())).collect(),
+        ))
     }
 
     /// Offline signing, connected host: the signing request for `plain` (see

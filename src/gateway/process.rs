@@ -473,22 +473,23 @@ impl Context<'_> {
         opts.sign_only = self.config.outbound.sign_only && profile != Profile::Mls;
         opts.group = group;
         let no_key = self.config.outbound.no_key;
-        // Split: sealed for the recipients that have a key, each other one left out
-        // and reported (MLS goes to its group; a signed-only message needs no key).
-        let split = no_key == NoKey::Split && profile != Profile::Mls && !opts.sign_only;
-        let sealed = if split {
-            sender.seal_for_keyed(&plain, &opts)
-        } else {
-            sender.seal(&plain, &opts).map(|s| (s, Vec::new()))
-        };
         let no_usable_key = |e: &dyn std::fmt::Display| match no_key {
             NoKey::Refuse | NoKey::Split => Decision::refused(550, "5.7.1", format!("{e}")),
             NoKey::Defer => Decision::refused(451, "4.7.1", format!("{e}")),
         };
-        let (sealed, keyless) = match sealed {
-            Ok(s) => s,
-            Err(e) if e.kind() == ErrorKind::NoUsableKey => return no_usable_key(&e),
-            Err(e) => return refusal(&e),
+        // Split: sealed for the recipients that have a key, each other one left out
+        // and reported (MLS goes to its group; a signed-only message needs no key).
+        // Who is left out is known before the message is sealed, so that one refused
+        // for it records nothing (a request whose answers would be taken).
+        let split = no_key == NoKey::Split && profile != Profile::Mls && !opts.sign_only;
+        let (opts, keyless) = if split {
+            match sender.keyed_options(&plain, &opts) {
+                Ok(o) => o,
+                Err(e) if e.kind() == ErrorKind::NoUsableKey => return no_usable_key(&e),
+                Err(e) => return refusal(&e),
+            }
+        } else {
+            (opts, Vec::new())
         };
         let (named, keyless) = split_keyless(named, keyless);
         if let Some((_, e)) = keyless.first() {
@@ -505,6 +506,11 @@ impl Context<'_> {
                 );
             }
         }
+        let sealed = match sender.seal(&plain, &opts) {
+            Ok(s) => s,
+            Err(e) if e.kind() == ErrorKind::NoUsableKey => return no_usable_key(&e),
+            Err(e) => return refusal(&e),
+        };
         // Named by what the agent sent: its retry is the same entry, though sealing
         // it again would give other bytes.
         match self.queue_to(t, &named, &t.data, sealed) {
@@ -757,7 +763,12 @@ impl Context<'_> {
             keyless = super::logline::recipients(&keyless_list).as_str(),
             "recipients left out and reported to the sender"
         );
-        self.queue_report_to(&t.mail_from, mail_id, &t.data, &failures);
+        // Named by the message and the recipients it reports: a retry of the
+        // transaction makes no second notice, while another transaction of the same
+        // message (the rest of its recipients, after a 452) makes its own.
+        let left: Vec<String> = failures.iter().map(|f| f.recipient.clone()).collect();
+        let name = super::spool::entry_id("left out", &t.mail_from, &left, &t.data);
+        self.queue_report_to(&t.mail_from, mail_id, name.as_bytes(), &failures);
     }
 
     /// Queues a delivery status notification to `to` about the message whose
@@ -1014,16 +1025,20 @@ fn split_keyless(
     if keyless.is_empty() {
         return (named, keyless);
     }
+    // In a map: the message may name many more addresses than the SMTP recipients.
+    let mut errors: std::collections::HashMap<String, crate::sender::SendError> =
+        keyless.into_iter().collect();
     let mut keyed = Vec::with_capacity(named.len());
     let mut left: Vec<(String, crate::sender::SendError)> = Vec::new();
-    let mut errors = keyless;
+    let mut reported = std::collections::HashSet::new();
     for r in named {
         let n = crate::message::Mailbox::new(&r).normalized();
-        match errors.iter().position(|(a, _)| *a == n) {
-            Some(i) => left.push((r, errors.swap_remove(i).1)),
-            None if left
-                .iter()
-                .any(|(l, _)| crate::message::Mailbox::new(l).normalized() == n) => {}
+        match errors.remove(&n) {
+            Some(e) => {
+                reported.insert(n);
+                left.push((r, e));
+            }
+            None if reported.contains(&n) => {}
             None => keyed.push(r),
         }
     }
@@ -1033,7 +1048,8 @@ fn split_keyless(
 /// `recipients` split into those `plain` names in its To or Cc and those it does not.
 fn split_named(plain: &MailA2aMessage, recipients: &[String]) -> (Vec<String>, Vec<String>) {
     let h = &plain.headers;
-    let named: Vec<String> = h.to.iter().chain(&h.cc).map(|m| m.normalized()).collect();
+    let named: std::collections::HashSet<String> =
+        h.to.iter().chain(&h.cc).map(|m| m.normalized()).collect();
     recipients
         .iter()
         .cloned()

@@ -359,6 +359,29 @@ impl Sealer for OpenPgp<'_> {
             at,
         )
     }
+
+    /// Each address judged as [`Sealer::seal`] judges a recipient (a certificate,
+    /// then a live transport-encryption key in it), over the store's certificates
+    /// read once.
+    fn without_key(
+        &self,
+        addresses: &[String],
+        preferred: &[String],
+    ) -> Result<Vec<(String, SealError)>, SealError> {
+        let view = self.certificates()?;
+        let mut out = Vec::new();
+        for address in addresses {
+            let checked = self
+                .recipient_certificates(&view, std::slice::from_ref(address), preferred)
+                .and_then(|certs| self.recipient_keys(&certs).map(drop));
+            match checked {
+                Ok(()) => {}
+                Err(e) if e.recipient_without_key().is_some() => out.push((address.clone(), e)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// Whom a message is encrypted to: their addresses, and the keys to take first (an

@@ -329,46 +329,56 @@ impl Smime<'_> {
         let held = held.view(false);
         let mut out: Vec<Certificate> = Vec::new();
         for address in addresses {
-            let mut candidates = newest_first(&self.loaded, self.store.certificates_for(address)?);
-            // The card's keys first, the newest among them (a stable sort).
-            candidates.sort_by_key(|(_, s)| !preferred.contains(&s.fingerprint));
-            // A recipient certificate is judged as a signer's pin is: the CRLs of its
-            // validated issuers revoke it, and one held but uncheckable refuses it.
-            let mut refused = None;
-            let usable = candidates.into_iter().map(|(c, _)| c).find(|c| {
-                let fit = certificate::usable_for_encryption(c, now)
-                    && (c.tbs_certificate().subject_public_key_info().algorithm.oid
-                        == crate::asn1::oids::RSA_ENCRYPTION
-                        || kari::supports(c));
-                if !fit {
-                    return false;
-                }
-                match crate::identity::x509::trust(c, &[], &held, true, now) {
-                    Trust::Pinned => true,
-                    Trust::Invalid(reason) => {
-                        refused.get_or_insert(reason);
-                        false
-                    }
-                    _ => false,
-                }
-            });
-            match usable {
-                Some(c) if !out.contains(&c) => out.push(c),
-                Some(_) => {}
-                None => {
-                    if let Some(reason) = refused {
-                        return Err(SealError::RecipientKeyRefused {
-                            address: address.clone(),
-                            reason,
-                        });
-                    }
-                    return Err(SealError::NoRecipientKey {
-                        address: address.clone(),
-                    });
-                }
+            let c = self.recipient_certificate(address, preferred, &held, now)?;
+            if !out.contains(&c) {
+                out.push(c);
             }
         }
         Ok(out)
+    }
+
+    /// The usable encryption certificate of `address`, the card's keys (`preferred`)
+    /// first, judged against the store's anchors, intermediates and CRLs (`held`).
+    fn recipient_certificate(
+        &self,
+        address: &str,
+        preferred: &[String],
+        held: &Held<'_>,
+        now: OffsetDateTime,
+    ) -> Result<Certificate, SealError> {
+        let mut candidates = newest_first(&self.loaded, self.store.certificates_for(address)?);
+        // The card's keys first, the newest among them (a stable sort).
+        candidates.sort_by_key(|(_, s)| !preferred.contains(&s.fingerprint));
+        // A recipient certificate is judged as a signer's pin is: the CRLs of its
+        // validated issuers revoke it, and one held but uncheckable refuses it.
+        let mut refused = None;
+        let usable = candidates.into_iter().map(|(c, _)| c).find(|c| {
+            let fit = certificate::usable_for_encryption(c, now)
+                && (c.tbs_certificate().subject_public_key_info().algorithm.oid
+                    == crate::asn1::oids::RSA_ENCRYPTION
+                    || kari::supports(c));
+            if !fit {
+                return false;
+            }
+            match crate::identity::x509::trust(c, &[], held, true, now) {
+                Trust::Pinned => true,
+                Trust::Invalid(reason) => {
+                    refused.get_or_insert(reason);
+                    false
+                }
+                _ => false,
+            }
+        });
+        match (usable, refused) {
+            (Some(c), _) => Ok(c),
+            (None, Some(reason)) => Err(SealError::RecipientKeyRefused {
+                address: address.to_string(),
+                reason,
+            }),
+            (None, None) => Err(SealError::NoRecipientKey {
+                address: address.to_string(),
+            }),
+        }
     }
 
     /// (certificate, private key) pairs of ours that can decrypt.
@@ -686,6 +696,27 @@ impl Sealer for Smime<'_> {
             }
         }
         .map_err(SealError::Output)
+    }
+
+    /// Each address judged as [`Sealer::seal`] judges a recipient, against the
+    /// store's anchors and CRLs read once.
+    fn without_key(
+        &self,
+        addresses: &[String],
+        preferred: &[String],
+    ) -> Result<Vec<(String, SealError)>, SealError> {
+        let now = OffsetDateTime::now_utc();
+        let held = self.held()?;
+        let held = held.view(false);
+        let mut out = Vec::new();
+        for address in addresses {
+            match self.recipient_certificate(address, preferred, &held, now) {
+                Ok(_) => {}
+                Err(e) if e.recipient_without_key().is_some() => out.push((address.clone(), e)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
     }
 }
 

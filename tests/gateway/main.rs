@@ -14,6 +14,7 @@ mod fail_outbound;
 mod fail_per_agent;
 mod fail_queue_tools_owner;
 mod fail_smtp_input;
+mod fail_split;
 mod fail_submission;
 mod operations;
 mod postfix;
