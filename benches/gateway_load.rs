@@ -20,7 +20,7 @@
 //! For each: messages accepted per second (the clients' view), p50 and p99 of the time
 //! from the end of DATA to the 250, and the time until the sink has them all (what
 //! the spool and delivery sustain). Each gateway has its default workers (twice the
-//! cores with a directory spool, four times and at least 8 with PostgreSQL). Then
+//! cores with a directory spool, four times, from 8 to 32, with PostgreSQL). Then
 //! the ratios. Run:
 //! `cargo bench --bench gateway_load` (release build; figures in BENCHMARKS.md).
 

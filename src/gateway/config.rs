@@ -176,15 +176,17 @@ impl Mode {
 
 /// The workers a gateway runs when the configuration does not say: twice the
 /// machine's `cores` with a directory spool, since a worker waits on the spool's
-/// fsync about as long as it computes; four times, and at least 8, with a database
+/// fsync about as long as it computes; four times, from 8 to 32, with a database
 /// spool, whose every put waits on a round trip to the server and its commit (with
 /// twice the cores, a PostgreSQL spool accepted 0.73x what Postfix did on two cores;
 /// with 8 workers, as much: BENCHMARKS.md). Each worker holds its own pipeline, so
 /// with the replay state in PostgreSQL each is one more connection beside the
-/// spool's pool of 8: size `max_connections` for instances x (workers + 8).
+/// spool's pool of 8: size `max_connections` for instances x (workers + 8). At most
+/// 32, so one instance on a large machine still fits PostgreSQL's default of 100
+/// connections beside another (2 x 40).
 pub fn default_workers(spool: &str, cores: usize) -> usize {
     if super::spool::is_database(spool) {
-        (4 * cores).max(8)
+        (4 * cores).clamp(8, 32)
     } else {
         2 * cores
     }
@@ -1107,6 +1109,7 @@ next_hop = { address = "127.0.0.1:2526" }
         assert_eq!(default_workers("postgres://gw@db/mailseal", 2), 8);
         assert_eq!(default_workers("postgresql://gw@db/mailseal", 1), 8);
         assert_eq!(default_workers("postgres://gw@db/mailseal", 4), 16);
+        assert_eq!(default_workers("postgres://gw@db/mailseal", 24), 32);
         assert_eq!(c.inbound.also_addressed_to, ["team@example.org"]);
         // And the values written as defaults are the defaults.
         let d = DeliveryPolicy::default();
