@@ -143,9 +143,14 @@ fn fail_an_x402_amount_changed() {
     // The operator is shown the amount and where it goes, from the entity itself.
     let shown = h.at("offline", &["sign", &req, "--out", &h.p("no.resp")], b"n\n");
     let stderr = String::from_utf8_lossy(&shown.stderr);
-    assert!(stderr.contains("x402 accepted.amount: 1000000"), "{stderr}");
     assert!(
-        stderr.contains("x402 accepted.payTo: 0x209693Bc6afc0C5328bA36FaF03C514EF312287C"),
+        stderr.contains("amount (payment.object.accepted.amount): \"1000000\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "payee (payment.object.accepted.payTo): \"0x209693Bc6afc0C5328bA36FaF03C514EF312287C\""
+        ),
         "{stderr}"
     );
     assert_eq!(shown.status.code(), Some(6), "not confirmed: {stderr}");
