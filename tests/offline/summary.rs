@@ -271,6 +271,10 @@ fn fail_a_look_alike_address_is_flagged_with_its_ascii_form() {
         name: Some("B\u{430}nk Support".into()),
         address: "bob@smime.example".into(),
     });
+    m.headers.cc.push(Mailbox {
+        name: None,
+        address: "b\u{430}nk@bank.example".into(),
+    });
     let s = summary_of(&store, &m);
     let text = unwrapped(s.text());
     let warnings = &text[text.find("\nwarnings: ").expect("warnings")
@@ -297,6 +301,19 @@ fn fail_a_look_alike_address_is_flagged_with_its_ascii_form() {
         "{warnings}"
     );
     assert!(warnings.contains("to display name"), "{warnings}");
+    // In the signed Cc header field itself.
+    assert!(
+        warnings.contains(
+            "! cc: looks like \"bank@bank.example\" (confusable characters); \
+             ASCII form b\\u{0430}nk@bank.example"
+        ),
+        "{warnings}"
+    );
+    assert!(warnings.contains("! header Cc: "), "{warnings}");
+    assert!(
+        text.contains("  cc: b\u{430}nk@bank.example\n    (ASCII form: b\\u{0430}nk@bank.example)"),
+        "{text}"
+    );
     // Beside the value itself, its ASCII form.
     assert!(
         text.contains("(ASCII form: b\\u{0430}nk@bank.example)"),

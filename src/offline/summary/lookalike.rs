@@ -77,11 +77,12 @@ pub(super) fn mixed_words(s: &str) -> Option<String> {
         crate::error::push_shown(&mut shown, c);
     }
     let more = match words.len() {
-        1 => String::new(),
-        n => format!(" and {} other words", n - 1),
+        1 => " mixes".to_string(),
+        2 => " and 1 other word mix".to_string(),
+        n => format!(" and {} other words mix", n - 1),
     };
     Some(format!(
-        "\"{shown}\"{more} mix scripts ({})",
+        "\"{shown}\"{more} scripts ({})",
         scripts(first).join(", ")
     ))
 }
