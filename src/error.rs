@@ -247,27 +247,52 @@ pub fn shown(text: &str, max_chars: usize) -> String {
             out.push_str(&format!("... ({rest} more characters)"));
             return out;
         }
-        if is_hidden(c) {
-            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
+        push_shown(&mut out, c);
     }
     out
 }
 
-/// Whether `c` is a character that does not show, or changes how what follows shows:
-/// controls (C0, DEL, C1), line and paragraph separators, bidi controls, zero-width
-/// and invisible format characters, fillers, variation selectors, the combining
-/// grapheme joiner and the tag characters.
+/// `c` as [`shown`] writes it: itself, or `\u{XXXX}` when [`is_hidden`]. The one
+/// escaping every display of untrusted text goes through (the offline signing summary
+/// writes its values with it too).
+pub fn push_shown(out: &mut String, c: char) {
+    if is_hidden(c) {
+        out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+    } else {
+        out.push(c);
+    }
+}
+
+/// Whether `c` is a character that does not show, or changes how what follows shows.
+/// By general category: controls (Cc: C0, DEL, C1), format characters (Cf: bidi
+/// controls, zero-width marks, the soft hyphen, the Mongolian vowel separator, tag
+/// characters), line and paragraph separators (Zl, Zp), spaces other than U+0020 (Zs:
+/// a no-break or ideographic space reads as a space and is not one), private-use,
+/// surrogate and unassigned code points (nothing a terminal can be trusted to draw).
+/// And by name, the letters and marks that draw nothing: the Hangul fillers
+/// (U+115F, U+1160, U+3164, U+FFA0), the Khmer inherent vowels, the variation
+/// selectors, the combining grapheme joiner (U+034F), the Mongolian free variation
+/// selectors, the musical symbol format marks and the Braille blank.
 pub fn is_hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(c,
-            '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}' | '\u{17b4}'
-            | '\u{17b5}' | '\u{180b}'..='\u{180f}' | '\u{200b}'..='\u{200f}'
-            | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{3164}'
-            | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}' | '\u{fff0}'..='\u{fffb}'
-            | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e0fff}')
+    use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    matches!(
+        c.general_category(),
+        G::Control
+            | G::Format
+            | G::LineSeparator
+            | G::ParagraphSeparator
+            | G::SpaceSeparator
+            | G::PrivateUse
+            | G::Surrogate
+            | G::Unassigned
+    ) || matches!(c,
+            '\u{034f}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
+            | '\u{180b}'..='\u{180f}' | '\u{2800}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}'
+            | '\u{ffa0}' | '\u{fff0}'..='\u{fffb}' | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}')
 }
 
 #[cfg(test)]
@@ -291,6 +316,37 @@ mod shown_tests {
             "ceo@corp.example\\u{e0020}\\u{e0065}x\\u{fe0f}\\u{034f}"
         );
         assert_eq!(shown("é😀 plain", 100), "é😀 plain");
+        // Issue #59: what the offline summary printed raw (line separator, soft
+        // hyphen, Hangul fillers, Mongolian vowel separator, grapheme joiner), spaces
+        // that are not U+0020, private use and unassigned code points.
+        for c in [
+            '\u{2028}',
+            '\u{2029}',
+            '\u{00ad}',
+            '\u{115f}',
+            '\u{3164}',
+            '\u{180e}',
+            '\u{034f}',
+            '\u{202e}',
+            '\u{200b}',
+            '\u{00a0}',
+            '\u{3000}',
+            '\u{e000}',
+            '\u{0378}',
+            '\u{13430}',
+            '\u{1bca0}',
+            '\u{2800}',
+            '\u{85}',
+        ] {
+            assert_eq!(
+                shown(&format!("a{c}b"), 10),
+                format!("a\\u{{{:04x}}}b", c as u32)
+            );
+        }
+        assert_eq!(
+            shown("Ωμέγα ünïcödé 日本語 한국어 👍🏽", 100),
+            "Ωμέγα ünïcödé 日本語 한국어 👍🏽"
+        );
         let long = "A".repeat(10_000_000);
         let s = shown(&long, 200);
         assert!(s.starts_with(&"A".repeat(200)));

@@ -2,11 +2,16 @@
 //! 0, a signing request, parsed and, if it parses, reviewed against a store holding
 //! the RFC 9216 Alice signing identity (the checks an offline host makes: the entity,
 //! the values stated, the boundary, the signed attributes); 1, a signing response,
-//! parsed and assembled against the seed request; 2, a PNG read for QR codes;
+//! parsed and assembled against the seed request; 2, a PNG read for QR codes; 3, a
+//! MailA2A message, summarised as the operator would read it before signing (the
+//! summary code without the review's checks, which byte-level inputs rarely pass);
 //! anything else, a line of the signing log.
 //! Invariants: no panic; a request that parses writes itself as text that parses to
 //! the same request; a review that passes names the store's key and the entity's
-//! From; a response that assembles came from Alice's key.
+//! From; a response that assembles came from Alice's key; a summary holds no hidden
+//! character but its line ends, no line longer than a bound (long values wrap), says
+//! how many lines it has, is refused for the default view exactly when it is longer,
+//! and is the same made twice.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -68,6 +73,25 @@ fuzz_target!(|data: &[u8]| {
         }
         2 => {
             let _ = offline::qr::decode_png(rest);
+        }
+        3 => {
+            let Ok(msg) = mailseal::MailA2aMessage::parse(rest, &mailseal::message::Limits::default())
+            else {
+                return;
+            };
+            let summary = offline::Summary::fuzz_of(&f.request, &msg);
+            let text = summary.text();
+            assert!(
+                !text.chars().any(|c| c != '\n' && mailseal::error::is_hidden(c)),
+                "a hidden character in the summary"
+            );
+            assert!(text.lines().all(|l| l.chars().count() <= 600), "a line not wrapped");
+            assert_eq!(text.lines().count(), summary.line_count());
+            assert!(text.ends_with(&format!("end of summary ({} lines)\n", summary.line_count())));
+            assert_eq!(summary.shown(false).is_ok(), summary.fits_view());
+            assert_eq!(summary.fits_view(), summary.line_count() <= offline::Summary::VIEW_LINES);
+            assert!(text.starts_with(summary.head()));
+            assert_eq!(offline::Summary::fuzz_of(&f.request, &msg), summary);
         }
         _ => {
             let _ = serde_json::from_slice::<offline::LogEntry>(rest);

@@ -51,6 +51,10 @@ pub(super) struct SignArgs {
     /// Sign without asking (for batches).
     #[arg(long)]
     yes: bool,
+    /// Show the whole summary even when it is longer than the default view (a
+    /// summary that does not fit is otherwise refused, never cut).
+    #[arg(long)]
+    full: bool,
     /// Where to write the response (default: stdout).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -183,19 +187,29 @@ pub(super) fn sign_request(dir: PathBuf, state: &str, a: SignRequestArgs) -> Cli
     Ok(())
 }
 
-/// Asks on the terminal (stderr, then a line of stdin): only `y` or `yes` signs.
-fn confirm() -> Result<bool, Failure> {
-    eprint!("Sign this? [y/N] ");
+/// Asks on the terminal (stderr, then a line of stdin) for the first characters of
+/// the request's digest; only those sign (`Review::confirms`).
+fn confirm(review: &crate::offline::Review<'_>) -> Result<bool, Failure> {
+    eprint!(
+        "To sign, type the first {} characters of the request digest shown above: ",
+        crate::offline::CONFIRM_CHARS
+    );
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     std::io::stdin()
         .lock()
         .read_line(&mut line)
         .map_err(|e| Failure::new(ExitCode::Other, format!("stdin: {e}")))?;
-    Ok(matches!(
-        line.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
+    Ok(review.confirms(&line))
+}
+
+/// How `sign` asks: shown (the summary on stderr) or not (a batch), confirmed by the
+/// digest or by `--yes`, the whole summary or the default view.
+#[derive(Clone, Copy)]
+struct Asking {
+    yes: bool,
+    show: bool,
+    full: bool,
 }
 
 /// Reviews, confirms, signs and logs one request; the response.
@@ -203,13 +217,20 @@ fn sign_one(
     host: &crate::offline::Offline<'_>,
     log: &SigningLog,
     text: &[u8],
-    yes: bool,
-    show: bool,
+    ask: Asking,
 ) -> Result<SigningResponse, Failure> {
     let request = SigningRequest::parse(text).map_err(|e| Failure::from("sign", e))?;
     let review = host.review(request).map_err(|e| Failure::from("sign", e))?;
-    if show {
-        eprint!("{}", review.summary());
+    let summary = review.summary();
+    if ask.show {
+        match summary.shown(ask.full) {
+            Ok(text) => eprint!("{text}"),
+            Err(e) => {
+                eprint!("{}", summary.head());
+                let f = Failure::from("sign", e);
+                return Err(Failure::new(f.code, format!("{} (--full)", f.line)));
+            }
+        }
         // A request seen before (sent again, by mistake or not) is said before asking.
         let earlier = log.verify().map_err(|e| Failure::from("sign", e))?;
         for e in earlier.iter().filter(|e| e.request == review.fingerprint()) {
@@ -219,19 +240,19 @@ fn sign_one(
             );
         }
     }
-    if !yes && !confirm()? {
+    if !ask.yes && !confirm(&review)? {
         return Err(Failure::new(
             ExitCode::RefusedByPolicy,
-            "sign: not confirmed; nothing signed",
+            "sign: not confirmed (not the request digest's first characters); nothing signed",
         ));
     }
     let response = review
         .sign(OffsetDateTime::now_utc())
         .map_err(|e| Failure::from("sign", e))?;
     let entry = log
-        .append(review.request(), &response)
+        .append_shown(review.request(), &response, summary)
         .map_err(|e| Failure::from("sign", e))?;
-    if show {
+    if ask.show {
         eprintln!(
             "signed; signing log entry {} of {}, head {}",
             entry.seq,
@@ -270,7 +291,12 @@ pub(super) fn sign(dir: PathBuf, a: SignArgs) -> CliResult {
         ));
     }
     let text = read_text(a.request.as_deref(), a.qr_in.as_deref())?;
-    let response = sign_one(&host, &log, &text, a.yes, true)?;
+    let ask = Asking {
+        yes: a.yes,
+        show: true,
+        full: a.full,
+    };
+    let response = sign_one(&host, &log, &text, ask)?;
     let text = response.to_text();
     if let Some(png) = &a.qr {
         write_qr(png, &text)?;
@@ -306,7 +332,14 @@ fn sign_batch(
     for path in &files {
         bar.inc(1);
         let result = read_bounded(Some(path))
-            .and_then(|text| sign_one(host, log, &text, true, false))
+            .and_then(|text| {
+                let ask = Asking {
+                    yes: true,
+                    show: false,
+                    full: true,
+                };
+                sign_one(host, log, &text, ask)
+            })
             .and_then(|response| {
                 let out = out_dir.join(path.with_extension("resp").file_name().unwrap_or_default());
                 write_output(Some(&out), response.to_text().as_bytes())
@@ -361,16 +394,19 @@ pub(super) fn sign_log(dir: PathBuf, cmd: SignLogCommand) -> CliResult {
     .map_err(|e| Failure::from("sign-log verify", e))?;
     let mut out = std::io::stdout().lock();
     for e in &entries {
+        let summary = e.summary.as_deref().map_or(String::new(), |d| {
+            format!(" summary {}", short_fingerprint(d))
+        });
         let _ = writeln!(
             out,
-            "{} {} {} {} {} -> {} {} request {}",
+            "{} {} {} {} {} -> {} {} request {}{summary}",
             e.seq,
             e.time,
             e.profile,
             e.signer,
-            e.from,
-            e.to.join(","),
-            e.operation,
+            crate::error::quoted(&e.from),
+            crate::error::quoted(e.to.join(",")),
+            crate::error::quoted(&e.operation),
             short_fingerprint(&e.request)
         );
     }

@@ -249,6 +249,15 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// A number's literal as it was written (`1e3`, `1.0`, `100000000000000000000`):
+    /// what a reader other than serde_json may take at face value.
+    pub(crate) fn number_literal(self) -> Option<&'a str> {
+        match self.tree.node(self.at) {
+            Node::Number { at, len } => self.tree.text.get(at as usize..(at + len) as usize),
+            _ => None,
+        }
+    }
+
     /// Whether this is a string.
     pub(crate) fn is_string(self) -> bool {
         matches!(self.view(), View::String(_))

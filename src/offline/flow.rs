@@ -317,10 +317,27 @@ impl<'s> Offline<'s> {
     }
 }
 
+/// How many characters of the request's digest the operator types to confirm.
+pub const CONFIRM_CHARS: usize = 8;
+
 impl Review<'_> {
     /// What the operator reads before signing.
     pub fn summary(&self) -> &Summary {
         &self.summary
+    }
+
+    /// Whether `typed` confirms signing: the first [`CONFIRM_CHARS`] characters of
+    /// the request's digest as the summary shows it, in either case, spaces ignored.
+    /// Typing them back makes the operator look at the digest of this request (a `y`
+    /// answers any question); the connected host printed the same digest when it
+    /// made the request.
+    pub fn confirms(&self, typed: &str) -> bool {
+        let typed: String = typed.chars().filter(|c| !c.is_whitespace()).collect();
+        typed.len() == CONFIRM_CHARS
+            && self
+                .fingerprint
+                .get(..CONFIRM_CHARS)
+                .is_some_and(|want| want.eq_ignore_ascii_case(&typed))
     }
 
     /// The request reviewed.

@@ -1,9 +1,10 @@
 //! The signing log of the offline host: one JSON line per signature made, each
-//! naming the request, the response, the signer, what was signed in brief, and the
-//! hash of the line before it; its own hash is SHA-256 of its canonical JSON without
-//! that hash. An edited line breaks its own hash, a removed or reordered one breaks the
-//! chain; a removed tail shows only against a head the operator kept (`sign` prints
-//! each new head; [`SigningLog::verify`] returns the last).
+//! naming the request, the response, the signer, what was signed in brief, the digest
+//! of the summary the operator was shown, and the hash of the line before it; its own
+//! hash is SHA-256 of its canonical JSON without that hash. An edited line breaks its
+//! own hash, a removed or reordered one breaks the chain; a removed tail shows only
+//! against a head the operator kept (`sign` prints each new head;
+//! [`SigningLog::verify`] returns the last).
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,12 @@ pub struct LogEntry {
     pub message_id: String,
     /// Operation.
     pub operation: String,
+    /// SHA-256 of the summary text the operator was shown (`sign`), or that a batch
+    /// signed without showing ([`super::Summary::digest`]). Absent from entries
+    /// written before it was recorded: an absent member is not written, so their
+    /// hashes, and the chain through them, verify as they did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
     /// The previous entry's hash (zeros for the first).
     pub prev: String,
     /// SHA-256 of this entry's canonical JSON with `hash` empty.
@@ -205,6 +212,26 @@ impl SigningLog {
         request: &SigningRequest,
         response: &SigningResponse,
     ) -> Result<LogEntry, LogError> {
+        self.record(request, response, None)
+    }
+
+    /// [`SigningLog::append`], recording the digest of the summary the operator was
+    /// shown.
+    pub fn append_shown(
+        &self,
+        request: &SigningRequest,
+        response: &SigningResponse,
+        shown: &super::Summary,
+    ) -> Result<LogEntry, LogError> {
+        self.record(request, response, Some(shown.digest()))
+    }
+
+    fn record(
+        &self,
+        request: &SigningRequest,
+        response: &SigningResponse,
+        summary: Option<String>,
+    ) -> Result<LogEntry, LogError> {
         if response.request != request.fingerprint() || response.signer != request.signer {
             return Err(LogError::NotItsRequest {
                 path: self.path.clone(),
@@ -248,6 +275,7 @@ impl SigningLog {
             to: c.to.clone(),
             message_id: c.message_id.clone(),
             operation: c.operation.clone(),
+            summary,
             prev,
             hash: String::new(),
         };

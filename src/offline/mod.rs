@@ -9,8 +9,10 @@
 //!    (the parsed message, its binding rules, the digest inside the signed attributes,
 //!    the OpenPGP subpackets, the JWS header its key makes, the boundary) and refuses
 //!    a request whose parts disagree; [`Review::summary`] is what the operator reads
-//!    before [`Review::sign`] makes the [`SigningResponse`]. Nothing on this path
-//!    touches the network.
+//!    (everything the signature covers: [`Summary`]), and [`Review::confirms`] what
+//!    the operator types back (the first [`CONFIRM_CHARS`] characters of the request's
+//!    digest) before [`Review::sign`] makes the [`SigningResponse`]. Nothing on this
+//!    path touches the network.
 //! 3. [`assemble`] (connected host) checks the response answers this request, by this
 //!    signer, and that the signature verifies, then writes the message exactly as a
 //!    signed-only seal writes it ([`crate::Sender::assemble`] adds the sender rules and
@@ -29,6 +31,7 @@ pub mod qr;
 mod request;
 mod summary;
 
+pub use flow::CONFIRM_CHARS;
 pub use flow::{assemble, prepare, review, Assembled, Offline, Review};
 pub use log::{LogEntry, LogError, SigningLog};
 pub use request::{short_fingerprint, Covers, SigningRequest, SigningResponse, MAX_TEXT};
@@ -92,6 +95,18 @@ pub enum OfflineError {
     /// The key store failed.
     #[error(transparent)]
     KeyStore(#[from] KeyStoreError),
+    /// The summary is longer than the default view and the full view was not asked
+    /// for: nothing is signed that the operator could not have read.
+    #[error(
+        "the summary has {lines} lines and the default view shows {view}: nothing signed \
+         unless the full view is asked for"
+    )]
+    SummaryTooLong {
+        /// The summary's lines.
+        lines: usize,
+        /// The default view's.
+        view: usize,
+    },
 }
 
 impl Classify for OfflineError {
@@ -108,6 +123,7 @@ impl Classify for OfflineError {
                 ErrorKind::Authentication
             }
             Self::Unsupported(_) | Self::NotEncryptable => ErrorKind::InvalidArgument,
+            Self::SummaryTooLong { .. } => ErrorKind::Policy,
             Self::Seal(e) => e.kind(),
             Self::KeyStore(e) => e.kind(),
         }

@@ -283,8 +283,15 @@ fn readme_jws_example_runs() {
 fn readme_offline_signing_example_runs() {
     let (stdout, stderr, dir) = run_block_after_first("mailseal sign-request");
     assert!(stderr.contains("request fingerprint: "), "{stderr}");
-    assert!(stderr.contains("Sign this? [y/N]"), "{stderr}");
-    assert!(stderr.contains("operation: message/send"), "{stderr}");
+    assert!(
+        stderr.contains("To sign, type the first 8 characters of the request digest"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("effect: EFFECTFUL: message/send request"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("signed; signing log entry 1"), "{stderr}");
     assert!(stdout.contains("signed 1 of 1"), "{stdout}");
     assert!(stdout.contains("ok: 3 entries"), "{stdout}");
     assert!(stderr.contains("Verification successful"), "{stderr}");

@@ -33,7 +33,11 @@ fn refused(h: &Hosts, req: &str, code: i32, why: &str) {
     let log = h.path("offline").join("signing.log");
     let before = std::fs::read(&log).unwrap_or_default();
     let resp = h.p("refused.resp");
-    let out = h.at("offline", &["sign", req, "--out", &resp], b"y\n");
+    let out = h.at(
+        "offline",
+        &["sign", req, "--out", &resp],
+        &kit::confirmation(req),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{stderr}");
     assert!(stderr.contains(why), "{why} not in: {stderr}");
@@ -139,9 +143,14 @@ fn fail_an_x402_amount_changed() {
     // The operator is shown the amount and where it goes, from the entity itself.
     let shown = h.at("offline", &["sign", &req, "--out", &h.p("no.resp")], b"n\n");
     let stderr = String::from_utf8_lossy(&shown.stderr);
-    assert!(stderr.contains("x402 accepted.amount: 1000000"), "{stderr}");
     assert!(
-        stderr.contains("x402 accepted.payTo: 0x209693Bc6afc0C5328bA36FaF03C514EF312287C"),
+        stderr.contains("amount (payment.object.accepted.amount): \"1000000\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "payee (payment.object.accepted.payTo): \"0x209693Bc6afc0C5328bA36FaF03C514EF312287C\""
+        ),
         "{stderr}"
     );
     assert_eq!(shown.status.code(), Some(6), "not confirmed: {stderr}");
@@ -183,7 +192,24 @@ fn fail_a_boundary_or_a_signer_the_request_does_not_hold_to() {
 #[test]
 fn fail_not_confirmed_signs_nothing() {
     let (h, req) = smime_request();
-    for answer in [&b"n\n"[..], b"\n", b"", b"yes please\n"] {
+    // The digest's first characters sign; `y`, another request's digest, too few or
+    // too many characters do not.
+    let digest = kit::confirmation(&req);
+    let mut wrong = digest.clone();
+    wrong[0] = if wrong[0] == b'0' { b'1' } else { b'0' };
+    let short = [&digest[..7], b"\n"].concat();
+    let long = [&digest[..8], b"0\n"].concat();
+    for answer in [
+        &b"n\n"[..],
+        b"\n",
+        b"",
+        b"yes please\n",
+        b"y\n",
+        b"yes\n",
+        &wrong,
+        &short,
+        &long,
+    ] {
         let out = h.at("offline", &["sign", &req, "--out", &h.p("x.resp")], answer);
         assert_eq!(
             out.status.code(),

@@ -1,7 +1,7 @@
 //! The `offline` fuzz target's seeds (`fuzz/seeds/offline`, first byte the mode): each
 //! reaches the code it seeds (a request that reviews against the RFC 9216 Alice store,
-//! a response that assembles, a picture that decodes, a log line that reads), so the
-//! fuzzer starts past the parsers' front doors.
+//! a response that assembles, a picture that decodes, a message the summary reads, a
+//! log line that reads), so the fuzzer starts past the parsers' front doors.
 
 use mailseal::keystore::{DirectoryStore, KeyStore};
 use mailseal::offline::{self, LogEntry, SigningRequest, SigningResponse};
@@ -39,6 +39,13 @@ fn the_offline_seeds_reach_review_assemble_qr_and_the_log() {
     );
     for other in ["openpgp.req.bin", "jws.req.bin"] {
         SigningRequest::parse(&seed(other)[1..]).expect("request seed");
+    }
+    for message in ["message-push.bin", "message-attachment.bin"] {
+        let m = seed(message);
+        assert_eq!(m[0], 3);
+        let msg = mailseal::MailA2aMessage::parse(&m[1..], &mailseal::message::Limits::default())
+            .expect("message seed");
+        assert!(msg.envelope().operation().is_some(), "{message}");
     }
     let line = seed("log-line.bin");
     serde_json::from_slice::<LogEntry>(&line[1..]).expect("log line");

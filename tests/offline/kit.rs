@@ -125,7 +125,11 @@ impl Hosts {
             ],
             b"",
         );
-        self.ok("offline", &["sign", &req, "--out", &resp], b"y\n");
+        self.ok(
+            "offline",
+            &["sign", &req, "--out", &resp],
+            &confirmation(&req),
+        );
         self.ok("connected", &["assemble", &req, &resp, "--out", &msg], b"");
         (req, resp, msg)
     }
@@ -286,6 +290,23 @@ pub fn signed_parts(message: &[u8]) -> (Vec<u8>, Vec<u8>) {
         text.as_bytes()[start..end].to_vec(),
         rest.as_bytes()[body_start..body_end].to_vec(),
     )
+}
+
+/// What the operator types to sign the request in file `req`: the first eight
+/// characters of its digest (the armor's Fingerprint line, which the summary shows).
+pub fn confirmation(req: &str) -> Vec<u8> {
+    let text = String::from_utf8(read(req)).expect("text");
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Fingerprint: "))
+        .expect("Fingerprint line");
+    let mut typed: String = line
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .take(8)
+        .collect();
+    typed.push('\n');
+    typed.into_bytes()
 }
 
 /// Reads a file.

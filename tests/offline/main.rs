@@ -14,3 +14,4 @@ mod fuzz_seeds;
 mod kit;
 mod qr;
 mod signing_log;
+mod summary;

@@ -173,13 +173,64 @@ fn a_request_signed_again_is_said_to_have_been_signed_before() {
     let plain = h.compose("p.eml", "again-1", "Twice.");
     let req = h.p("again.req");
     h.request("smime", &plain, &req, &[]);
-    let first = h.ok("offline", &["sign", &req, "--out", &h.p("a1.resp")], b"y\n");
+    let typed = kit::confirmation(&req);
+    let first = h.ok("offline", &["sign", &req, "--out", &h.p("a1.resp")], &typed);
     assert!(!String::from_utf8_lossy(&first.stderr).contains("signed before"));
-    let second = h.ok("offline", &["sign", &req, "--out", &h.p("a2.resp")], b"y\n");
+    let second = h.ok("offline", &["sign", &req, "--out", &h.p("a2.resp")], &typed);
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(
         stderr.contains("this request was signed before: signing log entry 1"),
         "{stderr}"
     );
     assert!(String::from_utf8_lossy(&verify(&h, &[]).stdout).contains("ok: 2 entries"));
+}
+
+#[test]
+fn a_log_without_summaries_still_verifies_and_an_edited_summary_digest_is_found() {
+    use mailseal::keystore::{DirectoryStore, KeyStore};
+    use mailseal::offline::{self, SigningLog, SigningRequest, SigningResponse};
+    let seed = |n: &str| {
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fuzz/seeds/offline")
+                .join(n),
+        )
+        .expect("seed")[1..]
+            .to_vec()
+    };
+    let request = SigningRequest::parse(&seed("smime.req.bin")).expect("request");
+    let response = SigningResponse::parse(&seed("smime.resp.bin")).expect("response");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = DirectoryStore::open(dir.path().join("s")).expect("store");
+    let f =
+        |r: &str| std::fs::read(super::common::fixture(&format!("rfc9216/{r}"))).expect("fixture");
+    let mut identity = f("alice.sign.crt");
+    identity.extend(f("alice.sign.key"));
+    store.import(&identity, "alice", false).expect("import");
+    let path = dir.path().join("signing.log");
+    let log = SigningLog::new(&path);
+    // An entry as the log wrote them before summaries were recorded: no member.
+    let old = log.append(&request, &response).expect("appends");
+    assert_eq!(old.summary, None);
+    assert!(!std::fs::read_to_string(&path)
+        .expect("log")
+        .contains("summary"));
+    let review = offline::review(&store, request.clone()).expect("reviews");
+    let new = log
+        .append_shown(&request, &response, review.summary())
+        .expect("appends");
+    assert_eq!(
+        new.summary.as_deref(),
+        Some(review.summary().digest().as_str())
+    );
+    assert_eq!(SigningLog::new(&path).verify().expect("verifies").len(), 2);
+    // The recorded digest replaced by another summary's: the entry's hash breaks.
+    let text = std::fs::read_to_string(&path).expect("log");
+    let forged = text.replace(&review.summary().digest(), &"0".repeat(64));
+    std::fs::write(&path, forged).expect("write");
+    let e = SigningLog::new(&path).verify().expect_err("edited");
+    assert!(
+        e.to_string().contains("changed after it was written"),
+        "{e}"
+    );
 }

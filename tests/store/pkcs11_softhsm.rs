@@ -666,6 +666,15 @@ fn an_offline_token_key_signs_requests_and_takes_its_issued_certificate() {
         ],
         b"",
     );
+    // The operator types the first eight characters of the request's digest.
+    let req_text = std::fs::read_to_string(p("t.req")).unwrap();
+    let mut typed: String = req_text
+        .lines()
+        .find_map(|l| l.strip_prefix("Fingerprint: "))
+        .unwrap()
+        .replace(' ', "")[..8]
+        .to_string();
+    typed.push('\n');
     hsm.ok(
         &[
             "sign",
@@ -677,7 +686,7 @@ fn an_offline_token_key_signs_requests_and_takes_its_issued_certificate() {
             "--log",
             &p("t.log"),
         ],
-        b"y\n",
+        typed.as_bytes(),
     );
     hsm.ok(
         &[
