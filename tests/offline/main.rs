@@ -9,6 +9,7 @@ mod common;
 
 mod csr;
 mod fail_offline;
+mod fail_summary_attack;
 mod flow;
 mod fuzz_seeds;
 mod kit;
