@@ -272,7 +272,9 @@ pub fn push_shown(out: &mut String, c: char) {
 /// And by name, the letters and marks that draw nothing: the Hangul fillers
 /// (U+115F, U+1160, U+3164, U+FFA0), the Khmer inherent vowels, the variation
 /// selectors, the combining grapheme joiner (U+034F), the Mongolian free variation
-/// selectors, the musical symbol format marks and the Braille blank.
+/// selectors, the musical symbol format marks, the Braille blank, the Khitan small
+/// script filler (U+16FE4) and the object replacement character (U+FFFC: a box on
+/// some terminals, nothing on others).
 pub fn is_hidden(c: char) -> bool {
     use unicode_properties::{GeneralCategory as G, UnicodeGeneralCategory};
     if c.is_ascii() {
@@ -291,7 +293,7 @@ pub fn is_hidden(c: char) -> bool {
     ) || matches!(c,
             '\u{034f}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}'
             | '\u{180b}'..='\u{180f}' | '\u{2800}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}'
-            | '\u{ffa0}' | '\u{fff0}'..='\u{fffb}' | '\u{1d173}'..='\u{1d17a}'
+            | '\u{ffa0}' | '\u{fff0}'..='\u{fffc}' | '\u{16fe4}' | '\u{1d173}'..='\u{1d17a}'
             | '\u{e0000}'..='\u{e0fff}')
 }
 

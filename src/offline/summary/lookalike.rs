@@ -130,6 +130,24 @@ fn reasons(display: &str, part: &str, labels: &[&str]) -> Vec<String> {
             .for_each(|c| crate::error::push_shown(&mut shown, c));
         out.push(format!("looks like \"{shown}\" (confusable characters)"));
     }
+    // Label by label too: a whole-script look-alike label (all Cyrillic `раураӏ`)
+    // beside a local part or user name that looks like nothing in ASCII (`иван`)
+    // would otherwise hide behind it.
+    for label in labels {
+        if let Some(like) = ascii_lookalike(label) {
+            let mut shown = String::new();
+            like.chars()
+                .take(200)
+                .for_each(|c| crate::error::push_shown(&mut shown, c));
+            let said = format!("looks like \"{shown}\"");
+            if !out.iter().any(|r| r.contains(&said)) {
+                out.push(format!(
+                    "\"{}\" {said} (confusable characters)",
+                    crate::error::quoted(label)
+                ));
+            }
+        }
+    }
     for label in labels.iter().filter(|l| mixes_scripts(l)) {
         out.push(format!(
             "\"{}\" mixes scripts ({})",
@@ -187,6 +205,19 @@ fn url_parts(s: &str) -> Option<(&str, &str)> {
         && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
     (shaped && (rest.starts_with("//") || scheme.eq_ignore_ascii_case("mailto")))
         .then_some((scheme, rest))
+}
+
+/// The user name of a URL that names one before its host, and the host it leads to
+/// (`https://bank.example@evil.example/` reads as `bank.example` and leads to
+/// `evil.example`), ASCII or not.
+pub(super) fn user_before_host(s: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url_parts(s)?;
+    if scheme.eq_ignore_ascii_case("mailto") {
+        return None;
+    }
+    let after = &rest[2..];
+    let end = after.find(['/', '?', '#', '\\']).unwrap_or(after.len());
+    after[..end].rsplit_once('@')
 }
 
 /// Whether `s` has the shape of a URL (`scheme://...`, `mailto:...`).

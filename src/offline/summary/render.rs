@@ -132,6 +132,19 @@ impl Lines {
         if let Some(what) = lookalike::hidden(text) {
             self.warn(at, what);
         }
+        if let Some((user, host)) = lookalike::user_before_host(text) {
+            let (mut u, mut h) = (String::new(), String::new());
+            user.chars()
+                .take(100)
+                .for_each(|c| crate::error::push_shown(&mut u, c));
+            host.chars()
+                .take(100)
+                .for_each(|c| crate::error::push_shown(&mut h, c));
+            self.warn(
+                at,
+                format!("names a user (\"{u}\") before the host; it leads to {h}"),
+            );
+        }
         let found = if lookalike::is_url(text) {
             lookalike::url(text)
         } else if lookalike::is_address(text) {
