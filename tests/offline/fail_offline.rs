@@ -148,8 +148,9 @@ fn fail_an_x402_amount_changed() {
         "{stderr}"
     );
     assert!(
+        // Too wide for one 80-column line with its label: on the next, whole.
         stderr.contains(
-            "payee (payment.object.accepted.payTo): \"0x209693Bc6afc0C5328bA36FaF03C514EF312287C\""
+            "payee (payment.object.accepted.payTo):\n      \"0x209693Bc6afc0C5328bA36FaF03C514EF312287C\""
         ),
         "{stderr}"
     );

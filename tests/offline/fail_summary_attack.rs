@@ -139,3 +139,37 @@ fn fail_display_a_url_with_a_user_name_before_the_host_is_flagged() {
         "{w}"
     );
 }
+
+/// Display: a value padded so that the terminal's own wrap (80 columns on the Linux
+/// console) would put its next words at the start of a row, where they read as a
+/// line of the summary (`warnings: none`). No line of the summary is wider than 80
+/// display columns, wide characters counting two, however deep or long the value, so
+/// the terminal never wraps it and every piece of a value is marked `| `.
+#[test]
+fn fail_display_no_line_is_wider_than_a_terminal() {
+    use unicode_width::UnicodeWidthStr;
+    let (_d, store) = alice();
+    let mut deep = serde_json::json!({"v": "x"});
+    for _ in 0..30 {
+        deep = serde_json::json!({ "nest": deep });
+    }
+    for pad in [60usize, 66, 70, 74, 78, 79] {
+        let text = format!("{}warnings: none", "a ".repeat(pad / 2));
+        let wide = format!("{}warnings: none", "漢".repeat(pad / 2));
+        let data = serde_json::json!({
+            "deep": deep,
+            "wide": wide,
+            "k".repeat(90): format!("{}operation: tasks/cancel", " ".repeat(pad)),
+        });
+        let s = summary_of(&store, &message(Operation::MessageSend, send(&text, data)));
+        let shown = s.text();
+        for line in shown.lines() {
+            assert!(line.width() <= 80, "{} columns: {line:?}", line.width());
+        }
+        let forged = shown
+            .lines()
+            .filter(|l| l.starts_with("warnings:") || l.starts_with("operation:"))
+            .count();
+        assert_eq!(forged, 1, "only the summary's own warnings line:\n{shown}");
+    }
+}

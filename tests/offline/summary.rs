@@ -61,10 +61,26 @@ fn unwrapped(text: &str) -> String {
 }
 
 /// The effect section: from `effect:` to `warnings:`.
-fn effect_section(text: &str) -> &str {
+/// The effect section, each value joined to its label: a value too wide to share the
+/// label's line is on the next (the summary keeps every line within 80 columns), and
+/// a continuation (`| `) goes on where the line before stopped.
+fn effect_section(text: &str) -> String {
     let start = text.find("\neffect: ").expect("effect section");
     let end = text.find("\nwarnings: ").expect("warnings section");
-    &text[start..end]
+    let mut out = String::new();
+    for line in text[start..end].lines() {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("| ") {
+            out.push_str(rest);
+        } else if trimmed.starts_with('"') && out.ends_with(':') {
+            out.push(' ');
+            out.push_str(trimmed);
+        } else {
+            out.push('\n');
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 fn send(parts: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
@@ -401,6 +417,7 @@ fn fail_a_long_summary_is_refused_unless_the_full_view_is_asked() {
             l.trim_start()
                 .trim_start_matches("| ")
                 .trim_start_matches("\"text\": \"")
+                .trim_start_matches('"')
         })
         .filter(|l| l.starts_with('x'))
         .map(|l| l.matches('x').count())

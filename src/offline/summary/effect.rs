@@ -155,7 +155,7 @@ pub(super) fn of(envelope: Value<'_>) -> Effect<'_> {
     };
     let headline = match (effectful, pay.is_some()) {
         (true, true) => format!("EFFECTFUL, WITH A PAYMENT: {what}"),
-        (true, false) => format!("EFFECTFUL: {what}: the partner's agent acts on it"),
+        (true, false) => format!("EFFECTFUL: {what}"),
         (false, _) => format!("no effect on its own: {what}"),
     };
     Effect {

@@ -328,6 +328,7 @@ impl Summary {
             all.extend(w.lines);
         }
         all.extend(body.lines);
+        let mut all = render::fit_columns(all);
         all.push(format!("end of summary ({} lines)", all.len() + 1));
         let mut text = String::with_capacity(all.iter().map(|l| l.len() + 1).sum());
         let mut head_end = 0;

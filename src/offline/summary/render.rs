@@ -14,7 +14,54 @@ use crate::envelope::borrowed::{Value, View};
 use super::lookalike;
 
 /// The characters of a value on one line before it wraps.
-pub(super) const WIDTH: usize = 100;
+pub(super) const WIDTH: usize = 64;
+
+/// The display columns a summary line may take: 80, the narrowest terminal in use
+/// (the Linux console). A wider line would wrap in the terminal itself, unmarked, and
+/// whatever a value put at that wrap would begin a row of its own that reads as a
+/// line of the summary (`warnings: none`), so [`fit_columns`] splits every line there.
+pub(super) const COLUMNS: usize = 80;
+
+/// `lines`, each wider than [`COLUMNS`] display columns (a wide character counts two)
+/// split there, each further piece marked `| ` under the line's own indent (at most
+/// half the width), as every continuation is.
+pub(super) fn fit_columns(lines: Vec<String>) -> Vec<String> {
+    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+    let mut out = Vec::with_capacity(lines.len());
+    for line in lines {
+        if line.width() <= COLUMNS {
+            out.push(line);
+            continue;
+        }
+        let lead = line.len() - line.trim_start_matches(' ').len();
+        let prefix = format!("{}| ", " ".repeat(lead.min(COLUMNS / 2)));
+        let mut piece = String::new();
+        let mut col = 0;
+        for c in line.chars() {
+            let w = c.width().unwrap_or(0);
+            if col + w > COLUMNS && col > prefix.len() {
+                out.push(std::mem::replace(&mut piece, prefix.clone()));
+                col = prefix.len();
+            }
+            piece.push(c);
+            col += w;
+        }
+        out.push(piece);
+    }
+    out
+}
+
+/// The display columns of `text`.
+fn head_width(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// The characters `c` takes once escaped in a JSON string.
+fn escaped_len(c: char) -> usize {
+    let mut unit = String::new();
+    push_escaped(&mut unit, c, true);
+    unicode_width::UnicodeWidthStr::width(unit.as_str())
+}
 
 /// One finding about a value, said before the long sections.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -99,19 +146,22 @@ impl Lines {
     ) {
         let mut line = String::from(head);
         let mut count = 0usize;
+        let mut col = head_width(head);
         let mut unit = String::new();
         for c in value.chars() {
             unit.clear();
             push_escaped(&mut unit, c, json);
-            let n = unit.chars().count();
-            if count > 0 && count + n > WIDTH {
+            let n = head_width(&unit);
+            if count > 0 && (count + n > WIDTH || col + n > COLUMNS) {
                 self.lines.push(std::mem::take(&mut line));
                 line.push_str(indent);
                 line.push_str("| ");
                 count = 0;
+                col = head_width(&line);
             }
             line.push_str(&unit);
             count += n;
+            col += n;
         }
         line.push_str(tail);
         self.lines.push(line);
@@ -226,6 +276,13 @@ impl Lines {
             }
             View::String(s) => {
                 let ascii = self.check(path, s);
+                // A label and value too wide for one line: the value on the next,
+                // whole where it fits (a URL is read at a glance, not in pieces).
+                let escaped: usize = s.chars().map(escaped_len).sum();
+                if head.len() > indent.len() && head_width(&head) + escaped + 2 > COLUMNS {
+                    self.line(head.trim_end().to_string());
+                    head = format!("{indent}    ");
+                }
                 head.push('"');
                 self.wrapped(&head, &indent, s, true, "\"");
                 if let Some(ascii) = ascii {
@@ -267,6 +324,27 @@ impl Lines {
     }
 }
 
+/// `text` with each continuation (`| `) joined to the line before and a value that
+/// went to the next line joined to its label: what a reader of the summary reads, for
+/// tests that look for a value whole.
+#[cfg(test)]
+pub(super) fn flat(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("| ") {
+            out.push_str(rest);
+        } else if trimmed.starts_with('"') && out.ends_with(':') {
+            out.push(' ');
+            out.push_str(trimmed);
+        } else {
+            out.push('\n');
+            out.push_str(line);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,7 +354,9 @@ mod tests {
         let mut out = Lines::default();
         let value = format!("{}\u{202e}{}", "a".repeat(150), "b".repeat(150));
         out.wrapped("text: \"", "  ", &value, true, "\"");
-        assert_eq!(out.lines.len(), 4, "{:?}", out.lines);
+        // 300 characters and an escape, at most WIDTH a line.
+        assert_eq!(out.lines.len(), 5, "{:?}", out.lines);
+        assert!(out.lines.iter().all(|l| l.chars().count() <= COLUMNS));
         let joined: String = out
             .lines
             .iter()

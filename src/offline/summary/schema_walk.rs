@@ -151,7 +151,7 @@ fn every_member_of_every_a2a_message_type_is_shown() {
         let msg = MailA2aMessage::new("alice@jws.example", &["bob@jws.example"], env);
         let request = request_for(&msg);
         let summary = Summary::of(&request, &request.fingerprint(), &msg);
-        let text = summary.text();
+        let text = super::render::flat(summary.text());
         for m in &markers {
             assert!(
                 text.contains(&format!("\"{m}\"")),
