@@ -240,3 +240,30 @@ write(
     "json-keys",
     json_message("{" + ",".join(f'"k{i:07}":0' for i in range(TARGET // 12)) + "}"),
 )
+
+# 14. OpenPGP (issue #58): a compressed data packet of zeros (a literal data packet
+#     inflating to about a thousand times the message), unencrypted: it is inflated
+#     before anything says it is not encrypted, and refused at its budget
+#     (`Limits::inflation_budget`: four times the message, at least 8 MiB).
+import zlib
+
+deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+# Literal data, old format, length to the end of the container; binary, no name.
+parts = [deflate.compress(b"\xafb\x00\x00\x00\x00\x00")]
+done = len(parts[0])
+zeros = b"\x00" * (16 << 20)
+while done < raw_size - 4096:
+    out = deflate.compress(zeros)
+    parts.append(out)
+    done += len(out)
+parts.append(deflate.flush())
+deflated = b"".join(parts)
+bomb = bytes([0xC8, 0xFF]) + (len(deflated) + 1).to_bytes(4, "big") + b"\x01" + deflated
+armored = "-----BEGIN PGP MESSAGE-----\r\n\r\n" + b64_lines(bomb) + "-----END PGP MESSAGE-----\r\n"
+write(
+    "pgp-bomb",
+    HEAD
+    + 'Content-Type: multipart/encrypted; protocol="application/pgp-encrypted"; boundary="e"\r\n\r\n'
+    + "--e\r\nContent-Type: application/pgp-encrypted\r\n\r\nVersion: 1\r\n\r\n"
+    + "--e\r\nContent-Type: application/octet-stream\r\n\r\n" + armored + "\r\n--e--\r\n",
+)

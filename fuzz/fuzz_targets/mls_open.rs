@@ -11,6 +11,7 @@
 //! dropped, so rolled back). The fixture group predates credential bindings, so its
 //! members' MLS keys are pinned (`fixtures/mls/pinned.txt`): an input's leaf that is
 //! not one of them is refused by the authentication service, as it would be in use.
+//! Bob takes invitations from anyone, so that a Welcome is read by openmls.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -25,6 +26,9 @@ thread_local! {
         std::fs::copy(format!("{fx}bob-mls.db"), dir.path().join("mls.db")).expect("fixture");
         let group = std::fs::read_to_string(format!("{fx}group.txt")).expect("fixture");
         let mls = Mls::open(dir.path()).expect("Bob's state");
+        // Welcomes from anyone reach openmls: with nobody allowed to invite (the
+        // fixture's default) they are refused before it reads them.
+        mls.allow_inviter("*", true).expect("inviter policy");
         let pinned = std::fs::read_to_string(format!("{fx}pinned.txt")).expect("fixture");
         let pinned = PinnedKeys::parse(&pinned).expect("pinned keys");
         (dir, mls, group.trim().to_string(), pinned)

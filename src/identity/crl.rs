@@ -101,13 +101,15 @@ fn signed_by(crl: &CertificateList, issuer: &Certificate) -> bool {
     .is_ok()
 }
 
-/// A short name for errors: the subject, else "a certificate".
+/// A short name for errors: the subject, else "a certificate". Quoted
+/// ([`crate::error::quoted`]): the subject is whatever the certificate's maker wrote,
+/// the attacker's own for a self-signed signer (issue #58).
 pub(crate) fn name(cert: &Certificate) -> String {
     let s = cert.tbs_certificate().subject().to_string();
     if s.is_empty() {
         "a certificate".into()
     } else {
-        format!("certificate {s}")
+        format!("certificate {}", crate::error::quoted(s))
     }
 }
 

@@ -959,10 +959,24 @@ fn dn_within(subject: &Name, base: &Name) -> bool {
 /// still applies). Byte-exact comparison would let a respelling of a name step
 /// around a CRL or a constraint; a looser one is still safe for paths because every
 /// issuer match is followed by a signature check under the issuer's key.
+///
+/// A name of more than [`MAX_NAME_ATTRIBUTES`] attributes matches none: no issuer has
+/// one, and every match is paid per attribute, for names the attacker writes (the
+/// issuer of their own certificate, the subjects of the certificates they carry).
 pub(crate) fn same_name(a: &Name, b: &Name) -> bool {
+    let attributes = |n: &Name| n.iter_rdn().map(|r| r.len()).sum::<usize>();
+    if attributes(a) > MAX_NAME_ATTRIBUTES || attributes(b) > MAX_NAME_ATTRIBUTES {
+        return false;
+    }
     a.iter_rdn().count() == b.iter_rdn().count()
         && a.iter_rdn().zip(b.iter_rdn()).all(|(x, y)| rdn_equal(x, y))
 }
+
+/// The most attributes a name may have and still match another ([`same_name`]): real
+/// names have a handful. Issue #58: each attribute of a multi-valued RDN was compared
+/// with each of the other's, and a self-signed certificate whose issuer was one RDN of
+/// 4,000 attributes, carried beside four look-alike issuers, cost 23 s to refuse.
+pub(crate) const MAX_NAME_ATTRIBUTES: usize = 64;
 
 /// A certificate is self-issued: its subject and issuer are the same name.
 pub(crate) fn self_issued(cert: &Certificate) -> bool {
@@ -970,16 +984,19 @@ pub(crate) fn self_issued(cert: &Certificate) -> bool {
     same_name(tbs.subject(), tbs.issuer())
 }
 
-/// The same set of attributes, each matched in both directions (so that two values
-/// of one RDN that fold to the same text cannot stand for a different second one).
+/// The same set of attributes: the attribute types and compared values of each, as
+/// sorted lists, are equal (so that two values of one RDN that fold to the same text
+/// cannot stand for a different second one). Each value is folded once and the lists
+/// sorted: linear but for the sort, where matching each attribute against every other
+/// was quadratic in the RDN's size.
 fn rdn_equal(a: &RelativeDistinguishedName, b: &RelativeDistinguishedName) -> bool {
-    let within = |a: &RelativeDistinguishedName, b: &RelativeDistinguishedName| {
-        a.iter().all(|x| {
-            b.iter()
-                .any(|y| x.oid == y.oid && value_text(&x.value) == value_text(&y.value))
-        })
+    let compared = |r: &RelativeDistinguishedName| {
+        let mut all: Vec<(ObjectIdentifier, Vec<u8>)> =
+            r.iter().map(|x| (x.oid, value_text(&x.value))).collect();
+        all.sort_unstable();
+        all
     };
-    a.len() == b.len() && within(a, b) && within(b, a)
+    a.len() == b.len() && compared(a) == compared(b)
 }
 
 /// An attribute value as compared: the text of a directory string (Printable, UTF8,
@@ -1017,7 +1034,7 @@ fn value_text(v: &der::Any) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_extensions, mailbox_within, same_name, MAX_EXTENSIONS};
+    use super::{check_extensions, mailbox_within, same_name, MAX_EXTENSIONS, MAX_NAME_ATTRIBUTES};
 
     /// A self-signed certificate with `n` extra non-critical extensions under the OIDs
     /// `arc.i` (`same`: all under one OID).
@@ -1177,6 +1194,34 @@ mod tests {
         let a_other = named(vec![rdn(&[(CN, Utf8String, "a"), (CN, Utf8String, "z")])]);
         assert!(!same_name(&aa, &a_other));
         assert!(!same_name(&a_other, &aa));
+    }
+
+    /// Issue #58: a name of more attributes than [`MAX_NAME_ATTRIBUTES`] matches none,
+    /// itself included (its certificate is then not self-issued), and one at the cap
+    /// still matches its respelling.
+    #[test]
+    fn fail_cost_names_past_the_attribute_cap_match_none() {
+        use der::Tag::{PrintableString, Utf8String};
+        let values: Vec<String> = (0..=MAX_NAME_ATTRIBUTES)
+            .map(|i| format!("unit {i}"))
+            .collect();
+        let one_rdn = |n: usize, tag: der::Tag, upper: bool| {
+            let avas: Vec<(der::asn1::ObjectIdentifier, der::Tag, String)> = values[..n]
+                .iter()
+                .map(|v| (O, tag, if upper { v.to_uppercase() } else { v.clone() }))
+                .collect();
+            let refs: Vec<(der::asn1::ObjectIdentifier, der::Tag, &str)> =
+                avas.iter().map(|(o, t, v)| (*o, *t, v.as_str())).collect();
+            named(vec![rdn(&refs)])
+        };
+        let at_cap = one_rdn(MAX_NAME_ATTRIBUTES, Utf8String, false);
+        assert!(same_name(
+            &at_cap,
+            &one_rdn(MAX_NAME_ATTRIBUTES, PrintableString, true)
+        ));
+        let past = one_rdn(MAX_NAME_ATTRIBUTES + 1, Utf8String, false);
+        assert!(!same_name(&past, &past));
+        assert!(!same_name(&past, &at_cap) && !same_name(&at_cap, &past));
     }
 
     #[test]

@@ -49,9 +49,80 @@ fn crlf_pairs(bytes: &[u8]) -> usize {
         .sum()
 }
 
+/// [`canonical_crlf`] as a reader: the canonical form of an entity without a copy of
+/// it, for a signature check that may fail (issue #58: an entity of bare line ends,
+/// inflated from a few kilobytes, has a canonical form twice its size; it is made only
+/// once the signature over it verified).
+pub(crate) struct CanonicalReader<'a> {
+    rest: &'a [u8],
+    /// The LF of a CRLF whose CR filled the last buffer.
+    pending_lf: bool,
+}
+
+impl<'a> CanonicalReader<'a> {
+    pub(crate) fn new(entity: &'a [u8]) -> Self {
+        CanonicalReader {
+            rest: entity,
+            pending_lf: false,
+        }
+    }
+}
+
+impl std::io::Read for CanonicalReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut n = 0;
+        if self.pending_lf && !buf.is_empty() {
+            buf[0] = b'\n';
+            n = 1;
+            self.pending_lf = false;
+        }
+        while n < buf.len() && !self.rest.is_empty() {
+            // A run without line ends, as much of it as fits.
+            let run = memchr::memchr2(b'\r', b'\n', self.rest).unwrap_or(self.rest.len());
+            let take = run.min(buf.len() - n);
+            buf[n..n + take].copy_from_slice(&self.rest[..take]);
+            n += take;
+            self.rest = &self.rest[take..];
+            if take < run || self.rest.is_empty() || n == buf.len() {
+                break;
+            }
+            // A line end: CRLF, or a bare CR or LF, is CRLF.
+            let end = match self.rest {
+                [b'\r', b'\n', ..] => 2,
+                _ => 1,
+            };
+            self.rest = &self.rest[end..];
+            buf[n] = b'\r';
+            n += 1;
+            if n < buf.len() {
+                buf[n] = b'\n';
+                n += 1;
+            } else {
+                self.pending_lf = true;
+            }
+        }
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::canonical_crlf;
+    use super::{canonical_crlf, CanonicalReader};
+
+    /// Everything a [`CanonicalReader`] gives when read `size` bytes at a time.
+    fn read_in(entity: &[u8], size: usize) -> Vec<u8> {
+        use std::io::Read;
+        let mut reader = CanonicalReader::new(entity);
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; size];
+        loop {
+            let n = reader.read(&mut buf).unwrap();
+            if n == 0 {
+                return out;
+            }
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
 
     #[test]
     fn canonical_crlf_fixes_bare_line_ends_only() {
@@ -71,6 +142,9 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(input)
             );
+            for size in [1, 2, 3, 64] {
+                assert_eq!(read_in(input, size), expected, "{size}");
+            }
         }
     }
 
@@ -112,6 +186,10 @@ mod tests {
                         plain(&e).as_slice(),
                         "{len} {at} {ends:?}"
                     );
+                    // The reader gives the same, whatever its buffer's size.
+                    for size in [1, 2, 3, 64, 4096] {
+                        assert_eq!(read_in(&e, size), plain(&e), "{len} {at} {ends:?} {size}");
+                    }
                 }
             }
         }

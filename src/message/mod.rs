@@ -14,7 +14,7 @@ mod parse;
 pub(crate) mod transfer;
 
 mod canonical;
-pub(crate) use canonical::canonical_crlf;
+pub(crate) use canonical::{canonical_crlf, CanonicalReader};
 pub(crate) use compose::{content_len, size_hint, write_header_section};
 pub use limits::Limits;
 pub(crate) use parse::{read_outer, Outer};
@@ -107,6 +107,20 @@ pub enum MessageError {
         /// The limit.
         limit: usize,
     },
+    /// Compressed content inflates past what content of its size may
+    /// ([`Limits::inflation_budget`]): read before its signature can be checked, it
+    /// may not cost more than a multiple of what it weighs.
+    #[error(
+        "compressed content inflates past {limit} bytes: at most {ratio} times its own size (at least {floor} bytes) is read"
+    )]
+    InflatedTooLarge {
+        /// The budget the content went past.
+        limit: usize,
+        /// [`Limits::inflation_ratio`].
+        ratio: usize,
+        /// [`Limits::inflation_floor`].
+        floor: usize,
+    },
     /// A header that may appear once appears more often (readers could disagree on
     /// which one counts).
     #[error("header {} appears more than once", crate::error::quoted(.name))]
@@ -187,7 +201,7 @@ impl MessageError {
             Self::NotMime => "not-mime",
             Self::TooDeep { .. } => "mime-too-deep",
             Self::TooManyParts { .. } => "too-many-parts",
-            Self::DecodedTooLarge { .. } => "decoded-too-large",
+            Self::DecodedTooLarge { .. } | Self::InflatedTooLarge { .. } => "decoded-too-large",
             Self::BadMultipart { .. } => "bad-multipart",
             Self::BadHeader { .. } => "bad-header",
             Self::DuplicateHeader { .. } => "duplicate-header",

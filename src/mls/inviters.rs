@@ -52,6 +52,27 @@ impl Mls {
         Ok(out)
     }
 
+    /// Before a Welcome is read: with no inviter allowed, none is taken; otherwise the
+    /// mail's From, which the inviter's authenticated identity must equal, must be one
+    /// our policy lets add us. Refusing on the unauthenticated From is safe: the
+    /// authenticated check after would refuse the same Welcome (issue #58: openmls'
+    /// reading of the tree is the costly part, and anyone may send one).
+    pub(super) fn check_inviter_before_join(
+        &self,
+        headers: &crate::message::Headers,
+    ) -> Result<(), MlsError> {
+        let from = headers.from.as_ref().map(|m| m.normalized());
+        if self.inviters()?.is_empty() {
+            return Err(MlsError::InviterRefused {
+                inviter: from.unwrap_or_else(|| "a Welcome without a From".into()),
+            });
+        }
+        match from {
+            Some(from) => self.check_inviter(&from),
+            None => Ok(()),
+        }
+    }
+
     /// Whether our policy lets `inviter` (an authenticated address) add us.
     pub(super) fn check_inviter(&self, inviter: &str) -> Result<(), MlsError> {
         let domain = inviter.rsplit_once('@').map(|(_, d)| format!("@{d}"));

@@ -161,6 +161,15 @@ pub enum MlsError {
         /// The limit.
         limit: usize,
     },
+    /// A Welcome whose ratchet tree has more members than
+    /// [`MlsConfig::max_welcome_members`]: refused before openmls validates the tree.
+    #[error("a Welcome to a group of {members} members, over the {limit}-member limit (MlsConfig::max_welcome_members): its group is larger than this member joins")]
+    WelcomeTooManyMembers {
+        /// The members its tree names.
+        members: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A message for an epoch further ahead of ours than we hold for
     /// ([`MlsConfig::max_epochs_ahead`]): not recorded; delivered again once the
     /// Commits before it are in, it is taken ([`MlsError::retry_later`]).
@@ -279,6 +288,7 @@ impl Classify for MlsError {
             | Self::BufferFull { .. }
             | Self::TooFarAhead { .. }
             | Self::WelcomeTooLarge { .. }
+            | Self::WelcomeTooManyMembers { .. }
             | Self::Binding(_)
             | Self::SenderRemoved { .. }
             | Self::InviterRefused { .. }
@@ -331,11 +341,18 @@ pub struct MlsConfig {
     /// How many epochs ahead of ours a message may be to be held (default 4); one
     /// further ahead is refused, not held.
     pub max_epochs_ahead: u64,
-    /// The largest Welcome taken, in bytes (default 4 MiB, a group of some thousands
-    /// of members). openmls' processing of a Welcome's ratchet tree grows faster than
-    /// the tree (issue #58: 100,000 leaves took 247 s and 489 MB), and it runs before
-    /// the inviter is known, for anyone holding one of our KeyPackages.
+    /// The largest Welcome taken, in bytes (default 4 MiB, a group of some two
+    /// thousand members whose leaves are certified). openmls' processing of a
+    /// Welcome's ratchet tree grows faster than the tree (issue #58: 100,000 leaves
+    /// took 247 s and 489 MB), and it runs before the inviter is known, for anyone
+    /// holding one of our KeyPackages.
     pub max_welcome_bytes: usize,
+    /// The most members a Welcome's group may have (default 2,000), counted once its
+    /// GroupInfo is decrypted, before openmls validates the tree: openmls checks each
+    /// leaf against every other (`validate_leaf_node_capabilities`), so the work is
+    /// the square of the members, and 4 MiB of the attacker's smallest leaves are
+    /// 12,700 members, 2.8 s (BENCHMARKS.md). 2,000 cost some 0.1 s.
+    pub max_welcome_members: usize,
     /// How far back in one sender's ratchet a late message may be (default 1000):
     /// mail reorders far more than a delivery service.
     pub out_of_order_tolerance: u32,
@@ -352,6 +369,7 @@ impl Default for MlsConfig {
             max_held_bytes: 16 << 20,
             max_epochs_ahead: 4,
             max_welcome_bytes: 4 << 20,
+            max_welcome_members: 2000,
             out_of_order_tolerance: 1000,
             max_forward_distance: 10_000,
         }
@@ -415,7 +433,7 @@ crate::error::verdict_codes!(MlsError, "mls", {
     Self::EpochGone { .. } => "epoch-gone",
     Self::BufferFull { .. } => "buffer-full",
     Self::TooFarAhead { .. } => "too-far-ahead",
-    Self::WelcomeTooLarge { .. } => "welcome-too-large",
+    Self::WelcomeTooLarge { .. } | Self::WelcomeTooManyMembers { .. } => "welcome-too-large",
     Self::PlaintextHandshake { .. } => "plaintext-handshake",
     Self::NoRatchetTree => "no-ratchet-tree",
     Self::KeyPackageLifetime { .. } => "key-package-lifetime",

@@ -426,18 +426,39 @@ impl Mls {
         // they update: a member added months ago and silent since would make every
         // later Welcome fail. RFC 9420 section 7.3 allows skipping that check on tree
         // leaves; the new KeyPackages themselves are checked when they are added.
-        let staged =
+        // Issue #58: what can be judged before openmls validates the tree (work that
+        // grows with the square of its members) is judged first. The inviter must be
+        // the mail's From (`check_from`, once it is authenticated), so a From our
+        // policy does not let invite us, or a policy that lets no one, refuses it now.
+        self.check_inviter_before_join(headers)?;
+        let welcome_error = |e: WelcomeError<_>| match e {
+            WelcomeError::MissingRatchetTree => MlsError::NoRatchetTree,
+            WelcomeError::NoMatchingKeyPackage | WelcomeError::NoMatchingEncryptionKey => {
+                MlsError::UnknownGroup("of this Welcome: none of our KeyPackages is in it".into())
+            }
+            other => MlsError::Invalid(format!("Welcome: {other}")),
+        };
+        let builder =
             StagedWelcome::build_from_welcome(&self.state.provider, &self.join_config(), welcome)
-                .and_then(|b| b.skip_lifetime_validation().build())
-                .map_err(|e| match e {
-                    WelcomeError::MissingRatchetTree => MlsError::NoRatchetTree,
-                    WelcomeError::NoMatchingKeyPackage | WelcomeError::NoMatchingEncryptionKey => {
-                        MlsError::UnknownGroup(
-                            "of this Welcome: none of our KeyPackages is in it".into(),
-                        )
-                    }
-                    other => MlsError::Invalid(format!("Welcome: {other}")),
-                })?;
+                .map_err(welcome_error)?;
+        // The group's size, from its decrypted (not yet verified) GroupInfo: a tree
+        // of more members than we join is refused before it is validated.
+        let members = builder
+            .processed_welcome()
+            .unverified_group_info()
+            .extensions()
+            .ratchet_tree()
+            .map_or(0, |t| t.ratchet_tree().leaves().count());
+        if members > self.config.max_welcome_members {
+            return Err(MlsError::WelcomeTooManyMembers {
+                members,
+                limit: self.config.max_welcome_members,
+            });
+        }
+        let staged = builder
+            .skip_lifetime_validation()
+            .build()
+            .map_err(welcome_error)?;
         // Who added us, authenticated, and allowed to; then everyone in the group. The
         // group is kept only if all of it holds (an error rolls the transaction back).
         let by = self.check_leaf(staged.welcome_sender().map_err(op)?, auth)?;

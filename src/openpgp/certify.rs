@@ -45,7 +45,12 @@ impl OpenPgp<'_> {
         if certs.is_empty() {
             return Err(super::OpenPgpError::UnknownSigner.into());
         }
-        let signer = self.verify_detached(signature, statement, &certs, at)?;
+        let signer = self.verify_detached(
+            signature,
+            super::open::Detached::Bytes(statement),
+            &certs,
+            at,
+        )?;
         // The User ID for `address` was also valid when the certification says it was
         // made (a back-dated certification cannot lean on a User ID revoked since).
         if !signer

@@ -6,7 +6,8 @@
 //! Sealing writes SEIPDv2 (AEAD) when every recipient's certificate advertises it, else
 //! SEIPDv1 (MDC), with Intended Recipient Fingerprint subpackets. Opening never
 //! releases plaintext before the integrity check and every signature check passed:
-//! Sequoia buffers the message (bounded here by the message limit) until then.
+//! Sequoia buffers the message until then, within a budget tied to the message's size
+//! (`open`: compressed content inflates to at most four times the message, or 8 MiB).
 
 mod armor;
 mod certify;
@@ -86,6 +87,19 @@ pub enum OpenPgpError {
         /// The limit.
         limit: usize,
     },
+    /// Compressed content inflates past its budget, a multiple of the message's size
+    /// ([`crate::Limits::inflation_budget`]): an error, never a truncation.
+    #[error(
+        "the compressed OpenPGP content inflates past {limit} bytes: at most {ratio} times the message's size (at least {floor} bytes) is read"
+    )]
+    Inflated {
+        /// The budget.
+        limit: usize,
+        /// [`crate::Limits::inflation_ratio`].
+        ratio: usize,
+        /// [`crate::Limits::inflation_floor`].
+        floor: usize,
+    },
     /// Sequoia failed while building the message (a key that cannot be used, an I/O
     /// error while writing packets).
     #[error("OpenPGP: {0}")]
@@ -107,9 +121,10 @@ impl Classify for OpenPgpError {
         match self {
             Self::NotForUs | Self::Key(_) => ErrorKind::NoUsableKey,
             Self::NotIntendedRecipient => ErrorKind::Policy,
-            Self::TooLarge { .. } | Self::Malformed(_) | Self::OfflineRequest(_) => {
-                ErrorKind::Malformed
-            }
+            Self::TooLarge { .. }
+            | Self::Inflated { .. }
+            | Self::Malformed(_)
+            | Self::OfflineRequest(_) => ErrorKind::Malformed,
             Self::Sequoia(_) | Self::BoundaryCollision => ErrorKind::Other,
             // A signer whose certificate we do not hold has not authenticated the sender.
             Self::UnknownSigner
@@ -123,8 +138,23 @@ impl Classify for OpenPgpError {
 
 impl From<OpenPgpError> for OpenError {
     fn from(e: OpenPgpError) -> Self {
-        if let OpenPgpError::TooLarge { limit } = e {
-            return OpenError::Malformed(crate::message::MessageError::DecodedTooLarge { limit });
+        use crate::message::MessageError;
+        match e {
+            OpenPgpError::TooLarge { limit } => {
+                return OpenError::Malformed(MessageError::DecodedTooLarge { limit });
+            }
+            OpenPgpError::Inflated {
+                limit,
+                ratio,
+                floor,
+            } => {
+                return OpenError::Malformed(MessageError::InflatedTooLarge {
+                    limit,
+                    ratio,
+                    floor,
+                });
+            }
+            _ => {}
         }
         OpenError::profile(Profile::OpenPgp, e)
     }
@@ -207,6 +237,7 @@ crate::error::verdict_codes!(OpenPgpError, "openpgp", {
     Self::NotIntendedRecipient => "not-intended-recipient",
     Self::Key(_) => "key",
     Self::TooLarge { .. } => "too-large",
+    Self::Inflated { .. } => "inflated",
     Self::Sequoia(_) => "internal",
     Self::BoundaryCollision => "boundary-collision",
     Self::OfflineRequest(_) => "offline-request",

@@ -1,6 +1,27 @@
 //! Reading PGP/MIME: decrypting and verifying with Sequoia's streaming decryptor, which
 //! holds the plaintext back until the integrity check and the signature checks passed,
 //! then applying the binding's checks to the signed entity.
+//!
+//! Compressed data is inflated before any signature in it can be checked (the
+//! signature follows the content it covers), for anyone: anyone can encrypt to us. What
+//! it may inflate to is tied to what it weighs ([`Limits::inflation_budget`]): four
+//! times the OpenPGP message, at least 8 MiB, at most the decoded-bytes limit (64 MiB).
+//! Past it the message is refused whole (`message.decoded-too-large`), never cut, and
+//! nothing past it is stored (issue #58: a 395 KB bomb held 147.5 MB, bounded only by
+//! the 64 MiB limit and the copies made growing to it).
+//!
+//! Why those figures: a message's peak memory is held to 12 times its size plus
+//! 48 MiB (SECURITY.md). The content is held once ([`read_bounded`] grows its buffer
+//! so that the buffer and its copy never hold more than the budget), and the canonical
+//! form of a `multipart/signed` entity inside is read through for its signature, not
+//! copied, until the signature verified; with the mail's own copies (the file, the
+//! decoded part, the dearmored message: some three times the mail) four times the
+//! message fits that bound, and the 8 MiB floor fits within the 48 MiB whatever the
+//! message's size. A message whose content is at most 8 MiB opens whatever its
+//! compression (GnuPG compresses by default, and repeated text compresses a hundredfold);
+//! above 8 MiB, content that compresses more than fourfold is refused. mailseal never
+//! compresses what it sends; [`Limits::inflation_ratio`] and [`Limits::inflation_floor`]
+//! raise the budget for a peer whose tool does, at the cost the bound states.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -24,7 +45,7 @@ use zeroize::Zeroizing;
 
 use super::{keys, OpenPgp, OpenPgpError};
 use crate::binding::{finish, Authenticated};
-use crate::message::{canonical_crlf, read_outer, Outer};
+use crate::message::{canonical_crlf, read_outer, CanonicalReader, Limits, Outer};
 use crate::profile::{Profile, Protection};
 use crate::seal::{OpenError, OpenPolicy, Opened, Opener, SignerIdentity};
 
@@ -541,15 +562,55 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, anyhow::Error>) -> Result<T, anyhow:
     })
 }
 
-/// Everything `reader` releases, at most `limit` bytes (more is an error, never a
-/// truncation: decompression cannot inflate past the limit unnoticed). The buffer
-/// grows by doubling but never past `limit + 1` bytes (`read_to_end` could double it
-/// to twice the limit), and each buffer it leaves behind is wiped. Sequoia's own
-/// buffers come on top ([`RELEASE_BUFFER`]).
-fn read_bounded(reader: &mut impl Read, limit: usize) -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
-    let cap = limit.saturating_add(1);
-    let mut out = Zeroizing::new(Vec::with_capacity(cap.min(64 << 10)));
-    let mut chunk = Zeroizing::new(vec![0u8; 64 << 10]);
+/// What [`read_bounded`] may read of one message's content: its
+/// [`Limits::inflation_budget`], and the limits it came from (to say which was passed).
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    limit: usize,
+    limits: Limits,
+}
+
+impl Budget {
+    /// The budget of a message of `size` bytes (binary, or armored for the inline
+    /// verifier): content that is not compressed is never larger than its message, so
+    /// only compressed content can go past it.
+    fn of(size: usize, limits: &Limits) -> Budget {
+        Budget {
+            limit: limits.inflation_budget(size),
+            limits: *limits,
+        }
+    }
+
+    /// The refusal of content past the budget: past the decoded-bytes limit itself,
+    /// or past what a message of its size may inflate to.
+    fn exceeded(&self) -> OpenPgpError {
+        if self.limit >= self.limits.max_decoded_bytes {
+            return OpenPgpError::TooLarge { limit: self.limit };
+        }
+        OpenPgpError::Inflated {
+            limit: self.limit,
+            ratio: self.limits.inflation_ratio,
+            floor: self.limits.inflation_floor,
+        }
+    }
+}
+
+/// What [`read_bounded`] reads at a time.
+const READ_CHUNK: usize = 64 << 10;
+
+/// Everything `reader` releases, at most `budget.limit` bytes (more is an error, never
+/// a truncation: decompression cannot inflate past the budget unnoticed, and what
+/// would go past it is not stored). The buffer never has more capacity than the
+/// budget, and it and the copy it grows into never hold more than the budget together
+/// ([`grown_capacity`]); each buffer it leaves behind is wiped. Sequoia's own buffers
+/// come on top ([`RELEASE_BUFFER`]).
+fn read_bounded(
+    reader: &mut impl Read,
+    budget: Budget,
+) -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
+    let limit = budget.limit;
+    let mut out = Zeroizing::new(Vec::with_capacity(limit.min(READ_CHUNK)));
+    let mut chunk = Zeroizing::new(vec![0u8; READ_CHUNK]);
     loop {
         let n = match reader.read(&mut chunk[..]) {
             Ok(0) => break,
@@ -557,29 +618,43 @@ fn read_bounded(reader: &mut impl Read, limit: usize) -> Result<Zeroizing<Vec<u8
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e.into()),
         };
-        let n = n.min(cap - out.len());
+        if n > limit - out.len() {
+            return Err(anyhow::Error::new(Exceeded(budget)));
+        }
         if out.len() + n > out.capacity() {
             // Grow into a new buffer of our choosing, so the old one is wiped.
-            let want = (out.capacity() * 2).max(out.len() + n).min(cap);
+            let want = grown_capacity(out.capacity(), out.len() + n, limit);
             let mut grown = Zeroizing::new(Vec::with_capacity(want));
             grown.extend_from_slice(&out);
             out = grown;
         }
         out.extend_from_slice(&chunk[..n]);
-        if out.len() > limit {
-            return Err(anyhow::Error::new(Exceeded(limit)));
-        }
     }
     Ok(out)
 }
 
+/// The capacity a buffer of `capacity` bytes grows to when it must hold `needed`
+/// (at most `limit`): twice as much while the next growth's copy (the old buffer and
+/// the new one both holding the content) would stay within `limit`, else `limit`
+/// itself. So no growth holds more than `limit` bytes at once (doubling held up to
+/// twice the limit: the 64 MiB cap grew into a second buffer of 64 MiB and one byte),
+/// and there are a logarithmic number of copies.
+fn grown_capacity(capacity: usize, needed: usize, limit: usize) -> usize {
+    let doubled = capacity.saturating_mul(2).max(needed);
+    if doubled.saturating_mul(2) <= limit {
+        doubled
+    } else {
+        limit
+    }
+}
+
 /// [`read_bounded`]'s refusal, told apart from Sequoia's errors in [`failure`].
 #[derive(Debug)]
-struct Exceeded(usize);
+struct Exceeded(Budget);
 
 impl std::fmt::Display for Exceeded {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the content exceeds {} bytes", self.0)
+        write!(f, "the content exceeds {} bytes", self.0.limit)
     }
 }
 
@@ -594,8 +669,8 @@ fn failure(outcome: &RefCell<Outcome>, e: anyhow::Error) -> OpenPgpError {
     if o.saw_sed {
         return OpenPgpError::NoIntegrity;
     }
-    if let Some(Exceeded(limit)) = e.downcast_ref::<Exceeded>() {
-        return OpenPgpError::TooLarge { limit: *limit };
+    if let Some(Exceeded(budget)) = e.downcast_ref::<Exceeded>() {
+        return budget.exceeded();
     }
     let text = e.to_string();
     if let Some(openpgp::Error::PolicyViolation(what, _)) = e.downcast_ref::<openpgp::Error>() {
@@ -608,6 +683,15 @@ fn failure(outcome: &RefCell<Outcome>, e: anyhow::Error) -> OpenPgpError {
     } else {
         OpenPgpError::Malformed(text)
     }
+}
+
+/// What a detached signature is checked over.
+#[derive(Clone, Copy)]
+pub(super) enum Detached<'e> {
+    /// These bytes.
+    Bytes(&'e [u8]),
+    /// The canonical (CRLF) form of this entity, read without a copy.
+    Canonical(&'e [u8]),
 }
 
 /// The signed entity, how it was protected, and who signed it.
@@ -666,15 +750,15 @@ impl OpenPgp<'_> {
             packets: 0,
             symmetric,
         };
-        let limit = policy.limits.max_decoded_bytes;
         let binary = super::armor::dearmor(message, "PGP MESSAGE");
         let message = binary.as_deref().unwrap_or(message);
+        let budget = Budget::of(message.len(), &policy.limits);
         bounded_packets(message)?;
         let plain = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut decryptor = DecryptorBuilder::from_bytes(message)?
                 .buffer_size(RELEASE_BUFFER)
                 .with_policy(&self.policy, None, helper)?;
-            let plain = read_bounded(&mut decryptor, limit)?;
+            let plain = read_bounded(&mut decryptor, budget)?;
             if !decryptor.message_processed() {
                 anyhow::bail!("the message was not read to its end");
             }
@@ -695,12 +779,12 @@ impl OpenPgp<'_> {
     pub(super) fn verify_detached(
         &self,
         signature: &[u8],
-        entity: &[u8],
+        entity: Detached<'_>,
         certs: &[Cert],
         at: std::time::SystemTime,
     ) -> Result<SignerInfo, OpenPgpError> {
         let outcome =
-            self.verify_detached_with(signature, entity, certs, Signatures::Required, at)?;
+            self.verify_detached_over(signature, entity, certs, Signatures::Required, at)?;
         outcome
             .signers
             .into_iter()
@@ -713,6 +797,18 @@ impl OpenPgp<'_> {
         &self,
         signature: &[u8],
         entity: &[u8],
+        certs: &[Cert],
+        signatures: Signatures,
+        at: std::time::SystemTime,
+    ) -> Result<Outcome, OpenPgpError> {
+        self.verify_detached_over(signature, Detached::Bytes(entity), certs, signatures, at)
+    }
+
+    /// [`OpenPgp::verify_detached_with`] over the bytes `entity` stands for.
+    fn verify_detached_over(
+        &self,
+        signature: &[u8],
+        entity: Detached<'_>,
         certs: &[Cert],
         signatures: Signatures,
         at: std::time::SystemTime,
@@ -737,7 +833,10 @@ impl OpenPgp<'_> {
                 None,
                 helper,
             )?;
-            verifier.verify_bytes(entity)
+            match entity {
+                Detached::Bytes(bytes) => verifier.verify_bytes(bytes),
+                Detached::Canonical(entity) => verifier.verify_reader(CanonicalReader::new(entity)),
+            }
         })
         .map_err(|e| failure(&outcome, e))?;
         Ok(outcome.into_inner())
@@ -763,10 +862,12 @@ impl OpenPgp<'_> {
         let signature = sig
             .decoded()
             .map_err(|e| OpenPgpError::Malformed(e.to_string()))?;
-        // RFC 3156 5: the signature covers the canonical (CRLF) form.
-        let entity = canonical_crlf(content.entity);
-        let signer = self.verify_detached(&signature, &entity, certs, at)?;
-        Ok((entity, signer))
+        // RFC 3156 5: the signature covers the canonical (CRLF) form, which is made
+        // once it verified (before, it was twice an entity of bare line ends, for
+        // anyone: issue #58).
+        let signer =
+            self.verify_detached(&signature, Detached::Canonical(content.entity), certs, at)?;
+        Ok((canonical_crlf(content.entity), signer))
     }
 
     /// Decrypts (when encrypted) and verifies.
@@ -952,13 +1053,13 @@ impl OpenPgp<'_> {
             packets: 0,
             symmetric: &Symmetric::default(),
         };
-        let limit = policy.limits.max_decoded_bytes;
+        let budget = Budget::of(message.len(), &policy.limits);
         bounded_packets(message)?;
         let content = guarded(|| -> Result<Zeroizing<Vec<u8>>, anyhow::Error> {
             let mut verifier = VerifierBuilder::from_bytes(message)?
                 .buffer_size(RELEASE_BUFFER)
                 .with_policy(&self.policy, None, helper)?;
-            let content = read_bounded(&mut verifier, limit)?;
+            let content = read_bounded(&mut verifier, budget)?;
             if !verifier.message_processed() {
                 anyhow::bail!("the message was not read to its end");
             }
@@ -1019,20 +1120,84 @@ impl Opener for OpenPgp<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{read_bounded, Exceeded};
+    use super::{grown_capacity, read_bounded, Budget, Exceeded, READ_CHUNK};
+    use crate::openpgp::OpenPgpError;
+    use crate::Limits;
 
-    /// Issue #58: what a decompressor releases is read into at most `limit + 1` bytes
-    /// of buffer, and one byte past the limit is refused.
+    fn budget(limit: usize) -> Budget {
+        Budget {
+            limit,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Issue #58: what a decompressor releases is read into at most `limit` bytes of
+    /// buffer, and one byte past the limit is refused without being stored.
     #[test]
     fn fail_cost_read_bounded_never_allocates_past_the_limit() {
-        let limit = 1_000_000;
-        let exact = vec![7u8; limit];
-        let out = read_bounded(&mut &exact[..], limit).unwrap();
-        assert_eq!(out.len(), limit);
-        assert!(out.capacity() <= limit + 1, "{}", out.capacity());
-        let over = vec![7u8; limit * 4];
-        let err = read_bounded(&mut &over[..], limit).unwrap_err();
-        assert!(err.downcast_ref::<Exceeded>().is_some(), "{err}");
-        assert!(read_bounded(&mut &b""[..], limit).unwrap().is_empty());
+        for limit in [1_000_000, 1 << 20, (1 << 20) + 1, 100] {
+            let exact = vec![7u8; limit];
+            let out = read_bounded(&mut &exact[..], budget(limit)).unwrap();
+            assert_eq!(out.len(), limit);
+            assert!(out.capacity() <= limit, "{limit}: {}", out.capacity());
+            let over = vec![7u8; limit + 1];
+            let err = read_bounded(&mut &over[..], budget(limit)).unwrap_err();
+            assert!(err.downcast_ref::<Exceeded>().is_some(), "{err}");
+            assert!(read_bounded(&mut &b""[..], budget(limit))
+                .unwrap()
+                .is_empty());
+        }
+    }
+
+    /// Every growth copies a buffer into one no larger than the limit, and the two
+    /// together never hold more than the limit (the 64 MiB cap once grew into a second
+    /// 64 MiB buffer for its last byte: a bomb's 147.5 MB).
+    #[test]
+    fn fail_cost_a_growth_never_holds_more_than_the_limit() {
+        for limit in [
+            1 << 20,
+            (1 << 20) + 1,
+            3 << 20,
+            8 << 20,
+            (8 << 20) - 1,
+            64 << 20,
+            12_345_678,
+        ] {
+            let mut capacity = limit.min(READ_CHUNK);
+            let mut held = capacity;
+            while capacity < limit {
+                let needed = (capacity + READ_CHUNK).min(limit);
+                let next = grown_capacity(capacity, needed, limit);
+                assert!(
+                    next >= needed && next <= limit,
+                    "{limit}: {capacity} -> {next}"
+                );
+                // The old buffer, full, and its copy in the new one.
+                held = held.max(2 * capacity).max(next);
+                capacity = next;
+            }
+            assert!(held <= limit, "{limit}: {held} held at once");
+        }
+    }
+
+    /// The budget: the floor for a small message, a multiple of a larger one, never
+    /// past the decoded-bytes limit; going past it says which.
+    #[test]
+    fn fail_cost_the_inflation_budget_follows_the_message() {
+        let limits = Limits::default();
+        assert_eq!(limits.inflation_budget(1000), limits.inflation_floor);
+        assert_eq!(
+            limits.inflation_budget(5 << 20),
+            (5 << 20) * limits.inflation_ratio
+        );
+        assert_eq!(limits.inflation_budget(20 << 20), limits.max_decoded_bytes);
+        assert!(matches!(
+            Budget::of(1000, &limits).exceeded(),
+            OpenPgpError::Inflated { limit, ratio: 4, floor } if limit == floor
+        ));
+        assert!(matches!(
+            Budget::of(20 << 20, &limits).exceeded(),
+            OpenPgpError::TooLarge { limit } if limit == limits.max_decoded_bytes
+        ));
     }
 }

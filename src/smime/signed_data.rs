@@ -653,6 +653,11 @@ fn signed_data_der(cms_der: &[u8]) -> Result<Vec<u8>, SmimeError> {
             "more than {MAX_CARRIED_CERTIFICATES} certificates in the SignedData"
         )));
     }
+    if crate::asn1::count::elements_of_last_field(&sd, MAX_SIGNER_INFOS) > MAX_SIGNER_INFOS {
+        return Err(SmimeError::Malformed(format!(
+            "more than {MAX_SIGNER_INFOS} SignerInfos in the SignedData"
+        )));
+    }
     Ok(sd)
 }
 
@@ -670,6 +675,14 @@ fn carried_certificates<'a>(
     let mut reader = der::SliceReader::new(bytes).map_err(malformed("certificates"))?;
     while !der::Reader::is_finished(&reader) {
         let tlv = der::Reader::tlv_bytes(&mut reader).map_err(malformed("certificates"))?;
+        // A name past the cap matches no other (`same_name`), and decoded it would
+        // cost some fifteen times its encoding: such a certificate is refused unread.
+        let cap = crate::identity::x509::MAX_NAME_ATTRIBUTES;
+        if crate::asn1::count::certificate_name_attributes(tlv, cap) > cap {
+            return Err(SmimeError::Malformed(format!(
+                "a certificate in the SignedData has a name of more than {cap} attributes"
+            )));
+        }
         if tlv.first() == Some(&0x30) {
             out.push((
                 loaded.certificate(tlv).map_err(malformed("certificate"))?,
@@ -684,6 +697,12 @@ fn carried_certificates<'a>(
 
 /// Certificates a SignedData may carry (the signer's chain, with room to spare).
 const MAX_CARRIED_CERTIFICATES: usize = 64;
+
+/// SignerInfos a SignedData may have: a writer signs once, or once per algorithm when
+/// it signs with two keys. Every one must verify, and each verification digests the
+/// content (issue #58: a thousand copies of one valid SignerInfo over 2 MiB of content
+/// cost a second, and the work grew with the square of the message).
+const MAX_SIGNER_INFOS: usize = 8;
 
 /// Verifies a detached SignedData (DER ContentInfo) over `content`. Every SignerInfo
 /// must verify; the first one's signer is returned.
@@ -731,6 +750,7 @@ fn verify_signed_data(
     }
     let carried = carried_certificates(loaded, sd.certificates)?;
     let mut first = None;
+    let mut digests: Vec<(ObjectIdentifier, digest::Digest)> = Vec::new();
     if sd.signer_infos.0.is_empty() {
         return Err(SmimeError::NoSigner);
     }
@@ -776,7 +796,15 @@ fn verify_signed_data(
             .find(|(_, (c, _))| matches_sid(c, &si.sid))
             .ok_or(SmimeError::NoSigner)?;
         let digest_alg = digest_for(si.digest_alg.oid)?;
-        let content_digest = digest::digest(digest_alg, content);
+        // The content is digested once per algorithm, whatever the number of signers.
+        let content_digest = match digests.iter().find(|(oid, _)| *oid == si.digest_alg.oid) {
+            Some((_, d)) => *d,
+            None => {
+                let d = digest::digest(digest_alg, content);
+                digests.push((si.digest_alg.oid, d));
+                d
+            }
+        };
         let mut signing_time = None;
         let message = match &si.signed_attrs {
             Some(attrs) => {
@@ -803,9 +831,9 @@ fn verify_signed_data(
                         OffsetDateTime::from_unix_timestamp(t.to_unix_duration().as_secs() as i64)
                             .ok();
                 }
-                attrs.to_der().map_err(malformed("signed attributes"))?
+                std::borrow::Cow::Owned(attrs.to_der().map_err(malformed("signed attributes"))?)
             }
-            None => content.to_vec(),
+            None => std::borrow::Cow::Borrowed(content),
         };
         let spki = cert.tbs_certificate().subject_public_key_info();
         let name = verify_signature(

@@ -170,6 +170,10 @@ const NOT_YET: &[(&str, &str)] = &[
         "never a verdict: a decryption over the limit is message.decoded-too-large",
     ),
     (
+        "openpgp.inflated",
+        "never a verdict: compressed content past its budget is message.decoded-too-large",
+    ),
+    (
         "rules.no-lifetime",
         "validation refuses first: every profile's inner entity needs a Date (validation.invalid-header), and a Date gives a lifetime",
     ),

@@ -15,9 +15,9 @@ use crate::common;
 
 /// Peak memory of one `mailseal` run may be this many times its input, plus
 /// [`BASE_BYTES`] (SECURITY.md states it).
-const MEMORY_MULTIPLE: u64 = 12;
+pub(crate) const MEMORY_MULTIPLE: u64 = 12;
 /// What the process holds whatever its input (code, the schema, the store).
-const BASE_BYTES: u64 = 48 << 20;
+pub(crate) const BASE_BYTES: u64 = 48 << 20;
 
 /// A message from an unknown sender, unsigned, whose payload's `metadata` member is
 /// `json`: everything in it is read before the message is refused.
@@ -95,7 +95,7 @@ fn deep_cid_references(bytes: usize) -> String {
 
 /// Runs `mailseal SUBCOMMAND FILE` under GNU time: (peak resident bytes, CPU seconds,
 /// exit code, stderr).
-fn measure(subcommand: &str, file: &Path) -> (u64, f64, Option<i32>, String) {
+pub(crate) fn measure(subcommand: &str, file: &Path) -> (u64, f64, Option<i32>, String) {
     let report = file.with_extension("time");
     let out = Command::new("/usr/bin/time")
         .arg("-o")
@@ -120,7 +120,7 @@ fn measure(subcommand: &str, file: &Path) -> (u64, f64, Option<i32>, String) {
     )
 }
 
-fn gnu_time() -> bool {
+pub(crate) fn gnu_time() -> bool {
     common::peer_available(
         "GNU time (/usr/bin/time)",
         Command::new("/usr/bin/time").args(["-f", "%M", "true"]),

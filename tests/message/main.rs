@@ -19,6 +19,8 @@ mod edge_cloud;
 mod fail_card_openpgp_time;
 mod fail_card_signer;
 mod fail_cost;
+mod fail_cost_certificate;
+mod fail_cost_compression;
 mod first_hour;
 mod interop_a2a_sdk;
 mod layering;

@@ -22,6 +22,9 @@ fn bob() -> (tempfile::TempDir, Mls) {
     )
     .unwrap();
     let mls = Mls::open(dir.path()).unwrap();
+    // As the fuzz target: Welcomes from anyone reach openmls (with nobody allowed to
+    // invite, the fixture's default, they are refused before it reads them).
+    mls.allow_inviter("*", true).unwrap();
     (dir, mls)
 }
 
@@ -83,6 +86,12 @@ fn seeds_come_to_what_they_were_made_to_be() {
         receive(&bob, "welcome-other.eml").unwrap_err(),
         MlsError::UnknownGroup(_)
     ));
+    bob.allow_inviter("*", false).unwrap();
+    assert!(matches!(
+        receive(&bob, "welcome-other.eml").unwrap_err(),
+        MlsError::InviterRefused { .. }
+    ));
+    bob.allow_inviter("*", true).unwrap();
     assert!(matches!(
         receive(&bob, "keypackage.eml").unwrap(),
         Received::Handshake(Handshake::KeyPackage { .. })

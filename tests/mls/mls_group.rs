@@ -753,6 +753,89 @@ fn a_message_is_recorded_as_seen_at_the_receivers_clock() {
     }
 }
 
+/// Cost (issue #58): what can be judged of a Welcome before openmls validates its tree
+/// (work that grows with the square of its members, for anyone holding one of our
+/// KeyPackages) is judged first. With no inviter allowed, or one that is not the mail's
+/// From, it is refused whatever it holds: bytes no one can decrypt are refused as
+/// such only once the From is an allowed inviter. A group of more members than
+/// `max_welcome_members` is refused once its GroupInfo is decrypted; at the limit it
+/// joins, the refusals having left the KeyPackage usable.
+#[test]
+fn fail_cost_a_welcome_is_judged_before_openmls_reads_its_tree() {
+    use mailseal::mls::MlsConfig;
+    let a = member("alice@a.example");
+    let b = Mls::in_memory().unwrap().with_config(MlsConfig {
+        max_welcome_members: 3,
+        ..MlsConfig::default()
+    });
+    b.generate_identity("bob@b.example", auth()).unwrap();
+    let g = a.create_group("alice@a.example").unwrap();
+    let kps = [
+        b.key_package("bob@b.example").unwrap(),
+        member("carol@c.example")
+            .key_package("carol@c.example")
+            .unwrap(),
+        member("dave@d.example")
+            .key_package("dave@d.example")
+            .unwrap(),
+    ];
+    let welcome = a.add(&g, &kps, auth()).unwrap().welcome;
+    // The same mail with the last byte of its encrypted GroupInfo changed.
+    let garbled = {
+        use base64::Engine as _;
+        let mut message = mailseal::mls::wire::read_mail(&welcome, &Default::default())
+            .unwrap()
+            .message;
+        *message.last_mut().unwrap() ^= 1;
+        let head = welcome.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&message);
+        let mut out = welcome[..head].to_vec();
+        for line in b64.as_bytes().chunks(76) {
+            out.extend_from_slice(line);
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    };
+    let refused_inviter = |raw: &[u8]| match open(&b, raw).unwrap_err() {
+        MlsError::InviterRefused { inviter } => assert_eq!(inviter, "alice@a.example"),
+        other => panic!("{other}"),
+    };
+    // Nobody may invite Bob (the default): neither is read.
+    refused_inviter(&welcome);
+    refused_inviter(&garbled);
+    // Carol may, Alice (the From) may not: neither is read.
+    b.allow_inviter("carol@c.example", true).unwrap();
+    refused_inviter(&welcome);
+    refused_inviter(&garbled);
+    // Alice may: openmls reads them. The garbled one does not decrypt; the other's
+    // group has four members, one more than Bob joins.
+    b.allow_inviter("alice@a.example", true).unwrap();
+    let err = open(&b, &garbled).unwrap_err();
+    assert!(matches!(err, MlsError::Invalid(_)), "{err}");
+    let err = open(&b, &welcome).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            MlsError::WelcomeTooManyMembers {
+                members: 4,
+                limit: 3
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(err.code(), "mls.welcome-too-large");
+    assert!(b.groups().unwrap().is_empty());
+    // Four members are within a limit of four: it joins.
+    let b = b.with_config(MlsConfig {
+        max_welcome_members: 4,
+        ..MlsConfig::default()
+    });
+    assert!(matches!(
+        open(&b, &welcome).unwrap(),
+        Received::Handshake(Handshake::Joined { .. })
+    ));
+}
+
 /// Cost (issue #58): a Welcome over `max_welcome_bytes` is refused before openmls
 /// reads its ratchet tree, and nothing is joined; under the default it joins.
 #[test]

@@ -545,11 +545,9 @@ fn fail_fuzz_crash_reproducers_are_refused_without_a_panic() {
     assert!(n >= 1);
 }
 
-#[test]
-fn fail_content_inflating_past_the_limit_is_refused_not_truncated() {
-    let w = world(KeyProfile::Rfc4880);
-    // Alice's real signature over 3 MiB of zeros, deflated to a few KiB, encrypted to Bob:
-    // with a 1 MiB decoded limit the content must be refused, whole.
+/// `content` as literal data in a compressed data packet (deflate), signed by Alice
+/// (her real key, which Bob holds) and encrypted to Bob, as GnuPG writes it.
+fn compressed_from_alice(w: &World, content: &[u8]) -> Vec<u8> {
     let p = StandardPolicy::new();
     let alice_tsk = {
         let view = w.alice.list().unwrap();
@@ -583,14 +581,27 @@ fn fail_content_inflating_past_the_limit_is_refused_not_truncated() {
     let mut out = Vec::new();
     let m = Message::new(&mut out);
     let m = Encryptor::for_recipients(m, keys).build().unwrap();
-    let m = Signer::new(m, pair).unwrap().build().unwrap();
+    let m = Signer::new(m, pair)
+        .unwrap()
+        .add_intended_recipient(&w.bob_cert)
+        .build()
+        .unwrap();
     let m = openpgp::serialize::stream::Compressor::new(m)
         .algo(openpgp::types::CompressionAlgorithm::Zip)
         .build()
         .unwrap();
     let mut lit = LiteralWriter::new(m).build().unwrap();
-    lit.write_all(&vec![0u8; 3 << 20]).unwrap();
+    lit.write_all(content).unwrap();
     lit.finalize().unwrap();
+    out
+}
+
+#[test]
+fn fail_content_inflating_past_the_limit_is_refused_not_truncated() {
+    let w = world(KeyProfile::Rfc4880);
+    // Alice's real signature over 3 MiB of zeros, deflated to a few KiB, encrypted to Bob:
+    // with a 1 MiB decoded limit the content must be refused, whole.
+    let out = compressed_from_alice(&w, &vec![0u8; 3 << 20]);
     assert!(out.len() < 64 * 1024, "{} bytes", out.len());
     let mail = pgp_mime("alice@pgp.example", "bob@pgp.example", &out);
     let policy = {
@@ -604,6 +615,76 @@ fn fail_content_inflating_past_the_limit_is_refused_not_truncated() {
     let err = OpenPgp::new(&w.bob).open(&mail, &policy).unwrap_err();
     assert_eq!(err.kind(), mailseal::ErrorKind::Malformed, "{err}");
     assert!(err.to_string().contains("exceed"), "{err}");
+}
+
+/// Issue #58: compressed content may inflate to `Limits::inflation_ratio` times the
+/// OpenPGP message, or `inflation_floor` whatever its ratio (here 256 KiB, to keep
+/// the messages small; 8 MiB by default). Alice's genuine messages: one that
+/// compresses a hundred times opens under the floor, one a little past it is refused
+/// with its reason (the signature, at the end, is not reached), and one above the
+/// floor that compresses twofold opens.
+#[test]
+fn ok_and_fail_compressed_content_opens_within_its_inflation_budget() {
+    let w = world(KeyProfile::Rfc4880);
+    let mut policy = OpenPolicy::default();
+    policy.limits = mailseal::Limits {
+        inflation_floor: 256 << 10,
+        ..Default::default()
+    };
+    // An inner entity of about `bytes`, its text part `text` repeated.
+    let entity = |text: &str, bytes: usize| -> Vec<u8> {
+        let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "urn:uuid:deflated");
+        env.set("correlationId", "corr-d");
+        env.set("idempotencyKey", "idem-d");
+        env.set(
+            "payload",
+            &serde_json::json!({"message": {"messageId": "m-d", "role": "ROLE_USER",
+                "parts": [{"text": text.repeat(bytes / text.len())}]}}),
+        );
+        MailA2aMessage::new("alice@pgp.example", &["bob@pgp.example"], env)
+            .to_inner_entity(true)
+            .unwrap()
+    };
+    let open = |content: &[u8]| {
+        let binary = compressed_from_alice(&w, content);
+        let mail = pgp_mime("alice@pgp.example", "bob@pgp.example", &binary);
+        (binary.len(), OpenPgp::new(&w.bob).open(&mail, &policy))
+    };
+    // Under the floor, a hundredfold: opens.
+    let small = entity("transfer 100 credits. ", 200 << 10);
+    let (size, opened) = open(&small);
+    assert!(small.len() > 100 * size, "{} from {size}", small.len());
+    opened.unwrap();
+    // Past the floor, and past four times its size: refused, with its reason.
+    let (_, refused) = open(&entity("transfer 100 credits. ", 300 << 10));
+    let err = refused.unwrap_err();
+    assert_eq!(err.kind(), mailseal::ErrorKind::Malformed, "{err}");
+    assert_eq!(err.code(), "message.decoded-too-large", "{err}");
+    assert!(
+        err.to_string().contains(&format!(
+            "compressed content inflates past {} bytes: at most 4 times its own size",
+            256 << 10
+        )),
+        "{err}"
+    );
+    // Hexadecimal digits (four bits a byte) compress about twofold: past the floor,
+    // within four times the message, opens.
+    let mut digits = String::new();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    while digits.len() < 600 << 10 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        digits.push_str(&format!("{x:016x}"));
+    }
+    let large = entity(&digits, digits.len());
+    let (size, opened) = open(&large);
+    assert!(
+        large.len() > (256 << 10) && large.len() < 4 * size,
+        "{} from {size}",
+        large.len()
+    );
+    opened.unwrap();
 }
 
 /// Issue #17 (bounded work before authentication): anyone can encrypt to Bob, and
