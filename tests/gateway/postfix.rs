@@ -506,7 +506,13 @@ fn postfix_before_queue_refuses_to_the_client_without_a_bounce() {
         "the gateway's refusal, in swaks's session: {out}\nB:\n{}",
         b.log_text()
     );
-    let log = maillog();
+    // Postfix writes its line through syslog after the client has its reply: waited for.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut log = maillog();
+    while !log.contains("proxy-reject: END-OF-MESSAGE") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        log = maillog();
+    }
     assert!(
         log.contains("proxy-reject: END-OF-MESSAGE"),
         "Postfix passed the refusal on: {log}"
