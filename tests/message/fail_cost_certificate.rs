@@ -21,7 +21,7 @@ use openssl::x509::X509;
 
 use super::fail_cost::{gnu_time, measure, BASE_BYTES, MEMORY_MULTIPLE};
 
-fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
     let n = content.len();
     if n < 0x80 {
@@ -39,11 +39,11 @@ fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     out
 }
 
-fn seq(parts: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn seq(parts: &[&[u8]]) -> Vec<u8> {
     tlv(0x30, &parts.concat())
 }
 
-fn oid(dotted: &str) -> Vec<u8> {
+pub(crate) fn oid(dotted: &str) -> Vec<u8> {
     let parts: Vec<u64> = dotted.split('.').map(|p| p.parse().unwrap()).collect();
     let mut body = vec![(40 * parts[0] + parts[1]) as u8];
     for &p in &parts[2..] {

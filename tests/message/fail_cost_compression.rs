@@ -329,3 +329,49 @@ fn fail_cost_content_within_the_budget_read_as_signed_mime() {
         assert!(stderr.contains("unknown"), "{stderr}");
     }
 }
+
+/// S/MIME compressed-data (RFC 3274) is not read: a zlib stream inflating to
+/// gigabytes in `application/pkcs7-mime; smime-type=compressed-data` is refused as not
+/// signed, at the process's own size.
+#[test]
+fn fail_cost_smime_compressed_data_is_not_read() {
+    use super::fail_cost_certificate::{oid, seq, tlv};
+    if !gnu_time() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // zlib: its header, the deflate stream, an Adler-32 no one checks.
+    let zlib = [
+        &[0x78, 0x9C][..],
+        &deflate(&[0], (3 << 20) * 8 / 13, &[]),
+        &[0; 4],
+    ]
+    .concat();
+    let compressed_data = seq(&[
+        &tlv(0x02, &[0]),
+        &seq(&[&oid("1.2.840.113549.1.9.16.3.8")]),
+        &seq(&[&oid("1.2.840.113549.1.7.1"), &tlv(0xA0, &tlv(0x04, &zlib))]),
+    ]);
+    let info = seq(&[
+        &oid("1.2.840.113549.1.9.16.1.9"),
+        &tlv(0xA0, &compressed_data),
+    ]);
+    let mut mail = b"From: <mallory@x.example>\r\nTo: <bob@pgp.example>\r\n\
+Message-ID: <z@x.example>\r\nDate: Sun, 06 Dec 2026 09:00:00 +0000\r\nMIME-Version: 1.0\r\n\
+Content-Type: application/pkcs7-mime; smime-type=compressed-data; name=smime.p7z\r\n\
+Content-Transfer-Encoding: base64\r\n\r\n"
+        .to_vec();
+    mail.extend(common::base64_lines(&info));
+    mail.extend_from_slice(b"\r\n");
+    let file = dir.path().join("compressed.eml");
+    std::fs::write(&file, &mail).unwrap();
+    let (peak, seconds, code, stderr) = measure("open", &file);
+    let bound = MEMORY_MULTIPLE * mail.len() as u64 + BASE_BYTES;
+    println!(
+        "{} bytes: peak {peak}, {seconds:.2} s CPU: {stderr}",
+        mail.len()
+    );
+    assert!(peak <= bound, "peak {peak} for {} bytes", mail.len());
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.contains("not an S/MIME signed message"), "{stderr}");
+}
