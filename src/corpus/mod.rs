@@ -18,7 +18,7 @@
 //! reader that trusts its crypto layer meets them.
 //!
 //! [`run`] feeds each case to an [`Adapter`] (this crate in-process, or any command
-//! that speaks the adapter protocol of the README) and reports per rule, with JUnit
+//! that speaks the adapter protocol of docs/corpus.md) and reports per rule, with JUnit
 //! XML for CI.
 //!
 //! The same seed gives the same bytes, every file of every case: [`generate`] runs

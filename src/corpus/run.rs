@@ -1,7 +1,7 @@
 //! Running an implementation over the corpus: the adapter protocol, the built-in
 //! adapter for this crate, and the report (a table by rule, JUnit XML).
 //!
-//! The protocol (README, "Conformance corpus"): the adapter command is run with the
+//! The protocol (docs/corpus.md, "Adapter protocol"): the adapter command is run with the
 //! case directory as its last argument and prints one JSON object on stdout:
 //! `{"verdict": "accept" | "refuse" | "duplicate" | "held" | "skip", "layer": "full" |
 //! "crypto", "code": "...", "exit": N, "reason": "..."}`. A `full` adapter is judged

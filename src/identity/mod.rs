@@ -3,7 +3,7 @@
 //!
 //! The profiles parse messages and verify signatures; they do not decide identity.
 //! Each decision below lives in one file of this module, and every rule has a test in
-//! which the attacker controls everything except the victim's store (SECURITY.md names
+//! which the attacker controls everything except the victim's store (docs/security.md names
 //! the attack classes and the tests).
 //!
 //! # The rules

@@ -184,7 +184,7 @@ pub enum MlsError {
     },
     /// A Commit or proposal sent as a PublicMessage to a group of ours: handshake
     /// messages are taken only encrypted, since the mail path reads a PublicMessage's
-    /// membership changes in the clear (README, "The MLS mail profile").
+    /// membership changes in the clear (docs/mls.md, "The MLS mail profile").
     #[error("a {content} of MLS group {group} sent as a PublicMessage: mailseal groups take handshake messages only encrypted (PrivateMessage); the sender must encrypt its control messages (mls-rs: EncryptionOptions with encrypt_control_messages; openmls: PURE_CIPHERTEXT_WIRE_FORMAT_POLICY)")]
     PlaintextHandshake {
         /// The group id (base64url).

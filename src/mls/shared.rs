@@ -30,7 +30,7 @@
 //! All MLS operations of all processes on the database run one at a time (the head
 //! lock): an MLS group is a sequence of epochs and generations that two members
 //! cannot advance at once anyway. The replica holds the same secrets as the local
-//! state file; PostgreSQL holds them as the local file does (see SECURITY.md). The
+//! state file; PostgreSQL holds them as the local file does (see docs/security.md). The
 //! changesets and snapshots this module builds are zeroized when dropped; the
 //! `postgres` crate's row buffers and SQLite's pages are not ours to wipe.
 

@@ -11,7 +11,7 @@
 //! the 64 MiB limit and the copies made growing to it).
 //!
 //! Why those figures: a message's peak memory is held to 12 times its size plus
-//! 48 MiB (SECURITY.md). The content is held once ([`read_bounded`] grows its buffer
+//! 48 MiB (docs/security.md). The content is held once ([`read_bounded`] grows its buffer
 //! so that the buffer and its copy never hold more than the budget), and the canonical
 //! form of a `multipart/signed` entity inside is read through for its signature, not
 //! copied, until the signature verified; with the mail's own copies (the file, the

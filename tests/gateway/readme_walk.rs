@@ -1,22 +1,22 @@
-//! The README's gateway walk, run as written: every `mailseal` step of its "gateway
+//! The guide's gateway walk (docs/gateway.md), run as written: every `mailseal` step of its "gateway
 //! behind Postfix" block (an agent's identity made from nothing, its Agent Card, a
 //! partner's card imported, the configuration checked) runs here in order, with the
 //! shipped `dist/gateway.toml`, paths moved into a temporary directory and `sudo -u
 //! mailseal` dropped. The Postfix steps of the same block run in `postfix.rs` with the
-//! same `dist/postfix` files. A step the README changes in a way the CLI does not take
+//! same `dist/postfix` files. A step the guide changes in a way the CLI does not take
 //! fails here.
 
 use std::path::Path;
 
 use crate::common;
 
-/// The shell block under the README's "The gateway behind Postfix".
+/// The shell block under docs/gateway.md's "The gateway behind Postfix".
 fn walk() -> String {
-    let readme = include_str!("../../README.md");
-    let section = readme
-        .split("### The gateway behind Postfix")
+    let page = include_str!("../../docs/gateway.md");
+    let section = page
+        .split("## The gateway behind Postfix")
         .nth(1)
-        .expect("the README has the gateway walk");
+        .expect("docs/gateway.md has the gateway walk");
     let block = section.split("```sh\n").nth(1).expect("its shell block");
     block.split("```").next().unwrap().to_string()
 }
@@ -100,7 +100,7 @@ fn the_readme_gateway_walk_runs_from_nothing() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
-    // Each step in the README's order, in the walk's working directory.
+    // Each step in the guide's order, in the walk's working directory.
     let mut last = None;
     for step in &steps {
         let args: Vec<&str> = step.iter().map(String::as_str).collect();
@@ -112,7 +112,7 @@ fn the_readme_gateway_walk_runs_from_nothing() {
             .unwrap();
         assert!(
             o.status.success(),
-            "README step `mailseal {}` failed: {}",
+            "guide step `mailseal {}` failed: {}",
             step.join(" "),
             String::from_utf8_lossy(&o.stderr)
         );

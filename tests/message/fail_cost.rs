@@ -14,7 +14,7 @@ use std::process::Command;
 use crate::common;
 
 /// Peak memory of one `mailseal` run may be this many times its input, plus
-/// [`BASE_BYTES`] (SECURITY.md states it).
+/// [`BASE_BYTES`] (docs/security.md states it).
 pub(crate) const MEMORY_MULTIPLE: u64 = 12;
 /// What the process holds whatever its input (code, the schema, the store).
 pub(crate) const BASE_BYTES: u64 = 48 << 20;

@@ -4,7 +4,7 @@
 //! extensions, capped at 64; the attributes of a name, which match nothing past 64; its
 //! subjectAltName addresses) and so are the SignerInfos, at most 8: the CPU time of
 //! `mailseal open` on four times the repetitions is under eight times the time, and its
-//! peak memory within the bound SECURITY.md states (`fail_cost.rs`'s measure).
+//! peak memory within the bound docs/security.md states (`fail_cost.rs`'s measure).
 //!
 //! The certificates are written here field by field (no tool writes 40,000
 //! extensions or a relative distinguished name of thousands of attributes) and signed

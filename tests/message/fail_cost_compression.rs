@@ -3,7 +3,7 @@
 //! inflate to is tied to what it weighs (`Limits::inflation_budget`: four times the
 //! OpenPGP message, at least 8 MiB, at most the 64 MiB decoded limit), so a bomb is
 //! refused at its budget and the peak memory of `mailseal open` stays within the
-//! multiple of the message SECURITY.md states, as for every other input
+//! multiple of the message docs/security.md states, as for every other input
 //! (`fail_cost.rs`: GNU time's peak, CPU time at N and 4N).
 //!
 //! The bombs are deflate streams written here bit by bit (one block of fixed Huffman

@@ -15,6 +15,7 @@ mod cases;
 mod compose_roundtrip;
 mod differential_mail_parser;
 mod dkim;
+mod docs_blocks;
 mod edge_cloud;
 mod fail_card_openpgp_time;
 mod fail_card_signer;

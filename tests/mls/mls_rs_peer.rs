@@ -4,7 +4,7 @@
 //! base64), not with mailseal's writer, and mailseal is used there only as the
 //! authentication service both sides share and to compose the A2A inner entity.
 //!
-//! The mls-rs settings a member of a mailseal group needs (README, "The MLS mail
+//! The mls-rs settings a member of a mailseal group needs (docs/mls.md, "The MLS mail
 //! profile"), each set in [`rs_client`] and each refused with a named cause when
 //! missing ([`fail_mls_rs_defaults_are_refused_with_the_setting_named`]):
 //! - `EncryptionOptions::new(true, ..)`: Commits and proposals as PrivateMessage;
