@@ -13,7 +13,7 @@
 //! the data type `message_secrets`, provider version 1) is updated in place, or
 //! inserted when it is not there yet, on statements from rusqlite's cache: the
 //! write's instructions fall to a third, and a message's seal or open takes 15 to 20
-//! µs less (BENCHMARKS.md, "openmls' per-message write in place"). Everything else is
+//! µs less (BENCHMARKS.md, MLS, "Where an open's time goes"). Everything else is
 //! delegated: those calls come once per Commit, join or group load.
 //!
 //! Why not a provider of our own throughout: 53 methods of the same SQL, each a new

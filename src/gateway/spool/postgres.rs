@@ -67,8 +67,8 @@ const SPOOL_STATEMENT_TIMEOUT_MS: u32 = 30_000;
 /// Connections a gateway's spool holds, for the workers' puts (twice the cores by
 /// default), the deliverer's claims and the deliveries' dones side by side. Each is a
 /// server process. On two cores one gateway with eight accepted and delivered about
-/// a quarter more than with four (BENCHMARKS.md, the gateway under load with a
-/// PostgreSQL spool).
+/// a quarter more than with four (BENCHMARKS.md, the gateway under load, "PostgreSQL
+/// spool").
 const SPOOL_CONNECTIONS: usize = 8;
 
 /// A TEXT parameter.
