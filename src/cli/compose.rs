@@ -56,7 +56,10 @@ pub(super) struct ComposeArgs {
     /// Attach a file as `CID=PATH[;MEDIA/TYPE]`, referenced from the payload as `cid:CID`.
     #[arg(long, value_name = "CID=PATH")]
     attach: Vec<String>,
-    /// The envelope JSON (default: stdin).
+    /// The envelope JSON; `-` or none: standard input.
+    #[arg(value_name = "ENVELOPE.json", conflicts_with_all = ["input", "payment_required", "payment_payload"])]
+    file: Option<PathBuf>,
+    /// The same as ENVELOPE.json.
     #[arg(long = "in", value_name = "ENVELOPE.json")]
     input: Option<PathBuf>,
     /// Output file (default: stdout).
@@ -133,7 +136,7 @@ pub(super) fn compose(a: ComposeArgs) -> CliResult {
     let mut msg = match compose_payment_step(&a)? {
         Some(m) => m,
         None => {
-            let json = read_input(a.input.as_deref())?;
+            let json = read_input(a.input.as_deref().or(a.file.as_deref()))?;
             let mut envelope =
                 Envelope::from_json(&json).map_err(|e| Failure::from("envelope", e))?;
             if let Some(f) = &a.settlement {

@@ -489,19 +489,6 @@ fn write_csr(
     write_output(Some(path), pem.as_bytes())
 }
 
-/// Whether `dir` names a store that exists: a URL or token (always asked), a
-/// `sqlite:` file, a store directory of either layout.
-fn store_exists(dir: &std::path::Path) -> bool {
-    let text = dir.to_string_lossy();
-    if text.contains("://") || text.starts_with("pkcs11:") {
-        return true;
-    }
-    if let Some(path) = text.strip_prefix("sqlite:") {
-        return std::path::Path::new(path).exists();
-    }
-    dir.join(crate::sqlite::FILE_NAME).exists() || super::store::legacy_layout(dir)
-}
-
 pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
     if let KeyCommand::Generate(a) = &cmd {
         if a.kind == "mls" {
@@ -511,17 +498,12 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             return mls::generate(home, &dir, email);
         }
     }
-    if let KeyCommand::List { json } = &cmd {
-        if !store_exists(&dir) {
-            // Nothing to list, and nothing created by looking.
-            eprintln!(
-                "mailseal: no keys: {} holds no store yet (add keys with `mailseal key generate` or `mailseal key import`)",
-                dir.display()
-            );
-            return write_output(None, if *json { b"[]\n" } else { b"" });
-        }
-    }
-    let keys = Keys::open(&dir)?;
+    // Only the commands that write keys make a store; the others refuse a path that
+    // holds none, so a mistyped --store is named, not created.
+    let keys = match &cmd {
+        KeyCommand::Import { .. } | KeyCommand::Generate(_) => Keys::open_or_create(&dir)?,
+        _ => Keys::open(&dir)?,
+    };
     let store = keys.store();
     match cmd {
         KeyCommand::Import {

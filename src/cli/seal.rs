@@ -53,6 +53,8 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         .profile
         .parse()
         .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    // The store first: a path that holds none is named before the input is judged.
+    let keys = Keys::open(&dir)?;
     let raw = read_input(a.input.as_deref().or(a.file.as_deref()))?;
     // An AEP message (X-AEP-Type, no MailA2A part) is mapped first: AEP leaves
     // end-to-end protection to the payload layer, this provides it.
@@ -84,7 +86,6 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
             "--group is for --profile mls",
         ));
     }
-    let keys = Keys::open(&dir)?;
     let home = Home::new(&dir, Some(state));
     let mut builder = crate::Sender::builder(keys.store())
         .peers(home.load_policies()?)

@@ -6,6 +6,7 @@
 //! contents), which a certificate and its private key share.
 
 mod directory;
+mod existing;
 mod material;
 pub(crate) use material::unsupported_crl_form;
 mod memory;
@@ -19,6 +20,7 @@ pub(crate) mod user_ids;
 
 pub use crate::hex::hex;
 pub use directory::DirectoryStore;
+pub use existing::{existing_layout, StoreLayout};
 pub(crate) use material::key_public;
 pub(crate) use material::CertificateList;
 pub use material::{emails_of, fingerprint, KeyAlgorithm};
@@ -131,6 +133,15 @@ pub enum KeyStoreError {
         /// Its mode bits.
         mode: u32,
     },
+    /// A path given as an existing key store holds none (missing, a regular file, a
+    /// directory of neither layout): nothing was created there.
+    #[error("no key store at {path}: {reason}")]
+    NotAStore {
+        /// The path as given.
+        path: String,
+        /// What is there instead.
+        reason: String,
+    },
 }
 
 impl Classify for KeyStoreError {
@@ -140,7 +151,10 @@ impl Classify for KeyStoreError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Unrecognised { .. } | Self::Malformed { .. } => ErrorKind::Malformed,
-            Self::PassphraseRequired { .. } | Self::WrongPassphrase | Self::Locked => {
+            Self::PassphraseRequired { .. }
+            | Self::WrongPassphrase
+            | Self::Locked
+            | Self::NotAStore { .. } => {
                 ErrorKind::InvalidArgument
             }
             Self::UnsupportedCrl { .. } | Self::Refused { .. } => ErrorKind::Policy,
@@ -660,6 +674,7 @@ crate::error::verdict_codes!(KeyStoreError, "keystore", {
     Self::TokenUnsupported(_) => "token-unsupported",
     Self::Unsupported(_) => "unsupported",
     Self::Permissions { .. } => "permissions",
+    Self::NotAStore { .. } => "not-a-store",
     Self::UnsupportedCrl { .. } => "unsupported-crl",
     Self::Refused { .. } => "refused",
 });
