@@ -610,18 +610,44 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             if entries.is_empty() {
                 eprintln!("mailseal: no keys in {}", dir.display());
             }
+            // Which private keys are on a token (asked without opening one).
+            let mut tokens = Vec::with_capacity(entries.len());
+            for e in &entries {
+                tokens.push(if e.has_private_key {
+                    store
+                        .token_key_uri(&e.fingerprint)
+                        .map_err(|e| Failure::from("key list", e))?
+                } else {
+                    None
+                });
+            }
             let mut out = String::new();
             if json {
-                out = serde_json::to_string_pretty(&entries).unwrap_or_default();
+                let listed: Vec<serde_json::Value> = entries
+                    .iter()
+                    .zip(&tokens)
+                    .map(|(e, token)| {
+                        let mut v = serde_json::to_value(e).unwrap_or_default();
+                        if let (Some(obj), Some(uri)) = (v.as_object_mut(), token) {
+                            obj.insert("token".into(), uri.clone().into());
+                        }
+                        v
+                    })
+                    .collect();
+                out = serde_json::to_string_pretty(&listed).unwrap_or_default();
                 out.push('\n');
             } else {
-                for e in entries {
+                for (e, token) in entries.into_iter().zip(&tokens) {
                     out.push_str(&format!(
                         "{} {} {}{} {}\n",
                         e.fingerprint,
                         e.kind,
                         e.algorithm,
-                        if e.has_private_key { "+secret" } else { "" },
+                        match (e.has_private_key, token) {
+                            (true, Some(_)) => "+token",
+                            (true, None) => "+secret",
+                            _ => "",
+                        },
                         if e.emails.is_empty() {
                             "-".into()
                         } else {
@@ -637,6 +663,8 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             out,
             public: _,
         } => {
+            let fingerprint = crate::keystore::resolve_fingerprint(store, &fingerprint)
+                .map_err(|e| Failure::from("key export", e))?;
             let cert = keys
                 .export_certificate(&fingerprint)
                 .map_err(|e| Failure::from("key export", e))?;
@@ -649,6 +677,12 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             }
         }
         KeyCommand::Delete { fingerprints } => {
+            // Every prefix resolved before anything is deleted.
+            let fingerprints = fingerprints
+                .iter()
+                .map(|f| crate::keystore::resolve_fingerprint(store, f))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Failure::from("key delete", e))?;
             for f in &fingerprints {
                 if !keys.delete(f).map_err(|e| Failure::from("key delete", e))? {
                     return Err(Failure::new(

@@ -31,6 +31,10 @@ pub(super) struct SignRequestArgs {
     /// Repeat every Mail-A2A-* hint on the outer message.
     #[arg(long)]
     outer_hints: bool,
+    /// S/MIME: the From address's certificate to sign with (fingerprint or unique
+    /// prefix; default: the newest usable one).
+    #[arg(long, value_name = "FINGERPRINT")]
+    signer: Option<String>,
     /// Also write the request as QR codes in this PNG.
     #[arg(long, value_name = "PNG")]
     qr: Option<PathBuf>,
@@ -182,6 +186,7 @@ pub(super) fn sign_request(dir: PathBuf, state: &str, a: SignRequestArgs) -> Cli
     opts.rsa_pss = a.rsa_pss;
     opts.outer_hints = a.outer_hints;
     opts.signing_time = parse_at(a.at.as_deref())?;
+    opts.signer = super::seal::signer(&keys, profile, a.signer.as_deref())?;
     let request = sender
         .signing_request(&plain, &opts)
         .map_err(|e| Failure::from("sign-request", e))?;

@@ -49,12 +49,14 @@ pub fn existing_layout(dir: &Path) -> Result<StoreLayout, KeyStoreError> {
     if !meta.is_dir() {
         return Err(not_a_store(dir, "not a directory"));
     }
+    // The file layout first: its directory holds a `mailseal.db` too, for the
+    // replay state, which is not its keys.
+    if LEGACY_DIRS.iter().any(|sub| dir.join(sub).is_dir()) {
+        return Ok(StoreLayout::Files);
+    }
     let db = dir.join(crate::sqlite::FILE_NAME);
     if db.is_file() {
         return Ok(StoreLayout::Database(db));
-    }
-    if LEGACY_DIRS.iter().any(|sub| dir.join(sub).is_dir()) {
-        return Ok(StoreLayout::Files);
     }
     Err(not_a_store(
         dir,

@@ -7,6 +7,7 @@
 
 mod directory;
 mod existing;
+mod lookup;
 mod material;
 pub(crate) use material::unsupported_crl_form;
 mod memory;
@@ -21,6 +22,7 @@ pub(crate) mod user_ids;
 pub use crate::hex::hex;
 pub use directory::DirectoryStore;
 pub use existing::{existing_layout, StoreLayout};
+pub use lookup::{resolve_fingerprint, MIN_PREFIX_DIGITS};
 pub(crate) use material::key_public;
 pub(crate) use material::CertificateList;
 pub use material::{emails_of, fingerprint, KeyAlgorithm};
@@ -142,6 +144,21 @@ pub enum KeyStoreError {
         /// What is there instead.
         reason: String,
     },
+    /// No entry's fingerprint starts with what was typed (or it is too short, or not
+    /// hex).
+    #[error("no key {fingerprint} in the store (give a fingerprint `key list` shows, or at least 4 of its first hex digits)")]
+    NoSuchKey {
+        /// What was typed, quoted.
+        fingerprint: String,
+    },
+    /// A fingerprint prefix names more than one entry.
+    #[error("{prefix} names {} keys: {}; give more of the fingerprint", .candidates.len(), .candidates.join(", "))]
+    AmbiguousFingerprint {
+        /// The prefix.
+        prefix: String,
+        /// Every fingerprint it begins.
+        candidates: Vec<String>,
+    },
 }
 
 impl Classify for KeyStoreError {
@@ -154,14 +171,14 @@ impl Classify for KeyStoreError {
             Self::PassphraseRequired { .. }
             | Self::WrongPassphrase
             | Self::Locked
-            | Self::NotAStore { .. } => {
-                ErrorKind::InvalidArgument
-            }
+            | Self::NotAStore { .. }
+            | Self::AmbiguousFingerprint { .. } => ErrorKind::InvalidArgument,
             Self::UnsupportedCrl { .. } | Self::Refused { .. } => ErrorKind::Policy,
             Self::UnsupportedAlgorithm { .. }
             | Self::Token(_)
             | Self::TokenUnsupported(_)
-            | Self::Unsupported(_) => ErrorKind::NoUsableKey,
+            | Self::Unsupported(_)
+            | Self::NoSuchKey { .. } => ErrorKind::NoUsableKey,
             _ => ErrorKind::Other,
         }
     }
@@ -500,6 +517,9 @@ macro_rules! delegate_key_store {
             fn put_jwk_identity(&self, record: &StoredJwk) -> Result<(), KeyStoreError> {
                 (**self).put_jwk_identity(record)
             }
+            fn token_key_uri(&self, fingerprint: &str) -> Result<Option<String>, KeyStoreError> {
+                (**self).token_key_uri(fingerprint)
+            }
         }
     )*};
 }
@@ -565,6 +585,13 @@ pub trait KeyStore {
     /// are the record's: a new binding replaces the old, it does not widen it).
     fn put_jwk_identity(&self, _record: &StoredJwk) -> Result<(), KeyStoreError> {
         Err(KeyStoreError::Unsupported("JSON Web Keys"))
+    }
+    /// Where the private key of `fingerprint` is when it is on a PKCS#11 token: the
+    /// token's URI, without its PIN; `None` for a key held in the store (or none).
+    /// Answering opens no token and loads no module, so a listing, or the choice
+    /// between an address's keys, works where the token's module may not be loaded.
+    fn token_key_uri(&self, _fingerprint: &str) -> Result<Option<String>, KeyStoreError> {
+        Ok(None)
     }
 }
 
@@ -675,6 +702,8 @@ crate::error::verdict_codes!(KeyStoreError, "keystore", {
     Self::Unsupported(_) => "unsupported",
     Self::Permissions { .. } => "permissions",
     Self::NotAStore { .. } => "not-a-store",
+    Self::NoSuchKey { .. } => "no-such-key",
+    Self::AmbiguousFingerprint { .. } => "ambiguous-fingerprint",
     Self::UnsupportedCrl { .. } => "unsupported-crl",
     Self::Refused { .. } => "refused",
 });

@@ -131,7 +131,11 @@ fn opened(dir: &Path, out: &Output) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let opened = ok(dir, &["open", "--store", "store", "--stateless"], &out.stdout);
+    let opened = ok(
+        dir,
+        &["open", "--store", "store", "--stateless"],
+        &out.stdout,
+    );
     String::from_utf8_lossy(&opened.stdout).into_owned()
 }
 
@@ -357,11 +361,7 @@ fn every_command_reads_a_file_dash_stdin_and_in_alike() {
             };
             match &first {
                 None => first = Some((form, result)),
-                Some((f, r)) => assert_eq!(
-                    r, &result,
-                    "{}: {f:?} and {form:?} differ",
-                    case.name
-                ),
+                Some((f, r)) => assert_eq!(r, &result, "{}: {f:?} and {form:?} differ", case.name),
             }
         }
         // Not there: an I/O failure, said with the name, whatever the command.
@@ -390,7 +390,11 @@ fn every_command_reads_a_file_dash_stdin_and_in_alike() {
                 "{} {form:?} of a missing file: {stderr}",
                 case.name
             );
-            assert!(stderr.contains("no-such-file.eml"), "{}: {stderr}", case.name);
+            assert!(
+                stderr.contains("no-such-file.eml"),
+                "{}: {stderr}",
+                case.name
+            );
         }
     }
 }
