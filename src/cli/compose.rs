@@ -197,16 +197,31 @@ pub(super) fn compose(a: ComposeArgs) -> CliResult {
         });
     }
     let violations = msg.check(&Default::default());
-    if let Some(first) = violations.first() {
-        let more = if violations.len() > 1 {
-            format!(" (+{} more)", violations.len() - 1)
-        } else {
-            String::new()
-        };
-        return Err(Failure::new(
-            ExitCode::Malformed,
-            format!("refusing to compose: {first}{more}"),
-        ));
+    match violations.as_slice() {
+        [] => {}
+        [only] => {
+            return Err(Failure::new(
+                ExitCode::Malformed,
+                format!("refusing to compose: {only}"),
+            ))
+        }
+        all => {
+            // Every one, a line each (escaped: a violation may quote the envelope), so
+            // one run shows all there is to fix.
+            for v in all {
+                eprintln!(
+                    "mailseal: violation: {}",
+                    crate::error::shown(&v.to_string(), super::ERROR_LINE_CHARS)
+                );
+            }
+            return Err(Failure::new(
+                ExitCode::Malformed,
+                format!(
+                    "refusing to compose: {} violations, listed above",
+                    all.len()
+                ),
+            ));
+        }
     }
     let bytes = msg.to_rfc5322().map_err(|e| Failure::from("compose", e))?;
     write_output(a.out.as_deref(), &bytes)

@@ -173,7 +173,13 @@ pub fn main() -> ProcessExit {
     if args.next().is_some_and(|a| a == "sop") {
         return sop::main(args.collect());
     }
-    let cli = match Cli::try_parse() {
+    // The exit statuses in the top-level help come from the table the process uses.
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command()
+        .after_help(ExitCode::help_table())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();

@@ -73,9 +73,7 @@ pub(crate) fn require_existing(location: &Path) -> Result<(), Failure> {
     if text.contains("://") || text.starts_with("pkcs11:") || text.starts_with("sqlite:") {
         return Ok(());
     }
-    existing_layout(location)
-        .map(|_| ())
-        .map_err(|e| no_store(e))
+    existing_layout(location).map(|_| ()).map_err(no_store)
 }
 
 /// An open key store of either kind.
@@ -123,9 +121,7 @@ impl Keys {
             } else {
                 SqliteStore::open_existing(Path::new(path), passphrase)
             };
-            return opened
-                .map(|s| Keys::Sqlite(Box::new(s)))
-                .map_err(|e| no_store(e));
+            return opened.map(|s| Keys::Sqlite(Box::new(s))).map_err(no_store);
         }
         // A directory written by an earlier mailseal keeps its file layout; any other
         // directory holds one SQLite database, the embedded default.

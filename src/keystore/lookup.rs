@@ -49,7 +49,7 @@ mod tests {
     fn fail_short_ambiguous_and_unknown_prefixes_are_refused() {
         let store = MemoryStore::default();
         for email in ["a@x.example", "b@x.example"] {
-            let tsk = crate::openpgp::generate(email, None, Default::default()).unwrap();
+            let tsk = crate::keystore::openpgp::generate(email, None, Default::default()).unwrap();
             store.import(&tsk, "generated", false).unwrap();
         }
         let all: Vec<String> = store

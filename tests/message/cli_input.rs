@@ -398,3 +398,57 @@ fn every_command_reads_a_file_dash_stdin_and_in_alike() {
         }
     }
 }
+
+/// `compose` refusing an envelope lists every violation, not the first and a count.
+#[test]
+fn fail_compose_lists_every_violation() {
+    let envelope = common::with(
+        common::request(),
+        serde_json::json!({"correlationId": null, "idempotencyKey": null, "sequence": -1}),
+    );
+    let out = common::run(
+        &["compose", "--from", "a@x.example", "--to", "b@y.example"],
+        envelope.to_string().as_bytes(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let listed = stderr
+        .lines()
+        .filter(|l| l.starts_with("mailseal: violation: "))
+        .count();
+    assert!(listed >= 3, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{listed} violations, listed above")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("more)"), "{stderr}");
+}
+
+/// `mailseal --help` lists every exit status with its meaning.
+#[test]
+fn help_lists_the_exit_statuses() {
+    let out = common::run(&["--help"], b"");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let table = help
+        .split("Exit status:")
+        .nth(1)
+        .expect("an exit status table");
+    for (code, word) in [
+        (0, "success"),
+        (1, "anything else"),
+        (2, "command line is wrong"),
+        (3, "malformed"),
+        (4, "authentication"),
+        (5, "no usable key"),
+        (6, "refused by policy"),
+    ] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code} ")) && l.contains(word)),
+            "{code} {word}: {table}"
+        );
+    }
+}
