@@ -51,6 +51,11 @@ pub struct SealOptions {
     /// one recipient without a key must not keep the message from the others. Each
     /// address must be one the message names; MLS encrypts to its group and refuses it.
     pub encrypt_to: Option<Vec<String>>,
+    /// The signing key: the key store fingerprint (lower-case hex) of one of the From
+    /// address's keys. `None`: the newest usable one, unless the address has usable
+    /// keys both on a PKCS#11 token and in the store, which is refused
+    /// ([`SealError::AmbiguousSigner`]) rather than settled by dates.
+    pub signer: Option<String>,
 }
 
 impl SealOptions {
@@ -66,6 +71,7 @@ impl SealOptions {
             signing_time: None,
             preferred_keys: Vec::new(),
             encrypt_to: None,
+            signer: None,
         }
     }
 }
@@ -379,6 +385,23 @@ pub enum SealError {
         /// The From address.
         address: String,
     },
+    /// The From address has usable signing keys both on a token and in the store, and
+    /// no [`SealOptions::signer`] chose one.
+    #[error("{address} has signing keys on a token and in the store: {}; choose one (--signer FINGERPRINT)", .candidates.join(", "))]
+    AmbiguousSigner {
+        /// The From address.
+        address: String,
+        /// Each key: its fingerprint and where it is (`on a token` or `in the store`).
+        candidates: Vec<String>,
+    },
+    /// [`SealOptions::signer`] names no usable signing key of the From address.
+    #[error("no usable signing key {signer} for {address}")]
+    NoSuchSigner {
+        /// The From address.
+        address: String,
+        /// The fingerprint asked for.
+        signer: String,
+    },
     /// No certificate for a recipient.
     #[error("no certificate for recipient {address}")]
     NoRecipientKey {
@@ -463,7 +486,9 @@ impl Classify for SealError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Invalid(_) => ErrorKind::Malformed,
+            Self::AmbiguousSigner { .. } => ErrorKind::InvalidArgument,
             Self::NoSigningKey { .. }
+            | Self::NoSuchSigner { .. }
             | Self::NoRecipientKey { .. }
             | Self::RecipientKeyRefused { .. } => ErrorKind::NoUsableKey,
             Self::ProfileUnavailable(_)

@@ -13,8 +13,8 @@ pub(super) enum AepCommand {
     /// MailA2A message (.eml), ready to seal (`seal` also takes AEP mail directly).
     ToMaila2a {
         /// The AEP mail (default: stdin).
-        #[arg(long = "in")]
-        input: Option<PathBuf>,
+        #[command(flatten)]
+        input: super::input::Input,
         /// Output file (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -23,8 +23,8 @@ pub(super) enum AepCommand {
     /// writes) as the AEP mail it came from.
     FromMaila2a {
         /// The MailA2A message (default: stdin).
-        #[arg(long = "in")]
-        input: Option<PathBuf>,
+        #[command(flatten)]
+        input: super::input::Input,
         /// Output file (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -35,7 +35,7 @@ pub(super) fn aep(cmd: AepCommand) -> CliResult {
     use crate::ext::aep::AepMessage;
     match cmd {
         AepCommand::ToMaila2a { input, out } => {
-            let raw = read_input(input.as_deref())?;
+            let raw = read_input(input.path())?;
             let m = AepMessage::parse(&raw, &Limits::default())
                 .and_then(|a| a.to_maila2a())
                 .map_err(|e| Failure::from("aep", e))?;
@@ -43,7 +43,7 @@ pub(super) fn aep(cmd: AepCommand) -> CliResult {
             write_output(out.as_deref(), &bytes)
         }
         AepCommand::FromMaila2a { input, out } => {
-            let raw = read_input(input.as_deref())?;
+            let raw = read_input(input.path())?;
             let m = MailA2aMessage::parse(&raw, &Limits::default())
                 .map_err(|e| Failure::from("aep", e))?;
             let bytes = AepMessage::from_maila2a(&m)

@@ -161,7 +161,8 @@ pub(super) fn card(home: &Home, store: &Path, a: CardArgs) -> CliResult {
 
 /// `card fetch URL`.
 fn fetch(home: &Home, store: &Path, f: FetchArgs) -> CliResult {
-    let keys = Keys::open(store)?;
+    // Importing a peer's card writes its keys: this may make the store.
+    let keys = Keys::open_or_create(store)?;
     let mut opts = crate::https::FetchOptions {
         allow_private: f.allow_private,
         timeout: std::time::Duration::from_secs(f.timeout.max(1)),

@@ -56,7 +56,10 @@ pub(super) struct ComposeArgs {
     /// Attach a file as `CID=PATH[;MEDIA/TYPE]`, referenced from the payload as `cid:CID`.
     #[arg(long, value_name = "CID=PATH")]
     attach: Vec<String>,
-    /// The envelope JSON (default: stdin).
+    /// The envelope JSON; `-` or none: standard input.
+    #[arg(value_name = "ENVELOPE.json", conflicts_with_all = ["input", "payment_required", "payment_payload"])]
+    file: Option<PathBuf>,
+    /// The same as ENVELOPE.json.
     #[arg(long = "in", value_name = "ENVELOPE.json")]
     input: Option<PathBuf>,
     /// Output file (default: stdout).
@@ -133,7 +136,7 @@ pub(super) fn compose(a: ComposeArgs) -> CliResult {
     let mut msg = match compose_payment_step(&a)? {
         Some(m) => m,
         None => {
-            let json = read_input(a.input.as_deref())?;
+            let json = read_input(a.input.as_deref().or(a.file.as_deref()))?;
             let mut envelope =
                 Envelope::from_json(&json).map_err(|e| Failure::from("envelope", e))?;
             if let Some(f) = &a.settlement {
@@ -194,16 +197,31 @@ pub(super) fn compose(a: ComposeArgs) -> CliResult {
         });
     }
     let violations = msg.check(&Default::default());
-    if let Some(first) = violations.first() {
-        let more = if violations.len() > 1 {
-            format!(" (+{} more)", violations.len() - 1)
-        } else {
-            String::new()
-        };
-        return Err(Failure::new(
-            ExitCode::Malformed,
-            format!("refusing to compose: {first}{more}"),
-        ));
+    match violations.as_slice() {
+        [] => {}
+        [only] => {
+            return Err(Failure::new(
+                ExitCode::Malformed,
+                format!("refusing to compose: {only}"),
+            ))
+        }
+        all => {
+            // Every one, a line each (escaped: a violation may quote the envelope), so
+            // one run shows all there is to fix.
+            for v in all {
+                eprintln!(
+                    "mailseal: violation: {}",
+                    crate::error::shown(&v.to_string(), super::ERROR_LINE_CHARS)
+                );
+            }
+            return Err(Failure::new(
+                ExitCode::Malformed,
+                format!(
+                    "refusing to compose: {} violations, listed above",
+                    all.len()
+                ),
+            ));
+        }
     }
     let bytes = msg.to_rfc5322().map_err(|e| Failure::from("compose", e))?;
     write_output(a.out.as_deref(), &bytes)

@@ -20,9 +20,9 @@ pub(super) enum DkimCommand {
         /// The selector (s=).
         #[arg(long)]
         selector: String,
-        /// The message (default: stdin).
-        #[arg(long = "in")]
-        input: Option<PathBuf>,
+        /// The message.
+        #[command(flatten)]
+        input: super::input::Input,
         /// Output file (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -33,9 +33,9 @@ pub(super) enum DkimCommand {
         /// `{"SELECTOR._domainkey.DOMAIN": "v=DKIM1; k=...; p=..."}`.
         #[arg(long, value_name = "FILE")]
         keys: PathBuf,
-        /// The message (default: stdin).
-        #[arg(long = "in")]
-        input: Option<PathBuf>,
+        /// The message.
+        #[command(flatten)]
+        input: super::input::Input,
     },
 }
 
@@ -52,14 +52,14 @@ pub(super) fn dkim(cmd: DkimCommand) -> CliResult {
             let key_bytes = zeroize::Zeroizing::new(read_input(Some(&key))?);
             let k = dkim::DkimSigningKey::from_pkcs8(&key_bytes, &domain, &selector)
                 .map_err(|e| Failure::from("dkim sign", e))?;
-            let raw = read_input(input.as_deref())?;
+            let raw = read_input(input.path())?;
             let signed = dkim::sign(&raw, &k).map_err(|e| Failure::from("dkim sign", e))?;
             write_output(out.as_deref(), &signed)
         }
         DkimCommand::Verify { keys, input } => {
             let map = dkim::KeyMap::from_json(&read_input(Some(&keys))?)
                 .map_err(|e| Failure::from("dkim verify", e))?;
-            let raw = read_input(input.as_deref())?;
+            let raw = read_input(input.path())?;
             let signals = dkim::verify(&raw, &map);
             let mut out = String::new();
             for s in &signals {

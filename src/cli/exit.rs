@@ -34,6 +34,37 @@ impl ExitCode {
         }
     }
 
+    /// Every status, in order.
+    pub(crate) const ALL: [ExitCode; 6] = [
+        Self::Other,
+        Self::Usage,
+        Self::Malformed,
+        Self::AuthenticationFailed,
+        Self::NoUsableKey,
+        Self::RefusedByPolicy,
+    ];
+
+    /// What the status means, as `mailseal --help` lists it.
+    pub(crate) fn meaning(self) -> &'static str {
+        match self {
+            Self::Other => "anything else (I/O, internal)",
+            Self::Usage => "the command line is wrong (or names no key store)",
+            Self::Malformed => "the input is malformed",
+            Self::AuthenticationFailed => "authentication (signature, integrity) failed",
+            Self::NoUsableKey => "no usable key",
+            Self::RefusedByPolicy => "refused by policy (downgrade, replay, expiry, binding)",
+        }
+    }
+
+    /// The exit-status table of `mailseal --help`, from [`Self::ALL`].
+    pub(crate) fn help_table() -> String {
+        let mut text = String::from("Exit status:\n  0  success\n");
+        for code in Self::ALL {
+            text.push_str(&format!("  {}  {}\n", code.as_u8(), code.meaning()));
+        }
+        text
+    }
+
     /// The status for a library error.
     pub(crate) fn of(e: &(impl Classify + ?Sized)) -> Self {
         Self::from(e.kind())

@@ -489,19 +489,6 @@ fn write_csr(
     write_output(Some(path), pem.as_bytes())
 }
 
-/// Whether `dir` names a store that exists: a URL or token (always asked), a
-/// `sqlite:` file, a store directory of either layout.
-fn store_exists(dir: &std::path::Path) -> bool {
-    let text = dir.to_string_lossy();
-    if text.contains("://") || text.starts_with("pkcs11:") {
-        return true;
-    }
-    if let Some(path) = text.strip_prefix("sqlite:") {
-        return std::path::Path::new(path).exists();
-    }
-    dir.join(crate::sqlite::FILE_NAME).exists() || super::store::legacy_layout(dir)
-}
-
 pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
     if let KeyCommand::Generate(a) = &cmd {
         if a.kind == "mls" {
@@ -511,17 +498,12 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             return mls::generate(home, &dir, email);
         }
     }
-    if let KeyCommand::List { json } = &cmd {
-        if !store_exists(&dir) {
-            // Nothing to list, and nothing created by looking.
-            eprintln!(
-                "mailseal: no keys: {} holds no store yet (add keys with `mailseal key generate` or `mailseal key import`)",
-                dir.display()
-            );
-            return write_output(None, if *json { b"[]\n" } else { b"" });
-        }
-    }
-    let keys = Keys::open(&dir)?;
+    // Only the commands that write keys make a store; the others refuse a path that
+    // holds none, so a mistyped --store is named, not created.
+    let keys = match &cmd {
+        KeyCommand::Import { .. } | KeyCommand::Generate(_) => Keys::open_or_create(&dir)?,
+        _ => Keys::open(&dir)?,
+    };
     let store = keys.store();
     match cmd {
         KeyCommand::Import {
@@ -628,18 +610,44 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             if entries.is_empty() {
                 eprintln!("mailseal: no keys in {}", dir.display());
             }
+            // Which private keys are on a token (asked without opening one).
+            let mut tokens = Vec::with_capacity(entries.len());
+            for e in &entries {
+                tokens.push(if e.has_private_key {
+                    store
+                        .token_key_uri(&e.fingerprint)
+                        .map_err(|e| Failure::from("key list", e))?
+                } else {
+                    None
+                });
+            }
             let mut out = String::new();
             if json {
-                out = serde_json::to_string_pretty(&entries).unwrap_or_default();
+                let listed: Vec<serde_json::Value> = entries
+                    .iter()
+                    .zip(&tokens)
+                    .map(|(e, token)| {
+                        let mut v = serde_json::to_value(e).unwrap_or_default();
+                        if let (Some(obj), Some(uri)) = (v.as_object_mut(), token) {
+                            obj.insert("token".into(), uri.clone().into());
+                        }
+                        v
+                    })
+                    .collect();
+                out = serde_json::to_string_pretty(&listed).unwrap_or_default();
                 out.push('\n');
             } else {
-                for e in entries {
+                for (e, token) in entries.into_iter().zip(&tokens) {
                     out.push_str(&format!(
                         "{} {} {}{} {}\n",
                         e.fingerprint,
                         e.kind,
                         e.algorithm,
-                        if e.has_private_key { "+secret" } else { "" },
+                        match (e.has_private_key, token) {
+                            (true, Some(_)) => "+token",
+                            (true, None) => "+secret",
+                            _ => "",
+                        },
                         if e.emails.is_empty() {
                             "-".into()
                         } else {
@@ -655,6 +663,8 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             out,
             public: _,
         } => {
+            let fingerprint = crate::keystore::resolve_fingerprint(store, &fingerprint)
+                .map_err(|e| Failure::from("key export", e))?;
             let cert = keys
                 .export_certificate(&fingerprint)
                 .map_err(|e| Failure::from("key export", e))?;
@@ -667,6 +677,12 @@ pub(super) fn key(home: &Home, dir: PathBuf, cmd: KeyCommand) -> CliResult {
             }
         }
         KeyCommand::Delete { fingerprints } => {
+            // Every prefix resolved before anything is deleted.
+            let fingerprints = fingerprints
+                .iter()
+                .map(|f| crate::keystore::resolve_fingerprint(store, f))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Failure::from("key delete", e))?;
             for f in &fingerprints {
                 if !keys.delete(f).map_err(|e| Failure::from("key delete", e))? {
                     return Err(Failure::new(

@@ -73,9 +73,9 @@ pub(super) enum MlsCommand {
     /// from a GroupInfo mail sealed to us (`mls group-info --to`) by an external commit
     /// (writes commit.eml for the members).
     Join {
-        /// The Welcome (or GroupInfo) mail (default: stdin).
-        #[arg(long = "in")]
-        input: Option<PathBuf>,
+        /// The Welcome (or GroupInfo) mail.
+        #[command(flatten)]
+        input: super::input::Input,
         /// Join by external commit from a GroupInfo mail.
         #[arg(long, requires_all = ["email", "out_dir"])]
         external: bool,
@@ -240,8 +240,10 @@ fn write_file(dir: &Path, name: &str, data: &[u8]) -> CliResult {
 /// `key generate --kind mls --email ADDR`: the key is certified by our S/MIME (else
 /// OpenPGP) key for ADDR, which must be in the store.
 pub(super) fn generate(home: &Home, store: &Path, email: &str) -> CliResult {
-    let mls = home.open_mls()?;
+    // The MLS key is certified by a key the store must hold already: the store is
+    // opened (never created) before the MLS state is.
     let keys = super::store::Keys::open(store)?;
+    let mls = home.open_mls()?;
     let auth = StoreAuthenticator::new(keys.store());
     let public = mls
         .generate_identity(email, &auth)
@@ -255,9 +257,10 @@ pub(super) fn generate(home: &Home, store: &Path, email: &str) -> CliResult {
 }
 
 pub(super) fn run(home: &Home, store: &Path, cmd: MlsCommand) -> CliResult {
-    let mls = home.open_mls()?;
-    // The authentication service: leaves are checked against the store's keys.
+    // The authentication service: leaves are checked against the store's keys. The
+    // store must exist before its MLS state is opened (and created) beside it.
     let keys = super::store::Keys::open(store)?;
+    let mls = home.open_mls()?;
     let auth = StoreAuthenticator::new(keys.store());
     match cmd {
         MlsCommand::Keypackage { email, out, raw } => {
@@ -332,7 +335,7 @@ pub(super) fn run(home: &Home, store: &Path, cmd: MlsCommand) -> CliResult {
             email: Some(email),
             out_dir: Some(out_dir),
         } => {
-            let raw = read_input(input.as_deref())?;
+            let raw = read_input(input.path())?;
             let (group, commit) = mls
                 .join_sealed(
                     &raw,
@@ -347,7 +350,7 @@ pub(super) fn run(home: &Home, store: &Path, cmd: MlsCommand) -> CliResult {
             Ok(())
         }
         MlsCommand::Join { input, .. } => {
-            let raw = read_input(input.as_deref())?;
+            let raw = read_input(input.path())?;
             let receipt = mls
                 .receive(&raw, &crate::seal::OpenPolicy::default(), "welcome", &auth)
                 .map_err(fail("mls join"))?;

@@ -12,6 +12,7 @@ mod exit;
 #[cfg(feature = "gateway")]
 mod gateway;
 mod home;
+mod input;
 mod inspect;
 mod key;
 mod mls;
@@ -67,14 +68,16 @@ enum Command {
     Compose(ComposeArgs),
     /// Check MailA2A structure (no keys needed); directories: every .eml in them.
     Validate {
-        /// Files or directories.
-        #[arg(required = true)]
+        /// Files or directories; `-` or none: standard input.
         files: Vec<PathBuf>,
+        /// A file to check (the same as FILES).
+        #[arg(long = "in", value_name = "FILE")]
+        input: Vec<PathBuf>,
     },
     /// Show a message's layers, headers, parts and envelope.
     Inspect {
-        /// The message.
-        file: PathBuf,
+        #[command(flatten)]
+        input: input::Input,
         /// JSON output.
         #[arg(long)]
         json: bool,
@@ -170,7 +173,13 @@ pub fn main() -> ProcessExit {
     if args.next().is_some_and(|a| a == "sop") {
         return sop::main(args.collect());
     }
-    let cli = match Cli::try_parse() {
+    // The exit statuses in the top-level help come from the table the process uses.
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command()
+        .after_help(ExitCode::help_table())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -262,10 +271,16 @@ fn run(cli: Cli) -> CliResult {
         Command::Aep(cmd) => aep::aep(cmd),
         Command::EdgeCloud(cmd) => edge_cloud::edge_cloud(cmd),
         Command::Dkim(cmd) => dkim::dkim(cmd),
-        Command::Validate { files } => validate::validate(&files),
-        Command::Inspect { file, json } => {
-            let raw = read_input(Some(&file))?;
-            inspect::inspect(&file.display().to_string(), &raw, json)
+        Command::Validate { mut files, input } => {
+            files.extend(input);
+            validate::validate(&files)
+        }
+        Command::Inspect { input, json } => {
+            let raw = read_input(input.path())?;
+            let name = input
+                .path()
+                .map_or("stdin".to_string(), |p| p.display().to_string());
+            inspect::inspect(&name, &raw, json)
         }
         Command::Seal(args) => {
             let state = state_location(cli.state, store.clone())?;
@@ -289,7 +304,13 @@ fn run(cli: Cli) -> CliResult {
             let dir = store_dir(store)?;
             key::key(&home::Home::new(&dir, cli.state.as_deref()), dir, cmd)
         }
-        Command::Stream(cmd) => stream::run(&state_location(cli.state, store)?, cmd),
+        Command::Stream(cmd) => {
+            // The state of a store's own directory is read only where a store is.
+            if cli.state.as_deref().is_none_or(str::is_empty) {
+                store::require_existing(&store_dir(store.clone())?)?;
+            }
+            stream::run(&state_location(cli.state, store)?, cmd)
+        }
         Command::Corpus(cmd) => corpus::run(store, cmd),
         Command::Mls(mls::MlsCommand::Next { group, out, eml }) => {
             let state = state_location(cli.state, store.clone())?;
@@ -370,6 +391,7 @@ pub(crate) fn state_to_record(
 pub(crate) fn read_input(path: Option<&Path>) -> Result<Vec<u8>, Failure> {
     let limit = Limits::default().max_message_bytes as u64 + 1;
     let mut buf = Vec::new();
+    let path = path.filter(|p| !input::is_stdin(p));
     let result = match path {
         // Sized from the file's length, so a large message is not read into a buffer
         // that doubled past it (one more read proves the end).

@@ -31,20 +31,30 @@ pub(super) struct SignRequestArgs {
     /// Repeat every Mail-A2A-* hint on the outer message.
     #[arg(long)]
     outer_hints: bool,
+    /// S/MIME: the From address's certificate to sign with (fingerprint or unique
+    /// prefix; default: the newest usable one).
+    #[arg(long, value_name = "FINGERPRINT")]
+    signer: Option<String>,
     /// Also write the request as QR codes in this PNG.
     #[arg(long, value_name = "PNG")]
     qr: Option<PathBuf>,
     /// Where to write the request (default: stdout).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The composed plain message (default: stdin).
-    file: Option<PathBuf>,
+    /// The composed plain message.
+    #[command(flatten)]
+    input: super::input::Input,
 }
 
 #[derive(Args)]
 pub(super) struct SignArgs {
-    /// The request file (or --qr-in PNG).
+    /// The request file (or --qr-in PNG); `-` or none: standard input, with --yes
+    /// (standard input is otherwise where the confirmation is read).
+    #[arg(value_name = "FILE")]
     request: Option<PathBuf>,
+    /// The same as FILE.
+    #[arg(long = "in", value_name = "FILE", conflicts_with_all = ["request", "qr_in"])]
+    input: Option<PathBuf>,
     /// Read the request from the QR codes of this PNG.
     #[arg(long = "qr-in", value_name = "PNG", conflicts_with = "request")]
     qr_in: Option<PathBuf>,
@@ -63,7 +73,7 @@ pub(super) struct SignArgs {
     qr: Option<PathBuf>,
     /// Sign every *.req file of this directory (responses as NAME.resp beside them,
     /// or in --out-dir); refused requests are skipped and listed.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["request", "qr_in", "out", "qr"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["request", "input", "qr_in", "out", "qr"])]
     batch: Option<PathBuf>,
     /// Batch: where to write the responses.
     #[arg(long, value_name = "DIR", requires = "batch")]
@@ -75,9 +85,10 @@ pub(super) struct SignArgs {
 
 #[derive(Args)]
 pub(super) struct AssembleArgs {
-    /// The request sign-request wrote.
+    /// The request sign-request wrote (`-`: standard input, when the response is a
+    /// file).
     request: PathBuf,
-    /// The response sign wrote (or --qr PNG).
+    /// The response sign wrote (or --qr PNG); `-` or none: standard input.
     response: Option<PathBuf>,
     /// Read the response from the QR codes of this PNG.
     #[arg(long, value_name = "PNG", conflicts_with = "response")]
@@ -150,7 +161,10 @@ fn log_path(dir: &Path, flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
             ExitCode::Usage,
             "a pkcs11: store has no directory for the signing log: give --log FILE",
         )),
-        None => Ok(dir.join("signing.log")),
+        None => {
+            super::store::require_existing(dir)?;
+            Ok(dir.join("signing.log"))
+        }
     }
 }
 
@@ -159,10 +173,10 @@ pub(super) fn sign_request(dir: PathBuf, state: &str, a: SignRequestArgs) -> Cli
         .profile
         .parse()
         .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
-    let raw = read_input(a.file.as_deref())?;
+    let keys = Keys::open(&dir)?;
+    let raw = read_input(a.input.path())?;
     let plain = MailA2aMessage::parse_vec(raw, &Limits::default())
         .map_err(|e| Failure::from("sign-request", e))?;
-    let keys = Keys::open(&dir)?;
     let home = Home::new(&dir, Some(state));
     let sender = crate::Sender::builder(keys.store())
         .peers(home.load_policies()?)
@@ -172,6 +186,7 @@ pub(super) fn sign_request(dir: PathBuf, state: &str, a: SignRequestArgs) -> Cli
     opts.rsa_pss = a.rsa_pss;
     opts.outer_hints = a.outer_hints;
     opts.signing_time = parse_at(a.at.as_deref())?;
+    opts.signer = super::seal::signer(&keys, profile, a.signer.as_deref())?;
     let request = sender
         .signing_request(&plain, &opts)
         .map_err(|e| Failure::from("sign-request", e))?;
@@ -284,13 +299,18 @@ pub(super) fn sign(dir: PathBuf, a: SignArgs) -> CliResult {
             a.yes,
         );
     }
-    if a.request.is_none() && a.qr_in.is_none() && !a.yes {
+    let request = a
+        .input
+        .as_deref()
+        .or(a.request.as_deref())
+        .filter(|p| !super::input::is_stdin(p));
+    if request.is_none() && a.qr_in.is_none() && !a.yes {
         return Err(Failure::new(
             ExitCode::Usage,
             "sign reads the confirmation from stdin: give the request as a file (or --qr-in PNG), or --yes",
         ));
     }
-    let text = read_text(a.request.as_deref(), a.qr_in.as_deref())?;
+    let text = read_text(request, a.qr_in.as_deref())?;
     let ask = Asking {
         yes: a.yes,
         show: true,
@@ -364,11 +384,19 @@ fn sign_batch(
 }
 
 pub(super) fn assemble(dir: PathBuf, state: &str, a: AssembleArgs) -> CliResult {
+    let response_from_stdin =
+        a.qr.is_none() && a.response.as_deref().is_none_or(super::input::is_stdin);
+    if super::input::is_stdin(&a.request) && response_from_stdin {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            "assemble: the request and the response cannot both be standard input",
+        ));
+    }
+    let keys = Keys::open(&dir)?;
     let request = SigningRequest::parse(&read_bounded(Some(&a.request))?)
         .map_err(|e| Failure::from("assemble", e))?;
     let text = read_text(a.response.as_deref(), a.qr.as_deref())?;
     let response = SigningResponse::parse(&text).map_err(|e| Failure::from("assemble", e))?;
-    let keys = Keys::open(&dir)?;
     let home = Home::new(&dir, Some(state));
     let mut builder = crate::Sender::builder(keys.store()).peers(home.load_policies()?);
     // The replay state is opened only when assembling records something in it.

@@ -37,6 +37,11 @@ pub(super) struct SealArgs {
     /// Repeat every Mail-A2A-* hint on the outer message (default: only the binding).
     #[arg(long)]
     outer_hints: bool,
+    /// S/MIME: sign with this key of the From address (its fingerprint as `key list`
+    /// shows it, or a unique prefix). Default: the newest usable one; an address with
+    /// keys both on a token and in the store needs it.
+    #[arg(long, value_name = "FINGERPRINT")]
+    signer: Option<String>,
     /// The plain message (default: stdin).
     #[arg(long = "in")]
     input: Option<PathBuf>,
@@ -53,6 +58,8 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
         .profile
         .parse()
         .map_err(|e: String| Failure::new(ExitCode::Usage, e))?;
+    // The store first: a path that holds none is named before the input is judged.
+    let keys = Keys::open(&dir)?;
     let raw = read_input(a.input.as_deref().or(a.file.as_deref()))?;
     // An AEP message (X-AEP-Type, no MailA2A part) is mapped first: AEP leaves
     // end-to-end protection to the payload layer, this provides it.
@@ -84,7 +91,6 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
             "--group is for --profile mls",
         ));
     }
-    let keys = Keys::open(&dir)?;
     let home = Home::new(&dir, Some(state));
     let mut builder = crate::Sender::builder(keys.store())
         .peers(home.load_policies()?)
@@ -100,6 +106,7 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
     opts.binary_inside = !a.seven_bit_inside;
     opts.outer_hints = a.outer_hints;
     opts.group = a.group.clone();
+    opts.signer = signer(&keys, profile, a.signer.as_deref())?;
     opts.signing_time =
         a.at.as_deref()
             .map(|s| {
@@ -171,6 +178,26 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
                 .map_err(|e| failure(e, &dir, profile))
         }
     }
+}
+
+/// `--signer`, resolved to a whole fingerprint of the store.
+pub(super) fn signer(
+    keys: &Keys,
+    profile: crate::profile::Profile,
+    typed: Option<&str>,
+) -> Result<Option<String>, Failure> {
+    let Some(typed) = typed else {
+        return Ok(None);
+    };
+    if profile != crate::profile::Profile::Smime {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            "--signer chooses among S/MIME keys (--profile smime)",
+        ));
+    }
+    crate::keystore::resolve_fingerprint(keys.store(), typed)
+        .map(Some)
+        .map_err(|e| Failure::from("--signer", e))
 }
 
 /// A seal's failure; one for want of a key says which store was looked in and how to

@@ -10,8 +10,8 @@ use std::path::Path;
 use super::exit::ExitCode;
 use super::{read_passphrase, Failure};
 use crate::keystore::{
-    DirectoryStore, KeyEntry, KeyStore, KeyStoreError, Pkcs11Uri, PostgresStore, SqliteStore,
-    TokenStore,
+    existing_layout, DirectoryStore, KeyEntry, KeyStore, KeyStoreError, Pkcs11Uri, PostgresStore,
+    SqliteStore, StoreLayout, TokenStore,
 };
 
 /// The store passphrase, from the file `MAILSEAL_PASSPHRASE_FILE` names.
@@ -52,6 +52,30 @@ fn private_dir(dir: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A store that is not there, said with the command that makes one.
+pub(crate) fn no_store(e: KeyStoreError) -> Failure {
+    if !matches!(e, KeyStoreError::NotAStore { .. }) {
+        return Failure::from("key store", e);
+    }
+    Failure::new(
+        ExitCode::of(&e),
+        format!(
+            "{e} (check --store or MAILSEAL_HOME; a store is created by `mailseal key generate` or `mailseal key import`)"
+        ),
+    )
+}
+
+/// Refuses, as [`Keys::open`] does, a store directory that holds no store: for a
+/// command that uses the store's directory (its state, its signing log) without
+/// opening its keys.
+pub(crate) fn require_existing(location: &Path) -> Result<(), Failure> {
+    let text = location.to_string_lossy();
+    if text.contains("://") || text.starts_with("pkcs11:") || text.starts_with("sqlite:") {
+        return Ok(());
+    }
+    existing_layout(location).map(|_| ()).map_err(no_store)
+}
+
 /// An open key store of either kind.
 pub(crate) enum Keys {
     Directory(DirectoryStore),
@@ -60,16 +84,23 @@ pub(crate) enum Keys {
     Token(TokenStore),
 }
 
-/// Whether `dir` is a store directory in the file layout of earlier versions.
-pub(super) fn legacy_layout(dir: &Path) -> bool {
-    ["certs", "anchors", "keys", "openpgp", "openpgp-keys"]
-        .iter()
-        .any(|sub| dir.join(sub).is_dir())
-}
-
 impl Keys {
-    /// Opens the store `location` names.
+    /// Opens the store `location` names, which must exist: a command that does not
+    /// write keys never creates a store, so a mistyped `--store` is refused, naming
+    /// the path and how a store is made, not taken for a new empty store
+    /// ([`crate::keystore::existing_layout`]).
     pub(crate) fn open(location: &Path) -> Result<Keys, Failure> {
+        Keys::open_as(location, false)
+    }
+
+    /// Opens the store `location` names, creating it (owner-only) when it does not
+    /// exist: for the commands that write keys (`key generate`, `key import`, `card
+    /// fetch`).
+    pub(crate) fn open_or_create(location: &Path) -> Result<Keys, Failure> {
+        Keys::open_as(location, true)
+    }
+
+    fn open_as(location: &Path, create: bool) -> Result<Keys, Failure> {
         let text = location.to_string_lossy();
         if text.starts_with("pkcs11:") {
             return TokenStore::open(&text)
@@ -84,13 +115,22 @@ impl Keys {
         }
         if let Some(path) = text.strip_prefix("sqlite:") {
             let passphrase = passphrase()?;
-            return SqliteStore::open(Path::new(path), passphrase.as_deref().map(|p| &p[..]))
-                .map(|s| Keys::Sqlite(Box::new(s)))
-                .map_err(|e| Failure::from("key store", e));
+            let passphrase = passphrase.as_deref().map(|p| &p[..]);
+            let opened = if create {
+                SqliteStore::open(Path::new(path), passphrase)
+            } else {
+                SqliteStore::open_existing(Path::new(path), passphrase)
+            };
+            return opened.map(|s| Keys::Sqlite(Box::new(s))).map_err(no_store);
         }
         // A directory written by an earlier mailseal keeps its file layout; any other
         // directory holds one SQLite database, the embedded default.
-        if legacy_layout(location) {
+        let layout = match existing_layout(location) {
+            Ok(layout) => Some(layout),
+            Err(KeyStoreError::NotAStore { .. }) if create && !location.is_file() => None,
+            Err(e) => return Err(no_store(e)),
+        };
+        if layout == Some(StoreLayout::Files) {
             return DirectoryStore::open(location)
                 .map(Keys::Directory)
                 .map_err(|e| Failure::from("key store", e));

@@ -38,7 +38,9 @@ pub(crate) fn validate_line(name: &str, raw: &[u8]) -> (bool, String) {
 }
 
 pub(super) fn validate(paths: &[PathBuf]) -> CliResult {
-    let files = expand(paths)?;
+    // No file: standard input, as every command reads.
+    let stdin = [PathBuf::from("-")];
+    let files = expand(if paths.is_empty() { &stdin } else { paths })?;
     let bar = if files.len() > 8 {
         let bar = indicatif::ProgressBar::new(files.len() as u64);
         bar.set_style(
@@ -50,12 +52,20 @@ pub(super) fn validate(paths: &[PathBuf]) -> CliResult {
         None
     };
     let mut failed = 0usize;
+    let mut unread = 0usize;
     let mut out = std::io::stdout().lock();
     for f in &files {
-        let name = f.display().to_string();
+        let name = if super::input::is_stdin(f) {
+            "stdin".to_string()
+        } else {
+            f.display().to_string()
+        };
         let (ok, line) = match read_input(Some(f)) {
             Ok(raw) => validate_line(&name, &raw),
-            Err(e) => (false, format!("FAIL {name}: {}", e.line)),
+            Err(e) => {
+                unread += 1;
+                (false, format!("FAIL {name}: {}", e.line))
+            }
         };
         failed += usize::from(!ok);
         match &bar {
@@ -70,6 +80,14 @@ pub(super) fn validate(paths: &[PathBuf]) -> CliResult {
     }
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    // A file that could not be read says nothing of MailA2A: an I/O failure (exit 1),
+    // not "malformed".
+    if unread > 0 {
+        return Err(Failure::new(
+            ExitCode::Other,
+            format!("{unread} of {} files could not be read", files.len()),
+        ));
     }
     if failed > 0 {
         return Err(Failure::new(

@@ -574,6 +574,14 @@ impl DirectoryStore {
 }
 
 impl KeyStore for DirectoryStore {
+    fn token_key_uri(&self, fpr: &str) -> Result<Option<String>, KeyStoreError> {
+        let Some(path) = self.token_ref(fpr)? else {
+            return Ok(None);
+        };
+        let text = fs::read_to_string(&path).map_err(io(&path))?;
+        Ok(Some(text.trim().to_string()))
+    }
+
     fn import_with_passphrase(
         &self,
         input: &[u8],

@@ -6,6 +6,8 @@
 //! contents), which a certificate and its private key share.
 
 mod directory;
+mod existing;
+mod lookup;
 mod material;
 pub(crate) use material::unsupported_crl_form;
 mod memory;
@@ -19,6 +21,8 @@ pub(crate) mod user_ids;
 
 pub use crate::hex::hex;
 pub use directory::DirectoryStore;
+pub use existing::{existing_layout, StoreLayout};
+pub use lookup::{resolve_fingerprint, MIN_PREFIX_DIGITS};
 pub(crate) use material::key_public;
 pub(crate) use material::CertificateList;
 pub use material::{emails_of, fingerprint, KeyAlgorithm};
@@ -131,6 +135,30 @@ pub enum KeyStoreError {
         /// Its mode bits.
         mode: u32,
     },
+    /// A path given as an existing key store holds none (missing, a regular file, a
+    /// directory of neither layout): nothing was created there.
+    #[error("no key store at {path}: {reason}")]
+    NotAStore {
+        /// The path as given.
+        path: String,
+        /// What is there instead.
+        reason: String,
+    },
+    /// No entry's fingerprint starts with what was typed (or it is too short, or not
+    /// hex).
+    #[error("no key {fingerprint} in the store (give a fingerprint `key list` shows, or at least 4 of its first hex digits)")]
+    NoSuchKey {
+        /// What was typed, quoted.
+        fingerprint: String,
+    },
+    /// A fingerprint prefix names more than one entry.
+    #[error("{prefix} names {} keys: {}; give more of the fingerprint", .candidates.len(), .candidates.join(", "))]
+    AmbiguousFingerprint {
+        /// The prefix.
+        prefix: String,
+        /// Every fingerprint it begins.
+        candidates: Vec<String>,
+    },
 }
 
 impl Classify for KeyStoreError {
@@ -140,14 +168,17 @@ impl Classify for KeyStoreError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Unrecognised { .. } | Self::Malformed { .. } => ErrorKind::Malformed,
-            Self::PassphraseRequired { .. } | Self::WrongPassphrase | Self::Locked => {
-                ErrorKind::InvalidArgument
-            }
+            Self::PassphraseRequired { .. }
+            | Self::WrongPassphrase
+            | Self::Locked
+            | Self::NotAStore { .. }
+            | Self::AmbiguousFingerprint { .. } => ErrorKind::InvalidArgument,
             Self::UnsupportedCrl { .. } | Self::Refused { .. } => ErrorKind::Policy,
             Self::UnsupportedAlgorithm { .. }
             | Self::Token(_)
             | Self::TokenUnsupported(_)
-            | Self::Unsupported(_) => ErrorKind::NoUsableKey,
+            | Self::Unsupported(_)
+            | Self::NoSuchKey { .. } => ErrorKind::NoUsableKey,
             _ => ErrorKind::Other,
         }
     }
@@ -486,6 +517,9 @@ macro_rules! delegate_key_store {
             fn put_jwk_identity(&self, record: &StoredJwk) -> Result<(), KeyStoreError> {
                 (**self).put_jwk_identity(record)
             }
+            fn token_key_uri(&self, fingerprint: &str) -> Result<Option<String>, KeyStoreError> {
+                (**self).token_key_uri(fingerprint)
+            }
         }
     )*};
 }
@@ -551,6 +585,13 @@ pub trait KeyStore {
     /// are the record's: a new binding replaces the old, it does not widen it).
     fn put_jwk_identity(&self, _record: &StoredJwk) -> Result<(), KeyStoreError> {
         Err(KeyStoreError::Unsupported("JSON Web Keys"))
+    }
+    /// Where the private key of `fingerprint` is when it is on a PKCS#11 token: the
+    /// token's URI, without its PIN; `None` for a key held in the store (or none).
+    /// Answering opens no token and loads no module, so a listing, or the choice
+    /// between an address's keys, works where the token's module may not be loaded.
+    fn token_key_uri(&self, _fingerprint: &str) -> Result<Option<String>, KeyStoreError> {
+        Ok(None)
     }
 }
 
@@ -660,6 +701,9 @@ crate::error::verdict_codes!(KeyStoreError, "keystore", {
     Self::TokenUnsupported(_) => "token-unsupported",
     Self::Unsupported(_) => "unsupported",
     Self::Permissions { .. } => "permissions",
+    Self::NotAStore { .. } => "not-a-store",
+    Self::NoSuchKey { .. } => "no-such-key",
+    Self::AmbiguousFingerprint { .. } => "ambiguous-fingerprint",
     Self::UnsupportedCrl { .. } => "unsupported-crl",
     Self::Refused { .. } => "refused",
 });

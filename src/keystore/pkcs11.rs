@@ -744,6 +744,11 @@ fn refused(what: &str, why: &str) -> KeyStoreError {
 }
 
 impl super::KeyStore for TokenStore {
+    fn token_key_uri(&self, _fpr: &str) -> Result<Option<String>, KeyStoreError> {
+        // Every key of a token store is on the token.
+        Ok(Some(self.uri.without_pin()))
+    }
+
     fn import_with_passphrase(
         &self,
         input: &[u8],

@@ -478,6 +478,10 @@ impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
         self.stored(Which::Own)
     }
 
+    fn token_key_uri(&self, fpr: &str) -> Result<Option<String>, KeyStoreError> {
+        Ok(self.tables.key(fpr)?.and_then(|row| row.token_uri))
+    }
+
     fn private_key(&self, fpr: &str) -> Result<Option<SecretKey>, KeyStoreError> {
         let Some(row) = self.tables.key(fpr)? else {
             return Ok(None);

@@ -243,7 +243,9 @@ impl Offline<'_> {
         let boundary = content_boundary(&entity, at)?;
         let (signer, signing_key, to_be_signed) = match opts.profile {
             Profile::Smime => {
-                let (cert, fingerprint) = self.smime().signing_certificate(&from, at)?;
+                let (cert, fingerprint) =
+                    self.smime()
+                        .signing_certificate(&from, at, opts.signer.as_deref())?;
                 let attrs = smime_parts::signed_attributes(&cert, opts.rsa_pss, &entity, at)
                     .map_err(SealError::from)?;
                 (fingerprint, None, attrs)

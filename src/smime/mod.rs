@@ -268,10 +268,61 @@ impl<'s> Smime<'s> {
         address: &str,
         now: OffsetDateTime,
     ) -> Result<(Certificate, crate::keystore::SecretKey), SealError> {
-        for (cert, c) in newest_first(&self.loaded, self.store.certificates_for(address)?) {
-            if certificate::check_signer_usage(&cert, now).is_err() {
-                continue;
-            }
+        self.chosen_signing_identity(address, now, None)
+    }
+
+    /// Our certificate and key to sign as `address` at `now`: the one whose
+    /// fingerprint is `chosen`, else the newest usable one. An address with usable
+    /// keys both on a PKCS#11 token and in the store is refused without `chosen`: which
+    /// of the two signs is the owner's choice, never a side effect of validity dates
+    /// (a token key made later would otherwise win silently).
+    fn chosen_signing_identity(
+        &self,
+        address: &str,
+        now: OffsetDateTime,
+        chosen: Option<&str>,
+    ) -> Result<(Certificate, crate::keystore::SecretKey), SealError> {
+        let usable: Vec<_> = newest_first(&self.loaded, self.store.certificates_for(address)?)
+            .into_iter()
+            .filter(|(cert, _)| certificate::check_signer_usage(cert, now).is_ok())
+            .collect();
+        if let Some(chosen) = chosen {
+            let no_such = || SealError::NoSuchSigner {
+                address: address.to_string(),
+                signer: chosen.to_string(),
+            };
+            let (cert, c) = usable
+                .into_iter()
+                .find(|(_, c)| c.fingerprint.eq_ignore_ascii_case(chosen))
+                .ok_or_else(no_such)?;
+            let key = self
+                .store
+                .private_key(&c.fingerprint)?
+                .ok_or_else(no_such)?;
+            return Ok((cert, key));
+        }
+        // Where each usable key is, asked without opening a token.
+        let own: std::collections::HashSet<String> = self
+            .store
+            .own_certificates()?
+            .into_iter()
+            .map(|c| c.fingerprint)
+            .collect();
+        let mut places = Vec::new();
+        for (_, c) in usable.iter().filter(|(_, c)| own.contains(&c.fingerprint)) {
+            let on_token = self.store.token_key_uri(&c.fingerprint)?.is_some();
+            places.push((c.fingerprint.clone(), on_token));
+        }
+        if places.iter().any(|(_, t)| *t) && places.iter().any(|(_, t)| !*t) {
+            return Err(SealError::AmbiguousSigner {
+                address: address.to_string(),
+                candidates: places
+                    .into_iter()
+                    .map(|(f, t)| format!("{f} {}", if t { "on a token" } else { "in the store" }))
+                    .collect(),
+            });
+        }
+        for (cert, c) in usable {
             if let Some(key) = self.store.private_key(&c.fingerprint)? {
                 return Ok((cert, key));
             }
@@ -381,18 +432,49 @@ impl Smime<'_> {
         }
     }
 
-    /// (certificate, private key) pairs of ours that can decrypt.
-    fn decryption_keys(&self) -> Result<Vec<(Certificate, crate::keystore::SecretKey)>, OpenError> {
+    /// (certificate, private key) pairs of ours that can decrypt, and the first
+    /// failure to load one. A key that cannot be loaded (a token whose module this
+    /// machine does not allow, or that is not plugged in) is left out rather than
+    /// failing every message: mail to our other addresses still opens. The failure
+    /// is the answer only when no loaded key is a recipient ([`Self::decrypted`]).
+    #[allow(clippy::type_complexity)]
+    fn decryption_keys(
+        &self,
+    ) -> Result<
+        (
+            Vec<(Certificate, crate::keystore::SecretKey)>,
+            Option<crate::keystore::KeyStoreError>,
+        ),
+        OpenError,
+    > {
         let mut out = Vec::new();
+        let mut unloaded = None;
         for c in self.store.own_certificates().map_err(key_store)? {
             let Ok(cert) = self.loaded.certificate(&c.der) else {
                 continue;
             };
-            if let Some(key) = self.store.private_key(&c.fingerprint).map_err(key_store)? {
-                out.push((cert, key));
+            match self.store.private_key(&c.fingerprint) {
+                Ok(Some(key)) => out.push((cert, key)),
+                Ok(None) => {}
+                Err(e) => {
+                    unloaded.get_or_insert(e);
+                }
             }
         }
-        Ok(out)
+        Ok((out, unloaded))
+    }
+
+    /// A decryption's failure: "not for us" becomes why a key of ours could not be
+    /// loaded, when one could not (the message may be for it).
+    fn decrypted<T>(
+        result: Result<T, enveloped::DecryptFailure>,
+        unloaded: Option<crate::keystore::KeyStoreError>,
+    ) -> Result<T, OpenError> {
+        match (result, unloaded) {
+            (Ok(t), _) => Ok(t),
+            (Err(enveloped::DecryptFailure::NotForUs), Some(e)) => Err(key_store(e)),
+            (Err(f), _) => Err(decrypt_failure(f)),
+        }
     }
 }
 
@@ -412,7 +494,8 @@ impl Smime<'_> {
     fn seal_parts(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<Sealed, SealError> {
         let (from, addresses) = crate::seal::sealing_addresses(plain, opts, Profile::Smime)?;
         let signing_time = opts.signing_time.unwrap_or_else(OffsetDateTime::now_utc);
-        let (cert, key) = self.signing_identity(&from, signing_time)?;
+        let (cert, key) =
+            self.chosen_signing_identity(&from, signing_time, opts.signer.as_deref())?;
         let encrypt = !opts.sign_only;
         // Recipients first: a message that cannot reach every recipient is not signed.
         let recipients = if encrypt {
@@ -975,9 +1058,11 @@ impl Smime<'_> {
         keks: &[Kek],
         policy: &OpenPolicy,
     ) -> Result<Decrypted, OpenError> {
-        let keys = self.decryption_keys()?;
-        enveloped::decrypt(&self.loaded, cms, &keys, keks, policy.allow_legacy_cbc)
-            .map_err(decrypt_failure)
+        let (keys, unloaded) = self.decryption_keys()?;
+        Self::decrypted(
+            enveloped::decrypt(&self.loaded, cms, &keys, keks, policy.allow_legacy_cbc),
+            unloaded,
+        )
     }
 
     /// Decrypts the outer `application/pkcs7-mime` layer of `raw` and returns the MIME
@@ -1212,14 +1297,16 @@ impl Smime<'_> {
         let authenticated_encryption;
         let encryption;
         let (entity, range, verified) = {
-            let keys = self.decryption_keys()?;
+            let (keys, unloaded) = self.decryption_keys()?;
             let enveloped::InPlace {
                 mut buffer,
                 range: plain,
                 authenticated,
                 algorithm,
-            } = enveloped::decrypt_in_place(&self.loaded, cms, &keys, &[], policy.allow_legacy_cbc)
-                .map_err(decrypt_failure)?;
+            } = Self::decrypted(
+                enveloped::decrypt_in_place(&self.loaded, cms, &keys, &[], policy.allow_legacy_cbc),
+                unloaded,
+            )?;
             authenticated_encryption = authenticated;
             encryption = algorithm;
             // Legacy CBC has no integrity: an attacker who changes the ciphertext learns

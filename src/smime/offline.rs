@@ -13,13 +13,16 @@ use crate::seal::SealError;
 impl Smime<'_> {
     /// Connected host: `address`'s newest certificate usable for signing at `at`, and
     /// its store fingerprint. Only the certificate is needed.
+    /// With `chosen`, that certificate (by store fingerprint) or none.
     pub(crate) fn signing_certificate(
         &self,
         address: &str,
         at: OffsetDateTime,
+        chosen: Option<&str>,
     ) -> Result<(Certificate, String), SealError> {
         newest_first(&self.loaded, self.store.certificates_for(address)?)
             .into_iter()
+            .filter(|(_, stored)| chosen.is_none_or(|f| stored.fingerprint.eq_ignore_ascii_case(f)))
             .find(|(cert, _)| certificate::check_signer_usage(cert, at).is_ok())
             .map(|(cert, stored)| (cert, stored.fingerprint))
             .ok_or(SealError::NoSigningKey {

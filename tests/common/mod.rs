@@ -71,11 +71,13 @@ pub fn bin() -> PathBuf {
 /// Runs `mailseal ARGS` with `stdin`.
 pub fn run(args: &[&str], stdin: &[u8]) -> Output {
     use std::io::Write;
-    // A command without --store gets a fresh store of its own, never the user's.
+    // A command without --store gets a fresh, empty store of its own, never the
+    // user's (made here: only the commands that write keys make a store).
     let home = tempfile::tempdir().expect("temporary MAILSEAL_HOME");
+    let store = empty_store(home.path());
     let mut child = Command::new(bin())
         .args(args)
-        .env("MAILSEAL_HOME", home.path().join("store"))
+        .env("MAILSEAL_HOME", store)
         .env_remove("MAILSEAL_STATE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -90,6 +92,25 @@ pub fn run(args: &[&str], stdin: &[u8]) -> Output {
     let out = child.wait_with_output().expect("mailseal finishes");
     let _ = writer.join();
     out
+}
+
+/// An empty key store (the default layout, owner-only) at `dir/store`, or the one
+/// there already.
+pub fn empty_store(dir: &std::path::Path) -> PathBuf {
+    empty_store_at(&dir.join("store"))
+}
+
+/// An empty key store at `store`, or the one there already.
+pub fn empty_store_at(store: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let store = store.to_path_buf();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&store)
+        .expect("store directory");
+    mailseal::keystore::SqliteStore::open(&store.join("mailseal.db"), None).expect("empty store");
+    store
 }
 
 /// A file under `tests/data/`.

@@ -104,7 +104,10 @@ pub(crate) fn measure(subcommand: &str, file: &Path) -> (u64, f64, Option<i32>, 
         .arg(common::bin())
         .arg(subcommand)
         .arg(file)
-        .env("MAILSEAL_HOME", file.parent().unwrap().join("home"))
+        .env(
+            "MAILSEAL_HOME",
+            common::empty_store_at(&file.parent().unwrap().join("home")),
+        )
         .output()
         .unwrap();
     let report = std::fs::read_to_string(&report).unwrap();

@@ -103,26 +103,34 @@ fn fail_inspect_of_a_file_that_is_not_maila2a_exits_3() {
 }
 
 #[test]
-fn key_list_on_a_store_that_does_not_exist_says_so_and_creates_nothing() {
+fn fail_key_list_on_a_store_that_does_not_exist_names_it_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("nowhere");
-    let out = ok(&["key", "list", "--store", s(&store)], b"");
-    assert!(out.stdout.is_empty());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("no keys") && stderr.contains("key generate"),
-        "{stderr}"
-    );
-    assert!(!store.exists(), "looking created nothing");
+    for json in [false, true] {
+        let mut args = vec!["key", "list", "--store", s(&store)];
+        if json {
+            args.push("--json");
+        }
+        let out = run(&args, b"");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(out.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(s(&store)) && stderr.contains("key generate"),
+            "{stderr}"
+        );
+        assert!(!store.exists(), "looking created nothing");
+    }
+    // An empty store lists nothing, and says so.
+    let store = common::empty_store(dir.path());
     let out = ok(&["key", "list", "--json", "--store", s(&store)], b"");
     assert_eq!(out.stdout, b"[]\n");
-    assert!(!store.exists());
 }
 
 #[test]
 fn fail_seal_without_a_key_names_the_store_and_how_to_add_one() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("empty");
+    let store = common::empty_store(dir.path());
     let plain = dir.path().join("plain.eml");
     ok(
         &[
@@ -194,6 +202,7 @@ fn open_on_a_terminal_says_it_reads_the_message_from_it() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
+    common::empty_store(dir.path());
     let command = format!(
         "{} open --store {}",
         common::bin().display(),

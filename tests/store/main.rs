@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod fail_store_path;
 mod intermediates;
 mod key_generate;
 mod keystore;

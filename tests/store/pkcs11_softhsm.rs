@@ -96,6 +96,25 @@ impl Hsm {
         child.wait_with_output().unwrap()
     }
 
+    /// [`Hsm::mailseal`] on a machine whose `MAILSEAL_PKCS11_MODULES` lists no module:
+    /// the token's keys cannot be loaded there.
+    fn mailseal_no_modules(&self, args: &[&str], stdin: &[u8]) -> Output {
+        use std::io::Write;
+        let mut child = Command::new(common::bin())
+            .args(args)
+            .env("SOFTHSM2_CONF", self.conf())
+            .env_remove("MAILSEAL_PKCS11_PIN")
+            .env_remove("MAILSEAL_PKCS11_MODULES")
+            .env("MAILSEAL_HOME", self.path("default-store"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
     fn ok(&self, args: &[&str], stdin: &[u8]) -> Output {
         let out = self.mailseal(args, stdin);
         assert!(
@@ -517,7 +536,8 @@ fn a_token_alone_is_a_signing_store() {
     );
     let list = hsm.ok(&["key", "list", "--store", &store], b"");
     let list = String::from_utf8_lossy(&list.stdout).into_owned();
-    assert!(list.contains("ec+secret carol@smime.example"), "{list}");
+    // Its key is on the token, and listed so.
+    assert!(list.contains("ec+token carol@smime.example"), "{list}");
     let msg = request("tok-store", "carol@smime.example", "alice@smime.example");
     let signed = hsm
         .ok(
@@ -714,4 +734,214 @@ fn an_offline_token_key_signs_requests_and_takes_its_issued_certificate() {
         d,
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Verification successful"));
+}
+
+/// After a token key is added for one address, the store's other addresses work on a
+/// machine that does not allow the token's module (issue #61): their mail opens and
+/// they sign; only the token key itself needs the module, and `key list` says which
+/// keys are on a token.
+#[test]
+fn a_token_key_for_one_address_leaves_the_stores_other_addresses_working() {
+    let Some(hsm) = Hsm::new() else { return };
+    let store = hsm.path("shared");
+    let s = store.to_str().unwrap();
+    let peer = hsm.path("peer");
+    let p = peer.to_str().unwrap();
+    let carol_pem = hsm.path("carol.pem");
+    let dave_pem = hsm.path("dave.pem");
+    for (st, email, pem) in [
+        (s, "carol@smime.example", &carol_pem),
+        (p, "dave@smime.example", &dave_pem),
+    ] {
+        hsm.ok(
+            &[
+                "key",
+                "generate",
+                "--store",
+                st,
+                "--kind",
+                "smime",
+                "--email",
+                email,
+                "--cert-out",
+                pem.to_str().unwrap(),
+            ],
+            b"",
+        );
+    }
+    let tom_pem = hsm.generate("shared", "tom@smime.example", "tom", "p256");
+    hsm.ok(
+        &["key", "import", "--store", s, dave_pem.to_str().unwrap()],
+        b"",
+    );
+    for pem in [&carol_pem, &tom_pem] {
+        hsm.ok(&["key", "import", "--store", p, pem.to_str().unwrap()], b"");
+    }
+
+    // `key list`: the token key is marked, without the module.
+    let listed = hsm.mailseal_no_modules(&["key", "list", "--store", s], b"");
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let text = String::from_utf8_lossy(&listed.stdout);
+    let line = |who: &str| {
+        text.lines()
+            .find(|l| l.contains(who))
+            .unwrap_or_else(|| panic!("{who} in {text}"))
+            .to_string()
+    };
+    assert!(line("tom@smime.example").contains("+token"), "{text}");
+    assert!(line("carol@smime.example").contains("+secret"), "{text}");
+    let json = hsm.mailseal_no_modules(&["key", "list", "--store", s, "--json"], b"");
+    let entries: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let on_token: Vec<&serde_json::Value> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e.get("token").is_some())
+        .collect();
+    assert_eq!(on_token.len(), 1, "{entries}");
+    assert!(!on_token[0]["token"].as_str().unwrap().contains(PIN));
+
+    // Dave writes to Carol and to Tom, signed and encrypted.
+    let mut sealed = Vec::new();
+    for (id, to) in [
+        ("to-carol", "carol@smime.example"),
+        ("to-tom", "tom@smime.example"),
+    ] {
+        let plain = request(id, "dave@smime.example", to).to_rfc5322().unwrap();
+        let out = hsm.ok(&["seal", "--store", p, "--profile", "smime"], &plain);
+        sealed.push(out.stdout);
+    }
+    // Carol's mail opens where the token's module is not allowed.
+    let out = hsm.mailseal_no_modules(&["open", "--store", s, "--stateless"], &sealed[0]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("to-carol"));
+    // Tom's needs the module: refused, saying so (exit 5).
+    let out = hsm.mailseal_no_modules(&["open", "--store", s, "--stateless"], &sealed[1]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("MAILSEAL_PKCS11_MODULES"), "{stderr}");
+    // ... and opens where it is.
+    let out = hsm.mailseal(&["open", "--store", s, "--stateless"], &sealed[1]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Carol signs and encrypts to Dave without the module.
+    let plain = request("from-carol", "carol@smime.example", "dave@smime.example")
+        .to_rfc5322()
+        .unwrap();
+    let out = hsm.mailseal_no_modules(&["seal", "--store", s, "--profile", "smime"], &plain);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An address with a key in the store and a key on a token: `seal` does not pick one
+/// by dates (the token key, made later, would win silently); it refuses, naming
+/// both and where each is, until `--signer` chooses (issue #61).
+#[test]
+fn fail_seal_does_not_choose_between_a_token_key_and_a_file_key_by_itself() {
+    let Some(hsm) = Hsm::new() else { return };
+    let store = hsm.path("both");
+    let s = store.to_str().unwrap();
+    let file_pem = hsm.path("file.pem");
+    hsm.ok(
+        &[
+            "key",
+            "generate",
+            "--store",
+            s,
+            "--kind",
+            "smime",
+            "--email",
+            "eve@smime.example",
+            "--cert-out",
+            file_pem.to_str().unwrap(),
+        ],
+        b"",
+    );
+    hsm.generate("both", "eve@smime.example", "eve", "p256");
+    let fingerprints: Vec<(String, bool)> = {
+        let out = hsm.ok(&["key", "list", "--store", s], b"");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("eve@smime.example"))
+            .map(|l| {
+                (
+                    l.split_whitespace().next().unwrap().to_string(),
+                    l.contains("+token"),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(fingerprints.len(), 2, "{fingerprints:?}");
+    let plain = request("both-1", "eve@smime.example", "eve@smime.example")
+        .to_rfc5322()
+        .unwrap();
+    let seal = |extra: &[&str]| {
+        let mut args = vec!["seal", "--store", s, "--profile", "smime", "--sign-only"];
+        args.extend_from_slice(extra);
+        hsm.mailseal(&args, &plain)
+    };
+    let out = seal(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty());
+    for (f, _) in &fingerprints {
+        assert!(stderr.contains(f.as_str()), "{stderr}");
+    }
+    assert!(
+        stderr.contains("on a token") && stderr.contains("--signer"),
+        "{stderr}"
+    );
+    // Each key chosen by a prefix of its fingerprint signs, and the signature is its.
+    for (f, on_token) in &fingerprints {
+        let out = seal(&["--signer", &f[..16]]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report = hsm.path("report.json");
+        let opened = hsm.mailseal(
+            &[
+                "open",
+                "--store",
+                s,
+                "--stateless",
+                "--own-copy",
+                "--report",
+                report.to_str().unwrap(),
+            ],
+            &out.stdout,
+        );
+        assert!(
+            opened.status.success(),
+            "{}",
+            String::from_utf8_lossy(&opened.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(
+            report["signer"].as_str(),
+            Some(format!("x509:{f}").as_str()),
+            "signed with the {} key",
+            if *on_token { "token" } else { "file" }
+        );
+    }
+    // A fingerprint of no key of the address: refused.
+    let out = seal(&["--signer", "ffff"]);
+    assert_ne!(out.status.code(), Some(0));
 }
