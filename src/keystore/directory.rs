@@ -574,6 +574,14 @@ impl DirectoryStore {
 }
 
 impl KeyStore for DirectoryStore {
+    /// The directory's `mailseal.db`, where the command line keeps the state of a
+    /// directory store.
+    fn state_location(&self) -> Option<crate::replay::StateLocation> {
+        Some(crate::replay::StateLocation::Sqlite(
+            self.root.join(crate::sqlite::FILE_NAME),
+        ))
+    }
+
     fn import_with_passphrase(
         &self,
         input: &[u8],

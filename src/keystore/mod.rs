@@ -486,6 +486,9 @@ macro_rules! delegate_key_store {
             fn put_jwk_identity(&self, record: &StoredJwk) -> Result<(), KeyStoreError> {
                 (**self).put_jwk_identity(record)
             }
+            fn state_location(&self) -> Option<crate::replay::StateLocation> {
+                (**self).state_location()
+            }
         }
     )*};
 }
@@ -551,6 +554,18 @@ pub trait KeyStore {
     /// are the record's: a new binding replaces the old, it does not widen it).
     fn put_jwk_identity(&self, _record: &StoredJwk) -> Result<(), KeyStoreError> {
         Err(KeyStoreError::Unsupported("JSON Web Keys"))
+    }
+    /// Where the replay and stream state kept with these keys lives: a [`DirectoryStore`] keeps it in its
+    /// directory's `mailseal.db` (where `mailseal open --store DIR` keeps it), a
+    /// [`SqliteStore`] in its own database, a [`PostgresStore`] in its own database.
+    /// A [`crate::Receiver`] or [`crate::Sender`] built over the store uses it unless
+    /// told otherwise, so that a message accepted once (by the CLI, by another
+    /// receiver, by an earlier run) is refused as a replay. `None`: the store keeps
+    /// nothing durable ([`MemoryStore`], a [`TokenStore`]: its state lives with the
+    /// store the token's certificates are listed in), and a receiver over it keeps
+    /// its state in memory.
+    fn state_location(&self) -> Option<crate::replay::StateLocation> {
+        None
     }
 }
 

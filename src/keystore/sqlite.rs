@@ -80,6 +80,10 @@ const KEY_COLUMNS: &str = "fingerprint, algorithm, pkcs8, encrypted, token_uri";
 const PGP_COLUMNS: &str = "fingerprint, cert, secret, secret_locked";
 
 impl KeyTables for SqliteTables {
+    fn state_location(&self) -> Option<crate::replay::StateLocation> {
+        Some(crate::replay::StateLocation::Sqlite(self.path.clone()))
+    }
+
     fn put_certificate(
         &self,
         fingerprint: &str,

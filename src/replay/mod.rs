@@ -33,6 +33,9 @@
 //! The rules live once, in `rules`, over a small transaction interface; the adapters
 //! (memory, SQLite, PostgreSQL) only provide storage and isolation.
 
+mod durable;
+pub(crate) use durable::Durable;
+pub use durable::StateLocation;
 mod memory;
 mod postgres;
 mod rules;
