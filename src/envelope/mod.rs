@@ -152,6 +152,64 @@ impl Envelope {
         e
     }
 
+    /// The response to `request`, numbered `message_id`: kind `response`, the request's
+    /// operation, `correlationId`, `taskId` and `contextId`, its attempt
+    /// (`serviceParameters.retry`, when a retry), sequence 1 (a request is 0 and its
+    /// replies are numbered from 1) and `final` (a response ends its exchange; a
+    /// stream's events are [`Kind::Event`] instead, DESIGN decision 4), and an empty
+    /// `payload` for the caller to set. A request without a `correlationId` was not
+    /// recorded by its sender, so no reply to it is accepted: the response then lacks
+    /// one too, and [`validate`] says so.
+    pub fn response_to(request: &Envelope, message_id: &str) -> Envelope {
+        Self::reply_to(request, Kind::Response, message_id)
+    }
+
+    /// The A2A error answering `request` (see [`Envelope::response_to`]): kind
+    /// `error`, final, with the error object `{type, code, message}` of `error`.
+    pub fn error_to(
+        request: &Envelope,
+        message_id: &str,
+        error: A2aErrorType,
+        message: &str,
+    ) -> Envelope {
+        let mut e = Self::reply_to(request, Kind::Error, message_id);
+        let mut object = serde_json::Map::new();
+        object.insert("type".into(), error.name().into());
+        if let Some(code) = error.code() {
+            object.insert("code".into(), code.into());
+        }
+        object.insert("message".into(), message.into());
+        e.set("error", &object);
+        e
+    }
+
+    fn reply_to(request: &Envelope, kind: Kind, message_id: &str) -> Envelope {
+        let mut e = Envelope::new(kind, Operation::MessageSend, message_id);
+        // The request's own operation text (a token this version may not know is
+        // answered as it was asked).
+        if let Some(op) = request.raw("operation") {
+            e.insert("operation", op);
+        }
+        for key in ["correlationId", "taskId", "contextId"] {
+            if let Some(raw) = request.raw(key) {
+                e.insert(key, raw);
+            }
+        }
+        let attempt = request.retry_attempt();
+        if attempt > 0 {
+            e.set(
+                "serviceParameters",
+                &serde_json::json!({ "retry": attempt }),
+            );
+        }
+        e.set("sequence", &1u64);
+        e.set("final", &true);
+        // `payload` last, where a reader looks for it.
+        e.remove("payload");
+        e.set("payload", &serde_json::json!({}));
+        e
+    }
+
     /// Reads an envelope from untrusted bytes with the default JSON depth limit.
     pub fn from_json(bytes: &[u8]) -> Result<Self, EnvelopeError> {
         Self::from_json_with_depth(bytes, DEFAULT_MAX_JSON_DEPTH)

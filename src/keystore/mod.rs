@@ -6,6 +6,7 @@
 //! contents), which a certificate and its private key share.
 
 mod directory;
+mod identities;
 mod material;
 pub(crate) use material::unsupported_crl_form;
 mod memory;
@@ -19,6 +20,9 @@ pub(crate) mod user_ids;
 
 pub use crate::hex::hex;
 pub use directory::DirectoryStore;
+pub use identities::{
+    export_public, generate_identity, import_as, IdentityError, IdentityKind, ImportAs,
+};
 pub(crate) use material::key_public;
 pub(crate) use material::CertificateList;
 pub use material::{emails_of, fingerprint, KeyAlgorithm};
@@ -566,6 +570,38 @@ pub trait KeyStore {
     /// its state in memory.
     fn state_location(&self) -> Option<crate::replay::StateLocation> {
         None
+    }
+    /// Imports `input` as `what` says: a peer's certificates, our own identity, trust
+    /// anchors, a peer's JWK ([`ImportAs`]); the typed form of [`KeyStore::import`].
+    ///
+    /// (On a `&dyn KeyStore`, call [`import_as`](fn@import_as): this and the two
+    /// methods below are for stores of a known type.)
+    fn import_as(&self, input: &[u8], what: ImportAs) -> Result<Vec<KeyEntry>, IdentityError>
+    where
+        Self: Sized,
+    {
+        identities::import_as(self, input, what)
+    }
+    /// Makes a new identity of `kind` for `email` in this store, in one call (see
+    /// [`IdentityKind`] for what each kind makes).
+    fn generate_identity(
+        &self,
+        kind: IdentityKind,
+        email: &str,
+    ) -> Result<Vec<KeyEntry>, IdentityError>
+    where
+        Self: Sized,
+    {
+        identities::generate_identity(self, kind, email)
+    }
+    /// What a peer needs of our identity of `kind` for `email` (certificates, never a
+    /// private key), as [`KeyStore::import_as`] with [`ImportAs::Peer`] (a JWK:
+    /// [`ImportAs::PeerJwk`]) reads it on the other side.
+    fn export_public(&self, kind: IdentityKind, email: &str) -> Result<Vec<u8>, IdentityError>
+    where
+        Self: Sized,
+    {
+        identities::export_public(self, kind, email)
     }
 }
 

@@ -57,7 +57,11 @@ fn fail_cli_open_then_a_library_receiver_refuses_the_replay() {
     // Bob's store as the command line makes it (one SQLite database), and as an
     // earlier version made it (the file layout): the CLI's state is each one's.
     let cli_bob = dir.path().join("bob-cli");
-    let fx = |f: &str| common::fixture(&format!("rfc9216/{f}")).display().to_string();
+    let fx = |f: &str| {
+        common::fixture(&format!("rfc9216/{f}"))
+            .display()
+            .to_string()
+    };
     let store = cli_bob.display().to_string();
     let (ca, alice_crt, bob_crt, bob_key) = (
         fx("ca.rsa.crt"),
@@ -67,16 +71,26 @@ fn fail_cli_open_then_a_library_receiver_refuses_the_replay() {
     );
     for args in [
         vec!["key", "import", "--store", &store, "--trusted", &ca],
-        vec!["key", "import", "--store", &store, &alice_crt, &bob_crt, &bob_key],
+        vec![
+            "key", "import", "--store", &store, &alice_crt, &bob_crt, &bob_key,
+        ],
     ] {
         let out = common::run(&args, b"");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     for (n, bob_dir) in [legacy_bob, cli_bob].into_iter().enumerate() {
         let raw = signed_request(&alice, &format!("cli-then-library-{n}"));
         let store = bob_dir.display().to_string();
         let out = common::run(&["open", "--store", &store], &raw);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(String::from_utf8_lossy(&out.stdout).contains("cli-then-library"));
         let keys = common::cli_store(&bob_dir);
         let outcome = receive_once(keys.as_ref(), &raw);
@@ -89,7 +103,10 @@ fn fail_cli_open_then_a_library_receiver_refuses_the_replay() {
     // A SqliteStore opened by its file is the same store, with the same state.
     let raw = signed_request(&alice, "cli-then-library-1");
     let keys = SqliteStore::open(&dir.path().join("bob-cli/mailseal.db"), None).unwrap();
-    assert!(matches!(receive_once(&keys, &raw), Outcome::Duplicate { .. }));
+    assert!(matches!(
+        receive_once(&keys, &raw),
+        Outcome::Duplicate { .. }
+    ));
 }
 
 #[test]
