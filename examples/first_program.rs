@@ -14,8 +14,8 @@ use serde_json::json;
 fn main() -> Result<(), Report> {
     let dir = tempfile::tempdir()?;
     let (a, b) = ("alice@example.org", "bob@example.org");
-    let alice = DirectoryStore::open(dir.path().join("alice"))?;
-    let bob = DirectoryStore::open(dir.path().join("bob"))?;
+    let open = |name: &str| DirectoryStore::open(dir.path().join(name));
+    let (alice, bob) = (open("alice")?, open("bob")?);
     alice.generate_identity(Smime, a)?;
     bob.generate_identity(Smime, b)?;
     bob.import_as(&alice.export_public(Smime, a)?, ImportAs::Peer)?;
@@ -32,30 +32,24 @@ fn main() -> Result<(), Report> {
     // Bob receives it; a receiver built later over his store refuses it as a replay.
     let outcome = Receiver::builder(&bob).build().receive(&sealed)?.commit()?;
     let asked = outcome.delivered().expect("delivered to Bob");
-    println!(
-        "Bob got {}",
-        asked.payload::<serde_json::Value>().unwrap_or_default()
-    );
+    let payload: serde_json::Value = asked.payload().unwrap_or_default();
+    println!("Bob got {payload}");
     let again = Receiver::builder(&bob).build().receive(&sealed)?.commit()?;
     assert!(matches!(again, Outcome::Duplicate { .. }), "replayed");
 
     // Bob answers in the request's thread; Alice's receiver delivers the answer.
     let mut answer = Envelope::response_to(asked.envelope(), "resp-1");
-    answer.set(
-        "payload",
-        &json!({"id": "task-7", "contextId": "ctx-1",
-        "status": {"state": "TASK_STATE_COMPLETED"}}),
-    );
+    let done =
+        json!({"id": "task-7", "contextId": "c-1", "status": {"state": "TASK_STATE_COMPLETED"}});
+    answer.set("payload", &done);
     let reply = MailA2aMessage::reply(asked.message(), b, answer);
     let sealed = Sender::builder(&bob).build().seal(&reply, &smime)?;
-    let outcome = Receiver::builder(&alice)
-        .build()
-        .receive(&sealed)?
-        .commit()?;
+    let mut inbox = Receiver::builder(&alice).build();
+    let outcome = inbox.receive(&sealed)?.commit()?;
     let answered = outcome.delivered().expect("delivered to Alice");
-    println!(
+    print!(
         "Alice got {}",
-        String::from_utf8_lossy(&answered.envelope().to_json())
+        String::from_utf8_lossy(&answered.envelope_json())
     );
     Ok(())
 }
