@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod identities;
 mod intermediates;
 mod key_generate;
 mod keystore;
