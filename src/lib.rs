@@ -7,8 +7,13 @@
 //! Sealing and opening: a [`Sender`] seals a composed [`MailA2aMessage`] with the keys
 //! of one store; a [`Receiver`] over another store opens it, applies the binding's
 //! identity checks and the receiver rules, and records it on `commit()`. The same two
-//! calls serve S/MIME, OpenPGP and MLS ([`Profile`]); `examples/` has each profile
-//! end to end (`cargo run --example smime_seal_open`, `openpgp_seal_open`,
+//! calls serve S/MIME, OpenPGP and MLS ([`Profile`]). A receiver keeps its replay state
+//! in its key store (a directory store's `mailseal.db`, as `mailseal` does), so a
+//! message accepted once is refused by every later receiver over the same store.
+//!
+//! The [`guide`] has a recipe for each task (seal and open, reply, replay, a receive
+//! loop, keys on a token, MLS, errors); `examples/` has each profile end to end
+//! (`cargo run --example first_program`, `smime_seal_open`, `openpgp_seal_open`,
 //! `mls_two_agents`, and `maildir` for a receive loop).
 //!
 //! ```
@@ -49,6 +54,9 @@
 
 mod asn1;
 mod binding;
+// The conformance corpus's generator and runner (`mailseal corpus`): a tool of the
+// command line, not a stable API.
+#[doc(hidden)]
 pub mod corpus;
 pub mod dispatch;
 pub mod dkim;
@@ -58,6 +66,7 @@ pub mod error;
 pub mod ext;
 #[cfg(feature = "gateway")]
 pub mod gateway;
+pub mod guide;
 mod hex;
 #[cfg(feature = "https")]
 pub mod https;

@@ -8,22 +8,26 @@
 //! ```text
 //! Error: no certificate for bob@example.org in the key store
 //! ```
-//!
-//! ```
-//! use mailseal::keystore::DirectoryStore;
-//!
-//! fn main() -> Result<(), mailseal::Report> {
-//!     let dir = tempfile::tempdir()?;
-//!     let _store = DirectoryStore::open(dir.path().join("keys"))?;
-//!     Ok(())
-//! }
-//! ```
 
 use std::error::Error;
 use std::fmt;
 
 /// Any error, shown as a person reads it: its `Display` and the `Display` of each
-/// source, one per line (see the [module documentation](self)). It is not itself an
+/// source, one per line. A `main` that returns `Err` prints the error's `Debug`; for
+/// the library's error enums that is their structure (`Seal(NoRecipientKey { address:
+/// ... })`), where their `Display` is the sentence meant for a person:
+///
+/// ```
+/// use mailseal::keystore::DirectoryStore;
+///
+/// fn main() -> Result<(), mailseal::Report> {
+///     let dir = tempfile::tempdir()?;
+///     let _store = DirectoryStore::open(dir.path().join("keys"))?;
+///     Ok(())
+/// }
+/// ```
+///
+/// It is not itself an
 /// [`Error`] (so that every error converts into it by `?`); [`Report::error`] gives the
 /// error back, for [`crate::Classify`] or a `downcast_ref`.
 pub struct Report(Box<dyn Error + Send + Sync + 'static>);

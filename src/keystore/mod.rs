@@ -214,6 +214,23 @@ fn display<T: fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, 
     s.collect_str(v)
 }
 
+/// The store directory `mailseal` uses when given no `--store`: `$MAILSEAL_HOME`, else
+/// `$XDG_DATA_HOME/mailseal`, else `~/.local/share/mailseal` (empty variables are
+/// ignored); `None` when none of the three is set. The command line keeps the keys
+/// and the replay state of a new store in its `mailseal.db`
+/// ([`SqliteStore::open`]`(&dir.join("mailseal.db"), None)`), and those of a store an
+/// earlier version made in the file layout of a [`DirectoryStore`].
+pub fn default_location() -> Option<std::path::PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    env("MAILSEAL_HOME")
+        .or_else(|| env("XDG_DATA_HOME").map(|d| d.join("mailseal")))
+        .or_else(|| env("HOME").map(|h| h.join(".local/share/mailseal")))
+}
+
 /// Our identities in `store`: the addresses of every certificate or OpenPGP key whose
 /// private key it holds, lower case, each once. What a signed message must name for us
 /// to accept it (the recipient binding's default). A store that cannot be listed
