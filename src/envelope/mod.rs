@@ -586,6 +586,49 @@ mod tests {
     }
 
     #[test]
+    fn a_response_and_an_error_answer_their_request_and_validate() {
+        let mut request = Envelope::new(Kind::Request, Operation::TasksGet, "req-1");
+        request.set("correlationId", "exchange-1");
+        request.set("taskId", "task-7");
+        request.set("serviceParameters", &serde_json::json!({"retry": 2}));
+        request.set("payload", &serde_json::json!({"id": "task-7"}));
+        let mut response = Envelope::response_to(&request, "resp-1");
+        response.set(
+            "payload",
+            &serde_json::json!({"id": "task-7", "contextId": "c",
+                "status": {"state": "TASK_STATE_COMPLETED"}}),
+        );
+        assert_eq!(response.kind(), Some(Kind::Response));
+        assert_eq!(response.operation(), Some(Operation::TasksGet));
+        assert_eq!(response.correlation_id().as_deref(), Some("exchange-1"));
+        assert_eq!(response.message_id().as_deref(), Some("resp-1"));
+        assert_eq!(
+            (response.sequence(), response.is_final()),
+            (Some(1), Some(true))
+        );
+        assert_eq!(response.retry_attempt(), 2);
+        assert_eq!(response.raw("taskId"), Some("\"task-7\""));
+        let ctx = ValidationContext::default();
+        assert_eq!(validate(&response, &ctx), vec![]);
+        let error = Envelope::error_to(&request, "err-1", A2aErrorType::TaskNotFoundError, "gone");
+        assert_eq!(error.kind(), Some(Kind::Error));
+        assert_eq!(
+            error.value("error"),
+            Some(
+                serde_json::json!({"type": "TaskNotFoundError", "code": -32001, "message": "gone"})
+            )
+        );
+        assert_eq!(validate(&error, &ctx), vec![]);
+        // A request that names no correlation gets a response that says so.
+        let bare = Envelope::new(Kind::Request, Operation::TasksGet, "req-2");
+        let codes: Vec<Code> = validate(&Envelope::response_to(&bare, "r"), &ctx)
+            .iter()
+            .map(|v| v.code)
+            .collect();
+        assert!(codes.contains(&Code::RequiredForReply), "{codes:?}");
+    }
+
+    #[test]
     fn set_keeps_position() {
         let mut env = Envelope::new(Kind::Request, Operation::MessageSend, "m-1");
         env.set("sequence", &4u64);
