@@ -6,9 +6,9 @@
 //! cargo run --example first_program
 //! ```
 
-use mailseal::keystore::{DirectoryStore, IdentityKind::Smime, ImportAs, KeyStore};
-use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Outcome, Profile};
-use mailseal::{Receiver, Report, SealOptions, Sender};
+use mailseal::keystore::DirectoryStore;
+use mailseal::{Envelope, Identities, IdentityKind::Smime, ImportAs, Kind, MailA2aMessage};
+use mailseal::{Operation, Outcome, Profile, Receiver, Report, SealOptions, Sender};
 use serde_json::json;
 
 fn main() -> Result<(), Report> {

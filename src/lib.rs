@@ -70,6 +70,7 @@ pub mod guide;
 mod hex;
 #[cfg(feature = "https")]
 pub mod https;
+pub mod identities;
 pub mod identity;
 pub mod jws;
 pub mod keystore;
@@ -100,6 +101,7 @@ pub struct ReadmeDoctests;
 
 pub use envelope::{Envelope, Kind, Operation};
 pub use error::{A2aErrorType, Classify, ErrorKind};
+pub use identities::{Identities, IdentityError, IdentityKind, ImportAs};
 pub use message::{Limits, MailA2aMessage};
 pub use profile::{Profile, Protection};
 pub use receiver::{Incoming, Outcome, ReceiveError, Receiver};

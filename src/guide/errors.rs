@@ -5,7 +5,7 @@
 //! [`ReceiveError`](crate::ReceiveError) when receiving (verification, decryption,
 //! binding, the MLS layer, the receiver rules),
 //! [`KeyStoreError`](crate::keystore::KeyStoreError) and
-//! [`IdentityError`](crate::keystore::IdentityError) for keys. Each says what kind of
+//! [`IdentityError`](crate::IdentityError) for keys. Each says what kind of
 //! failure it is ([`Classify::kind`](crate::Classify::kind): malformed, not
 //! authentic, no usable key, refused by policy...; the command line's exit codes),
 //! which A2A error a peer should be answered with
@@ -15,7 +15,8 @@
 //! and escaped: an error can be logged as it is.
 //!
 //! ```
-//! use mailseal::keystore::{IdentityKind::Smime, KeyStore, MemoryStore};
+//! use mailseal::keystore::{KeyStore, MemoryStore};
+//! use mailseal::{Identities, IdentityKind::Smime};
 //! use mailseal::{Classify, Envelope, ErrorKind, Kind, MailA2aMessage, Operation};
 //! use mailseal::{Profile, Receiver, SealOptions, SendError, Sender};
 //!
@@ -49,7 +50,8 @@
 //! sources:
 //!
 //! ```
-//! use mailseal::keystore::{IdentityKind::Smime, KeyStore, MemoryStore};
+//! use mailseal::keystore::{KeyStore, MemoryStore};
+//! use mailseal::{Identities, IdentityKind::Smime};
 //!
 //! fn export(store: &MemoryStore) -> Result<Vec<u8>, mailseal::Report> {
 //!     Ok(store.export_public(Smime, "bob@example.org")?)

@@ -10,7 +10,8 @@
 //! through the same receive path as the rest.
 //!
 //! ```
-//! use mailseal::keystore::{IdentityKind::Smime, ImportAs, KeyStore, MemoryStore};
+//! use mailseal::keystore::{KeyStore, MemoryStore};
+//! use mailseal::{Identities, IdentityKind::Smime, ImportAs};
 //! use mailseal::mls::{Mls, StoreAuthenticator};
 //! use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Outcome, Receiver};
 //!

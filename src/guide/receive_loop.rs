@@ -10,7 +10,8 @@
 //! directory of outputs, idempotently.
 //!
 //! ```
-//! use mailseal::keystore::{DirectoryStore, IdentityKind::Smime, ImportAs, KeyStore};
+//! use mailseal::keystore::{DirectoryStore, KeyStore};
+//! use mailseal::{Identities, IdentityKind::Smime, ImportAs};
 //! use mailseal::receiver::deliver::{DeliveryDir, Format};
 //! use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Outcome};
 //! use mailseal::{Profile, Receiver, SealOptions, Sender};

@@ -13,7 +13,8 @@
 //! agent, another process, the command line) refuses what an earlier one accepted:
 //!
 //! ```
-//! use mailseal::keystore::{DirectoryStore, IdentityKind::Smime, ImportAs, KeyStore};
+//! use mailseal::keystore::{DirectoryStore, KeyStore};
+//! use mailseal::{Identities, IdentityKind::Smime, ImportAs};
 //! use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Outcome};
 //! use mailseal::{Profile, Receiver, SealOptions, Sender};
 //!

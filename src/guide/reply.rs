@@ -12,7 +12,8 @@
 //! `Auto-Submitted: auto-replied`).
 //!
 //! ```
-//! use mailseal::keystore::{DirectoryStore, IdentityKind::Smime, ImportAs, KeyStore};
+//! use mailseal::keystore::{DirectoryStore, KeyStore};
+//! use mailseal::{Identities, IdentityKind::Smime, ImportAs};
 //! use mailseal::{A2aErrorType, Envelope, Kind, MailA2aMessage, Operation};
 //! use mailseal::{Profile, Receiver, SealOptions, Sender};
 //!

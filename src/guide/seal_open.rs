@@ -1,11 +1,11 @@
 //! # Seal and open
 //!
 //! Each agent has a key store with an identity of its own and the certificates of its
-//! peers. [`KeyStore::generate_identity`](crate::keystore::KeyStore::generate_identity)
+//! peers. [`KeyStore::generate_identity`](crate::Identities::generate_identity)
 //! makes an identity in one call (S/MIME, OpenPGP or a JWS key),
-//! [`KeyStore::export_public`](crate::keystore::KeyStore::export_public) writes what a
-//! peer needs (never a private key), and [`KeyStore::import_as`](crate::keystore::KeyStore::import_as)
-//! with [`ImportAs::Peer`](crate::keystore::ImportAs::Peer) takes it on the other side.
+//! [`KeyStore::export_public`](crate::Identities::export_public) writes what a
+//! peer needs (never a private key), and [`KeyStore::import_as`](crate::Identities::import_as)
+//! with [`ImportAs::Peer`](crate::ImportAs::Peer) takes it on the other side.
 //!
 //! A [`Sender`](crate::Sender) seals (signed, then encrypted to every recipient and
 //! to the sender's own copy), and a [`Receiver`](crate::Receiver) opens: verifies,
@@ -13,7 +13,8 @@
 //! protected recipients, then applies the receiver rules.
 //!
 //! ```
-//! use mailseal::keystore::{IdentityKind, ImportAs, KeyStore, MemoryStore};
+//! use mailseal::keystore::{KeyStore, MemoryStore};
+//! use mailseal::{Identities, IdentityKind, ImportAs};
 //! use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Profile, Receiver, SealOptions, Sender};
 //!
 //! # fn main() -> Result<(), mailseal::Report> {

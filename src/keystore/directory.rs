@@ -576,8 +576,8 @@ impl DirectoryStore {
 impl KeyStore for DirectoryStore {
     /// The directory's `mailseal.db`, where the command line keeps the state of a
     /// directory store.
-    fn state_location(&self) -> Option<crate::replay::StateLocation> {
-        Some(crate::replay::StateLocation::Sqlite(
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
+        Some(crate::keystore::StateLocation::Sqlite(
             self.root.join(crate::sqlite::FILE_NAME),
         ))
     }

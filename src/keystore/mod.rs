@@ -6,7 +6,6 @@
 //! contents), which a certificate and its private key share.
 
 mod directory;
-mod identities;
 mod material;
 pub(crate) use material::unsupported_crl_form;
 mod memory;
@@ -16,13 +15,11 @@ mod pkcs12;
 mod postgres;
 mod sql;
 mod sqlite;
+mod state;
 pub(crate) mod user_ids;
 
 pub use crate::hex::hex;
 pub use directory::DirectoryStore;
-pub use identities::{
-    export_public, generate_identity, import_as, IdentityError, IdentityKind, ImportAs,
-};
 pub(crate) use material::key_public;
 pub(crate) use material::CertificateList;
 pub use material::{emails_of, fingerprint, KeyAlgorithm};
@@ -40,6 +37,7 @@ pub(crate) fn cert_entry_of(cert: &x509_cert::Certificate, has_private_key: bool
 pub use postgres::{PostgresStore, PostgresTables};
 pub use sql::SqlKeyStore;
 pub use sqlite::{SqliteStore, SqliteTables};
+pub use state::StateLocation;
 
 use std::fmt;
 
@@ -507,7 +505,7 @@ macro_rules! delegate_key_store {
             fn put_jwk_identity(&self, record: &StoredJwk) -> Result<(), KeyStoreError> {
                 (**self).put_jwk_identity(record)
             }
-            fn state_location(&self) -> Option<crate::replay::StateLocation> {
+            fn state_location(&self) -> Option<crate::keystore::StateLocation> {
                 (**self).state_location()
             }
         }
@@ -576,8 +574,9 @@ pub trait KeyStore {
     fn put_jwk_identity(&self, _record: &StoredJwk) -> Result<(), KeyStoreError> {
         Err(KeyStoreError::Unsupported("JSON Web Keys"))
     }
-    /// Where the replay and stream state kept with these keys lives: a [`DirectoryStore`] keeps it in its
-    /// directory's `mailseal.db` (where `mailseal open --store DIR` keeps it), a
+    /// Where the replay and stream state kept with these keys lives: a
+    /// [`DirectoryStore`] keeps it in its directory's `mailseal.db` (where `mailseal
+    /// open --store DIR` keeps it), a
     /// [`SqliteStore`] in its own database, a [`PostgresStore`] in its own database.
     /// A [`crate::Receiver`] or [`crate::Sender`] built over the store uses it unless
     /// told otherwise, so that a message accepted once (by the CLI, by another
@@ -585,40 +584,8 @@ pub trait KeyStore {
     /// nothing durable ([`MemoryStore`], a [`TokenStore`]: its state lives with the
     /// store the token's certificates are listed in), and a receiver over it keeps
     /// its state in memory.
-    fn state_location(&self) -> Option<crate::replay::StateLocation> {
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
         None
-    }
-    /// Imports `input` as `what` says: a peer's certificates, our own identity, trust
-    /// anchors, a peer's JWK ([`ImportAs`]); the typed form of [`KeyStore::import`].
-    ///
-    /// (On a `&dyn KeyStore`, call [`import_as`](fn@import_as): this and the two
-    /// methods below are for stores of a known type.)
-    fn import_as(&self, input: &[u8], what: ImportAs) -> Result<Vec<KeyEntry>, IdentityError>
-    where
-        Self: Sized,
-    {
-        identities::import_as(self, input, what)
-    }
-    /// Makes a new identity of `kind` for `email` in this store, in one call (see
-    /// [`IdentityKind`] for what each kind makes).
-    fn generate_identity(
-        &self,
-        kind: IdentityKind,
-        email: &str,
-    ) -> Result<Vec<KeyEntry>, IdentityError>
-    where
-        Self: Sized,
-    {
-        identities::generate_identity(self, kind, email)
-    }
-    /// What a peer needs of our identity of `kind` for `email` (certificates, never a
-    /// private key), as [`KeyStore::import_as`] with [`ImportAs::Peer`] (a JWK:
-    /// [`ImportAs::PeerJwk`]) reads it on the other side.
-    fn export_public(&self, kind: IdentityKind, email: &str) -> Result<Vec<u8>, IdentityError>
-    where
-        Self: Sized,
-    {
-        identities::export_public(self, kind, email)
     }
 }
 

@@ -65,8 +65,10 @@ const KEY_COLUMNS: &str = "fingerprint, algorithm, pkcs8, encrypted, token_uri";
 const PGP_COLUMNS: &str = "fingerprint, cert, secret, secret_locked";
 
 impl KeyTables for PostgresTables {
-    fn state_location(&self) -> Option<crate::replay::StateLocation> {
-        Some(crate::replay::StateLocation::Postgres(self.url.to_string()))
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
+        Some(crate::keystore::StateLocation::Postgres(
+            self.url.to_string(),
+        ))
     }
 
     fn put_certificate(

@@ -93,7 +93,7 @@ pub(crate) trait KeyTables: Send + Sync {
     /// Rewrites the stored form of these keys and secrets, all or none.
     fn replace_secrets(&self, keys: &[KeyRow], pgp: &[PgpRow]) -> Result<(), KeyStoreError>;
     /// The database's replay and stream state (the same database).
-    fn state_location(&self) -> Option<crate::replay::StateLocation>;
+    fn state_location(&self) -> Option<crate::keystore::StateLocation>;
 }
 
 pub(crate) fn db(e: impl std::fmt::Display) -> KeyStoreError {
@@ -379,7 +379,7 @@ impl<T: KeyTables> SqlKeyStore<T> {
 impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
     /// The same database: the command line keeps a store's replay state beside its
     /// keys.
-    fn state_location(&self) -> Option<crate::replay::StateLocation> {
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
         self.tables.state_location()
     }
 

@@ -91,10 +91,10 @@ const KEY_COLUMNS: &str = "fingerprint, algorithm, pkcs8, encrypted, token_uri";
 const PGP_COLUMNS: &str = "fingerprint, cert, secret, secret_locked";
 
 impl KeyTables for SqliteTables {
-    fn state_location(&self) -> Option<crate::replay::StateLocation> {
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
         // A database in memory keeps nothing durable.
         (!self.path.as_os_str().is_empty())
-            .then(|| crate::replay::StateLocation::Sqlite(self.path.clone()))
+            .then(|| crate::keystore::StateLocation::Sqlite(self.path.clone()))
     }
 
     fn put_certificate(

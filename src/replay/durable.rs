@@ -8,39 +8,9 @@
 use std::cell::OnceCell;
 
 use super::{
-    Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, SentRequest, StreamEvent,
-    StreamStatus,
+    Admission, Candidate, ReceiverError, ReceiverPolicy, ReplayStore, SentRequest, StateLocation,
+    StreamEvent, StreamStatus,
 };
-
-/// Where a key store's durable replay and stream state lives.
-#[derive(Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StateLocation {
-    /// A SQLite database file (a [`super::SqliteReplayStore`]).
-    Sqlite(std::path::PathBuf),
-    /// A PostgreSQL database (a [`super::PostgresReplayStore`]): its connection URL.
-    Postgres(String),
-}
-
-/// The URL's password is not shown.
-impl std::fmt::Debug for StateLocation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Sqlite(p) => f.debug_tuple("Sqlite").field(p).finish(),
-            Self::Postgres(_) => f.debug_tuple("Postgres").finish_non_exhaustive(),
-        }
-    }
-}
-
-impl StateLocation {
-    /// Opens (creating it when absent) the state there.
-    pub fn open(&self) -> Result<Box<dyn ReplayStore>, ReceiverError> {
-        Ok(match self {
-            Self::Sqlite(path) => Box::new(super::SqliteReplayStore::open(path)?),
-            Self::Postgres(url) => Box::new(super::PostgresReplayStore::connect(url)?),
-        })
-    }
-}
 
 /// The replay state at a [`StateLocation`], opened at first use.
 pub(crate) struct Durable {
@@ -60,7 +30,7 @@ impl Durable {
         if let Some(s) = self.open.get() {
             return Ok(s.as_ref());
         }
-        let opened = self.location.open()?;
+        let opened = super::open_location(&self.location)?;
         Ok(self.open.get_or_init(|| opened).as_ref())
     }
 }

@@ -4,10 +4,11 @@
 
 use crate::common;
 
-use mailseal::keystore::{DirectoryStore, KeyStore};
+use mailseal::keystore::DirectoryStore;
 use mailseal::message::MailA2aMessage;
 use mailseal::replay::SqliteReplayStore;
 use mailseal::smime::Smime;
+use mailseal::Identities;
 use mailseal::{Outcome, Profile, Receiver, SealOptions, Sealer, SendError, Sender};
 use serde_json::json;
 
@@ -164,8 +165,7 @@ fn sender_records_a_payment_request_for_its_recipients() {
     let keys = mailseal::keystore::MemoryStore::new();
     for f in ["alice.sign.crt", "alice.sign.key"] {
         let bytes = std::fs::read(common::fixture(&format!("rfc9216/{f}"))).unwrap();
-        keys.import_as(&bytes, mailseal::keystore::ImportAs::Own)
-            .unwrap();
+        keys.import_as(&bytes, mailseal::ImportAs::Own).unwrap();
     }
     let mut opts = SealOptions::new(Profile::Smime);
     opts.sign_only = true;

@@ -3,10 +3,9 @@
 
 use crate::common;
 
-use mailseal::keystore::{
-    DirectoryStore, EntryKind, IdentityError, IdentityKind, ImportAs, KeyStore, MemoryStore,
-};
+use mailseal::keystore::{DirectoryStore, EntryKind, KeyStore, MemoryStore};
 use mailseal::{Envelope, Kind, MailA2aMessage, Operation, Profile, Receiver, SealOptions, Sender};
+use mailseal::{Identities, IdentityError, IdentityKind, ImportAs};
 
 const A: &str = "alice@example.org";
 const B: &str = "bob@example.org";

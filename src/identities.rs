@@ -2,8 +2,12 @@
 //! form of `mailseal key generate --kind K --email ADDR --cert-out FILE` and `key
 //! import`, so that a program needs neither the profiles' key types nor PEM surgery.
 //!
+//! The calls are methods of every store ([`Identities`], implemented for each
+//! [`KeyStore`]):
+//!
 //! ```
-//! use mailseal::keystore::{IdentityKind, ImportAs, KeyStore, MemoryStore};
+//! use mailseal::keystore::{KeyStore, MemoryStore};
+//! use mailseal::{Identities, IdentityKind, ImportAs};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let (alice, bob) = (MemoryStore::new(), MemoryStore::new());
@@ -18,8 +22,8 @@
 
 use der::Decode;
 
-use super::{EntryKind, KeyEntry, KeyStore, KeyStoreError};
 use crate::error::{A2aErrorType, Classify, ErrorKind};
+use crate::keystore::{EntryKind, KeyEntry, KeyStore, KeyStoreError, StoredCertificate};
 
 /// The kinds of identity a store can make: one per signing profile (MLS credentials
 /// live in the MLS state, [`crate::mls::Mls::generate_identity`]).
@@ -53,7 +57,7 @@ impl std::fmt::Display for IdentityKind {
 #[non_exhaustive]
 pub enum ImportAs {
     /// A peer's certificates (X.509 PEM or DER, an OpenPGP certificate), as
-    /// [`KeyStore::export_public`] writes them: they speak for the addresses they
+    /// [`Identities::export_public`] writes them: they speak for the addresses they
     /// name. A private key in it is refused: a peer never hands one over.
     Peer,
     /// Our own identity: certificates with their private keys (PEM, DER, PKCS#8, an
@@ -107,6 +111,57 @@ impl Classify for IdentityError {
     }
 }
 
+/// Identities in one call, for every key store: `store.generate_identity(kind,
+/// addr)`, `store.export_public(kind, addr)`, `store.import_as(bytes, what)`.
+pub trait Identities {
+    /// Makes a new identity of `kind` for `email` in this store (see [`IdentityKind`]
+    /// for what each kind makes), and returns what was stored.
+    fn generate_identity(
+        &self,
+        kind: IdentityKind,
+        email: &str,
+    ) -> Result<Vec<KeyEntry>, IdentityError>;
+    /// What a peer needs of our identity of `kind` for `email` (certificates, never a
+    /// private key), as [`Identities::import_as`] with [`ImportAs::Peer`] (a JWK:
+    /// [`ImportAs::PeerJwk`]) reads it on the other side.
+    fn export_public(&self, kind: IdentityKind, email: &str) -> Result<Vec<u8>, IdentityError>;
+    /// Imports `input` as `what` says ([`ImportAs`]): the typed form of
+    /// [`KeyStore::import`].
+    fn import_as(&self, input: &[u8], what: ImportAs) -> Result<Vec<KeyEntry>, IdentityError>;
+}
+
+impl<S: KeyStore> Identities for S {
+    fn generate_identity(
+        &self,
+        kind: IdentityKind,
+        email: &str,
+    ) -> Result<Vec<KeyEntry>, IdentityError> {
+        generate_identity(self, kind, email)
+    }
+    fn export_public(&self, kind: IdentityKind, email: &str) -> Result<Vec<u8>, IdentityError> {
+        export_public(self, kind, email)
+    }
+    fn import_as(&self, input: &[u8], what: ImportAs) -> Result<Vec<KeyEntry>, IdentityError> {
+        import_as(self, input, what)
+    }
+}
+
+impl Identities for dyn KeyStore + '_ {
+    fn generate_identity(
+        &self,
+        kind: IdentityKind,
+        email: &str,
+    ) -> Result<Vec<KeyEntry>, IdentityError> {
+        generate_identity(self, kind, email)
+    }
+    fn export_public(&self, kind: IdentityKind, email: &str) -> Result<Vec<u8>, IdentityError> {
+        export_public(self, kind, email)
+    }
+    fn import_as(&self, input: &[u8], what: ImportAs) -> Result<Vec<KeyEntry>, IdentityError> {
+        import_as(self, input, what)
+    }
+}
+
 /// Makes a new identity of `kind` for `email` in `store` (see [`IdentityKind`]) and
 /// returns what was stored.
 pub fn generate_identity(
@@ -119,13 +174,17 @@ pub fn generate_identity(
             let request = crate::smime::IdentityRequest::new(email);
             let mut entries = Vec::new();
             for id in crate::smime::generate(&request, None)? {
-                let pem = super::identity_pem(&id.certificate, &id.private_key)?;
+                let pem = crate::keystore::identity_pem(&id.certificate, &id.private_key)?;
                 entries.extend(store.import(pem.as_bytes(), "new identity", false)?);
             }
             Ok(entries)
         }
         IdentityKind::OpenPgp => {
-            let tsk = super::openpgp::generate(email, None, crate::openpgp::KeyProfile::Rfc4880)?;
+            let tsk = crate::keystore::openpgp::generate(
+                email,
+                None,
+                crate::openpgp::KeyProfile::Rfc4880,
+            )?;
             Ok(store.import(&tsk, "new identity", false)?)
         }
         IdentityKind::Jws => {
@@ -136,7 +195,7 @@ pub fn generate_identity(
 }
 
 /// What a peer needs of our identity of `kind` for `email`, in the form
-/// [`KeyStore::import_as`] reads on the other side: S/MIME, the PEM certificates of
+/// [`Identities::import_as`] reads on the other side: S/MIME, the PEM certificates of
 /// ours naming the address, each followed by the store's certificates of its issuers;
 /// OpenPGP, the armored certificate; JWS, the public JWK (JSON). Never a private key.
 pub fn export_public(
@@ -191,11 +250,11 @@ pub fn export_public(
                 .openpgp_certificates()?
                 .into_iter()
                 .find(|c| {
-                    super::openpgp::parse_stored(c)
+                    crate::keystore::openpgp::parse_stored(c)
                         .is_some_and(|p| p.fingerprint().to_hex().eq_ignore_ascii_case(&fpr))
                 })
                 .ok_or_else(none)?;
-            Ok(super::openpgp::armored_certificate(&cert)?)
+            Ok(crate::keystore::openpgp::armored_certificate(&cert)?)
         }
         IdentityKind::Jws => {
             let fpr = of_kind(EntryKind::Jwk)
@@ -223,7 +282,7 @@ pub fn import_as(
 ) -> Result<Vec<KeyEntry>, IdentityError> {
     match what {
         ImportAs::Peer => {
-            if super::describe(input, "peer certificate")?
+            if crate::keystore::describe(input, "peer certificate")?
                 .iter()
                 .any(|e| e.has_private_key)
             {
@@ -245,7 +304,7 @@ pub fn import_as(
 
 /// `der` followed by the certificates of its issuers among `issuers`, up to a
 /// self-issued one (a bounded walk: a loop in the store ends it).
-fn with_issuers(der: &[u8], issuers: &[super::StoredCertificate]) -> Vec<Vec<u8>> {
+fn with_issuers(der: &[u8], issuers: &[StoredCertificate]) -> Vec<Vec<u8>> {
     let mut chain = vec![der.to_vec()];
     let mut current = x509_cert::Certificate::from_der(der).ok();
     while let Some(cert) = current.take() {
