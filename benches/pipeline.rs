@@ -87,7 +87,7 @@ fn bench(c: &mut Criterion) {
             criterion::BatchSize::SmallInput,
         )
     });
-    let mut memory = Receiver::builder(&bob_store).build();
+    let mut memory = Receiver::builder(&bob_store).replay_in_memory().build();
     g.bench_function(BenchmarkId::from_parameter("receiver-memory"), |b| {
         b.iter_batched(
             fresh,

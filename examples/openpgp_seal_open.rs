@@ -24,10 +24,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut env = Envelope::new(Kind::Request, Operation::TasksGet, "get-1");
     env.set("payload", &serde_json::json!({"id": "task-7"}));
     let plain = MailA2aMessage::new("ann@pgp.example", &["bea@pgp.example"], env);
-    // The sender's own state records the request, so that its answer is accepted
-    // when it comes back (a durable one in practice: `SqliteReplayStore`).
+    // A request with no correlation expects no answer: nothing is recorded.
     let sealed = Sender::builder(&ann)
-        .replay(mailseal::replay::MemoryReplayStore::default())
         .build()
         .seal(&plain, &SealOptions::new(Profile::OpenPgp))?;
     println!("sealed: {} bytes of PGP/MIME", sealed.len());

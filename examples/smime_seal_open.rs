@@ -41,10 +41,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "parts": [{"text": "Summarize the quarter."}]}}),
     );
     let plain = MailA2aMessage::new("alice@smime.example", &["bob@smime.example"], env);
-    // The sender's own state records the request, so that its answer is accepted
-    // when it comes back (a durable one in practice: `SqliteReplayStore`).
+    // The sender's store records the request in its replay state (its `mailseal.db`),
+    // so that the answer is accepted when it comes back.
     let sealed = Sender::builder(&alice)
-        .replay(mailseal::replay::MemoryReplayStore::default())
         .build()
         .seal(&plain, &SealOptions::new(Profile::Smime))?;
     println!("sealed: {} bytes of S/MIME", sealed.len());

@@ -57,6 +57,7 @@ fn outer_content_type(raw: &[u8]) -> Option<String> {
 
 /// The parsed keys of every profile, kept across messages by a long-lived owner.
 #[derive(Clone, Default)]
+#[doc(hidden)]
 pub struct ProfileCaches {
     /// S/MIME private keys.
     pub smime: crate::smime::KeyCache,
@@ -91,6 +92,7 @@ impl<'a> Dispatcher<'a> {
 
     /// As [`Dispatcher::with_store`], reusing the parsed keys of `caches` (the long-lived
     /// receiver's), so a message does not parse again what the one before it parsed.
+    #[doc(hidden)]
     pub fn with_caches(store: &'a dyn crate::keystore::KeyStore, caches: &ProfileCaches) -> Self {
         Dispatcher::new()
             .with_profile(

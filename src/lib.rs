@@ -7,8 +7,13 @@
 //! Sealing and opening: a [`Sender`] seals a composed [`MailA2aMessage`] with the keys
 //! of one store; a [`Receiver`] over another store opens it, applies the binding's
 //! identity checks and the receiver rules, and records it on `commit()`. The same two
-//! calls serve S/MIME, OpenPGP and MLS ([`Profile`]); `examples/` has each profile
-//! end to end (`cargo run --example smime_seal_open`, `openpgp_seal_open`,
+//! calls serve S/MIME, OpenPGP and MLS ([`Profile`]). A receiver keeps its replay state
+//! in its key store (a directory store's `mailseal.db`, as `mailseal` does), so a
+//! message accepted once is refused by every later receiver over the same store.
+//!
+//! The [`guide`] has a recipe for each task (seal and open, reply, replay, a receive
+//! loop, keys on a token, MLS, errors); `examples/` has each profile end to end
+//! (`cargo run --example first_program`, `smime_seal_open`, `openpgp_seal_open`,
 //! `mls_two_agents`, and `maildir` for a receive loop).
 //!
 //! ```
@@ -49,6 +54,9 @@
 
 mod asn1;
 mod binding;
+// The conformance corpus's generator and runner (`mailseal corpus`): a tool of the
+// command line, not a stable API.
+#[doc(hidden)]
 pub mod corpus;
 pub mod dispatch;
 pub mod dkim;
@@ -58,9 +66,11 @@ pub mod error;
 pub mod ext;
 #[cfg(feature = "gateway")]
 pub mod gateway;
+pub mod guide;
 mod hex;
 #[cfg(feature = "https")]
 pub mod https;
+pub mod identities;
 pub mod identity;
 pub mod jws;
 pub mod keystore;
@@ -74,6 +84,7 @@ mod postgres_tls;
 pub mod profile;
 pub mod receiver;
 pub mod replay;
+mod report;
 pub mod seal;
 pub mod sender;
 pub mod smime;
@@ -90,8 +101,10 @@ pub struct ReadmeDoctests;
 
 pub use envelope::{Envelope, Kind, Operation};
 pub use error::{A2aErrorType, Classify, ErrorKind};
+pub use identities::{Identities, IdentityError, IdentityKind, ImportAs};
 pub use message::{Limits, MailA2aMessage};
 pub use profile::{Profile, Protection};
 pub use receiver::{Incoming, Outcome, ReceiveError, Receiver};
+pub use report::Report;
 pub use seal::{OpenPolicy, Opened, Opener, SealOptions, Sealer, Verdict};
 pub use sender::{SendError, Sender};

@@ -74,6 +74,54 @@ impl SealOptions {
             signer: None,
         }
     }
+
+    /// Sign without encrypting ([`Self::sign_only`](field@Self::sign_only)).
+    pub fn sign_only(mut self, on: bool) -> Self {
+        self.sign_only = on;
+        self
+    }
+
+    /// Repeat every hint on the outer message ([`Self::outer_hints`](field@Self::outer_hints)).
+    pub fn outer_hints(mut self, on: bool) -> Self {
+        self.outer_hints = on;
+        self
+    }
+
+    /// The MLS group (base64url id) of a message under `mls`.
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// Sign with RSASSA-PSS when the key is RSA ([`Self::rsa_pss`](field@Self::rsa_pss)).
+    pub fn rsa_pss(mut self, on: bool) -> Self {
+        self.rsa_pss = on;
+        self
+    }
+
+    /// Binary inner parts inside encryption ([`Self::binary_inside`](field@Self::binary_inside)).
+    pub fn binary_inside(mut self, on: bool) -> Self {
+        self.binary_inside = on;
+        self
+    }
+
+    /// The signing time to state ([`Self::signing_time`](field@Self::signing_time)).
+    pub fn signing_time(mut self, at: time::OffsetDateTime) -> Self {
+        self.signing_time = Some(at);
+        self
+    }
+
+    /// Keys to choose first ([`Self::preferred_keys`](field@Self::preferred_keys)).
+    pub fn preferred_keys(mut self, fingerprints: Vec<String>) -> Self {
+        self.preferred_keys = fingerprints;
+        self
+    }
+
+    /// Encrypt to these recipients only ([`Self::encrypt_to`](field@Self::encrypt_to)).
+    pub fn encrypt_to<S: Into<String>>(mut self, addresses: impl IntoIterator<Item = S>) -> Self {
+        self.encrypt_to = Some(addresses.into_iter().map(Into::into).collect());
+        self
+    }
 }
 
 /// What a receiver accepts (DESIGN decisions 7 and 8).

@@ -146,9 +146,10 @@ pub struct SenderBuilder<'a> {
 
 impl<'a> SenderBuilder<'a> {
     /// Where the request and `PaymentRequired` records go: the replay state our
-    /// receiver reads. Without it, sealing a request or a `PaymentRequiredError` with
-    /// x402 data is refused, since the answer (or the peer's payment) would then be
-    /// refused as unsolicited.
+    /// receiver reads (default: the key store's own, see [`SenderBuilder::build`]).
+    /// Without any, sealing a request or a `PaymentRequiredError` with x402 data is
+    /// refused, since the answer (or the peer's payment) would then be refused as
+    /// unsolicited.
     pub fn replay(mut self, store: impl ReplayStore + 'a) -> Self {
         self.sender.replay = Some(Box::new(store));
         self
@@ -196,8 +197,15 @@ impl<'a> SenderBuilder<'a> {
         self
     }
 
-    /// The sender.
-    pub fn build(self) -> Sender<'a> {
+    /// The sender. Without [`Self::replay`], the key store's durable state
+    /// ([`KeyStore::state_location`], the one a [`crate::Receiver`] over the same store
+    /// reads), opened only when a message records something in it.
+    pub fn build(mut self) -> Sender<'a> {
+        if self.sender.replay.is_none() {
+            if let Some(location) = self.sender.keys.state_location() {
+                self.sender.replay = Some(Box::new(crate::replay::Durable::new(location)));
+            }
+        }
         self.sender
     }
 }
@@ -234,8 +242,9 @@ impl std::fmt::Display for TooLargeMarker {
 impl std::error::Error for TooLargeMarker {}
 
 impl<'a> Sender<'a> {
-    /// A sender over `keys`, with no replay state, no MLS state, no peer cards, the
-    /// default limits and the system clock.
+    /// A sender over `keys`, with the store's durable replay state (see
+    /// [`SenderBuilder::build`]; none for a store that keeps nothing durable), no MLS
+    /// state, no peer cards, the default limits and the system clock.
     pub fn builder(keys: impl KeyStore + 'a) -> SenderBuilder<'a> {
         Self::builder_boxed(Box::new(keys))
     }

@@ -174,6 +174,14 @@ pub(crate) fn open(path: &Path) -> Result<Connection, DbError> {
     }
 }
 
+/// A database in memory with the current schema: a [`crate::keystore::MemoryStore`]'s
+/// X.509 tables. Gone when the connection is dropped.
+pub(crate) fn open_in_memory() -> Result<Connection, DbError> {
+    let mut conn = Connection::open_in_memory()?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
 fn busy(e: &rusqlite::Error) -> bool {
     matches!(
         e.sqlite_error_code(),

@@ -60,7 +60,9 @@ fn bob() -> Bob {
     let pinned = mailseal::mls::PinnedKeys::parse(&pinned).expect("pinned keys");
     Bob {
         _dir: dir,
+        // Memory, named: a fuzz run writes no replay database.
         receiver: Receiver::builder(keys)
+            .replay_in_memory()
             .mls(mls)
             .mls_pinned_keys(pinned)
             .build(),

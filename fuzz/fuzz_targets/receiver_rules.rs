@@ -180,7 +180,9 @@ fuzz_target!(|data: &[u8]| {
     PARTIES.with(|p| {
         // Bob's store holds no key of his own (detached-jws is signed only): his
         // address is given, or every message is refused as not addressed to him.
+        // Fresh state for every input, in memory (named: the store's own is durable).
         let mut receiver = Receiver::builder(&p.bob)
+            .replay_in_memory()
             .our_addresses([BOB])
             .clock(Clock::Fixed(NOW))
             .build();

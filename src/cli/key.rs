@@ -284,7 +284,10 @@ pub(super) fn generate(keys: &Keys, a: GenerateArgs) -> CliResult {
             .import(pem.as_bytes(), "generated", a.ca)
             .map_err(|e| Failure::from("generate", e))?;
         print_entries("generated", &entries);
-        certs_pem.push_str(&pem[..pem.find("-----BEGIN PRIVATE KEY-----").unwrap_or(pem.len())]);
+        certs_pem.push_str(
+            &der::EncodePem::to_pem(&id.certificate, der::pem::LineEnding::LF)
+                .map_err(|e| Failure::new(ExitCode::Other, format!("generate: {e}")))?,
+        );
     }
     if let Some(out) = &a.cert_out {
         write_output(Some(out), certs_pem.as_bytes())?;

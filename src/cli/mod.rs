@@ -342,20 +342,12 @@ fn store_dir(flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     if let Some(p) = flag {
         return Ok(p);
     }
-    let env = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    env("MAILSEAL_HOME")
-        .or_else(|| env("XDG_DATA_HOME").map(|d| d.join("mailseal")))
-        .or_else(|| env("HOME").map(|h| h.join(".local/share/mailseal")))
-        .ok_or_else(|| {
-            Failure::new(
-                ExitCode::Usage,
-                "no key store: pass --store or set MAILSEAL_HOME",
-            )
-        })
+    crate::keystore::default_location().ok_or_else(|| {
+        Failure::new(
+            ExitCode::Usage,
+            "no key store: pass --store or set MAILSEAL_HOME",
+        )
+    })
 }
 
 /// `--state`, else the store directory (its `mailseal.db`).

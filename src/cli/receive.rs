@@ -119,10 +119,12 @@ fn receiver<'a>(
         .peers(&home.load_policies()?)
         .clock(clock)
         .mls_lazy(home.lazy_mls());
-    if let Some(state) = state {
-        builder = builder
-            .replay_boxed(crate::replay::open_store(state).map_err(|e| Failure::from("open", e))?);
-    }
+    builder = match state {
+        Some(state) => builder
+            .replay_boxed(crate::replay::open_store(state).map_err(|e| Failure::from("open", e))?),
+        // `--stateless`: nothing recorded anywhere.
+        None => builder.replay_in_memory(),
+    };
     Ok(builder.build())
 }
 

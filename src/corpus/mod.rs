@@ -17,7 +17,7 @@
 //! signer who is not the sender) sit below the signature and the encryption, where a
 //! reader that trusts its crypto layer meets them.
 //!
-//! [`run`] feeds each case to an [`Adapter`] (this crate in-process, or any command
+//! `run` feeds each case to an [`Adapter`] (this crate in-process, or any command
 //! that speaks the adapter protocol of docs/corpus.md) and reports per rule, with JUnit
 //! XML for CI.
 //!

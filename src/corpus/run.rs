@@ -78,7 +78,10 @@ pub(crate) fn judge(case: &CaseFiles) -> Own {
     )
     .map(|t| t.unix_timestamp())
     .unwrap_or(super::NOW);
+    // The case's state is its own (its prior messages and request records), never the
+    // scratch store's.
     let mut builder = Receiver::builder(&store.store)
+        .replay_in_memory()
         .policy(expected.policy.open_policy(message))
         .clock(Clock::Fixed(now));
     // A copy: judging a case changes the state (a message seen, a Commit applied).

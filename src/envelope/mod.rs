@@ -152,6 +152,64 @@ impl Envelope {
         e
     }
 
+    /// The response to `request`, numbered `message_id`: kind `response`, the request's
+    /// operation, `correlationId`, `taskId` and `contextId`, its attempt
+    /// (`serviceParameters.retry`, when a retry), sequence 1 (a request is 0 and its
+    /// replies are numbered from 1) and `final` (a response ends its exchange; a
+    /// stream's events are [`Kind::Event`] instead, DESIGN decision 4), and an empty
+    /// `payload` for the caller to set. A request without a `correlationId` was not
+    /// recorded by its sender, so no reply to it is accepted: the response then lacks
+    /// one too, and [`validate`] says so.
+    pub fn response_to(request: &Envelope, message_id: &str) -> Envelope {
+        Self::reply_to(request, Kind::Response, message_id)
+    }
+
+    /// The A2A error answering `request` (see [`Envelope::response_to`]): kind
+    /// `error`, final, with the error object `{type, code, message}` of `error`.
+    pub fn error_to(
+        request: &Envelope,
+        message_id: &str,
+        error: A2aErrorType,
+        message: &str,
+    ) -> Envelope {
+        let mut e = Self::reply_to(request, Kind::Error, message_id);
+        let mut object = serde_json::Map::new();
+        object.insert("type".into(), error.name().into());
+        if let Some(code) = error.code() {
+            object.insert("code".into(), code.into());
+        }
+        object.insert("message".into(), message.into());
+        e.set("error", &object);
+        e
+    }
+
+    fn reply_to(request: &Envelope, kind: Kind, message_id: &str) -> Envelope {
+        let mut e = Envelope::new(kind, Operation::MessageSend, message_id);
+        // The request's own operation text (a token this version may not know is
+        // answered as it was asked).
+        if let Some(op) = request.raw("operation") {
+            e.insert("operation", op);
+        }
+        for key in ["correlationId", "taskId", "contextId"] {
+            if let Some(raw) = request.raw(key) {
+                e.insert(key, raw);
+            }
+        }
+        let attempt = request.retry_attempt();
+        if attempt > 0 {
+            e.set(
+                "serviceParameters",
+                &serde_json::json!({ "retry": attempt }),
+            );
+        }
+        e.set("sequence", &1u64);
+        e.set("final", &true);
+        // `payload` last, where a reader looks for it.
+        e.remove("payload");
+        e.set("payload", &serde_json::json!({}));
+        e
+    }
+
     /// Reads an envelope from untrusted bytes with the default JSON depth limit.
     pub fn from_json(bytes: &[u8]) -> Result<Self, EnvelopeError> {
         Self::from_json_with_depth(bytes, DEFAULT_MAX_JSON_DEPTH)
@@ -525,6 +583,49 @@ mod tests {
             env.str_field("kind"),
             Some(std::borrow::Cow::Borrowed("request"))
         ));
+    }
+
+    #[test]
+    fn a_response_and_an_error_answer_their_request_and_validate() {
+        let mut request = Envelope::new(Kind::Request, Operation::TasksGet, "req-1");
+        request.set("correlationId", "exchange-1");
+        request.set("taskId", "task-7");
+        request.set("serviceParameters", &serde_json::json!({"retry": 2}));
+        request.set("payload", &serde_json::json!({"id": "task-7"}));
+        let mut response = Envelope::response_to(&request, "resp-1");
+        response.set(
+            "payload",
+            &serde_json::json!({"id": "task-7", "contextId": "c",
+                "status": {"state": "TASK_STATE_COMPLETED"}}),
+        );
+        assert_eq!(response.kind(), Some(Kind::Response));
+        assert_eq!(response.operation(), Some(Operation::TasksGet));
+        assert_eq!(response.correlation_id().as_deref(), Some("exchange-1"));
+        assert_eq!(response.message_id().as_deref(), Some("resp-1"));
+        assert_eq!(
+            (response.sequence(), response.is_final()),
+            (Some(1), Some(true))
+        );
+        assert_eq!(response.retry_attempt(), 2);
+        assert_eq!(response.raw("taskId"), Some("\"task-7\""));
+        let ctx = ValidationContext::default();
+        assert_eq!(validate(&response, &ctx), vec![]);
+        let error = Envelope::error_to(&request, "err-1", A2aErrorType::TaskNotFoundError, "gone");
+        assert_eq!(error.kind(), Some(Kind::Error));
+        assert_eq!(
+            error.value("error"),
+            Some(
+                serde_json::json!({"type": "TaskNotFoundError", "code": -32001, "message": "gone"})
+            )
+        );
+        assert_eq!(validate(&error, &ctx), vec![]);
+        // A request that names no correlation gets a response that says so.
+        let bare = Envelope::new(Kind::Request, Operation::TasksGet, "req-2");
+        let codes: Vec<Code> = validate(&Envelope::response_to(&bare, "r"), &ctx)
+            .iter()
+            .map(|v| v.code)
+            .collect();
+        assert!(codes.contains(&Code::RequiredForReply), "{codes:?}");
     }
 
     #[test]

@@ -41,7 +41,7 @@ const CLASSES: [[&str; 8]; 2] = [
 pub const NO_REPLY: &str = "connection";
 
 /// The class of an enhanced status code (`5.1.1` is `5.1`), if it is one of
-/// [`CLASSES`].
+/// `CLASSES`.
 pub fn status_class(status: &str) -> Option<&'static str> {
     let mut parts = status.split('.');
     let (class, subject, detail) = (parts.next()?, parts.next()?, parts.next()?);

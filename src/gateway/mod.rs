@@ -9,16 +9,20 @@
 //!  world  ─SMTP─▶ [inbound listener]  ─open─▶ spool ─SMTP/LMTP─▶ internal hop
 //! ```
 //!
-//! - [`session`]: the SMTP server session as a state machine (no I/O; fuzzed);
-//!   [`xforward`]: what a trusted MTA in front says of its client.
-//! - [`submission`]: who may have the outbound listener sign as which agent.
+//! - `session`: the SMTP server session as a state machine (no I/O; fuzzed);
+//!   `xforward`: what a trusted MTA in front says of its client.
+//! - `submission`: who may have the outbound listener sign as which agent.
 //! - [`server`]: listeners, TLS (rustls; reloaded on SIGHUP), caps and timeouts.
-//! - [`process`]: the worker threads that run the library's pipeline.
-//! - [`trace`]: the `Received:` field put on every message queued.
-//! - [`spool`]: the durable queue (a directory, or PostgreSQL for several instances).
-//! - `delivery`: the SMTP/LMTP client side, retries and bounces ([`dsn`]).
+//! - `process`: the worker threads that run the library's pipeline.
+//! - `trace`: the `Received:` field put on every message queued.
+//! - `spool`: the durable queue (a directory, or PostgreSQL for several instances).
+//! - `delivery`: the SMTP/LMTP client side, retries and bounces (`dsn`).
 //! - `logline`: what a log line says of a message (From, Message-ID, replies: escaped).
-//! - [`metrics`]: Prometheus counters.
+//! - `metrics`: Prometheus counters.
+//!
+//! The modules above are the gateway's internals (hidden from these pages, not a
+//! stable API); what a program builds on is [`Config`], [`server`] and the
+//! [`Pipeline`] the workers run.
 //!
 //! A 250 is sent only once the message is in the spool (synced, or committed); a
 //! message is taken out only once the next hop accepted it or it bounced. Between
@@ -28,16 +32,24 @@
 
 pub mod config;
 mod delivery;
+#[doc(hidden)]
 pub mod dsn;
 mod logline;
+#[doc(hidden)]
 pub mod metrics;
 mod notify;
+#[doc(hidden)]
 pub mod process;
 pub mod server;
+#[doc(hidden)]
 pub mod session;
+#[doc(hidden)]
 pub mod spool;
+#[doc(hidden)]
 pub mod submission;
+#[doc(hidden)]
 pub mod trace;
+#[doc(hidden)]
 pub mod xforward;
 
 use std::sync::{Arc, Mutex, RwLock};

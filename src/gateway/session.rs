@@ -16,7 +16,7 @@
 //! The end of DATA is read here, not by `smtp-proto`: its reader also ends a message at
 //! `<CRLF>.<CR><CR><LF>` (a dot line with extra CRs), which Postfix and RFC 5321 do not,
 //! so what one hop took for the rest of a message another would read as a second,
-//! smuggled one. Only `<CRLF>.<CRLF>` ends it ([`DataReader`]; the `smtp_session` fuzz
+//! smuggled one. Only `<CRLF>.<CRLF>` ends it (`DataReader`; the `smtp_session` fuzz
 //! target holds it to the same messages however the bytes are cut).
 //!
 //! Only CRLF ends a line, in commands and in DATA: a bare LF or a bare CR (one not

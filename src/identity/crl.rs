@@ -16,7 +16,7 @@
 //!   issuer is neither an anchor nor chains to one), or the CRL is of a form this
 //!   module does not implement, the certificate is refused: "we could not read the
 //!   CRL" never means "not revoked".
-//! - **Forms we do not implement are refused at import** ([`unsupported_form`], called
+//! - **Forms we do not implement are refused at import** (`unsupported_form`, called
 //!   by `keystore::material`): an issuingDistributionPoint (which scopes a CRL to
 //!   some certificates or reasons, or makes it indirect), a delta CRL, an entry for
 //!   another issuer (certificateIssuer), and any critical extension not listed here.

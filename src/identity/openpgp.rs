@@ -7,7 +7,7 @@
 //! revoked since, and a binding dated in the future (invisible at import, on the card,
 //! in `key list`) starts speaking for its address later. The rules here close both:
 //!
-//! - **Which addresses a signature speaks for** ([`signer_addresses`]): a User ID counts
+//! - **Which addresses a signature speaks for** (`signer_addresses`): a User ID counts
 //!   only if its binding is valid (self-signed under the policy, not expired, not
 //!   revoked) at the time of receipt *and* was valid at the signature's creation time.
 //!   One revoked at receipt, or bound only after receipt, never does, whatever the
@@ -15,15 +15,15 @@
 //!   A signature dated more than the skew after receipt is refused before this
 //!   ([`super::check_signed_at`]). SOP (`Signatures::Collect`) keeps Sequoia's
 //!   signature-time reading, which the SOP suites expect: these rules are for mail.
-//! - **Which addresses a held certificate speaks for at a time** ([`addresses_at`]):
+//! - **Which addresses a held certificate speaks for at a time** (`addresses_at`):
 //!   the User IDs valid at that time; the store's parsed view computes them for the
 //!   time asked (`open --at`, the receipt time), never from a wall-clock cache.
-//! - **What an Agent Card's OpenPGP certificate names** ([`every_address`]): every User
+//! - **What an Agent Card's OpenPGP certificate names** (`every_address`): every User
 //!   ID the certificate carries, valid or not, revoked, expired or bound in the future.
 //!   "A card key names only the card's address" is judged on that list, so a User ID
 //!   that is not valid at import (and would not show) cannot speak for another address
 //!   later, and a revoked one cannot be revived by a back-dated signature.
-//! - **Plain import** ([`check_import`]): a certificate whose User ID carries a
+//! - **Plain import** (`check_import`): a certificate whose User ID carries a
 //!   binding self-signature dated after the import time is refused, naming the User
 //!   ID. Such a binding is one the operator cannot see at import (`key list` and the
 //!   import's listing show User IDs valid now) and that would later make the

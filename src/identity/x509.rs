@@ -1,6 +1,6 @@
 //! X.509 certificate paths (RFC 5280 section 6) for what S/MIME, MLS certifications
 //! and Agent Card signers use: from a certificate through intermediates to a trust
-//! anchor of the key store, and the trust verdict on a signer ([`trust`]).
+//! anchor of the key store, and the trust verdict on a signer (`trust`).
 //!
 //! Where the path comes from, and why: the issuers are the store's trust anchors, the
 //! CA certificates imported into the store (`mailseal key import` of a sub-CA: an
@@ -19,16 +19,16 @@
 //! - validity at the validation time (the time of receipt, never a signer-chosen
 //!   `signingTime`), the anchor's own validity included; a `signingTime` only narrows
 //!   this: the signer's certificate and its path must also have been valid then
-//!   ([`check_valid_when_signed`]);
+//!   (`check_valid_when_signed`);
 //! - no extension twice, no critical extension it does not process;
-//! - names: issuer and subject compared as RFC 5280 7.1 says ([`same_name`]), for
+//! - names: issuer and subject compared as RFC 5280 7.1 says (`same_name`), for
 //!   path building and for matching a CRL to its issuer alike;
 //! - issuers: basicConstraints with cA, keyCertSign when keyUsage is present, and the
 //!   pathLenConstraint of the anchor and every intermediate;
 //! - nameConstraints of the anchor and every intermediate on rfc822Name (mailbox, host
 //!   and `.domain` forms) and directoryName; a constraint on any other name form
 //!   refuses a certificate that carries a name of that form (fail closed).
-//! - revocation by the CRLs imported into the key store ([`Revocation`]): a
+//! - revocation by the CRLs imported into the key store (`Revocation`): a
 //!   certificate its issuer's CRL lists is refused; a policy can refuse a certificate
 //!   whose issuer has no current CRL here.
 //!
@@ -38,8 +38,8 @@
 //! style) although RFC 5280 leaves that to the implementation: an operator who
 //! configures a constrained anchor means it.
 //!
-//! The search is bounded: at most [`MAX_CHAIN`] certificates deep and
-//! [`MAX_SIGNATURE_CHECKS`] signature verifications per message, whatever the message
+//! The search is bounded: at most `MAX_CHAIN` certificates deep and
+//! `MAX_SIGNATURE_CHECKS` signature verifications per message, whatever the message
 //! carries, so a CMS full of look-alike intermediates costs a fixed amount of work.
 
 use aws_lc_rs::digest;

@@ -150,6 +150,7 @@ impl From<JwsError> for OpenError {
 /// thumbprint computed once, a private key turned into a key pair once (for Ed25519
 /// that is a scalar multiplication, as costly as the signature).
 #[derive(Clone, Default)]
+#[doc(hidden)]
 pub struct KeyCache(std::sync::Arc<Caches>);
 
 #[derive(Default)]
@@ -229,6 +230,7 @@ impl<'a> Jws<'a> {
     }
 
     /// As [`Jws::new`], reusing the parsed keys `cache` holds and adding to them.
+    #[doc(hidden)]
     pub fn with_cache(store: &'a dyn KeyStore, cache: &KeyCache) -> Self {
         Jws {
             store,

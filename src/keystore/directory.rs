@@ -582,6 +582,14 @@ impl KeyStore for DirectoryStore {
         Ok(Some(text.trim().to_string()))
     }
 
+    /// The directory's `mailseal.db`, where the command line keeps the state of a
+    /// directory store.
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
+        Some(crate::keystore::StateLocation::Sqlite(
+            self.root.join(crate::sqlite::FILE_NAME),
+        ))
+    }
+
     fn import_with_passphrase(
         &self,
         input: &[u8],

@@ -17,6 +17,7 @@ mod pkcs12;
 mod postgres;
 mod sql;
 mod sqlite;
+mod state;
 pub(crate) mod user_ids;
 
 pub use crate::hex::hex;
@@ -40,6 +41,7 @@ pub(crate) fn cert_entry_of(cert: &x509_cert::Certificate, has_private_key: bool
 pub use postgres::{PostgresStore, PostgresTables};
 pub use sql::SqlKeyStore;
 pub use sqlite::{SqliteStore, SqliteTables};
+pub use state::StateLocation;
 
 use std::fmt;
 
@@ -239,6 +241,23 @@ pub struct KeyEntry {
 
 fn display<T: fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
+}
+
+/// The store directory `mailseal` uses when given no `--store`: `$MAILSEAL_HOME`, else
+/// `$XDG_DATA_HOME/mailseal`, else `~/.local/share/mailseal` (empty variables are
+/// ignored); `None` when none of the three is set. The command line keeps the keys
+/// and the replay state of a new store in its `mailseal.db`
+/// ([`SqliteStore::open`]`(&dir.join("mailseal.db"), None)`), and those of a store an
+/// earlier version made in the file layout of a [`DirectoryStore`].
+pub fn default_location() -> Option<std::path::PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    env("MAILSEAL_HOME")
+        .or_else(|| env("XDG_DATA_HOME").map(|d| d.join("mailseal")))
+        .or_else(|| env("HOME").map(|h| h.join(".local/share/mailseal")))
 }
 
 /// Our identities in `store`: the addresses of every certificate or OpenPGP key whose
@@ -520,6 +539,9 @@ macro_rules! delegate_key_store {
             fn token_key_uri(&self, fingerprint: &str) -> Result<Option<String>, KeyStoreError> {
                 (**self).token_key_uri(fingerprint)
             }
+            fn state_location(&self) -> Option<crate::keystore::StateLocation> {
+                (**self).state_location()
+            }
         }
     )*};
 }
@@ -592,6 +614,20 @@ pub trait KeyStore {
     /// between an address's keys, works where the token's module may not be loaded.
     fn token_key_uri(&self, _fingerprint: &str) -> Result<Option<String>, KeyStoreError> {
         Ok(None)
+    }
+
+    /// Where the replay and stream state kept with these keys lives: a
+    /// [`DirectoryStore`] keeps it in its directory's `mailseal.db` (where `mailseal
+    /// open --store DIR` keeps it), a
+    /// [`SqliteStore`] in its own database, a [`PostgresStore`] in its own database.
+    /// A [`crate::Receiver`] or [`crate::Sender`] built over the store uses it unless
+    /// told otherwise, so that a message accepted once (by the CLI, by another
+    /// receiver, by an earlier run) is refused as a replay. `None`: the store keeps
+    /// nothing durable ([`MemoryStore`], a [`TokenStore`]: its state lives with the
+    /// store the token's certificates are listed in), and a receiver over it keeps
+    /// its state in memory.
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
+        None
     }
 }
 

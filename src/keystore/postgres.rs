@@ -16,6 +16,9 @@ pub type PostgresStore = SqlKeyStore<PostgresTables>;
 /// The key tables of a PostgreSQL database.
 pub struct PostgresTables {
     client: Mutex<Client>,
+    /// The connection URL, for the replay state in the same database (it may hold a
+    /// password: never shown).
+    url: Zeroizing<String>,
 }
 
 impl SqlKeyStore<PostgresTables> {
@@ -26,6 +29,7 @@ impl SqlKeyStore<PostgresTables> {
         Ok(SqlKeyStore::with_tables(
             PostgresTables {
                 client: Mutex::new(client),
+                url: Zeroizing::new(url.to_string()),
             },
             passphrase,
         ))
@@ -61,6 +65,12 @@ const KEY_COLUMNS: &str = "fingerprint, algorithm, pkcs8, encrypted, token_uri";
 const PGP_COLUMNS: &str = "fingerprint, cert, secret, secret_locked";
 
 impl KeyTables for PostgresTables {
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
+        Some(crate::keystore::StateLocation::Postgres(
+            self.url.to_string(),
+        ))
+    }
+
     fn put_certificate(
         &self,
         fingerprint: &str,

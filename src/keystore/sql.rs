@@ -92,6 +92,8 @@ pub(crate) trait KeyTables: Send + Sync {
     fn delete(&self, fingerprint: &str) -> Result<bool, KeyStoreError>;
     /// Rewrites the stored form of these keys and secrets, all or none.
     fn replace_secrets(&self, keys: &[KeyRow], pgp: &[PgpRow]) -> Result<(), KeyStoreError>;
+    /// The database's replay and stream state (the same database).
+    fn state_location(&self) -> Option<crate::keystore::StateLocation>;
 }
 
 pub(crate) fn db(e: impl std::fmt::Display) -> KeyStoreError {
@@ -375,6 +377,12 @@ impl<T: KeyTables> SqlKeyStore<T> {
 
 #[allow(private_bounds)]
 impl<T: KeyTables> KeyStore for SqlKeyStore<T> {
+    /// The same database: the command line keeps a store's replay state beside its
+    /// keys.
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
+        self.tables.state_location()
+    }
+
     fn import_with_passphrase(
         &self,
         input: &[u8],

@@ -45,6 +45,17 @@ impl SqlKeyStore<SqliteTables> {
         Ok(SqlKeyStore::with_tables(tables, passphrase))
     }
 
+    /// A store in a database in memory (no file; its path is empty), gone when
+    /// dropped: the certificates and keys of a [`super::MemoryStore`].
+    pub(crate) fn in_memory() -> Result<Self, KeyStoreError> {
+        let conn = crate::sqlite::open_in_memory().map_err(db)?;
+        let tables = SqliteTables {
+            path: PathBuf::new(),
+            conn: Mutex::new(conn),
+        };
+        Ok(SqlKeyStore::with_tables(tables, None))
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.tables.path
@@ -80,6 +91,12 @@ const KEY_COLUMNS: &str = "fingerprint, algorithm, pkcs8, encrypted, token_uri";
 const PGP_COLUMNS: &str = "fingerprint, cert, secret, secret_locked";
 
 impl KeyTables for SqliteTables {
+    fn state_location(&self) -> Option<crate::keystore::StateLocation> {
+        // A database in memory keeps nothing durable.
+        (!self.path.as_os_str().is_empty())
+            .then(|| crate::keystore::StateLocation::Sqlite(self.path.clone()))
+    }
+
     fn put_certificate(
         &self,
         fingerprint: &str,

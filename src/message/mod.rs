@@ -470,6 +470,16 @@ impl MailA2aMessage {
         }
     }
 
+    /// A reply from `from` to the sender of `request` carrying `envelope` (see
+    /// [`Envelope::response_to`]), in `request`'s thread ([`Self::in_reply_to`]): the
+    /// In-Reply-To is how the requester's receiver finds the request it answers.
+    pub fn reply(request: &MailA2aMessage, from: &str, envelope: Envelope) -> Self {
+        let to = request.sender().unwrap_or_default();
+        let mut m = MailA2aMessage::new(from, &[to.as_str()], envelope);
+        m.in_reply_to(&request.headers);
+        m
+    }
+
     /// Makes this message a reply in `request`'s thread: In-Reply-To, References and
     /// `Auto-Submitted: auto-replied` (DESIGN decision 9).
     pub fn in_reply_to(&mut self, request: &Headers) {

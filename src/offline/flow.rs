@@ -100,6 +100,7 @@ impl<'s> Offline<'s> {
     }
 
     /// A host over `store` sharing `caches` (a [`crate::Sender`]'s).
+    #[doc(hidden)]
     pub fn with_caches(store: &'s dyn KeyStore, caches: ProfileCaches) -> Self {
         Offline { store, caches }
     }

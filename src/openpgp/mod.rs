@@ -177,6 +177,7 @@ pub struct OpenPgp<'s> {
 /// owner ([`crate::Receiver`], [`crate::Sender`]) across the `OpenPgp` it builds per
 /// message. Reused only for the same store bytes.
 #[derive(Clone, Default)]
+#[doc(hidden)]
 pub struct CertCache(std::sync::Arc<parsed::Parsed>);
 
 impl<'s> OpenPgp<'s> {
@@ -191,6 +192,7 @@ impl<'s> OpenPgp<'s> {
     }
 
     /// As [`OpenPgp::new`], reusing what `cache` holds and adding to it.
+    #[doc(hidden)]
     pub fn with_cache(store: &'s dyn KeyStore, cache: &CertCache) -> Self {
         OpenPgp {
             store,

@@ -9,7 +9,7 @@
 //! duplicate: the next run, finding it, publishes it. A consumer that takes files out of
 //! the directory therefore sees each accepted message once. One process per directory.
 //!
-//! A target that is not a regular file is never replaced ([`Target`]): a symlink is
+//! A target that is not a regular file is never replaced (`Target`): a symlink is
 //! followed to the file it names, which is then replaced as above (the link stays); a
 //! device or FIFO (`/dev/null`, a pipe) is written in place, after the commit, since
 //! it can be neither staged nor renamed onto. A symlink is followed only where no one

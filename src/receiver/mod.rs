@@ -117,13 +117,27 @@ pub struct Receiver<'a> {
 /// Builds a [`Receiver`].
 pub struct ReceiverBuilder<'a> {
     receiver: Receiver<'a>,
+    /// The caller named the replay state; otherwise `build` takes the key store's.
+    replay_chosen: bool,
 }
 
 impl<'a> ReceiverBuilder<'a> {
-    /// The replay and stream state (default: in memory, gone with the process).
+    /// The replay and stream state. Default: the key store's durable state
+    /// ([`KeyStore::state_location`]: a directory store's `mailseal.db`, a SQL store's
+    /// own database), so that a message one receiver accepted is a replay to every
+    /// later one over the same store (and to `mailseal open`); in memory only for a
+    /// store that keeps nothing durable ([`crate::keystore::MemoryStore`]).
     pub fn replay(mut self, store: impl ReplayStore + 'a) -> Self {
         self.receiver.replay = Box::new(store);
+        self.replay_chosen = true;
         self
+    }
+
+    /// Replay and stream state in memory, gone with this receiver: a replay is
+    /// refused only within its life. For tests, and for tools that open a message
+    /// once and forget it; never for an agent that acts on what it receives.
+    pub fn replay_in_memory(self) -> Self {
+        self.replay(MemoryReplayStore::default())
     }
 
     /// The replay and stream state, lent by a caller that keeps it.
@@ -135,6 +149,7 @@ impl<'a> ReceiverBuilder<'a> {
     /// returns it).
     pub fn replay_boxed(mut self, store: Box<dyn ReplayStore + 'a>) -> Self {
         self.receiver.replay = store;
+        self.replay_chosen = true;
         self
     }
 
@@ -211,8 +226,15 @@ impl<'a> ReceiverBuilder<'a> {
         self
     }
 
-    /// The receiver.
+    /// The receiver. Without [`Self::replay`] (or [`Self::replay_in_memory`]), the key
+    /// store's durable state, opened at the first message: a state that does not
+    /// open refuses every message with its error, rather than forget.
     pub fn build(mut self) -> Receiver<'a> {
+        if !self.replay_chosen {
+            if let Some(location) = self.receiver.keys.state_location() {
+                self.receiver.replay = Box::new(crate::replay::Durable::new(location));
+            }
+        }
         // A fixed clock is archival: certificates are judged as of then too.
         if let (Clock::Fixed(t), None) =
             (&self.receiver.clock, self.receiver.policy.validation_time)
@@ -369,8 +391,9 @@ pub struct Released<'r> {
 }
 
 impl<'a> Receiver<'a> {
-    /// A receiver over `keys`, with in-memory replay state, no MLS state, the default
-    /// policy and rules, and the system clock.
+    /// A receiver over `keys`, with the store's durable replay state (see
+    /// [`ReceiverBuilder::replay`]), no MLS state, the default policy and rules, and
+    /// the system clock.
     pub fn builder(keys: impl KeyStore + 'a) -> ReceiverBuilder<'a> {
         Self::builder_boxed(Box::new(keys))
     }
@@ -391,6 +414,7 @@ impl<'a> Receiver<'a> {
                 mls_pinned: Default::default(),
                 agents: Vec::new(),
             },
+            replay_chosen: false,
         }
     }
 

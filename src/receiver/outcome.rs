@@ -50,6 +50,22 @@ impl Delivery {
                 .any(|a| named.contains(&crate::message::Mailbox::new(a).normalized()))
     }
 
+    /// The verified message (headers, envelope, attachments).
+    pub fn message(&self) -> &crate::message::MailA2aMessage {
+        &self.opened.message
+    }
+
+    /// The protected envelope.
+    pub fn envelope(&self) -> &crate::envelope::Envelope {
+        self.opened.message.envelope()
+    }
+
+    /// The envelope's `payload`, read as `T` (a `serde_json::Value`, or a type of the
+    /// caller's); `None` when absent or not a `T`.
+    pub fn payload<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        self.envelope().get("payload")
+    }
+
     /// The output an agent acts on: the protected envelope JSON, as received, and a
     /// line end.
     pub fn envelope_json(&self) -> Vec<u8> {
@@ -172,6 +188,15 @@ impl Outcome {
                 ..
             }
             | Outcome::Held(HeldReason::Stream { delivery, .. }) => Some(delivery),
+            _ => None,
+        }
+    }
+
+    /// The message to give the agent: `Some` only for [`Outcome::Deliver`] (a
+    /// duplicate or a held event is not to be acted on now).
+    pub fn delivered(&self) -> Option<&Delivery> {
+        match self {
+            Outcome::Deliver { delivery, .. } => Some(delivery),
             _ => None,
         }
     }

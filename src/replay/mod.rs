@@ -33,6 +33,9 @@
 //! The rules live once, in `rules`, over a small transaction interface; the adapters
 //! (memory, SQLite, PostgreSQL) only provide storage and isolation.
 
+mod durable;
+pub use crate::keystore::StateLocation;
+pub(crate) use durable::Durable;
 mod memory;
 mod postgres;
 mod rules;
@@ -759,6 +762,14 @@ pub fn open_store(location: &str) -> Result<Box<dyn ReplayStore>, ReceiverError>
         None => std::path::Path::new(location).join(sqlite::FILE_NAME),
     };
     Ok(Box::new(SqliteReplayStore::open(&path)?))
+}
+
+/// Opens (creating it when absent) the state a key store keeps at `location`.
+pub fn open_location(location: &StateLocation) -> Result<Box<dyn ReplayStore>, ReceiverError> {
+    Ok(match location {
+        StateLocation::Sqlite(path) => Box::new(SqliteReplayStore::open(path)?),
+        StateLocation::Postgres(url) => Box::new(PostgresReplayStore::connect(url)?),
+    })
 }
 
 /// RFC 3339 of Unix seconds (for messages and status; never fails on our own values).

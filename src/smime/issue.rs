@@ -73,7 +73,8 @@ impl FromStr for KeyKind {
     }
 }
 
-/// What to put in a new certificate.
+/// What to put in a new certificate. [`IdentityRequest::new`] (or `Default`, then the
+/// address) gives what `mailseal key generate --kind smime` makes: P-256, a year.
 #[derive(Clone, Debug)]
 pub struct IdentityRequest {
     /// The email address (subjectAltName rfc822Name); `None` only for a CA.
@@ -86,6 +87,29 @@ pub struct IdentityRequest {
     pub days: u32,
     /// Make a CA certificate (keyCertSign, cRLSign) instead of an email certificate.
     pub ca: bool,
+}
+
+impl Default for IdentityRequest {
+    /// No address yet, P-256, 365 days, not a CA.
+    fn default() -> Self {
+        IdentityRequest {
+            email: None,
+            common_name: None,
+            kind: KeyKind::P256,
+            days: 365,
+            ca: false,
+        }
+    }
+}
+
+impl IdentityRequest {
+    /// An email certificate for `email`, with the defaults.
+    pub fn new(email: &str) -> Self {
+        IdentityRequest {
+            email: Some(email.to_string()),
+            ..Self::default()
+        }
+    }
 }
 
 /// A new certificate and its private key (PKCS#8 DER, wiped on drop).

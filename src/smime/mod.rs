@@ -244,6 +244,7 @@ pub struct Smime<'s> {
 /// ([`crate::Receiver`], [`crate::Sender`]) across the `Smime` it builds per message:
 /// loading an RSA key from PKCS#8 validates it (about 170 µs).
 #[derive(Clone, Default)]
+#[doc(hidden)]
 pub struct KeyCache(std::sync::Arc<loaded::LoadedKeys>);
 
 impl<'s> Smime<'s> {
@@ -256,6 +257,7 @@ impl<'s> Smime<'s> {
     }
 
     /// As [`Smime::new`], reusing the keys `cache` holds and adding to them.
+    #[doc(hidden)]
     pub fn with_cache(store: &'s dyn KeyStore, cache: &KeyCache) -> Self {
         Smime {
             store,

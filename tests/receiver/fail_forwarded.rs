@@ -227,7 +227,10 @@ fn fail_wrong_audience_our_own_message_mailed_back_and_an_alias_needs_explicit_p
         &to_list,
     );
     assert_opens(&out);
+    // `open` above accepted it into Bob's state: in memory, by name, to receive it
+    // afresh.
     let mut receiver = Receiver::builder(bob.as_ref())
+        .replay_in_memory()
         .our_addresses(["agents@smime.example"])
         .build();
     let incoming = receiver.receive(&to_list).unwrap();

@@ -12,6 +12,7 @@ mod crash_exactly_once;
 mod fail_forwarded;
 mod fail_keyless_recipient;
 mod fail_output_edges;
+mod fail_replay_default;
 mod fail_review_per_request;
 mod fail_unsolicited_answers;
 mod fail_unsolicited_cli;

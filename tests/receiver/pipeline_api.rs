@@ -8,6 +8,7 @@ use mailseal::keystore::DirectoryStore;
 use mailseal::message::MailA2aMessage;
 use mailseal::replay::SqliteReplayStore;
 use mailseal::smime::Smime;
+use mailseal::Identities;
 use mailseal::{Outcome, Profile, Receiver, SealOptions, Sealer, SendError, Sender};
 use serde_json::json;
 
@@ -160,18 +161,32 @@ fn sender_records_a_payment_request_for_its_recipients() {
     msg.in_reply_to(&request.headers);
     let state = mailseal::replay::MemoryReplayStore::default();
     // Without replay state to record in, refused: the payment would be refused later.
+    // (A store in memory has none of its own; Alice's directory store has.)
+    let keys = mailseal::keystore::MemoryStore::new();
+    for f in ["alice.sign.crt", "alice.sign.key"] {
+        let bytes = std::fs::read(common::fixture(&format!("rfc9216/{f}"))).unwrap();
+        keys.import_as(&bytes, mailseal::ImportAs::Own).unwrap();
+    }
     let mut opts = SealOptions::new(Profile::Smime);
     opts.sign_only = true;
-    let err = Sender::builder(&alice).build().seal(&msg, &opts);
+    let err = Sender::builder(&keys).build().seal(&msg, &opts);
     if let Err(SendError::Seal(e)) = &err {
         // The envelope above may not be a valid PaymentRequiredError under this
         // build's rules: then the test says which rule, rather than passing silently.
         panic!("the test's PaymentRequired message is not valid: {e}");
     }
     assert!(matches!(err, Err(SendError::Rules(_))), "{err:?}");
-    Sender::builder(&alice)
+    Sender::builder(&keys)
         .replay_ref(&state)
         .build()
         .seal(&msg, &opts)
         .unwrap();
+    // Over Alice's directory store, the record goes to the store's own state.
+    let db = dir.path().join("alice/mailseal.db");
+    assert!(!db.exists());
+    Sender::builder(&alice).build().seal(&msg, &opts).unwrap();
+    assert!(
+        db.is_file(),
+        "the payment request was recorded in the store's state"
+    );
 }

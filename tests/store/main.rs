@@ -8,6 +8,7 @@
 mod common;
 
 mod fail_store_path;
+mod identities;
 mod intermediates;
 mod key_generate;
 mod keystore;

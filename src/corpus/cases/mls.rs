@@ -163,6 +163,7 @@ impl Bob {
     /// Receives `mail` as the case's receiver will, and commits it.
     fn receive(&self, mail: &[u8]) -> Result<(), CorpusError> {
         let mut receiver = Receiver::builder(&self.keys.store)
+            .replay_in_memory()
             .mls(self.mls()?)
             .clock(Clock::Fixed(crate::corpus::NOW))
             .build();
