@@ -58,15 +58,27 @@ impl std::fmt::Display for IdentityKind {
 pub enum ImportAs {
     /// A peer's certificates (X.509 PEM or DER, an OpenPGP certificate), as
     /// [`Identities::export_public`] writes them: they speak for the addresses they
-    /// name. A private key in it is refused: a peer never hands one over.
+    /// name. A private key in it is refused: a peer never hands one over. Compared,
+    /// as `mailseal key import` compares them, with what the store holds for each
+    /// address they name (a pinned certificate or key, one of our own identities, a
+    /// card's or a JWK's pin): a key that would change it is refused
+    /// ([`IdentityError::Pin`]), so a bundle from anyone cannot take over an address
+    /// the store already knows. A certificate that chains to one of the store's
+    /// trust anchors is vouched for by that anchor and not compared.
     Peer,
+    /// As [`ImportAs::Peer`], accepting keys that change what the store holds for
+    /// an address: after the change was checked with the peer out of band (`key
+    /// import --accept-changed`).
+    PeerChanged,
     /// Our own identity: certificates with their private keys (PEM, DER, PKCS#8, an
     /// OpenPGP secret key).
     Own,
     /// CA certificates, trusted as roots of chain building.
     TrustAnchor,
     /// A peer's public JSON Web Key (detached-jws), bound to this address: nothing in
-    /// a JWK names one, so the binding is the importer's to declare.
+    /// a JWK names one, so the binding is the importer's to declare. Refused when the
+    /// address is pinned to another key, or the key is bound to another address
+    /// (`key import --jwk` without `--accept-changed` or `--rebind`).
     PeerJwk(String),
 }
 
@@ -91,6 +103,12 @@ pub enum IdentityError {
         /// The address.
         address: String,
     },
+    /// What the import offers changes what the store holds for an address.
+    #[error(transparent)]
+    Pin(#[from] crate::identity::pins::PinError),
+    /// The store's peer policies (cards' pins) could not be read.
+    #[error("the peer policies of the store: {0}")]
+    Policies(#[source] crate::ext::peers::PeerPolicyError),
     /// A peer's bundle holds a private key.
     #[error("a peer's certificates hold a private key: import our own identity with ImportAs::Own, and never give a private key to a peer")]
     PrivateKeyFromPeer,
@@ -106,6 +124,8 @@ impl Classify for IdentityError {
             Self::Smime(e) => e.kind(),
             Self::Jws(e) => e.kind(),
             Self::NoIdentity { .. } => ErrorKind::NoUsableKey,
+            Self::Pin(_) => ErrorKind::Policy,
+            Self::Policies(_) => ErrorKind::Other,
             Self::PrivateKeyFromPeer => ErrorKind::InvalidArgument,
         }
     }
@@ -281,14 +301,33 @@ pub fn import_as(
     what: ImportAs,
 ) -> Result<Vec<KeyEntry>, IdentityError> {
     match what {
-        ImportAs::Peer => {
-            if crate::keystore::describe(input, "peer certificate")?
+        ImportAs::Peer | ImportAs::PeerChanged => {
+            let name = "peer certificate";
+            if crate::keystore::describe(input, name)?
                 .iter()
                 .any(|e| e.has_private_key)
             {
                 return Err(IdentityError::PrivateKeyFromPeer);
             }
-            Ok(store.import(input, "peer certificate", false)?)
+            let policies = policies_of(store)?;
+            let pin_of = |a: &str| {
+                policies
+                    .pin(store, a)
+                    .map_err(|e| crate::identity::pins::PinError::Store {
+                        address: a.to_string(),
+                        reason: e.to_string(),
+                    })
+            };
+            crate::identity::pins::check_import_files(
+                store,
+                &[(input.to_vec(), name.to_string())],
+                None,
+                false,
+                &pin_of,
+                what == ImportAs::PeerChanged,
+                time::OffsetDateTime::now_utc(),
+            )?;
+            Ok(store.import(input, name, false)?)
         }
         ImportAs::Own => Ok(store.import(input, "own identity", false)?),
         ImportAs::TrustAnchor => Ok(store.import(input, "trust anchor", true)?),
@@ -297,8 +336,36 @@ pub fn import_as(
             if jwk.is_private() {
                 return Err(IdentityError::PrivateKeyFromPeer);
             }
-            Ok(vec![crate::jws::jwk::bind(store, &jwk, &[address], "jwk")?])
+            let held = policies_of(store)?
+                .pin(store, &address)
+                .map_err(IdentityError::Store)?;
+            Ok(vec![crate::jws::jwk::import(
+                store,
+                &jwk,
+                &[address],
+                "jwk",
+                &[held],
+                false,
+                &[],
+            )?])
         }
+    }
+}
+
+/// The peer policies kept with `store` (its cards' pins): beside a local store's
+/// state, or in its PostgreSQL database; none for a store without durable state.
+fn policies_of(store: &dyn KeyStore) -> Result<crate::ext::peers::PeerPolicies, IdentityError> {
+    use crate::ext::peer_home::PeerPolicyHome;
+    let home = match store.state_location() {
+        Some(crate::keystore::StateLocation::Sqlite(path)) => path
+            .parent()
+            .map(|dir| PeerPolicyHome::Dir(dir.to_path_buf())),
+        Some(crate::keystore::StateLocation::Postgres(url)) => Some(PeerPolicyHome::Postgres(url)),
+        _ => None,
+    };
+    match home {
+        Some(home) => home.load().map_err(IdentityError::Policies),
+        None => Ok(crate::ext::peers::PeerPolicies::default()),
     }
 }
 

@@ -45,9 +45,21 @@ impl<E: Error + Send + Sync + 'static> From<E> for Report {
     }
 }
 
+/// How many characters of one error's message a report shows: the command line's
+/// bound on an error line.
+const REPORT_CHARS: usize = 1000;
+
+/// An error's message as a report shows it: escaped and bounded by
+/// [`crate::error::shown`], so that text a message put into an error (a header value,
+/// an identity) can neither forge a line nor drive the terminal, whichever layer
+/// forgot to quote it.
+fn line(e: &dyn Error) -> String {
+    crate::error::shown(&e.to_string(), REPORT_CHARS)
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        f.write_str(&line(self.0.as_ref()))
     }
 }
 
@@ -55,11 +67,11 @@ impl fmt::Display for Report {
 /// prints after `Error: `.
 impl fmt::Debug for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut shown = self.0.to_string();
+        let mut shown = line(self.0.as_ref());
+        f.write_str(&shown)?;
         let mut source = self.0.source();
         while let Some(s) = source {
-            let text = s.to_string();
+            let text = line(s);
             // A layer that shows its source in its own message (`#[error(transparent)]`,
             // `"...: {0}"`) is not repeated.
             if !shown.contains(&text) {

@@ -157,10 +157,15 @@ fn write_qr(path: &Path, text: &str) -> CliResult {
 fn log_path(dir: &Path, flag: Option<PathBuf>) -> Result<PathBuf, Failure> {
     match flag {
         Some(p) => Ok(p),
-        None if dir.to_string_lossy().starts_with("pkcs11:") => Err(Failure::new(
-            ExitCode::Usage,
-            "a pkcs11: store has no directory for the signing log: give --log FILE",
-        )),
+        None if ["pkcs11:", "sqlite:", "postgres://", "postgresql://"]
+            .iter()
+            .any(|p| dir.to_string_lossy().starts_with(p)) =>
+        {
+            Err(Failure::new(
+                ExitCode::Usage,
+                "this store is no directory to keep the signing log in: give --log FILE",
+            ))
+        }
         None => {
             super::store::require_existing(dir)?;
             Ok(dir.join("signing.log"))

@@ -70,7 +70,17 @@ pub(crate) fn no_store(e: KeyStoreError) -> Failure {
 /// opening its keys.
 pub(crate) fn require_existing(location: &Path) -> Result<(), Failure> {
     let text = location.to_string_lossy();
-    if text.contains("://") || text.starts_with("pkcs11:") || text.starts_with("sqlite:") {
+    if let Some(file) = text.strip_prefix("sqlite:") {
+        // A database store is a file that must be there: opening it would create it.
+        return match std::fs::metadata(file) {
+            Ok(m) if m.is_file() => Ok(()),
+            _ => Err(no_store(KeyStoreError::NotAStore {
+                path: file.to_string(),
+                reason: "no database file there".into(),
+            })),
+        };
+    }
+    if text.contains("://") || text.starts_with("pkcs11:") {
         return Ok(());
     }
     existing_layout(location).map(|_| ()).map_err(no_store)

@@ -132,8 +132,8 @@ impl PublicKey {
             }),
             (kty, crv) => Err(format!(
                 "jwk key type {} {} is not supported",
-                kty.unwrap_or("(none)"),
-                crv.unwrap_or("")
+                crate::error::quoted(kty.unwrap_or("(none)")),
+                crate::error::quoted(crv.unwrap_or(""))
             )),
         }
     }
@@ -280,8 +280,12 @@ pub(crate) fn parse_header(protected: &str) -> Result<Header, String> {
         .get("alg")
         .and_then(Value::as_str)
         .ok_or("protected header without `alg`")?;
-    let alg = JwsAlgorithm::from_name(alg_name)
-        .ok_or_else(|| format!("signature algorithm `{alg_name}` is not accepted"))?;
+    let alg = JwsAlgorithm::from_name(alg_name).ok_or_else(|| {
+        format!(
+            "signature algorithm `{}` is not accepted",
+            crate::error::quoted(alg_name)
+        )
+    })?;
     if h.contains_key("crit") {
         return Err("protected header has `crit` extensions, which are not understood".into());
     }

@@ -191,8 +191,12 @@ fn alg_for(key: &PublicKey, declared: Option<&str>) -> Result<JwsAlgorithm, JwsE
     let Some(name) = declared else {
         return Ok(natural);
     };
-    let alg = JwsAlgorithm::from_name(name)
-        .ok_or_else(|| JwsError::Key(format!("the JWK's alg `{name}` is not accepted")))?;
+    let alg = JwsAlgorithm::from_name(name).ok_or_else(|| {
+        JwsError::Key(format!(
+            "the JWK's alg `{}` is not accepted",
+            crate::error::quoted(name)
+        ))
+    })?;
     let fits = match key {
         PublicKey::Rsa { .. } => matches!(alg, JwsAlgorithm::Rs256 | JwsAlgorithm::Ps256),
         _ => alg == natural,

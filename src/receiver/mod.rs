@@ -125,8 +125,12 @@ impl<'a> ReceiverBuilder<'a> {
     /// The replay and stream state. Default: the key store's durable state
     /// ([`KeyStore::state_location`]: a directory store's `mailseal.db`, a SQL store's
     /// own database), so that a message one receiver accepted is a replay to every
-    /// later one over the same store (and to `mailseal open`); in memory only for a
-    /// store that keeps nothing durable ([`crate::keystore::MemoryStore`]).
+    /// later one over the same store (and to `mailseal open` without `--state`); in
+    /// memory only for a store that keeps nothing durable
+    /// ([`crate::keystore::MemoryStore`]). A state kept elsewhere (`mailseal open
+    /// --state LOCATION`, `MAILSEAL_STATE`, a gateway's `state`) is not the store's:
+    /// the library reads no environment, so a program sharing it passes it here
+    /// (`.replay_boxed(mailseal::replay::open_store(LOCATION)?)`).
     pub fn replay(mut self, store: impl ReplayStore + 'a) -> Self {
         self.receiver.replay = Box::new(store);
         self.replay_chosen = true;

@@ -220,6 +220,25 @@ fn check_config_says_what_is_wrong() {
     std::fs::set_permissions(&empty, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
     let (code, _, stderr) = check(&good.replace(&store_text, &empty.display().to_string()));
     assert_eq!(code, Some(2));
+    // An empty directory is no store (issue 61: only key commands make one).
+    assert!(stderr.contains("no key store at"), "{stderr}");
+    let out = common::run(
+        &[
+            "key",
+            "import",
+            "--store",
+            empty.to_str().unwrap(),
+            common::fixture("rfc9216/bob.sign.crt").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, _, stderr) = check(&good.replace(&store_text, &empty.display().to_string()));
+    assert_eq!(code, Some(2));
     assert!(stderr.contains("holds no private key"), "{stderr}");
     // A store that is no directory (sqlite:, as postgres:// and pkcs11:) is opened, not
     // looked for on disk, and its location is not repeated (it may hold a password).

@@ -8,6 +8,7 @@ mod common;
 mod did;
 mod fail_jws;
 mod fail_pins;
+mod fail_report_escapes;
 mod fail_review_unread_forms;
 mod https_cards;
 mod interop_jwcrypto;

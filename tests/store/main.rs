@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod fail_import_as;
 mod fail_store_path;
 mod identities;
 mod intermediates;
