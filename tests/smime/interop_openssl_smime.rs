@@ -607,7 +607,19 @@ fn fail_unknown_signer_is_exit_5() {
         ),
         dir.path(),
     );
+    // A store that knows nobody who signs (only Bob's encryption certificate).
     let empty = dir.path().join("empty-store");
+    let made = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            empty.to_str().unwrap(),
+            common::fixture("rfc9216/bob.encrypt.crt").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let out = run(&["open", "--store", empty.to_str().unwrap()], &sealed);
     assert_eq!(
         out.status.code(),
