@@ -155,3 +155,39 @@ fn man_pages_name_every_subcommand() {
     assert!(helps.is_empty(), "{helps:?}");
     assert_eq!(stdout(&["man"]), top);
 }
+
+/// The demo shows a key's fingerprint as `key list` does: the whole lower-case hex,
+/// never a cut of it; the signer it names is one of those keys.
+#[test]
+fn demo_shows_whole_fingerprints() {
+    let out = common::run(&["demo"], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let step = text
+        .split("[1] ")
+        .nth(1)
+        .and_then(|t| t.split("\n\n").next())
+        .unwrap_or_else(|| panic!("no step 1: {text}"));
+    let listed: Vec<&str> = step
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(listed.len(), 3, "{step}");
+    for f in &listed {
+        assert!(
+            f.len() == 64 && f.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')),
+            "{f}: {step}"
+        );
+    }
+    let signer = text
+        .split("signer x509:")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no signer: {text}"));
+    assert!(listed.contains(&signer), "{signer}: {listed:?}");
+}
