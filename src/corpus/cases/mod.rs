@@ -521,6 +521,9 @@ enum Rule {
 }
 
 /// Every case, in a fixed order.
+/// A family of cases: what adds them to the builder.
+type Family = fn(&mut Builder<'_>) -> Result<(), CorpusError>;
+
 pub(crate) fn all(
     parties: &Parties,
     seed: u64,
@@ -536,7 +539,7 @@ pub(crate) fn all(
         sent: Vec::new(),
         unsolicited: false,
     };
-    let families: [fn(&mut Builder<'_>) -> Result<(), CorpusError>; 8] = [
+    let families: [Family; 8] = [
         valid::cases,
         envelope::cases,
         mime::cases,
