@@ -56,6 +56,11 @@ pub struct SealOptions {
     /// keys both on a PKCS#11 token and in the store, which is refused
     /// ([`SealError::AmbiguousSigner`]) rather than settled by dates.
     pub signer: Option<String>,
+    /// The address the caller means to sign as (`--as`): the store must hold a
+    /// signing key of it, and the message's From must be it, or the seal is refused
+    /// ([`SealError::NotSigningAs`]): a store that holds several identities never
+    /// signs for one it was not asked to.
+    pub sign_as: Option<String>,
 }
 
 impl SealOptions {
@@ -72,6 +77,7 @@ impl SealOptions {
             preferred_keys: Vec::new(),
             encrypt_to: None,
             signer: None,
+            sign_as: None,
         }
     }
 
@@ -442,6 +448,14 @@ pub enum SealError {
         /// Each key: its fingerprint and where it is (`on a token` or `in the store`).
         candidates: Vec<String>,
     },
+    /// The message's From is not the address [`SealOptions::sign_as`] names.
+    #[error("the message is from {from}, not {sign_as}: a store signs only as the address it is asked to (--as)")]
+    NotSigningAs {
+        /// The message's From (quoted).
+        from: String,
+        /// The address asked for.
+        sign_as: String,
+    },
     /// [`SealOptions::signer`] names no usable signing key of the From address.
     #[error("no usable signing key {signer} for {address}")]
     NoSuchSigner {
@@ -534,7 +548,7 @@ impl Classify for SealError {
     fn kind(&self) -> ErrorKind {
         match self {
             Self::Invalid(_) => ErrorKind::Malformed,
-            Self::AmbiguousSigner { .. } => ErrorKind::InvalidArgument,
+            Self::AmbiguousSigner { .. } | Self::NotSigningAs { .. } => ErrorKind::InvalidArgument,
             Self::NoSigningKey { .. }
             | Self::NoSuchSigner { .. }
             | Self::NoRecipientKey { .. }
@@ -696,6 +710,22 @@ pub(crate) type SignatureEdit<'a> = &'a dyn Fn(Vec<u8>) -> Vec<u8>;
 /// binding's rules under it (a sealer never signs an invalid message). The From
 /// address (the signer) and every address the message is encrypted to: To, Cc and
 /// the sender, who can read its own copy.
+/// Refuses a message whose From is not [`SealOptions::sign_as`], when that is given
+/// (compared as addresses are: case-insensitively).
+pub(crate) fn signs_as(plain: &MailA2aMessage, opts: &SealOptions) -> Result<(), SealError> {
+    let Some(wanted) = opts.sign_as.as_deref() else {
+        return Ok(());
+    };
+    let from = plain.sender().unwrap_or_default();
+    if from.eq_ignore_ascii_case(wanted.trim()) {
+        return Ok(());
+    }
+    Err(SealError::NotSigningAs {
+        from: crate::error::quoted(&from),
+        sign_as: crate::error::quoted(wanted),
+    })
+}
+
 pub(crate) fn sealing_addresses(
     plain: &MailA2aMessage,
     opts: &SealOptions,
@@ -714,6 +744,7 @@ pub(crate) fn sealing_addresses(
         .as_ref()
         .map(|m| m.address.clone())
         .unwrap_or_default();
+    signs_as(plain, opts)?;
     // Each address once, as first written (a message may name one many times, under
     // several spellings: each would be looked up and judged again), in a set: the
     // work grows with the addresses, not with their square.

@@ -242,6 +242,25 @@ impl std::fmt::Display for TooLargeMarker {
 impl std::error::Error for TooLargeMarker {}
 
 impl<'a> Sender<'a> {
+    /// [`SealOptions::sign_as`]: an address the store holds no signing key of is
+    /// refused as such ([`SealError::NoSigningKey`]), then a From that is not it
+    /// ([`SealError::NotSigningAs`]). An MLS identity is its group's to judge.
+    fn check_sign_as(&self, plain: &MailA2aMessage, opts: &SealOptions) -> Result<(), SealError> {
+        let Some(wanted) = opts.sign_as.as_deref() else {
+            return Ok(());
+        };
+        if opts.profile != Profile::Mls
+            && !crate::keystore::own_addresses(self.keys.as_ref())
+                .iter()
+                .any(|a| a.eq_ignore_ascii_case(wanted.trim()))
+        {
+            return Err(SealError::NoSigningKey {
+                address: crate::error::quoted(wanted),
+            });
+        }
+        crate::seal::signs_as(plain, opts)
+    }
+
     /// A sender over `keys`, with the store's durable replay state (see
     /// [`SenderBuilder::build`]; none for a store that keeps nothing durable), no MLS
     /// state, no peer cards, the default limits and the system clock.
@@ -293,6 +312,7 @@ impl<'a> Sender<'a> {
         opts: &SealOptions,
         out: &mut dyn std::io::Write,
     ) -> Result<(), SendError> {
+        self.check_sign_as(plain, opts)?;
         let recipients = match &opts.encrypt_to {
             None => Self::recipients_of(plain),
             Some(_) if opts.profile == Profile::Mls => {
@@ -487,6 +507,7 @@ impl<'a> Sender<'a> {
         plain: &MailA2aMessage,
         opts: &SealOptions,
     ) -> Result<crate::offline::SigningRequest, SendError> {
+        self.check_sign_as(plain, opts)?;
         let recipients = Self::recipients_of(plain);
         let (limit, who) = self.size_limit(&recipients);
         Self::check_floor(plain, opts, limit, &who)?;

@@ -108,7 +108,10 @@ pub(super) fn run(store: Option<PathBuf>, cmd: CorpusCommand) -> CliResult {
             write_mutants(&mutants, out.as_deref(), stream)
         }
         CorpusCommand::Generate { out, seed } => {
-            let summary = corpus::generate(&out, seed).map_err(failed)?;
+            let mut bar = Bar::new();
+            let summary =
+                corpus::generate_with_progress(&out, seed, &mut |p| bar.show(p)).map_err(failed)?;
+            bar.finish();
             println!(
                 "{} cases in {} ({} to accept, {} refusal codes)",
                 summary.cases,
@@ -132,7 +135,10 @@ pub(super) fn run(store: Option<PathBuf>, cmd: CorpusCommand) -> CliResult {
                 }
                 Box::new(CommandAdapter { command })
             };
-            let report = corpus::run(&dir, adapter.as_ref()).map_err(failed)?;
+            let mut bar = Bar::new();
+            let report = corpus::run_with_progress(&dir, adapter.as_ref(), &mut |p| bar.show(p))
+                .map_err(failed)?;
+            bar.finish();
             print!("{}", report.table());
             if let Some(path) = junit {
                 std::fs::write(&path, report.junit())
@@ -154,6 +160,39 @@ pub(super) fn run(store: Option<PathBuf>, cmd: CorpusCommand) -> CliResult {
             });
             println!("{v}");
             Ok(())
+        }
+    }
+}
+
+/// A progress bar on standard error while it is a terminal; nothing at all otherwise,
+/// so that a script or a CI log reads the same output as before.
+struct Bar(Option<indicatif::ProgressBar>);
+
+impl Bar {
+    fn new() -> Bar {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return Bar(None);
+        }
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:>8} {bar:40} {pos}/{len}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Bar(Some(bar))
+    }
+
+    fn show(&mut self, p: corpus::Progress) {
+        if let Some(bar) = &self.0 {
+            bar.set_message(p.phase);
+            bar.set_length(p.total);
+            bar.set_position(p.done);
+        }
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.0 {
+            bar.finish_and_clear();
         }
     }
 }

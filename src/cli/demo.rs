@@ -63,7 +63,7 @@ pub(super) fn run() -> CliResult {
     for e in store.list().map_err(|e| fail("list", e))? {
         println!(
             "    {} {:<12} {:<7} secret={:<5} {}",
-            &e.fingerprint[..16],
+            e.fingerprint,
             e.kind.to_string(),
             e.algorithm.to_string(),
             e.has_private_key,

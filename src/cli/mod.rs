@@ -127,8 +127,22 @@ enum Command {
     /// Print our A2A v1.0 Agent Card with the MailA2A interface and the #protection
     /// extension (profiles, certificates, MLS KeyPackage), or add them to a card.
     Card(card::CardArgs),
-    /// The whole tour on a temporary store.
+    /// The whole tour on a temporary store (of its own: --store and --state are refused).
     Demo,
+    /// Print the completion script for SHELL (e.g. `mailseal completions bash >
+    /// /etc/bash_completion.d/mailseal`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Man pages: mailseal(1) on stdout, or with --out every page (mailseal.1 and one
+    /// per subcommand, mailseal-open.1, mailseal-key-generate.1, ...) into DIR.
+    Man {
+        /// The directory the pages are written to (created).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// The SMTP gateway: seal what internal agents send, open what arrives.
     #[cfg(feature = "gateway")]
     Gateway(gateway::GatewayArgs),
@@ -173,14 +187,18 @@ pub fn main() -> ProcessExit {
     if args.next().is_some_and(|a| a == "sop") {
         return sop::main(args.collect());
     }
-    // The exit statuses in the top-level help come from the table the process uses.
-    use clap::{CommandFactory, FromArgMatches};
-    let parsed = Cli::command()
-        .after_help(ExitCode::help_table())
+    use clap::FromArgMatches;
+    let parsed = command()
         .try_get_matches()
-        .and_then(|m| Cli::from_arg_matches(&m));
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
     let cli = match parsed {
-        Ok(c) => c,
+        Ok((c, m)) => {
+            if let Err(f) = demo_takes_no_store(&c, &m) {
+                eprintln!("mailseal: {}", f.line);
+                return ProcessExit::from(f.code.as_u8());
+            }
+            c
+        }
         Err(e) => {
             let _ = e.print();
             return match e.kind() {
@@ -219,6 +237,101 @@ pub fn main() -> ProcessExit {
             ProcessExit::from(f.code.as_u8())
         }
     }
+}
+
+/// The command line's definition, as parsed and as `completions` and `man` describe
+/// it: the exit statuses in the top-level help (from the table the process uses), and
+/// the global options (`--store`, `--state`) described there only. Each subcommand
+/// still takes them, without repeating their help.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command().after_help(ExitCode::help_table());
+    // Built first: building is what copies the global options into each subcommand.
+    cmd.build();
+    hide_globals(cmd, true)
+}
+
+/// `cmd` with the global options hidden from its subcommands' help (and from its own
+/// unless `top`).
+fn hide_globals(mut cmd: clap::Command, top: bool) -> clap::Command {
+    if !top {
+        // In place: `mut_arg` would move the argument to the end, out of step with the
+        // index a built command keeps of its arguments.
+        cmd = cmd.mut_args(|a| {
+            let hide = a.is_hide_set() || GLOBAL_OPTIONS.contains(&a.get_id().as_str());
+            a.hide(hide)
+        });
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_string())
+        .collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(name, |s| hide_globals(s, false));
+    }
+    cmd
+}
+
+/// The options every subcommand takes, described once, in `mailseal --help`.
+const GLOBAL_OPTIONS: [&str; 2] = ["store", "state"];
+
+/// `demo` runs on a temporary store of its own: a `--store` or `--state` given to it
+/// would be silently ignored, so it is refused (the environment's MAILSEAL_STATE is
+/// not the user asking).
+fn demo_takes_no_store(cli: &Cli, m: &clap::ArgMatches) -> CliResult {
+    if !matches!(cli.command, Command::Demo) {
+        return Ok(());
+    }
+    for id in GLOBAL_OPTIONS {
+        if m.value_source(id) == Some(clap::parser::ValueSource::CommandLine) {
+            return Err(Failure::new(
+                ExitCode::Usage,
+                format!("demo runs on a temporary store of its own: --{id} is not taken"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `mailseal completions SHELL`: the script on stdout.
+fn completions(shell: clap_complete::Shell) -> CliResult {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command(), "mailseal", &mut out);
+    write_output(None, &out)
+}
+
+/// `mailseal man [--out DIR]`: mailseal(1) on stdout, or every page into DIR.
+fn man(out: Option<&Path>) -> CliResult {
+    let fail =
+        |what: &str, e: std::io::Error| Failure::new(ExitCode::Other, format!("man: {what}: {e}"));
+    let Some(dir) = out else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command())
+            .source(format!("mailseal {}", env!("CARGO_PKG_VERSION")))
+            .render(&mut page)
+            .map_err(|e| fail("stdout", e))?;
+        return write_output(None, &page);
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(&dir.display().to_string(), e))?;
+    pages(&command(), dir).map_err(|e| fail(&dir.display().to_string(), e))
+}
+
+/// The man page of `cmd` and of each of its subcommands (not clap's `help`, whose
+/// pages would only repeat the others), named as its display name says:
+/// `mailseal-key-generate.1`.
+fn pages(cmd: &clap::Command, dir: &Path) -> std::io::Result<()> {
+    for sub in cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+    {
+        pages(sub, dir)?;
+    }
+    // Each page names the program and its version (a subcommand's would say only
+    // its own name).
+    clap_mangen::Man::new(cmd.clone())
+        .source(format!("mailseal {}", env!("CARGO_PKG_VERSION")))
+        .generate_to(dir)
+        .map(|_| ())
 }
 
 /// Starts the log on standard error. A command logs only errors unless `MAILSEAL_LOG`
@@ -325,6 +438,8 @@ fn run(cli: Cli) -> CliResult {
             card::card(&home::Home::new(&dir, cli.state.as_deref()), &dir, args)
         }
         Command::Demo => demo::run(),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { out } => man(out.as_deref()),
         #[cfg(feature = "gateway")]
         Command::Gateway(args) => gateway::gateway(args),
         #[cfg(feature = "gateway")]

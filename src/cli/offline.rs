@@ -31,10 +31,15 @@ pub(super) struct SignRequestArgs {
     /// Repeat every Mail-A2A-* hint on the outer message.
     #[arg(long)]
     outer_hints: bool,
-    /// S/MIME: the From address's certificate to sign with (fingerprint or unique
-    /// prefix; default: the newest usable one).
+    /// The From address's key to sign with (its fingerprint as `key list` shows it,
+    /// or a unique prefix; S/MIME, OpenPGP, detached-jws). Default: the newest usable
+    /// one.
     #[arg(long, value_name = "FINGERPRINT")]
     signer: Option<String>,
+    /// Sign as ADDR, one of the store's identities: the message's From must be ADDR,
+    /// or nothing is signed.
+    #[arg(long = "as", value_name = "ADDR")]
+    sign_as: Option<String>,
     /// Also write the request as QR codes in this PNG.
     #[arg(long, value_name = "PNG")]
     qr: Option<PathBuf>,
@@ -192,6 +197,7 @@ pub(super) fn sign_request(dir: PathBuf, state: &str, a: SignRequestArgs) -> Cli
     opts.outer_hints = a.outer_hints;
     opts.signing_time = parse_at(a.at.as_deref())?;
     opts.signer = super::seal::signer(&keys, profile, a.signer.as_deref())?;
+    opts.sign_as = a.sign_as.clone();
     let request = sender
         .signing_request(&plain, &opts)
         .map_err(|e| Failure::from("sign-request", e))?;

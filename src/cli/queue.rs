@@ -270,7 +270,11 @@ fn list(
         })
         .collect();
     if json {
-        let text = serde_json::to_string_pretty(&entries)
+        let listed = entries
+            .iter()
+            .map(queued_json)
+            .collect::<Result<Vec<_>, _>>()?;
+        let text = serde_json::to_string_pretty(&listed)
             .map_err(|e| Failure::new(ExitCode::Other, format!("queue: {e}")))?;
         println!("{text}");
         return Ok(());
@@ -333,6 +337,34 @@ fn list(
 }
 
 /// The message's header and body (split at the first empty line).
+/// Unix seconds as RFC 3339, as every time the command line prints.
+fn rfc3339(t: i64) -> String {
+    crate::replay::rfc3339(t)
+}
+
+/// An entry as `list --json` and `show --json` print it: its times in RFC 3339
+/// (`created` to the millisecond the spool keeps), not the spool's Unix seconds.
+fn queued_json(q: &Queued) -> Result<serde_json::Value, Failure> {
+    let mut v = serde_json::to_value(q)
+        .map_err(|e| Failure::new(ExitCode::Other, format!("queue: {e}")))?;
+    let e = &q.entry;
+    let created =
+        time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(e.accepted_ms()) * 1_000_000)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+            .unwrap_or_else(|| rfc3339(e.created));
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("created_ms");
+        obj.insert("created".into(), created.into());
+        obj.insert("next_attempt".into(), rfc3339(e.next_attempt).into());
+        obj.insert("leased_until".into(), q.leased_until.map(rfc3339).into());
+    }
+    Ok(v)
+}
+
 fn split(data: &[u8]) -> (&[u8], &[u8]) {
     for sep in [&b"\r\n\r\n"[..], b"\n\n"] {
         if let Some(i) = memchr::memmem::find(data, sep) {
@@ -361,8 +393,7 @@ fn show(tools: &dyn QueueAdmin, now: i64, prefix: &str, body: bool, json: bool) 
     let (q, data) = tools.show(&id, now).map_err(failure)?;
     let (head, rest) = split(&data);
     if json {
-        let mut v = serde_json::to_value(&q)
-            .map_err(|e| Failure::new(ExitCode::Other, format!("queue: {e}")))?;
+        let mut v = queued_json(&q)?;
         v["headers"] = String::from_utf8_lossy(head).into();
         if body {
             v["body"] = String::from_utf8_lossy(rest).into();
@@ -382,11 +413,19 @@ fn show(tools: &dyn QueueAdmin, now: i64, prefix: &str, body: bool, json: bool) 
             ""
         }
     );
-    println!("accepted: {} ({} ago)", e.created, span(now - e.created));
+    println!(
+        "accepted: {} ({} ago)",
+        rfc3339(e.created),
+        span(now - e.created)
+    );
     println!("attempts: {}", e.attempts);
-    println!("next attempt: {} ({})", e.next_attempt, next(&q, now));
+    println!(
+        "next attempt: {} ({})",
+        rfc3339(e.next_attempt),
+        next(&q, now)
+    );
     if let Some(until) = q.leased_until {
-        println!("being delivered until: {until}");
+        println!("being delivered until: {}", rfc3339(until));
     }
     println!("from: {}", address(&e.mail_from));
     println!("to: {}", recipients(&q));

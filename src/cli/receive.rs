@@ -185,12 +185,14 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     } else {
         crate::replay::Unsolicited::Refuse
     };
+    let report = a.report.as_deref();
     if a.stateless {
         let receiver = receiver(&home, &keys, None, policy, clock, unsolicited)?;
         let raw = read_input(a.input.as_deref().or(a.file.as_deref()))?;
+        let profile = crate::dispatch::detect_profile(&raw);
         let outcome = receiver
             .verify_owned(raw)
-            .map_err(|e| Failure::from("open", e))?;
+            .map_err(|e| refused(report, Some(e.code()), profile, None, e))?;
         let Outcome::Deliver { delivery, .. } = &outcome else {
             eprintln!(
                 "mailseal: {} (--stateless: not applied)",
@@ -199,8 +201,8 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
             return Ok(());
         };
         verdict_lines(&delivery.opened);
-        if let Some(report) = &a.report {
-            write_report(report, &delivery.opened, "not-checked")?;
+        if let Some(report) = report {
+            write_report(report, &delivery.opened, "not-checked", None)?;
         }
         eprintln!("mailseal: receiver rules not applied (--stateless): do not act on this");
         return write_delivery(a.out.as_deref(), delivery, a.eml);
@@ -210,10 +212,11 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         return open_batch(&mut receiver, batch, out_dir, a.eml);
     }
     let raw = read_input(a.input.as_deref().or(a.file.as_deref()))?;
+    let profile = crate::dispatch::detect_profile(&raw);
     let incoming = receiver
         .receive_owned(raw, "stdin")
-        .map_err(|e| Failure::from("open", e))?;
-    hand_over(incoming, a.out.as_deref(), a.eml, a.report.as_deref())
+        .map_err(|e| refused(report, Some(e.code()), profile, None, e))?;
+    hand_over(incoming, a.out.as_deref(), a.eml, report)
 }
 
 /// Writes the output of `delivery` to `out` (atomically) or stdout, from the opened
@@ -245,17 +248,32 @@ fn hand_over(
     eml: bool,
     report: Option<&Path>,
 ) -> CliResult {
+    // What a refusal on commit can still report of the verdict.
+    let mut known = None;
     if let Some(d) = incoming.outcome().delivery() {
         verdict_lines(&d.opened);
         if let Some(report) = report {
-            write_report(report, &d.opened, incoming.outcome().word())?;
+            let first_accepted = match incoming.outcome() {
+                Outcome::Duplicate { first_accepted, .. } => Some(*first_accepted),
+                _ => None,
+            };
+            write_report(report, &d.opened, incoming.outcome().word(), first_accepted)?;
+            known = Some((d.opened.verdict.profile, verdict_fields(&d.opened)));
         }
     }
+    let (profile, known) = known.unzip();
+    let profile = profile.flatten();
     let outcome = match out {
         // Staged, committed, published: exactly once across crashes.
         Some(path) => {
             deliver::deliver_to(incoming, path, format(eml))
-                .map_err(|e| Failure::from("open", e))?
+                .map_err(|e| {
+                    let code = match &e {
+                        deliver::DeliverError::Receive(r) => Some(r.code()),
+                        _ => None,
+                    };
+                    refused(report, code, profile, known.clone(), e)
+                })?
                 .outcome
         }
         // Staged in memory, committed, then written: a concurrent `open` of the same
@@ -271,7 +289,9 @@ fn hand_over(
                 ),
                 _ => None,
             };
-            let outcome = incoming.commit().map_err(|e| Failure::from("open", e))?;
+            let outcome = incoming
+                .commit()
+                .map_err(|e| refused(report, Some(e.code()), profile, known, e))?;
             if let (Some(bytes), Outcome::Deliver { .. }) = (staged, &outcome) {
                 super::write_output(None, &bytes)?;
             }
@@ -455,28 +475,94 @@ fn status_line(outcome: &Outcome) -> Option<String> {
     }
 }
 
-fn write_report(path: &Path, opened: &Opened, delivery: &str) -> CliResult {
+/// What a report says of a verdict: how the message was protected and verified, and
+/// by whom; nothing of what it says.
+fn verdict_fields(opened: &Opened) -> serde_json::Map<String, serde_json::Value> {
     let v = &opened.verdict;
     let json = serde_json::json!({
         "profile": v.profile.map(|p| p.token()),
         "protection": v.protection.token(),
         "signer": v.signer.as_ref().map(|s| s.replay_id()),
-        // The protected From, which the signer binding tied to the signer: who this is
-        // from, named with what is printed.
-        "from": opened.message.sender(),
         "algorithm": v.algorithm,
         "protectedHeaders": v.protected_headers,
         "outerHeadersMatched": v.outer_headers_matched,
         "headerProtection": v.header_protection,
-        "envelopeSha256": crate::keystore::hex(&opened.message.content_digest()),
         "dkim": v.dkim,
         "warnings": v.warnings,
-        "delivery": delivery,
     });
+    match json {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The report of a message that came to `delivery` (`deliver`, `duplicate`, `held`,
+/// `not-checked`...): its verdict, who it is from and its envelope's digest, and for a
+/// duplicate when it was first accepted (RFC 3339).
+fn write_report(
+    path: &Path,
+    opened: &Opened,
+    delivery: &str,
+    first_accepted: Option<i64>,
+) -> CliResult {
+    let mut json = verdict_fields(opened);
+    // The protected From, which the signer binding tied to the signer: who this is
+    // from, named with what is printed.
+    json.insert("from".into(), opened.message.sender().into());
+    json.insert(
+        "envelopeSha256".into(),
+        crate::keystore::hex(&opened.message.content_digest()).into(),
+    );
+    json.insert("delivery".into(), delivery.into());
+    if let Some(t) = first_accepted {
+        json.insert("firstAccepted".into(), crate::replay::rfc3339(t).into());
+    }
     write_output(
         Some(path),
         &serde_json::to_vec_pretty(&json).unwrap_or_default(),
     )
+}
+
+/// A refused message's failure, with its report written first when one was asked
+/// for: `delivery: refused`, the refusal (its verdict code, kind, exit status, A2A
+/// error and the line stderr shows), the profile the message announced, and as much
+/// of the verdict as was reached (`known`: a refusal when committing comes after the
+/// verification). Nothing of the message's content is in it: not the From, not the
+/// envelope's digest. A report that cannot be written is said on stderr; the refusal
+/// stays the failure.
+fn refused<E: crate::error::Classify + std::fmt::Display>(
+    report: Option<&Path>,
+    code: Option<String>,
+    profile: Option<crate::Profile>,
+    known: Option<serde_json::Map<String, serde_json::Value>>,
+    e: E,
+) -> Failure {
+    let (kind, a2a) = (e.kind(), e.a2a_error());
+    let failure = Failure::from("open", e);
+    let Some(path) = report else {
+        return failure;
+    };
+    let mut json = known.unwrap_or_default();
+    json.entry("profile")
+        .or_insert_with(|| profile.map(|p| p.token()).into());
+    json.insert("delivery".into(), "refused".into());
+    json.insert(
+        "refusal".into(),
+        serde_json::json!({
+            "code": code,
+            "kind": kind.as_str(),
+            "exit": failure.code.as_u8(),
+            "a2aError": a2a.name(),
+            "message": crate::error::shown(&failure.line, super::ERROR_LINE_CHARS),
+        }),
+    );
+    if let Err(f) = write_output(
+        Some(path),
+        &serde_json::to_vec_pretty(&json).unwrap_or_default(),
+    ) {
+        eprintln!("mailseal: report: {}", f.line);
+    }
+    failure
 }
 
 /// Opens every `.eml` of `dir` into `out_dir` through a [`DeliveryDir`]: each
@@ -550,7 +636,7 @@ fn result_line(
                 (Outcome::Handshake(Handshake::KeyPackage { .. }), _) => "handshake",
                 (o, false) => o.word(),
             };
-            match d.outcome.delivery() {
+            let mut line = match d.outcome.delivery() {
                 Some(del) => {
                     let c = &del.candidate;
                     serde_json::json!({
@@ -563,7 +649,11 @@ fn result_line(
                     })
                 }
                 None => serde_json::json!({"file": file, "result": result}),
+            };
+            if let Outcome::Duplicate { first_accepted, .. } = &d.outcome {
+                line["firstAccepted"] = crate::replay::rfc3339(*first_accepted).into();
             }
+            line
         }
         Err(f) => {
             first_failure.get_or_insert(f.code);

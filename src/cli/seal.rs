@@ -37,11 +37,17 @@ pub(super) struct SealArgs {
     /// Repeat every Mail-A2A-* hint on the outer message (default: only the binding).
     #[arg(long)]
     outer_hints: bool,
-    /// S/MIME: sign with this key of the From address (its fingerprint as `key list`
-    /// shows it, or a unique prefix). Default: the newest usable one; an address with
-    /// keys both on a token and in the store needs it.
+    /// Sign with this key of the From address (its fingerprint as `key list` shows
+    /// it, or a unique prefix; S/MIME, OpenPGP, detached-jws). Default: the newest
+    /// usable one; an S/MIME address with keys both on a token and in the store
+    /// needs it.
     #[arg(long, value_name = "FINGERPRINT")]
     signer: Option<String>,
+    /// Sign as ADDR, one of the store's identities: the message's From must be ADDR,
+    /// or nothing is signed (a store holding several identities never signs for one
+    /// it was not asked to).
+    #[arg(long = "as", value_name = "ADDR")]
+    sign_as: Option<String>,
     /// The plain message (default: stdin).
     #[arg(long = "in")]
     input: Option<PathBuf>,
@@ -107,6 +113,7 @@ pub(super) fn seal(dir: PathBuf, state: &str, a: SealArgs) -> CliResult {
     opts.outer_hints = a.outer_hints;
     opts.group = a.group.clone();
     opts.signer = signer(&keys, profile, a.signer.as_deref())?;
+    opts.sign_as = a.sign_as.clone();
     opts.signing_time =
         a.at.as_deref()
             .map(|s| {
@@ -189,10 +196,10 @@ pub(super) fn signer(
     let Some(typed) = typed else {
         return Ok(None);
     };
-    if profile != crate::profile::Profile::Smime {
+    if profile == crate::profile::Profile::Mls {
         return Err(Failure::new(
             ExitCode::Usage,
-            "--signer chooses among S/MIME keys (--profile smime)",
+            "--signer: an MLS message is signed by our leaf in the group (--group)",
         ));
     }
     crate::keystore::resolve_fingerprint(keys.store(), typed)

@@ -46,7 +46,9 @@ pub use case::{
     CasePolicy, Crypto, Expected, KeyFile, KeyRole, MlsJoin, Verdict, MLS_JOIN, MLS_STATE,
 };
 pub use mutate::{mutate, Layer, MutateOptions};
-pub use run::{run, Adapter, CaseResult, CommandAdapter, Judgement, MailsealAdapter, Report};
+pub use run::{
+    run, run_with_progress, Adapter, CaseResult, CommandAdapter, Judgement, MailsealAdapter, Report,
+};
 
 use crate::error::ErrorKind;
 
@@ -122,16 +124,40 @@ pub struct Summary {
     pub codes: Vec<String>,
 }
 
+/// Where a long corpus operation is, for whoever shows it (the command line's progress
+/// bar): `done` of `total` steps of `phase`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Progress {
+    /// `building` (one step per family of cases), `writing` (one per case) or
+    /// `judging` (one per case, [`run_with_progress`]).
+    pub phase: &'static str,
+    /// Steps done.
+    pub done: u64,
+    /// Steps in all.
+    pub total: u64,
+}
+
 /// Writes the corpus for `seed` into `out` (created; existing case directories are
 /// replaced), one directory per case under `out/cases/`, and `out/index.json`.
 pub fn generate(out: &Path, seed: u64) -> Result<Summary, CorpusError> {
+    generate_with_progress(out, seed, &mut |_| {})
+}
+
+/// [`generate`], telling `progress` after each family of cases is built and each case
+/// written. The corpus is the same bytes with or without it.
+pub fn generate_with_progress(
+    out: &Path,
+    seed: u64,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, CorpusError> {
     // Every random value of every case (the attacker's keys, content keys, nonces,
     // salts, boundaries) from one stream keyed by the seed, on this thread only and
     // for this call only: see `crate::entropy` for why that never reaches a sealer
     // outside the corpus.
     let _seeded = crate::entropy::Seeded::new(seed, "corpus generate");
     let parties = parties::Parties::new()?;
-    let cases = cases::all(&parties, seed)?;
+    let cases = cases::all(&parties, seed, progress)?;
     let root = out.join("cases");
     if root.exists() {
         std::fs::remove_dir_all(&root).map_err(io(&root))?;
@@ -139,8 +165,13 @@ pub fn generate(out: &Path, seed: u64) -> Result<Summary, CorpusError> {
     std::fs::create_dir_all(&root).map_err(io(&root))?;
     let mut index = Vec::with_capacity(cases.len());
     let mut codes: Vec<String> = Vec::new();
-    for c in &cases {
+    for (done, c) in cases.iter().enumerate() {
         c.write(&root.join(&c.expected.id))?;
+        progress(Progress {
+            phase: "writing",
+            done: done as u64 + 1,
+            total: cases.len() as u64,
+        });
         index.push(serde_json::json!({
             "id": c.expected.id,
             "rule": c.expected.rule,

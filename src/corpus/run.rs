@@ -257,6 +257,15 @@ pub struct Report {
 
 /// Runs `adapter` over every case of the corpus in `dir`.
 pub fn run(dir: &Path, adapter: &dyn Adapter) -> Result<Report, CorpusError> {
+    run_with_progress(dir, adapter, &mut |_| {})
+}
+
+/// [`run`], telling `progress` after each case is judged.
+pub fn run_with_progress(
+    dir: &Path,
+    adapter: &dyn Adapter,
+    progress: &mut dyn FnMut(super::Progress),
+) -> Result<Report, CorpusError> {
     let root = dir.join("cases");
     let mut names: Vec<_> = std::fs::read_dir(&root)
         .map_err(super::io(&root))?
@@ -270,7 +279,13 @@ pub fn run(dir: &Path, adapter: &dyn Adapter) -> Result<Report, CorpusError> {
         cases: Vec::with_capacity(names.len()),
         above_its_layer: Default::default(),
     };
-    for path in names {
+    let total = names.len() as u64;
+    for (done, path) in names.into_iter().enumerate() {
+        progress(super::Progress {
+            phase: "judging",
+            done: done as u64,
+            total,
+        });
         let expected = case::read(&path)?.expected;
         let result = match adapter.judge(&path) {
             Ok(j) => {
@@ -286,6 +301,11 @@ pub fn run(dir: &Path, adapter: &dyn Adapter) -> Result<Report, CorpusError> {
         };
         report.cases.push((expected, result));
     }
+    progress(super::Progress {
+        phase: "judging",
+        done: total,
+        total,
+    });
     Ok(report)
 }
 

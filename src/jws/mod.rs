@@ -239,11 +239,12 @@ impl<'a> Jws<'a> {
     }
 
     /// Our signing key for `address`: a JWK bound to it whose private key the store
-    /// holds in software.
+    /// holds in software (the one whose fingerprint is `chosen`, when given).
     #[allow(clippy::type_complexity)]
     fn signing_key(
         &self,
         address: &str,
+        chosen: Option<&str>,
     ) -> Result<
         (
             std::sync::Arc<(Jwk, String)>,
@@ -252,7 +253,9 @@ impl<'a> Jws<'a> {
         JwsError,
     > {
         for record in self.store.jwk_identities()? {
-            if !record.emails.iter().any(|e| e == address) {
+            if !record.emails.iter().any(|e| e == address)
+                || chosen.is_some_and(|f| !record.fingerprint.eq_ignore_ascii_case(f))
+            {
                 continue;
             }
             if let Some(secret) = self.store.private_key(&record.fingerprint)? {
@@ -269,14 +272,15 @@ impl<'a> Jws<'a> {
         })
     }
 
-    /// Signs `entity` (canonical CRLF) with our key for `address`: the compact JWS
-    /// with the payload left out, and the algorithm.
+    /// Signs `entity` (canonical CRLF) with our key for `address` (`chosen`, when
+    /// given): the compact JWS with the payload left out, and the algorithm.
     pub(crate) fn sign_entity(
         &self,
         address: &str,
+        chosen: Option<&str>,
         entity: &[u8],
     ) -> Result<(String, JwsAlgorithm), JwsError> {
-        let (public, pair) = self.signing_key(address)?;
+        let (public, pair) = self.signing_key(address, chosen)?;
         let (jwk, thumbprint) = &*public;
         let protected = protected_header(jwk, thumbprint);
         let input = compact::signing_input(&protected, entity);
@@ -391,7 +395,14 @@ impl Sealer for Jws<'_> {
         let at = opts
             .signing_time
             .unwrap_or_else(time::OffsetDateTime::now_utc);
-        self.seal_raw(&plain.headers, &hints, &entity, &from, at)
+        self.seal_raw_as(
+            &plain.headers,
+            &hints,
+            &entity,
+            &from,
+            opts.signer.as_deref(),
+            at,
+        )
     }
 }
 
@@ -409,8 +420,29 @@ impl Jws<'_> {
         signer: &str,
         at: time::OffsetDateTime,
     ) -> Result<Vec<u8>, SealError> {
+        self.seal_raw_as(headers, hints, entity, signer, None, at)
+    }
+
+    /// [`Self::seal_raw`] with the key whose fingerprint is `chosen`, when given.
+    fn seal_raw_as(
+        &self,
+        headers: &crate::message::Headers,
+        hints: &Hints,
+        entity: &[u8],
+        signer: &str,
+        chosen: Option<&str>,
+        at: time::OffsetDateTime,
+    ) -> Result<Vec<u8>, SealError> {
         let boundary = crate::seal::content_boundary(entity, at)?;
-        let (jws, alg) = self.sign_entity(signer, entity)?;
+        let (jws, alg) =
+            self.sign_entity(signer, chosen, entity)
+                .map_err(|e| match (e, chosen) {
+                    (JwsError::NoSigningKey { address }, Some(f)) => SealError::NoSuchSigner {
+                        address,
+                        signer: f.to_string(),
+                    },
+                    (e, _) => e.into(),
+                })?;
         let mut head = Vec::with_capacity(1024);
         write_header_section(&mut head, headers, hints)?;
         Ok(signed_message(&head, &boundary, alg, entity, &jws))

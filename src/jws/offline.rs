@@ -9,14 +9,20 @@ use base64::Engine;
 use super::{compact, protected_header, Jws, JwsAlgorithm, JwsError};
 
 impl Jws<'_> {
-    /// Connected host: the first JWK identity (by fingerprint) bound to `address`,
-    /// and the protected header a signature by it carries.
-    pub(crate) fn signing_header(&self, address: &str) -> Result<(String, String), JwsError> {
+    /// Connected host: the first JWK identity (by fingerprint) bound to `address`
+    /// (the one whose fingerprint is `chosen`, when given), and the protected header a
+    /// signature by it carries.
+    pub(crate) fn signing_header(
+        &self,
+        address: &str,
+        chosen: Option<&str>,
+    ) -> Result<(String, String), JwsError> {
         let mut records: Vec<_> = self
             .store
             .jwk_identities()?
             .into_iter()
             .filter(|r| r.emails.iter().any(|e| e == address))
+            .filter(|r| chosen.is_none_or(|f| r.fingerprint.eq_ignore_ascii_case(f)))
             .collect();
         records.sort_by(|a, b| a.fingerprint.cmp(&b.fingerprint));
         let record = records.into_iter().next().ok_or(JwsError::NoSigningKey {

@@ -22,6 +22,7 @@ impl crate::seal::Sealer for Mls {
         if opts.sign_only {
             return Err(SealError::MlsAlwaysEncrypted);
         }
+        crate::seal::signs_as(plain, opts)?;
         let group = opts.group.as_deref().ok_or(SealError::NoGroup)?;
         Mls::seal(self, plain, group, opts.outer_hints).map_err(|e| match e {
             MlsError::NoIdentity(address) => SealError::NoSigningKey { address },

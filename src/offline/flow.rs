@@ -254,14 +254,16 @@ impl Offline<'_> {
             Profile::OpenPgp => {
                 let (fingerprint, template) = self
                     .openpgp()
-                    .signature_template(&from, at)
+                    .signature_template(&from, at, opts.signer.as_deref())
                     .map_err(SealError::from)?;
                 let trailer = template.trailer();
                 (fingerprint, Some(template.key), trailer)
             }
             Profile::Jws => {
-                let (fingerprint, protected) =
-                    self.jws().signing_header(&from).map_err(SealError::from)?;
+                let (fingerprint, protected) = self
+                    .jws()
+                    .signing_header(&from, opts.signer.as_deref())
+                    .map_err(SealError::from)?;
                 (fingerprint, None, protected.into_bytes())
             }
             Profile::Mls => return Err(OfflineError::Unsupported(Profile::Mls)),

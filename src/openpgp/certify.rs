@@ -17,7 +17,7 @@ impl OpenPgp<'_> {
         let view = self
             .certificates()
             .map_err(|e| super::OpenPgpError::Key(e.to_string()))?;
-        let (_, pair) = self.signing_identity(&view, address)?;
+        let (_, pair) = self.signing_identity(&view, address, None)?;
         self.detached_signature(statement, pair, now)
     }
 

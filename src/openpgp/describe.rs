@@ -25,7 +25,7 @@ fn packets(data: &[u8], out: &mut Vec<String>) -> Result<(), String> {
                 p.version(),
                 p.pk_algo(),
                 p.recipient()
-                    .map_or("anyone (anonymous)".to_string(), |h| h.to_hex())
+                    .map_or("anyone (anonymous)".to_string(), |h| key_handle(&h))
             )),
             Packet::SKESK(_) => out.push("  recipient: a password (SKESK)".into()),
             Packet::SEIP(SEIP::V1(_)) => {
@@ -43,7 +43,7 @@ fn packets(data: &[u8], out: &mut Vec<String>) -> Result<(), String> {
                 s.hash_algo(),
                 s.get_issuers()
                     .first()
-                    .map_or("an unnamed key".to_string(), |h| h.to_hex()),
+                    .map_or("an unnamed key".to_string(), key_handle),
                 s.signature_creation_time()
                     .map(|t| format!(
                         ", made {}",
@@ -111,4 +111,10 @@ pub fn describe(raw: &[u8], limits: &Limits) -> Result<Vec<String>, OpenError> {
         other => out.push(format!("layer 1: {other}, not PGP/MIME")),
     }
     Ok(out)
+}
+
+/// A key ID or fingerprint in the one form the command line shows a key's fingerprint
+/// (`key list`): lower-case hex, no spaces.
+fn key_handle(h: &openpgp::KeyHandle) -> String {
+    h.to_hex().to_ascii_lowercase()
 }

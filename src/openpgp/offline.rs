@@ -183,15 +183,22 @@ fn digest(template: &Template, sig: &Signature, entity: &[u8]) -> Result<Vec<u8>
 
 impl OpenPgp<'_> {
     /// Connected host: the template of a signature by `address`'s newest certificate
-    /// with a signing key alive at `at`, and the certificate's fingerprint.
+    /// with a signing key alive at `at` (the one whose store fingerprint is `chosen`,
+    /// when given), and the certificate's fingerprint.
     pub(crate) fn signature_template(
         &self,
         address: &str,
         at: OffsetDateTime,
+        chosen: Option<&str>,
     ) -> Result<(String, Template), OpenPgpError> {
         let view = self.certificates().map_err(|e| refused(e.to_string()))?;
         let when = system_time(at);
         for cert in Self::certificates_for(&view, address) {
+            if chosen.is_some_and(|f| {
+                !crate::keystore::openpgp::fingerprint(cert).eq_ignore_ascii_case(f)
+            }) {
+                continue;
+            }
             let Ok(valid) = cert.with_policy(&self.policy, when) else {
                 continue;
             };

@@ -27,13 +27,20 @@ fn crypto(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SealError {
 }
 
 impl OpenPgp<'_> {
-    /// Our certificate for `address` with an unlocked secret signing key valid now.
+    /// Our certificate for `address` with an unlocked secret signing key valid now:
+    /// the one whose store fingerprint is `chosen` (`--signer`), else the first.
     pub(super) fn signing_identity<'v>(
         &self,
         view: &'v super::parsed::View,
         address: &str,
+        chosen: Option<&str>,
     ) -> Result<(&'v Cert, KeyPair), SealError> {
         for cert in Self::certificates_for(view, address) {
+            if chosen.is_some_and(|f| {
+                !crate::keystore::openpgp::fingerprint(cert).eq_ignore_ascii_case(f)
+            }) {
+                continue;
+            }
             let Some(secret) = self.secret_for(cert)? else {
                 continue;
             };
@@ -53,8 +60,14 @@ impl OpenPgp<'_> {
                 return Ok((cert, pair));
             }
         }
-        Err(SealError::NoSigningKey {
-            address: address.to_string(),
+        Err(match chosen {
+            Some(f) => SealError::NoSuchSigner {
+                address: address.to_string(),
+                signer: f.to_string(),
+            },
+            None => SealError::NoSigningKey {
+                address: address.to_string(),
+            },
         })
     }
 
@@ -283,6 +296,8 @@ pub(crate) struct Packets<'a> {
     /// The signed packets (or the detached signature) rewritten below the signature
     /// (`--layer packets`).
     pub(crate) edit: Option<SignatureEdit<'a>>,
+    /// The signing certificate, by its store fingerprint ([`SealOptions::signer`]).
+    pub(crate) signer: Option<&'a str>,
 }
 
 /// Writes `entity` into `message` as a literal packet, signed by `signer` if given
@@ -350,13 +365,17 @@ impl Sealer for OpenPgp<'_> {
             preferred: &opts.preferred_keys,
             intended: None,
         };
-        self.seal_raw(
+        self.seal_raw_packets(
             &plain.headers,
             &outer_hints(plain, opts),
             &entity,
             &from,
             (!opts.sign_only).then_some(encrypt_to),
             at,
+            Packets {
+                signer: opts.signer.as_deref(),
+                ..Packets::default()
+            },
         )
     }
 
@@ -428,7 +447,7 @@ impl OpenPgp<'_> {
         packets: Packets<'_>,
     ) -> Result<Vec<u8>, SealError> {
         let view = self.certificates()?;
-        let (own, signing_key) = self.signing_identity(&view, signer)?;
+        let (own, signing_key) = self.signing_identity(&view, signer, packets.signer)?;
         let Some(to) = recipients else {
             // RFC 3156 5: the signature covers the entity from its first header to the
             // CRLF before the next delimiter. The boundary follows from the entity and

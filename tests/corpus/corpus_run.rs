@@ -9,15 +9,20 @@ use std::sync::OnceLock;
 use mailseal::corpus::{self, CaseResult, CommandAdapter, Expected, MailsealAdapter};
 use mailseal::ReceiveError;
 
-/// One corpus for every test of this file (generating it takes seconds).
-fn corpus() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+/// One corpus for every test of this file (generating it takes seconds), and the
+/// progress its generation told.
+fn generated() -> &'static (tempfile::TempDir, Vec<corpus::Progress>) {
+    static DIR: OnceLock<(tempfile::TempDir, Vec<corpus::Progress>)> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
-        corpus::generate(dir.path(), 7).unwrap();
-        dir
+        let mut told = Vec::new();
+        corpus::generate_with_progress(dir.path(), 7, &mut |p| told.push(p)).unwrap();
+        (dir, told)
     })
-    .path()
+}
+
+fn corpus() -> &'static Path {
+    generated().0.path()
 }
 
 fn labels(dir: &Path) -> Vec<Expected> {
@@ -608,4 +613,103 @@ fn mls_rs_rebuilds_bob_from_the_portable_join_and_agrees_at_its_layer() {
         }
     }
     println!("{}", report.table());
+}
+
+/// Each phase's steps, in order, from 1 to its total.
+fn phases(told: &[corpus::Progress]) -> Vec<(&'static str, u64)> {
+    let mut out: Vec<(&'static str, u64)> = Vec::new();
+    for p in told {
+        assert!(p.done <= p.total, "{p:?}");
+        match out.last_mut() {
+            Some((phase, done)) if *phase == p.phase => {
+                assert!(p.done >= *done, "{p:?} after {done}");
+                *done = p.done;
+            }
+            _ => out.push((p.phase, p.done)),
+        }
+        if p.done == p.total {
+            assert_eq!(out.last().unwrap().1, p.total);
+        }
+    }
+    out
+}
+
+/// Progress is told as the corpus is built, written and judged; the command line
+/// draws it only on a terminal, so its output through a pipe is what it was: the one
+/// summary line of `generate` (and the same corpus), the table of `run`, and nothing
+/// on stderr.
+#[test]
+fn progress_is_told_and_piped_output_is_unchanged() {
+    let (_, told) = generated();
+    let cases = labels(corpus()).len() as u64;
+    assert_eq!(phases(told), vec![("building", 8), ("writing", cases)]);
+
+    // A corpus of three cases, judged in-process and by the command line.
+    let small = tempfile::tempdir().unwrap();
+    for e in labels(corpus()).iter().take(3) {
+        let from = corpus().join("cases").join(&e.id);
+        for (rel, bytes) in files_below(&from) {
+            let to = small.path().join("cases").join(&e.id).join(rel);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::write(to, bytes).unwrap();
+        }
+    }
+    let mut judged = Vec::new();
+    let report =
+        corpus::run_with_progress(small.path(), &MailsealAdapter, &mut |p| judged.push(p)).unwrap();
+    assert_eq!(phases(&judged), vec![("judging", 3)]);
+    assert_eq!(judged.first().map(|p| p.done), Some(0));
+    let bin = crate::common::bin();
+    let out = std::process::Command::new(&bin)
+        .args(["corpus", "run", "--impl", "mailseal"])
+        .arg(small.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), report.table());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let again = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(&bin)
+        .args(["corpus", "generate", "--seed", "7", "--out"])
+        .arg(again.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(corpus().join("index.json")).unwrap()).unwrap();
+    let accept = labels(corpus())
+        .iter()
+        .filter(|e| serde_json::to_value(e.verdict).unwrap() == "accept")
+        .count();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let expected_start = format!(
+        "{cases} cases in {} ({accept} to accept, ",
+        again.path().display()
+    );
+    assert!(stdout.starts_with(&expected_start), "{stdout}");
+    assert!(stdout.ends_with(" refusal codes)\n"), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert_eq!(index["cases"].as_array().unwrap().len() as u64, cases);
+    assert_eq!(
+        std::fs::read(again.path().join("index.json")).unwrap(),
+        std::fs::read(corpus().join("index.json")).unwrap()
+    );
 }

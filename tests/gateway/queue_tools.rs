@@ -193,6 +193,22 @@ fn tools_beside_a_running_gateway(dir: &Path, db: Option<&str>) {
         entries = wait_deferred(&by_config, n);
     };
 
+    // Times in the JSON are RFC 3339, not Unix seconds: when it was accepted (to the
+    // millisecond), its next attempt (ten minutes later at most), and no lease.
+    let rfc3339 = |v: &serde_json::Value| {
+        let t = v.as_str().unwrap_or_else(|| panic!("not a string: {v}"));
+        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|e| panic!("{t}: {e}"))
+    };
+    for e in &entries {
+        let created = rfc3339(&e["created"]);
+        let next = rfc3339(&e["next_attempt"]);
+        assert!(next > created, "{e:#}");
+        assert!(next - created <= time::Duration::seconds(601), "{e:#}");
+        assert!(e.get("created_ms").is_none(), "{e:#}");
+        assert!(e["leased_until"].is_null(), "{e:#}");
+    }
+
     // list: one line per entry, with its state, sender, recipients and last error.
     let table = ok(&[&["list"], &by_spool[..]].concat());
     assert_eq!(table.lines().count(), n + 2, "{table}");

@@ -12,6 +12,7 @@ mod aep;
 mod agent_card;
 mod agent_card_fuzz_seeds;
 mod cases;
+mod cli_help;
 mod cli_input;
 mod compose_roundtrip;
 mod differential_mail_parser;

@@ -463,6 +463,9 @@ fn group_ids_may_begin_with_a_hyphen() {
     // base64url ids begin with '-' one time in 64: they are values, not flags.
     let root = tempfile::tempdir().unwrap();
     let store = root.path().join("s");
+    // A store of its own (only key commands make one), with no group.
+    let cert = common::fixture("rfc9216/bob.sign.crt");
+    ok(&store, &["key", "import", cert.to_str().unwrap()]);
     for args in [
         vec!["mls", "members", "--group", "-cy-hLVAW2YNbqClDPFNNg"],
         vec![

@@ -65,10 +65,87 @@ fn a_redelivered_message_reaches_stdout_once() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report).unwrap()).unwrap();
     assert_eq!(report["delivery"], "duplicate");
+    // When it was first accepted, as RFC 3339 (not Unix seconds).
+    let accepted = report["firstAccepted"].as_str().expect("firstAccepted");
+    time::OffsetDateTime::parse(accepted, &time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|e| panic!("{accepted}: {e}"));
     // Verification without the rules still works, and says not to act on it.
     let stateless = open(&bob, &["--stateless"], &raw);
     assert_eq!(stateless.stdout, first.stdout);
     assert!(stderr(&stateless).contains("--stateless"));
+}
+
+/// A refused message's `--report` is written too (over the report of an earlier
+/// message at the same path): the refusal's code, kind, exit status and line, and the
+/// profile; nothing of what the message says.
+#[test]
+fn fail_refused_message_writes_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (alice, bob) = common::alice_signs_for_bob(dir.path());
+    let report = dir.path().join("report.json");
+    let r = report.to_str().unwrap();
+    let read = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap()
+    };
+    let delivered = open(&bob, &["--report", r], &signed(&alice, common::request()));
+    assert_eq!(delivered.status.code(), Some(0), "{}", stderr(&delivered));
+    assert_eq!(read()["delivery"], "deliver");
+
+    const MARKER: &str = "plaintext-marker-6a1f";
+    let expired = with(
+        common::request(),
+        json!({"createdAt": "2026-01-01T00:00:00Z", "expiresAt": "2026-01-02T00:00:00Z",
+            "messageId": "expired-1", "idempotencyKey": "expired-1",
+            "payload": {"message": {"messageId": "m-expired", "role": "ROLE_USER",
+                "parts": [{"text": MARKER}]}}}),
+    );
+    let made = time::OffsetDateTime::from_unix_timestamp(1_767_225_600).unwrap();
+    let raw = signed_at(&alice, expired, Some(made));
+    for extra in [
+        &[][..],
+        &["--out", dir.path().join("out.json").to_str().unwrap()],
+    ] {
+        let mut args = vec!["--report", r];
+        args.extend_from_slice(extra);
+        let out = open(&bob, &args, &raw);
+        assert_eq!(out.status.code(), Some(6), "{}", stderr(&out));
+        let v = read();
+        assert_eq!(v["delivery"], "refused", "{v:#}");
+        assert_eq!(v["profile"], "smime", "{v:#}");
+        let refusal = &v["refusal"];
+        assert_eq!(refusal["exit"], 6, "{v:#}");
+        assert_eq!(refusal["kind"], "policy", "{v:#}");
+        let code = refusal["code"].as_str().expect("a code");
+        assert!(code.contains('.') && code.contains("expired"), "{v:#}");
+        let line = refusal["message"].as_str().expect("a message");
+        assert!(line.contains("expired"), "{v:#}");
+        assert!(stderr(&out).contains(line), "{}", stderr(&out));
+        let text = std::fs::read_to_string(&report).unwrap();
+        assert!(!text.contains(MARKER), "{text}");
+        assert!(
+            v.get("envelopeSha256").is_none() && v.get("from").is_none(),
+            "{v:#}"
+        );
+    }
+
+    // A signature that does not verify, without the rules (--stateless): exit 4, and
+    // the report says so.
+    let mut tampered = signed(
+        &alice,
+        with(common::request(), json!({"messageId": "tampered-1"})),
+    );
+    let at = tampered
+        .windows(b"ROLE_USER".len())
+        .position(|w| w == b"ROLE_USER")
+        .expect("the signed envelope is in clear");
+    tampered[at] = b'X';
+    let out = open(&bob, &["--stateless", "--report", r], &tampered);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let v = read();
+    assert_eq!(v["delivery"], "refused", "{v:#}");
+    assert_eq!(v["refusal"]["exit"], 4, "{v:#}");
+    assert_eq!(v["refusal"]["kind"], "authentication", "{v:#}");
+    assert_eq!(v["profile"], "smime", "{v:#}");
 }
 
 #[test]

@@ -619,7 +619,11 @@ fn fail_unknown_signer_is_exit_5() {
         ],
         b"",
     );
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let out = run(&["open", "--store", empty.to_str().unwrap()], &sealed);
     assert_eq!(
         out.status.code(),

@@ -18,3 +18,4 @@ mod keystore_sqlite;
 mod peer_policies_shared;
 mod pkcs11_softhsm;
 mod pkcs12_import;
+mod sign_as;

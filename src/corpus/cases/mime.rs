@@ -226,7 +226,7 @@ pub(super) fn cases(b: &mut Builder<'_>) -> Result<(), CorpusError> {
                 at(),
                 crate::openpgp::Packets {
                     compress: true,
-                    edit: None,
+                    ..Default::default()
                 },
             )
             .map_err(|source| CorpusError::Seal {

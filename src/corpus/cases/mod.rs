@@ -521,7 +521,14 @@ enum Rule {
 }
 
 /// Every case, in a fixed order.
-pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError> {
+/// A family of cases: what adds them to the builder.
+type Family = fn(&mut Builder<'_>) -> Result<(), CorpusError>;
+
+pub(crate) fn all(
+    parties: &Parties,
+    seed: u64,
+    progress: &mut dyn FnMut(super::Progress),
+) -> Result<Vec<Case>, CorpusError> {
     let mut b = Builder {
         parties,
         ids: Rng(seed),
@@ -532,14 +539,24 @@ pub(crate) fn all(parties: &Parties, seed: u64) -> Result<Vec<Case>, CorpusError
         sent: Vec::new(),
         unsolicited: false,
     };
-    valid::cases(&mut b)?;
-    envelope::cases(&mut b)?;
-    mime::cases(&mut b)?;
-    identity::cases(&mut b)?;
-    layers::cases(&mut b)?;
-    legacy::cases(&mut b)?;
-    rules::cases(&mut b)?;
-    mls::cases(&mut b)?;
+    let families: [Family; 8] = [
+        valid::cases,
+        envelope::cases,
+        mime::cases,
+        identity::cases,
+        layers::cases,
+        legacy::cases,
+        rules::cases,
+        mls::cases,
+    ];
+    for (done, family) in families.iter().enumerate() {
+        family(&mut b)?;
+        progress(super::Progress {
+            phase: "building",
+            done: done as u64 + 1,
+            total: families.len() as u64,
+        });
+    }
     Ok(b.cases)
 }
 

@@ -470,8 +470,8 @@ fn seal(
             }),
             at,
             crate::openpgp::Packets {
-                compress: false,
                 edit,
+                ..Default::default()
             },
         ),
         Profile::Jws => crate::jws::Jws::new(store).seal_raw(headers, hints, entity, &from, at),
