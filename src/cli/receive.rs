@@ -196,7 +196,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
         let Outcome::Deliver { delivery, .. } = &outcome else {
             eprintln!(
                 "mailseal: {} (--stateless: not applied)",
-                status_line(&outcome).unwrap_or_default()
+                status_line(&outcome, &dir).unwrap_or_default()
             );
             return Ok(());
         };
@@ -216,7 +216,7 @@ pub(super) fn open(dir: PathBuf, state: &str, a: OpenArgs) -> CliResult {
     let incoming = receiver
         .receive_owned(raw, "stdin")
         .map_err(|e| refused(report, Some(e.code()), profile, None, e))?;
-    hand_over(incoming, a.out.as_deref(), a.eml, report)
+    hand_over(incoming, a.out.as_deref(), a.eml, report, &dir)
 }
 
 /// Writes the output of `delivery` to `out` (atomically) or stdout, from the opened
@@ -247,6 +247,7 @@ fn hand_over(
     out: Option<&Path>,
     eml: bool,
     report: Option<&Path>,
+    dir: &Path,
 ) -> CliResult {
     // What a refusal on commit can still report of the verdict.
     let mut known = None;
@@ -312,7 +313,7 @@ fn hand_over(
             delivery.candidate.signer.escape_debug()
         );
     }
-    if let Some(line) = status_line(&outcome) {
+    if let Some(line) = status_line(&outcome, dir) {
         // It names who sent, committed or added: text of the message's, shown safely.
         eprintln!(
             "mailseal: {}",
@@ -349,11 +350,11 @@ pub(super) fn mls_next(
         return Ok(());
     };
     let incoming = released.result.map_err(|e| Failure::from("open", e))?;
-    hand_over(incoming, out.as_deref(), eml, None)
+    hand_over(incoming, out.as_deref(), eml, None, &dir)
 }
 
 /// The status line of a handshake message.
-fn handshake_line(h: &Handshake) -> String {
+fn handshake_line(h: &Handshake, store: &str) -> String {
     match h {
         Handshake::Joined { group, epoch, by } => {
             format!("joined MLS group {group} at epoch {epoch} (added by {by})")
@@ -371,7 +372,7 @@ fn handshake_line(h: &Handshake) -> String {
             }
             if *ready > 0 {
                 line.push_str(&format!(
-                    "; {ready} held message(s) can now be opened: `mailseal mls next --group {group}`"
+                    "; {ready} held message(s) can now be opened: `mailseal mls next{store} --group {group}`"
                 ));
             }
             line
@@ -380,7 +381,7 @@ fn handshake_line(h: &Handshake) -> String {
             format!("queued the proposal of {by} for group {group}'s next commit")
         }
         Handshake::KeyPackage { identity } => format!(
-            "a KeyPackage of {identity}: add it with `mailseal mls add --group ID FILE`"
+            "a KeyPackage of {identity}: add it with `mailseal mls add{store} --group ID FILE`"
         ),
         Handshake::Stale { group, epoch } => format!(
             "stale: a handshake message for epoch {epoch} of group {group}, from before we joined; ignored"
@@ -418,8 +419,25 @@ fn verdict_lines(opened: &Opened) {
     );
 }
 
+/// ` --store DIR` for a command a hint names, when the store is not the default one:
+/// a hint pasted as shown acts on the store the message was opened with.
+fn store_flag(dir: &std::path::Path) -> String {
+    if crate::keystore::default_location().as_deref() == Some(dir) {
+        return String::new();
+    }
+    let text = dir.display().to_string();
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-:@+=".contains(c))
+    {
+        format!(" --store {text}")
+    } else {
+        format!(" --store '{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 /// What stderr says of an outcome besides plain delivery.
-fn status_line(outcome: &Outcome) -> Option<String> {
+fn status_line(outcome: &Outcome, dir: &std::path::Path) -> Option<String> {
     let corr = |d: &Delivery| d.candidate.correlation_id.clone().unwrap_or_default();
     match outcome {
         Outcome::Duplicate {
@@ -467,10 +485,11 @@ fn status_line(outcome: &Outcome) -> Option<String> {
         } if *released > 0 => {
             let corr = corr(delivery);
             Some(format!(
-                "{released} held event(s) of stream {corr} follow this one: `mailseal stream next --correlation {corr}`"
+                "{released} held event(s) of stream {corr} follow this one: `mailseal stream next{} --correlation {corr}`",
+                store_flag(dir)
             ))
         }
-        Outcome::Handshake(h) => Some(handshake_line(h)),
+        Outcome::Handshake(h) => Some(handshake_line(h, &store_flag(dir))),
         _ => None,
     }
 }

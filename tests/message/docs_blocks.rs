@@ -350,6 +350,11 @@ fn the_mls_page_holds_releases_and_removes() {
     assert!(err.contains("duplicate: this MLS message"), "{err}");
     assert!(err.contains("held: group"), "{err}");
     assert!(err.contains("1 held message(s) can now be opened"), "{err}");
+    // The hint, pasted as shown, acts on the store the Commit was opened with.
+    assert!(
+        err.contains("`mailseal mls next --store cal --group "),
+        "{err}"
+    );
     assert!(out.contains("\"messageId\":\"req-2\""), "{out}");
     assert!(out.contains("1 bea@mls.example"), "{out}");
     assert!(!out.contains("2 cal@mls.example"), "{out}");
