@@ -55,7 +55,21 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .any(|z| t.eq_ignore_ascii_case(z) && t != *z)
     });
-    let skip = year_read_otherwise || glued_comment || zone_in_lower_case;
+    // mail-parser reads a named zone after a time without seconds as +0000 when
+    // anything (white space, a comment) follows the zone
+    // (`tests/cases/differential/date_diff-named-zone-after-a-time-without-seconds.txt`):
+    // not compared.
+    let tokens: Vec<&str> = value
+        .split([' ', '\t', '(', ')', ','])
+        .filter(|t| !t.is_empty())
+        .collect();
+    let zone_after_short_time = tokens.windows(2).any(|w| {
+        w[0].matches(':').count() == 1
+            && ["EST", "EDT", "CST", "CDT", "MST", "MDT", "PST", "PDT"]
+                .iter()
+                .any(|z| w[1].eq_ignore_ascii_case(z))
+    });
+    let skip = year_read_otherwise || glued_comment || zone_in_lower_case || zone_after_short_time;
     if let (Some(theirs), false) = (theirs, skip) {
         assert_eq!(t, theirs, "the readers disagree on {value:?}");
     }

@@ -399,6 +399,24 @@ mod tests {
         assert_eq!(theirs_at("14 Nov 2026 16:54:03 EST"), want);
     }
 
+    /// `date_diff`'s finding: a named zone after a time without seconds, with anything
+    /// after the zone (white space, a comment), is +0000 to mail-parser 0.11; RFC 5322
+    /// 4.3 makes `MDT` -0600 wherever CFWS may follow it, and so do we.
+    #[test]
+    fn a_named_zone_after_a_time_without_seconds_is_that_zone() {
+        let v = include_str!(
+            "../../tests/cases/differential/date_diff-named-zone-after-a-time-without-seconds.txt"
+        );
+        assert_eq!(v.trim(), "1 Nov 06 16:54 MDT");
+        let want = at(2006, 11, 1, (16, 54, 0), -6);
+        for v in [v, "1 Nov 2006 16:54 MDT (c)", "1 Nov 2006 16:54 MDT"] {
+            assert_eq!(date_time(v).unwrap().unix_timestamp(), want, "{v}");
+        }
+        let theirs_at = |v| theirs("Date", v).date().unwrap().to_timestamp();
+        assert_eq!(theirs_at("1 Nov 06 16:54 MDT "), at(2006, 11, 1, (16, 54, 0), 0));
+        assert_eq!(theirs_at("1 Nov 2006 16:54:00 MDT "), want);
+    }
+
     /// mail-parser takes these for dates and drops what follows; a reader of the whole
     /// message may run on into the next field.
     #[test]
