@@ -413,7 +413,10 @@ mod tests {
             assert_eq!(date_time(v).unwrap().unix_timestamp(), want, "{v}");
         }
         let theirs_at = |v| theirs("Date", v).date().unwrap().to_timestamp();
-        assert_eq!(theirs_at("1 Nov 06 16:54 MDT "), at(2006, 11, 1, (16, 54, 0), 0));
+        assert_eq!(
+            theirs_at("1 Nov 06 16:54 MDT "),
+            at(2006, 11, 1, (16, 54, 0), 0)
+        );
         assert_eq!(theirs_at("1 Nov 2006 16:54:00 MDT "), want);
     }
 
