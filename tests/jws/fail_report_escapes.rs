@@ -3,7 +3,7 @@
 //! JWK's `kty`) must reach it escaped, as the command line's edge shows it
 //! (`crate::error::shown`), never raw: no terminal escapes, no forged lines.
 
-use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair as _};
+use aws_lc_rs::signature::Ed25519KeyPair;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use mailseal::jws::JwsAlgorithm;
