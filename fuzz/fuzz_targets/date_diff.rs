@@ -55,20 +55,16 @@ fuzz_target!(|data: &[u8]| {
         .iter()
         .any(|z| t.eq_ignore_ascii_case(z) && t != *z)
     });
-    // mail-parser reads a named zone after a time without seconds as +0000 when
+    // mail-parser reads a named zone as +0000 when the time has no seconds and
     // anything (white space, a comment) follows the zone
     // (`tests/cases/differential/date_diff-named-zone-after-a-time-without-seconds.txt`):
-    // not compared.
-    let tokens: Vec<&str> = value
-        .split([' ', '\t', '(', ')', ','])
-        .filter(|t| !t.is_empty())
-        .collect();
-    let zone_after_short_time = tokens.windows(2).any(|w| {
-        w[0].matches(':').count() == 1
-            && ["EST", "EDT", "CST", "CDT", "MST", "MDT", "PST", "PDT"]
-                .iter()
-                .any(|z| w[1].eq_ignore_ascii_case(z))
+    // a value with a named zone and fewer than two colons is not compared.
+    let named_zone = value.split([' ', '\t', '(', ')', ',']).any(|t| {
+        ["EST", "EDT", "CST", "CDT", "MST", "MDT", "PST", "PDT"]
+            .iter()
+            .any(|z| t.eq_ignore_ascii_case(z))
     });
+    let zone_after_short_time = named_zone && value.matches(':').count() < 2;
     let skip = year_read_otherwise || glued_comment || zone_in_lower_case || zone_after_short_time;
     if let (Some(theirs), false) = (theirs, skip) {
         assert_eq!(t, theirs, "the readers disagree on {value:?}");
