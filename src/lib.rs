@@ -54,6 +54,8 @@
 
 mod asn1;
 mod binding;
+#[cfg(feature = "bridge")]
+pub mod bridge;
 // The conformance corpus's generator and runner (`mailseal corpus`): a tool of the
 // command line, not a stable API.
 #[doc(hidden)]

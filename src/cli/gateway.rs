@@ -45,13 +45,30 @@ enum GatewayCommand {
     },
 }
 
-fn load(path: &Path) -> Result<Config, Failure> {
+pub(super) fn load(path: &Path) -> Result<Config, Failure> {
     Config::load(path).map_err(|e| Failure::new(ExitCode::Usage, format!("gateway: {e}")))
+}
+
+/// A configuration for `mailseal gateway`: one with a `[bridge]` section is the
+/// bridge's (`mailseal bridge`), never run without it.
+fn load_gateway(path: &Path) -> Result<Config, Failure> {
+    let config = load(path)?;
+    #[cfg(feature = "bridge")]
+    if config.bridge.is_some() {
+        return Err(Failure::new(
+            ExitCode::Usage,
+            format!(
+                "gateway: {} has a [bridge] section: run it with `mailseal bridge --config`",
+                path.display()
+            ),
+        ));
+    }
+    Ok(config)
 }
 
 /// Each worker's pipeline: the configured key store, shared by its receiver and
 /// sender; the peers' cards and MLS state beside the store; the replay state.
-fn factory(config: &Config) -> Arc<crate::gateway::PipelineFactory> {
+pub(super) fn factory(config: &Config) -> Arc<crate::gateway::PipelineFactory> {
     let store = PathBuf::from(&config.store);
     let state = config
         .state
@@ -86,7 +103,7 @@ pub(super) fn gateway(a: GatewayArgs) -> CliResult {
     match (a.command, a.config) {
         (Some(GatewayCommand::CheckConfig { file }), _) => {
             super::init_log(true, false)?;
-            let config = load(&file)?;
+            let config = load_gateway(&file)?;
             let listeners = config.listeners.len();
             let report = Gateway::new(config.clone(), factory(&config))
                 .check()
@@ -128,7 +145,7 @@ pub(super) fn gateway(a: GatewayArgs) -> CliResult {
             Ok(())
         }
         (None, Some(file)) => {
-            let config = load(&file)?;
+            let config = load_gateway(&file)?;
             // Its lines as the configuration asks, from the first.
             super::init_log(true, config.log.format == LogFormat::Json)?;
             Gateway::new(config.clone(), factory(&config))

@@ -2,6 +2,8 @@
 //! codes of DESIGN.md. No protocol logic lives here.
 
 mod aep;
+#[cfg(feature = "bridge")]
+mod bridge;
 mod card;
 mod compose;
 mod corpus;
@@ -150,6 +152,10 @@ enum Command {
     /// requeue.
     #[cfg(feature = "gateway")]
     Queue(queue::QueueArgs),
+    /// The A2A bridge: A2A agents reach other organisations' agents by sealed mail
+    /// (the gateway, with A2A v1.0 over HTTP in front of it).
+    #[cfg(feature = "bridge")]
+    Bridge(bridge::BridgeArgs),
     /// The Stateless OpenPGP interface (`mailseal sop --help`), with SOP's exit codes.
     #[command(disable_help_flag = true)]
     Sop {
@@ -212,9 +218,13 @@ pub fn main() -> ProcessExit {
     // The gateway starts its log once it has read its configuration, which may ask
     // for JSON lines (`gateway::gateway`); every other command now: only errors
     // unless MAILSEAL_LOG says otherwise, and for the queue tools each change they make.
+    #[cfg(feature = "bridge")]
+    let bridging = matches!(cli.command, Command::Bridge(_));
+    #[cfg(not(feature = "bridge"))]
+    let bridging = false;
     #[cfg(feature = "gateway")]
     let (gateway, queue) = (
-        matches!(cli.command, Command::Gateway(_)),
+        matches!(cli.command, Command::Gateway(_)) || bridging,
         matches!(cli.command, Command::Queue(_)),
     );
     #[cfg(not(feature = "gateway"))]
@@ -444,6 +454,8 @@ fn run(cli: Cli) -> CliResult {
         Command::Gateway(args) => gateway::gateway(args),
         #[cfg(feature = "gateway")]
         Command::Queue(args) => queue::queue(args),
+        #[cfg(feature = "bridge")]
+        Command::Bridge(args) => bridge::bridge(args),
         Command::Sop { .. } => Err(Failure::new(
             ExitCode::Usage,
             "sop must be the first argument: mailseal sop SUBCOMMAND",

@@ -118,6 +118,10 @@ pub struct Config {
     /// How log lines are written.
     #[serde(default)]
     pub log: LogSettings,
+    /// The A2A bridge (`mailseal bridge`): A2A over HTTP in front of the mail.
+    #[cfg(feature = "bridge")]
+    #[serde(default)]
+    pub bridge: Option<crate::bridge::BridgeConfig>,
 }
 
 /// How the gateway writes its log lines (on standard error, which journald takes).
@@ -302,6 +306,10 @@ pub enum Protocol {
     Smtp,
     /// LMTP (a mailbox server).
     Lmtp,
+    /// Handed, in this process, to what runs inside the gateway (the A2A bridge:
+    /// `mailseal bridge`); `address` is not used. Only an inbound listener's opened
+    /// mail goes this way.
+    Local,
 }
 
 /// TLS to the next hop.
@@ -772,7 +780,15 @@ impl Config {
                     ))
                 }
             }
-            if !l.next_hop.address.contains(':') {
+            if l.next_hop.protocol == Protocol::Local {
+                // Handed over in this process: only opened mail goes that way.
+                if l.mode != Mode::Inbound {
+                    return invalid(format!(
+                        "listener {}: next_hop protocol \"local\" (the A2A bridge) takes an inbound listener's opened mail only",
+                        l.name
+                    ));
+                }
+            } else if !l.next_hop.address.contains(':') {
                 return invalid(format!(
                     "listener {}: next_hop.address is host:port",
                     l.name

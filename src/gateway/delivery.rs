@@ -423,6 +423,8 @@ pub(crate) struct Deliverer {
     /// Set when the deliverer stops (shutdown, or the database gone too long): a done
     /// the spool refuses is then not waited for (see [`Deliverer::mark_done`]).
     pub(crate) stopping: std::sync::atomic::AtomicBool,
+    /// What takes the entries of hops of protocol `local` (the bridge).
+    pub(crate) local: Option<Arc<dyn super::Attachment>>,
 }
 
 fn now() -> i64 {
@@ -547,7 +549,11 @@ impl Deliverer {
             return;
         };
         let timeout = Duration::from_secs(self.config.delivery.timeout_secs);
-        let results = attempt(&entry, hop, &self.config.hostname, timeout).await;
+        let results = if hop.config.protocol == Protocol::Local {
+            self.hand_over(&entry).await
+        } else {
+            attempt(&entry, hop, &self.config.hostname, timeout).await
+        };
         // Each line says what the message claimed to be, as its message line did.
         let seen = Seen::of(&entry.data, self.config.limits.max_message_bytes);
         let (id, listener) = (entry.id.as_str(), entry.route.as_str());
@@ -662,6 +668,32 @@ impl Deliverer {
     /// receiver's replay state is what drops the second copy. Never longer than
     /// `database_down_secs` (after which the gateway exits), nor once it is stopping
     /// (systemd waits 60 s for it to stop).
+    /// Hands `entry` to the attachment in this process (a hop of protocol `local`):
+    /// one result for all its recipients.
+    async fn hand_over(&self, entry: &Entry) -> Vec<RcptResult> {
+        let n = entry.recipients.len();
+        let result = match self.local.clone() {
+            None => RcptResult::Temporary(
+                "4.3.0 nothing in this process takes local deliveries (mailseal bridge does)"
+                    .into(),
+            ),
+            Some(local) => {
+                let e = entry.clone();
+                match tokio::task::spawn_blocking(move || local.deliver(&e)).await {
+                    Ok(Ok(())) => RcptResult::Delivered("250 2.0.0 handed to the bridge".into()),
+                    Ok(Err(super::LocalRefusal::Temporary(why))) => {
+                        RcptResult::Temporary(format!("451 4.3.0 {why}"))
+                    }
+                    Ok(Err(super::LocalRefusal::Permanent(why))) => {
+                        RcptResult::Permanent(format!("550 5.7.1 {why}"))
+                    }
+                    Err(e) => RcptResult::Temporary(format!("451 4.3.0 {e}")),
+                }
+            }
+        };
+        vec![result; n]
+    }
+
     async fn mark_done(&self, id: &str) {
         let d = &self.config.delivery;
         let mut patience = Duration::from_secs(d.lease_secs / 2);

@@ -137,10 +137,37 @@ pub struct CheckReport {
     pub notes: Vec<String>,
 }
 
+/// What runs inside the gateway beside its listeners (the A2A bridge): it takes the
+/// opened mail of the listeners whose next hop is `protocol = "local"`, and it queues
+/// mail of its own in the gateway's spool.
+pub trait Attachment: Send + Sync + 'static {
+    /// Takes one opened message (a spool entry of a `local` hop, with the gateway's
+    /// `Mailseal-Verdict` on top). Blocking: it runs on a blocking thread. `Ok` only
+    /// once what it took is durable: the entry is then done.
+    fn deliver(&self, entry: &spool::Entry) -> Result<(), LocalRefusal>;
+    /// Starts its own tasks on the gateway's runtime, once the spool is open; they end
+    /// when `shutdown` turns true.
+    fn start(
+        self: Arc<Self>,
+        spool: Arc<dyn spool::Spool>,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), String>;
+}
+
+/// Why an [`Attachment`] did not take a message.
+#[derive(Debug)]
+pub enum LocalRefusal {
+    /// Try again later (its state is away).
+    Temporary(String),
+    /// Never: the message bounces.
+    Permanent(String),
+}
+
 /// A configured gateway.
 pub struct Gateway {
     config: Arc<Config>,
     factory: Arc<PipelineFactory>,
+    attachment: Option<Arc<dyn Attachment>>,
 }
 
 impl Gateway {
@@ -149,7 +176,14 @@ impl Gateway {
         Gateway {
             config: Arc::new(config),
             factory,
+            attachment: None,
         }
+    }
+
+    /// The same gateway with `attachment` running inside it (see [`Attachment`]).
+    pub fn with_attachment(mut self, attachment: Arc<dyn Attachment>) -> Gateway {
+        self.attachment = Some(attachment);
+        self
     }
 
     /// Checks what the gateway needs without starting it, as startup would: the TLS
@@ -272,6 +306,14 @@ impl Gateway {
         }));
         let mut hops = std::collections::HashMap::new();
         for l in &config.listeners {
+            if l.next_hop.protocol == config::Protocol::Local && self.attachment.is_none() {
+                return Err(GatewayError::Hop {
+                    listener: l.name.clone(),
+                    reason:
+                        "protocol \"local\" hands mail to the A2A bridge: run `mailseal bridge`"
+                            .into(),
+                });
+            }
             let hop = delivery::Hop::new(&l.next_hop).map_err(|reason| GatewayError::Hop {
                 listener: l.name.clone(),
                 reason,
@@ -367,12 +409,18 @@ impl Gateway {
                 }
             })
         };
+        if let Some(a) = &self.attachment {
+            a.clone()
+                .start(spool.clone(), stopping.clone())
+                .map_err(GatewayError::Pipeline)?;
+        }
         let deliverer = Arc::new(delivery::Deliverer {
             spool,
             config: config.clone(),
             hops,
             metrics,
             stopping: Default::default(),
+            local: self.attachment.clone(),
         });
         // Every listener is bound: no other instance with these addresses runs on this
         // machine, so the leases under this instance's name are its last run's.

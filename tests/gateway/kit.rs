@@ -500,6 +500,19 @@ impl Gateway {
         ports: &[u16],
         env: &[(&str, &str)],
     ) -> Gateway {
+        Gateway::spawn("gateway", dir, name, path, ports, env)
+    }
+
+    /// `mailseal COMMAND --config PATH` (`gateway`, or `bridge`), its log in
+    /// `dir/NAME.log`; returns once every `port` accepts connections.
+    pub fn spawn(
+        command: &str,
+        dir: &Path,
+        name: &str,
+        path: &Path,
+        ports: &[u16],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let log = dir.join(format!("{name}.log"));
         let logfile = std::fs::File::options()
             .create(true)
@@ -507,7 +520,7 @@ impl Gateway {
             .open(&log)
             .unwrap();
         let child = Command::new(crate::common::bin())
-            .args(["gateway", "--config"])
+            .args([command, "--config"])
             .arg(path)
             .env("MAILSEAL_LOG", "info")
             .env_remove("MAILSEAL_STATE")

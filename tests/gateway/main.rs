@@ -1,13 +1,17 @@
 //! The SMTP gateway, end to end: real gateway processes, a sink behind each, SMTP in
 //! and out, crashes, bad input.
 
+mod bridge_kit;
 #[path = "../common/mod.rs"]
 mod common;
 mod kit;
 
+mod bridge;
+mod bridge_restart;
 mod crash_kill;
 mod end_to_end;
 mod fail_bounce_content;
+mod fail_bridge;
 mod fail_folded_top;
 mod fail_inbound;
 mod fail_outbound;

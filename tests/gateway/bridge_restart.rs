@@ -1,0 +1,130 @@
+//! A bridge killed mid-call (SIGKILL, nothing flushed) and started again: the call
+//! completes, and the remote agent made it exactly once.
+
+use std::time::Duration;
+
+use mailseal::IdentityKind;
+
+use crate::bridge::two_stores;
+use crate::bridge_kit::{eventually, sdk_python, Org, Peer, Router};
+
+fn pair(dir: &std::path::Path, py: &std::path::Path, router: &Router) -> (Org, Org) {
+    let (alice, bob) = ("alice@a.example", "bob@b.example");
+    let (sa, sb) = two_stores(dir, IdentityKind::Smime, alice, bob);
+    let peer = |address| Peer {
+        address,
+        group: None,
+        profile: Some("smime"),
+    };
+    let a = Org::start(
+        dir,
+        "a",
+        alice,
+        &sa,
+        router,
+        &[peer(bob)],
+        None,
+        "JSONRPC",
+        "",
+    );
+    let b = Org::start(
+        dir,
+        "b",
+        bob,
+        &sb,
+        router,
+        &[peer(alice)],
+        Some(py),
+        "JSONRPC",
+        "",
+    );
+    (a, b)
+}
+
+fn executes(b: &Org, text: &str) -> usize {
+    b.agent
+        .as_ref()
+        .unwrap()
+        .calls()
+        .iter()
+        .filter(|c| c["method"] == "execute" && c["text"] == text)
+        .count()
+}
+
+/// The callee's bridge dies while its agent works on the call; started again, it
+/// finds the agent's task (it made the call once), follows it to its end and mails
+/// the answer.
+#[test]
+fn callee_bridge_killed_while_its_agent_works() {
+    let Some(py) = sdk_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let router = Router::start();
+    let (a, mut b) = pair(dir.path(), &py, &router);
+    let (r, code) = a.client(
+        &py,
+        "bob@b.example",
+        "JSONRPC",
+        &["send", "--return-immediately", "slow: 4"],
+    );
+    assert_eq!(code, 0, "{r}");
+    let task = r["result"]["id"].as_str().unwrap().to_string();
+    eventually(
+        Duration::from_secs(60),
+        "the call reaches the agent",
+        || executes(&b, "slow: 4") == 1,
+    );
+    b.kill_bridge();
+    std::thread::sleep(Duration::from_secs(1));
+    b.start_bridge();
+    let (r, code) = a.client(
+        &py,
+        "bob@b.example",
+        "JSONRPC",
+        &["poll", &task, "--until", "COMPLETED", "--timeout", "90"],
+    );
+    assert_eq!(code, 0, "{r}\n{}\n{}", a.log_text(), b.log_text());
+    assert!(
+        r["result"]["artifacts"].to_string().contains("slept 4"),
+        "{r}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(executes(&b, "slow: 4"), 1, "made once at the remote agent");
+}
+
+/// The caller's bridge dies once the call is mailed; the answer waits for it (the
+/// hop retries), and, started again, it takes the answer the agent polls for.
+#[test]
+fn caller_bridge_killed_after_mailing_the_call() {
+    let Some(py) = sdk_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let router = Router::start();
+    let (mut a, b) = pair(dir.path(), &py, &router);
+    let (r, code) = a.client(
+        &py,
+        "bob@b.example",
+        "JSONRPC",
+        &["send", "--return-immediately", "slow: 3"],
+    );
+    assert_eq!(code, 0, "{r}");
+    let task = r["result"]["id"].as_str().unwrap().to_string();
+    a.kill_bridge();
+    eventually(
+        Duration::from_secs(60),
+        "the call reaches the agent",
+        || executes(&b, "slow: 3") == 1,
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    a.start_bridge();
+    let (r, code) = a.client(
+        &py,
+        "bob@b.example",
+        "JSONRPC",
+        &["poll", &task, "--until", "COMPLETED", "--timeout", "90"],
+    );
+    assert_eq!(code, 0, "{r}\n{}\n{}", a.log_text(), b.log_text());
+    assert!(
+        r["result"]["artifacts"].to_string().contains("slept 3"),
+        "{r}"
+    );
+    assert_eq!(executes(&b, "slow: 3"), 1, "made once at the remote agent");
+}
