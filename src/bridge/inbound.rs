@@ -25,9 +25,20 @@ use crate::{A2aErrorType, Envelope, Kind};
 /// Runs the calls for local agents until `shutdown`.
 pub(crate) async fn run(b: Arc<Bridge>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let busy: Arc<Mutex<HashSet<i64>>> = Default::default();
+    let mut pruned: Option<std::time::Instant> = None;
     loop {
         if *shutdown.borrow() {
             return;
+        }
+        // What ended two request lifetimes ago is forgotten, once an hour.
+        if pruned.is_none_or(|t| t.elapsed() > std::time::Duration::from_secs(3600)) {
+            pruned = Some(std::time::Instant::now());
+            let before = time::OffsetDateTime::now_utc().unix_timestamp()
+                - 2 * b.config.expiry_secs as i64;
+            let me = b.clone();
+            if let Ok(Err(e)) = tokio::task::spawn_blocking(move || me.state.prune(before)).await {
+                tracing::error!(error = %e, "bridge: cannot prune the state");
+            }
         }
         let notified = b.calls.notified();
         tokio::pin!(notified);
@@ -48,7 +59,11 @@ pub(crate) async fn run(b: Arc<Bridge>, mut shutdown: tokio::sync::watch::Receiv
                     tokio::spawn(async move {
                         let id = row.id;
                         if let Err(e) = handle(&b, row).await {
-                            tracing::warn!(error = %e, "bridge: a call for a local agent waits");
+                            match b.state.retry_inbound(id) {
+                                Ok(true) => tracing::warn!(error = %e, "bridge: a call for a local agent expired unanswered"),
+                                Ok(false) => tracing::warn!(error = %e, "bridge: a call for a local agent waits"),
+                                Err(s) => tracing::error!(error = %s, "bridge: state"),
+                            }
                         }
                         busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
                     });
@@ -163,6 +178,13 @@ async fn handle(b: &Arc<Bridge>, row: Inbound) -> Result<(), Later> {
         return b.state.set_inbound_state(row.id, "answered").map_err(later);
     };
     let sends = matches!(method, Method::SendMessage | Method::SendStreamingMessage);
+    // The agent answers the bridge as one client: which sender may see or change
+    // which task is the bridge's to keep. A task, or a context, another sender's calls
+    // made is not found for this one.
+    if let Some(e) = not_theirs(b, &row, method, &params)? {
+        out.send(Kind::Error, rpc::to_a2a_error(&e), true).await?;
+        return b.state.set_inbound_state(row.id, "answered").map_err(later);
+    }
     if sends {
         // The verdict goes to the agent with the message, replacing any the sender put.
         if let Some(m) = params.get_mut("message").and_then(Value::as_object_mut) {
@@ -278,6 +300,10 @@ async fn handle(b: &Arc<Bridge>, row: Inbound) -> Result<(), Later> {
         }
     } else {
         match b.agents.call(&row.agent, method, &params).await {
+            Ok(v) if method == Method::ListTasks => {
+                let v = only_theirs(b, &row, v).map_err(later)?;
+                out.send(Kind::Response, v, true).await?
+            }
             Ok(v) => {
                 note_task(b, &row, &v);
                 out.send(Kind::Response, v, true).await?
@@ -286,6 +312,67 @@ async fn handle(b: &Arc<Bridge>, row: Inbound) -> Result<(), Later> {
         }
     }
     b.state.set_inbound_state(row.id, "answered").map_err(later)
+}
+
+/// The error a call that names a task or context of another sender's gets (as if
+/// it did not exist), or `None`.
+fn not_theirs(
+    b: &Bridge,
+    row: &Inbound,
+    method: Method,
+    params: &Map<String, Value>,
+) -> Result<Option<RpcError>, Later> {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    let message = params.get("message");
+    let task = match method {
+        Method::SendMessage | Method::SendStreamingMessage => text(message.and_then(|m| m.get("taskId"))),
+        Method::GetTask | Method::CancelTask | Method::SubscribeToTask => text(params.get("id")),
+        Method::CreateTaskPushNotificationConfig
+        | Method::GetTaskPushNotificationConfig
+        | Method::ListTaskPushNotificationConfigs
+        | Method::DeleteTaskPushNotificationConfig => text(params.get("taskId")),
+        _ => None,
+    };
+    let context = match method {
+        Method::SendMessage | Method::SendStreamingMessage => text(message.and_then(|m| m.get("contextId"))),
+        Method::ListTasks => text(params.get("contextId")),
+        _ => None,
+    };
+    if let Some(t) = task {
+        let owner = b.state.task_sender(&row.agent, &t).map_err(later)?;
+        if owner.as_deref() != Some(row.sender.as_str()) {
+            return Ok(Some(RpcError::task_not_found()));
+        }
+    }
+    if let Some(c) = context {
+        let owner = b.state.context_sender(&row.agent, &c).map_err(later)?;
+        // A context no call named before is a new one, the sender's from now on.
+        if owner.is_some_and(|o| o != row.sender) {
+            return Ok(Some(
+                RpcError::invalid_params("contextId: a context of another caller")
+            ));
+        }
+    }
+    Ok(None)
+}
+
+/// A ListTasks answer with only the tasks this sender's calls made.
+fn only_theirs(b: &Bridge, row: &Inbound, mut v: Value) -> Result<Value, super::state::StateError> {
+    if let Some(tasks) = v.get_mut("tasks").and_then(Value::as_array_mut) {
+        let mut kept = Vec::new();
+        for t in tasks.drain(..) {
+            let id = t.get("id").and_then(Value::as_str).unwrap_or_default();
+            if b.state.task_sender(&row.agent, id)?.as_deref() == Some(row.sender.as_str()) {
+                kept.push(t);
+            }
+        }
+        let n = kept.len();
+        *tasks = kept;
+        if v.get("totalSize").is_some() {
+            v["totalSize"] = n.into();
+        }
+    }
+    Ok(v)
 }
 
 /// Whether a stream event is its stream's last: a message, or a task in a state

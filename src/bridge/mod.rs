@@ -70,6 +70,8 @@ pub struct Bridge {
     pub(crate) default_profile: Profile,
     pub(crate) streams: Arc<tokio::sync::Semaphore>,
     pub(crate) agents: agent::Agents,
+    /// Held while a call's remote task is rebuilt from its answers.
+    tasks: std::sync::Mutex<()>,
 }
 
 /// Why the bridge did not start.
@@ -164,6 +166,7 @@ impl Bridge {
             default_profile,
             streams,
             agents,
+            tasks: std::sync::Mutex::new(()),
         }))
     }
 
@@ -309,6 +312,13 @@ impl crate::gateway::Attachment for Bridge {
                 )));
             }
             match env.kind() {
+                // Requests only from the peers this bridge fronts: whoever else the
+                // gateway verified is no one its agents talk to.
+                Some(Kind::Request) if self.peer(&sender).is_none() => {
+                    return Err(LocalRefusal::Permanent(
+                        "requests are taken only from this bridge's peers".into(),
+                    ));
+                }
                 Some(Kind::Request) => {
                     let op = env.raw("operation").unwrap_or_default();
                     let op = op.trim_matches('"').to_string();
@@ -363,6 +373,9 @@ impl crate::gateway::Attachment for Bridge {
                         .state
                         .answer(&correlation, &answer)
                         .map_err(temporary)?;
+                    // One rebuild at a time: two deliveries of one call's answers never
+                    // write a task older than the other's.
+                    let _rebuilding = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
                     if known {
                         if let Some((id, task)) = outbound::task_of(&self.state, &correlation) {
                             self.state

@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS bridge_call (
     queued INTEGER NOT NULL DEFAULT 0,
     done INTEGER NOT NULL DEFAULT 0,
     task_id TEXT,
-    UNIQUE (agent, peer, idem)
+    UNIQUE (agent, peer, method, idem)
 );
 CREATE TABLE IF NOT EXISTS bridge_answer (
     correlation TEXT NOT NULL,
@@ -66,6 +66,9 @@ CREATE TABLE IF NOT EXISTS bridge_inbound (
     task_id TEXT,
     context_id TEXT,
     created INTEGER NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_try INTEGER NOT NULL DEFAULT 0,
+    expires INTEGER NOT NULL DEFAULT 0,
     UNIQUE (agent, sender, idem)
 );
 CREATE INDEX IF NOT EXISTS bridge_inbound_state ON bridge_inbound (state);
@@ -170,8 +173,8 @@ impl State {
         let db = self.db();
         let earlier: Option<String> = db
             .query_row(
-                "SELECT correlation FROM bridge_call WHERE agent = ?1 AND peer = ?2 AND idem = ?3",
-                params![agent, peer, idem],
+                "SELECT correlation FROM bridge_call WHERE agent = ?1 AND peer = ?2 AND idem = ?3 AND method = ?4",
+                params![agent, peer, idem, method],
                 |r| r.get(0),
             )
             .optional()?;
@@ -390,10 +393,11 @@ impl State {
         let db = self.db();
         let mut st = db.prepare(
             "SELECT id, agent, sender, operation, message, verdict, state, next_sequence, task_id, context_id, correlation
-             FROM bridge_inbound WHERE state != 'answered' ORDER BY id",
+             FROM bridge_inbound WHERE state IN ('received', 'dispatched') AND next_try <= ?1
+             ORDER BY id",
         )?;
         let rows = st
-            .query_map([], |r| {
+            .query_map(params![now()], |r| {
                 Ok(Inbound {
                     id: r.get(0)?,
                     agent: r.get(1)?,
@@ -419,6 +423,75 @@ impl State {
             "UPDATE bridge_inbound SET state = ?2 WHERE id = ?1",
             params![id, state],
         )?;
+        Ok(())
+    }
+
+    /// A call for a local agent failed on this side (its answer not sealed or queued,
+    /// the agent away): tried again later, doubling from 2 s to 5 min, until its
+    /// request expires; then given up (`expired`). `true`: given up.
+    pub fn retry_inbound(&self, id: i64) -> Result<bool, StateError> {
+        let db = self.db();
+        let (attempts, expires): (i64, i64) = db.query_row(
+            "SELECT attempts, expires FROM bridge_inbound WHERE id = ?1",
+            params![id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let now = now();
+        if expires > 0 && expires <= now {
+            db.execute("UPDATE bridge_inbound SET state = 'expired' WHERE id = ?1", params![id])?;
+            return Ok(true);
+        }
+        let wait = (2i64 << attempts.min(8)).min(300);
+        db.execute(
+            "UPDATE bridge_inbound SET attempts = attempts + 1, next_try = ?2 WHERE id = ?1",
+            params![id, now + wait],
+        )?;
+        Ok(false)
+    }
+
+    /// Who sent the call that made `agent`'s task `task_id`, if a call did.
+    pub fn task_sender(&self, agent: &str, task_id: &str) -> Result<Option<String>, StateError> {
+        Ok(self
+            .db()
+            .query_row(
+                "SELECT sender FROM bridge_inbound WHERE agent = ?1 AND task_id = ?2 ORDER BY id LIMIT 1",
+                params![agent, task_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Who sent the calls made in `agent`'s context `context`, if any was.
+    pub fn context_sender(&self, agent: &str, context: &str) -> Result<Option<String>, StateError> {
+        Ok(self
+            .db()
+            .query_row(
+                "SELECT sender FROM bridge_inbound WHERE agent = ?1 AND context_id = ?2 ORDER BY id LIMIT 1",
+                params![agent, context],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Forgets what ended before `before` (Unix seconds): calls and their answers and
+    /// tasks, calls for local agents answered or given up.
+    pub fn prune(&self, before: i64) -> Result<(), StateError> {
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        tx.execute(
+            "DELETE FROM bridge_answer WHERE correlation IN (SELECT correlation FROM bridge_call WHERE created < ?1)",
+            params![before],
+        )?;
+        tx.execute(
+            "DELETE FROM bridge_task WHERE correlation IN (SELECT correlation FROM bridge_call WHERE created < ?1)",
+            params![before],
+        )?;
+        tx.execute("DELETE FROM bridge_call WHERE created < ?1", params![before])?;
+        tx.execute(
+            "DELETE FROM bridge_inbound WHERE created < ?1 AND state IN ('answered', 'expired')",
+            params![before],
+        )?;
+        tx.commit()?;
         Ok(())
     }
 

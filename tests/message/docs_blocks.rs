@@ -119,12 +119,21 @@ fn run_walk() -> Option<Walk> {
             return None;
         }
     }
+    // The bridge page's agents and client are the official A2A SDK's.
+    let python = std::env::var("MAILSEAL_PEER_PYTHON")
+        .unwrap_or_else(|_| "/var/lib/mailseal-peers/venv/bin/python3".into());
+    if !common::peer_available(
+        "the official A2A SDK with its HTTP server (.ci/peers-venv; MAILSEAL_PEER_PYTHON)",
+        std::process::Command::new(&python).args(["-c", "import a2a.client, a2a.server, uvicorn"]),
+    ) {
+        return None;
+    }
     let root = tempfile::tempdir().unwrap();
     let bin_dir = common::bin().parent().unwrap().to_path_buf();
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     std::fs::create_dir_all(root.path().join("target/debug/examples")).unwrap();
     std::os::unix::fs::symlink(&bin_dir, root.path().join("target/release")).unwrap();
-    for link in ["keys-fixtures", "dist", "Cargo.toml"] {
+    for link in ["keys-fixtures", "dist", "Cargo.toml", "tests"] {
         std::os::unix::fs::symlink(manifest.join(link), root.path().join(link)).unwrap();
     }
     let shims = tempfile::tempdir().unwrap();
@@ -187,6 +196,9 @@ fn run_walk() -> Option<Walk> {
         )
         .env_remove("MAILSEAL_HOME")
         .env_remove("MAILSEAL_STATE")
+        // The SDK peers run from the checkout (`$REPO/tests`): no bytecode written there.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("MAILSEAL_PEER_PYTHON", &python)
         .env_remove("FIXTURES")
         .env_remove("REPO")
         .env("HOME", home.path())
@@ -227,7 +239,7 @@ fn run_walk() -> Option<Walk> {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, ["Cargo.toml", "dist", "keys-fixtures", "target"]);
+    assert_eq!(left, ["Cargo.toml", "dist", "keys-fixtures", "target", "tests"]);
     assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
     Some(Walk {
         ok: out.status.success(),
