@@ -163,6 +163,60 @@ const MIGRATIONS: &[&str] = &[
     // 13: when a spool row was accepted to the millisecond (`Entry::created_ms`), for
     // the delivery latency; 0 in rows queued before, which count from `created`.
     "ALTER TABLE mailseal_spool ADD COLUMN created_ms BIGINT NOT NULL DEFAULT 0;",
+    // 14: the A2A bridge's state (`bridge::state`, the same tables as its SQLite file):
+    // the calls its local agents made and their answers and tasks, the calls mail
+    // brought for them, each leased to the instance that makes it.
+    "CREATE TABLE mailseal_bridge_call (
+        correlation TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        peer TEXT NOT NULL,
+        method TEXT NOT NULL,
+        idem TEXT NOT NULL,
+        created BIGINT NOT NULL,
+        sealed BYTEA,
+        queued BIGINT NOT NULL DEFAULT 0,
+        done BIGINT NOT NULL DEFAULT 0,
+        task_id TEXT,
+        UNIQUE (agent, peer, method, idem)
+     );
+     CREATE TABLE mailseal_bridge_answer (
+        correlation TEXT NOT NULL,
+        sequence BIGINT NOT NULL,
+        kind TEXT NOT NULL,
+        final BIGINT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (correlation, sequence)
+     );
+     CREATE TABLE mailseal_bridge_task (
+        agent TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        peer TEXT NOT NULL,
+        correlation TEXT NOT NULL,
+        task TEXT NOT NULL,
+        PRIMARY KEY (agent, task_id)
+     );
+     CREATE TABLE mailseal_bridge_inbound (
+        id BIGSERIAL PRIMARY KEY,
+        agent TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        correlation TEXT NOT NULL,
+        idem TEXT NOT NULL,
+        operation TEXT NOT NULL,
+        message BYTEA NOT NULL,
+        verdict TEXT NOT NULL,
+        state TEXT NOT NULL,
+        next_sequence BIGINT NOT NULL DEFAULT 1,
+        task_id TEXT,
+        context_id TEXT,
+        created BIGINT NOT NULL,
+        attempts BIGINT NOT NULL DEFAULT 0,
+        next_try BIGINT NOT NULL DEFAULT 0,
+        expires BIGINT NOT NULL DEFAULT 0,
+        owner TEXT,
+        lease_until BIGINT NOT NULL DEFAULT 0,
+        UNIQUE (agent, sender, idem)
+     );
+     CREATE INDEX mailseal_bridge_inbound_state ON mailseal_bridge_inbound (state);",
 ];
 
 /// Why the database did not open.

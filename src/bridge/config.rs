@@ -22,8 +22,9 @@ pub struct BridgeConfig {
     #[serde(default)]
     pub tls: Option<crate::gateway::config::TlsFiles>,
     /// The bridge's state: pending calls, tasks, stream positions, calls taken for the
-    /// local agents (a SQLite file).
-    pub state: PathBuf,
+    /// local agents: a SQLite file, or `postgres://…` shared by several instances
+    /// (each then with its own listeners, over a shared spool and replay state).
+    pub state: String,
     /// The listener whose next hop carries the bridge's sealed mail (default: the
     /// first outbound listener).
     #[serde(default)]

@@ -22,6 +22,9 @@ use super::{Bridge, VERDICT_KEY};
 use crate::message::{Limits, MailA2aMessage};
 use crate::{A2aErrorType, Envelope, Kind};
 
+/// How long a call for a local agent is leased to the instance making it, seconds.
+const LEASE_SECS: i64 = 30;
+
 /// Runs the calls for local agents until `shutdown`.
 pub(crate) async fn run(b: Arc<Bridge>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let busy: Arc<Mutex<HashSet<i64>>> = Default::default();
@@ -33,8 +36,8 @@ pub(crate) async fn run(b: Arc<Bridge>, mut shutdown: tokio::sync::watch::Receiv
         // What ended two request lifetimes ago is forgotten, once an hour.
         if pruned.is_none_or(|t| t.elapsed() > std::time::Duration::from_secs(3600)) {
             pruned = Some(std::time::Instant::now());
-            let before = time::OffsetDateTime::now_utc().unix_timestamp()
-                - 2 * b.config.expiry_secs as i64;
+            let before =
+                time::OffsetDateTime::now_utc().unix_timestamp() - 2 * b.config.expiry_secs as i64;
             let me = b.clone();
             if let Ok(Err(e)) = tokio::task::spawn_blocking(move || me.state.prune(before)).await {
                 tracing::error!(error = %e, "bridge: cannot prune the state");
@@ -58,10 +61,41 @@ pub(crate) async fn run(b: Arc<Bridge>, mut shutdown: tokio::sync::watch::Receiv
                     let (b, busy) = (b.clone(), busy.clone());
                     tokio::spawn(async move {
                         let id = row.id;
-                        if let Err(e) = handle(&b, row).await {
+                        // Made by the instance that holds its lease, renewed while it
+                        // works; another takes it once the lease runs out.
+                        let me = b.clone();
+                        let leased = tokio::task::spawn_blocking(move || {
+                            me.state.lease_inbound(id, &me.instance, LEASE_SECS)
+                        })
+                        .await;
+                        if !matches!(leased, Ok(Ok(true))) {
+                            busy.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                            return;
+                        }
+                        let renew = {
+                            let b = b.clone();
+                            tokio::spawn(async move {
+                                let every = std::time::Duration::from_secs(LEASE_SECS as u64 / 3);
+                                loop {
+                                    tokio::time::sleep(every).await;
+                                    let me = b.clone();
+                                    let _ = tokio::task::spawn_blocking(move || {
+                                        me.state.lease_inbound(id, &me.instance, LEASE_SECS)
+                                    })
+                                    .await;
+                                }
+                            })
+                        };
+                        let result = handle(&b, row).await;
+                        renew.abort();
+                        if let Err(e) = result {
                             match b.state.retry_inbound(id) {
-                                Ok(true) => tracing::warn!(error = %e, "bridge: a call for a local agent expired unanswered"),
-                                Ok(false) => tracing::warn!(error = %e, "bridge: a call for a local agent waits"),
+                                Ok(true) => {
+                                    tracing::warn!(error = %e, "bridge: a call for a local agent expired unanswered")
+                                }
+                                Ok(false) => {
+                                    tracing::warn!(error = %e, "bridge: a call for a local agent waits")
+                                }
                                 Err(s) => tracing::error!(error = %s, "bridge: state"),
                             }
                         }
@@ -325,7 +359,9 @@ fn not_theirs(
     let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
     let message = params.get("message");
     let task = match method {
-        Method::SendMessage | Method::SendStreamingMessage => text(message.and_then(|m| m.get("taskId"))),
+        Method::SendMessage | Method::SendStreamingMessage => {
+            text(message.and_then(|m| m.get("taskId")))
+        }
         Method::GetTask | Method::CancelTask | Method::SubscribeToTask => text(params.get("id")),
         Method::CreateTaskPushNotificationConfig
         | Method::GetTaskPushNotificationConfig
@@ -334,7 +370,9 @@ fn not_theirs(
         _ => None,
     };
     let context = match method {
-        Method::SendMessage | Method::SendStreamingMessage => text(message.and_then(|m| m.get("contextId"))),
+        Method::SendMessage | Method::SendStreamingMessage => {
+            text(message.and_then(|m| m.get("contextId")))
+        }
         Method::ListTasks => text(params.get("contextId")),
         _ => None,
     };
@@ -348,9 +386,9 @@ fn not_theirs(
         let owner = b.state.context_sender(&row.agent, &c).map_err(later)?;
         // A context no call named before is a new one, the sender's from now on.
         if owner.is_some_and(|o| o != row.sender) {
-            return Ok(Some(
-                RpcError::invalid_params("contextId: a context of another caller")
-            ));
+            return Ok(Some(RpcError::invalid_params(
+                "contextId: a context of another caller",
+            )));
         }
     }
     Ok(None)

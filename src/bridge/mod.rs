@@ -70,8 +70,8 @@ pub struct Bridge {
     pub(crate) default_profile: Profile,
     pub(crate) streams: Arc<tokio::sync::Semaphore>,
     pub(crate) agents: agent::Agents,
-    /// Held while a call's remote task is rebuilt from its answers.
-    tasks: std::sync::Mutex<()>,
+    /// This instance's name on the calls for local agents it leases.
+    pub(crate) instance: String,
 }
 
 /// Why the bridge did not start.
@@ -128,6 +128,7 @@ impl Bridge {
             tokens.push((t, Mailbox::new(&a.address).normalized()));
         }
         let state = state::State::open(&config.state)?;
+        let instance = crate::gateway::spool::instance_id(&[config.listen]);
         let (tx, rx) = mpsc::channel::<SealJob>();
         std::thread::Builder::new()
             .name("mailseal-bridge-seal".into())
@@ -166,7 +167,7 @@ impl Bridge {
             default_profile,
             streams,
             agents,
-            tasks: std::sync::Mutex::new(()),
+            instance,
         }))
     }
 
@@ -328,6 +329,7 @@ impl crate::gateway::Attachment for Bridge {
                         .or_else(|| env.message_id())
                         .unwrap_or_default();
                     let with_verdict = crate::gateway::process::with_verdict(&raw, &verdict);
+                    let expires = env.expires_at().map_or(0, |t| t.unix_timestamp());
                     let new = self
                         .state
                         .take_inbound(
@@ -338,6 +340,7 @@ impl crate::gateway::Attachment for Bridge {
                             &op,
                             &with_verdict,
                             &verdict,
+                            expires,
                         )
                         .map_err(temporary)?;
                     if new {
@@ -369,20 +372,9 @@ impl crate::gateway::Attachment for Bridge {
                         is_final: env.is_final().unwrap_or(true),
                         body: body.to_string(),
                     };
-                    let known = self
-                        .state
-                        .answer(&correlation, &answer)
+                    self.state
+                        .answer(&correlation, &answer, outbound::task_from)
                         .map_err(temporary)?;
-                    // One rebuild at a time: two deliveries of one call's answers never
-                    // write a task older than the other's.
-                    let _rebuilding = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-                    if known {
-                        if let Some((id, task)) = outbound::task_of(&self.state, &correlation) {
-                            self.state
-                                .set_task(&correlation, &id, &task)
-                                .map_err(temporary)?;
-                        }
-                    }
                     self.answers.notify_waiters();
                 }
                 None => return Err(LocalRefusal::Permanent("a message without a kind".into())),

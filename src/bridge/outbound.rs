@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::rpc::{self, Call, Method, RpcError};
-use super::state::{Answer, State};
+use super::state::Answer;
 use super::Bridge;
 use crate::{Envelope, Kind, MailA2aMessage, Operation, Profile};
 
@@ -424,8 +424,8 @@ pub(crate) fn in_order(answers: Vec<Answer>) -> Vec<Answer> {
 
 /// The remote task of a call as its answers so far, in order, leave it (with its id),
 /// if they name one.
-pub(crate) fn task_of(state: &State, correlation: &str) -> Option<(String, String)> {
-    let answers = in_order(state.answers(correlation, 0).ok()?);
+pub(crate) fn task_from(answers: Vec<Answer>) -> Option<(String, String)> {
+    let answers = in_order(answers);
     let task = answers.iter().fold(None, |t, a| {
         let body: Value = serde_json::from_str(&a.body).unwrap_or_default();
         if a.kind == "error" {

@@ -178,6 +178,27 @@ impl Org {
         binding: &str,
         extra: &str,
     ) -> Org {
+        let mut org = Org::configure(
+            dir, name, address, store, router, peers, python, binding, extra,
+        );
+        org.start_bridge();
+        org
+    }
+
+    /// [`Org::start`] without starting the bridge: its configuration written (to
+    /// change before [`Org::start_bridge`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn configure(
+        dir: &Path,
+        name: &str,
+        address: &str,
+        store: &Path,
+        router: &Router,
+        peers: &[Peer<'_>],
+        python: Option<&Path>,
+        binding: &str,
+        extra: &str,
+    ) -> Org {
         let [smtp_in, smtp_out, http] = [(); 3].map(|_| kit::free_port());
         router.route(address, smtp_in);
         let token = format!("token-{name}-{}", uuid::Uuid::new_v4());
@@ -233,7 +254,7 @@ impl Org {
         }
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, &config).unwrap();
-        let mut org = Org {
+        Org {
             name: name.into(),
             dir: dir.to_path_buf(),
             config: path,
@@ -243,9 +264,29 @@ impl Org {
             token,
             bridge: None,
             agent,
-        };
-        org.start_bridge();
-        org
+        }
+    }
+
+    /// Puts the spool, the replay state and the bridge's state of this org in the
+    /// PostgreSQL database `url` (shared with the other instances given it), and has
+    /// it use `token` (another instance's) for its agent.
+    pub fn share(&mut self, url: &str, token: &str) {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        let mut out = String::new();
+        for line in text.lines() {
+            if line.starts_with("spool = ") {
+                out.push_str(&format!("spool = \"{url}\"\nstate = \"{url}\"\n"));
+            } else if line.starts_with("state = ") && line.ends_with("-bridge.db\"") {
+                out.push_str(&format!("state = \"{url}\"\n"));
+            } else {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        std::fs::write(&self.config, out).unwrap();
+        let token_file = self.dir.join(format!("{}.token", self.name));
+        std::fs::write(&token_file, token).unwrap();
+        self.token = token.to_string();
     }
 
     /// Starts (again) the bridge process.

@@ -128,3 +128,91 @@ fn caller_bridge_killed_after_mailing_the_call() {
     );
     assert_eq!(executes(&b, "slow: 3"), 1, "made once at the remote agent");
 }
+
+/// Two instances of one organisation's bridge share their state, spool and replay
+/// state in PostgreSQL: a call made at the first, killed at once, is answered through
+/// the second, where its caller polls it to its end; the remote agent made it once.
+#[test]
+fn instances_sharing_postgresql_take_over_each_others_calls() {
+    let Some(py) = sdk_python() else { return };
+    let Some(url) = crate::common::postgres_database() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let router = Router::start();
+    let (alice, bob) = ("alice@a.example", "bob@b.example");
+    let (sa, sb) = two_stores(dir.path(), IdentityKind::Smime, alice, bob);
+    let peer = |address| Peer {
+        address,
+        group: None,
+        profile: Some("smime"),
+    };
+    let b = Org::start(
+        dir.path(),
+        "b",
+        bob,
+        &sb,
+        &router,
+        &[peer(alice)],
+        Some(&py),
+        "JSONRPC",
+        "",
+    );
+    let mut one = Org::configure(
+        dir.path(),
+        "a1",
+        alice,
+        &sa,
+        &router,
+        &[peer(bob)],
+        None,
+        "JSONRPC",
+        "",
+    );
+    let token = one.token.clone();
+    one.share(&url, &token);
+    one.start_bridge();
+    let mut two = Org::configure(
+        dir.path(),
+        "a2",
+        alice,
+        &sa,
+        &router,
+        &[peer(bob)],
+        None,
+        "JSONRPC",
+        "",
+    );
+    two.share(&url, &token);
+    two.start_bridge();
+    // The mail for Alice goes to the first instance.
+    router.route(alice, one.smtp_in);
+
+    let (r, code) = one.client(
+        &py,
+        bob,
+        "JSONRPC",
+        &["send", "--return-immediately", "slow: 3"],
+    );
+    assert_eq!(code, 0, "{r}\n{}", one.log_text());
+    let task = r["result"]["id"].as_str().unwrap().to_string();
+    one.kill_bridge();
+    router.route(alice, two.smtp_in);
+    let (r, code) = two.client(
+        &py,
+        bob,
+        "JSONRPC",
+        &["poll", &task, "--until", "COMPLETED", "--timeout", "90"],
+    );
+    assert_eq!(code, 0, "{r}\n{}\n{}", two.log_text(), b.log_text());
+    assert!(
+        r["result"]["artifacts"].to_string().contains("slept 3"),
+        "{r}"
+    );
+    assert_eq!(executes(&b, "slow: 3"), 1, "made once at the remote agent");
+
+    // A call made at the second instance is answered there too.
+    let (r, code) = two.client(&py, bob, "JSONRPC", &["send", "echo: through the second"]);
+    assert_eq!(code, 0, "{r}\n{}", two.log_text());
+    assert!(r.to_string().contains("echo: through the second"), "{r}");
+}

@@ -244,18 +244,70 @@ fn fail_another_callers_task_and_a_caller_who_is_no_peer() {
         let path = dir.path().join(format!("{who}-store"));
         let s = DirectoryStore::open(&path).unwrap();
         s.generate_identity(kind, who).unwrap();
-        s.import_as(&bob_store.export_public(kind, BOB).unwrap(), ImportAs::Peer).unwrap();
-        bob_store.import_as(&s.export_public(kind, who).unwrap(), ImportAs::Peer).unwrap();
+        s.import_as(&bob_store.export_public(kind, BOB).unwrap(), ImportAs::Peer)
+            .unwrap();
+        bob_store
+            .import_as(&s.export_public(kind, who).unwrap(), ImportAs::Peer)
+            .unwrap();
         others.push(path);
     }
-    let peer = |address| Peer { address, group: None, profile: Some("smime") };
-    let a = Org::start(dir.path(), "a", alice, &sa, &router, &[peer(BOB)], None, "JSONRPC", "");
-    let c = Org::start(dir.path(), "c", carol, &others[0], &router, &[peer(BOB)], None, "JSONRPC", "");
-    let m = Org::start(dir.path(), "m", mallory, &others[1], &router, &[peer(BOB)], None, "JSONRPC", "");
-    let b = Org::start(dir.path(), "b", BOB, &sb, &router, &[peer(alice), peer(carol)], Some(&py), "JSONRPC", "");
+    let peer = |address| Peer {
+        address,
+        group: None,
+        profile: Some("smime"),
+    };
+    let a = Org::start(
+        dir.path(),
+        "a",
+        alice,
+        &sa,
+        &router,
+        &[peer(BOB)],
+        None,
+        "JSONRPC",
+        "",
+    );
+    let c = Org::start(
+        dir.path(),
+        "c",
+        carol,
+        &others[0],
+        &router,
+        &[peer(BOB)],
+        None,
+        "JSONRPC",
+        "",
+    );
+    let m = Org::start(
+        dir.path(),
+        "m",
+        mallory,
+        &others[1],
+        &router,
+        &[peer(BOB)],
+        None,
+        "JSONRPC",
+        "",
+    );
+    let b = Org::start(
+        dir.path(),
+        "b",
+        BOB,
+        &sb,
+        &router,
+        &[peer(alice), peer(carol)],
+        Some(&py),
+        "JSONRPC",
+        "",
+    );
 
     // Alice's task, working at Bob's agent; its id and context as Alice sees them.
-    let (r, code) = a.client(&py, BOB, "JSONRPC", &["send", "--return-immediately", "wait"]);
+    let (r, code) = a.client(
+        &py,
+        BOB,
+        "JSONRPC",
+        &["send", "--return-immediately", "wait"],
+    );
     assert_eq!(code, 0, "{r}");
     let pending = r["result"]["id"].as_str().unwrap().to_string();
     let mut task = Value::Null;
@@ -264,14 +316,22 @@ fn fail_another_callers_task_and_a_caller_who_is_no_peer() {
         task = r["result"].clone();
         task["status"]["state"] == "TASK_STATE_WORKING"
     });
-    let (id, context) = (task["id"].as_str().unwrap(), task["contextId"].as_str().unwrap());
+    let (id, context) = (
+        task["id"].as_str().unwrap(),
+        task["contextId"].as_str().unwrap(),
+    );
 
     for action in [vec!["get", id], vec!["cancel", id]] {
         let (r, code) = c.client(&py, BOB, "JSONRPC", &action);
         assert_eq!(code, 3, "{action:?}: {r}");
         assert_eq!(r["error"]["code"], -32001, "{action:?}: {r}");
     }
-    let (r, code) = c.client(&py, BOB, "JSONRPC", &["--context-id", context, "send", "echo: let me in"]);
+    let (r, code) = c.client(
+        &py,
+        BOB,
+        "JSONRPC",
+        &["--context-id", context, "send", "echo: let me in"],
+    );
     assert_eq!(code, 3, "{r}");
     assert_eq!(r["error"]["code"], -32602, "{r}");
     // Alice's task still works, and Alice can still cancel it.
@@ -280,14 +340,26 @@ fn fail_another_callers_task_and_a_caller_who_is_no_peer() {
     assert_eq!(r["result"]["status"]["state"], "TASK_STATE_CANCELED", "{r}");
 
     // Mallory's call is refused at Bob's bridge: nothing reaches his agent.
-    let (r, code) = m.client(&py, BOB, "JSONRPC", &["send", "--return-immediately", "echo: from mallory"]);
+    let (r, code) = m.client(
+        &py,
+        BOB,
+        "JSONRPC",
+        &["send", "--return-immediately", "echo: from mallory"],
+    );
     assert_eq!(code, 0, "{r}");
-    crate::bridge_kit::eventually(Duration::from_secs(60), "Bob's bridge refuses Mallory", || {
-        b.log_text().contains("requests are taken only from this bridge")
-    });
+    crate::bridge_kit::eventually(
+        Duration::from_secs(60),
+        "Bob's bridge refuses Mallory",
+        || {
+            b.log_text()
+                .contains("requests are taken only from this bridge")
+        },
+    );
     let calls = b.agent.as_ref().unwrap().calls();
     assert!(
-        !calls.iter().any(|c| c["text"] == "echo: from mallory" || c["text"] == "echo: let me in"),
+        !calls
+            .iter()
+            .any(|c| c["text"] == "echo: from mallory" || c["text"] == "echo: let me in"),
         "{calls:?}"
     );
 }

@@ -239,7 +239,10 @@ fn run_walk() -> Option<Walk> {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, ["Cargo.toml", "dist", "keys-fixtures", "target", "tests"]);
+    assert_eq!(
+        left,
+        ["Cargo.toml", "dist", "keys-fixtures", "target", "tests"]
+    );
     assert_eq!(std::fs::read_dir(home.path()).unwrap().count(), 0);
     Some(Walk {
         ok: out.status.success(),
