@@ -195,3 +195,61 @@ pub fn read_token(path: &std::path::Path) -> Result<zeroize::Zeroizing<String>, 
     }
     Ok(token)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str, agents: &str) -> Result<BridgeConfig, String> {
+        let text = format!("listen = \"127.0.0.1:8080\"\nstate = \"s.db\"\n{extra}\n{agents}");
+        let c: BridgeConfig = toml::from_str(&text).map_err(|e| e.to_string())?;
+        c.check().map(|()| c)
+    }
+
+    const ONE: &str = "[[agent]]\naddress = \"a@x.example\"\ntoken_file = \"t\"\n";
+
+    #[test]
+    fn a_loopback_bridge_with_one_agent_is_valid() {
+        let c = config("", ONE).unwrap();
+        assert_eq!(c.base_url(), "http://127.0.0.1:8080");
+        assert_eq!(c.wait_secs, 30);
+    }
+
+    #[test]
+    fn fail_off_loopback_without_tls() {
+        let text = format!("listen = \"0.0.0.0:8080\"\nstate = \"s.db\"\n{ONE}");
+        let c: BridgeConfig = toml::from_str(&text).unwrap();
+        assert!(c.check().unwrap_err().contains("needs bridge.tls"));
+    }
+
+    #[test]
+    fn fail_agents_twice_https_cards_and_unknown_keys() {
+        let twice = format!("{ONE}[[agent]]\naddress = \"A@x.example\"\ntoken_file = \"u\"\n");
+        assert!(config("", &twice).unwrap_err().contains("named twice"));
+        let https =
+            "[[agent]]\naddress = \"a@x.example\"\ntoken_file = \"t\"\ncard = \"https://x/card\"\n";
+        assert!(config("", https).unwrap_err().contains("http:// URL"));
+        assert!(
+            config("wait = 3", ONE).is_err(),
+            "an unknown key is refused"
+        );
+        assert!(config("", "").unwrap_err().contains("at least one"));
+    }
+
+    #[test]
+    fn fail_token_files_others_can_read_or_too_short() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t");
+        std::fs::write(&f, "a-long-enough-token-value\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_token(&f).unwrap_err().contains("owner-only"));
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(
+            read_token(&f).unwrap().as_str(),
+            "a-long-enough-token-value"
+        );
+        std::fs::write(&f, "short\n").unwrap();
+        assert!(read_token(&f).unwrap_err().contains("at least 16"));
+    }
+}

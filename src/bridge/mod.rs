@@ -402,3 +402,27 @@ impl crate::gateway::Attachment for Bridge {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_verdict_header_becomes_the_metadata_object() {
+        let v = verdict_object(
+            "pass; profile=smime; protection=signed-encrypted; header-protection=yes; from=a@x.example; signer=x509:ab",
+        );
+        assert_eq!(
+            v,
+            serde_json::json!({"result": "pass", "profile": "smime", "protection": "signed-encrypted",
+                "headerProtection": true, "from": "a@x.example", "signer": "x509:ab"})
+        );
+    }
+
+    #[test]
+    fn tokens_are_equal_only_when_equal() {
+        assert!(constant_eq(b"token-one-1234567", b"token-one-1234567"));
+        assert!(!constant_eq(b"token-one-1234567", b"token-one-123456"));
+        assert!(!constant_eq(b"", b"x"));
+    }
+}

@@ -458,3 +458,68 @@ pub(crate) async fn requeue(b: &Arc<Bridge>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(sequence: u64, is_final: bool, body: Value) -> Answer {
+        Answer {
+            sequence,
+            kind: "event".into(),
+            is_final,
+            body: body.to_string(),
+        }
+    }
+
+    /// Events applied in sequence order, whatever order they were recorded in: a
+    /// status after the artifacts, appended parts joined, and nothing past a gap.
+    #[test]
+    fn the_task_is_rebuilt_in_sequence_order_up_to_the_first_gap() {
+        let task = json!({"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_SUBMITTED"}}});
+        let art = |text: &str, append: bool| {
+            json!({"artifactUpdate": {"taskId": "t", "append": append,
+                "artifact": {"artifactId": "a", "parts": [{"text": text}]}}})
+        };
+        let done =
+            json!({"statusUpdate": {"taskId": "t", "status": {"state": "TASK_STATE_COMPLETED"}}});
+        let all = vec![
+            answer(1, false, task),
+            answer(2, false, art("one", false)),
+            answer(3, false, art("two", true)),
+            answer(4, true, done),
+        ];
+        let (id, t) = task_from(all.clone()).unwrap();
+        let t: Value = serde_json::from_str(&t).unwrap();
+        assert_eq!(id, "t");
+        assert_eq!(t["status"]["state"], "TASK_STATE_COMPLETED");
+        assert_eq!(
+            t["artifacts"][0]["parts"],
+            json!([{"text": "one"}, {"text": "two"}])
+        );
+        // Sequence 3 missing: the task is as 1 and 2 leave it, not completed.
+        let gap: Vec<Answer> = all.into_iter().filter(|a| a.sequence != 3).collect();
+        let (_, t) = task_from(gap).unwrap();
+        let t: Value = serde_json::from_str(&t).unwrap();
+        assert_eq!(t["status"]["state"], "TASK_STATE_SUBMITTED");
+        assert_eq!(t["artifacts"][0]["parts"], json!([{"text": "one"}]));
+    }
+
+    #[test]
+    fn fail_answers_after_a_gap_are_not_shown() {
+        let a = vec![answer(1, false, json!({})), answer(3, true, json!({}))];
+        assert_eq!(in_order(a).len(), 1);
+        assert!(in_order(vec![answer(2, true, json!({}))]).is_empty());
+    }
+
+    /// A message answer names no task; an error answer changes none.
+    #[test]
+    fn a_message_or_an_error_names_no_task() {
+        let m = answer(
+            1,
+            true,
+            json!({"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": []}}),
+        );
+        assert!(task_from(vec![m]).is_none());
+    }
+}

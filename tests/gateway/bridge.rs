@@ -252,3 +252,89 @@ fn mls_group_of_three() {
         assert_eq!(c["metadata"]["mailseal.verdict"]["from"], from, "{c}");
     }
 }
+
+/// The A2A side over TLS (rustls): the SDK's client verifies the bridge's certificate
+/// against the organisation's CA and makes its call; a request in clear gets nothing.
+#[test]
+fn the_a2a_side_over_tls() {
+    let Some(py) = sdk_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (alice, bob) = ("alice@a.example", "bob@b.example");
+    let (sa, sb) = two_stores(dir.path(), IdentityKind::Smime, alice, bob);
+    let tls_dir = dir.path().join("tls");
+    std::fs::create_dir_all(&tls_dir).unwrap();
+    let (ca, cert, key) = crate::kit::tls_files(&tls_dir);
+    let router = Router::start();
+    let peer = |address| Peer {
+        address,
+        group: None,
+        profile: Some("smime"),
+    };
+    let mut a = Org::configure(
+        dir.path(),
+        "a",
+        alice,
+        &sa,
+        &router,
+        &[peer(bob)],
+        None,
+        "JSONRPC",
+        "",
+    );
+    let text = std::fs::read_to_string(&a.config).unwrap().replace(
+        &format!("listen = \"127.0.0.1:{}\"", a.http),
+        &format!(
+            "listen = \"127.0.0.1:{}\"\nbase_url = \"https://localhost:{}\"\ntls = {{ certificate = \"{}\", key = \"{}\" }}",
+            a.http,
+            a.http,
+            cert.display(),
+            key.display()
+        ),
+    );
+    std::fs::write(&a.config, text).unwrap();
+    a.start_bridge();
+    let _b = Org::start(
+        dir.path(),
+        "b",
+        bob,
+        &sb,
+        &router,
+        &[peer(alice)],
+        Some(&py),
+        "JSONRPC",
+        "",
+    );
+    let out = std::process::Command::new(&py)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/a2a_bridge_client.py"))
+        .args([
+            "--card",
+            &format!(
+                "https://localhost:{}/peers/{bob}/.well-known/agent-card.json",
+                a.http
+            ),
+            "--transport",
+            "JSONRPC",
+            "--token",
+            &a.token,
+            "send",
+            "echo: over TLS",
+        ])
+        .env("SSL_CERT_FILE", &ca)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        a.log_text()
+    );
+    assert!(text.contains("echo: over TLS"), "{text}");
+    let (status, _) = a.http(
+        "GET",
+        &format!("/peers/{bob}/.well-known/agent-card.json"),
+        &[],
+        b"",
+    );
+    assert_eq!(status, 0, "no answer in clear on the TLS port");
+}
