@@ -426,16 +426,18 @@ fn ends(v: &Value) -> bool {
         .and_then(|s| s.get("state"))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    matches!(
-        state,
-        "TASK_STATE_COMPLETED"
-            | "TASK_STATE_FAILED"
-            | "TASK_STATE_CANCELED"
-            | "TASK_STATE_REJECTED"
-            | "TASK_STATE_INPUT_REQUIRED"
-            | "TASK_STATE_AUTH_REQUIRED"
-    )
+    STREAM_ENDS.contains(&state)
 }
+
+/// The task states a stream ends in: terminal, or waiting for the caller.
+const STREAM_ENDS: [&str; 6] = [
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_AUTH_REQUIRED",
+];
 
 /// Records the agent's task an answer names, for a restart to find.
 fn note_task(b: &Bridge, row: &Inbound, v: &Value) {
@@ -491,15 +493,7 @@ async fn follow(b: &Bridge, row: &Inbound, id: String) -> Result<Value, Later> {
             .and_then(|s| s.get("state"))
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if matches!(
-            state,
-            "TASK_STATE_COMPLETED"
-                | "TASK_STATE_FAILED"
-                | "TASK_STATE_CANCELED"
-                | "TASK_STATE_REJECTED"
-                | "TASK_STATE_INPUT_REQUIRED"
-                | "TASK_STATE_AUTH_REQUIRED"
-        ) {
+        if STREAM_ENDS.contains(&state) {
             return Ok(task);
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

@@ -71,6 +71,22 @@ fn every_call(kind: IdentityKind, profile: &str, binding: &str, transport: &str)
         "",
     );
 
+    calls_of_every_kind(&py, &a, alice, &b, bob, transport, profile);
+}
+
+/// A2A calls of every kind from `a`'s agent (`alice`) to `b`'s (`bob`), through their
+/// bridges, each checked against what the SDK's agent did.
+fn calls_of_every_kind(
+    py: &Path,
+    a: &Org,
+    alice: &str,
+    b: &Org,
+    bob: &str,
+    transport: &str,
+    profile: &str,
+) {
+    let py = py.to_path_buf();
+    let before = b.agent.as_ref().unwrap().calls().len();
     // A direct message answered by a message.
     let (r, code) = a.client(&py, bob, transport, &["send", "echo: hello over mail"]);
     assert_eq!(code, 0, "{r}\n{}\n{}", a.log_text(), b.log_text());
@@ -81,7 +97,7 @@ fn every_call(kind: IdentityKind, profile: &str, binding: &str, transport: &str)
     );
     // The agent heard the gateway's verdict, not anything the sender could write.
     let calls = b.agent.as_ref().unwrap().calls();
-    let verdict = &calls[0]["metadata"]["mailseal.verdict"];
+    let verdict = &calls[before]["metadata"]["mailseal.verdict"];
     assert_eq!(verdict["profile"], profile, "{calls:?}");
     assert_eq!(verdict["from"], alice, "{calls:?}");
     assert_eq!(verdict["result"], "pass");
@@ -159,7 +175,10 @@ fn every_call(kind: IdentityKind, profile: &str, binding: &str, transport: &str)
 
     // Each call reached the agent once.
     let calls = b.agent.as_ref().unwrap().calls();
-    let executes = calls.iter().filter(|c| c["method"] == "execute").count();
+    let executes = calls[before..]
+        .iter()
+        .filter(|c| c["method"] == "execute")
+        .count();
     assert_eq!(executes, 6, "{calls:?}");
 }
 
@@ -251,6 +270,8 @@ fn mls_group_of_three() {
         assert_eq!(c["metadata"]["mailseal.verdict"]["profile"], "mls", "{c}");
         assert_eq!(c["metadata"]["mailseal.verdict"]["from"], from, "{c}");
     }
+    // And every other kind of call, through the group.
+    calls_of_every_kind(&py, &one, addr[0], &two, addr[1], "JSONRPC", "mls");
 }
 
 /// The A2A side over TLS (rustls): the SDK's client verifies the bridge's certificate

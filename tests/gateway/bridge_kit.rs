@@ -401,3 +401,44 @@ pub fn eventually(timeout: Duration, what: &str, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Alice's organisation (no agent: she only calls) and Bob's (his SDK agent on
+/// JSON-RPC when `python` is given), S/MIME, each the other's peer; `extra` goes to
+/// Alice's `[bridge]`.
+pub fn alice_and_bob(
+    dir: &Path,
+    python: Option<&Path>,
+    router: &Router,
+    extra: &str,
+) -> (Org, Org) {
+    let (alice, bob) = ("alice@a.example", "bob@b.example");
+    let (sa, sb) = crate::bridge::two_stores(dir, mailseal::IdentityKind::Smime, alice, bob);
+    let peer = |address| Peer {
+        address,
+        group: None,
+        profile: Some("smime"),
+    };
+    let a = Org::start(
+        dir,
+        "a",
+        alice,
+        &sa,
+        router,
+        &[peer(bob)],
+        None,
+        "JSONRPC",
+        extra,
+    );
+    let b = Org::start(
+        dir,
+        "b",
+        bob,
+        &sb,
+        router,
+        &[peer(alice)],
+        python,
+        "JSONRPC",
+        "",
+    );
+    (a, b)
+}

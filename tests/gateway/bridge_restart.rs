@@ -9,36 +9,7 @@ use crate::bridge::two_stores;
 use crate::bridge_kit::{eventually, sdk_python, Org, Peer, Router};
 
 fn pair(dir: &std::path::Path, py: &std::path::Path, router: &Router) -> (Org, Org) {
-    let (alice, bob) = ("alice@a.example", "bob@b.example");
-    let (sa, sb) = two_stores(dir, IdentityKind::Smime, alice, bob);
-    let peer = |address| Peer {
-        address,
-        group: None,
-        profile: Some("smime"),
-    };
-    let a = Org::start(
-        dir,
-        "a",
-        alice,
-        &sa,
-        router,
-        &[peer(bob)],
-        None,
-        "JSONRPC",
-        "",
-    );
-    let b = Org::start(
-        dir,
-        "b",
-        bob,
-        &sb,
-        router,
-        &[peer(alice)],
-        Some(py),
-        "JSONRPC",
-        "",
-    );
-    (a, b)
+    crate::bridge_kit::alice_and_bob(dir, Some(py), router, "")
 }
 
 fn executes(b: &Org, text: &str) -> usize {

@@ -14,35 +14,7 @@ const BOB: &str = "bob@b.example";
 
 fn pair(dir: &std::path::Path, py: Option<&std::path::Path>, extra: &str) -> (Org, Org, Router) {
     let router = Router::start();
-    let (alice, bob) = ("alice@a.example", BOB);
-    let (sa, sb) = two_stores(dir, IdentityKind::Smime, alice, bob);
-    let peer = |address| Peer {
-        address,
-        group: None,
-        profile: Some("smime"),
-    };
-    let a = Org::start(
-        dir,
-        "a",
-        alice,
-        &sa,
-        &router,
-        &[peer(bob)],
-        None,
-        "JSONRPC",
-        extra,
-    );
-    let b = Org::start(
-        dir,
-        "b",
-        bob,
-        &sb,
-        &router,
-        &[peer(alice)],
-        py,
-        "JSONRPC",
-        "",
-    );
+    let (a, b) = crate::bridge_kit::alice_and_bob(dir, py, &router, extra);
     (a, b, router)
 }
 
