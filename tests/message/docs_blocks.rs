@@ -435,3 +435,30 @@ fn the_corpus_page_runs_every_adapter_and_mutates() {
         .count();
     assert_eq!(mutants, 1000);
 }
+
+#[test]
+fn the_bridge_page_calls_an_sdk_agent_through_two_bridges() {
+    let Some((_, out, err)) = block("alice send \"echo: hello, Bob\"") else {
+        return;
+    };
+    assert!(
+        out.contains("\"text\": \"echo: hello, Bob\""),
+        "{out}\n{err}"
+    );
+    assert!(out.contains("TASK_STATE_COMPLETED"), "{out}");
+    assert!(out.contains("part 3"), "the stream's events: {out}");
+    // What Bob's agent saw of each call: the gateway's verdict, Alice's signature.
+    let verdict = out
+        .lines()
+        .find(|l| l.starts_with("echo: hello, Bob {"))
+        .unwrap_or_else(|| panic!("no verdict line: {out}"));
+    assert!(
+        verdict.contains("\"from\": \"alice@a.example\""),
+        "{verdict}"
+    );
+    assert!(verdict.contains("\"profile\": \"smime\""), "{verdict}");
+    assert!(
+        verdict.contains("\"protection\": \"signed-encrypted\""),
+        "{verdict}"
+    );
+}
