@@ -193,7 +193,7 @@ const MIGRATIONS: &[&str] = &[
         peer TEXT NOT NULL,
         correlation TEXT NOT NULL,
         task TEXT NOT NULL,
-        PRIMARY KEY (agent, task_id)
+        PRIMARY KEY (agent, peer, task_id)
      );
      CREATE TABLE mailseal_bridge_inbound (
         id BIGSERIAL PRIMARY KEY,

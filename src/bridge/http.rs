@@ -25,6 +25,12 @@ use super::outbound::{self, Reply};
 use super::rpc::{self, Call, RpcError};
 use super::Bridge;
 
+/// Connections served at once at most.
+const MAX_CONNECTIONS: usize = 1024;
+
+/// How long a client has to send a request's head (and to idle between requests).
+const HEAD_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves until `shutdown` turns true.
 pub(crate) async fn serve(
     b: Arc<Bridge>,
@@ -47,19 +53,30 @@ pub(crate) async fn serve(
         None => None,
     };
     let app = router(b.clone());
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = shutdown.changed() => return,
         };
         let Ok((stream, _)) = accepted else { continue };
+        // At most so many connections at once; past that a new one is closed at once
+        // (its peer retries), so idle or slow clients cannot take every descriptor.
+        let Ok(slot) = connections.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
         // Small replies on a kept-alive connection must not wait for Nagle.
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = hyper_util::service::TowerToHyperService::new(app);
-            let http = hyper::server::conn::http1::Builder::new();
+            // A request's head must come within HEAD_WITHIN (slowloris).
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEAD_WITHIN);
             match tls {
                 Some(acceptor) => {
                     let Ok(Ok(s)) = tokio::time::timeout(
@@ -212,10 +229,21 @@ async fn jsonrpc(
     if b.peer(&peer).is_none() {
         return jsonrpc_failure(&RpcError::invalid_request("no such peer").with_id(id));
     }
-    match dispatch(&b, &agent, &peer, call).await {
-        Reply::Result(v) => json_response(StatusCode::OK, rpc::jsonrpc_result(&id, &v)),
-        Reply::Error(e) => jsonrpc_failure(&e.with_id(id)),
-        Reply::Stream(correlation) => sse(b, correlation, Some(id)).await,
+    let place = if call.method.streams() {
+        match stream_place(&b, Some(&id)) {
+            Ok(p) => Some(p),
+            Err(refused) => return refused,
+        }
+    } else {
+        None
+    };
+    match (dispatch(&b, &agent, &peer, call).await, place) {
+        (Reply::Result(v), _) => json_response(StatusCode::OK, rpc::jsonrpc_result(&id, &v)),
+        (Reply::Error(e), _) => jsonrpc_failure(&e.with_id(id)),
+        (Reply::Stream(correlation), Some(p)) => sse(b, correlation, Some(id), p).await,
+        (Reply::Stream(_), None) => jsonrpc_failure(
+            &RpcError::internal("a stream of a method that answers once").with_id(id),
+        ),
     }
 }
 
@@ -254,15 +282,26 @@ async fn rest(
         Ok(c) => c,
         Err(e) => return rest_failure(&e),
     };
-    match dispatch(&b, &agent, &peer, call).await {
-        Reply::Result(v) => (
+    let place = if call.method.streams() {
+        match stream_place(&b, None) {
+            Ok(p) => Some(p),
+            Err(refused) => return refused,
+        }
+    } else {
+        None
+    };
+    match (dispatch(&b, &agent, &peer, call).await, place) {
+        (Reply::Result(v), _) => (
             StatusCode::OK,
             [("content-type", rpc::REST_CONTENT_TYPE)],
             v.to_string().into_bytes(),
         )
             .into_response(),
-        Reply::Error(e) => rest_failure(&e),
-        Reply::Stream(correlation) => sse(b, correlation, None).await,
+        (Reply::Error(e), _) => rest_failure(&e),
+        (Reply::Stream(correlation), Some(p)) => sse(b, correlation, None, p).await,
+        (Reply::Stream(_), None) => rest_failure(&RpcError::internal(
+            "a stream of a method that answers once",
+        )),
     }
 }
 
@@ -274,21 +313,34 @@ async fn dispatch(b: &Arc<Bridge>, agent: &str, peer: &str, call: Call) -> Reply
     outbound::call(b, agent, &peer, call).await
 }
 
-/// The answers of `correlation` as server-sent events, in sequence order, until the
-/// final one. `id`: the JSON-RPC id each event's response carries (None: HTTP+JSON,
-/// each event the StreamResponse itself).
-async fn sse(b: Arc<Bridge>, correlation: String, id: Option<Value>) -> Response {
-    let Ok(permit) = b.streams.clone().try_acquire_owned() else {
+/// A place for one more stream, or the refusal (taken before the call is mailed: a
+/// stream refused sends nothing).
+fn stream_place(
+    b: &Bridge,
+    id: Option<&Value>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Response> {
+    b.streams.clone().try_acquire_owned().map_err(|_| {
         let e = RpcError::internal("too many streams are open at this bridge; try again later");
-        return match id {
-            Some(id) => jsonrpc_failure(&e.with_id(id)),
+        match id {
+            Some(id) => jsonrpc_failure(&e.with_id(id.clone())),
             None => {
                 let mut r = rest_failure(&e);
                 *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
                 r
             }
-        };
-    };
+        }
+    })
+}
+
+/// The answers of `correlation` as server-sent events, in sequence order, until the
+/// final one. `id`: the JSON-RPC id each event's response carries (None: HTTP+JSON,
+/// each event the StreamResponse itself).
+async fn sse(
+    b: Arc<Bridge>,
+    correlation: String,
+    id: Option<Value>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
         let _permit = permit;

@@ -164,7 +164,13 @@ impl Replier<'_> {
             .and_then(|p| p.parse::<crate::Profile>().ok())
             .filter(|p| *p != crate::Profile::Mls);
         let plain = MailA2aMessage::reply(&self.request, &self.row.agent, env);
-        let sealed = self.b.seal(plain, profile, group).await.map_err(later)?;
+        // The request's profile, when this side can sign with it; else the one it
+        // would choose for the sender.
+        let sealed = match self.b.seal(plain.clone(), profile, group.clone()).await {
+            Ok(s) => s,
+            Err(_) if profile.is_some() => self.b.seal(plain, None, group).await.map_err(later)?,
+            Err(e) => return Err(later(e)),
+        };
         self.b
             .queue(
                 &self.row.agent,
@@ -212,6 +218,15 @@ async fn handle(b: &Arc<Bridge>, row: Inbound) -> Result<(), Later> {
         return b.state.set_inbound_state(row.id, "answered").map_err(later);
     };
     let sends = matches!(method, Method::SendMessage | Method::SendStreamingMessage);
+    // The request as a caller of the A2A side would have to write it: strictly (the
+    // JSON names alone; a proto spelling such as `task_id` would pass the checks below
+    // unseen, and the agent's parser takes it).
+    let strict =
+        json!({"jsonrpc": "2.0", "id": 0, "method": method.jsonrpc_name(), "params": params});
+    if let Err(e) = rpc::parse_jsonrpc(strict.to_string().as_bytes(), 64) {
+        out.send(Kind::Error, rpc::to_a2a_error(&e), true).await?;
+        return b.state.set_inbound_state(row.id, "answered").map_err(later);
+    }
     // The agent answers the bridge as one client: which sender may see or change
     // which task is the bridge's to keep. A task, or a context, another sender's calls
     // made is not found for this one.
@@ -229,11 +244,32 @@ async fn handle(b: &Arc<Bridge>, row: Inbound) -> Result<(), Later> {
             if let Some(meta) = meta.as_object_mut() {
                 meta.insert(VERDICT_KEY.into(), super::verdict_object(&row.verdict));
             }
+            // A part's metadata says nothing under the key.
+            if let Some(parts) = m.get_mut("parts").and_then(Value::as_array_mut) {
+                for p in parts {
+                    if let Some(meta) = p.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.remove(VERDICT_KEY);
+                    }
+                }
+            }
+        }
+        // The request's own metadata (the SDK's RequestContext.metadata) gets it too.
+        let meta = params.entry("metadata").or_insert_with(|| json!({}));
+        if !meta.is_object() {
+            *meta = json!({});
+        }
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(VERDICT_KEY.into(), super::verdict_object(&row.verdict));
         }
     }
     if row.state == "dispatched" && sends {
         // Taken up after a restart: the agent may have it already.
-        if let Some(task) = find_task(b, &row).await? {
+        let message_id = params
+            .get("message")
+            .and_then(|m| m.get("messageId"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if let Some(task) = find_task(b, &row, message_id.as_deref()).await? {
             let done = follow(b, &row, task).await?;
             let body = json!({ "task": done });
             let kind = if method == Method::SendMessage && out.next == 1 {
@@ -376,7 +412,17 @@ fn not_theirs(
         Method::ListTasks => text(params.get("contextId")),
         _ => None,
     };
-    if let Some(t) = task {
+    // Tasks a message refers to are the sender's own, too.
+    let referenced: Vec<String> = message
+        .and_then(|m| m.get("referenceTaskIds"))
+        .and_then(Value::as_array)
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    for t in task.into_iter().chain(referenced) {
         let owner = b.state.task_sender(&row.agent, &t).map_err(later)?;
         if owner.as_deref() != Some(row.sender.as_str()) {
             return Ok(Some(RpcError::task_not_found()));
@@ -454,7 +500,11 @@ fn note_task(b: &Bridge, row: &Inbound, v: &Value) {
 
 /// The agent's task of a call made before a restart: the one recorded, or the one in
 /// the call's context.
-async fn find_task(b: &Bridge, row: &Inbound) -> Result<Option<String>, Later> {
+async fn find_task(
+    b: &Bridge,
+    row: &Inbound,
+    message_id: Option<&str>,
+) -> Result<Option<String>, Later> {
     if let Some(t) = &row.task_id {
         return Ok(Some(t.clone()));
     }
@@ -463,11 +513,24 @@ async fn find_task(b: &Bridge, row: &Inbound) -> Result<Option<String>, Later> {
     };
     let mut p = Map::new();
     p.insert("contextId".into(), ctx.clone().into());
+    p.insert("historyLength".into(), 1000.into());
+    // The task whose history holds this call's message: in a conversation the context
+    // holds the earlier calls' tasks too.
+    let ours = message_id.unwrap_or_default();
     match b.agents.call(&row.agent, Method::ListTasks, &p).await {
         Ok(v) => Ok(v
             .get("tasks")
             .and_then(Value::as_array)
-            .and_then(|t| t.first())
+            .and_then(|tasks| {
+                tasks.iter().find(|t| {
+                    t.get("history").and_then(Value::as_array).is_some_and(|h| {
+                        h.iter().any(|m| {
+                            !ours.is_empty()
+                                && m.get("messageId").and_then(Value::as_str) == Some(ours)
+                        })
+                    })
+                })
+            })
             .and_then(|t| t.get("id"))
             .and_then(Value::as_str)
             .map(str::to_string)),

@@ -329,7 +329,14 @@ impl crate::gateway::Attachment for Bridge {
                         .or_else(|| env.message_id())
                         .unwrap_or_default();
                     let with_verdict = crate::gateway::process::with_verdict(&raw, &verdict);
-                    let expires = env.expires_at().map_or(0, |t| t.unix_timestamp());
+                    // Retried until its expiry, never longer than a request lifetime
+                    // of this bridge's: a request without expiresAt, or one far off,
+                    // does not keep it calling the agent.
+                    let horizon =
+                        crate::gateway::spool::now_ms() / 1000 + self.config.expiry_secs as i64;
+                    let expires = env
+                        .expires_at()
+                        .map_or(horizon, |t| t.unix_timestamp().min(horizon));
                     let new = self
                         .state
                         .take_inbound(

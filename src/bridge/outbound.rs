@@ -63,13 +63,13 @@ pub(crate) async fn call(b: &Arc<Bridge>, agent: &str, peer: &str, call: Call) -
             let context = message.get("contextId").cloned();
             let agent = agent.to_string();
             wait(b, &correlation, immediate, |c| {
-                pending_send(b, &agent, c, context.as_ref())
+                pending_send(b, &agent, peer, c, context.as_ref())
             })
             .await
         }
         Method::GetTask => {
             let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
-            match known_task(b, agent, id) {
+            match known_task(b, agent, peer, id) {
                 Ok(Some(task)) => Reply::Result(task),
                 Ok(None) => forward(b, agent, peer, call.method, &params).await,
                 Err(e) => Reply::Error(e),
@@ -282,8 +282,8 @@ fn resolve(b: &Bridge, correlation: &str, answers: Vec<Answer>) -> Option<Reply>
                 let call = b.state.call(correlation).ok().flatten();
                 let task = call
                     .as_ref()
-                    .and_then(|c| Some((c.agent.clone(), c.task_id.clone()?)))
-                    .and_then(|(a, t)| b.state.task(&a, &t).ok().flatten());
+                    .and_then(|c| Some((c.agent.clone(), c.peer.clone(), c.task_id.clone()?)))
+                    .and_then(|(a, p, t)| b.state.task(&a, &p, &t).ok().flatten());
                 match task {
                     Some((t, _, _)) => Reply::Result(
                         json!({ "task": serde_json::from_str::<Value>(&t).unwrap_or_default() }),
@@ -297,8 +297,14 @@ fn resolve(b: &Bridge, correlation: &str, answers: Vec<Answer>) -> Option<Reply>
 
 /// The Task a `SendMessage` not yet finally answered returns: the remote task as
 /// far as its events told, else submitted, named by the call.
-fn pending_send(b: &Bridge, agent: &str, correlation: &str, context: Option<&Value>) -> Reply {
-    match known_task(b, agent, correlation) {
+fn pending_send(
+    b: &Bridge,
+    agent: &str,
+    peer: &str,
+    correlation: &str,
+    context: Option<&Value>,
+) -> Reply {
+    match known_task(b, agent, peer, correlation) {
         Ok(Some(t)) if t.get("id").and_then(Value::as_str) != Some(correlation) => {
             Reply::Result(json!({ "task": t }))
         }
@@ -317,18 +323,23 @@ fn pending_task(correlation: &str, context: Option<&Value>) -> Value {
     })
 }
 
-/// A task `agent` may read from the state: a remote task an answer named, or a call
-/// of its own named by its correlation.
-fn known_task(b: &Bridge, agent: &str, id: &str) -> Result<Option<Value>, RpcError> {
+/// A task `agent` may read from the state at `peer`'s URL: a remote task that peer's
+/// answer named, or a call of the agent's to that peer named by its correlation.
+fn known_task(b: &Bridge, agent: &str, peer: &str, id: &str) -> Result<Option<Value>, RpcError> {
     let internal = |e: super::state::StateError| RpcError::internal(&e.to_string());
-    if let Some((task, _, _)) = b.state.task(agent, id).map_err(internal)? {
+    if let Some((task, _, _)) = b.state.task(agent, peer, id).map_err(internal)? {
         return Ok(serde_json::from_str(&task).ok());
     }
-    let Some(call) = b.state.call_of(agent, id).map_err(internal)? else {
+    let Some(call) = b
+        .state
+        .call_of(agent, id)
+        .map_err(internal)?
+        .filter(|c| c.peer == peer)
+    else {
         return Ok(None);
     };
     if let Some(t) = &call.task_id {
-        if let Some((task, _, _)) = b.state.task(agent, t).map_err(internal)? {
+        if let Some((task, _, _)) = b.state.task(agent, peer, t).map_err(internal)? {
             return Ok(serde_json::from_str(&task).ok());
         }
     }

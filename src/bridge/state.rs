@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS mailseal_bridge_task (
     peer TEXT NOT NULL,
     correlation TEXT NOT NULL,
     task TEXT NOT NULL,
-    PRIMARY KEY (agent, task_id)
+    PRIMARY KEY (agent, peer, task_id)
 );
 CREATE TABLE IF NOT EXISTS mailseal_bridge_inbound (
     id INTEGER PRIMARY KEY,
@@ -320,6 +320,9 @@ pub struct State {
     db: Db,
 }
 
+/// Attempts at a call for a local agent before it is given up, whatever its expiry.
+const MAX_ATTEMPTS: i64 = 12;
+
 fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
@@ -541,7 +544,7 @@ impl State {
                 )?;
                 t.exec(
                     "INSERT INTO mailseal_bridge_task (agent, task_id, peer, correlation, task) VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (agent, task_id) DO UPDATE SET task = excluded.task, correlation = excluded.correlation",
+                     ON CONFLICT (agent, peer, task_id) DO UPDATE SET task = excluded.task, correlation = excluded.correlation",
                     &[call[0].clone(), task_id.as_str().into(), call[1].clone(), correlation.into(), task.as_str().into()],
                 )?;
             }
@@ -558,12 +561,13 @@ impl State {
     pub fn task(
         &self,
         agent: &str,
+        peer: &str,
         task_id: &str,
     ) -> Result<Option<(String, String, String)>, StateError> {
         self.run(|t| {
             Ok(t.row(
-                "SELECT task, peer, correlation FROM mailseal_bridge_task WHERE agent = ?1 AND task_id = ?2",
-                &[agent.into(), task_id.into()],
+                "SELECT task, peer, correlation FROM mailseal_bridge_task WHERE agent = ?1 AND peer = ?2 AND task_id = ?3",
+                &[agent.into(), peer.into(), task_id.into()],
             )?
             .map(|r| (r[0].t(), r[1].t(), r[2].t())))
         })
@@ -677,7 +681,7 @@ impl State {
             };
             let (attempts, expires) = (r[0].i(), r[1].i());
             let now = now();
-            if expires > 0 && expires <= now {
+            if (expires > 0 && expires <= now) || attempts >= MAX_ATTEMPTS {
                 t.exec(
                     "UPDATE mailseal_bridge_inbound SET state = 'expired' WHERE id = ?1",
                     &[id.into()],

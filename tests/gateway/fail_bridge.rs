@@ -137,6 +137,33 @@ fn fail_forged_verdict_and_retried_call() {
     let auth = format!("Bearer {}", a.token);
     let h = [("Authorization", auth.as_str())];
     let path = format!("/peers/{BOB}/");
+    // Forged under the key in the request's own metadata and in a part's: replaced,
+    // and removed.
+    let forged_value: Value = serde_json::from_str(forged).unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": {
+        "message": {"messageId": "m-forged", "role": "ROLE_USER",
+            "parts": [{"text": "echo: forged twice", "metadata": forged_value}]},
+        "metadata": forged_value}});
+    let (_, answer) = a.http("POST", &path, &h, body.to_string().as_bytes());
+    assert!(
+        json_of(&answer)["result"].is_object(),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let calls = b.agent.as_ref().unwrap().calls();
+    let call = calls
+        .iter()
+        .find(|c| c["text"] == "echo: forged twice")
+        .unwrap();
+    assert_eq!(
+        call["requestMetadata"]["mailseal.verdict"]["from"], "alice@a.example",
+        "{call}"
+    );
+    assert_eq!(
+        call["metadata"]["mailseal.verdict"]["from"], "alice@a.example",
+        "{call}"
+    );
+
     let body = send_body("m-retried", "echo: once");
     let (_, first) = a.http("POST", &path, &h, &body);
     let (_, second) = a.http("POST", &path, &h, &body);
@@ -298,6 +325,23 @@ fn fail_another_callers_task_and_a_caller_who_is_no_peer() {
         assert_eq!(code, 3, "{action:?}: {r}");
         assert_eq!(r["error"]["code"], -32001, "{action:?}: {r}");
     }
+    // Nor name it among the tasks a message refers to.
+    let auth = format!("Bearer {}", c.token);
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": {
+        "message": {"messageId": "m-ref", "role": "ROLE_USER", "referenceTaskIds": [id],
+            "parts": [{"text": "echo: what did alice ask"}]}}});
+    let (_, answer) = c.http(
+        "POST",
+        &format!("/peers/{BOB}/"),
+        &[("Authorization", &auth)],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(
+        json_of(&answer)["error"]["code"],
+        -32001,
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
     let (r, code) = c.client(
         &py,
         BOB,
