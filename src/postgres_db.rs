@@ -214,7 +214,7 @@ const MIGRATIONS: &[&str] = &[
         expires BIGINT NOT NULL DEFAULT 0,
         owner TEXT,
         lease_until BIGINT NOT NULL DEFAULT 0,
-        UNIQUE (agent, sender, idem)
+        UNIQUE (agent, sender, operation, idem)
      );
      CREATE INDEX mailseal_bridge_inbound_state ON mailseal_bridge_inbound (state);",
 ];

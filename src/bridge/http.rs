@@ -59,7 +59,11 @@ pub(crate) async fn serve(
             a = listener.accept() => a,
             _ = shutdown.changed() => return,
         };
-        let Ok((stream, _)) = accepted else { continue };
+        let Ok((stream, _)) = accepted else {
+            // Out of descriptors, most often: a pause, not a spin.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            continue;
+        };
         // At most so many connections at once; past that a new one is closed at once
         // (its peer retries), so idle or slow clients cannot take every descriptor.
         let Ok(slot) = connections.clone().try_acquire_owned() else {

@@ -22,6 +22,9 @@ use super::{Bridge, VERDICT_KEY};
 use crate::message::{Limits, MailA2aMessage};
 use crate::{A2aErrorType, Envelope, Kind};
 
+/// Calls made at the local agents at once, at most.
+const MAX_IN_FLIGHT: usize = 32;
+
 /// How long a call for a local agent is leased to the instance making it, seconds.
 const LEASE_SECS: i64 = 30;
 
@@ -51,6 +54,11 @@ pub(crate) async fn run(b: Arc<Bridge>, mut shutdown: tokio::sync::watch::Receiv
         match open {
             Ok(Ok(rows)) => {
                 for row in rows {
+                    // At most so many calls at the local agents at once: the rest wait
+                    // their turn in the state.
+                    if busy.lock().unwrap_or_else(|p| p.into_inner()).len() >= MAX_IN_FLIGHT {
+                        break;
+                    }
                     if !busy
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -218,6 +226,19 @@ async fn handle(b: &Arc<Bridge>, row: Inbound) -> Result<(), Later> {
         return b.state.set_inbound_state(row.id, "answered").map_err(later);
     };
     let sends = matches!(method, Method::SendMessage | Method::SendStreamingMessage);
+    // The cards this bridge serves say pushNotifications: false, and a push URL a
+    // sender chose would have the local agent post into this network.
+    if matches!(
+        method,
+        Method::CreateTaskPushNotificationConfig
+            | Method::GetTaskPushNotificationConfig
+            | Method::ListTaskPushNotificationConfigs
+            | Method::DeleteTaskPushNotificationConfig
+    ) {
+        let e = RpcError::push_not_supported();
+        out.send(Kind::Error, rpc::to_a2a_error(&e), true).await?;
+        return b.state.set_inbound_state(row.id, "answered").map_err(later);
+    }
     // The request as a caller of the A2A side would have to write it: strictly (the
     // JSON names alone; a proto spelling such as `task_id` would pass the checks below
     // unseen, and the agent's parser takes it).
@@ -545,6 +566,9 @@ async fn follow(b: &Bridge, row: &Inbound, id: String) -> Result<Value, Later> {
     let _ = b.state.set_inbound_task(row.id, &id);
     let mut p = Map::new();
     p.insert("id".into(), id.into());
+    // Followed no longer than a call to the agent may take; then answered as it is.
+    let deadline =
+        tokio::time::Instant::now() + std::time::Duration::from_secs(b.config.agent_timeout_secs);
     loop {
         let task = b
             .agents
@@ -556,7 +580,7 @@ async fn follow(b: &Bridge, row: &Inbound, id: String) -> Result<Value, Later> {
             .and_then(|s| s.get("state"))
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if STREAM_ENDS.contains(&state) {
+        if STREAM_ENDS.contains(&state) || tokio::time::Instant::now() >= deadline {
             return Ok(task);
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;

@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS mailseal_bridge_inbound (
     expires INTEGER NOT NULL DEFAULT 0,
     owner TEXT,
     lease_until INTEGER NOT NULL DEFAULT 0,
-    UNIQUE (agent, sender, idem)
+    UNIQUE (agent, sender, operation, idem)
 );
 CREATE INDEX IF NOT EXISTS mailseal_bridge_inbound_state ON mailseal_bridge_inbound (state);
 ";

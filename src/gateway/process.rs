@@ -373,6 +373,13 @@ impl Context<'_> {
         if policy == Submission::Open {
             return None;
         }
+        if policy == Submission::None {
+            return Some(Decision::refused(
+                550,
+                "5.7.1",
+                "this listener takes no submissions (submission = \"none\")",
+            ));
+        }
         let limits = Limits {
             max_message_bytes: self.config.limits.max_message_bytes,
             ..Limits::default()

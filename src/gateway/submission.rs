@@ -40,6 +40,9 @@ pub enum Submission {
     Auth,
     /// Anyone the listener serves, as any agent (the operator's explicit choice).
     Open,
+    /// Nobody: the listener takes no mail; its next hop carries what runs inside
+    /// the gateway queues (the A2A bridge's sealed mail).
+    None,
 }
 
 /// One login allowed to submit (`[[submitter]]`).
@@ -292,6 +295,9 @@ pub fn refuse_from(
 ) -> Option<String> {
     if policy == Submission::Open {
         return None;
+    }
+    if policy == Submission::None {
+        return Some("this listener takes no submissions (submission = \"none\")".into());
     }
     let Some(login) = login else {
         return Some("authentication required".into());

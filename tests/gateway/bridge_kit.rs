@@ -233,7 +233,7 @@ impl Org {
                     smtp_out,
                     "outbound",
                     router.addr.port(),
-                    "tls = \"none\"",
+                    "submission = \"none\"\ntls = \"none\"",
                 ),
             ],
             "",

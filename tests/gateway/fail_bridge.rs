@@ -51,6 +51,16 @@ fn fail_callers_without_a_local_agents_token() {
     let (status, _) = a.http("POST", &format!("/peers/{BOB}/message:send"), &[], b"{}");
     assert_eq!(status, 401);
     assert!(!a.log_text().contains("call mailed"), "{}", a.log_text());
+    // Nor by SMTP: the listener that carries the bridge's mail takes none
+    // (`submission = "none"`), so no local process signs as a local agent there.
+    let plain = crate::kit::plain("alice@a.example", BOB, "urn:uuid:smuggled");
+    let reply = crate::kit::submit(
+        std::net::SocketAddr::from(([127, 0, 0, 1], a.smtp_out)),
+        "alice@a.example",
+        &[BOB],
+        &plain,
+    );
+    assert!(reply.starts_with("550"), "{reply}");
 }
 
 /// A peer the bridge does not front has no card and takes no call.
