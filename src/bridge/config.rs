@@ -105,6 +105,19 @@ pub struct RemotePeer {
 }
 
 impl BridgeConfig {
+    /// The `[bridge]` section of a gateway configuration, read and checked.
+    pub fn of(gateway: &crate::gateway::Config) -> Result<BridgeConfig, String> {
+        let section = gateway
+            .bridge
+            .clone()
+            .ok_or("the configuration has no [bridge] section")?;
+        let config: BridgeConfig = toml::Value::Table(section)
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("[bridge]: {}", e.message()))?;
+        config.check()?;
+        Ok(config)
+    }
+
     /// Checks what serde cannot: TLS off loopback, unique agents and peers, tokens
     /// readable, owner-only and long enough.
     pub fn check(&self) -> Result<(), String> {

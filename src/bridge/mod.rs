@@ -90,10 +90,7 @@ impl Bridge {
     /// A bridge for `gateway`'s configuration (its `[bridge]` section), sealing with
     /// pipelines `factory` builds.
     pub fn new(gateway: Config, factory: Arc<PipelineFactory>) -> Result<Arc<Bridge>, BridgeError> {
-        let config = gateway.bridge.clone().ok_or_else(|| {
-            BridgeError::Config("the configuration has no [bridge] section".into())
-        })?;
-        config.check().map_err(BridgeError::Config)?;
+        let config = BridgeConfig::of(&gateway).map_err(BridgeError::Config)?;
         let route = match &config.route {
             Some(r) => {
                 if gateway.listener(r).is_none() {

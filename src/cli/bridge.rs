@@ -51,17 +51,15 @@ pub(super) fn bridge(a: BridgeArgs) -> CliResult {
         for note in &report.notes {
             eprintln!("bridge: note: {note}");
         }
-        let b = config
-            .bridge
-            .as_ref()
-            .map(|b| (b.agents.len(), b.peers.len(), b.listen));
-        if let Some((agents, peers, listen)) = b {
-            println!(
-                "{}: ok (A2A on {listen}: {agents} local agents, {peers} peers; private keys for {})",
-                file.display(),
-                report.agents.join(", ")
-            );
-        }
+        let b = &bridge.config;
+        println!(
+            "{}: ok (A2A on {}: {} local agents, {} peers; private keys for {})",
+            file.display(),
+            b.listen,
+            b.agents.len(),
+            b.peers.len(),
+            report.agents.join(", ")
+        );
         return Ok(());
     }
     gateway

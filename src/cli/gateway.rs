@@ -53,7 +53,6 @@ pub(super) fn load(path: &Path) -> Result<Config, Failure> {
 /// bridge's (`mailseal bridge`), never run without it.
 fn load_gateway(path: &Path) -> Result<Config, Failure> {
     let config = load(path)?;
-    #[cfg(feature = "bridge")]
     if config.bridge.is_some() {
         return Err(Failure::new(
             ExitCode::Usage,

@@ -118,10 +118,11 @@ pub struct Config {
     /// How log lines are written.
     #[serde(default)]
     pub log: LogSettings,
-    /// The A2A bridge (`mailseal bridge`): A2A over HTTP in front of the mail.
-    #[cfg(feature = "bridge")]
+    /// The `[bridge]` section: the A2A bridge's (`mailseal bridge`), which reads and
+    /// checks it; kept here as TOML so the gateway does not depend on what runs
+    /// inside it, and so `mailseal gateway` can refuse a bridge's configuration by name.
     #[serde(default)]
-    pub bridge: Option<crate::bridge::BridgeConfig>,
+    pub bridge: Option<toml::Table>,
 }
 
 /// How the gateway writes its log lines (on standard error, which journald takes).

@@ -389,3 +389,60 @@ fn fail_another_callers_task_and_a_caller_who_is_no_peer() {
         "{calls:?}"
     );
 }
+
+/// A bridge's configuration is not a gateway's: `mailseal gateway` names the
+/// section and the command that runs it, and the bridge refuses a key it does not
+/// know in its section rather than ignoring it.
+#[test]
+fn fail_a_bridges_configuration_run_as_a_gateway_and_unknown_bridge_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sa, _sb) = two_stores(dir.path(), IdentityKind::Smime, "alice@a.example", BOB);
+    let router = Router::start();
+    let a = Org::configure(
+        dir.path(),
+        "a",
+        "alice@a.example",
+        &sa,
+        &router,
+        &[Peer {
+            address: BOB,
+            group: None,
+            profile: Some("smime"),
+        }],
+        None,
+        "JSONRPC",
+        "",
+    );
+    let check = |command: &str, text: &str| {
+        let path = dir.path().join("checked.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = crate::common::run(&[command, "check-config", path.to_str().unwrap()], b"");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let good = std::fs::read_to_string(&a.config).unwrap();
+    let (code, stdout, stderr) = check("bridge", &good);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("1 local agents, 1 peers"), "{stdout}");
+    let (code, _, stderr) = check("gateway", &good);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("has a [bridge] section: run it with `mailseal bridge --config`"),
+        "{stderr}"
+    );
+    let misspelt = good.replace("wait_secs = 30\n", "wait_secs = 30\nwait_sec = 5\n");
+    assert_ne!(misspelt, good);
+    let (code, _, stderr) = check("bridge", &misspelt);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("[bridge]: unknown field `wait_sec`"),
+        "{stderr}"
+    );
+    let wrong_type = good.replace("wait_secs = 30\n", "wait_secs = \"thirty\"\n");
+    let (code, _, stderr) = check("bridge", &wrong_type);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("[bridge]:"), "{stderr}");
+}
