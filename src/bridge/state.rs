@@ -11,7 +11,7 @@
 //! answer and resolves a call another made (a waiting caller looks at the state every
 //! second), and a call for a local agent is leased to the instance that makes it
 //! (`lease_inbound`), taken over when that instance stops renewing its lease. The
-//! statements are written once, for both: [`Db`] runs them on either.
+//! statements are written once, for both: `Db` runs them on either.
 
 use std::path::Path;
 use std::sync::Mutex;

@@ -561,7 +561,9 @@ pub struct DeliveryPolicy {
     /// mark done is delivered again, as after a lease runs out: the receiver's replay
     /// state drops it).
     pub instance_dead_secs: u64,
-    /// How often the queue is polled for due entries, milliseconds.
+    /// How often the queue is polled for due entries, milliseconds: retries, and what
+    /// other instances on a shared spool queued. What this instance queues is
+    /// delivered at once ([`super::spool::Waking`]).
     pub poll_ms: u64,
     /// How long the spool's database may be unreachable before the gateway exits
     /// (non-zero, so systemd starts it again); 0: never. Meanwhile clients are told

@@ -425,6 +425,9 @@ pub(crate) struct Deliverer {
     pub(crate) stopping: std::sync::atomic::AtomicBool,
     /// What takes the entries of hops of protocol `local` (the bridge).
     pub(crate) local: Option<Arc<dyn super::Attachment>>,
+    /// Notified when this process queues an entry ([`super::spool::Waking`]): it is
+    /// claimed at once, not at the next poll.
+    pub(crate) wake: Arc<tokio::sync::Notify>,
 }
 
 fn now() -> i64 {
@@ -529,6 +532,7 @@ impl Deliverer {
             }
             tokio::select! {
                 _ = tokio::time::sleep(poll) => {}
+                _ = self.wake.notified(), if free > 0 => {}
                 Some(_) = inflight.join_next(), if !inflight.is_empty() => {}
                 _ = shutdown.changed() => {}
             }

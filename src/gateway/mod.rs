@@ -291,15 +291,16 @@ impl Gateway {
                 .collect::<Vec<_>>(),
         );
         let dead = config.delivery.instance_dead_secs as i64;
-        let spool: Arc<dyn spool::Spool> = tokio::task::spawn_blocking(move || {
+        let spool = tokio::task::spawn_blocking(move || {
             spool::open_as(&location, &instance).map(|mut s| {
                 s.claim_from_dead(dead);
-                s
+                spool::Waking::new(s)
             })
         })
         .await
-        .map_err(|e| GatewayError::Runtime(std::io::Error::other(e)))??
-        .into();
+        .map_err(|e| GatewayError::Runtime(std::io::Error::other(e)))??;
+        let wake = spool.wake();
+        let spool: Arc<dyn spool::Spool> = Arc::new(spool);
         let tls: server::TlsSlot = Arc::new(RwLock::new(match &config.tls {
             Some(files) => Some(server::load_tls(files).map_err(GatewayError::Tls)?),
             None => None,
@@ -421,6 +422,7 @@ impl Gateway {
             metrics,
             stopping: Default::default(),
             local: self.attachment.clone(),
+            wake,
         });
         // Every listener is bound: no other instance with these addresses runs on this
         // machine, so the leases under this instance's name are its last run's.

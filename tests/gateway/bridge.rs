@@ -3,30 +3,13 @@
 //! bridge, an agent written on the SDK there, and gets its answer, under S/MIME,
 //! OpenPGP and MLS; over JSON-RPC and HTTP+JSON.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use mailseal::keystore::DirectoryStore;
-use mailseal::{Identities, IdentityKind, ImportAs};
+use mailseal::IdentityKind;
 use serde_json::Value;
 
-use crate::bridge_kit::{eventually, sdk_python, Org, Peer, Router};
-
-/// Two stores, each with its own identity of `kind` and the other's public one.
-pub fn two_stores(root: &Path, kind: IdentityKind, a: &str, b: &str) -> (PathBuf, PathBuf) {
-    let (pa, pb) = (root.join("a-store"), root.join("b-store"));
-    let (sa, sb) = (
-        DirectoryStore::open(&pa).unwrap(),
-        DirectoryStore::open(&pb).unwrap(),
-    );
-    sa.generate_identity(kind, a).unwrap();
-    sb.generate_identity(kind, b).unwrap();
-    sb.import_as(&sa.export_public(kind, a).unwrap(), ImportAs::Peer)
-        .unwrap();
-    sa.import_as(&sb.export_public(kind, b).unwrap(), ImportAs::Peer)
-        .unwrap();
-    (pa, pb)
-}
+use crate::bridge_kit::{eventually, sdk_python, two_stores, Org, Peer, Router};
 
 fn text_of(v: &Value) -> String {
     v.to_string()

@@ -216,42 +216,18 @@ impl Org {
                 )
             })
             .unwrap_or_default();
-        let mut config = kit::config(
+        let config = config_text(
             dir,
             name,
+            address,
             store,
-            &[
-                (
-                    "in",
-                    smtp_in,
-                    "inbound",
-                    0,
-                    "tls = \"none\"\n@hop\nprotocol = \"local\"",
-                ),
-                (
-                    "out",
-                    smtp_out,
-                    "outbound",
-                    router.addr.port(),
-                    "submission = \"none\"\ntls = \"none\"",
-                ),
-            ],
-            "",
+            [smtp_in, smtp_out, http],
+            router.addr.port(),
+            &token_file,
+            &card,
+            peers,
+            extra,
         );
-        config.push_str(&format!(
-            "\n[bridge]\nlisten = \"127.0.0.1:{http}\"\nstate = \"{}\"\nwait_secs = 30\n{extra}\n[[bridge.agent]]\naddress = \"{address}\"\ntoken_file = \"{}\"\n{card}",
-            dir.join(format!("{name}-bridge.db")).display(),
-            token_file.display(),
-        ));
-        for p in peers {
-            config.push_str(&format!("\n[[bridge.peer]]\naddress = \"{}\"\n", p.address));
-            if let Some(g) = p.group {
-                config.push_str(&format!("group = \"{g}\"\n"));
-            }
-            if let Some(pr) = p.profile {
-                config.push_str(&format!("profile = \"{pr}\"\n"));
-            }
-        }
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, &config).unwrap();
         Org {
@@ -412,7 +388,7 @@ pub fn alice_and_bob(
     extra: &str,
 ) -> (Org, Org) {
     let (alice, bob) = ("alice@a.example", "bob@b.example");
-    let (sa, sb) = crate::bridge::two_stores(dir, mailseal::IdentityKind::Smime, alice, bob);
+    let (sa, sb) = two_stores(dir, mailseal::IdentityKind::Smime, alice, bob);
     let peer = |address| Peer {
         address,
         group: None,
@@ -441,4 +417,89 @@ pub fn alice_and_bob(
         "",
     );
     (a, b)
+}
+
+/// Two stores, each with its own identity of `kind` and the other's public one.
+pub fn two_stores(
+    root: &Path,
+    kind: mailseal::IdentityKind,
+    a: &str,
+    b: &str,
+) -> (PathBuf, PathBuf) {
+    use mailseal::Identities;
+    let (pa, pb) = (root.join("a-store"), root.join("b-store"));
+    let (sa, sb) = (
+        mailseal::keystore::DirectoryStore::open(&pa).unwrap(),
+        mailseal::keystore::DirectoryStore::open(&pb).unwrap(),
+    );
+    sa.generate_identity(kind, a).unwrap();
+    sb.generate_identity(kind, b).unwrap();
+    sb.import_as(
+        &sa.export_public(kind, a).unwrap(),
+        mailseal::ImportAs::Peer,
+    )
+    .unwrap();
+    sa.import_as(
+        &sb.export_public(kind, b).unwrap(),
+        mailseal::ImportAs::Peer,
+    )
+    .unwrap();
+    (pa, pb)
+}
+
+/// The configuration of `address`'s bridge: its inbound listener on `ports[0]`
+/// handing mail to the bridge, its outbound listener on `ports[1]` (taking no mail
+/// itself) with `hop` as next hop, the A2A side on `ports[2]`, the agent's token in
+/// `token_file` and its `card` line, its `peers`; `extra` goes to `[bridge]`.
+#[allow(clippy::too_many_arguments)]
+pub fn config_text(
+    dir: &Path,
+    name: &str,
+    address: &str,
+    store: &Path,
+    ports: [u16; 3],
+    hop: u16,
+    token_file: &Path,
+    card: &str,
+    peers: &[Peer<'_>],
+    extra: &str,
+) -> String {
+    let [smtp_in, smtp_out, http] = ports;
+    let mut config = kit::config(
+        dir,
+        name,
+        store,
+        &[
+            (
+                "in",
+                smtp_in,
+                "inbound",
+                0,
+                "tls = \"none\"\n@hop\nprotocol = \"local\"",
+            ),
+            (
+                "out",
+                smtp_out,
+                "outbound",
+                hop,
+                "submission = \"none\"\ntls = \"none\"",
+            ),
+        ],
+        "",
+    );
+    config.push_str(&format!(
+            "\n[bridge]\nlisten = \"127.0.0.1:{http}\"\nstate = \"{}\"\nwait_secs = 30\n{extra}\n[[bridge.agent]]\naddress = \"{address}\"\ntoken_file = \"{}\"\n{card}",
+            dir.join(format!("{name}-bridge.db")).display(),
+            token_file.display(),
+        ));
+    for p in peers {
+        config.push_str(&format!("\n[[bridge.peer]]\naddress = \"{}\"\n", p.address));
+        if let Some(g) = p.group {
+            config.push_str(&format!("group = \"{g}\"\n"));
+        }
+        if let Some(pr) = p.profile {
+            config.push_str(&format!("profile = \"{pr}\"\n"));
+        }
+    }
+    config
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use mailseal::IdentityKind;
 
-use crate::bridge::two_stores;
+use crate::bridge_kit::two_stores;
 use crate::bridge_kit::{eventually, sdk_python, Org, Peer, Router};
 
 fn pair(dir: &std::path::Path, py: &std::path::Path, router: &Router) -> (Org, Org) {

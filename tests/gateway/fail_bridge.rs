@@ -7,7 +7,7 @@ use std::time::Duration;
 use mailseal::IdentityKind;
 use serde_json::{json, Value};
 
-use crate::bridge::two_stores;
+use crate::bridge_kit::two_stores;
 use crate::bridge_kit::{sdk_python, Org, Peer, Router};
 
 const BOB: &str = "bob@b.example";

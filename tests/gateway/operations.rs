@@ -416,6 +416,40 @@ fn delivery_reuses_sessions_and_survives_closed_ones() {
     }
 }
 
+/// What a listener accepts goes out at once, not at the deliverer's next poll: with
+/// `delivery.poll_ms` an hour, each message still reaches the hop (the spool wakes
+/// the deliverer when it queues; the A2A bridge's four passes through the spool
+/// depend on it).
+#[test]
+fn what_is_accepted_is_delivered_without_waiting_for_the_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, store) = kit::two_sides(dir.path());
+    let sink = Sink::start();
+    let port = kit::free_port();
+    let conf = kit::config(
+        dir.path(),
+        "awake",
+        &store,
+        &[("relay", port, "relay", sink.addr.port(), "")],
+        "",
+    );
+    let hour = conf.replace("poll_ms = 50\n", "poll_ms = 3600000\n");
+    assert_ne!(hour, conf);
+    let g = Gateway::start(dir.path(), "awake", &hour, &[port]);
+    for i in 0..3 {
+        let r = kit::submit(
+            addr(port),
+            "a@x.test",
+            &["b@y.test"],
+            format!("Subject: {i}\r\n\r\nmessage {i}\r\n").as_bytes(),
+        );
+        assert!(r.starts_with("250"), "{r}");
+        // Each one alone: the deliverer sleeps between them.
+        let got = sink.wait_for(i + 1, Duration::from_secs(30));
+        assert_eq!(got.len(), i + 1, "{}", g.log_text());
+    }
+}
+
 /// Issue #57: under systemd (`Type=notify`, `WatchdogSec=`), the gateway says READY=1
 /// only once it listens, WATCHDOG=1 while it answers, and STOPPING=1 when told to stop;
 /// the unit in `dist/` asks for this.

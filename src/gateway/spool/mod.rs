@@ -24,12 +24,14 @@ mod dir_admin;
 mod postgres;
 mod postgres_admin;
 mod postgres_pool;
+mod waking;
 
 pub use admin::{Action, Applied, EntryState, QueueAdmin, Queued};
 pub use dir::DirSpool;
 pub use dir_admin::DirQueue;
 pub use postgres::PostgresSpool;
 pub use postgres_admin::PostgresQueue;
+pub use waking::Waking;
 
 use sha2::{Digest, Sha256};
 
