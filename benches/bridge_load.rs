@@ -13,11 +13,12 @@
 //! B's inbound listener, opened into B's spool, handed to B's bridge (the listener's
 //! `local` hop, also from the spool), a call of the agent, its answer sealed into B's
 //! spool, delivered to A, opened, handed to A's bridge, and the client's HTTP answer:
-//! four passes through a spool, each taken up by the deliverer's next poll
-//! (`delivery.poll_ms`).
+//! four passes through a spool, each taken up at once (the spool wakes its deliverer
+//! when it queues an entry; `gateway::spool::Waking`).
 //!
 //! Each bridged set-up runs twice: with the default `delivery.poll_ms` (500) and with
-//! 10 ms (as `gateway_load`), so that the polls' share of the latency shows. For each:
+//! 10 ms (as `gateway_load`), which shows that the poll no longer adds to a call (it
+//! once added about three polls to each). For each:
 //! one client making its calls one after the other, then four such clients at once,
 //! each bridged row right after a direct row with as many clients (the bridges up and
 //! idle), so that the machine's drift between rows minutes apart stays out of their
@@ -60,8 +61,8 @@ use mailseal::IdentityKind;
 const WARMUP: usize = 10;
 /// Measured calls of a client at 10 ms polls, and directly.
 const CALLS: usize = 200;
-/// Measured calls of a client when the polls are 100 ms or more apart (each call
-/// then takes about a second: 50 keep a run within a few minutes).
+/// Measured calls of a client when the polls are 100 ms or more apart (should a
+/// call wait on polls again, 50 keep a run within a few minutes).
 const CALLS_SLOW: usize = 50;
 /// Clients at once in the concurrent rows.
 const CLIENTS: usize = 4;
@@ -558,7 +559,7 @@ fn main() {
         );
     }
     println!("\nWhere a bridged call's time goes, one client (medians over its calls, ms; from the bridges' log lines):");
-    println!("| poll_ms | mailed -> A delivered it to B (A's poll, SMTP, B accepts) | of which B accepts (opens, replay state, spool) | -> B handed it to its bridge (B's poll) | -> B delivered the answer to A (the agent, B seals and queues, B's poll, SMTP, A accepts) | of which A accepts | -> A handed it to its bridge (A's poll) | the rest (HTTP both ways, A seals and queues, the answer to the client) |");
+    println!("| poll_ms | mailed -> A delivered it to B (A's deliverer, SMTP, B accepts) | of which B accepts (opens, replay state, spool) | -> B handed it to its bridge (B's deliverer) | -> B delivered the answer to A (the agent, B seals and queues, B's deliverer, SMTP, A accepts) | of which A accepts | -> A handed it to its bridge (A's deliverer) | the rest (HTTP both ways, A seals and queues, the answer to the client) |");
     println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let cells = |s: &Stages| {
         s.iter()
