@@ -14,6 +14,17 @@ fn addr(port: u16) -> SocketAddr {
     ([127, 0, 0, 1], port).into()
 }
 
+/// Submits the `i`-th of a run of plain messages, from a@x.test to b@y.test.
+fn submit_nth(port: u16, i: usize) {
+    let r = kit::submit(
+        addr(port),
+        "a@x.test",
+        &["b@y.test"],
+        format!("Subject: {i}\r\n\r\nmessage {i}\r\n").as_bytes(),
+    );
+    assert!(r.starts_with("250"), "{r}");
+}
+
 fn metrics(port: u16) -> String {
     let mut s = TcpStream::connect(addr(port)).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -388,13 +399,7 @@ fn delivery_reuses_sessions_and_survives_closed_ones() {
         );
         let g = Gateway::start(dir.path(), name, &conf, &[port]);
         for i in 0..10 {
-            let r = kit::submit(
-                addr(port),
-                "a@x.test",
-                &["b@y.test"],
-                format!("Subject: {i}\r\n\r\nmessage {i}\r\n").as_bytes(),
-            );
-            assert!(r.starts_with("250"), "{r}");
+            submit_nth(port, i);
             sink.wait_for(i + 1, Duration::from_secs(30));
             // Its delivery ended (the session is idle again) before the next one.
             let start = std::time::Instant::now();
@@ -437,13 +442,7 @@ fn what_is_accepted_is_delivered_without_waiting_for_the_poll() {
     assert_ne!(hour, conf);
     let g = Gateway::start(dir.path(), "awake", &hour, &[port]);
     for i in 0..3 {
-        let r = kit::submit(
-            addr(port),
-            "a@x.test",
-            &["b@y.test"],
-            format!("Subject: {i}\r\n\r\nmessage {i}\r\n").as_bytes(),
-        );
-        assert!(r.starts_with("250"), "{r}");
+        submit_nth(port, i);
         // Each one alone: the deliverer sleeps between them.
         let got = sink.wait_for(i + 1, Duration::from_secs(30));
         assert_eq!(got.len(), i + 1, "{}", g.log_text());
