@@ -44,6 +44,12 @@ pub use describe::describe;
 pub use elgamal::unpad as eme_pkcs1_v15_decode;
 pub use keys::{generate, KeyProfile};
 pub use open::DecryptedMessage;
+/// The readings of malformed Issuer Fingerprints, for the fuzz target that checks them
+/// against Sequoia's parser.
+#[doc(hidden)]
+pub use unhashed::{
+    drop_malformed_issuer_fingerprints, signatures_with_embedded_fingerprints_kept,
+};
 
 /// Why an OpenPGP layer failed to verify or to be made. Never carries content.
 #[derive(Debug, thiserror::Error)]

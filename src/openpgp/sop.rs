@@ -545,7 +545,35 @@ fn micalg(hash: HashAlgorithm) -> String {
 fn checked_certs(inputs: &[Vec<u8>]) -> Result<Vec<Cert>, SopError> {
     let inputs: Vec<Vec<u8>> = inputs.iter().map(|i| lenient(i)).collect();
     let certs = load(&inputs, &[])?;
-    Ok(certs)
+    // Bindings Sequoia's parser dropped for a malformed hint inside their back
+    // signature, read the way `super::unhashed` explains; Sequoia's canonicalisation
+    // checks each and keeps it only where it verifies.
+    let repaired: Vec<openpgp::packet::Signature> = inputs
+        .iter()
+        .filter_map(|i| dearmor(i).ok())
+        .flat_map(|b| super::unhashed::signatures_with_embedded_fingerprints_kept(&b))
+        .collect();
+    if repaired.is_empty() {
+        return Ok(certs);
+    }
+    certs
+        .into_iter()
+        .map(|cert| {
+            let own: Vec<openpgp::Packet> = repaired
+                .iter()
+                .filter(|s| {
+                    let issuers = s.get_issuers();
+                    issuers.is_empty() || issuers.iter().any(|i| i.aliases(cert.key_handle()))
+                })
+                .map(|s| s.clone().into())
+                .collect();
+            if own.is_empty() {
+                Ok(cert)
+            } else {
+                cert.insert_packets(own).map(|(c, _)| c).map_err(bad)
+            }
+        })
+        .collect()
 }
 
 /// `data` (armored or binary) with the malformed Issuer Fingerprints that nothing

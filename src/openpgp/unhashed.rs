@@ -10,15 +10,28 @@
 //! signature to verify. Dropping it cannot make a bad signature good: the signature
 //! is still checked over the same hashed data, against the keys the caller gave.
 //!
-//! Only top-level signature packets change: inside an embedded signature the unhashed
-//! area is part of the outer signature's hashed data, where a change would break it.
-//! A non-critical subpacket only; anything this cannot frame is passed on unchanged
-//! for Sequoia to judge.
+//! Only top-level signature packets change: inside an embedded signature (a subkey
+//! binding's back signature) the unhashed area is part of the outer signature's hashed
+//! data, where a change would break it. There the malformed subpacket is kept, and the
+//! packet is read as Sequoia reads one without it
+//! ([`signatures_with_embedded_fingerprints_kept`]). A non-critical subpacket only;
+//! anything this cannot frame is passed on unchanged for Sequoia to judge.
+
+use std::ops::Range;
+
+use sequoia_openpgp::packet::signature::subpacket::{
+    Subpacket, SubpacketArea, SubpacketTag, SubpacketValue,
+};
+use sequoia_openpgp::packet::Signature;
+use sequoia_openpgp::parse::Parse;
+use sequoia_openpgp::serialize::MarshalInto;
 
 use super::framing::new_length;
 
 /// Issuer Fingerprint (RFC 9580 5.2.3.35).
 const ISSUER_FINGERPRINT: u8 = 33;
+/// Embedded Signature (RFC 9580 5.2.3.34).
+const EMBEDDED_SIGNATURE: u8 = 32;
 /// The signature packet's tag.
 const SIGNATURE: u8 = 2;
 
@@ -26,7 +39,7 @@ const SIGNATURE: u8 = 2;
 /// dropped from the unhashed area of each top-level v4 or v6 signature packet; the
 /// other packets byte for byte. `None` when nothing changed (or the framing is not
 /// understood: then nothing is changed).
-pub(crate) fn drop_malformed_issuer_fingerprints(binary: &[u8]) -> Option<Vec<u8>> {
+pub fn drop_malformed_issuer_fingerprints(binary: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(binary.len());
     let mut changed = false;
     let mut at = 0;
@@ -90,52 +103,112 @@ fn push_new_length(out: &mut Vec<u8>, len: usize) {
     }
 }
 
-/// The signature packet body `sig` without its malformed unhashed Issuer
-/// Fingerprints; `None` when it has none (or is not a v4 or v6 signature).
-fn cleaned_signature(sig: &[u8]) -> Option<Vec<u8>> {
-    // Version, type, public-key and hash algorithms, then the hashed area's length:
-    // two octets for v4, four for v6 (RFC 9580 5.2.3).
-    let width = match *sig.first()? {
-        4 => 2,
-        6 => 4,
-        _ => return None,
-    };
-    let area_len = |at: usize| -> Option<usize> {
-        let b = sig.get(at..at + width)?;
-        Some(b.iter().fold(0usize, |n, &o| (n << 8) | usize::from(o)))
-    };
-    let hashed_end = 4 + width + area_len(4)?;
-    let unhashed_start = hashed_end + width;
-    let unhashed_end = unhashed_start + area_len(hashed_end)?;
-    let unhashed = sig.get(unhashed_start..unhashed_end)?;
-    let mut kept = Vec::with_capacity(unhashed.len());
-    let mut dropped = false;
+/// Where the subpacket areas of a v4 or v6 signature packet body lie.
+struct Areas {
+    /// The width of an area's length: two octets for v4, four for v6 (RFC 9580 5.2.3).
+    width: usize,
+    hashed: Range<usize>,
+    unhashed: Range<usize>,
+}
+
+impl Areas {
+    /// The areas of `sig`; `None` when it is not a v4 or v6 signature or is truncated.
+    fn of(sig: &[u8]) -> Option<Areas> {
+        // Version, type, public-key and hash algorithms, then the hashed area.
+        let width = match *sig.first()? {
+            4 => 2,
+            6 => 4,
+            _ => return None,
+        };
+        let area_len = |at: usize| -> Option<usize> {
+            let b = sig.get(at..at + width)?;
+            Some(b.iter().fold(0usize, |n, &o| (n << 8) | usize::from(o)))
+        };
+        let hashed = 4 + width..4 + width + area_len(4)?;
+        let start = hashed.end + width;
+        let unhashed = start..start + area_len(hashed.end)?;
+        sig.get(unhashed.clone())?;
+        Some(Areas {
+            width,
+            hashed,
+            unhashed,
+        })
+    }
+
+    /// `sig` with its hashed area `area` instead; `None` when its length does not fit.
+    fn with_hashed(&self, sig: &[u8], area: &[u8]) -> Option<Vec<u8>> {
+        self.with(sig, self.hashed.clone(), area)
+    }
+
+    /// `sig` with its unhashed area `area` instead.
+    fn with_unhashed(&self, sig: &[u8], area: &[u8]) -> Option<Vec<u8>> {
+        self.with(sig, self.unhashed.clone(), area)
+    }
+
+    fn with(&self, sig: &[u8], replaced: Range<usize>, area: &[u8]) -> Option<Vec<u8>> {
+        if u64::try_from(area.len()).ok()? >> (8 * self.width) != 0 {
+            return None;
+        }
+        let mut out = Vec::with_capacity(sig.len());
+        out.extend_from_slice(&sig[..replaced.start - self.width]);
+        let n = area.len().to_be_bytes();
+        out.extend_from_slice(&n[n.len() - self.width..]);
+        out.extend_from_slice(area);
+        out.extend_from_slice(&sig[replaced.end..]);
+        Some(out)
+    }
+}
+
+/// One subpacket as written: its length, tag octet (with the critical bit) and body.
+struct Sub<'a> {
+    whole: &'a [u8],
+    tag: u8,
+    body: &'a [u8],
+}
+
+impl Sub<'_> {
+    /// A non-critical Issuer Fingerprint whose length its version does not allow.
+    fn is_malformed_fingerprint(&self) -> bool {
+        self.tag == ISSUER_FINGERPRINT && malformed_fingerprint(self.body)
+    }
+}
+
+/// The subpackets of `area`; `None` when it does not frame as subpackets.
+fn subpackets(area: &[u8]) -> Option<Vec<Sub<'_>>> {
+    let mut out = Vec::new();
     let mut at = 0;
-    while at < unhashed.len() {
-        let (len, size, partial) = new_length(&unhashed[at..])?;
+    while at < area.len() {
+        let (len, size, partial) = new_length(&area[at..])?;
         if partial || len == 0 {
             // Not a subpacket length (RFC 9580 5.2.3.7 has no partial lengths).
             return None;
         }
-        let whole = unhashed.get(at..at + size + len)?;
-        let (tag, body) = (whole[size], &whole[size + 1..]);
-        if tag == ISSUER_FINGERPRINT && malformed_fingerprint(body) {
-            dropped = true;
-        } else {
-            kept.extend_from_slice(whole);
-        }
+        let whole = area.get(at..at + size + len)?;
+        out.push(Sub {
+            whole,
+            tag: whole[size],
+            body: &whole[size + 1..],
+        });
         at += size + len;
     }
-    if !dropped {
+    Some(out)
+}
+
+/// The signature packet body `sig` without its malformed unhashed Issuer
+/// Fingerprints; `None` when it has none (or is not a v4 or v6 signature).
+fn cleaned_signature(sig: &[u8]) -> Option<Vec<u8>> {
+    let areas = Areas::of(sig)?;
+    let unhashed = subpackets(&sig[areas.unhashed.clone()])?;
+    if !unhashed.iter().any(Sub::is_malformed_fingerprint) {
         return None;
     }
-    let mut out = Vec::with_capacity(sig.len());
-    out.extend_from_slice(&sig[..hashed_end]);
-    let n = kept.len().to_be_bytes();
-    out.extend_from_slice(&n[n.len() - width..]);
-    out.extend_from_slice(&kept);
-    out.extend_from_slice(&sig[unhashed_end..]);
-    Some(out)
+    let kept: Vec<u8> = unhashed
+        .iter()
+        .filter(|s| !s.is_malformed_fingerprint())
+        .flat_map(|s| s.whole)
+        .copied()
+        .collect();
+    areas.with_unhashed(sig, &kept)
 }
 
 /// Whether an Issuer Fingerprint body (the version octet, then the fingerprint) has
@@ -146,6 +219,112 @@ fn malformed_fingerprint(body: &[u8]) -> bool {
         Some(6) => body.len() != 33,
         _ => false,
     }
+}
+
+/// The top-level signature packets of `binary` that Sequoia refuses only because a
+/// signature embedded in their hashed area (a subkey binding's back signature) has a
+/// malformed Issuer Fingerprint in its unhashed area, each read as a [`Signature`]
+/// that writes back to the packet's body byte for byte (see
+/// [`with_embedded_fingerprints_kept`]).
+pub fn signatures_with_embedded_fingerprints_kept(binary: &[u8]) -> Vec<Signature> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some((tag, header, len)) = binary.get(at..).and_then(packet_header) {
+        let Some(body) = binary.get(at + header..at + header + len) else {
+            break;
+        };
+        if tag == SIGNATURE {
+            out.extend(with_embedded_fingerprints_kept(body));
+        }
+        at += header + len;
+    }
+    out
+}
+
+/// The signature packet body `sig`, read as a [`Signature`] with the malformed
+/// Issuer Fingerprints of the unhashed areas of the signatures embedded in its hashed
+/// area kept as subpackets Sequoia does not read.
+///
+/// Why: those octets are inside the outer signature's hashed data, so they cannot be
+/// dropped as a top-level hint is; Sequoia's parser refuses them, and with them the
+/// subkey's binding. Sequoia reads the packet with them taken out, and they are put
+/// back, at their places, as subpackets of unknown content (Sequoia writes such a
+/// subpacket's octets as it holds them). The result is used only when it writes back
+/// to exactly `sig`: Sequoia then checks the binding over the octets its signer
+/// signed, as it checks any other, so this cannot make a bad signature good. A
+/// back signature is checked over its hashed area only; what it carries unhashed is a
+/// hint nothing reads.
+///
+/// Sequoia's `issuer_fingerprints()` on such an embedded signature would panic (it
+/// takes every subpacket tagged 33 to be read): the certificates these are inserted
+/// into are only verified against and encrypted to, never signed with or stored.
+fn with_embedded_fingerprints_kept(sig: &[u8]) -> Option<Signature> {
+    let areas = Areas::of(sig)?;
+    let mut hashed = Vec::new();
+    // For each embedded signature, in order: the places in its unhashed area and
+    // bodies of the fingerprints taken out.
+    let mut taken: Vec<Vec<(usize, Vec<u8>)>> = Vec::new();
+    for sub in subpackets(&sig[areas.hashed.clone()])? {
+        if sub.tag & 0x7f != EMBEDDED_SIGNATURE {
+            hashed.extend_from_slice(sub.whole);
+            continue;
+        }
+        let mut out = Vec::new();
+        let inner = match cleaned_signature(sub.body) {
+            Some(cleaned) => {
+                let inner = Areas::of(sub.body)?;
+                out.extend(
+                    subpackets(&sub.body[inner.unhashed])?
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| s.is_malformed_fingerprint())
+                        .map(|(i, s)| (i, s.body.to_vec())),
+                );
+                cleaned
+            }
+            None => sub.body.to_vec(),
+        };
+        push_new_length(&mut hashed, inner.len() + 1);
+        hashed.push(sub.tag);
+        hashed.extend_from_slice(&inner);
+        taken.push(out);
+    }
+    if taken.iter().all(Vec::is_empty) {
+        return None;
+    }
+    let mut parsed = Signature::from_bytes(&areas.with_hashed(sig, &hashed)?).ok()?;
+    let mut taken = taken.into_iter();
+    let mut area = Vec::new();
+    for sub in parsed.hashed_area().iter() {
+        let SubpacketValue::EmbeddedSignature(inner) = sub.value() else {
+            area.push(sub.clone());
+            continue;
+        };
+        let out = taken.next()?;
+        if out.is_empty() {
+            area.push(sub.clone());
+            continue;
+        }
+        let mut inner = inner.clone();
+        let mut unhashed: Vec<Subpacket> = inner.unhashed_area().iter().cloned().collect();
+        for (place, body) in out {
+            let unread = SubpacketValue::Unknown {
+                tag: SubpacketTag::IssuerFingerprint,
+                body,
+            };
+            if place > unhashed.len() {
+                return None;
+            }
+            unhashed.insert(place, Subpacket::new(unread, false).ok()?);
+        }
+        *inner.unhashed_area_mut() = SubpacketArea::new(unhashed).ok()?;
+        area.push(Subpacket::new(SubpacketValue::EmbeddedSignature(inner), sub.critical()).ok()?);
+    }
+    if taken.next().is_some() {
+        return None;
+    }
+    *parsed.hashed_area_mut() = SubpacketArea::new(area).ok()?;
+    (parsed.to_vec().ok()?.as_slice() == sig).then_some(parsed)
 }
 
 #[cfg(test)]
@@ -220,5 +399,110 @@ mod tests {
             None
         );
         assert_eq!(drop_malformed_issuer_fingerprints(b"not openpgp"), None);
+    }
+
+    /// A subkey binding (the packet) of a new key whose back signature carries the
+    /// suite's 34-octet version 6 fingerprint unhashed, `critical` or not; the primary
+    /// and subkey it binds.
+    fn binding_with_a_malformed_backsig_hint(
+        critical: bool,
+    ) -> (
+        Vec<u8>,
+        sequoia_openpgp::packet::Key<
+            sequoia_openpgp::packet::key::PublicParts,
+            sequoia_openpgp::packet::key::PrimaryRole,
+        >,
+        sequoia_openpgp::packet::Key<
+            sequoia_openpgp::packet::key::PublicParts,
+            sequoia_openpgp::packet::key::SubordinateRole,
+        >,
+    ) {
+        use sequoia_openpgp::cert::prelude::*;
+        use sequoia_openpgp::packet::signature::SignatureBuilder;
+        use sequoia_openpgp::packet::Packet;
+        use sequoia_openpgp::types::{KeyFlags, SignatureType};
+        let (cert, _) = CertBuilder::new().add_signing_subkey().generate().unwrap();
+        let primary = cert.primary_key().key().clone();
+        let subkey = cert.keys().subkeys().next().unwrap().key().clone();
+        let pair = |k: sequoia_openpgp::packet::Key<_, _>| {
+            k.parts_into_secret().unwrap().into_keypair().unwrap()
+        };
+        let mut back = SignatureBuilder::new(SignatureType::PrimaryKeyBinding)
+            .sign_primary_key_binding(
+                &mut pair(subkey.clone().role_into_unspecified()),
+                &primary,
+                &subkey,
+            )
+            .unwrap();
+        let mut bad_v6 = vec![6];
+        bad_v6.extend([0xaa; 34]);
+        let unread = SubpacketValue::Unknown {
+            tag: SubpacketTag::IssuerFingerprint,
+            body: bad_v6,
+        };
+        back.unhashed_area_mut()
+            .add(Subpacket::new(unread, critical).unwrap())
+            .unwrap();
+        let binding = subkey
+            .bind(
+                &mut pair(primary.clone().role_into_unspecified()),
+                &cert,
+                SignatureBuilder::new(SignatureType::SubkeyBinding)
+                    .set_key_flags(KeyFlags::empty().set_signing())
+                    .unwrap()
+                    .set_embedded_signature(back)
+                    .unwrap(),
+            )
+            .unwrap();
+        let packet = Packet::from(binding).to_vec().unwrap();
+        (
+            packet,
+            primary.parts_into_public(),
+            subkey.parts_into_public(),
+        )
+    }
+
+    #[test]
+    fn a_backsigs_malformed_fingerprint_is_kept_and_the_binding_verifies() {
+        let (binding, primary, subkey) = binding_with_a_malformed_backsig_hint(false);
+        let (_, header, len) = packet_header(&binding).unwrap();
+        let body = &binding[header..header + len];
+        // Sequoia's parser refuses the packet; the top-level drop cannot touch it.
+        assert!(Signature::from_bytes(body).is_err());
+        assert_eq!(drop_malformed_issuer_fingerprints(&binding), None);
+        let other = packet(13, b"Bob <bob@example.org>");
+        let kept = signatures_with_embedded_fingerprints_kept(&[other, binding.clone()].concat());
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].to_vec().unwrap(), body);
+        let sig = kept[0].clone();
+        sig.verify_subkey_binding(&primary, &primary, &subkey)
+            .unwrap();
+
+        // One octet of the fingerprint changed: read the same way, it does not verify.
+        let at = binding
+            .windows(34)
+            .position(|w| w.iter().all(|&o| o == 0xaa))
+            .unwrap();
+        let mut altered = binding.clone();
+        altered[at] ^= 1;
+        let sig = signatures_with_embedded_fingerprints_kept(&altered)
+            .pop()
+            .unwrap();
+        assert!(sig
+            .verify_subkey_binding(&primary, &primary, &subkey)
+            .is_err());
+    }
+
+    #[test]
+    fn fail_nothing_is_kept_that_is_critical_well_formed_or_not_a_signature() {
+        let (critical, ..) = binding_with_a_malformed_backsig_hint(true);
+        assert!(signatures_with_embedded_fingerprints_kept(&critical).is_empty());
+        let sig = v4(&subpacket(32, &v4(&[], &subpacket(16, &[0x22; 8]))), &[]);
+        assert!(signatures_with_embedded_fingerprints_kept(&packet(2, &sig)).is_empty());
+        let (binding, ..) = binding_with_a_malformed_backsig_hint(false);
+        for cut in [1, 10, binding.len() / 2, binding.len() - 1] {
+            assert!(signatures_with_embedded_fingerprints_kept(&binding[..cut]).is_empty());
+        }
+        assert!(signatures_with_embedded_fingerprints_kept(b"not openpgp").is_empty());
     }
 }
