@@ -546,9 +546,10 @@ fn checked_certs(inputs: &[Vec<u8>]) -> Result<Vec<Cert>, SopError> {
     let inputs: Vec<Vec<u8>> = inputs.iter().map(|i| lenient(i)).collect();
     let certs = load(&inputs, &[])?;
     // Bindings Sequoia's parser dropped for a malformed hint inside their back
-    // signature, read the way `super::unhashed` explains; Sequoia's canonicalisation
-    // checks each and keeps it only where it verifies.
-    let repaired: Vec<openpgp::packet::Signature> = inputs
+    // signature, read the way `super::unhashed` explains, each put back into the
+    // certificate it came with; Sequoia's canonicalisation checks it there and keeps it
+    // only where it verifies.
+    let repaired: Vec<(openpgp::Fingerprint, openpgp::packet::Signature)> = inputs
         .iter()
         .filter_map(|i| dearmor(i).ok())
         .flat_map(|b| super::unhashed::signatures_with_embedded_fingerprints_kept(&b))
@@ -561,11 +562,8 @@ fn checked_certs(inputs: &[Vec<u8>]) -> Result<Vec<Cert>, SopError> {
         .map(|cert| {
             let own: Vec<openpgp::Packet> = repaired
                 .iter()
-                .filter(|s| {
-                    let issuers = s.get_issuers();
-                    issuers.is_empty() || issuers.iter().any(|i| i.aliases(cert.key_handle()))
-                })
-                .map(|s| s.clone().into())
+                .filter(|(primary, _)| *primary == cert.fingerprint())
+                .map(|(_, s)| s.clone().into())
                 .collect();
             if own.is_empty() {
                 Ok(cert)

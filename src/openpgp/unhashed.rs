@@ -22,9 +22,10 @@ use std::ops::Range;
 use sequoia_openpgp::packet::signature::subpacket::{
     Subpacket, SubpacketArea, SubpacketTag, SubpacketValue,
 };
-use sequoia_openpgp::packet::Signature;
+use sequoia_openpgp::packet::{Packet, Signature};
 use sequoia_openpgp::parse::Parse;
 use sequoia_openpgp::serialize::MarshalInto;
+use sequoia_openpgp::Fingerprint;
 
 use super::framing::new_length;
 
@@ -34,6 +35,9 @@ const ISSUER_FINGERPRINT: u8 = 33;
 const EMBEDDED_SIGNATURE: u8 = 32;
 /// The signature packet's tag.
 const SIGNATURE: u8 = 2;
+/// The tags of the packets that start a certificate (RFC 9580 5.5.1).
+const SECRET_KEY: u8 = 5;
+const PUBLIC_KEY: u8 = 6;
 
 /// `binary` OpenPGP packets with every malformed non-critical Issuer Fingerprint
 /// dropped from the unhashed area of each top-level v4 or v6 signature packet; the
@@ -225,16 +229,32 @@ fn malformed_fingerprint(body: &[u8]) -> bool {
 /// signature embedded in their hashed area (a subkey binding's back signature) has a
 /// malformed Issuer Fingerprint in its unhashed area, each read as a [`Signature`]
 /// that writes back to the packet's body byte for byte (see
-/// [`with_embedded_fingerprints_kept`]).
-pub fn signatures_with_embedded_fingerprints_kept(binary: &[u8]) -> Vec<Signature> {
+/// [`with_embedded_fingerprints_kept`]), with the fingerprint of the primary key
+/// packet it follows (the certificate it is part of; none before the first).
+pub fn signatures_with_embedded_fingerprints_kept(binary: &[u8]) -> Vec<(Fingerprint, Signature)> {
     let mut out = Vec::new();
+    let mut primary = None;
     let mut at = 0;
     while let Some((tag, header, len)) = binary.get(at..).and_then(packet_header) {
-        let Some(body) = binary.get(at + header..at + header + len) else {
+        let Some(whole) = binary.get(at..at + header + len) else {
             break;
         };
-        if tag == SIGNATURE {
-            out.extend(with_embedded_fingerprints_kept(body));
+        match tag {
+            PUBLIC_KEY | SECRET_KEY => {
+                primary = match Packet::from_bytes(whole) {
+                    Ok(Packet::PublicKey(k)) => Some(k.fingerprint()),
+                    Ok(Packet::SecretKey(k)) => Some(k.fingerprint()),
+                    _ => None,
+                };
+            }
+            SIGNATURE => {
+                if let Some(p) = &primary {
+                    out.extend(
+                        with_embedded_fingerprints_kept(&whole[header..]).map(|s| (p.clone(), s)),
+                    );
+                }
+            }
+            _ => {}
         }
         at += header + len;
     }
@@ -471,10 +491,16 @@ mod tests {
         assert!(Signature::from_bytes(body).is_err());
         assert_eq!(drop_malformed_issuer_fingerprints(&binding), None);
         let other = packet(13, b"Bob <bob@example.org>");
-        let kept = signatures_with_embedded_fingerprints_kept(&[other, binding.clone()].concat());
+        let key = Packet::from(primary.clone()).to_vec().unwrap();
+        // Only after a primary key: the binding is part of that certificate.
+        assert!(signatures_with_embedded_fingerprints_kept(&binding).is_empty());
+        let kept = signatures_with_embedded_fingerprints_kept(
+            &[key.clone(), other, binding.clone()].concat(),
+        );
         assert_eq!(kept.len(), 1);
-        assert_eq!(kept[0].to_vec().unwrap(), body);
-        let sig = kept[0].clone();
+        assert_eq!(kept[0].0, primary.fingerprint());
+        assert_eq!(kept[0].1.to_vec().unwrap(), body);
+        let sig = kept[0].1.clone();
         sig.verify_subkey_binding(&primary, &primary, &subkey)
             .unwrap();
 
@@ -485,7 +511,7 @@ mod tests {
             .unwrap();
         let mut altered = binding.clone();
         altered[at] ^= 1;
-        let sig = signatures_with_embedded_fingerprints_kept(&altered)
+        let (_, sig) = signatures_with_embedded_fingerprints_kept(&[key, altered].concat())
             .pop()
             .unwrap();
         assert!(sig
@@ -495,13 +521,22 @@ mod tests {
 
     #[test]
     fn fail_nothing_is_kept_that_is_critical_well_formed_or_not_a_signature() {
-        let (critical, ..) = binding_with_a_malformed_backsig_hint(true);
-        assert!(signatures_with_embedded_fingerprints_kept(&critical).is_empty());
+        let (critical, primary, _) = binding_with_a_malformed_backsig_hint(true);
+        let key = Packet::from(primary).to_vec().unwrap();
+        let after_key = |p: &[u8]| [&key[..], p].concat();
+        assert!(signatures_with_embedded_fingerprints_kept(&after_key(&critical)).is_empty());
         let sig = v4(&subpacket(32, &v4(&[], &subpacket(16, &[0x22; 8]))), &[]);
-        assert!(signatures_with_embedded_fingerprints_kept(&packet(2, &sig)).is_empty());
-        let (binding, ..) = binding_with_a_malformed_backsig_hint(false);
+        assert!(
+            signatures_with_embedded_fingerprints_kept(&after_key(&packet(2, &sig))).is_empty()
+        );
+        let (binding, primary, _) = binding_with_a_malformed_backsig_hint(false);
+        let key = Packet::from(primary).to_vec().unwrap();
+        let whole = [&key[..], &binding].concat();
+        assert_eq!(signatures_with_embedded_fingerprints_kept(&whole).len(), 1);
         for cut in [1, 10, binding.len() / 2, binding.len() - 1] {
-            assert!(signatures_with_embedded_fingerprints_kept(&binding[..cut]).is_empty());
+            assert!(
+                signatures_with_embedded_fingerprints_kept(&whole[..key.len() + cut]).is_empty()
+            );
         }
         assert!(signatures_with_embedded_fingerprints_kept(b"not openpgp").is_empty());
     }
