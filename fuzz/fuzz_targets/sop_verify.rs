@@ -84,8 +84,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // The bindings read with a hint kept write back to what the input holds.
-    for (_, sig) in signatures_with_embedded_fingerprints_kept(rest) {
-        let body = sig.to_vec().expect("a kept binding writes back");
+    for kept in signatures_with_embedded_fingerprints_kept(rest) {
+        let body = kept.signature.to_vec().expect("a kept binding writes back");
         assert!(
             rest.windows(body.len()).any(|w| w == body.as_slice()),
             "a kept binding is not a packet body of the input"

@@ -546,32 +546,82 @@ fn checked_certs(inputs: &[Vec<u8>]) -> Result<Vec<Cert>, SopError> {
     let inputs: Vec<Vec<u8>> = inputs.iter().map(|i| lenient(i)).collect();
     let certs = load(&inputs, &[])?;
     // Bindings Sequoia's parser dropped for a malformed hint inside their back
-    // signature, read the way `super::unhashed` explains, each put back into the
-    // certificate it came with; Sequoia's canonicalisation checks it there and keeps it
-    // only where it verifies.
-    let repaired: Vec<(openpgp::Fingerprint, openpgp::packet::Signature)> = inputs
+    // signature, read the way `super::unhashed` explains.
+    let kept: Vec<super::unhashed::KeptBinding> = inputs
         .iter()
         .filter_map(|i| dearmor(i).ok())
         .flat_map(|b| super::unhashed::signatures_with_embedded_fingerprints_kept(&b))
         .collect();
-    if repaired.is_empty() {
-        return Ok(certs);
+    merged(certs, kept)
+}
+
+/// `certs` with the copies of one certificate (one primary key) merged into one, and
+/// each of the `kept` bindings after its subkey in the certificate it came with, each
+/// such certificate canonicalised once: Sequoia then checks every binding where it
+/// stands (one check each, however many copies or bindings a hostile input holds;
+/// merging copies one by one, as a store's import does, re-reads the growing
+/// certificate each time).
+fn merged(
+    certs: Vec<Cert>,
+    kept: Vec<super::unhashed::KeptBinding>,
+) -> Result<Vec<Cert>, SopError> {
+    use openpgp::packet::Packet;
+    use std::collections::HashMap;
+    let mut order = Vec::new();
+    let mut copies: HashMap<openpgp::Fingerprint, Vec<Cert>> = HashMap::new();
+    for cert in certs {
+        let copy = copies.entry(cert.fingerprint()).or_default();
+        if copy.is_empty() {
+            order.push(cert.fingerprint());
+        }
+        copy.push(cert);
     }
-    certs
-        .into_iter()
-        .map(|cert| {
-            let own: Vec<openpgp::Packet> = repaired
-                .iter()
-                .filter(|(primary, _)| *primary == cert.fingerprint())
-                .map(|(_, s)| s.clone().into())
-                .collect();
-            if own.is_empty() {
-                Ok(cert)
-            } else {
-                cert.insert_packets(own).map(|(c, _)| c).map_err(bad)
+    // Primary key, then subkey: the bindings that follow it.
+    type Bindings = HashMap<openpgp::Fingerprint, Vec<openpgp::packet::Signature>>;
+    let mut bindings: HashMap<openpgp::Fingerprint, Bindings> = HashMap::new();
+    for k in kept {
+        let of_primary = bindings.entry(k.primary).or_default();
+        of_primary.entry(k.subkey).or_default().push(k.signature);
+    }
+    let mut out = Vec::with_capacity(order.len());
+    for fingerprint in order {
+        let mut copy = copies.remove(&fingerprint).unwrap_or_default();
+        let mut kept = bindings.remove(&fingerprint).unwrap_or_default();
+        if copy.len() == 1 && kept.is_empty() {
+            out.extend(copy.pop());
+            continue;
+        }
+        // The primary key and its own signatures, then each copy's components, each
+        // followed by its signatures (and a kept binding after its subkey).
+        let mut head = Vec::new();
+        let mut components = Vec::new();
+        for (i, cert) in copy.into_iter().enumerate() {
+            let mut packets = cert.into_tsk().into_packets();
+            let primary = packets.next();
+            if i == 0 {
+                head.extend(primary);
             }
-        })
-        .collect()
+            let mut own = true;
+            for p in packets {
+                own &= matches!(p, Packet::Signature(_));
+                let subkey = match &p {
+                    Packet::PublicSubkey(k) => Some(k.fingerprint()),
+                    Packet::SecretSubkey(k) => Some(k.fingerprint()),
+                    _ => None,
+                };
+                if own {
+                    head.push(p);
+                    continue;
+                }
+                components.push(p);
+                if let Some(theirs) = subkey.and_then(|k| kept.remove(&k)) {
+                    components.extend(theirs.into_iter().map(Packet::from));
+                }
+            }
+        }
+        out.push(Cert::from_packets(head.into_iter().chain(components)).map_err(bad)?);
+    }
+    Ok(out)
 }
 
 /// `data` (armored or binary) with the malformed Issuer Fingerprints that nothing

@@ -35,9 +35,14 @@ const ISSUER_FINGERPRINT: u8 = 33;
 const EMBEDDED_SIGNATURE: u8 = 32;
 /// The signature packet's tag.
 const SIGNATURE: u8 = 2;
-/// The tags of the packets that start a certificate (RFC 9580 5.5.1).
+/// The key packets' tags (RFC 9580 5.5.1): a certificate starts at a primary key.
 const SECRET_KEY: u8 = 5;
 const PUBLIC_KEY: u8 = 6;
+const SECRET_SUBKEY: u8 = 7;
+const PUBLIC_SUBKEY: u8 = 14;
+/// The packets that may stand among a component's signatures.
+const MARKER: u8 = 10;
+const TRUST: u8 = 12;
 
 /// `binary` OpenPGP packets with every malformed non-critical Issuer Fingerprint
 /// dropped from the unhashed area of each top-level v4 or v6 signature packet; the
@@ -225,40 +230,66 @@ fn malformed_fingerprint(body: &[u8]) -> bool {
     }
 }
 
+/// A subkey binding read with its back signature's malformed hint kept
+/// ([`with_embedded_fingerprints_kept`]), and where it stood.
+#[derive(Clone, Debug)]
+pub struct KeptBinding {
+    /// The primary key of the certificate it is part of.
+    pub primary: Fingerprint,
+    /// The subkey packet it follows, which it binds if it verifies.
+    pub subkey: Fingerprint,
+    /// The binding, which writes back to the packet's body byte for byte.
+    pub signature: Signature,
+}
+
 /// The top-level signature packets of `binary` that Sequoia refuses only because a
 /// signature embedded in their hashed area (a subkey binding's back signature) has a
-/// malformed Issuer Fingerprint in its unhashed area, each read as a [`Signature`]
-/// that writes back to the packet's body byte for byte (see
-/// [`with_embedded_fingerprints_kept`]), with the fingerprint of the primary key
-/// packet it follows (the certificate it is part of; none before the first).
-pub fn signatures_with_embedded_fingerprints_kept(binary: &[u8]) -> Vec<(Fingerprint, Signature)> {
+/// malformed Issuer Fingerprint in its unhashed area, each read with that subpacket
+/// kept, where they follow a subkey of a certificate; in order.
+pub fn signatures_with_embedded_fingerprints_kept(binary: &[u8]) -> Vec<KeptBinding> {
     let mut out = Vec::new();
     let mut primary = None;
+    let mut subkey = None;
     let mut at = 0;
     while let Some((tag, header, len)) = binary.get(at..).and_then(packet_header) {
         let Some(whole) = binary.get(at..at + header + len) else {
             break;
         };
         match tag {
-            PUBLIC_KEY | SECRET_KEY => {
-                primary = match Packet::from_bytes(whole) {
-                    Ok(Packet::PublicKey(k)) => Some(k.fingerprint()),
-                    Ok(Packet::SecretKey(k)) => Some(k.fingerprint()),
-                    _ => None,
-                };
+            SECRET_KEY | PUBLIC_KEY => {
+                primary = fingerprint_of(whole);
+                subkey = None;
             }
+            SECRET_SUBKEY | PUBLIC_SUBKEY => subkey = fingerprint_of(whole),
             SIGNATURE => {
-                if let Some(p) = &primary {
-                    out.extend(
-                        with_embedded_fingerprints_kept(&whole[header..]).map(|s| (p.clone(), s)),
-                    );
+                if let (Some(p), Some(k)) = (&primary, &subkey) {
+                    out.extend(with_embedded_fingerprints_kept(&whole[header..]).map(
+                        |signature| KeptBinding {
+                            primary: p.clone(),
+                            subkey: k.clone(),
+                            signature,
+                        },
+                    ));
                 }
             }
-            _ => {}
+            // A Trust or Marker packet may stand among a component's signatures.
+            TRUST | MARKER => {}
+            _ => subkey = None,
         }
         at += header + len;
     }
     out
+}
+
+/// The fingerprint of the key packet `whole` (header included), as Sequoia reads it.
+fn fingerprint_of(whole: &[u8]) -> Option<Fingerprint> {
+    match Packet::from_bytes(whole).ok()? {
+        Packet::PublicKey(k) => Some(k.fingerprint()),
+        Packet::SecretKey(k) => Some(k.fingerprint()),
+        Packet::PublicSubkey(k) => Some(k.fingerprint()),
+        Packet::SecretSubkey(k) => Some(k.fingerprint()),
+        _ => None,
+    }
 }
 
 /// The signature packet body `sig`, read as a [`Signature`] with the malformed
@@ -350,6 +381,11 @@ fn with_embedded_fingerprints_kept(sig: &[u8]) -> Option<Signature> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sequoia_openpgp::packet::key::{PrimaryRole, PublicParts, SubordinateRole};
+    use sequoia_openpgp::packet::Key;
+
+    type PrimaryKey = Key<PublicParts, PrimaryRole>;
+    type Subkey = Key<PublicParts, SubordinateRole>;
 
     /// A v4 signature body with the hashed `hashed` and unhashed `unhashed` areas.
     fn v4(hashed: &[u8], unhashed: &[u8]) -> Vec<u8> {
@@ -424,22 +460,9 @@ mod tests {
     /// A subkey binding (the packet) of a new key whose back signature carries the
     /// suite's 34-octet version 6 fingerprint unhashed, `critical` or not; the primary
     /// and subkey it binds.
-    fn binding_with_a_malformed_backsig_hint(
-        critical: bool,
-    ) -> (
-        Vec<u8>,
-        sequoia_openpgp::packet::Key<
-            sequoia_openpgp::packet::key::PublicParts,
-            sequoia_openpgp::packet::key::PrimaryRole,
-        >,
-        sequoia_openpgp::packet::Key<
-            sequoia_openpgp::packet::key::PublicParts,
-            sequoia_openpgp::packet::key::SubordinateRole,
-        >,
-    ) {
+    fn binding_with_a_malformed_backsig_hint(critical: bool) -> (Vec<u8>, PrimaryKey, Subkey) {
         use sequoia_openpgp::cert::prelude::*;
         use sequoia_openpgp::packet::signature::SignatureBuilder;
-        use sequoia_openpgp::packet::Packet;
         use sequoia_openpgp::types::{KeyFlags, SignatureType};
         let (cert, _) = CertBuilder::new().add_signing_subkey().generate().unwrap();
         let primary = cert.primary_key().key().clone();
@@ -482,6 +505,15 @@ mod tests {
         )
     }
 
+    /// The primary key and subkey packets, one after the other.
+    fn key_packets(primary: &PrimaryKey, subkey: &Subkey) -> Vec<u8> {
+        [
+            Packet::from(primary.clone()).to_vec().unwrap(),
+            Packet::from(subkey.clone()).to_vec().unwrap(),
+        ]
+        .concat()
+    }
+
     #[test]
     fn a_backsigs_malformed_fingerprint_is_kept_and_the_binding_verifies() {
         let (binding, primary, subkey) = binding_with_a_malformed_backsig_hint(false);
@@ -491,16 +523,19 @@ mod tests {
         assert!(Signature::from_bytes(body).is_err());
         assert_eq!(drop_malformed_issuer_fingerprints(&binding), None);
         let other = packet(13, b"Bob <bob@example.org>");
-        let key = Packet::from(primary.clone()).to_vec().unwrap();
-        // Only after a primary key: the binding is part of that certificate.
+        let key = key_packets(&primary, &subkey);
+        // Only after a primary key and a subkey: the binding is part of that
+        // certificate, and binds that subkey if anything.
         assert!(signatures_with_embedded_fingerprints_kept(&binding).is_empty());
-        let kept = signatures_with_embedded_fingerprints_kept(
-            &[key.clone(), other, binding.clone()].concat(),
-        );
+        let after_a_user_id = [&key[..], &other, &binding].concat();
+        assert!(signatures_with_embedded_fingerprints_kept(&after_a_user_id).is_empty());
+        let kept =
+            signatures_with_embedded_fingerprints_kept(&[&other, &key[..], &binding].concat());
         assert_eq!(kept.len(), 1);
-        assert_eq!(kept[0].0, primary.fingerprint());
-        assert_eq!(kept[0].1.to_vec().unwrap(), body);
-        let sig = kept[0].1.clone();
+        assert_eq!(kept[0].primary, primary.fingerprint());
+        assert_eq!(kept[0].subkey, subkey.fingerprint());
+        assert_eq!(kept[0].signature.to_vec().unwrap(), body);
+        let sig = kept[0].signature.clone();
         sig.verify_subkey_binding(&primary, &primary, &subkey)
             .unwrap();
 
@@ -511,9 +546,10 @@ mod tests {
             .unwrap();
         let mut altered = binding.clone();
         altered[at] ^= 1;
-        let (_, sig) = signatures_with_embedded_fingerprints_kept(&[key, altered].concat())
+        let sig = signatures_with_embedded_fingerprints_kept(&[key, altered].concat())
             .pop()
-            .unwrap();
+            .unwrap()
+            .signature;
         assert!(sig
             .verify_subkey_binding(&primary, &primary, &subkey)
             .is_err());
@@ -521,16 +557,16 @@ mod tests {
 
     #[test]
     fn fail_nothing_is_kept_that_is_critical_well_formed_or_not_a_signature() {
-        let (critical, primary, _) = binding_with_a_malformed_backsig_hint(true);
-        let key = Packet::from(primary).to_vec().unwrap();
+        let (critical, primary, subkey) = binding_with_a_malformed_backsig_hint(true);
+        let key = key_packets(&primary, &subkey);
         let after_key = |p: &[u8]| [&key[..], p].concat();
         assert!(signatures_with_embedded_fingerprints_kept(&after_key(&critical)).is_empty());
         let sig = v4(&subpacket(32, &v4(&[], &subpacket(16, &[0x22; 8]))), &[]);
         assert!(
             signatures_with_embedded_fingerprints_kept(&after_key(&packet(2, &sig))).is_empty()
         );
-        let (binding, primary, _) = binding_with_a_malformed_backsig_hint(false);
-        let key = Packet::from(primary).to_vec().unwrap();
+        let (binding, primary, subkey) = binding_with_a_malformed_backsig_hint(false);
+        let key = key_packets(&primary, &subkey);
         let whole = [&key[..], &binding].concat();
         assert_eq!(signatures_with_embedded_fingerprints_kept(&whole).len(), 1);
         for cut in [1, 10, binding.len() / 2, binding.len() - 1] {

@@ -1137,25 +1137,29 @@ fn fail_a_malformed_hint_in_a_back_signature_binds_only_what_was_signed() {
     );
     // A back signature over (`owner`'s primary key, Bob's subkey) by `signer`, with the
     // suite's 34-octet version 6 fingerprint unhashed.
+    let backsig_at =
+        |signer: &mut openpgp::crypto::KeyPair, owner: &Cert, critical: bool, then: SystemTime| {
+            let mut hint = vec![6u8];
+            hint.extend([0xAA; 34]);
+            // Added once signed: Sequoia's signer reads every Issuer Fingerprint it holds.
+            let mut sig = SignatureBuilder::new(SignatureType::PrimaryKeyBinding)
+                .set_signature_creation_time(then)
+                .unwrap()
+                .sign_primary_key_binding(signer, owner.primary_key().key(), &subkey)
+                .unwrap();
+            sig.unhashed_area_mut()
+                .add(sub(
+                    SubpacketValue::Unknown {
+                        tag: SubpacketTag::IssuerFingerprint,
+                        body: hint,
+                    },
+                    critical,
+                ))
+                .unwrap();
+            sig
+        };
     let backsig = |signer: &mut openpgp::crypto::KeyPair, owner: &Cert, critical: bool| {
-        let mut hint = vec![6u8];
-        hint.extend([0xAA; 34]);
-        // Added once signed: Sequoia's signer reads every Issuer Fingerprint it holds.
-        let mut sig = SignatureBuilder::new(SignatureType::PrimaryKeyBinding)
-            .set_signature_creation_time(then)
-            .unwrap()
-            .sign_primary_key_binding(signer, owner.primary_key().key(), &subkey)
-            .unwrap();
-        sig.unhashed_area_mut()
-            .add(sub(
-                SubpacketValue::Unknown {
-                    tag: SubpacketTag::IssuerFingerprint,
-                    body: hint,
-                },
-                critical,
-            ))
-            .unwrap();
-        sig
+        backsig_at(signer, owner, critical, then)
     };
     // `owner`'s certificate with Bob's subkey bound by `owner`'s primary key, embedding
     // `back`.
@@ -1209,7 +1213,30 @@ fn fail_a_malformed_hint_in_a_back_signature_binds_only_what_was_signed() {
         assert!(matches!(got, Err(SopError::NoSignature)), "{name}: {got:?}");
     }
     // Given with Bob's, Mallory's certificate gets no credit.
-    let both = verify_with(&[transplanted, bobs]).unwrap();
+    let both = verify_with(&[transplanted, bobs.clone()]).unwrap();
     assert_eq!(both.len(), 1, "{both:?}");
     assert_eq!(both[0].certificate, bob.fingerprint().to_hex());
+
+    // Copies of Bob's certificate, each with a binding of its own (a second apart), in
+    // one file and in several: read as one certificate, each binding checked once
+    // where it stands (the copies once cost time and memory with the square of their
+    // number), and the signature credited once.
+    let copies: Vec<Vec<u8>> = (0..12)
+        .map(|i| {
+            cert(
+                &bob,
+                backsig_at(
+                    &mut subkey_pair(),
+                    &bob,
+                    false,
+                    then + Duration::from_secs(i),
+                ),
+            )
+        })
+        .collect();
+    for certs in [vec![copies.concat()], copies.clone(), vec![bobs.repeat(12)]] {
+        let got = verify_with(&certs).unwrap();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].certificate, bob.fingerprint().to_hex());
+    }
 }
