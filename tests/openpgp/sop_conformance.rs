@@ -53,6 +53,20 @@ fn primary_pair(cert: &Cert) -> openpgp::crypto::KeyPair {
         .unwrap()
 }
 
+/// `cert`'s first subkey with its secret, ready to sign.
+fn first_subkey_pair(cert: &Cert) -> openpgp::crypto::KeyPair {
+    cert.keys()
+        .subkeys()
+        .next()
+        .unwrap()
+        .key()
+        .clone()
+        .parts_into_secret()
+        .unwrap()
+        .into_keypair()
+        .unwrap()
+}
+
 /// A detached binary signature over `DATA` by `cert`'s primary key, made at `at`.
 fn signature_at(cert: &Cert, at: SystemTime) -> Signature {
     let mut pair = primary_pair(cert);
@@ -793,14 +807,7 @@ fn the_suites_binding_signature_subpackets() {
     let primary = bob.primary_key().key().clone();
     let subkey = bob.keys().subkeys().next().unwrap().key().clone();
     let mut primary_signer = primary_pair(&bob);
-    let subkey_signer = || {
-        subkey
-            .clone()
-            .parts_into_secret()
-            .unwrap()
-            .into_keypair()
-            .unwrap()
-    };
+    let subkey_signer = || first_subkey_pair(&bob);
     let userid = bob.userids().next().unwrap().userid().clone();
     let userid_binding = userid
         .bind(
@@ -1122,14 +1129,7 @@ fn fail_a_malformed_hint_in_a_back_signature_binds_only_what_was_signed() {
     let mallory = signing_primary(200);
     let then = SystemTime::now() - DAY * 182;
     let subkey = bob.keys().subkeys().next().unwrap().key().clone();
-    let subkey_pair = || {
-        subkey
-            .clone()
-            .parts_into_secret()
-            .unwrap()
-            .into_keypair()
-            .unwrap()
-    };
+    let subkey_pair = || first_subkey_pair(&bob);
     let signature = bytes_of(
         &SignatureBuilder::new(SignatureType::Binary)
             .sign_message(&mut subkey_pair(), DATA)
