@@ -549,8 +549,7 @@ fn checked_certs(inputs: &[Vec<u8>]) -> Result<Vec<Cert>, SopError> {
     // signature, read the way `super::unhashed` explains.
     let kept: Vec<super::unhashed::KeptBinding> = inputs
         .iter()
-        .filter_map(|i| dearmor(i).ok())
-        .flat_map(|b| super::unhashed::signatures_with_embedded_fingerprints_kept(&b))
+        .flat_map(|b| super::unhashed::signatures_with_embedded_fingerprints_kept(b))
         .collect();
     merged(certs, kept)
 }
@@ -626,12 +625,14 @@ fn merged(
 
 /// `data` (armored or binary) with the malformed Issuer Fingerprints that nothing
 /// signed dropped from its top-level signatures (see `super::unhashed`), binary; as it
-/// is when it has none or does not dearmor.
+/// is when it does not dearmor.
 fn lenient(data: &[u8]) -> Vec<u8> {
-    dearmor(data)
-        .ok()
-        .and_then(|b| super::unhashed::drop_malformed_issuer_fingerprints(&b))
-        .unwrap_or_else(|| data.to_vec())
+    match dearmor(data) {
+        Ok(binary) => {
+            super::unhashed::drop_malformed_issuer_fingerprints(&binary).unwrap_or(binary)
+        }
+        Err(_) => data.to_vec(),
+    }
 }
 
 /// `sop verify`: the good signatures in `signatures` over `data` by `certs`.

@@ -206,18 +206,29 @@ fn subpackets(area: &[u8]) -> Option<Vec<Sub<'_>>> {
 /// The signature packet body `sig` without its malformed unhashed Issuer
 /// Fingerprints; `None` when it has none (or is not a v4 or v6 signature).
 fn cleaned_signature(sig: &[u8]) -> Option<Vec<u8>> {
+    Some(without_malformed_fingerprints(sig)?.0)
+}
+
+/// The place in an unhashed area and the body of each fingerprint taken out of it.
+type Taken = Vec<(usize, Vec<u8>)>;
+
+/// [`cleaned_signature`], with what was taken out.
+fn without_malformed_fingerprints(sig: &[u8]) -> Option<(Vec<u8>, Taken)> {
     let areas = Areas::of(sig)?;
     let unhashed = subpackets(&sig[areas.unhashed.clone()])?;
-    if !unhashed.iter().any(Sub::is_malformed_fingerprint) {
+    let mut kept = Vec::new();
+    let mut taken = Vec::new();
+    for (place, s) in unhashed.iter().enumerate() {
+        if s.is_malformed_fingerprint() {
+            taken.push((place, s.body.to_vec()));
+        } else {
+            kept.extend_from_slice(s.whole);
+        }
+    }
+    if taken.is_empty() {
         return None;
     }
-    let kept: Vec<u8> = unhashed
-        .iter()
-        .filter(|s| !s.is_malformed_fingerprint())
-        .flat_map(|s| s.whole)
-        .copied()
-        .collect();
-    areas.with_unhashed(sig, &kept)
+    Some((areas.with_unhashed(sig, &kept)?, taken))
 }
 
 /// Whether an Issuer Fingerprint body (the version octet, then the fingerprint) has
@@ -314,27 +325,14 @@ fn with_embedded_fingerprints_kept(sig: &[u8]) -> Option<Signature> {
     let mut hashed = Vec::new();
     // For each embedded signature, in order: the places in its unhashed area and
     // bodies of the fingerprints taken out.
-    let mut taken: Vec<Vec<(usize, Vec<u8>)>> = Vec::new();
+    let mut taken: Vec<Taken> = Vec::new();
     for sub in subpackets(&sig[areas.hashed.clone()])? {
         if sub.tag & 0x7f != EMBEDDED_SIGNATURE {
             hashed.extend_from_slice(sub.whole);
             continue;
         }
-        let mut out = Vec::new();
-        let inner = match cleaned_signature(sub.body) {
-            Some(cleaned) => {
-                let inner = Areas::of(sub.body)?;
-                out.extend(
-                    subpackets(&sub.body[inner.unhashed])?
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, s)| s.is_malformed_fingerprint())
-                        .map(|(i, s)| (i, s.body.to_vec())),
-                );
-                cleaned
-            }
-            None => sub.body.to_vec(),
-        };
+        let (inner, out) = without_malformed_fingerprints(sub.body)
+            .unwrap_or_else(|| (sub.body.to_vec(), Vec::new()));
         push_new_length(&mut hashed, inner.len() + 1);
         hashed.push(sub.tag);
         hashed.extend_from_slice(&inner);

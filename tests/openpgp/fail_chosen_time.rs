@@ -27,6 +27,8 @@ use openpgp::serialize::stream::{Encryptor, LiteralWriter, Message, Recipient, S
 use openpgp::serialize::SerializeInto;
 use openpgp::types::{ReasonForRevocation, SignatureType};
 
+use super::signers::primary_pair;
+
 const BOB: &str = "bob@time.example";
 const MALLORY: &str = "mallory@time.example";
 /// The address Mallory held once (a role she left) or wants to hold.
@@ -50,16 +52,6 @@ fn mallory(now: SystemTime) -> Cert {
         .generate()
         .unwrap()
         .0
-}
-
-fn primary_pair(cert: &Cert) -> openpgp::crypto::KeyPair {
-    cert.primary_key()
-        .key()
-        .clone()
-        .parts_into_secret()
-        .unwrap()
-        .into_keypair()
-        .unwrap()
 }
 
 /// `cert` with a self-signature of type `typ` over `<address>` made at `at`.

@@ -17,6 +17,7 @@ mod interop_gpg_openpgp;
 mod interop_sq_openpgp;
 mod openpgp_refusals;
 mod openpgp_vectors;
+mod signers;
 mod sop_conformance;
 mod sop_gpg;
 mod sop_roundtrip;

@@ -20,6 +20,8 @@ use openpgp::types::{
 use openpgp::Cert;
 use zeroize::Zeroizing;
 
+use super::signers::{first_subkey_pair, primary_pair};
+
 const DATA: &[u8] = b"Hello World :)";
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
@@ -40,31 +42,6 @@ fn secret_bytes(cert: &Cert) -> Vec<u8> {
 
 fn public_bytes(cert: &Cert) -> Vec<u8> {
     cert.to_vec().unwrap()
-}
-
-/// `cert`'s primary key with its secret, ready to sign.
-fn primary_pair(cert: &Cert) -> openpgp::crypto::KeyPair {
-    cert.primary_key()
-        .key()
-        .clone()
-        .parts_into_secret()
-        .unwrap()
-        .into_keypair()
-        .unwrap()
-}
-
-/// `cert`'s first subkey with its secret, ready to sign.
-fn first_subkey_pair(cert: &Cert) -> openpgp::crypto::KeyPair {
-    cert.keys()
-        .subkeys()
-        .next()
-        .unwrap()
-        .key()
-        .clone()
-        .parts_into_secret()
-        .unwrap()
-        .into_keypair()
-        .unwrap()
 }
 
 /// A detached binary signature over `DATA` by `cert`'s primary key, made at `at`.
