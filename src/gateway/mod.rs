@@ -441,21 +441,23 @@ impl Gateway {
                 }
             })
         });
-        {
-            // Said as soon as shutdown begins, while sessions and deliveries finish.
+        // Said as soon as shutdown begins, while sessions and deliveries finish; awaited
+        // before returning, or a quick shutdown drops the runtime before it is said.
+        let said_stopping = {
             let mut stopping = stopping.clone();
             tokio::spawn(async move {
                 if stopping.wait_for(|stop| *stop).await.is_ok() {
                     notify::notify("STOPPING=1");
                 }
-            });
-        }
+            })
+        };
         // The deliverer ends at shutdown, or gives up (the database is gone too long).
         let gave_up = match delivering.await {
             Ok(Err(why)) => Some(why),
             _ => None,
         };
         let _ = stop.send(true);
+        let _ = said_stopping.await;
         while tasks.join_next().await.is_some() {}
         if let Some(w) = watchdog {
             w.abort();
