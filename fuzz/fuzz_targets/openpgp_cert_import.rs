@@ -1,7 +1,9 @@
 //! Untrusted bytes as OpenPGP key material for `key import` / `key list`: armor,
 //! certificate and transferable-secret-key parsing, the RFC 9580 conformance check,
 //! the passphrase derivation bound and unlocking, serialisation back to the store's
-//! form. No panic.
+//! form. No panic; the bounded certificate reading (`src/keystore/openpgp_placement.rs`)
+//! agrees with Sequoia's within its budget, and with none loses no component, makes up
+//! no signature and leaves nothing to search for.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -14,4 +16,7 @@ fuzz_target!(|data: &[u8]| {
         None
     };
     let _ = mailseal::keystore::describe_with_passphrase(data, "fuzz", passphrase);
+    if let Err(broken) = mailseal::keystore::openpgp::check_placement(data) {
+        panic!("{broken}");
+    }
 });

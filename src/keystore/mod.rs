@@ -12,6 +12,7 @@ mod material;
 pub(crate) use material::unsupported_crl_form;
 mod memory;
 pub mod openpgp;
+pub(crate) mod openpgp_placement;
 mod pkcs11;
 mod pkcs12;
 mod postgres;

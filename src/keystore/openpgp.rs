@@ -21,6 +21,11 @@ use zeroize::Zeroizing;
 
 use crate::keystore::{EntryKind, KeyAlgorithm, KeyEntry, KeyStoreError};
 
+pub(crate) use super::openpgp_placement as placement;
+/// The invariants of the bounded certificate reading, for the fuzz target.
+#[doc(hidden)]
+pub use super::openpgp_placement::check as check_placement;
+
 /// Whether `input` is OpenPGP material (an armored block, or binary packets) rather
 /// than X.509/PKCS material. Binary OpenPGP starts with a packet header byte, whose
 /// top bit is set; DER starts with a SEQUENCE (0x30).
@@ -74,10 +79,18 @@ pub(crate) fn read_certs_at(
     passphrase: Option<&[u8]>,
     import_at: Option<SystemTime>,
 ) -> Result<Vec<ParsedCert>, KeyStoreError> {
-    let parser = CertParser::from_bytes(input).map_err(|e| malformed(what, e))?;
+    use placement::PlacementError;
+    let parser = placement::certificates(input).map_err(|e| match e {
+        PlacementError::Packets(e) => malformed(what, e),
+        e => KeyStoreError::Refused {
+            what: what.to_string(),
+            reason: e.to_string(),
+        },
+    })?;
     let mut out = Vec::new();
     for cert in parser {
-        let cert = cert.map_err(|e| malformed(what, e))?;
+        // Stored without what fits nowhere, or every reading would search for it again.
+        let cert = placement::without_unplaced_signatures(cert.map_err(|e| malformed(what, e))?);
         conforms(&cert).map_err(|reason| malformed(what, reason))?;
         if let Some(at) = import_at {
             super::user_ids::check_import(&cert, at).map_err(|e| KeyStoreError::Refused {

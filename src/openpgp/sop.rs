@@ -342,11 +342,11 @@ pub fn profiles(subcommand: &str) -> Result<Vec<&'static str>, SopError> {
 
 /// `sop extract-cert`: the certificates of `keys` (binary).
 pub fn extract_cert(keys: &[u8]) -> Result<Vec<u8>, SopError> {
-    let certs = CertParser::from_bytes(keys).map_err(bad)?;
+    let certs = keys::placement::certificates(keys).map_err(bad)?;
     let mut out = Vec::new();
     let mut n = 0;
     for c in certs {
-        let c = c.map_err(bad)?;
+        let c = keys::placement::without_unplaced_signatures(c.map_err(bad)?);
         keys::conforms(&c).map_err(bad)?;
         c.serialize(&mut out).map_err(bad)?;
         n += 1;
@@ -590,6 +590,32 @@ fn merged(
             out.extend(copy.pop());
             continue;
         }
+        // Merged across inputs, a certificate may have no more components than one
+        // input may give it (each was read under that bound).
+        let user_ids: std::collections::HashSet<Vec<u8>> = copy
+            .iter()
+            .flat_map(|c| {
+                c.userids().map(|u| u.userid().value().to_vec()).chain(
+                    c.user_attributes()
+                        .map(|u| u.user_attribute().value().to_vec()),
+                )
+            })
+            .collect();
+        let subkeys: std::collections::HashSet<openpgp::Fingerprint> = copy
+            .iter()
+            .flat_map(|c| c.keys().subkeys().map(|k| k.key().fingerprint()))
+            .collect();
+        if user_ids.len() > keys::placement::MAX_USER_IDS
+            || subkeys.len() > keys::placement::MAX_SUBKEYS
+        {
+            return Err(bad(format!(
+                "certificate {fingerprint}: {} User IDs and {} subkeys across the inputs, more than the {} and {} a certificate may have",
+                user_ids.len(),
+                subkeys.len(),
+                keys::placement::MAX_USER_IDS,
+                keys::placement::MAX_SUBKEYS
+            )));
+        }
         // The primary key and its own signatures, then each copy's components, each
         // followed by its signatures (and a kept binding after its subkey).
         let mut head = Vec::new();
@@ -612,10 +638,22 @@ fn merged(
                     head.push(p);
                     continue;
                 }
+                let Some(theirs) = subkey.and_then(|k| kept.remove(&k)) else {
+                    components.push(p);
+                    continue;
+                };
+                // Only those that fit where they go: one that does not would be
+                // searched for against every subkey.
+                let fitting: Vec<Packet> = match head.first() {
+                    Some(primary) => theirs
+                        .into_iter()
+                        .filter(|sig| keys::placement::fits_after(sig, primary, &p))
+                        .map(Packet::from)
+                        .collect(),
+                    None => Vec::new(),
+                };
                 components.push(p);
-                if let Some(theirs) = subkey.and_then(|k| kept.remove(&k)) {
-                    components.extend(theirs.into_iter().map(Packet::from));
-                }
+                components.extend(fitting);
             }
         }
         out.push(Cert::from_packets(head.into_iter().chain(components)).map_err(bad)?);

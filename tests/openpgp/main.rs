@@ -11,6 +11,7 @@ mod common;
 mod differential_armor;
 mod fail_chosen_time;
 mod fail_cost_argon2;
+mod fail_cost_flooded_certificate;
 mod fail_review_respelled_keys;
 mod header_protection_openpgp;
 mod interop_gpg_openpgp;

@@ -1,0 +1,935 @@
+//! What reading an OpenPGP certificate from outside costs, bounded before Sequoia
+//! reads it.
+//!
+//! Sequoia canonicalises every certificate it reads (`Cert::from_packets`, and so
+//! `CertParser` and `Cert::from_bytes`): it hashes each signature with the primary key
+//! and the component the signature follows, and a signature whose digest prefix does
+//! not match is then hashed against every component of its kind, in case it is merely
+//! out of place. Both passes can be made quadratic by the certificate's author:
+//!
+//! - B signatures that fit nowhere on a certificate of C components cost B × C hashes
+//!   (1 MB of bare User IDs and junk certifications, 4,800 of each, took 28 s to read
+//!   in a release build, and the cost grows with the square of the size);
+//! - Sequoia finds the primary User ID by going through them all, for each User ID and
+//!   key it validates (9,600 bare User IDs, 182 KB, took 3.7 s to import);
+//! - a large component followed by many small signatures costs their number times its
+//!   size in the first pass.
+//!
+//! Certificates reach us from outside before anything about them is authenticated:
+//! SOP inputs, Agent Cards fetched over HTTPS, key imports. [`certificates`] reads them
+//! for Sequoia in time linear in the input:
+//!
+//! 1. It frames the packets (Sequoia's packet parser, which does no hashing), refuses
+//!    a certificate with more than [`MAX_USER_IDS`] User IDs or [`MAX_SUBKEYS`]
+//!    subkeys, and estimates the first pass from the packets' sizes: over [`budget`],
+//!    the input is refused before anything is hashed.
+//! 2. It checks each signature where it stands, as Sequoia's first pass does (its type
+//!    and its digest prefix over the primary key and the component it follows; no
+//!    public-key operation), and estimates what the search for a place for those that
+//!    do not fit would hash. Copies of one primary key are counted together, since
+//!    they are merged into one certificate.
+//! 3. When that search would hash more than the budget, exactly those signatures are
+//!    dropped before the certificate is read, and the search has nothing to do. A
+//!    signature merely out of place in such a certificate is lost; one that fits where
+//!    it stands is never touched, whatever copies of it stand elsewhere. Under the
+//!    budget, Sequoia reads the packets as they are.
+//!
+//! [`without_unplaced_signatures`] takes out what fits nowhere once a certificate is read:
+//! Sequoia writes such signatures at the end of a certificate, where every later
+//! reading of the stored bytes would search for them again.
+
+// Signatures are keys of sets and maps here: Sequoia's `Signature` keeps caches behind
+// interior mutability, but hashes and compares only its fields, MPIs and digest prefix
+// (and a subpacket area only its subpackets, "the cache ... does not implement hash").
+#![allow(clippy::mutable_key_type)]
+
+use std::collections::{HashMap, HashSet};
+
+use sequoia_openpgp as openpgp;
+
+use openpgp::cert::{Cert, CertParser};
+use openpgp::packet::header::BodyLength;
+use openpgp::packet::key::{PrimaryRole, PublicParts};
+use openpgp::packet::{Key, Signature, Tag};
+use openpgp::parse::{PacketParser, PacketParserResult, Parse};
+use openpgp::types::SignatureType;
+use openpgp::{Fingerprint, Packet};
+
+/// The hashing a reading may cost at least, whatever the input's size.
+const BUDGET_FLOOR: u64 = 64 << 20;
+
+/// The hashing a reading may cost per byte of input, beyond the floor: a certificate
+/// read in time linear in its size (a flooded one with 150,000 certifications hashes
+/// about 3 bytes per byte read) stays far under it.
+const BUDGET_PER_INPUT_BYTE: u64 = 64;
+
+/// What one hash costs beyond the bytes it hashes, in bytes: setting up the hash and
+/// the signature's trailer cost as much as hashing a kilobyte (a search of 300 junk
+/// certifications across 300 User IDs took 140 ms, about 1.5 µs a check).
+const PER_HASH: u64 = 1024;
+
+/// The bytes a reading of `input_len` bytes may hash, in each of Sequoia's two passes.
+pub(crate) fn budget(input_len: usize) -> u64 {
+    BUDGET_FLOOR.saturating_add(BUDGET_PER_INPUT_BYTE.saturating_mul(input_len as u64))
+}
+
+/// The most User IDs and User Attributes one certificate (its copies merged) may have.
+/// Sequoia finds the primary User ID by going through them all, and does so again for
+/// each User ID and key it validates: the cost grows with the square of their number
+/// (4,800 bare User IDs, 91 KB, took 1.1 s in `sop encrypt`; 9,600 took 3.7 s).
+/// Certificates in use have a few.
+pub(crate) const MAX_USER_IDS: usize = 256;
+
+/// The most subkeys (and components of unknown kinds) one certificate may have: each
+/// is validated against the primary User ID, found as above.
+pub(crate) const MAX_SUBKEYS: usize = 256;
+
+/// Why certificates were not read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum PlacementError {
+    /// The packets do not frame.
+    #[error("{0}")]
+    Packets(#[source] anyhow::Error),
+    /// More components than a certificate may have.
+    #[error(
+        "certificate {fingerprint}: {user_ids} User IDs and {subkeys} subkeys, more than \
+         the {MAX_USER_IDS} and {MAX_SUBKEYS} a certificate may have"
+    )]
+    TooManyComponents {
+        /// The primary key's fingerprint.
+        fingerprint: String,
+        /// Its User IDs and User Attributes, copies counted together.
+        user_ids: usize,
+        /// Its subkeys and components of unknown kinds.
+        subkeys: usize,
+    },
+    /// Checking the signatures where they stand would hash more than the budget.
+    #[error(
+        "certificate {fingerprint}: checking its {signatures} signatures would hash \
+         {cost} MiB, more than the {budget} MiB a {input} byte input may cost"
+    )]
+    TooCostly {
+        /// The primary key's fingerprint.
+        fingerprint: String,
+        /// How many signatures it carries.
+        signatures: usize,
+        /// The estimate, in MiB.
+        cost: u64,
+        /// The budget, in MiB.
+        budget: u64,
+        /// The input's size.
+        input: usize,
+    },
+}
+
+/// What a reading of `input` costs and what it dropped, for tests and the fuzz target.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Placement {
+    /// Bytes Sequoia's first pass would hash (every signature where it stands).
+    pub first_pass: u64,
+    /// Bytes its search for a place for the unplaced signatures would hash, as given.
+    pub search: u64,
+    /// Signatures that fit nowhere they stand.
+    pub unplaced: usize,
+    /// Of those, the ones dropped because the search was over budget.
+    pub dropped: usize,
+    /// The budget of each pass.
+    pub budget: u64,
+}
+
+/// The certificates in `input` (armored or binary), for Sequoia to read in time linear
+/// in the input; see the module documentation.
+pub(crate) fn certificates(input: &[u8]) -> Result<CertParser<'static>, PlacementError> {
+    read(input).map(|(parser, _)| parser)
+}
+
+/// [`certificates`], with what the reading cost.
+pub(crate) fn read(input: &[u8]) -> Result<(CertParser<'static>, Placement), PlacementError> {
+    let budget = budget(input.len());
+    read_within(input, budget, budget)
+}
+
+/// [`read`] with a budget for each pass.
+fn read_within(
+    input: &[u8],
+    first_pass_budget: u64,
+    search_budget: u64,
+) -> Result<(CertParser<'static>, Placement), PlacementError> {
+    let framed = frame(input)?;
+    let packets: Vec<&Packet> = framed.iter().map(|f| &f.packet).collect();
+    let sizes: Vec<u64> = framed.iter().map(|f| f.size).collect();
+    let mut placement = Placement {
+        budget: search_budget,
+        ..Default::default()
+    };
+    let certs = spans(&packets);
+    // Copies of one primary key are merged into one certificate, and identical
+    // components into one: counted as Sequoia will hold them.
+    let mut groups: HashMap<String, Group<'_>> = HashMap::new();
+    for cert in &certs {
+        let group = groups.entry(cert.fingerprint(&packets)).or_default();
+        for c in cert.pieces.iter().filter_map(|p| p.component) {
+            let packet = packets[c];
+            let (id, user_id) = match packet {
+                Packet::PublicSubkey(k) => (Component::Key(k.fingerprint()), false),
+                Packet::SecretSubkey(k) => (Component::Key(k.fingerprint()), false),
+                Packet::UserID(_) | Packet::UserAttribute(_) => (Component::Other(packet), true),
+                _ => (Component::Other(packet), false),
+            };
+            if group.components.insert(id, sizes[c]).is_none() {
+                *if user_id {
+                    &mut group.user_ids
+                } else {
+                    &mut group.subkeys
+                } += 1;
+            }
+        }
+    }
+    if let Some((fingerprint, group)) = groups
+        .iter()
+        .find(|(_, g)| g.user_ids > MAX_USER_IDS || g.subkeys > MAX_SUBKEYS)
+    {
+        return Err(PlacementError::TooManyComponents {
+            fingerprint: fingerprint.clone(),
+            user_ids: group.user_ids,
+            subkeys: group.subkeys,
+        });
+    }
+    placement.first_pass = certs
+        .iter()
+        .fold(0u64, |sum, c| sum.saturating_add(c.first_pass_cost(&sizes)));
+    if placement.first_pass > first_pass_budget {
+        let worst = certs
+            .iter()
+            .max_by_key(|c| c.first_pass_cost(&sizes))
+            .map(|c| (c.fingerprint(&packets), c.signatures()))
+            .unwrap_or_default();
+        return Err(PlacementError::TooCostly {
+            fingerprint: worst.0,
+            signatures: worst.1,
+            cost: placement.first_pass >> 20,
+            budget: first_pass_budget >> 20,
+            input: input.len(),
+        });
+    }
+    // What the search would cost, by certificate as merged: Sequoia merges copies of a
+    // signature that differ only in what is not hashed, and searches once for each.
+    for cert in &certs {
+        let Some(group) = groups.get_mut(&cert.fingerprint(&packets)) else {
+            continue;
+        };
+        let key = sizes[cert.primary];
+        for i in cert.unplaced(&packets) {
+            placement.unplaced += 1;
+            if let Packet::Signature(sig) = packets[i] {
+                group
+                    .unplaced
+                    .insert(hashed_part(sig), key.saturating_add(sizes[i]));
+            }
+            group.indices.push(i);
+        }
+    }
+    // The signatures dropped: those that fit nowhere they stand, of the certificates
+    // whose search is over budget, and no other (not a copy of one standing elsewhere).
+    let mut drop: HashSet<usize> = HashSet::new();
+    for group in groups.into_values() {
+        let (b, c) = (group.unplaced.len() as u64, group.components.len() as u64);
+        let component_bytes = group
+            .components
+            .values()
+            .fold(0u64, |a, &s| a.saturating_add(s));
+        let unplaced_bytes = group
+            .unplaced
+            .values()
+            .fold(0u64, |a, &s| a.saturating_add(s));
+        // Each unplaced signature hashed against every component of the certificate.
+        let search = b
+            .saturating_mul(component_bytes.saturating_add(c.saturating_mul(PER_HASH)))
+            .saturating_add(c.saturating_mul(unplaced_bytes));
+        placement.search = placement.search.saturating_add(search);
+        if search > placement.budget {
+            drop.extend(group.indices);
+        }
+    }
+    placement.dropped = drop.len();
+    if placement.dropped > 0 {
+        tracing::warn!(
+            dropped = placement.dropped,
+            "OpenPGP certificate: signatures that fit nowhere they stand dropped, too many to search for a place"
+        );
+    }
+    let packets: Vec<Packet> = framed
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !drop.contains(i))
+        .map(|(_, f)| f.packet)
+        .collect();
+    Ok((CertParser::from_iter(packets), placement))
+}
+
+/// `cert` without the signatures that fit none of its components (kept by Sequoia,
+/// written last, searched for again at every reading); `cert` itself when it has none
+/// or they cannot be taken out. Found by digest prefix, as Sequoia places them, not by
+/// verifying anything.
+pub(crate) fn without_unplaced_signatures(cert: Cert) -> Cert {
+    let packets: Vec<Packet> = cert.clone().into_packets().collect();
+    let unplaced: HashSet<usize> = {
+        let refs: Vec<&Packet> = packets.iter().collect();
+        spans(&refs)
+            .iter()
+            .flat_map(|c| c.unplaced(&refs))
+            .collect()
+    };
+    if unplaced.is_empty() {
+        return cert;
+    }
+    let kept = packets
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !unplaced.contains(i))
+        .map(|(_, p)| p);
+    Cert::from_packets(kept).unwrap_or(cert)
+}
+
+/// The fuzz target's invariants (`openpgp_cert_import`; FUZZING.md), on inputs Sequoia
+/// reads quickly; `Err` names the one that broke.
+///
+/// - Within the budget, the reading is Sequoia's own (`CertParser::from_bytes`).
+/// - With no budget (every search over it), no component is lost, no signature is
+///   made up, and nothing is left for Sequoia to search for.
+/// - [`without_unplaced_signatures`] leaves none and keeps every component.
+#[doc(hidden)]
+pub fn check(input: &[u8]) -> Result<(), String> {
+    type Certs = openpgp::Result<Vec<Cert>>;
+    let Ok((ours, _)) = read_within(input, u64::MAX, u64::MAX) else {
+        return Ok(());
+    };
+    let ours: Certs = ours.collect();
+    let theirs: Certs = CertParser::from_bytes(input).and_then(|p| p.collect());
+    let unbounded = match (ours, theirs) {
+        (Ok(a), Ok(b)) if a == b => b,
+        (Err(_), Err(_)) => return Ok(()),
+        (a, b) => {
+            return Err(format!(
+                "within the budget, read {:?} certificates where Sequoia read {:?}",
+                a.map(|c| c.len()).map_err(|e| e.to_string()),
+                b.map(|c| c.len()).map_err(|e| e.to_string())
+            ))
+        }
+    };
+    let (bounded, placement) =
+        read_within(input, u64::MAX, 0).map_err(|e| format!("no budget: {e}"))?;
+    let bounded: Vec<Cert> = bounded
+        .collect::<Certs>()
+        .map_err(|e| format!("no budget: {e}"))?;
+    if bounded.len() != unbounded.len() {
+        return Err(format!(
+            "no budget: {} certificates, Sequoia read {}",
+            bounded.len(),
+            unbounded.len()
+        ));
+    }
+    let signatures = |c: &Cert| -> HashSet<Signature> {
+        c.clone()
+            .into_packets()
+            .filter_map(|p| match p {
+                Packet::Signature(s) => Some(hashed_part(&s)),
+                _ => None,
+            })
+            .collect()
+    };
+    let components = |c: &Cert| -> Vec<Packet> {
+        c.clone()
+            .into_packets()
+            .filter(|p| p.tag() != Tag::Signature)
+            .collect()
+    };
+    let unplaced = |c: &Cert| -> usize {
+        let packets: Vec<Packet> = c.clone().into_packets().collect();
+        let refs: Vec<&Packet> = packets.iter().collect();
+        spans(&refs).iter().map(|s| s.unplaced(&refs).len()).sum()
+    };
+    for (b, u) in bounded.iter().zip(&unbounded) {
+        if components(b) != components(u) {
+            return Err(format!("no budget: {} lost a component", u.fingerprint()));
+        }
+        if !signatures(b).is_subset(&signatures(u)) {
+            return Err(format!("no budget: {} gained a signature", u.fingerprint()));
+        }
+        let has_components = u.userids().next().is_some()
+            || u.user_attributes().next().is_some()
+            || u.keys().subkeys().next().is_some()
+            || u.unknowns().next().is_some();
+        if has_components && unplaced(b) > 0 {
+            return Err(format!(
+                "no budget: {} keeps {} unplaced signatures ({placement:?})",
+                u.fingerprint(),
+                unplaced(b)
+            ));
+        }
+        let clean = without_unplaced_signatures(u.clone());
+        if (has_components && unplaced(&clean) > 0) || components(&clean) != components(u) {
+            return Err(format!(
+                "{}: taking out what fits nowhere left some or lost a component",
+                u.fingerprint()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A certificate's component as Sequoia merges them: a subkey by its fingerprint,
+/// anything else by its packet.
+#[derive(PartialEq, Eq, Hash)]
+enum Component<'a> {
+    Key(Fingerprint),
+    Other(&'a Packet),
+}
+
+/// One certificate, its copies merged, as counted.
+#[derive(Default)]
+struct Group<'a> {
+    /// Its distinct components, with their sizes.
+    components: HashMap<Component<'a>, u64>,
+    user_ids: usize,
+    subkeys: usize,
+    /// Its distinct unplaced signatures (their hashed parts), with the bytes each
+    /// hashes besides a component.
+    unplaced: HashMap<Signature, u64>,
+    /// Where its unplaced signatures stand in the input.
+    indices: Vec<usize>,
+}
+
+/// One top-level packet and the size of its body.
+struct Framed {
+    packet: Packet,
+    size: u64,
+}
+
+/// The top-level packets of `input`, framed and parsed, hashed nowhere; read as
+/// Sequoia's certificate parser reads them (packets of unknown kinds with their
+/// bodies, the input's end where a packet is cut short).
+fn frame(input: &[u8]) -> Result<Vec<Framed>, PlacementError> {
+    let truncated = |e: &anyhow::Error| {
+        e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::UnexpectedEof)
+    };
+    let mut out = Vec::new();
+    if input.is_empty() {
+        return Ok(out);
+    }
+    let mut ppr = match PacketParser::from_bytes(input) {
+        Ok(ppr) => ppr,
+        Err(e) if truncated(&e) => return Ok(out),
+        Err(e) => return Err(PlacementError::Packets(e)),
+    };
+    while let PacketParserResult::Some(mut pp) = ppr {
+        let size = match pp.header().length() {
+            BodyLength::Full(n) => u64::from(*n),
+            // Not a certificate's packet: the whole input, to be safe.
+            _ => input.len() as u64,
+        };
+        if let Packet::Unknown(_) = pp.packet {
+            pp.buffer_unread_content()
+                .map_err(PlacementError::Packets)?;
+        }
+        let (packet, next) = match pp.next() {
+            Ok(next) => next,
+            Err(e) if truncated(&e) => break,
+            Err(e) => return Err(PlacementError::Packets(e)),
+        };
+        out.push(Framed { packet, size });
+        ppr = next;
+    }
+    Ok(out)
+}
+
+/// A component (or the primary key itself) and the signatures that follow it, by
+/// index into the packets.
+struct Piece {
+    component: Option<usize>,
+    signatures: Vec<usize>,
+}
+
+/// One certificate: its primary key and its pieces, by index.
+struct Span {
+    primary: usize,
+    pieces: Vec<Piece>,
+}
+
+/// The certificates in `packets`, as Sequoia's certificate parser splits them.
+fn spans(packets: &[&Packet]) -> Vec<Span> {
+    let mut out: Vec<Span> = Vec::new();
+    for (i, p) in packets.iter().enumerate() {
+        match p.tag() {
+            Tag::PublicKey | Tag::SecretKey => out.push(Span {
+                primary: i,
+                pieces: vec![Piece {
+                    component: None,
+                    signatures: Vec::new(),
+                }],
+            }),
+            // Read past by the certificate parser.
+            Tag::Marker | Tag::Trust | Tag::Padding => {}
+            tag => {
+                let Some(cert) = out.last_mut() else { continue };
+                if tag == Tag::Signature {
+                    if let Some(piece) = cert.pieces.last_mut() {
+                        piece.signatures.push(i);
+                    }
+                } else {
+                    cert.pieces.push(Piece {
+                        component: Some(i),
+                        signatures: Vec::new(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Span {
+    fn primary_key<'a>(&self, packets: &[&'a Packet]) -> Option<&'a Key<PublicParts, PrimaryRole>> {
+        match packets[self.primary] {
+            Packet::PublicKey(k) => Some(k),
+            Packet::SecretKey(k) => Some(k.parts_as_public()),
+            _ => None,
+        }
+    }
+
+    fn fingerprint(&self, packets: &[&Packet]) -> String {
+        self.primary_key(packets)
+            .map(|k| k.fingerprint().to_hex())
+            .unwrap_or_default()
+    }
+
+    fn signatures(&self) -> usize {
+        self.pieces.iter().map(|p| p.signatures.len()).sum()
+    }
+
+    /// Bytes the first pass hashes: each signature with the primary key and its
+    /// component.
+    fn first_pass_cost(&self, sizes: &[u64]) -> u64 {
+        let key = sizes[self.primary];
+        self.pieces.iter().fold(key, |sum, piece| {
+            let component = piece.component.map_or(0, |c| sizes[c]);
+            let per_signature = key.saturating_add(component).saturating_add(PER_HASH);
+            piece
+                .signatures
+                .iter()
+                .fold(sum.saturating_add(component), |sum, &s| {
+                    sum.saturating_add(per_signature).saturating_add(sizes[s])
+                })
+        })
+    }
+
+    /// Where the signatures stand that fit nowhere they stand: those Sequoia would
+    /// search a place for (signature packets it could not parse, it does not hash).
+    fn unplaced(&self, packets: &[&Packet]) -> Vec<usize> {
+        let Some(primary) = self.primary_key(packets) else {
+            return Vec::new();
+        };
+        self.pieces
+            .iter()
+            .flat_map(|piece| {
+                let component = piece.component.map(|c| packets[c]);
+                piece.signatures.iter().copied().filter(move |&s| {
+                    matches!(packets[s], Packet::Signature(sig) if !fits(sig, primary, component))
+                })
+            })
+            .collect()
+    }
+}
+
+/// Whether `sig` fits right after `component` of the certificate whose primary key is
+/// the packet `primary`: see [`fits`].
+pub(crate) fn fits_after(sig: &Signature, primary: &Packet, component: &Packet) -> bool {
+    let primary = match primary {
+        Packet::PublicKey(k) => k,
+        Packet::SecretKey(k) => k.parts_as_public(),
+        _ => return false,
+    };
+    fits(sig, primary, Some(component))
+}
+
+/// Whether `sig` fits where it stands, after `component` (or the primary key itself):
+/// its type is one such a component carries and its digest prefix matches its hash
+/// over the primary key and the component, as Sequoia's canonicalisation checks before
+/// it searches elsewhere (attestations go to a User ID or User Attribute only).
+fn fits(
+    sig: &Signature,
+    primary: &Key<PublicParts, PrimaryRole>,
+    component: Option<&Packet>,
+) -> bool {
+    let digest = sig.hash_algo().context().and_then(|ctx| {
+        let mut ctx = ctx.for_signature(sig.version());
+        let approval = sig.typ() == SignatureType::CertificationApproval;
+        match component {
+            None => sig.hash_direct_key(&mut ctx, primary)?,
+            Some(Packet::UserID(u)) if approval => {
+                sig.hash_userid_approval(&mut ctx, primary, u)?
+            }
+            Some(Packet::UserID(u)) => sig.hash_userid_binding(&mut ctx, primary, u)?,
+            Some(Packet::UserAttribute(u)) if approval => {
+                sig.hash_user_attribute_approval(&mut ctx, primary, u)?
+            }
+            Some(Packet::UserAttribute(u)) => {
+                sig.hash_user_attribute_binding(&mut ctx, primary, u)?
+            }
+            Some(Packet::PublicSubkey(k)) => sig.hash_subkey_binding(&mut ctx, primary, k)?,
+            Some(Packet::SecretSubkey(k)) => {
+                sig.hash_subkey_binding(&mut ctx, primary, k.parts_as_public())?
+            }
+            // A component of a kind Sequoia does not know: all its signatures are
+            // searched for.
+            Some(_) => return Err(anyhow::anyhow!("no place")),
+        }
+        ctx.into_digest()
+    });
+    digest.is_ok_and(|d| d.get(..2) == Some(&sig.digest_prefix()[..]))
+}
+
+/// `sig` without its unhashed area: what decides where it fits. Sequoia merges copies
+/// that differ only there, so a copy it keeps may equal none of those given.
+fn hashed_part(sig: &Signature) -> Signature {
+    let mut sig = sig.clone();
+    sig.unhashed_area_mut().clear();
+    sig
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openpgp::cert::CertBuilder;
+    use openpgp::packet::signature::SignatureBuilder;
+    use openpgp::packet::UserID;
+    use openpgp::serialize::SerializeInto;
+    use openpgp::types::SignatureType;
+
+    fn bob() -> Cert {
+        CertBuilder::general_purpose(Some("bob@example.org"))
+            .generate()
+            .unwrap()
+            .0
+    }
+
+    /// `bob` followed by `uids` bare User IDs, a copy of his subkey and `sigs`
+    /// certifications by Bob's primary key of a User ID the certificate does not have:
+    /// what Sequoia would search for a place across all the User IDs.
+    fn hostile(bob: &Cert, uids: usize, sigs: usize) -> Vec<u8> {
+        hostile_copy(bob, uids, sigs, 0)
+    }
+
+    /// [`hostile`], its User IDs and signatures distinct for each `copy`.
+    fn hostile_copy(bob: &Cert, uids: usize, sigs: usize, copy: usize) -> Vec<u8> {
+        let mut signer = bob
+            .primary_key()
+            .key()
+            .clone()
+            .parts_into_secret()
+            .unwrap()
+            .into_keypair()
+            .unwrap();
+        let mut bytes = bob.to_vec().unwrap();
+        for i in 0..uids {
+            let uid = UserID::from(format!("u{i}.{copy}@example.org"));
+            bytes.extend(Packet::from(uid).to_vec().unwrap());
+        }
+        // After a subkey no certification fits, not even by a chance match of its
+        // two-octet digest prefix.
+        let subkey = bob.keys().subkeys().next().unwrap().key().clone();
+        bytes.extend(Packet::from(subkey).to_vec().unwrap());
+        let ghost = UserID::from("ghost@example.org");
+        for i in 0..sigs {
+            let at = std::time::UNIX_EPOCH
+                + std::time::Duration::from_secs(1_700_000_000 + (copy * sigs + i) as u64);
+            let sig = SignatureBuilder::new(SignatureType::GenericCertification)
+                .set_signature_creation_time(at)
+                .unwrap()
+                .sign_userid_binding(&mut signer, bob.primary_key().key(), &ghost)
+                .unwrap();
+            bytes.extend(Packet::from(sig).to_vec().unwrap());
+        }
+        bytes
+    }
+
+    fn read_one(input: &[u8]) -> (Cert, Placement) {
+        let (parser, placement) = read(input).unwrap();
+        let certs: Vec<Cert> = parser.collect::<openpgp::Result<_>>().unwrap();
+        assert_eq!(certs.len(), 1);
+        (certs.into_iter().next().unwrap(), placement)
+    }
+
+    #[test]
+    fn a_certificate_as_made_is_read_unchanged() {
+        let bob = bob();
+        let (cert, placement) = read_one(&bob.to_vec().unwrap());
+        assert_eq!(cert, bob);
+        assert_eq!(placement.unplaced, 0);
+        assert_eq!(placement.dropped, 0);
+        assert!(placement.first_pass > 0 && placement.first_pass < placement.budget);
+    }
+
+    #[test]
+    fn a_few_unplaced_signatures_are_left_to_sequoia() {
+        let bob = bob();
+        let bytes = hostile(&bob, 8, 8);
+        let (cert, placement) = read_one(&bytes);
+        assert_eq!(placement.unplaced, 8);
+        assert_eq!(placement.dropped, 0);
+        assert!(placement.search <= placement.budget);
+        // As Sequoia reads it unbounded.
+        assert_eq!(cert, Cert::from_bytes(&bytes).unwrap());
+        // (Sequoia's search may place one by a chance match of its digest prefix.)
+        let bad = cert.bad_signatures().count();
+        assert!((7..=8).contains(&bad), "{bad}");
+        let clean = without_unplaced_signatures(cert.clone());
+        assert_eq!(clean.bad_signatures().count(), 0);
+        assert_eq!(
+            clean.clone().into_packets().count(),
+            cert.clone().into_packets().count() - bad
+        );
+        assert_eq!(clean.userids().count(), cert.userids().count());
+        assert_eq!(clean.fingerprint(), bob.fingerprint());
+        // Stored and read again, nothing is left to search.
+        let again = Cert::from_bytes(&clean.to_vec().unwrap()).unwrap();
+        assert_eq!(again.bad_signatures().count(), 0);
+    }
+
+    #[test]
+    fn a_signature_merely_out_of_place_is_still_placed_under_the_budget() {
+        // Bob's User ID binding moved after his subkey: Sequoia finds its place.
+        let bob = bob();
+        let packets: Vec<Packet> = bob.clone().into_packets().collect();
+        let uid_sig = packets
+            .iter()
+            .position(|p| matches!(p, Packet::Signature(s) if s.typ() == SignatureType::PositiveCertification))
+            .unwrap();
+        let mut moved = packets.clone();
+        let sig = moved.remove(uid_sig);
+        moved.push(sig);
+        let bytes: Vec<u8> = moved.iter().flat_map(|p| p.to_vec().unwrap()).collect();
+        let (cert, placement) = read_one(&bytes);
+        assert_eq!(placement.unplaced, 1);
+        assert_eq!(placement.dropped, 0);
+        let policy = openpgp::policy::StandardPolicy::new();
+        assert_eq!(
+            cert.with_policy(&policy, None).unwrap().userids().count(),
+            1
+        );
+    }
+
+    #[test]
+    fn fail_a_flood_of_unplaced_signatures_is_dropped_before_the_search() {
+        let bob = bob();
+        let bytes = hostile(&bob, 200, 2_000);
+        let (cert, placement) = read_one(&bytes);
+        assert_eq!(placement.unplaced, 2_000);
+        assert!(placement.search > placement.budget, "{placement:?}");
+        assert_eq!(placement.dropped, 2_000);
+        assert_eq!(cert.bad_signatures().count(), 0);
+        // Bob's own components and bindings are untouched.
+        let policy = openpgp::policy::StandardPolicy::new();
+        let valid = cert.with_policy(&policy, None).unwrap();
+        assert_eq!(
+            valid
+                .userids()
+                .map(|u| u.userid().clone())
+                .collect::<Vec<_>>(),
+            vec![UserID::from("bob@example.org")]
+        );
+        assert_eq!(valid.keys().count(), bob.keys().count());
+    }
+
+    #[test]
+    fn fail_copies_unplaced_signatures_differing_only_unhashed_are_dropped_alike() {
+        // Copies of one junk signature with different unhashed areas: Sequoia merges
+        // them into one that equals none given.
+        let bob = bob();
+        let bytes = hostile(&bob, 200, 2_000);
+        let mut framed = frame(&bytes).unwrap();
+        for (i, f) in framed.iter_mut().enumerate() {
+            if let Packet::Signature(s) = &mut f.packet {
+                if s.typ() == SignatureType::GenericCertification {
+                    let note = openpgp::packet::signature::subpacket::Subpacket::new(
+                        openpgp::packet::signature::subpacket::SubpacketValue::SignatureCreationTime(
+                            (1_600_000_000 + i as u32).into(),
+                        ),
+                        false,
+                    )
+                    .unwrap();
+                    s.unhashed_area_mut().add(note).unwrap();
+                }
+            }
+        }
+        let mut twice: Vec<u8> = Vec::new();
+        for f in framed.iter().chain(framed.iter().skip(1)) {
+            twice.extend(f.packet.to_vec().unwrap());
+        }
+        let (cert, placement) = read_one(&twice);
+        assert!(placement.dropped >= 2_000, "{placement:?}");
+        assert_eq!(cert.bad_signatures().count(), 0);
+    }
+
+    #[test]
+    fn fail_copies_are_counted_together() {
+        // Each copy alone is under the budget; merged they would not be. Identical
+        // copies merge into one and cost what one does.
+        let bob = bob();
+        let one = hostile(&bob, 30, 150);
+        let (_, single) = read(&one).unwrap();
+        assert_eq!(single.dropped, 0, "{single:?}");
+        let same: Vec<u8> = (0..8).flat_map(|_| one.clone()).collect();
+        let (_, placement) = read(&same).unwrap();
+        assert_eq!(placement.dropped, 0, "{placement:?}");
+        let many: Vec<u8> = (0..8)
+            .flat_map(|c| hostile_copy(&bob, 30, 150, c))
+            .collect();
+        let (_, placement) = read(&many).unwrap();
+        assert_eq!(placement.unplaced, 8 * 150);
+        assert_eq!(placement.dropped, 8 * 150, "{placement:?}");
+    }
+
+    #[test]
+    fn fail_more_user_ids_than_a_certificate_may_have_are_refused() {
+        let bob = bob();
+        let at_most = hostile(&bob, MAX_USER_IDS - 1, 0);
+        assert!(read(&at_most).is_ok());
+        let over = hostile(&bob, MAX_USER_IDS, 0);
+        match read(&over) {
+            Err(PlacementError::TooManyComponents { user_ids, .. }) => {
+                assert_eq!(user_ids, MAX_USER_IDS + 1)
+            }
+            other => panic!("{:?}", other.map(|(_, p)| p)),
+        }
+        // Split over copies, counted together; the same User IDs twice count once.
+        let half = hostile(&bob, MAX_USER_IDS / 2 + 1, 0);
+        let twice: Vec<u8> = half.iter().chain(half.iter()).copied().collect();
+        assert!(read(&twice).is_ok());
+        let other = hostile_copy(&bob, MAX_USER_IDS / 2 + 1, 0, 1);
+        let both: Vec<u8> = half.iter().chain(other.iter()).copied().collect();
+        assert!(matches!(
+            read(&both),
+            Err(PlacementError::TooManyComponents { .. })
+        ));
+    }
+
+    #[test]
+    fn fail_a_large_component_with_many_signatures_is_refused_unhashed() {
+        let bob = bob();
+        let mut bytes = bob.to_vec().unwrap();
+        let big = UserID::from(vec![b'a'; 512 << 10]);
+        bytes.extend(Packet::from(big).to_vec().unwrap());
+        let sig = bob
+            .userids()
+            .next()
+            .unwrap()
+            .self_signatures()
+            .next()
+            .unwrap();
+        let sig = Packet::from(sig.clone()).to_vec().unwrap();
+        for _ in 0..2_000 {
+            bytes.extend_from_slice(&sig);
+        }
+        match read(&bytes) {
+            Err(PlacementError::TooCostly { signatures, .. }) => assert!(signatures >= 2_000),
+            other => panic!("{:?}", other.map(|(_, p)| p)),
+        }
+    }
+
+    #[test]
+    fn the_fuzz_targets_invariants_hold_on_these_cases() {
+        let bob = bob();
+        for input in [
+            bob.to_vec().unwrap(),
+            hostile(&bob, 8, 8),
+            hostile(&bob, 30, 150),
+            (0..3).flat_map(|c| hostile_copy(&bob, 5, 20, c)).collect(),
+        ] {
+            check(&input).unwrap();
+        }
+        // And on the fuzz target's seeds.
+        let seeds =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/openpgp_cert_import");
+        let mut n = 0;
+        for seed in std::fs::read_dir(seeds).unwrap() {
+            let path = seed.unwrap().path();
+            check(&std::fs::read(&path).unwrap()).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            n += 1;
+        }
+        assert!(n >= 13, "{n} seeds");
+    }
+
+    #[test]
+    fn fail_a_copy_of_a_signature_elsewhere_does_not_take_out_the_one_in_place() {
+        // Bob's certificate, then Mallory's flooded one carrying a copy of Bob's User
+        // ID binding: only the copy, which fits nowhere it stands, is dropped.
+        let (bob, mallory) = (bob(), bob());
+        let binding = bob
+            .userids()
+            .next()
+            .unwrap()
+            .self_signatures()
+            .next()
+            .unwrap()
+            .clone();
+        let mut input = bob.to_vec().unwrap();
+        let mut flood = hostile(&mallory, 200, 2_000);
+        flood.extend(Packet::from(binding.clone()).to_vec().unwrap());
+        input.extend(flood);
+        let (parser, placement) = read(&input).unwrap();
+        assert_eq!(placement.dropped, 2_001, "{placement:?}");
+        let certs: Vec<Cert> = parser.collect::<openpgp::Result<_>>().unwrap();
+        let policy = openpgp::policy::StandardPolicy::new();
+        let bob_read = certs
+            .iter()
+            .find(|c| c.fingerprint() == bob.fingerprint())
+            .unwrap();
+        assert_eq!(bob_read, &bob);
+        assert_eq!(
+            bob_read
+                .with_policy(&policy, None)
+                .unwrap()
+                .userids()
+                .count(),
+            1
+        );
+        // Within one certificate too: a copy under another User ID.
+        let mut input = hostile(&bob, 200, 2_000);
+        input.extend(Packet::from(binding).to_vec().unwrap());
+        let (cert, placement) = read_one(&input);
+        assert!(placement.dropped > 2_000, "{placement:?}");
+        let valid = cert.with_policy(&policy, None).unwrap();
+        assert_eq!(
+            valid
+                .userids()
+                .map(|u| u.userid().clone())
+                .collect::<Vec<_>>(),
+            vec![UserID::from("bob@example.org")]
+        );
+    }
+
+    #[test]
+    fn a_component_of_an_unknown_kind_keeps_its_body() {
+        // Tag 30 (reserved): Sequoia keeps it, body and all, as an unknown component.
+        let bob = bob();
+        let mut input = bob.to_vec().unwrap();
+        input.extend([0xc0 | 30, 5, 1, 2, 3, 4, 5]);
+        check(&input).unwrap();
+        let (cert, _) = read_one(&input);
+        assert_eq!(cert, Cert::from_bytes(&input).unwrap());
+        let clean = without_unplaced_signatures(cert);
+        let unknown = clean.unknowns().next().unwrap();
+        assert_eq!(unknown.unknown().body(), &[1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn fail_packets_that_do_not_frame_are_refused() {
+        let mut bytes = bob().to_vec().unwrap();
+        bytes.truncate(bytes.len() - 3);
+        assert!(matches!(read(&bytes), Err(PlacementError::Packets(_))));
+    }
+}
