@@ -19,17 +19,22 @@
 //! SOP inputs, Agent Cards fetched over HTTPS, key imports. [`certificates`] reads them
 //! for Sequoia in time linear in the input:
 //!
-//! 1. It frames the packets (Sequoia's packet parser, which does no hashing), refuses
-//!    a certificate with more than [`MAX_USER_IDS`] User IDs or [`MAX_SUBKEYS`]
-//!    subkeys, and estimates the first pass from the packets' sizes: over [`budget`],
+//! 1. It frames the packets (Sequoia's packet parser, which does no hashing, on past
+//!    the end of each armored block into the next as the certificate parser goes),
+//!    refuses a certificate with more than [`MAX_USER_IDS`] User IDs or
+//!    [`MAX_SUBKEYS`] subkeys, and estimates the first pass from the packets' sizes: over [`budget`],
 //!    the input is refused before anything is hashed.
 //! 2. It checks each signature where it stands, as Sequoia's first pass does (its type
 //!    and its digest prefix over the primary key and the component it follows; no
 //!    public-key operation), and estimates what the search for a place for those that
 //!    do not fit would hash. Copies of one primary key are counted together, since
-//!    they are merged into one certificate.
+//!    they are merged into one certificate; copies of one signature under different
+//!    components are counted for each, since Sequoia merges copies only under one
+//!    component and searches for each; bytes hashed with a legacy algorithm (SHA-1
+//!    with collision detection) count four times.
 //! 3. When that search would hash more than the budget, exactly those signatures are
-//!    dropped before the certificate is read, and the search has nothing to do. A
+//!    dropped from the costliest certificates until what is left is within it, before
+//!    anything is read, and the search has little to do. A
 //!    signature merely out of place in such a certificate is lost; one that fits where
 //!    it stands is never touched, whatever copies of it stand elsewhere. Under the
 //!    budget, Sequoia reads the packets as they are.
@@ -172,13 +177,12 @@ fn read_within(
         let group = groups.entry(cert.fingerprint(&packets)).or_default();
         for c in cert.pieces.iter().filter_map(|p| p.component) {
             let packet = packets[c];
-            let (id, user_id) = match packet {
-                Packet::PublicSubkey(k) => (Component::Key(k.fingerprint()), false),
-                Packet::SecretSubkey(k) => (Component::Key(k.fingerprint()), false),
-                Packet::UserID(_) | Packet::UserAttribute(_) => (Component::Other(packet), true),
-                _ => (Component::Other(packet), false),
-            };
-            if group.components.insert(id, sizes[c]).is_none() {
+            let user_id = matches!(packet, Packet::UserID(_) | Packet::UserAttribute(_));
+            if group
+                .components
+                .insert(component_id(packet), sizes[c])
+                .is_none()
+            {
                 *if user_id {
                     &mut group.user_ids
                 } else {
@@ -197,13 +201,13 @@ fn read_within(
             subkeys: group.subkeys,
         });
     }
-    placement.first_pass = certs
-        .iter()
-        .fold(0u64, |sum, c| sum.saturating_add(c.first_pass_cost(&sizes)));
+    placement.first_pass = certs.iter().fold(0u64, |sum, c| {
+        sum.saturating_add(c.first_pass_cost(&packets, &sizes))
+    });
     if placement.first_pass > first_pass_budget {
         let worst = certs
             .iter()
-            .max_by_key(|c| c.first_pass_cost(&sizes))
+            .max_by_key(|c| c.first_pass_cost(&packets, &sizes))
             .map(|c| (c.fingerprint(&packets), c.signatures()))
             .unwrap_or_default();
         return Err(PlacementError::TooCostly {
@@ -214,44 +218,57 @@ fn read_within(
             input: input.len(),
         });
     }
-    // What the search would cost, by certificate as merged: Sequoia merges copies of a
-    // signature that differ only in what is not hashed, and searches once for each.
+    // What the search would cost, by certificate as merged. Sequoia merges copies of a
+    // signature that differ only in what is not hashed when they stand under the same
+    // component, and searches once for each; copies under different components are
+    // searched for each.
     for cert in &certs {
         let Some(group) = groups.get_mut(&cert.fingerprint(&packets)) else {
             continue;
         };
         let key = sizes[cert.primary];
-        for i in cert.unplaced(&packets) {
+        for (i, component) in cert.unplaced(&packets) {
             placement.unplaced += 1;
             if let Packet::Signature(sig) = packets[i] {
-                group
-                    .unplaced
-                    .insert(hashed_part(sig), key.saturating_add(sizes[i]));
+                let under = component.map_or(Component::Primary, |c| component_id(packets[c]));
+                group.unplaced.insert(
+                    (under, hashed_part(sig)),
+                    (weight(sig), key.saturating_add(sizes[i])),
+                );
             }
             group.indices.push(i);
         }
     }
-    // The signatures dropped: those that fit nowhere they stand, of the certificates
-    // whose search is over budget, and no other (not a copy of one standing elsewhere).
+    // Each unplaced signature hashed against every component of the certificate.
+    let mut searches: Vec<(u64, Vec<usize>)> = groups
+        .into_values()
+        .map(|group| {
+            let c = group.components.len() as u64;
+            let component_bytes = group
+                .components
+                .values()
+                .fold(0u64, |a, &s| a.saturating_add(s));
+            let search = group.unplaced.values().fold(0u64, |sum, &(weight, bytes)| {
+                let each = component_bytes
+                    .saturating_add(c.saturating_mul(PER_HASH.saturating_add(bytes)));
+                sum.saturating_add(weight.saturating_mul(each))
+            });
+            (search, group.indices)
+        })
+        .collect();
+    placement.search = searches.iter().fold(0u64, |a, (s, _)| a.saturating_add(*s));
+    // The signatures dropped: those that fit nowhere they stand, of the costliest
+    // certificates until what is left is within budget, and no other (not a copy of one
+    // standing elsewhere).
+    searches.sort_by_key(|(search, _)| std::cmp::Reverse(*search));
+    let mut left = placement.search;
     let mut drop: HashSet<usize> = HashSet::new();
-    for group in groups.into_values() {
-        let (b, c) = (group.unplaced.len() as u64, group.components.len() as u64);
-        let component_bytes = group
-            .components
-            .values()
-            .fold(0u64, |a, &s| a.saturating_add(s));
-        let unplaced_bytes = group
-            .unplaced
-            .values()
-            .fold(0u64, |a, &s| a.saturating_add(s));
-        // Each unplaced signature hashed against every component of the certificate.
-        let search = b
-            .saturating_mul(component_bytes.saturating_add(c.saturating_mul(PER_HASH)))
-            .saturating_add(c.saturating_mul(unplaced_bytes));
-        placement.search = placement.search.saturating_add(search);
-        if search > placement.budget {
-            drop.extend(group.indices);
+    for (search, indices) in searches {
+        if left <= placement.budget || search == 0 {
+            break;
         }
+        left -= search;
+        drop.extend(indices);
     }
     placement.dropped = drop.len();
     if placement.dropped > 0 {
@@ -280,6 +297,7 @@ pub(crate) fn without_unplaced_signatures(cert: Cert) -> Cert {
         spans(&refs)
             .iter()
             .flat_map(|c| c.unplaced(&refs))
+            .map(|(i, _)| i)
             .collect()
     };
     if unplaced.is_empty() {
@@ -303,11 +321,15 @@ pub(crate) fn without_unplaced_signatures(cert: Cert) -> Cert {
 #[doc(hidden)]
 pub fn check(input: &[u8]) -> Result<(), String> {
     type Certs = openpgp::Result<Vec<Cert>>;
-    let Ok((ours, _)) = read_within(input, u64::MAX, u64::MAX) else {
-        return Ok(());
+    let theirs: Certs = CertParser::from_bytes(input).and_then(|p| p.collect());
+    let ours = match read_within(input, u64::MAX, u64::MAX) {
+        Ok((ours, _)) => ours,
+        // Refused by count, whatever the budget.
+        Err(PlacementError::TooManyComponents { .. }) => return Ok(()),
+        Err(e) if theirs.is_ok() => return Err(format!("refused what Sequoia reads: {e}")),
+        Err(_) => return Ok(()),
     };
     let ours: Certs = ours.collect();
-    let theirs: Certs = CertParser::from_bytes(input).and_then(|p| p.collect());
     let unbounded = match (ours, theirs) {
         (Ok(a), Ok(b)) if a == b => b,
         (Err(_), Err(_)) => return Ok(()),
@@ -384,8 +406,28 @@ pub fn check(input: &[u8]) -> Result<(), String> {
 /// anything else by its packet.
 #[derive(PartialEq, Eq, Hash)]
 enum Component<'a> {
+    /// The primary key itself, for the signatures right after it.
+    Primary,
     Key(Fingerprint),
     Other(&'a Packet),
+}
+
+fn component_id(packet: &Packet) -> Component<'_> {
+    match packet {
+        Packet::PublicSubkey(k) => Component::Key(k.fingerprint()),
+        Packet::SecretSubkey(k) => Component::Key(k.fingerprint()),
+        other => Component::Other(other),
+    }
+}
+
+/// How many times a byte of `sig`'s hashing counts: SHA-1 with collision detection
+/// (and the other legacy hashes) hashes about four times slower than SHA-256.
+fn weight(sig: &Signature) -> u64 {
+    use openpgp::types::HashAlgorithm;
+    match sig.hash_algo() {
+        HashAlgorithm::SHA1 | HashAlgorithm::MD5 | HashAlgorithm::RipeMD => 4,
+        _ => 1,
+    }
 }
 
 /// One certificate, its copies merged, as counted.
@@ -395,9 +437,10 @@ struct Group<'a> {
     components: HashMap<Component<'a>, u64>,
     user_ids: usize,
     subkeys: usize,
-    /// Its distinct unplaced signatures (their hashed parts), with the bytes each
-    /// hashes besides a component.
-    unplaced: HashMap<Signature, u64>,
+    /// Its unplaced signatures as Sequoia searches for them (each hashed part once
+    /// under each component), with their weight and the bytes each hashes besides a
+    /// component.
+    unplaced: HashMap<(Component<'a>, Signature), (u64, u64)>,
     /// Where its unplaced signatures stand in the input.
     indices: Vec<usize>,
 }
@@ -409,23 +452,26 @@ struct Framed {
 }
 
 /// The top-level packets of `input`, framed and parsed, hashed nowhere; read as
-/// Sequoia's certificate parser reads them (packets of unknown kinds with their
-/// bodies, the input's end where a packet is cut short).
+/// Sequoia's certificate parser reads them: packets of unknown kinds with their
+/// bodies, and on past the end of one armored block into the next.
 fn frame(input: &[u8]) -> Result<Vec<Framed>, PlacementError> {
-    let truncated = |e: &anyhow::Error| {
-        e.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::UnexpectedEof)
-    };
     let mut out = Vec::new();
-    if input.is_empty() {
-        return Ok(out);
-    }
-    let mut ppr = match PacketParser::from_bytes(input) {
-        Ok(ppr) => ppr,
-        Err(e) if truncated(&e) => return Ok(out),
-        Err(e) => return Err(PlacementError::Packets(e)),
-    };
-    while let PacketParserResult::Some(mut pp) = ppr {
+    let mut ppr = PacketParser::from_bytes(input).map_err(PlacementError::Packets)?;
+    loop {
+        let mut pp = match ppr {
+            PacketParserResult::Some(pp) => pp,
+            PacketParserResult::EOF(eof) => match PacketParser::from_reader(eof.into_reader()) {
+                Ok(PacketParserResult::Some(pp)) => pp,
+                Ok(PacketParserResult::EOF(_)) => break,
+                Err(e)
+                    if e.downcast_ref::<std::io::Error>()
+                        .is_some_and(|e| e.kind() == std::io::ErrorKind::UnexpectedEof) =>
+                {
+                    break
+                }
+                Err(e) => return Err(PlacementError::Packets(e)),
+            },
+        };
         let size = match pp.header().length() {
             BodyLength::Full(n) => u64::from(*n),
             // Not a certificate's packet: the whole input, to be safe.
@@ -435,11 +481,7 @@ fn frame(input: &[u8]) -> Result<Vec<Framed>, PlacementError> {
             pp.buffer_unread_content()
                 .map_err(PlacementError::Packets)?;
         }
-        let (packet, next) = match pp.next() {
-            Ok(next) => next,
-            Err(e) if truncated(&e) => break,
-            Err(e) => return Err(PlacementError::Packets(e)),
-        };
+        let (packet, next) = pp.next().map_err(PlacementError::Packets)?;
         out.push(Framed { packet, size });
         ppr = next;
     }
@@ -511,8 +553,8 @@ impl Span {
     }
 
     /// Bytes the first pass hashes: each signature with the primary key and its
-    /// component.
-    fn first_pass_cost(&self, sizes: &[u64]) -> u64 {
+    /// component, weighted by its hash algorithm.
+    fn first_pass_cost(&self, packets: &[&Packet], sizes: &[u64]) -> u64 {
         let key = sizes[self.primary];
         self.pieces.iter().fold(key, |sum, piece| {
             let component = piece.component.map_or(0, |c| sizes[c]);
@@ -521,14 +563,20 @@ impl Span {
                 .signatures
                 .iter()
                 .fold(sum.saturating_add(component), |sum, &s| {
-                    sum.saturating_add(per_signature).saturating_add(sizes[s])
+                    let each = per_signature.saturating_add(sizes[s]);
+                    let weight = match packets[s] {
+                        Packet::Signature(sig) => weight(sig),
+                        _ => 1,
+                    };
+                    sum.saturating_add(weight.saturating_mul(each))
                 })
         })
     }
 
-    /// Where the signatures stand that fit nowhere they stand: those Sequoia would
-    /// search a place for (signature packets it could not parse, it does not hash).
-    fn unplaced(&self, packets: &[&Packet]) -> Vec<usize> {
+    /// Where the signatures stand that fit nowhere they stand, with the component they
+    /// follow: those Sequoia would search a place for (signature packets it could not
+    /// parse, it does not hash).
+    fn unplaced(&self, packets: &[&Packet]) -> Vec<(usize, Option<usize>)> {
         let Some(primary) = self.primary_key(packets) else {
             return Vec::new();
         };
@@ -536,9 +584,14 @@ impl Span {
             .iter()
             .flat_map(|piece| {
                 let component = piece.component.map(|c| packets[c]);
-                piece.signatures.iter().copied().filter(move |&s| {
-                    matches!(packets[s], Packet::Signature(sig) if !fits(sig, primary, component))
-                })
+                piece
+                    .signatures
+                    .iter()
+                    .copied()
+                    .filter(move |&s| {
+                        matches!(packets[s], Packet::Signature(sig) if !fits(sig, primary, component))
+                    })
+                    .map(|s| (s, piece.component))
             })
             .collect()
     }
@@ -924,6 +977,147 @@ mod tests {
         let clean = without_unplaced_signatures(cert);
         let unknown = clean.unknowns().next().unwrap();
         assert_eq!(unknown.unknown().body(), &[1, 2, 3, 4, 5]);
+    }
+
+    fn armored(cert: &Cert) -> Vec<u8> {
+        cert.armored().to_vec().unwrap()
+    }
+
+    #[test]
+    fn armored_blocks_one_after_another_are_all_read() {
+        // As Sequoia's certificate parser reads them: on past the end of each block.
+        let (bob, alice) = (bob(), bob());
+        for input in [
+            [armored(&bob), armored(&alice)].concat(),
+            [
+                armored(&bob),
+                b"\n\n".to_vec(),
+                armored(&alice),
+                b"\n".to_vec(),
+            ]
+            .concat(),
+            [armored(&bob), b"\n".to_vec()].concat(),
+            [bob.to_vec().unwrap(), alice.to_vec().unwrap()].concat(),
+        ] {
+            check(&input).unwrap();
+            let certs: Vec<Cert> = certificates(&input)
+                .unwrap()
+                .collect::<openpgp::Result<_>>()
+                .unwrap();
+            let theirs: Vec<Cert> = CertParser::from_bytes(&input)
+                .unwrap()
+                .collect::<openpgp::Result<_>>()
+                .unwrap();
+            assert_eq!(certs, theirs);
+            assert!(!certs.is_empty());
+        }
+        let two = [armored(&bob), armored(&alice)].concat();
+        let certs: Vec<Cert> = certificates(&two)
+            .unwrap()
+            .collect::<openpgp::Result<_>>()
+            .unwrap();
+        assert_eq!(certs, vec![bob, alice]);
+    }
+
+    #[test]
+    fn what_sequoia_refuses_is_refused() {
+        let bob = armored(&bob());
+        for input in [
+            &b""[..],
+            b"\n",
+            b"garbage",
+            &bob[..bob.len() / 2],
+            &bob[..bob.len() - 40],
+        ] {
+            check(input).unwrap();
+            let theirs = CertParser::from_bytes(input)
+                .and_then(|p| p.collect::<openpgp::Result<Vec<Cert>>>());
+            let ours = certificates(input).map(|p| p.collect::<openpgp::Result<Vec<Cert>>>());
+            assert!(
+                !matches!(ours, Ok(Ok(_))) || theirs.is_ok(),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    /// Bob followed by `uids` User IDs of `uid_bytes` bytes each, and after each of
+    /// them the same `junk` certifications of a User ID he does not have, made with
+    /// `hash`.
+    fn junk_under_each(
+        bob: &Cert,
+        uids: usize,
+        uid_bytes: usize,
+        junk: usize,
+        hash: openpgp::types::HashAlgorithm,
+    ) -> Vec<u8> {
+        let mut signer = bob
+            .primary_key()
+            .key()
+            .clone()
+            .parts_into_secret()
+            .unwrap()
+            .into_keypair()
+            .unwrap();
+        let ghost = UserID::from("ghost@example.org");
+        let sigs: Vec<u8> = (0..junk)
+            .flat_map(|i| {
+                let at = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_secs(1_700_000_000 + i as u64);
+                let sig = SignatureBuilder::new(SignatureType::GenericCertification)
+                    .set_hash_algo(hash)
+                    .set_signature_creation_time(at)
+                    .unwrap()
+                    .sign_userid_binding(&mut signer, bob.primary_key().key(), &ghost)
+                    .unwrap();
+                Packet::from(sig).to_vec().unwrap()
+            })
+            .collect();
+        let mut bytes = bob.to_vec().unwrap();
+        for i in 0..uids {
+            let mut uid = format!("u{i}@example.org ").into_bytes();
+            uid.resize(uid_bytes.max(uid.len()), b'x');
+            bytes.extend(Packet::from(UserID::from(uid)).to_vec().unwrap());
+            bytes.extend_from_slice(&sigs);
+        }
+        bytes
+    }
+
+    #[test]
+    fn fail_copies_of_a_signature_under_each_component_are_each_counted() {
+        // Sequoia merges copies of a signature only under one component: one under
+        // each of 250 User IDs is searched for 250 times.
+        use openpgp::types::HashAlgorithm;
+        let bob = bob();
+        let bytes = junk_under_each(&bob, 250, 1_000, 4, HashAlgorithm::SHA256);
+        let (cert, placement) = read_one(&bytes);
+        assert_eq!(placement.unplaced, 1_000, "{placement:?}");
+        assert!(placement.search > placement.budget, "{placement:?}");
+        assert_eq!(placement.dropped, 1_000, "{placement:?}");
+        assert_eq!(cert.bad_signatures().count(), 0);
+        assert_eq!(cert.userids().count(), 251);
+        check(&junk_under_each(&bob, 20, 100, 2, HashAlgorithm::SHA256)).unwrap();
+    }
+
+    #[test]
+    fn fail_legacy_hashes_count_for_more() {
+        // SHA-1 with collision detection hashes about four times slower than SHA-256:
+        // what is within the budget with one may not be with the other.
+        use openpgp::types::HashAlgorithm;
+        let bob = bob();
+        let sha256 = junk_under_each(&bob, 40, 200, 3, HashAlgorithm::SHA256);
+        let sha1 = junk_under_each(&bob, 40, 200, 3, HashAlgorithm::SHA1);
+        let (_, p256) = read_within(&sha256, u64::MAX, u64::MAX).unwrap();
+        let (_, p1) = read_within(&sha1, u64::MAX, u64::MAX).unwrap();
+        assert_eq!(p256.unplaced, 120);
+        assert_eq!(p1.unplaced, 120);
+        assert!(p1.search > 3 * p256.search, "{p1:?} {p256:?}");
+        assert!(p1.first_pass > 3 * (p256.first_pass / 2), "{p1:?} {p256:?}");
+        let budget = 2 * p256.search;
+        let (_, p256) = read_within(&sha256, u64::MAX, budget).unwrap();
+        let (_, p1) = read_within(&sha1, u64::MAX, budget).unwrap();
+        assert_eq!(p256.dropped, 0, "{p256:?}");
+        assert_eq!(p1.dropped, 120, "{p1:?}");
     }
 
     #[test]
