@@ -27,17 +27,21 @@
 //! 2. It checks each signature where it stands, as Sequoia's first pass does (its type
 //!    and its digest prefix over the primary key and the component it follows; no
 //!    public-key operation), and estimates what the search for a place for those that
-//!    do not fit would hash. Copies of one primary key are counted together, since
-//!    they are merged into one certificate; copies of one signature under different
-//!    components are counted for each, since Sequoia merges copies only under one
-//!    component and searches for each; bytes hashed with a legacy algorithm (SHA-1
-//!    with collision detection) count four times.
-//! 3. When that search would hash more than the budget, exactly those signatures are
-//!    dropped from the costliest certificates until what is left is within it, before
-//!    anything is read, and the search has little to do. A
-//!    signature merely out of place in such a certificate is lost; one that fits where
-//!    it stands is never touched, whatever copies of it stand elsewhere. Under the
-//!    budget, Sequoia reads the packets as they are.
+//!    do not fit would hash. Copies of one primary key are counted together against
+//!    the caps, since they are merged into one certificate; copies of one signature
+//!    under different components are counted for each, since Sequoia merges copies
+//!    only under one component and searches for each; bytes hashed with a legacy
+//!    algorithm (SHA-1 with collision detection) count four times.
+//! 3. When that search would hash more than the budget, or the clones it could make
+//!    (Sequoia puts a signature under every component its two-octet digest prefix
+//!    matches) would hold more than a sixteenth of it, exactly those signatures are
+//!    dropped from the costliest copies until what is left is within it, before
+//!    anything is read, and the search has little to do. Each copy of a certificate
+//!    is counted on its own, as Sequoia canonicalises each on its own. A revocation
+//!    or direct-key signature of the primary key among them is placed after it
+//!    instead (one hash, no search); any other signature merely out of place in such
+//!    a copy is lost; one that fits where it stands is never touched, whatever copies
+//!    of it stand elsewhere. Under the budget, Sequoia reads the packets as they are.
 //!
 //! [`without_unplaced_signatures`] takes out what fits nowhere once a certificate is read:
 //! Sequoia writes such signatures at the end of a certificate, where every later
@@ -153,14 +157,16 @@ pub(crate) fn certificates(input: &[u8]) -> Result<CertParser<'static>, Placemen
 /// [`certificates`], with what the reading cost.
 pub(crate) fn read(input: &[u8]) -> Result<(CertParser<'static>, Placement), PlacementError> {
     let budget = budget(input.len());
-    read_within(input, budget, budget)
+    // What the search's clones may hold: a sixteenth of what it may hash.
+    read_within(input, budget, budget, budget / 16)
 }
 
-/// [`read`] with a budget for each pass.
+/// [`read`] with a budget for each pass and for the search's clones.
 fn read_within(
     input: &[u8],
     first_pass_budget: u64,
     search_budget: u64,
+    clones_budget: u64,
 ) -> Result<(CertParser<'static>, Placement), PlacementError> {
     let framed = frame(input)?;
     let packets: Vec<&Packet> = framed.iter().map(|f| &f.packet).collect();
@@ -218,71 +224,89 @@ fn read_within(
             input: input.len(),
         });
     }
-    // What the search would cost, by certificate as merged. Sequoia merges copies of a
-    // signature that differ only in what is not hashed when they stand under the same
-    // component, and searches once for each; copies under different components are
-    // searched for each.
-    for cert in &certs {
-        let Some(group) = groups.get_mut(&cert.fingerprint(&packets)) else {
-            continue;
-        };
-        let key = sizes[cert.primary];
-        for (i, component) in cert.unplaced(&packets) {
-            placement.unplaced += 1;
-            if let Packet::Signature(sig) = packets[i] {
-                let under = component.map_or(Component::Primary, |c| component_id(packets[c]));
-                group.unplaced.insert(
-                    (under, hashed_part(sig)),
-                    (weight(sig), key.saturating_add(sizes[i])),
-                );
-            }
-            group.indices.push(i);
-        }
-    }
-    // Each unplaced signature hashed against every component of the certificate.
-    let mut searches: Vec<(u64, Vec<usize>)> = groups
-        .into_values()
-        .map(|group| {
-            let c = group.components.len() as u64;
-            let component_bytes = group
-                .components
-                .values()
-                .fold(0u64, |a, &s| a.saturating_add(s));
-            let search = group.unplaced.values().fold(0u64, |sum, &(weight, bytes)| {
-                let each = component_bytes
-                    .saturating_add(c.saturating_mul(PER_HASH.saturating_add(bytes)));
-                sum.saturating_add(weight.saturating_mul(each))
-            });
-            (search, group.indices)
-        })
+    // What the search would cost, copy by copy: Sequoia canonicalises each copy of a
+    // certificate on its own (the copies are merged later, without what fits nowhere),
+    // merges copies of a signature that differ only in what is not hashed when they
+    // stand under the same component, and searches once for each; copies under
+    // different components are searched for each.
+    let mut costs: Vec<SpanCost> = certs
+        .iter()
+        .map(|cert| cert.search_cost(&packets, &sizes))
         .collect();
-    placement.search = searches.iter().fold(0u64, |a, (s, _)| a.saturating_add(*s));
-    // The signatures dropped: those that fit nowhere they stand, of the costliest
-    // certificates until what is left is within budget, and no other (not a copy of one
-    // standing elsewhere).
-    searches.sort_by_key(|(search, _)| std::cmp::Reverse(*search));
-    let mut left = placement.search;
+    placement.unplaced = costs.iter().map(|c| c.indices.len()).sum();
+    placement.search = costs.iter().fold(0u64, |a, c| a.saturating_add(c.search));
+    // The signatures dropped: those that fit nowhere they stand, of the costliest copies
+    // until what is left is within budget (the search's hashing, then what its clones
+    // would hold), and no other (not a copy of one standing elsewhere).
     let mut drop: HashSet<usize> = HashSet::new();
-    for (search, indices) in searches {
-        if left <= placement.budget || search == 0 {
+    let mut dropped = vec![false; costs.len()];
+    let mut order: Vec<usize> = (0..costs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(costs[i].search));
+    let mut left = placement.search;
+    for &i in &order {
+        if left <= placement.budget || costs[i].search == 0 {
             break;
         }
-        left -= search;
-        drop.extend(indices);
+        left -= costs[i].search;
+        dropped[i] = true;
     }
-    placement.dropped = drop.len();
+    order.sort_by_key(|&i| std::cmp::Reverse(costs[i].clones));
+    let mut left = (0..costs.len())
+        .filter(|&i| !dropped[i])
+        .fold(0u64, |a, i| a.saturating_add(costs[i].clones));
+    for &i in &order {
+        if left <= clones_budget {
+            break;
+        }
+        if !dropped[i] {
+            left -= costs[i].clones;
+            dropped[i] = true;
+        }
+    }
+    // Of those, the primary key's own signatures (a revocation certificate appended to
+    // a certificate) are placed here, after it: one hash each, no search.
+    let mut after_primary: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, cost) in costs.iter_mut().enumerate() {
+        if !dropped[i] {
+            continue;
+        }
+        let cert = &certs[i];
+        let primary = cert.primary_key(&packets);
+        for &s in &cost.indices {
+            let on_primary = match (packets[s], primary) {
+                (Packet::Signature(sig), Some(primary)) => {
+                    matches!(
+                        sig.typ(),
+                        SignatureType::KeyRevocation | SignatureType::DirectKey
+                    ) && fits(sig, primary, None)
+                }
+                _ => false,
+            };
+            if on_primary {
+                after_primary.entry(cert.primary).or_default().push(s);
+            }
+            drop.insert(s);
+        }
+    }
+    let moved: usize = after_primary.values().map(Vec::len).sum();
+    placement.dropped = drop.len() - moved;
     if placement.dropped > 0 {
         tracing::warn!(
             dropped = placement.dropped,
             "OpenPGP certificate: signatures that fit nowhere they stand dropped, too many to search for a place"
         );
     }
-    let packets: Vec<Packet> = framed
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !drop.contains(i))
-        .map(|(_, f)| f.packet)
-        .collect();
+    let mut framed: Vec<Option<Packet>> = framed.into_iter().map(|f| Some(f.packet)).collect();
+    let mut packets: Vec<Packet> = Vec::with_capacity(framed.len());
+    for i in 0..framed.len() {
+        if drop.contains(&i) {
+            continue;
+        }
+        packets.extend(framed[i].take());
+        for &s in after_primary.get(&i).into_iter().flatten() {
+            packets.extend(framed[s].take());
+        }
+    }
     Ok((CertParser::from_iter(packets), placement))
 }
 
@@ -322,7 +346,7 @@ pub(crate) fn without_unplaced_signatures(cert: Cert) -> Cert {
 pub fn check(input: &[u8]) -> Result<(), String> {
     type Certs = openpgp::Result<Vec<Cert>>;
     let theirs: Certs = CertParser::from_bytes(input).and_then(|p| p.collect());
-    let ours = match read_within(input, u64::MAX, u64::MAX) {
+    let ours = match read_within(input, u64::MAX, u64::MAX, u64::MAX) {
         Ok((ours, _)) => ours,
         // Refused by count, whatever the budget.
         Err(PlacementError::TooManyComponents { .. }) => return Ok(()),
@@ -342,7 +366,7 @@ pub fn check(input: &[u8]) -> Result<(), String> {
         }
     };
     let (bounded, placement) =
-        read_within(input, u64::MAX, 0).map_err(|e| format!("no budget: {e}"))?;
+        read_within(input, u64::MAX, 0, 0).map_err(|e| format!("no budget: {e}"))?;
     let bounded: Vec<Cert> = bounded
         .collect::<Certs>()
         .map_err(|e| format!("no budget: {e}"))?;
@@ -430,17 +454,23 @@ fn weight(sig: &Signature) -> u64 {
     }
 }
 
-/// One certificate, its copies merged, as counted.
+/// One certificate, its copies merged, as counted against the caps.
 #[derive(Default)]
 struct Group<'a> {
     /// Its distinct components, with their sizes.
     components: HashMap<Component<'a>, u64>,
     user_ids: usize,
     subkeys: usize,
-    /// Its unplaced signatures as Sequoia searches for them (each hashed part once
-    /// under each component), with their weight and the bytes each hashes besides a
-    /// component.
-    unplaced: HashMap<(Component<'a>, Signature), (u64, u64)>,
+}
+
+/// What Sequoia's search for a place for one copy's unplaced signatures would cost.
+struct SpanCost {
+    /// Bytes hashed, weighted by hash algorithm.
+    search: u64,
+    /// Bytes its clones would hold at most: Sequoia puts a signature under every
+    /// component its digest prefix matches, and a prefix is two octets anyone can
+    /// grind for.
+    clones: u64,
     /// Where its unplaced signatures stand in the input.
     indices: Vec<usize>,
 }
@@ -571,6 +601,42 @@ impl Span {
                     sum.saturating_add(weight.saturating_mul(each))
                 })
         })
+    }
+
+    /// What searching for a place for its unplaced signatures would cost: each,
+    /// once under each component it stands after, hashed against every component.
+    fn search_cost(&self, packets: &[&Packet], sizes: &[u64]) -> SpanCost {
+        let mut components: HashMap<Component<'_>, u64> = HashMap::new();
+        for c in self.pieces.iter().filter_map(|p| p.component) {
+            components.insert(component_id(packets[c]), sizes[c]);
+        }
+        let c = components.len() as u64;
+        let component_bytes = components.values().fold(0u64, |a, &s| a.saturating_add(s));
+        let key = sizes[self.primary];
+        let mut searched: HashSet<(Component<'_>, Signature)> = HashSet::new();
+        let mut cost = SpanCost {
+            search: 0,
+            clones: 0,
+            indices: Vec::new(),
+        };
+        for (i, under) in self.unplaced(packets) {
+            cost.indices.push(i);
+            let Packet::Signature(sig) = packets[i] else {
+                continue;
+            };
+            let under = under.map_or(Component::Primary, |u| component_id(packets[u]));
+            if !searched.insert((under, hashed_part(sig))) {
+                continue;
+            }
+            let each = component_bytes.saturating_add(
+                c.saturating_mul(PER_HASH.saturating_add(key).saturating_add(sizes[i])),
+            );
+            cost.search = cost.search.saturating_add(weight(sig).saturating_mul(each));
+            cost.clones = cost
+                .clones
+                .saturating_add(c.saturating_add(1).saturating_mul(sizes[i]));
+        }
+        cost
     }
 
     /// Where the signatures stand that fit nowhere they stand, with the component they
@@ -828,22 +894,140 @@ mod tests {
     }
 
     #[test]
-    fn fail_copies_are_counted_together() {
-        // Each copy alone is under the budget; merged they would not be. Identical
-        // copies merge into one and cost what one does.
+    fn fail_each_copy_is_counted() {
+        // Sequoia canonicalises each copy of a certificate on its own: identical copies
+        // cost what one does, times their number.
         let bob = bob();
         let one = hostile(&bob, 30, 150);
         let (_, single) = read(&one).unwrap();
         assert_eq!(single.dropped, 0, "{single:?}");
         let same: Vec<u8> = (0..8).flat_map(|_| one.clone()).collect();
         let (_, placement) = read(&same).unwrap();
-        assert_eq!(placement.dropped, 0, "{placement:?}");
-        let many: Vec<u8> = (0..8)
-            .flat_map(|c| hostile_copy(&bob, 30, 150, c))
-            .collect();
-        let (_, placement) = read(&many).unwrap();
         assert_eq!(placement.unplaced, 8 * 150);
-        assert_eq!(placement.dropped, 8 * 150, "{placement:?}");
+        assert_eq!(placement.search, 8 * single.search, "{placement:?}");
+        // Within what the search may hash, not within what its clones may hold: the
+        // costliest copies' junk is dropped until what is left is.
+        assert!(placement.search <= placement.budget, "{placement:?}");
+        assert!(
+            placement.dropped > 0 && placement.dropped < 8 * 150 && placement.dropped % 150 == 0,
+            "{placement:?}"
+        );
+        // Many certificates, each within the budget, together not.
+        let many: Vec<u8> = (0..24)
+            .flat_map(|_| hostile(&self::bob(), 30, 150))
+            .collect();
+        let (parser, placement) = read(&many).unwrap();
+        assert!(placement.search > placement.budget, "{placement:?}");
+        assert!(placement.dropped >= 150, "{placement:?}");
+        for cert in parser {
+            assert!(cert.unwrap().bad_signatures().count() <= 150);
+        }
+    }
+
+    #[test]
+    fn fail_a_large_signature_that_could_be_cloned_under_every_user_id_is_dropped() {
+        // Sequoia puts an unplaced signature under every component its two-octet digest
+        // prefix matches: ground for, 256 User IDs make 256 copies of it.
+        let bob = bob();
+        let mut bytes = hostile(&bob, 255, 0);
+        let packets: Vec<Packet> = bob.clone().into_packets().collect();
+        let mut sig = packets
+            .iter()
+            .find_map(|p| match p {
+                Packet::Signature(s) if s.typ() == SignatureType::PositiveCertification => {
+                    Some(s.clone())
+                }
+                _ => None,
+            })
+            .unwrap();
+        let note = openpgp::packet::signature::subpacket::Subpacket::new(
+            openpgp::packet::signature::subpacket::SubpacketValue::NotationData(
+                openpgp::packet::signature::subpacket::NotationData::new(
+                    "pad@example.org",
+                    vec![0u8; 60_000],
+                    None,
+                ),
+            ),
+            false,
+        )
+        .unwrap();
+        sig.unhashed_area_mut().add(note).unwrap();
+        bytes.extend(Packet::from(sig).to_vec().unwrap());
+        let (cert, placement) = read_one(&bytes);
+        assert_eq!(placement.unplaced, 1, "{placement:?}");
+        assert!(placement.search < placement.budget, "{placement:?}");
+        assert_eq!(placement.dropped, 1, "{placement:?}");
+        assert_eq!(cert.userids().count(), 256);
+    }
+
+    /// `cert`'s key revocation, as a revocation certificate.
+    fn revocation(cert: &Cert) -> Packet {
+        let mut signer = cert
+            .primary_key()
+            .key()
+            .clone()
+            .parts_into_secret()
+            .unwrap()
+            .into_keypair()
+            .unwrap();
+        let sig = cert
+            .revoke(
+                &mut signer,
+                openpgp::types::ReasonForRevocation::KeyCompromised,
+                b"lost",
+            )
+            .unwrap();
+        Packet::from(sig)
+    }
+
+    fn revoked(cert: &Cert) -> bool {
+        let policy = openpgp::policy::StandardPolicy::new();
+        matches!(
+            cert.revocation_status(&policy, None),
+            openpgp::types::RevocationStatus::Revoked(_)
+        )
+    }
+
+    #[test]
+    fn fail_junk_under_a_copy_of_the_primary_key_does_not_take_off_its_revocation() {
+        // The victim's certificate with its revocation certificate appended (out of
+        // place, after the subkey), then a copy of its public primary key followed by
+        // junk: only the junk copy is over budget.
+        let victim = bob();
+        let mut input = victim.to_vec().unwrap();
+        input.extend(revocation(&victim).to_vec().unwrap());
+        let theirs = Cert::from_bytes(&input).unwrap();
+        assert!(revoked(&theirs));
+        let flood = hostile(&victim, 200, 2_000);
+        input.extend(flood);
+        let (parser, placement) = read(&input).unwrap();
+        assert_eq!(placement.dropped, 2_000, "{placement:?}");
+        let certs: Vec<Cert> = parser.collect::<openpgp::Result<_>>().unwrap();
+        assert_eq!(certs.len(), 2);
+        assert!(revoked(&certs[0]));
+        assert_eq!(certs[0], theirs);
+    }
+
+    #[test]
+    fn fail_junk_appended_to_a_certificate_does_not_take_off_its_revocation() {
+        // The junk in the same copy as the revocation: the search is over budget, and
+        // the revocation, which fits the primary key, is placed after it all the same.
+        let victim = bob();
+        let mut input = victim.to_vec().unwrap();
+        input.extend(revocation(&victim).to_vec().unwrap());
+        let flood = hostile(&victim, 200, 2_000);
+        let primary_len = Packet::from(victim.primary_key().key().clone())
+            .to_vec()
+            .unwrap()
+            .len();
+        let own = victim.to_vec().unwrap().len();
+        // Bob's User IDs, subkey and junk, without a primary key before them.
+        assert_eq!(flood[..own], victim.to_vec().unwrap()[..]);
+        input.extend(&flood[primary_len..]);
+        let (cert, placement) = read_one(&input);
+        assert_eq!(placement.dropped, 2_000, "{placement:?}");
+        assert!(revoked(&cert));
+        assert_eq!(cert.bad_signatures().count(), 0);
     }
 
     #[test]
@@ -1060,24 +1244,36 @@ mod tests {
             .into_keypair()
             .unwrap();
         let ghost = UserID::from("ghost@example.org");
+        let user_ids: Vec<Packet> = (0..uids)
+            .map(|i| {
+                let mut uid = format!("u{i}@example.org ").into_bytes();
+                uid.resize(uid_bytes.max(uid.len()), b'x');
+                Packet::from(UserID::from(uid))
+            })
+            .collect();
+        let primary = bob.primary_key().key();
+        // Each fitting none of the User IDs, not even by a chance match of its digest
+        // prefix.
+        let mut at = 1_700_000_000u64;
         let sigs: Vec<u8> = (0..junk)
-            .flat_map(|i| {
-                let at = std::time::UNIX_EPOCH
-                    + std::time::Duration::from_secs(1_700_000_000 + i as u64);
+            .flat_map(|_| loop {
+                at += 1;
                 let sig = SignatureBuilder::new(SignatureType::GenericCertification)
                     .set_hash_algo(hash)
-                    .set_signature_creation_time(at)
+                    .set_signature_creation_time(
+                        std::time::UNIX_EPOCH + std::time::Duration::from_secs(at),
+                    )
                     .unwrap()
-                    .sign_userid_binding(&mut signer, bob.primary_key().key(), &ghost)
+                    .sign_userid_binding(&mut signer, primary, &ghost)
                     .unwrap();
-                Packet::from(sig).to_vec().unwrap()
+                if !user_ids.iter().any(|u| fits(&sig, primary, Some(u))) {
+                    break Packet::from(sig).to_vec().unwrap();
+                }
             })
             .collect();
         let mut bytes = bob.to_vec().unwrap();
-        for i in 0..uids {
-            let mut uid = format!("u{i}@example.org ").into_bytes();
-            uid.resize(uid_bytes.max(uid.len()), b'x');
-            bytes.extend(Packet::from(UserID::from(uid)).to_vec().unwrap());
+        for uid in &user_ids {
+            bytes.extend(uid.to_vec().unwrap());
             bytes.extend_from_slice(&sigs);
         }
         bytes
@@ -1107,15 +1303,15 @@ mod tests {
         let bob = bob();
         let sha256 = junk_under_each(&bob, 40, 200, 3, HashAlgorithm::SHA256);
         let sha1 = junk_under_each(&bob, 40, 200, 3, HashAlgorithm::SHA1);
-        let (_, p256) = read_within(&sha256, u64::MAX, u64::MAX).unwrap();
-        let (_, p1) = read_within(&sha1, u64::MAX, u64::MAX).unwrap();
+        let (_, p256) = read_within(&sha256, u64::MAX, u64::MAX, u64::MAX).unwrap();
+        let (_, p1) = read_within(&sha1, u64::MAX, u64::MAX, u64::MAX).unwrap();
         assert_eq!(p256.unplaced, 120);
         assert_eq!(p1.unplaced, 120);
         assert!(p1.search > 3 * p256.search, "{p1:?} {p256:?}");
         assert!(p1.first_pass > 3 * (p256.first_pass / 2), "{p1:?} {p256:?}");
         let budget = 2 * p256.search;
-        let (_, p256) = read_within(&sha256, u64::MAX, budget).unwrap();
-        let (_, p1) = read_within(&sha1, u64::MAX, budget).unwrap();
+        let (_, p256) = read_within(&sha256, u64::MAX, budget, u64::MAX).unwrap();
+        let (_, p1) = read_within(&sha1, u64::MAX, budget, u64::MAX).unwrap();
         assert_eq!(p256.dropped, 0, "{p256:?}");
         assert_eq!(p1.dropped, 120, "{p1:?}");
     }
