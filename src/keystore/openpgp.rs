@@ -87,10 +87,18 @@ pub(crate) fn read_certs_at(
             reason: e.to_string(),
         },
     })?;
+    // Stored without what fits nowhere, or every reading would search for it again.
+    let certs = parser
+        .map(|cert| {
+            cert.map(placement::without_unplaced_signatures)
+                .map_err(|e| malformed(what, e))
+        })
+        .collect::<Result<Vec<Cert>, _>>()?;
+    // Copies merged here, each certificate once: stored one by one, each copy would
+    // re-read the growing stored certificate.
+    let certs = merge_copies(certs, |_, _| Vec::new()).map_err(|e| malformed(what, e))?;
     let mut out = Vec::new();
-    for cert in parser {
-        // Stored without what fits nowhere, or every reading would search for it again.
-        let cert = placement::without_unplaced_signatures(cert.map_err(|e| malformed(what, e))?);
+    for cert in certs {
         conforms(&cert).map_err(|reason| malformed(what, reason))?;
         if let Some(at) = import_at {
             super::user_ids::check_import(&cert, at).map_err(|e| KeyStoreError::Refused {
@@ -429,6 +437,78 @@ pub(crate) fn parse_stored(bytes: &[u8]) -> Option<Cert> {
     Cert::from_bytes(bytes).ok().filter(|c| conforms(c).is_ok())
 }
 
+/// `certs` with the copies of one certificate (one primary key) merged into one, in
+/// the order each first appears, each merged certificate canonicalised once: its
+/// primary key (a secret copy's when there is one) and its own signatures, then each
+/// copy's components with their signatures, and after each component what `after`
+/// gives for it (given the primary key and the component). Sequoia then checks every
+/// signature where it stands, one check each however many copies an input holds;
+/// merging copies one by one re-reads the growing certificate each time.
+pub(crate) fn merge_copies(
+    certs: Vec<Cert>,
+    mut after: impl FnMut(&Packet, &Packet) -> Vec<Packet>,
+) -> openpgp::Result<Vec<Cert>> {
+    use std::collections::HashMap;
+    let mut order = Vec::new();
+    let mut copies: HashMap<openpgp::Fingerprint, Vec<Cert>> = HashMap::new();
+    for cert in certs {
+        let copy = copies.entry(cert.fingerprint()).or_default();
+        if copy.is_empty() {
+            order.push(cert.fingerprint());
+        }
+        copy.push(cert);
+    }
+    let mut out = Vec::with_capacity(order.len());
+    for fingerprint in order {
+        let copy = copies.remove(&fingerprint).unwrap_or_default();
+        let secret = copy
+            .iter()
+            .position(|c| c.primary_key().key().has_secret())
+            .unwrap_or(0);
+        let (mut first, mut primary) = (None, None);
+        let mut head = Vec::new();
+        let mut components = Vec::new();
+        let mut added = false;
+        let single = copy.len() == 1;
+        let mut unchanged = None;
+        for (i, cert) in copy.into_iter().enumerate() {
+            if single {
+                unchanged = Some(cert.clone());
+            }
+            let mut packets = cert.into_tsk().into_packets();
+            let key = packets.next();
+            if i == 0 {
+                first = key.clone();
+            }
+            if i == secret {
+                primary = key;
+            }
+            let mut own = true;
+            for p in packets {
+                own &= matches!(p, Packet::Signature(_));
+                if own {
+                    head.push(p);
+                    continue;
+                }
+                let theirs = match (&first, &p) {
+                    (_, Packet::Signature(_)) | (None, _) => Vec::new(),
+                    (Some(key), component) => after(key, component),
+                };
+                added |= !theirs.is_empty();
+                components.push(p);
+                components.extend(theirs);
+            }
+        }
+        match unchanged {
+            Some(cert) if !added => out.push(cert),
+            _ => out.push(Cert::from_packets(
+                primary.into_iter().chain(head).chain(components),
+            )?),
+        }
+    }
+    Ok(out)
+}
+
 /// `old` and `new` copies of one certificate merged (binary, public parts), or `None`
 /// when either does not parse or they are different certificates.
 pub(crate) fn merge(old: &[u8], new: &[u8]) -> Option<Vec<u8>> {
@@ -445,4 +525,72 @@ pub fn armored_certificate(tsk: &[u8]) -> Result<Vec<u8>, KeyStoreError> {
         .armored()
         .to_vec()
         .map_err(|e| malformed("OpenPGP key", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openpgp::packet::signature::SignatureBuilder;
+    use openpgp::types::SignatureType;
+
+    fn bob() -> Cert {
+        CertBuilder::general_purpose(Some("bob@example.org"))
+            .generate()
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn fail_cost_copies_in_one_input_are_merged_once() {
+        // Each copy brings a binding of its own that fits where it stands: stored one
+        // by one, each would re-read the growing certificate.
+        let bob = bob();
+        let mut signer = bob
+            .primary_key()
+            .key()
+            .clone()
+            .parts_into_secret()
+            .unwrap()
+            .into_keypair()
+            .unwrap();
+        let uid = bob.userids().next().unwrap().userid().clone();
+        let mut input = Vec::new();
+        for i in 0..50u64 {
+            let at =
+                bob.primary_key().key().creation_time() + std::time::Duration::from_secs(1 + i);
+            let sig = SignatureBuilder::new(SignatureType::PositiveCertification)
+                .set_signature_creation_time(at)
+                .unwrap()
+                .sign_userid_binding(&mut signer, bob.primary_key().key(), &uid)
+                .unwrap();
+            let copy = bob.clone().insert_packets(Some(sig)).unwrap().0;
+            input.extend(copy.strip_secret_key_material().to_vec().unwrap());
+        }
+        let parsed = read_certs_at(&input, "test", None, None).unwrap();
+        assert_eq!(parsed.len(), 1);
+        let cert = Cert::from_bytes(&parsed[0].public).unwrap();
+        assert_eq!(cert.fingerprint(), bob.fingerprint());
+        let bindings = cert.userids().next().unwrap().self_signatures().count();
+        assert_eq!(bindings, 51);
+    }
+
+    #[test]
+    fn a_public_and_a_secret_copy_merge_into_the_secret_key() {
+        let bob = bob();
+        let public = bob.clone().strip_secret_key_material().to_vec().unwrap();
+        let secret = bob.as_tsk().to_vec().unwrap();
+        for input in [
+            [public.clone(), secret.clone()].concat(),
+            [secret, public].concat(),
+        ] {
+            let parsed = read_certs_at(&input, "test", None, None).unwrap();
+            assert_eq!(parsed.len(), 1);
+            let tsk = Cert::from_bytes(&parsed[0].secret.as_ref().unwrap()[..]).unwrap();
+            assert_eq!(tsk.keys().secret().count(), bob.keys().count());
+            assert_eq!(
+                tsk.strip_secret_key_material(),
+                bob.clone().strip_secret_key_material()
+            );
+        }
+    }
 }

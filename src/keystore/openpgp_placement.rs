@@ -21,9 +21,11 @@
 //!
 //! 1. It frames the packets (Sequoia's packet parser, which does no hashing, on past
 //!    the end of each armored block into the next as the certificate parser goes),
-//!    refuses a certificate with more than [`MAX_USER_IDS`] User IDs or
-//!    [`MAX_SUBKEYS`] subkeys, and estimates the first pass from the packets' sizes: over [`budget`],
-//!    the input is refused before anything is hashed.
+//!    refuses a key whose verification costs more than its size says (a DSA group or
+//!    an RSA key larger than any in use) and a certificate with more than
+//!    [`MAX_USER_IDS`] User IDs or [`MAX_SUBKEYS`] subkeys, and estimates the first
+//!    pass from the packets' sizes: over [`budget`], the input is refused before
+//!    anything is hashed.
 //! 2. It checks each signature where it stands, as Sequoia's first pass does (its type
 //!    and its digest prefix over the primary key and the component it follows; no
 //!    public-key operation), and estimates what the search for a place for those that
@@ -93,6 +95,49 @@ pub(crate) const MAX_USER_IDS: usize = 256;
 /// is validated against the primary User ID, found as above.
 pub(crate) const MAX_SUBKEYS: usize = 256;
 
+/// The largest DSA group a key may have, in bits (p, q): FIPS 186-4's largest. Each
+/// verification raises y to q modulo p, before any policy judges the key: a 16,384-bit
+/// group of 4 KB took 10 s to check one signature with.
+const MAX_DSA_BITS: (usize, usize) = (3072, 256);
+
+/// The largest RSA modulus and public exponent a key may have, in bits.
+const MAX_RSA_BITS: (usize, usize) = (16384, 33);
+
+/// The key in `packet` (its fingerprint, and what is too large) when verifying a
+/// signature with it costs more than its size says.
+fn too_costly_key(packet: &Packet) -> Option<(String, String)> {
+    use openpgp::crypto::mpi::PublicKey as Mpis;
+    let (fingerprint, mpis) = match packet {
+        Packet::PublicKey(k) => (k.fingerprint(), k.mpis()),
+        Packet::PublicSubkey(k) => (k.fingerprint(), k.mpis()),
+        Packet::SecretKey(k) => (k.fingerprint(), k.mpis()),
+        Packet::SecretSubkey(k) => (k.fingerprint(), k.mpis()),
+        _ => return None,
+    };
+    let parameters = match mpis {
+        Mpis::DSA { p, q, .. } if p.bits() > MAX_DSA_BITS.0 || q.bits() > MAX_DSA_BITS.1 => {
+            format!(
+                "a DSA group of {} and {} bits, more than the {} and {} a key may have",
+                p.bits(),
+                q.bits(),
+                MAX_DSA_BITS.0,
+                MAX_DSA_BITS.1
+            )
+        }
+        Mpis::RSA { e, n } if n.bits() > MAX_RSA_BITS.0 || e.bits() > MAX_RSA_BITS.1 => {
+            format!(
+                "an RSA modulus of {} bits and exponent of {} bits, more than the {} and {} a key may have",
+                n.bits(),
+                e.bits(),
+                MAX_RSA_BITS.0,
+                MAX_RSA_BITS.1
+            )
+        }
+        _ => return None,
+    };
+    Some((fingerprint.to_hex(), parameters))
+}
+
 /// Why certificates were not read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -112,6 +157,14 @@ pub(crate) enum PlacementError {
         user_ids: usize,
         /// Its subkeys and components of unknown kinds.
         subkeys: usize,
+    },
+    /// A key whose every verification costs more than its size says.
+    #[error("key {fingerprint}: {parameters}")]
+    KeyTooCostly {
+        /// The key's fingerprint.
+        fingerprint: String,
+        /// What is too large.
+        parameters: String,
     },
     /// Checking the signatures where they stand would hash more than the budget.
     #[error(
@@ -169,6 +222,12 @@ fn read_within(
     clones_budget: u64,
 ) -> Result<(CertParser<'static>, Placement), PlacementError> {
     let framed = frame(input)?;
+    if let Some((fingerprint, parameters)) = framed.iter().find_map(|f| too_costly_key(&f.packet)) {
+        return Err(PlacementError::KeyTooCostly {
+            fingerprint,
+            parameters,
+        });
+    }
     let packets: Vec<&Packet> = framed.iter().map(|f| &f.packet).collect();
     let sizes: Vec<u64> = framed.iter().map(|f| f.size).collect();
     let mut placement = Placement {
@@ -348,8 +407,10 @@ pub fn check(input: &[u8]) -> Result<(), String> {
     let theirs: Certs = CertParser::from_bytes(input).and_then(|p| p.collect());
     let ours = match read_within(input, u64::MAX, u64::MAX, u64::MAX) {
         Ok((ours, _)) => ours,
-        // Refused by count, whatever the budget.
-        Err(PlacementError::TooManyComponents { .. }) => return Ok(()),
+        // Refused by count or key size, whatever the budget.
+        Err(PlacementError::TooManyComponents { .. } | PlacementError::KeyTooCostly { .. }) => {
+            return Ok(())
+        }
         Err(e) if theirs.is_ok() => return Err(format!("refused what Sequoia reads: {e}")),
         Err(_) => return Ok(()),
     };
@@ -1314,6 +1375,82 @@ mod tests {
         let (_, p1) = read_within(&sha1, u64::MAX, budget, u64::MAX).unwrap();
         assert_eq!(p256.dropped, 0, "{p256:?}");
         assert_eq!(p1.dropped, 120, "{p1:?}");
+    }
+
+    #[test]
+    #[allow(deprecated)] // DSA, made on purpose
+    fn fail_a_key_too_costly_to_verify_with_is_refused_unread() {
+        use openpgp::crypto::mpi::{PublicKey, MPI};
+        use openpgp::packet::key::{Key4, PublicParts, SubordinateRole};
+        use openpgp::types::PublicKeyAlgorithm;
+        let bits = |n: usize| MPI::new(&[0xff].repeat(n / 8));
+        let bob = bob();
+        for (mpis, refused) in [
+            (
+                PublicKey::DSA {
+                    p: bits(3072),
+                    q: bits(256),
+                    g: bits(3064),
+                    y: bits(3064),
+                },
+                false,
+            ),
+            (
+                PublicKey::DSA {
+                    p: bits(16384),
+                    q: bits(256),
+                    g: bits(8),
+                    y: bits(8),
+                },
+                true,
+            ),
+            (
+                PublicKey::DSA {
+                    p: bits(3072),
+                    q: bits(3072),
+                    g: bits(8),
+                    y: bits(8),
+                },
+                true,
+            ),
+            (
+                PublicKey::RSA {
+                    e: bits(24),
+                    n: bits(16384),
+                },
+                false,
+            ),
+            (
+                PublicKey::RSA {
+                    e: bits(24),
+                    n: bits(16392),
+                },
+                true,
+            ),
+            (
+                PublicKey::RSA {
+                    e: bits(4096),
+                    n: bits(4096),
+                },
+                true,
+            ),
+        ] {
+            let algo = match mpis {
+                PublicKey::DSA { .. } => PublicKeyAlgorithm::DSA,
+                _ => PublicKeyAlgorithm::RSAEncryptSign,
+            };
+            let key: Key<PublicParts, SubordinateRole> =
+                Key4::new(std::time::SystemTime::now(), algo, mpis)
+                    .unwrap()
+                    .into();
+            let mut input = bob.to_vec().unwrap();
+            input.extend(Packet::from(key).to_vec().unwrap());
+            match read(&input) {
+                Err(PlacementError::KeyTooCostly { .. }) => assert!(refused),
+                Ok(_) => assert!(!refused),
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
     #[test]

@@ -555,110 +555,71 @@ fn checked_certs(inputs: &[Vec<u8>]) -> Result<Vec<Cert>, SopError> {
 }
 
 /// `certs` with the copies of one certificate (one primary key) merged into one, and
-/// each of the `kept` bindings after its subkey in the certificate it came with, each
-/// such certificate canonicalised once: Sequoia then checks every binding where it
-/// stands (one check each, however many copies or bindings a hostile input holds;
-/// merging copies one by one, as a store's import does, re-reads the growing
-/// certificate each time).
+/// each of the `kept` bindings after its subkey, each such certificate canonicalised
+/// once ([`keys::merge_copies`]), within the bound on components across the inputs.
 fn merged(
     certs: Vec<Cert>,
     kept: Vec<super::unhashed::KeptBinding>,
 ) -> Result<Vec<Cert>, SopError> {
     use openpgp::packet::Packet;
-    use std::collections::HashMap;
-    let mut order = Vec::new();
-    let mut copies: HashMap<openpgp::Fingerprint, Vec<Cert>> = HashMap::new();
-    for cert in certs {
-        let copy = copies.entry(cert.fingerprint()).or_default();
-        if copy.is_empty() {
-            order.push(cert.fingerprint());
-        }
-        copy.push(cert);
+    use openpgp::Fingerprint;
+    use std::collections::{HashMap, HashSet};
+    // Merged across inputs, a certificate may have no more components than one input
+    // may give it (each was read under that bound).
+    let mut components: HashMap<Fingerprint, (HashSet<Vec<u8>>, HashSet<Fingerprint>)> =
+        HashMap::new();
+    for c in &certs {
+        let (user_ids, subkeys) = components.entry(c.fingerprint()).or_default();
+        user_ids.extend(c.userids().map(|u| u.userid().value().to_vec()));
+        user_ids.extend(
+            c.user_attributes()
+                .map(|u| u.user_attribute().value().to_vec()),
+        );
+        subkeys.extend(c.keys().subkeys().map(|k| k.key().fingerprint()));
+    }
+    if let Some((fingerprint, (user_ids, subkeys))) = components.iter().find(|(_, (u, s))| {
+        u.len() > keys::placement::MAX_USER_IDS || s.len() > keys::placement::MAX_SUBKEYS
+    }) {
+        return Err(bad(format!(
+            "certificate {fingerprint}: {} User IDs and {} subkeys across the inputs, more than the {} and {} a certificate may have",
+            user_ids.len(),
+            subkeys.len(),
+            keys::placement::MAX_USER_IDS,
+            keys::placement::MAX_SUBKEYS
+        )));
     }
     // Primary key, then subkey: the bindings that follow it.
-    type Bindings = HashMap<openpgp::Fingerprint, Vec<openpgp::packet::Signature>>;
-    let mut bindings: HashMap<openpgp::Fingerprint, Bindings> = HashMap::new();
+    type Bindings = HashMap<Fingerprint, Vec<openpgp::packet::Signature>>;
+    let mut bindings: HashMap<Fingerprint, Bindings> = HashMap::new();
     for k in kept {
         let of_primary = bindings.entry(k.primary).or_default();
         of_primary.entry(k.subkey).or_default().push(k.signature);
     }
-    let mut out = Vec::with_capacity(order.len());
-    for fingerprint in order {
-        let mut copy = copies.remove(&fingerprint).unwrap_or_default();
-        let mut kept = bindings.remove(&fingerprint).unwrap_or_default();
-        if copy.len() == 1 && kept.is_empty() {
-            out.extend(copy.pop());
-            continue;
-        }
-        // Merged across inputs, a certificate may have no more components than one
-        // input may give it (each was read under that bound).
-        let user_ids: std::collections::HashSet<Vec<u8>> = copy
-            .iter()
-            .flat_map(|c| {
-                c.userids().map(|u| u.userid().value().to_vec()).chain(
-                    c.user_attributes()
-                        .map(|u| u.user_attribute().value().to_vec()),
-                )
-            })
-            .collect();
-        let subkeys: std::collections::HashSet<openpgp::Fingerprint> = copy
-            .iter()
-            .flat_map(|c| c.keys().subkeys().map(|k| k.key().fingerprint()))
-            .collect();
-        if user_ids.len() > keys::placement::MAX_USER_IDS
-            || subkeys.len() > keys::placement::MAX_SUBKEYS
-        {
-            return Err(bad(format!(
-                "certificate {fingerprint}: {} User IDs and {} subkeys across the inputs, more than the {} and {} a certificate may have",
-                user_ids.len(),
-                subkeys.len(),
-                keys::placement::MAX_USER_IDS,
-                keys::placement::MAX_SUBKEYS
-            )));
-        }
-        // The primary key and its own signatures, then each copy's components, each
-        // followed by its signatures (and a kept binding after its subkey).
-        let mut head = Vec::new();
-        let mut components = Vec::new();
-        for (i, cert) in copy.into_iter().enumerate() {
-            let mut packets = cert.into_tsk().into_packets();
-            let primary = packets.next();
-            if i == 0 {
-                head.extend(primary);
+    keys::merge_copies(certs, |primary, component| {
+        let fingerprint = |p: &Packet| match p {
+            Packet::PublicKey(k) => Some(k.fingerprint()),
+            Packet::SecretKey(k) => Some(k.fingerprint()),
+            Packet::PublicSubkey(k) => Some(k.fingerprint()),
+            Packet::SecretSubkey(k) => Some(k.fingerprint()),
+            _ => None,
+        };
+        let theirs = match (fingerprint(primary), component.tag()) {
+            (Some(p), openpgp::packet::Tag::PublicSubkey | openpgp::packet::Tag::SecretSubkey) => {
+                fingerprint(component)
+                    .and_then(|k| bindings.get_mut(&p).and_then(|b| b.remove(&k)))
+                    .unwrap_or_default()
             }
-            let mut own = true;
-            for p in packets {
-                own &= matches!(p, Packet::Signature(_));
-                let subkey = match &p {
-                    Packet::PublicSubkey(k) => Some(k.fingerprint()),
-                    Packet::SecretSubkey(k) => Some(k.fingerprint()),
-                    _ => None,
-                };
-                if own {
-                    head.push(p);
-                    continue;
-                }
-                let Some(theirs) = subkey.and_then(|k| kept.remove(&k)) else {
-                    components.push(p);
-                    continue;
-                };
-                // Only those that fit where they go: one that does not would be
-                // searched for against every subkey.
-                let fitting: Vec<Packet> = match head.first() {
-                    Some(primary) => theirs
-                        .into_iter()
-                        .filter(|sig| keys::placement::fits_after(sig, primary, &p))
-                        .map(Packet::from)
-                        .collect(),
-                    None => Vec::new(),
-                };
-                components.push(p);
-                components.extend(fitting);
-            }
-        }
-        out.push(Cert::from_packets(head.into_iter().chain(components)).map_err(bad)?);
-    }
-    Ok(out)
+            _ => Vec::new(),
+        };
+        // Only those that fit where they go: one that does not would be searched for
+        // against every subkey.
+        theirs
+            .into_iter()
+            .filter(|sig| keys::placement::fits_after(sig, primary, component))
+            .map(Packet::from)
+            .collect()
+    })
+    .map_err(bad)
 }
 
 /// `data` (armored or binary) with the malformed Issuer Fingerprints that nothing
