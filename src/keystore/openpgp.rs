@@ -530,29 +530,16 @@ pub fn armored_certificate(tsk: &[u8]) -> Result<Vec<u8>, KeyStoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keystore::openpgp_placement::tests::{bob, signer};
     use openpgp::packet::signature::SignatureBuilder;
     use openpgp::types::SignatureType;
-
-    fn bob() -> Cert {
-        CertBuilder::general_purpose(Some("bob@example.org"))
-            .generate()
-            .unwrap()
-            .0
-    }
 
     #[test]
     fn fail_cost_copies_in_one_input_are_merged_once() {
         // Each copy brings a binding of its own that fits where it stands: stored one
         // by one, each would re-read the growing certificate.
         let bob = bob();
-        let mut signer = bob
-            .primary_key()
-            .key()
-            .clone()
-            .parts_into_secret()
-            .unwrap()
-            .into_keypair()
-            .unwrap();
+        let mut signer = signer(&bob);
         let uid = bob.userids().next().unwrap().userid().clone();
         let mut input = Vec::new();
         for i in 0..50u64 {

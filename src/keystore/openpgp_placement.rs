@@ -781,7 +781,7 @@ fn hashed_part(sig: &Signature) -> Signature {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use openpgp::cert::CertBuilder;
     use openpgp::packet::signature::SignatureBuilder;
@@ -789,11 +789,23 @@ mod tests {
     use openpgp::serialize::SerializeInto;
     use openpgp::types::SignatureType;
 
-    fn bob() -> Cert {
+    /// A certificate of Bob's, new each time, with its secret keys.
+    pub(crate) fn bob() -> Cert {
         CertBuilder::general_purpose(Some("bob@example.org"))
             .generate()
             .unwrap()
             .0
+    }
+
+    /// `cert`'s primary key, to sign with.
+    pub(crate) fn signer(cert: &Cert) -> openpgp::crypto::KeyPair {
+        cert.primary_key()
+            .key()
+            .clone()
+            .parts_into_secret()
+            .unwrap()
+            .into_keypair()
+            .unwrap()
     }
 
     /// `bob` followed by `uids` bare User IDs, a copy of his subkey and `sigs`
@@ -805,14 +817,7 @@ mod tests {
 
     /// [`hostile`], its User IDs and signatures distinct for each `copy`.
     fn hostile_copy(bob: &Cert, uids: usize, sigs: usize, copy: usize) -> Vec<u8> {
-        let mut signer = bob
-            .primary_key()
-            .key()
-            .clone()
-            .parts_into_secret()
-            .unwrap()
-            .into_keypair()
-            .unwrap();
+        let mut signer = signer(bob);
         let mut bytes = bob.to_vec().unwrap();
         for i in 0..uids {
             let uid = UserID::from(format!("u{i}.{copy}@example.org"));
@@ -1023,14 +1028,7 @@ mod tests {
 
     /// `cert`'s key revocation, as a revocation certificate.
     fn revocation(cert: &Cert) -> Packet {
-        let mut signer = cert
-            .primary_key()
-            .key()
-            .clone()
-            .parts_into_secret()
-            .unwrap()
-            .into_keypair()
-            .unwrap();
+        let mut signer = signer(cert);
         let sig = cert
             .revoke(
                 &mut signer,
@@ -1296,14 +1294,7 @@ mod tests {
         junk: usize,
         hash: openpgp::types::HashAlgorithm,
     ) -> Vec<u8> {
-        let mut signer = bob
-            .primary_key()
-            .key()
-            .clone()
-            .parts_into_secret()
-            .unwrap()
-            .into_keypair()
-            .unwrap();
+        let mut signer = signer(bob);
         let ghost = UserID::from("ghost@example.org");
         let user_ids: Vec<Packet> = (0..uids)
             .map(|i| {

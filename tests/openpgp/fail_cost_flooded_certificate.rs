@@ -101,22 +101,7 @@ fn fail_cost_a_flooded_certificate_is_read_without_its_junk() {
     // Imported, Bob's address and Mallory's real certification stay; the junk is not
     // stored, so no later reading searches for it.
     let store = d.join("store");
-    let out = run(
-        &[
-            "key",
-            "import",
-            "--store",
-            store.to_str().unwrap(),
-            d.join("flooded.cert").to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    import(&store, &d.join("flooded.cert"));
     let out = run(
         &["key", "list", "--json", "--store", store.to_str().unwrap()],
         b"",
@@ -251,22 +236,7 @@ fn fail_cost_a_flooded_certificate_cannot_take_a_revocation_off_another() {
     }
     // Imported, Alice's subkey stays revoked.
     let store = d.join("store");
-    let out = run(
-        &[
-            "key",
-            "import",
-            "--store",
-            store.to_str().unwrap(),
-            d.join("keyring.pgp").to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    import(&store, &d.join("keyring.pgp"));
     let policy = openpgp::policy::StandardPolicy::new();
     let stored = crate::common::cli_store(&store)
         .openpgp_certificates()
@@ -286,4 +256,24 @@ fn fail_cost_a_flooded_certificate_cannot_take_a_revocation_off_another() {
         key.revocation_status(),
         openpgp::types::RevocationStatus::Revoked(_)
     ));
+}
+
+/// `file` imported into the store at `store`, which must succeed.
+fn import(store: &Path, file: &Path) {
+    let out = run(
+        &[
+            "key",
+            "import",
+            "--store",
+            store.to_str().unwrap(),
+            file.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
