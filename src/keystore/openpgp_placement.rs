@@ -41,9 +41,12 @@
 //!    anything is read, and the search has little to do. Each copy of a certificate
 //!    is counted on its own, as Sequoia canonicalises each on its own. A revocation
 //!    or direct-key signature of the primary key among them is placed after it
-//!    instead (one hash, no search); any other signature merely out of place in such
-//!    a copy is lost; one that fits where it stands is never touched, whatever copies
-//!    of it stand elsewhere. Under the budget, Sequoia reads the packets as they are.
+//!    instead (one hash, no search); any other is looked for among the components of
+//!    its kind before it in its copy, in the order the signatures stand, while the
+//!    budget the dropped left lasts, so that what is appended to a certificate cannot
+//!    crowd out its own revocations; what is not found is lost. A signature that fits
+//!    where it stands is never touched, whatever copies of it stand elsewhere. Under
+//!    the budget, Sequoia reads the packets as they are.
 //!
 //! [`without_unplaced_signatures`] takes out what fits nowhere once a certificate is read:
 //! Sequoia writes such signatures at the end of a certificate, where every later
@@ -197,6 +200,8 @@ pub struct Placement {
     pub unplaced: usize,
     /// Of those, the ones dropped because the search was over budget.
     pub dropped: usize,
+    /// Of those, the ones placed where they fit instead of dropped.
+    pub moved: usize,
     /// The budget of each pass.
     pub budget: u64,
 }
@@ -288,7 +293,7 @@ fn read_within(
     // merges copies of a signature that differ only in what is not hashed when they
     // stand under the same component, and searches once for each; copies under
     // different components are searched for each.
-    let mut costs: Vec<SpanCost> = certs
+    let costs: Vec<SpanCost> = certs
         .iter()
         .map(|cert| cert.search_cost(&packets, &sizes))
         .collect();
@@ -322,33 +327,86 @@ fn read_within(
             dropped[i] = true;
         }
     }
-    // Of those, the primary key's own signatures (a revocation certificate appended to
-    // a certificate) are placed here, after it: one hash each, no search.
-    let mut after_primary: HashMap<usize, Vec<usize>> = HashMap::new();
-    for (i, cost) in costs.iter_mut().enumerate() {
+    // Of those, each in the order it stands, a signature of the primary key itself (a
+    // revocation certificate appended to a certificate) is placed after it: one hash,
+    // whatever the budget. Any other is looked for among the components before it in
+    // its copy, nearest first, while the budget the dropped copies left lasts, and
+    // placed after the one it fits: what is appended to a certificate comes after it,
+    // and cannot crowd out its own revocations and bindings.
+    let kept: u64 = (0..costs.len())
+        .filter(|&i| !dropped[i])
+        .fold(0u64, |a, i| a.saturating_add(costs[i].search));
+    let mut rescue = placement.budget.saturating_sub(kept);
+    let mut after: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, cost) in costs.iter().enumerate() {
         if !dropped[i] {
             continue;
         }
         let cert = &certs[i];
-        let primary = cert.primary_key(&packets);
+        let Some(primary) = cert.primary_key(&packets) else {
+            drop.extend(&cost.indices);
+            continue;
+        };
+        let key = sizes[cert.primary];
         for &s in &cost.indices {
-            let on_primary = match (packets[s], primary) {
-                (Packet::Signature(sig), Some(primary)) => {
-                    matches!(
-                        sig.typ(),
-                        SignatureType::KeyRevocation | SignatureType::DirectKey
-                    ) && fits(sig, primary, None)
+            drop.insert(s);
+            let Packet::Signature(sig) = packets[s] else {
+                continue;
+            };
+            if matches!(
+                sig.typ(),
+                SignatureType::KeyRevocation | SignatureType::DirectKey
+            ) {
+                if fits(sig, primary, None) {
+                    after.entry(cert.primary).or_default().push(s);
                 }
+                continue;
+            }
+            // Only components of the kind its type goes to, as Sequoia places it.
+            let of_kind = |c: &usize| match packets[*c] {
+                Packet::UserID(_) | Packet::UserAttribute(_) => matches!(
+                    sig.typ(),
+                    SignatureType::GenericCertification
+                        | SignatureType::PersonaCertification
+                        | SignatureType::CasualCertification
+                        | SignatureType::PositiveCertification
+                        | SignatureType::CertificationRevocation
+                        | SignatureType::CertificationApproval
+                ),
+                Packet::PublicSubkey(_) | Packet::SecretSubkey(_) => matches!(
+                    sig.typ(),
+                    SignatureType::SubkeyBinding | SignatureType::SubkeyRevocation
+                ),
                 _ => false,
             };
-            if on_primary {
-                after_primary.entry(cert.primary).or_default().push(s);
+            let before = cert
+                .pieces
+                .iter()
+                .rev()
+                .filter_map(|p| p.component)
+                .filter(|&c| c < s)
+                .filter(of_kind);
+            for c in before {
+                let each = weight(sig).saturating_mul(
+                    key.saturating_add(sizes[c])
+                        .saturating_add(PER_HASH)
+                        .saturating_add(sizes[s]),
+                );
+                if each > rescue {
+                    rescue = 0;
+                    break;
+                }
+                rescue -= each;
+                if fits(sig, primary, Some(packets[c])) {
+                    after.entry(c).or_default().push(s);
+                    break;
+                }
             }
-            drop.insert(s);
         }
     }
-    let moved: usize = after_primary.values().map(Vec::len).sum();
+    let moved: usize = after.values().map(Vec::len).sum();
     placement.dropped = drop.len() - moved;
+    placement.moved = moved;
     if placement.dropped > 0 {
         tracing::warn!(
             dropped = placement.dropped,
@@ -362,7 +420,7 @@ fn read_within(
             continue;
         }
         packets.extend(framed[i].take());
-        for &s in after_primary.get(&i).into_iter().flatten() {
+        for &s in after.get(&i).into_iter().flatten() {
             packets.extend(framed[s].take());
         }
     }
@@ -914,8 +972,12 @@ pub(crate) mod tests {
         let (cert, placement) = read_one(&bytes);
         assert_eq!(placement.unplaced, 2_000);
         assert!(placement.search > placement.budget, "{placement:?}");
-        assert_eq!(placement.dropped, 2_000);
-        assert_eq!(cert.bad_signatures().count(), 0);
+        assert_eq!(placement.dropped + placement.moved, 2_000);
+        // (What a chance match of its digest prefix placed stays Sequoia's to judge.)
+        assert!(
+            cert.bad_signatures().count() <= placement.moved,
+            "{placement:?}"
+        );
         // Bob's own components and bindings are untouched.
         let policy = openpgp::policy::StandardPolicy::new();
         let valid = cert.with_policy(&policy, None).unwrap();
@@ -955,8 +1017,15 @@ pub(crate) mod tests {
             twice.extend(f.packet.to_vec().unwrap());
         }
         let (cert, placement) = read_one(&twice);
-        assert!(placement.dropped >= 2_000, "{placement:?}");
-        assert_eq!(cert.bad_signatures().count(), 0);
+        assert!(
+            placement.dropped + placement.moved >= 2_000,
+            "{placement:?}"
+        );
+        // (What a chance match of its digest prefix placed stays Sequoia's to judge.)
+        assert!(
+            cert.bad_signatures().count() <= placement.moved,
+            "{placement:?}"
+        );
     }
 
     #[test]
@@ -1022,7 +1091,7 @@ pub(crate) mod tests {
         let (cert, placement) = read_one(&bytes);
         assert_eq!(placement.unplaced, 1, "{placement:?}");
         assert!(placement.search < placement.budget, "{placement:?}");
-        assert_eq!(placement.dropped, 1, "{placement:?}");
+        assert_eq!(placement.dropped + placement.moved, 1, "{placement:?}");
         assert_eq!(cert.userids().count(), 256);
     }
 
@@ -1060,7 +1129,7 @@ pub(crate) mod tests {
         let flood = hostile(&victim, 200, 2_000);
         input.extend(flood);
         let (parser, placement) = read(&input).unwrap();
-        assert_eq!(placement.dropped, 2_000, "{placement:?}");
+        assert_eq!(placement.dropped + placement.moved, 2_000, "{placement:?}");
         let certs: Vec<Cert> = parser.collect::<openpgp::Result<_>>().unwrap();
         assert_eq!(certs.len(), 2);
         assert!(revoked(&certs[0]));
@@ -1084,9 +1153,16 @@ pub(crate) mod tests {
         assert_eq!(flood[..own], victim.to_vec().unwrap()[..]);
         input.extend(&flood[primary_len..]);
         let (cert, placement) = read_one(&input);
-        assert_eq!(placement.dropped, 2_000, "{placement:?}");
+        // The junk, the revocation and a copy of Bob's direct-key signature.
+        assert_eq!(placement.unplaced, 2_002, "{placement:?}");
+        assert_eq!(placement.dropped + placement.moved, 2_002, "{placement:?}");
+        assert!(placement.moved >= 2, "{placement:?}");
         assert!(revoked(&cert));
-        assert_eq!(cert.bad_signatures().count(), 0);
+        // (What a chance match of its digest prefix placed stays Sequoia's to judge.)
+        assert!(
+            cert.bad_signatures().count() <= placement.moved,
+            "{placement:?}"
+        );
     }
 
     #[test]
@@ -1177,7 +1253,7 @@ pub(crate) mod tests {
         flood.extend(Packet::from(binding.clone()).to_vec().unwrap());
         input.extend(flood);
         let (parser, placement) = read(&input).unwrap();
-        assert_eq!(placement.dropped, 2_001, "{placement:?}");
+        assert_eq!(placement.dropped + placement.moved, 2_001, "{placement:?}");
         let certs: Vec<Cert> = parser.collect::<openpgp::Result<_>>().unwrap();
         let policy = openpgp::policy::StandardPolicy::new();
         let bob_read = certs
@@ -1197,7 +1273,7 @@ pub(crate) mod tests {
         let mut input = hostile(&bob, 200, 2_000);
         input.extend(Packet::from(binding).to_vec().unwrap());
         let (cert, placement) = read_one(&input);
-        assert!(placement.dropped > 2_000, "{placement:?}");
+        assert!(placement.dropped + placement.moved > 2_000, "{placement:?}");
         let valid = cert.with_policy(&policy, None).unwrap();
         assert_eq!(
             valid
@@ -1342,7 +1418,11 @@ pub(crate) mod tests {
         assert_eq!(placement.unplaced, 1_000, "{placement:?}");
         assert!(placement.search > placement.budget, "{placement:?}");
         assert_eq!(placement.dropped, 1_000, "{placement:?}");
-        assert_eq!(cert.bad_signatures().count(), 0);
+        // (What a chance match of its digest prefix placed stays Sequoia's to judge.)
+        assert!(
+            cert.bad_signatures().count() <= placement.moved,
+            "{placement:?}"
+        );
         assert_eq!(cert.userids().count(), 251);
         check(&junk_under_each(&bob, 20, 100, 2, HashAlgorithm::SHA256)).unwrap();
     }
@@ -1366,6 +1446,49 @@ pub(crate) mod tests {
         let (_, p1) = read_within(&sha1, u64::MAX, budget, u64::MAX).unwrap();
         assert_eq!(p256.dropped, 0, "{p256:?}");
         assert_eq!(p1.dropped, 120, "{p1:?}");
+    }
+
+    #[test]
+    fn fail_junk_appended_to_a_certificate_does_not_take_off_its_subkey_and_user_id_revocations() {
+        // The victim's certificate, the revocations of its first subkey and of its User
+        // ID appended out of place (after its last subkey), then bare User IDs and junk
+        // with no primary key before them: all one copy, over budget.
+        let victim = bob();
+        let mut signer = signer(&victim);
+        let primary = victim.primary_key().key();
+        let subkey = victim.keys().subkeys().next().unwrap().key().clone();
+        let uid = victim.userids().next().unwrap().userid().clone();
+        let subkey_revocation = SignatureBuilder::new(SignatureType::SubkeyRevocation)
+            .sign_subkey_binding(&mut signer, primary, &subkey)
+            .unwrap();
+        let uid_revocation = SignatureBuilder::new(SignatureType::CertificationRevocation)
+            .sign_userid_binding(&mut signer, primary, &uid)
+            .unwrap();
+        let mut input = victim.to_vec().unwrap();
+        input.extend(Packet::from(subkey_revocation).to_vec().unwrap());
+        input.extend(Packet::from(uid_revocation).to_vec().unwrap());
+        let revoked_alone = Cert::from_bytes(&input).unwrap();
+        let flood = hostile(&victim, 200, 2_000);
+        input.extend(&flood[victim.to_vec().unwrap().len()..]);
+        let (cert, placement) = read_one(&input);
+        assert_eq!(placement.unplaced, 2_002, "{placement:?}");
+        assert!(placement.search > placement.budget, "{placement:?}");
+        assert_eq!(placement.dropped + placement.moved, 2_002, "{placement:?}");
+        assert!(placement.moved >= 2, "{placement:?}");
+        // (What a chance match of its digest prefix placed stays Sequoia's to judge.)
+        assert!(
+            cert.bad_signatures().count() <= placement.moved,
+            "{placement:?}"
+        );
+        for c in [&revoked_alone, &cert] {
+            let sub = c
+                .keys()
+                .subkeys()
+                .find(|k| k.key().fingerprint() == subkey.fingerprint());
+            assert_eq!(sub.unwrap().self_revocations().count(), 1);
+            let u = c.userids().find(|u| u.userid() == &uid).unwrap();
+            assert_eq!(u.self_revocations().count(), 1);
+        }
     }
 
     #[test]

@@ -26,12 +26,17 @@ fn aep_mail(headers: &[(&str, &str)], body: &str) -> Vec<u8> {
 
 /// Section 7: agent-a submits a task to agent-b.
 fn task_submit() -> Vec<u8> {
+    task_submit_at("Mon, 30 Nov 2026 10:00:00 +0000")
+}
+
+/// [`task_submit`], dated `date`.
+fn task_submit_at(date: &str) -> Vec<u8> {
     aep_mail(
         &[
             ("From", A),
             ("To", B),
             ("Subject", "translate README to French"),
-            ("Date", "Mon, 30 Nov 2026 10:00:00 +0000"),
+            ("Date", date),
             ("Message-ID", "<15@kankan.email>"),
             ("X-AEP-Type", "task.submit"),
             ("X-AEP-Conversation-Id", "c-abc123"),
@@ -384,7 +389,12 @@ fn command_line_maps_and_seals_aep_mail() {
     let out = common::run(&["aep", "from-maila2a", "--in", &p("m.eml")], b"");
     assert!(out.status.success());
     assert_eq!(parse(&out.stdout), parse(&task_submit()));
-    // `seal` takes the AEP mail as it is (OpenPGP between two stores).
+    // `seal` takes the AEP mail as it is (OpenPGP between two stores), dated now: the
+    // receiver opens only what is fresh.
+    let now = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc2822)
+        .unwrap();
+    std::fs::write(&submit, task_submit_at(&now)).unwrap();
     let (a, b) = (p("a"), p("b"));
     for (store, email, other) in [(&a, A, &b), (&b, B, &a)] {
         let cert = p(&format!("{email}.asc"));
@@ -449,7 +459,7 @@ fn command_line_maps_and_seals_aep_mail() {
         String::from_utf8_lossy(&out.stderr)
     );
     let out = common::run(&["aep", "from-maila2a", "--in", &p("inner.eml")], b"");
-    assert_eq!(parse(&out.stdout), parse(&task_submit()));
+    assert_eq!(parse(&out.stdout), parse(&task_submit_at(&now)));
 }
 
 /// The `aep_map` fuzzer's finding (`tests/cases/crashes/aep_map-*`): a From with
